@@ -1,1 +1,23 @@
-//! placeholder
+//! `tessera-te`: tensor expressions, compute DAGs, schedules, bound inference and
+//! lowering to `tessera-ir`.
+//!
+//! - [`tensor`]: placeholders, computes, reductions, iteration variables.
+//! - [`dag`]: the compute DAG (topological order, FLOPs, workload key, TVM's print).
+//! - [`schedule`]: stages and schedule primitives.
+//! - [`lower`](mod@lower): bound inference and lowering into a [`tessera_ir::PrimFunc`].
+//! - [`ops`]: a few operators (matmul, conv2d NHWC, softmax) used by tests and examples;
+//!   the operator library proper grows on top of these.
+
+pub mod dag;
+pub mod error;
+pub mod lower;
+pub mod ops;
+mod rfactor;
+pub mod schedule;
+pub mod tensor;
+
+pub use dag::ComputeDag;
+pub use error::{LowerError, ScheduleError, TeError};
+pub use lower::lower;
+pub use schedule::{Annotation, Attach, Relation, Schedule, Stage};
+pub use tensor::{compute, compute_tagged, max, min, placeholder, prod, reduce_axis, sum, ComputeBody, IterKind, IterVar, OpKind, Reduce, ReduceOp, Tensor};
