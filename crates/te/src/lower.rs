@@ -567,16 +567,19 @@ impl Lowerer<'_> {
         if children.is_empty() {
             return Ok(inner);
         }
+        // Shared-memory producers are fenced: the sync before keeps threads from
+        // overwriting what others still read in the previous iteration, the sync after
+        // makes the writes visible before they are read.
+        let shared = children.iter().any(|c| self.stage(*c).scope == StorageScope::Shared);
         let mut parts = Vec::new();
+        if shared {
+            parts.push(Stmt::storage_sync(StorageScope::Shared));
+        }
         for &c in &children {
-            let shared = self.stage(c).scope == StorageScope::Shared;
-            if shared {
-                parts.push(Stmt::storage_sync(StorageScope::Shared));
-            }
             parts.push(self.emit(c)?);
-            if shared {
-                parts.push(Stmt::storage_sync(StorageScope::Shared));
-            }
+        }
+        if shared {
+            parts.push(Stmt::storage_sync(StorageScope::Shared));
         }
         parts.push(inner);
         let mut s = Stmt::seq(parts);

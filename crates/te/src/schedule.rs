@@ -178,6 +178,19 @@ impl Schedule {
         Ok(s)
     }
 
+    /// Fails when another stage is computed at `iv` of the stage of `t` (transforming
+    /// that loop would leave the other stage nowhere to go).
+    fn check_not_attach_point(&self, t: &Tensor, iv: &IterVar) -> Result<(), ScheduleError> {
+        let b = t.buffer();
+        if let Some(o) = self.stages.iter().find(|x| matches!(&x.attach, Attach::At { target, axis } if target == b && axis == iv)) {
+            return Err(ScheduleError::Invalid {
+                stage: t.name().to_string(),
+                reason: format!("stage `{}` is computed at axis `{}`; move it before transforming that axis", o.name(), iv.name()),
+            });
+        }
+        Ok(())
+    }
+
     fn leaf_pos(s: &Stage, iv: &IterVar) -> Result<usize, ScheduleError> {
         s.leaf_iter_vars
             .iter()
@@ -188,6 +201,7 @@ impl Schedule {
     // ----- loop-nest primitives -----
 
     fn split_impl(&mut self, t: &Tensor, iv: &IterVar, factor: Option<i64>, nparts: Option<i64>) -> Result<(IterVar, IterVar), ScheduleError> {
+        self.check_not_attach_point(t, iv)?;
         let s = self.compute_stage_mut(t)?;
         let pos = Self::leaf_pos(s, iv)?;
         let v = factor.or(nparts).unwrap_or(0);
@@ -214,6 +228,8 @@ impl Schedule {
 
     /// Fuses two adjacent leaf axes (`outer` right before `inner`) into one.
     pub fn fuse(&mut self, t: &Tensor, outer: &IterVar, inner: &IterVar) -> Result<IterVar, ScheduleError> {
+        self.check_not_attach_point(t, outer)?;
+        self.check_not_attach_point(t, inner)?;
         let s = self.compute_stage_mut(t)?;
         let po = Self::leaf_pos(s, outer)?;
         let pi = Self::leaf_pos(s, inner)?;
@@ -372,6 +388,13 @@ impl Schedule {
         if !self.reads_through_inline(ti, &buf) {
             return Err(err(format!("`{}` does not consume `{}`", target.name(), sname)));
         }
+        let others: Vec<&str> = (0..self.stages.len())
+            .filter(|&c| c != ti && !matches!(self.stages[c].attach, Attach::Inline) && self.reads_through_inline(c, &buf))
+            .map(|c| self.stages[c].name())
+            .collect();
+        if !others.is_empty() {
+            return Err(err(format!("`{sname}` is also consumed by [{}]; a stage computed at another must have it as its only consumer", others.join(", "))));
+        }
         // No cycles: the target must not be (transitively) attached inside this stage.
         let mut cur = ti;
         while let Attach::At { target: tb, .. } = &self.stages[cur].attach {
@@ -439,6 +462,9 @@ impl Schedule {
         if readers.is_empty() {
             return Err(err("no readers given".into()));
         }
+        if matches!(self.stages[ti].attach, Attach::At { .. } | Attach::Inline) {
+            return Err(err("the tensor is computed at another stage or inlined; cache it before moving it".into()));
+        }
         let mut reader_idx = Vec::new();
         for r in readers {
             let ri = self.stage_index(r)?;
@@ -474,6 +500,9 @@ impl Schedule {
         }
         if matches!(s.attach, Attach::Inline) {
             return Err(err("the stage is inlined"));
+        }
+        if self.stages.iter().any(|x| matches!(&x.attach, Attach::At { target, .. } if target == s.op.buffer())) {
+            return Err(err("other stages are computed inside it; cache_write must come before compute_at into it"));
         }
         let op = s.op.clone();
         let mut vmap: HashMap<Var, Expr> = HashMap::new();

@@ -1,0 +1,53 @@
+//! Helpers shared by the te integration tests: random inputs, running a lowered
+//! function in the reference interpreter, and comparing a schedule with the
+//! unscheduled program.
+#![allow(dead_code)]
+
+use tessera_ir::interp::{self, HostBuffer};
+use tessera_ir::PrimFunc;
+use tessera_te::{lower, Schedule, Tensor};
+
+/// Deterministic pseudo-random values in [-1, 1) for a tensor.
+pub fn random_buffer(t: &Tensor, seed: u64) -> HostBuffer {
+    let n: i64 = t.shape().iter().product();
+    let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    let vals: Vec<f64> = (0..n)
+        .map(|_| {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((x >> 33) % 2000) as f64 / 1000.0 - 1.0
+        })
+        .collect();
+    let shape: Vec<usize> = t.shape().iter().map(|d| *d as usize).collect();
+    HostBuffer::from_f64(t.dtype(), &shape, &vals)
+}
+
+/// Runs `f` on `inputs` (random, seeded) and zero outputs; returns every buffer.
+pub fn run(f: &PrimFunc, args: &[Tensor], n_inputs: usize, seed: u64) -> Vec<HostBuffer> {
+    let mut bufs: Vec<HostBuffer> = args
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            if i < n_inputs {
+                random_buffer(t, seed + i as u64)
+            } else {
+                let shape: Vec<usize> = t.shape().iter().map(|d| *d as usize).collect();
+                HostBuffer::zeros(t.dtype(), &shape)
+            }
+        })
+        .collect();
+    interp::run(f, &mut bufs).unwrap_or_else(|e| panic!("interpreter failed: {e}\n{f}"));
+    bufs
+}
+
+/// Asserts that `sch` lowered computes what the unscheduled program computes.
+pub fn assert_same_as_unscheduled(sch: &Schedule, outputs: &[Tensor], args: &[Tensor], n_inputs: usize) {
+    let reference = lower(&Schedule::create(outputs).unwrap(), args, "reference").unwrap();
+    let scheduled = lower(sch, args, "scheduled").unwrap_or_else(|e| panic!("lowering failed: {e}"));
+    let want = run(&reference, args, n_inputs, 7);
+    let got = run(&scheduled, args, n_inputs, 7);
+    for (w, g) in want[n_inputs..].iter().zip(&got[n_inputs..]) {
+        for (k, (a, b)) in w.to_f64().iter().zip(g.to_f64()).enumerate() {
+            assert!((a - b).abs() <= 1e-4 * (1.0 + a.abs()), "element {k}: want {a}, got {b}\n{scheduled}");
+        }
+    }
+}
