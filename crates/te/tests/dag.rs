@@ -1,0 +1,82 @@
+//! Compute DAG facts: workload keys, FLOP counts, order, and a few primitives whose
+//! effect is easiest to see in the printed IR (pragma, compute_root, set_scope).
+
+mod common;
+
+use tessera_ir::{DataType, Expr, StorageScope};
+use tessera_te::{compute, lower, ops, placeholder, ComputeDag, Schedule};
+
+fn conv(names: (&str, &str), hw: i64) -> ComputeDag {
+    let d = placeholder(&[1, hw, hw, 16], DataType::float32(), names.0).unwrap();
+    let k = placeholder(&[3, 3, 16, 32], DataType::float32(), names.1).unwrap();
+    let c = ops::conv2d_nhwc(&d, &k, (1, 1), (1, 1), (1, 1)).unwrap();
+    ComputeDag::new(&[c]).unwrap()
+}
+
+#[test]
+fn workload_key_is_equal_for_equal_dags_whatever_the_names() {
+    let a = conv(("data", "weight"), 14);
+    let b = conv(("x", "w"), 14);
+    assert_eq!(a.workload_key(), b.workload_key());
+    assert!(a.workload_key().starts_with("[\""));
+    assert!(a.workload_key().ends_with("[1, 14, 14, 16], [3, 3, 16, 32], [1, 14, 14, 32]]"), "{}", a.workload_key());
+    let c = conv(("data", "weight"), 28);
+    assert_ne!(a.workload_key(), c.workload_key(), "different shapes");
+    let x = placeholder(&[8, 8], DataType::float32(), "X").unwrap();
+    let relu = compute(&[8, 8], "R", &[], |ix| Expr::max(x.at(ix), Expr::float(0.0))).unwrap();
+    let sig = compute(&[8, 8], "R", &[], |ix| x.at(ix).sigmoid()).unwrap();
+    let (kr, ks) = (ComputeDag::new(&[relu]).unwrap().workload_key(), ComputeDag::new(&[sig]).unwrap().workload_key());
+    assert_ne!(kr, ks, "different computations");
+}
+
+#[test]
+fn flops_and_order() {
+    let x = placeholder(&[4, 10], DataType::float32(), "placeholder").unwrap();
+    let y = ops::softmax(&x).unwrap();
+    let dag = ComputeDag::new(&[y.clone()]).unwrap();
+    let names: Vec<&str> = dag.ops.iter().map(|t| t.name()).collect();
+    assert_eq!(names, ["placeholder", "T_softmax_maxelem", "T_softmax_exp", "T_softmax_expsum", "T_softmax_norm"]);
+    // max: 4*10*(1 combine); exp: 4*10*(1 sub); expsum: 4*10*1; norm: 4*10*1 div.
+    assert_eq!(dag.flop_count(), 160.0);
+    let exp = dag.ops[2].clone();
+    let consumers: Vec<String> = dag.consumers(&exp).iter().map(|t| t.name().to_string()).collect();
+    assert_eq!(consumers, ["T_softmax_expsum", "T_softmax_norm"]);
+    assert_eq!(dag.inputs().len(), 1);
+}
+
+#[test]
+fn softmax_schedules_lower_and_compute_the_same() {
+    let x = placeholder(&[3, 7], DataType::float32(), "X").unwrap();
+    let y = ops::softmax(&x).unwrap();
+    let dag = ComputeDag::new(&[y.clone()]).unwrap();
+    let exp = dag.ops[2].clone();
+    let mut s = Schedule::create(&[y.clone()]).unwrap();
+    s.compute_inline(&exp).unwrap();
+    let ax = s.axis(&y).unwrap();
+    s.pragma(&y, &ax[0], "auto_unroll_max_step", Expr::int(16)).unwrap();
+    let args = [x, y.clone()];
+    let f = lower(&s, &args, "softmax").unwrap();
+    let text = f.to_string();
+    assert!(text.contains("attr [pragma_auto_unroll_max_step] = 16"), "{text}");
+    assert!(!text.contains("T_softmax_exp["), "exp is inlined:\n{text}");
+    assert!(text.contains("allocate T_softmax_maxelem: float32[3], global"), "{text}");
+    common::assert_same_as_unscheduled(&s, &[y], &args, 1);
+}
+
+#[test]
+fn set_scope_and_compute_root() {
+    let x = placeholder(&[6, 5], DataType::float32(), "X").unwrap();
+    let a = compute(&[6, 5], "A", &[], |ix| x.at(ix) * 2.0).unwrap();
+    let b = compute(&[6, 5], "B", &[], |ix| a.at(ix) + 1.0).unwrap();
+    let mut s = Schedule::create(&[b.clone()]).unwrap();
+    let bx = s.axis(&b).unwrap();
+    s.compute_at(&a, &b, &bx[0]).unwrap();
+    s.set_scope(&a, StorageScope::Local).unwrap();
+    let args = [x, b.clone()];
+    let text = lower(&s, &args, "f").unwrap().to_string();
+    assert!(text.contains("allocate A: float32[1, 5], local"), "{text}");
+    s.compute_root(&a).unwrap();
+    let text = lower(&s, &args, "f").unwrap().to_string();
+    assert!(text.contains("allocate A: float32[6, 5], local"), "{text}");
+    common::assert_same_as_unscheduled(&s, &[b], &args, 1);
+}
