@@ -67,14 +67,30 @@ pub struct BufferNode {
 }
 
 impl Buffer {
-    pub fn new(name: impl Into<String>, dtype: DataType, shape: Vec<Expr>, scope: StorageScope) -> Self {
+    pub fn new(
+        name: impl Into<String>,
+        dtype: DataType,
+        shape: Vec<Expr>,
+        scope: StorageScope,
+    ) -> Self {
         let name = name.into();
         let data = Var::new(name.clone(), DataType::uint(64));
-        Buffer(Arc::new(BufferNode { name, dtype, shape, scope, data }))
+        Buffer(Arc::new(BufferNode {
+            name,
+            dtype,
+            shape,
+            scope,
+            data,
+        }))
     }
     /// A global buffer with a constant shape.
     pub fn global(name: impl Into<String>, dtype: DataType, shape: &[i64]) -> Self {
-        Self::new(name, dtype, shape.iter().map(|&d| Expr::int(d)).collect(), StorageScope::Global)
+        Self::new(
+            name,
+            dtype,
+            shape.iter().map(|&d| Expr::int(d)).collect(),
+            StorageScope::Global,
+        )
     }
     pub fn name(&self) -> &str {
         &self.0.name

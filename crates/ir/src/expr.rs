@@ -41,7 +41,11 @@ impl<'de> Deserialize<'de> for Var {
 impl Var {
     /// A new variable, distinct from every other.
     pub fn new(name: impl Into<String>, dtype: DataType) -> Self {
-        Var(Arc::new(VarNode { name: name.into(), id: fresh_id(), dtype }))
+        Var(Arc::new(VarNode {
+            name: name.into(),
+            id: fresh_id(),
+            dtype,
+        }))
     }
     /// A new int32 variable.
     pub fn int(name: impl Into<String>) -> Self {
@@ -177,22 +181,110 @@ pub struct Expr(Arc<ExprNode>);
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum ExprNode {
     Var(Var),
-    IntImm { dtype: DataType, value: i64 },
-    FloatImm { dtype: DataType, value: f64 },
-    Binary { op: BinOp, a: Expr, b: Expr },
-    Cmp { op: CmpOp, a: Expr, b: Expr },
+    IntImm {
+        dtype: DataType,
+        value: i64,
+    },
+    FloatImm {
+        dtype: DataType,
+        #[serde(with = "float_repr")]
+        value: f64,
+    },
+    Binary {
+        op: BinOp,
+        a: Expr,
+        b: Expr,
+    },
+    Cmp {
+        op: CmpOp,
+        a: Expr,
+        b: Expr,
+    },
     And(Expr, Expr),
     Or(Expr, Expr),
     Not(Expr),
-    Select { cond: Expr, then_value: Expr, else_value: Expr },
-    Cast { dtype: DataType, value: Expr },
+    Select {
+        cond: Expr,
+        then_value: Expr,
+        else_value: Expr,
+    },
+    Cast {
+        dtype: DataType,
+        value: Expr,
+    },
     /// A read of a buffer element; with a `Ramp` index it reads a vector.
-    Load { buffer: Buffer, indices: Vec<Expr> },
+    Load {
+        buffer: Buffer,
+        indices: Vec<Expr>,
+    },
     /// The vector `base, base + stride, …` of `lanes` lanes.
-    Ramp { base: Expr, stride: Expr, lanes: u16 },
+    Ramp {
+        base: Expr,
+        stride: Expr,
+        lanes: u16,
+    },
     /// A scalar repeated over `lanes` lanes.
-    Broadcast { value: Expr, lanes: u16 },
-    Call { dtype: DataType, op: Intrinsic, args: Vec<Expr> },
+    Broadcast {
+        value: Expr,
+        lanes: u16,
+    },
+    Call {
+        dtype: DataType,
+        op: Intrinsic,
+        args: Vec<Expr>,
+    },
+}
+
+/// The serialized form of a float immediate. JSON has no infinities or NaN (serde_json
+/// writes them as `null` and cannot read them back), so human-readable formats write those
+/// three as the strings `"inf"`, `"-inf"` and `"nan"`; finite values stay numbers.
+mod float_repr {
+    use serde::{de, Deserializer, Serializer};
+    use std::fmt;
+
+    pub fn serialize<S: Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+        if v.is_finite() || !s.is_human_readable() {
+            s.serialize_f64(*v)
+        } else if v.is_nan() {
+            s.serialize_str("nan")
+        } else if *v > 0.0 {
+            s.serialize_str("inf")
+        } else {
+            s.serialize_str("-inf")
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+        struct V;
+        impl de::Visitor<'_> for V {
+            type Value = f64;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a number or one of \"inf\", \"-inf\", \"nan\"")
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<f64, E> {
+                Ok(v)
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<f64, E> {
+                Ok(v as f64)
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<f64, E> {
+                Ok(v as f64)
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<f64, E> {
+                match v {
+                    "inf" => Ok(f64::INFINITY),
+                    "-inf" => Ok(f64::NEG_INFINITY),
+                    "nan" => Ok(f64::NAN),
+                    _ => Err(E::invalid_value(de::Unexpected::Str(v), &self)),
+                }
+            }
+        }
+        if d.is_human_readable() {
+            d.deserialize_any(V)
+        } else {
+            d.deserialize_f64(V)
+        }
+    }
 }
 
 impl Expr {
@@ -336,29 +428,48 @@ impl Expr {
     pub fn or(a: Expr, b: Expr) -> Expr {
         Expr::new(ExprNode::Or(a, b))
     }
+    #[allow(clippy::should_implement_trait)]
     pub fn not(a: Expr) -> Expr {
         Expr::new(ExprNode::Not(a))
     }
     /// The conjunction of all conditions (true when there are none).
     pub fn all(conds: impl IntoIterator<Item = Expr>) -> Expr {
-        conds.into_iter().reduce(Expr::and).unwrap_or_else(|| Expr::bool(true))
+        conds
+            .into_iter()
+            .reduce(Expr::and)
+            .unwrap_or_else(|| Expr::bool(true))
     }
     pub fn select(cond: Expr, then_value: Expr, else_value: Expr) -> Expr {
-        Expr::new(ExprNode::Select { cond, then_value, else_value })
+        Expr::new(ExprNode::Select {
+            cond,
+            then_value,
+            else_value,
+        })
     }
     /// `cond ? then_value : else_value`, evaluating only the branch taken.
     pub fn if_then_else(cond: Expr, then_value: Expr, else_value: Expr) -> Expr {
         let dtype = then_value.dtype();
-        Self::call(dtype, Intrinsic::IfThenElse, vec![cond, then_value, else_value])
+        Self::call(
+            dtype,
+            Intrinsic::IfThenElse,
+            vec![cond, then_value, else_value],
+        )
     }
     pub fn cast(dtype: DataType, value: Expr) -> Expr {
         Expr::new(ExprNode::Cast { dtype, value })
     }
     pub fn load(buffer: &Buffer, indices: Vec<Expr>) -> Expr {
-        Expr::new(ExprNode::Load { buffer: buffer.clone(), indices })
+        Expr::new(ExprNode::Load {
+            buffer: buffer.clone(),
+            indices,
+        })
     }
     pub fn ramp(base: Expr, stride: Expr, lanes: u16) -> Expr {
-        Expr::new(ExprNode::Ramp { base, stride, lanes })
+        Expr::new(ExprNode::Ramp {
+            base,
+            stride,
+            lanes,
+        })
     }
     pub fn broadcast(value: Expr, lanes: u16) -> Expr {
         Expr::new(ExprNode::Broadcast { value, lanes })
@@ -507,10 +618,16 @@ pub struct Range {
 
 impl Range {
     pub fn new(min: impl Into<Expr>, extent: impl Into<Expr>) -> Self {
-        Range { min: min.into(), extent: extent.into() }
+        Range {
+            min: min.into(),
+            extent: extent.into(),
+        }
     }
     /// `[0, extent)`.
     pub fn from_extent(extent: impl Into<Expr>) -> Self {
-        Range { min: Expr::int(0), extent: extent.into() }
+        Range {
+            min: Expr::int(0),
+            extent: extent.into(),
+        }
     }
 }

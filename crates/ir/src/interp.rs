@@ -61,14 +61,30 @@ impl HostBuffer {
     /// A buffer of zeros.
     pub fn zeros(dtype: DataType, shape: &[usize]) -> Self {
         let n = shape.iter().product();
-        let zero = if dtype.is_float() { Scalar::F(0.0) } else { Scalar::I(0) };
-        HostBuffer { dtype, shape: shape.to_vec(), data: vec![zero; n] }
+        let zero = if dtype.is_float() {
+            Scalar::F(0.0)
+        } else {
+            Scalar::I(0)
+        };
+        HostBuffer {
+            dtype,
+            shape: shape.to_vec(),
+            data: vec![zero; n],
+        }
     }
     /// A buffer of `dtype` holding `values` (converted to the type).
     pub fn from_f64(dtype: DataType, shape: &[usize], values: &[f64]) -> Self {
-        assert_eq!(shape.iter().product::<usize>(), values.len(), "values do not fill the shape");
+        assert_eq!(
+            shape.iter().product::<usize>(),
+            values.len(),
+            "values do not fill the shape"
+        );
         let data = values.iter().map(|v| Scalar::F(*v).cast(dtype)).collect();
-        HostBuffer { dtype, shape: shape.to_vec(), data }
+        HostBuffer {
+            dtype,
+            shape: shape.to_vec(),
+            data,
+        }
     }
     pub fn to_f64(&self) -> Vec<f64> {
         self.data.iter().map(|s| s.as_f64()).collect()
@@ -85,7 +101,11 @@ impl HostBuffer {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum InterpError {
     #[error("function `{func}` takes {expected} buffers, {got} were given")]
-    ArgCount { func: String, expected: usize, got: usize },
+    ArgCount {
+        func: String,
+        expected: usize,
+        got: usize,
+    },
     #[error("argument {index} (`{name}`): expected {expected_dtype}{expected_shape:?}, got {got_dtype}{got_shape:?}")]
     ArgMismatch {
         index: usize,
@@ -98,7 +118,11 @@ pub enum InterpError {
     #[error("parameter `{0}` has a shape that is not constant")]
     SymbolicShape(String),
     #[error("access {buffer}{indices:?} is out of bounds of shape {shape:?}")]
-    OutOfBounds { buffer: String, indices: Vec<i64>, shape: Vec<usize> },
+    OutOfBounds {
+        buffer: String,
+        indices: Vec<i64>,
+        shape: Vec<usize>,
+    },
     #[error("buffer `{0}` is used but neither a parameter nor allocated")]
     UnknownBuffer(String),
     #[error("variable `{0}` is used but not bound")]
@@ -127,13 +151,21 @@ struct Machine<'a> {
 /// shapes must match the parameters exactly.
 pub fn run(func: &PrimFunc, args: &mut [HostBuffer]) -> Result<(), InterpError> {
     if func.params.len() != args.len() {
-        return Err(InterpError::ArgCount { func: func.name.clone(), expected: func.params.len(), got: args.len() });
+        return Err(InterpError::ArgCount {
+            func: func.name.clone(),
+            expected: func.params.len(),
+            got: args.len(),
+        });
     }
     let mut slots = HashMap::new();
     for (i, (p, a)) in func.params.iter().zip(args.iter()).enumerate() {
-        let shape = p.const_shape().ok_or_else(|| InterpError::SymbolicShape(p.name().to_string()))?;
-        let same_shape = shape.len() == a.shape.len() && shape.iter().zip(&a.shape).all(|(x, y)| *x == *y as i64);
-        if p.dtype() != a.dtype || !same_shape || a.data.len() != a.shape.iter().product::<usize>() {
+        let shape = p
+            .const_shape()
+            .ok_or_else(|| InterpError::SymbolicShape(p.name().to_string()))?;
+        let same_shape = shape.len() == a.shape.len()
+            && shape.iter().zip(&a.shape).all(|(x, y)| *x == *y as i64);
+        if p.dtype() != a.dtype || !same_shape || a.data.len() != a.shape.iter().product::<usize>()
+        {
             return Err(InterpError::ArgMismatch {
                 index: i,
                 name: p.name().to_string(),
@@ -145,7 +177,12 @@ pub fn run(func: &PrimFunc, args: &mut [HostBuffer]) -> Result<(), InterpError> 
         }
         slots.insert(p.data().clone(), (true, i));
     }
-    let mut m = Machine { vars: HashMap::new(), args, allocs: Vec::new(), slots };
+    let mut m = Machine {
+        vars: HashMap::new(),
+        args,
+        allocs: Vec::new(),
+        slots,
+    };
     m.exec(&func.body)
 }
 
@@ -189,7 +226,10 @@ impl Machine<'_> {
 
     /// The flat offsets of each lane of a (possibly vector) access.
     fn offsets(&mut self, b: &Buffer, indices: &[Expr]) -> Result<Vec<usize>, InterpError> {
-        let idx: Vec<Value> = indices.iter().map(|i| self.eval(i)).collect::<Result<_, _>>()?;
+        let idx: Vec<Value> = indices
+            .iter()
+            .map(|i| self.eval(i))
+            .collect::<Result<_, _>>()?;
         let lanes = idx.iter().map(|v| v.len()).max().unwrap_or(1);
         if idx.iter().any(|v| v.len() != 1 && v.len() != lanes) {
             return Err(InterpError::Lanes(b.name().to_string()));
@@ -198,27 +238,52 @@ impl Machine<'_> {
         (0..lanes)
             .map(|l| {
                 let point: Vec<i64> = idx.iter().map(|v| lane(v, l).as_i64()).collect();
-                let in_bounds = point.len() == shape.len() && point.iter().zip(&shape).all(|(i, d)| *i >= 0 && (*i as usize) < *d);
+                let in_bounds = point.len() == shape.len()
+                    && point
+                        .iter()
+                        .zip(&shape)
+                        .all(|(i, d)| *i >= 0 && (*i as usize) < *d);
                 if !in_bounds {
-                    return Err(InterpError::OutOfBounds { buffer: b.name().to_string(), indices: point, shape: shape.clone() });
+                    return Err(InterpError::OutOfBounds {
+                        buffer: b.name().to_string(),
+                        indices: point,
+                        shape: shape.clone(),
+                    });
                 }
-                Ok(point.iter().zip(&shape).fold(0usize, |acc, (i, d)| acc * d + *i as usize))
+                Ok(point
+                    .iter()
+                    .zip(&shape)
+                    .fold(0usize, |acc, (i, d)| acc * d + *i as usize))
             })
             .collect()
     }
 
     fn exec(&mut self, s: &Stmt) -> Result<(), InterpError> {
         match s.node() {
-            StmtNode::For { var, min, extent, body, .. } => {
+            StmtNode::For {
+                var,
+                min,
+                extent,
+                body,
+                ..
+            } => {
                 let lo = self.eval_scalar(min)?.as_i64();
                 let n = self.eval_scalar(extent)?.as_i64();
+                let old = self.vars.get(var).copied();
                 for i in lo..lo + n {
                     self.vars.insert(var.clone(), Scalar::I(i));
                     self.exec(body)?;
                 }
-                self.vars.remove(var);
+                match old {
+                    Some(o) => self.vars.insert(var.clone(), o),
+                    None => self.vars.remove(var),
+                };
             }
-            StmtNode::Store { buffer, indices, value } => {
+            StmtNode::Store {
+                buffer,
+                indices,
+                value,
+            } => {
                 let offs = self.offsets(buffer, indices)?;
                 let v = self.eval(value)?;
                 if v.len() != 1 && v.len() != offs.len() {
@@ -239,16 +304,24 @@ impl Machine<'_> {
                     }
                     shape.push(n as usize);
                 }
+                let slot = self.allocs.len();
                 self.allocs.push(HostBuffer::zeros(buffer.dtype(), &shape));
-                let old = self.slots.insert(buffer.data().clone(), (false, self.allocs.len() - 1));
+                let old = self.slots.insert(buffer.data().clone(), (false, slot));
                 let r = self.exec(body);
+                // Allocations nest, so this one (and everything above it) is dead now; without
+                // freeing it an allocation inside a loop would keep one copy per iteration.
+                self.allocs.truncate(slot);
                 match old {
                     Some(o) => self.slots.insert(buffer.data().clone(), o),
                     None => self.slots.remove(buffer.data()),
                 };
                 r?;
             }
-            StmtNode::IfThenElse { cond, then_case, else_case } => {
+            StmtNode::IfThenElse {
+                cond,
+                then_case,
+                else_case,
+            } => {
                 if is_true(self.eval_scalar(cond)?) {
                     self.exec(then_case)?;
                 } else if let Some(e) = else_case {
@@ -287,7 +360,12 @@ impl Machine<'_> {
     }
 
     /// Applies `f` lane by lane to two values of equal (or scalar) width.
-    fn zip(e: &Expr, a: &Value, b: &Value, mut f: impl FnMut(Scalar, Scalar) -> Result<Scalar, InterpError>) -> Result<Value, InterpError> {
+    fn zip(
+        e: &Expr,
+        a: &Value,
+        b: &Value,
+        mut f: impl FnMut(Scalar, Scalar) -> Result<Scalar, InterpError>,
+    ) -> Result<Value, InterpError> {
         let n = a.len().max(b.len());
         if (a.len() != 1 && a.len() != n) || (b.len() != 1 && b.len() != n) {
             return Err(InterpError::Lanes(e.to_string()));
@@ -298,7 +376,10 @@ impl Machine<'_> {
     fn eval(&mut self, e: &Expr) -> Result<Value, InterpError> {
         let dt = e.dtype().element_of();
         Ok(match e.node() {
-            ExprNode::Var(v) => vec![*self.vars.get(v).ok_or_else(|| InterpError::UnboundVar(v.name().to_string()))?],
+            ExprNode::Var(v) => vec![*self
+                .vars
+                .get(v)
+                .ok_or_else(|| InterpError::UnboundVar(v.name().to_string()))?],
             ExprNode::IntImm { value, .. } => vec![Scalar::I(*value)],
             ExprNode::FloatImm { value, .. } => vec![Scalar::F(*value)],
             ExprNode::Binary { op, a, b } => {
@@ -367,26 +448,59 @@ impl Machine<'_> {
                 let and = matches!(e.node(), ExprNode::And(..));
                 let (x, y) = (self.eval(a)?, self.eval(b)?);
                 Self::zip(e, &x, &y, |p, q| {
-                    let r = if and { is_true(p) && is_true(q) } else { is_true(p) || is_true(q) };
+                    let r = if and {
+                        is_true(p) && is_true(q)
+                    } else {
+                        is_true(p) || is_true(q)
+                    };
                     Ok(Scalar::I(r as i64))
                 })?
             }
-            ExprNode::Not(a) => self.eval(a)?.into_iter().map(|p| Scalar::I(!is_true(p) as i64)).collect(),
-            ExprNode::Select { cond, then_value, else_value } => {
+            ExprNode::Not(a) => self
+                .eval(a)?
+                .into_iter()
+                .map(|p| Scalar::I(!is_true(p) as i64))
+                .collect(),
+            ExprNode::Select {
+                cond,
+                then_value,
+                else_value,
+            } => {
                 let c = self.eval(cond)?;
                 let (t, f) = (self.eval(then_value)?, self.eval(else_value)?);
                 let n = c.len().max(t.len()).max(f.len());
-                (0..n).map(|i| if is_true(lane(&c, i)) { lane(&t, i) } else { lane(&f, i) }).collect()
+                (0..n)
+                    .map(|i| {
+                        if is_true(lane(&c, i)) {
+                            lane(&t, i)
+                        } else {
+                            lane(&f, i)
+                        }
+                    })
+                    .collect()
             }
-            ExprNode::Cast { dtype, value } => self.eval(value)?.into_iter().map(|s| s.cast(dtype.element_of())).collect(),
+            ExprNode::Cast { dtype, value } => self
+                .eval(value)?
+                .into_iter()
+                .map(|s| s.cast(dtype.element_of()))
+                .collect(),
             ExprNode::Load { buffer, indices } => {
                 let offs = self.offsets(buffer, indices)?;
                 let st = self.storage(buffer)?;
                 offs.iter().map(|o| st.data[*o]).collect()
             }
-            ExprNode::Ramp { base, stride, lanes } => {
-                let (b, s) = (self.eval_scalar(base)?.as_i64(), self.eval_scalar(stride)?.as_i64());
-                (0..*lanes as i64).map(|i| Scalar::I(b + i * s).cast(dt)).collect()
+            ExprNode::Ramp {
+                base,
+                stride,
+                lanes,
+            } => {
+                let (b, s) = (
+                    self.eval_scalar(base)?.as_i64(),
+                    self.eval_scalar(stride)?.as_i64(),
+                );
+                (0..*lanes as i64)
+                    .map(|i| Scalar::I(b + i * s).cast(dt))
+                    .collect()
             }
             ExprNode::Broadcast { value, lanes } => vec![self.eval_scalar(value)?; *lanes as usize],
             ExprNode::Call { op, args, .. } => {
@@ -398,7 +512,11 @@ impl Machine<'_> {
                     return self.eval(if is_true(c) { &args[1] } else { &args[2] });
                 }
                 let x = self.eval(&args[0])?;
-                let y = if args.len() > 1 { self.eval(&args[1])? } else { vec![Scalar::F(0.0)] };
+                let y = if args.len() > 1 {
+                    self.eval(&args[1])?
+                } else {
+                    vec![Scalar::F(0.0)]
+                };
                 Self::zip(e, &x, &y, |p, q| {
                     let (p, q) = (p.as_f64(), q.as_f64());
                     let r = match op {
@@ -427,6 +545,14 @@ impl Machine<'_> {
 /// analyses); `None` when it divides by zero or mentions an unbound variable.
 pub fn eval_int(e: &Expr, bindings: &HashMap<Var, i64>) -> Option<i64> {
     let mut args: [HostBuffer; 0] = [];
-    let mut m = Machine { vars: bindings.iter().map(|(k, v)| (k.clone(), Scalar::I(*v))).collect(), args: &mut args, allocs: Vec::new(), slots: HashMap::new() };
+    let mut m = Machine {
+        vars: bindings
+            .iter()
+            .map(|(k, v)| (k.clone(), Scalar::I(*v)))
+            .collect(),
+        args: &mut args,
+        allocs: Vec::new(),
+        slots: HashMap::new(),
+    };
     m.eval_scalar(e).ok().map(|s| s.as_i64())
 }

@@ -20,7 +20,7 @@ pub mod visit;
 
 pub use buffer::{Buffer, StorageScope};
 pub use dtype::{DataType, TypeCode};
-pub use expr::{BinOp, CmpOp, Expr, ExprNode, Intrinsic, IntoExpr, Range, Var};
+pub use expr::{BinOp, CmpOp, Expr, ExprNode, IntoExpr, Intrinsic, Range, Var};
 pub use stmt::{ForKind, PrimFunc, Stmt, StmtNode, ThreadAxis};
 
 /// The version of the serialized form of IR values; bumped on any incompatible change.

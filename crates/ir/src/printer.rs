@@ -16,7 +16,11 @@ pub fn format_g(v: f64) -> String {
         return if v > 0.0 { "inf".into() } else { "-inf".into() };
     }
     if v == 0.0 {
-        return if v.is_sign_negative() { "-0".into() } else { "0".into() };
+        return if v.is_sign_negative() {
+            "-0".into()
+        } else {
+            "0".into()
+        };
     }
     const P: i32 = 6;
     let sci = format!("{:.*e}", (P - 1) as usize, v);
@@ -79,7 +83,11 @@ impl Display for Expr {
             ExprNode::And(a, b) => write!(f, "({a} && {b})"),
             ExprNode::Or(a, b) => write!(f, "({a} || {b})"),
             ExprNode::Not(a) => write!(f, "!{a}"),
-            ExprNode::Select { cond, then_value, else_value } => {
+            ExprNode::Select {
+                cond,
+                then_value,
+                else_value,
+            } => {
                 write!(f, "select({cond}, {then_value}, {else_value})")
             }
             ExprNode::Cast { dtype, value } => write!(f, "{dtype}({value})"),
@@ -88,7 +96,11 @@ impl Display for Expr {
                 write_list(f, indices)?;
                 f.write_str("]")
             }
-            ExprNode::Ramp { base, stride, lanes } => write!(f, "ramp({base}, {stride}, {lanes})"),
+            ExprNode::Ramp {
+                base,
+                stride,
+                lanes,
+            } => write!(f, "ramp({base}, {stride}, {lanes})"),
             ExprNode::Broadcast { value, lanes } => write!(f, "x{lanes}({value})"),
             ExprNode::Call { op, args, .. } => {
                 write!(f, "{}(", op.name())?;
@@ -128,7 +140,13 @@ impl StmtPrinter {
 
     fn print(&mut self, s: &Stmt) {
         match s.node() {
-            StmtNode::For { var, min, extent, kind, body } => {
+            StmtNode::For {
+                var,
+                min,
+                extent,
+                kind,
+                body,
+            } => {
                 let kind = match kind {
                     ForKind::Serial => String::new(),
                     ForKind::Parallel => " parallel".into(),
@@ -138,14 +156,23 @@ impl StmtPrinter {
                 };
                 self.block(&format!("for ({var}, {min}, {extent}){kind}"), body)
             }
-            StmtNode::Store { buffer, indices, value } => {
+            StmtNode::Store {
+                buffer,
+                indices,
+                value,
+            } => {
                 let idx: Vec<String> = indices.iter().map(|i| i.to_string()).collect();
                 self.line(&format!("{}[{}] = {value}", buffer.name(), idx.join(", ")))
             }
-            StmtNode::Allocate { buffer, body } => {
-                self.block(&format!("allocate {}, {}", buffer_decl(buffer), buffer.scope()), body)
-            }
-            StmtNode::IfThenElse { cond, then_case, else_case } => {
+            StmtNode::Allocate { buffer, body } => self.block(
+                &format!("allocate {}, {}", buffer_decl(buffer), buffer.scope()),
+                body,
+            ),
+            StmtNode::IfThenElse {
+                cond,
+                then_case,
+                else_case,
+            } => {
                 self.line(&format!("if ({cond}) {{"));
                 self.indent += 1;
                 self.print(then_case);
@@ -159,7 +186,9 @@ impl StmtPrinter {
                 self.line("}");
             }
             StmtNode::Seq(stmts) => stmts.iter().for_each(|x| self.print(x)),
-            StmtNode::Attr { key, value, body } => self.block(&format!("attr [{key}] = {value}"), body),
+            StmtNode::Attr { key, value, body } => {
+                self.block(&format!("attr [{key}] = {value}"), body)
+            }
             StmtNode::Let { var, value, body } => self.block(&format!("let {var} = {value}"), body),
             StmtNode::Evaluate(e) => self.line(&e.to_string()),
             StmtNode::StorageSync(scope) => self.line(&format!("sync({scope})")),
@@ -169,7 +198,10 @@ impl StmtPrinter {
 
 impl Display for Stmt {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
-        let mut p = StmtPrinter { out: String::new(), indent: 0 };
+        let mut p = StmtPrinter {
+            out: String::new(),
+            indent: 0,
+        };
         p.print(self);
         f.write_str(&p.out)
     }
@@ -179,7 +211,10 @@ impl Display for PrimFunc {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
         let params: Vec<String> = self.params.iter().map(buffer_decl).collect();
         writeln!(f, "func {}({}) {{", self.name, params.join(", "))?;
-        let mut p = StmtPrinter { out: String::new(), indent: 1 };
+        let mut p = StmtPrinter {
+            out: String::new(),
+            indent: 1,
+        };
         p.print(&self.body);
         f.write_str(&p.out)?;
         f.write_char('}')?;

@@ -76,17 +76,42 @@ pub struct Stmt(Arc<StmtNode>);
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum StmtNode {
     /// `for (var = min; var < min + extent; ++var) body`.
-    For { var: Var, min: Expr, extent: Expr, kind: ForKind, body: Stmt },
+    For {
+        var: Var,
+        min: Expr,
+        extent: Expr,
+        kind: ForKind,
+        body: Stmt,
+    },
     /// `buffer[indices] = value` (a vector store when an index is a ramp).
-    Store { buffer: Buffer, indices: Vec<Expr>, value: Expr },
+    Store {
+        buffer: Buffer,
+        indices: Vec<Expr>,
+        value: Expr,
+    },
     /// Allocates `buffer` (its shape, type and scope) for the extent of `body`.
-    Allocate { buffer: Buffer, body: Stmt },
-    IfThenElse { cond: Expr, then_case: Stmt, else_case: Option<Stmt> },
+    Allocate {
+        buffer: Buffer,
+        body: Stmt,
+    },
+    IfThenElse {
+        cond: Expr,
+        then_case: Stmt,
+        else_case: Option<Stmt>,
+    },
     Seq(Vec<Stmt>),
     /// An annotation of `body`, e.g. the pragma `auto_unroll_max_step` with a value.
-    Attr { key: String, value: Expr, body: Stmt },
+    Attr {
+        key: String,
+        value: Expr,
+        body: Stmt,
+    },
     /// Binds `var` to `value` within `body`.
-    Let { var: Var, value: Expr, body: Stmt },
+    Let {
+        var: Var,
+        value: Expr,
+        body: Stmt,
+    },
     /// Evaluates an expression for its effect.
     Evaluate(Expr),
     /// A barrier that makes writes to memory of `scope` visible to all threads sharing it.
@@ -104,19 +129,37 @@ impl Stmt {
         Arc::ptr_eq(&self.0, &other.0)
     }
     pub fn for_loop(var: Var, min: Expr, extent: Expr, kind: ForKind, body: Stmt) -> Stmt {
-        Stmt::new(StmtNode::For { var, min, extent, kind, body })
+        Stmt::new(StmtNode::For {
+            var,
+            min,
+            extent,
+            kind,
+            body,
+        })
     }
     pub fn store(buffer: &Buffer, indices: Vec<Expr>, value: Expr) -> Stmt {
-        Stmt::new(StmtNode::Store { buffer: buffer.clone(), indices, value })
+        Stmt::new(StmtNode::Store {
+            buffer: buffer.clone(),
+            indices,
+            value,
+        })
     }
     pub fn allocate(buffer: Buffer, body: Stmt) -> Stmt {
         Stmt::new(StmtNode::Allocate { buffer, body })
     }
     pub fn if_then(cond: Expr, then_case: Stmt) -> Stmt {
-        Stmt::new(StmtNode::IfThenElse { cond, then_case, else_case: None })
+        Stmt::new(StmtNode::IfThenElse {
+            cond,
+            then_case,
+            else_case: None,
+        })
     }
     pub fn if_then_else(cond: Expr, then_case: Stmt, else_case: Stmt) -> Stmt {
-        Stmt::new(StmtNode::IfThenElse { cond, then_case, else_case: Some(else_case) })
+        Stmt::new(StmtNode::IfThenElse {
+            cond,
+            then_case,
+            else_case: Some(else_case),
+        })
     }
     /// A sequence; nested sequences are flattened and a single statement is returned as is.
     pub fn seq(stmts: Vec<Stmt>) -> Stmt {
@@ -134,7 +177,11 @@ impl Stmt {
         }
     }
     pub fn attr(key: impl Into<String>, value: Expr, body: Stmt) -> Stmt {
-        Stmt::new(StmtNode::Attr { key: key.into(), value, body })
+        Stmt::new(StmtNode::Attr {
+            key: key.into(),
+            value,
+            body,
+        })
     }
     pub fn let_stmt(var: Var, value: Expr, body: Stmt) -> Stmt {
         Stmt::new(StmtNode::Let { var, value, body })
@@ -165,6 +212,10 @@ pub struct PrimFunc {
 
 impl PrimFunc {
     pub fn new(name: impl Into<String>, params: Vec<Buffer>, body: Stmt) -> Self {
-        PrimFunc { name: name.into(), params, body }
+        PrimFunc {
+            name: name.into(),
+            params,
+            body,
+        }
     }
 }

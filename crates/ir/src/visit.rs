@@ -23,12 +23,21 @@ pub trait ExprVisitor {
 pub fn walk_expr<V: ExprVisitor + ?Sized>(v: &mut V, e: &Expr) {
     match e.node() {
         ExprNode::Var(_) | ExprNode::IntImm { .. } | ExprNode::FloatImm { .. } => {}
-        ExprNode::Binary { a, b, .. } | ExprNode::Cmp { a, b, .. } | ExprNode::And(a, b) | ExprNode::Or(a, b) => {
+        ExprNode::Binary { a, b, .. }
+        | ExprNode::Cmp { a, b, .. }
+        | ExprNode::And(a, b)
+        | ExprNode::Or(a, b) => {
             v.visit_expr(a);
             v.visit_expr(b);
         }
-        ExprNode::Not(a) | ExprNode::Cast { value: a, .. } | ExprNode::Broadcast { value: a, .. } => v.visit_expr(a),
-        ExprNode::Select { cond, then_value, else_value } => {
+        ExprNode::Not(a)
+        | ExprNode::Cast { value: a, .. }
+        | ExprNode::Broadcast { value: a, .. } => v.visit_expr(a),
+        ExprNode::Select {
+            cond,
+            then_value,
+            else_value,
+        } => {
             v.visit_expr(cond);
             v.visit_expr(then_value);
             v.visit_expr(else_value);
@@ -55,12 +64,18 @@ pub trait StmtVisitor: ExprVisitor {
 /// Visits the children of `s`.
 pub fn walk_stmt<V: StmtVisitor + ?Sized>(v: &mut V, s: &Stmt) {
     match s.node() {
-        StmtNode::For { min, extent, body, .. } => {
+        StmtNode::For {
+            min, extent, body, ..
+        } => {
             v.visit_expr(min);
             v.visit_expr(extent);
             v.visit_stmt(body);
         }
-        StmtNode::Store { buffer, indices, value } => {
+        StmtNode::Store {
+            buffer,
+            indices,
+            value,
+        } => {
             v.visit_buffer(buffer);
             indices.iter().for_each(|i| v.visit_expr(i));
             v.visit_expr(value);
@@ -69,7 +84,11 @@ pub fn walk_stmt<V: StmtVisitor + ?Sized>(v: &mut V, s: &Stmt) {
             v.visit_buffer(buffer);
             v.visit_stmt(body);
         }
-        StmtNode::IfThenElse { cond, then_case, else_case } => {
+        StmtNode::IfThenElse {
+            cond,
+            then_case,
+            else_case,
+        } => {
             v.visit_expr(cond);
             v.visit_stmt(then_case);
             if let Some(e) = else_case {
@@ -145,20 +164,31 @@ pub fn mutate_expr_children<M: ExprMutator + ?Sized>(m: &mut M, e: &Expr) -> Exp
             }
             ExprNode::Not(n)
         }
-        ExprNode::Select { cond, then_value, else_value } => {
+        ExprNode::Select {
+            cond,
+            then_value,
+            else_value,
+        } => {
             let (n, ch) = kids(&[cond, then_value, else_value]);
             if !ch {
                 return e.clone();
             }
             let [cond, then_value, else_value]: [Expr; 3] = n.try_into().unwrap();
-            ExprNode::Select { cond, then_value, else_value }
+            ExprNode::Select {
+                cond,
+                then_value,
+                else_value,
+            }
         }
         ExprNode::Cast { dtype, value } => {
             let n = m.mutate_expr(value);
             if n.same_as(value) {
                 return e.clone();
             }
-            ExprNode::Cast { dtype: *dtype, value: n }
+            ExprNode::Cast {
+                dtype: *dtype,
+                value: n,
+            }
         }
         ExprNode::Load { buffer, indices } => {
             let nb = m.mutate_buffer(buffer);
@@ -166,29 +196,47 @@ pub fn mutate_expr_children<M: ExprMutator + ?Sized>(m: &mut M, e: &Expr) -> Exp
             if nb.data() == buffer.data() && !changed(indices, &ni) {
                 return e.clone();
             }
-            ExprNode::Load { buffer: nb, indices: ni }
+            ExprNode::Load {
+                buffer: nb,
+                indices: ni,
+            }
         }
-        ExprNode::Ramp { base, stride, lanes } => {
+        ExprNode::Ramp {
+            base,
+            stride,
+            lanes,
+        } => {
             let (n, ch) = kids(&[base, stride]);
             if !ch {
                 return e.clone();
             }
             let [base, stride]: [Expr; 2] = n.try_into().unwrap();
-            ExprNode::Ramp { base, stride, lanes: *lanes }
+            ExprNode::Ramp {
+                base,
+                stride,
+                lanes: *lanes,
+            }
         }
         ExprNode::Broadcast { value, lanes } => {
             let n = m.mutate_expr(value);
             if n.same_as(value) {
                 return e.clone();
             }
-            ExprNode::Broadcast { value: n, lanes: *lanes }
+            ExprNode::Broadcast {
+                value: n,
+                lanes: *lanes,
+            }
         }
         ExprNode::Call { dtype, op, args } => {
             let n: Vec<Expr> = args.iter().map(|a| m.mutate_expr(a)).collect();
             if !changed(args, &n) {
                 return e.clone();
             }
-            ExprNode::Call { dtype: *dtype, op: *op, args: n }
+            ExprNode::Call {
+                dtype: *dtype,
+                op: *op,
+                args: n,
+            }
         }
     };
     Expr::new(node)
@@ -204,21 +252,45 @@ pub trait StmtMutator: ExprMutator {
 /// Rebuilds `s` from its mutated children; returns `s` itself when none changed.
 pub fn mutate_stmt_children<M: StmtMutator + ?Sized>(m: &mut M, s: &Stmt) -> Stmt {
     let node = match s.node() {
-        StmtNode::For { var, min, extent, kind, body } => {
-            let (nm, ne, nb) = (m.mutate_expr(min), m.mutate_expr(extent), m.mutate_stmt(body));
+        StmtNode::For {
+            var,
+            min,
+            extent,
+            kind,
+            body,
+        } => {
+            let (nm, ne, nb) = (
+                m.mutate_expr(min),
+                m.mutate_expr(extent),
+                m.mutate_stmt(body),
+            );
             if nm.same_as(min) && ne.same_as(extent) && nb.same_as(body) {
                 return s.clone();
             }
-            StmtNode::For { var: var.clone(), min: nm, extent: ne, kind: *kind, body: nb }
+            StmtNode::For {
+                var: var.clone(),
+                min: nm,
+                extent: ne,
+                kind: *kind,
+                body: nb,
+            }
         }
-        StmtNode::Store { buffer, indices, value } => {
+        StmtNode::Store {
+            buffer,
+            indices,
+            value,
+        } => {
             let nb = m.mutate_buffer(buffer);
             let ni: Vec<Expr> = indices.iter().map(|i| m.mutate_expr(i)).collect();
             let nv = m.mutate_expr(value);
             if nb.data() == buffer.data() && !changed(indices, &ni) && nv.same_as(value) {
                 return s.clone();
             }
-            StmtNode::Store { buffer: nb, indices: ni, value: nv }
+            StmtNode::Store {
+                buffer: nb,
+                indices: ni,
+                value: nv,
+            }
         }
         StmtNode::Allocate { buffer, body } => {
             let nbuf = m.mutate_buffer(buffer);
@@ -226,9 +298,16 @@ pub fn mutate_stmt_children<M: StmtMutator + ?Sized>(m: &mut M, s: &Stmt) -> Stm
             if nbuf.data() == buffer.data() && nb.same_as(body) {
                 return s.clone();
             }
-            StmtNode::Allocate { buffer: nbuf, body: nb }
+            StmtNode::Allocate {
+                buffer: nbuf,
+                body: nb,
+            }
         }
-        StmtNode::IfThenElse { cond, then_case, else_case } => {
+        StmtNode::IfThenElse {
+            cond,
+            then_case,
+            else_case,
+        } => {
             let nc = m.mutate_expr(cond);
             let nt = m.mutate_stmt(then_case);
             let ne = else_case.as_ref().map(|e| m.mutate_stmt(e));
@@ -239,7 +318,11 @@ pub fn mutate_stmt_children<M: StmtMutator + ?Sized>(m: &mut M, s: &Stmt) -> Stm
             if nc.same_as(cond) && nt.same_as(then_case) && same_else {
                 return s.clone();
             }
-            StmtNode::IfThenElse { cond: nc, then_case: nt, else_case: ne }
+            StmtNode::IfThenElse {
+                cond: nc,
+                then_case: nt,
+                else_case: ne,
+            }
         }
         StmtNode::Seq(stmts) => {
             let n: Vec<Stmt> = stmts.iter().map(|x| m.mutate_stmt(x)).collect();
@@ -253,14 +336,22 @@ pub fn mutate_stmt_children<M: StmtMutator + ?Sized>(m: &mut M, s: &Stmt) -> Stm
             if nv.same_as(value) && nb.same_as(body) {
                 return s.clone();
             }
-            StmtNode::Attr { key: key.clone(), value: nv, body: nb }
+            StmtNode::Attr {
+                key: key.clone(),
+                value: nv,
+                body: nb,
+            }
         }
         StmtNode::Let { var, value, body } => {
             let (nv, nb) = (m.mutate_expr(value), m.mutate_stmt(body));
             if nv.same_as(value) && nb.same_as(body) {
                 return s.clone();
             }
-            StmtNode::Let { var: var.clone(), value: nv, body: nb }
+            StmtNode::Let {
+                var: var.clone(),
+                value: nv,
+                body: nb,
+            }
         }
         StmtNode::Evaluate(e) => {
             let n = m.mutate_expr(e);

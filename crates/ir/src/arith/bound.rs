@@ -30,7 +30,11 @@ fn floor_div(a: i64, b: i64) -> i64 {
     }
     let (a, b) = (a as i128, b as i128);
     let q = a / b;
-    clamp(if a % b != 0 && ((a < 0) != (b < 0)) { q - 1 } else { q })
+    clamp(if a % b != 0 && ((a < 0) != (b < 0)) {
+        q - 1
+    } else {
+        q
+    })
 }
 
 fn trunc_div(a: i64, b: i64) -> i64 {
@@ -41,7 +45,10 @@ fn trunc_div(a: i64, b: i64) -> i64 {
 }
 
 impl IntBound {
-    pub const EVERYTHING: IntBound = IntBound { min: NEG_INF, max: POS_INF };
+    pub const EVERYTHING: IntBound = IntBound {
+        min: NEG_INF,
+        max: POS_INF,
+    };
 
     pub fn new(min: i64, max: i64) -> Self {
         IntBound { min, max }
@@ -56,20 +63,45 @@ impl IntBound {
         self.min != NEG_INF && self.max != POS_INF
     }
     pub fn union(self, o: IntBound) -> IntBound {
-        IntBound { min: self.min.min(o.min), max: self.max.max(o.max) }
+        IntBound {
+            min: self.min.min(o.min),
+            max: self.max.max(o.max),
+        }
     }
     pub fn intersect(self, o: IntBound) -> IntBound {
-        IntBound { min: self.min.max(o.min), max: self.max.min(o.max) }
+        IntBound {
+            min: self.min.max(o.min),
+            max: self.max.min(o.max),
+        }
     }
 
     fn add(self, o: IntBound) -> IntBound {
-        let lo = if self.min == NEG_INF || o.min == NEG_INF { NEG_INF } else { clamp(self.min as i128 + o.min as i128) };
-        let hi = if self.max == POS_INF || o.max == POS_INF { POS_INF } else { clamp(self.max as i128 + o.max as i128) };
+        let lo = if self.min == NEG_INF || o.min == NEG_INF {
+            NEG_INF
+        } else {
+            clamp(self.min as i128 + o.min as i128)
+        };
+        let hi = if self.max == POS_INF || o.max == POS_INF {
+            POS_INF
+        } else {
+            clamp(self.max as i128 + o.max as i128)
+        };
         IntBound { min: lo, max: hi }
     }
     fn neg(self) -> IntBound {
-        let f = |v: i64| if v == NEG_INF { POS_INF } else if v == POS_INF { NEG_INF } else { -v };
-        IntBound { min: f(self.max), max: f(self.min) }
+        let f = |v: i64| {
+            if v == NEG_INF {
+                POS_INF
+            } else if v == POS_INF {
+                NEG_INF
+            } else {
+                -v
+            }
+        };
+        IntBound {
+            min: f(self.max),
+            max: f(self.min),
+        }
     }
     fn mul(self, o: IntBound) -> IntBound {
         let m = |a: i64, b: i64| -> i128 {
@@ -79,16 +111,36 @@ impl IntBound {
             let inf = a == NEG_INF || a == POS_INF || b == NEG_INF || b == POS_INF;
             let pos = (a > 0) == (b > 0);
             if inf {
-                return if pos { POS_INF as i128 } else { NEG_INF as i128 };
+                return if pos {
+                    POS_INF as i128
+                } else {
+                    NEG_INF as i128
+                };
             }
             a as i128 * b as i128
         };
-        let c = [m(self.min, o.min), m(self.min, o.max), m(self.max, o.min), m(self.max, o.max)];
-        IntBound { min: clamp(*c.iter().min().unwrap()), max: clamp(*c.iter().max().unwrap()) }
+        let c = [
+            m(self.min, o.min),
+            m(self.min, o.max),
+            m(self.max, o.min),
+            m(self.max, o.max),
+        ];
+        IntBound {
+            min: clamp(*c.iter().min().unwrap()),
+            max: clamp(*c.iter().max().unwrap()),
+        }
     }
     fn corners(self, o: IntBound, f: fn(i64, i64) -> i64) -> IntBound {
-        let c = [f(self.min, o.min), f(self.min, o.max), f(self.max, o.min), f(self.max, o.max)];
-        IntBound { min: *c.iter().min().unwrap(), max: *c.iter().max().unwrap() }
+        let c = [
+            f(self.min, o.min),
+            f(self.min, o.max),
+            f(self.max, o.min),
+            f(self.max, o.max),
+        ];
+        IntBound {
+            min: *c.iter().min().unwrap(),
+            max: *c.iter().max().unwrap(),
+        }
     }
 }
 
@@ -97,7 +149,11 @@ impl Analyzer {
     pub fn const_int_bound(&self, e: &Expr) -> IntBound {
         let dt = e.dtype();
         let (tmin, tmax) = dt.int_range();
-        let type_range = if dt.is_float() { IntBound::EVERYTHING } else { IntBound::new(tmin, tmax) };
+        let type_range = if dt.is_float() {
+            IntBound::EVERYTHING
+        } else {
+            IntBound::new(tmin, tmax)
+        };
         let b = match e.node() {
             ExprNode::IntImm { value, .. } => IntBound::point(*value),
             ExprNode::Var(v) => self.var_bound(v).unwrap_or(type_range),
@@ -111,7 +167,11 @@ impl Analyzer {
                     BinOp::Max => IntBound::new(x.min.max(y.min), x.max.max(y.max)),
                     BinOp::FloorDiv | BinOp::Div => {
                         if y.min > 0 || y.max < 0 {
-                            let f = if *op == BinOp::FloorDiv { floor_div } else { trunc_div };
+                            let f = if *op == BinOp::FloorDiv {
+                                floor_div
+                            } else {
+                                trunc_div
+                            };
                             x.corners(y, f)
                         } else {
                             type_range
@@ -144,16 +204,34 @@ impl Analyzer {
                     }
                 }
             }
-            ExprNode::Select { then_value, else_value, .. } => {
-                self.const_int_bound(then_value).union(self.const_int_bound(else_value))
+            ExprNode::Select {
+                then_value,
+                else_value,
+                ..
+            } => self
+                .const_int_bound(then_value)
+                .union(self.const_int_bound(else_value)),
+            ExprNode::Call {
+                op: Intrinsic::IfThenElse,
+                args,
+                ..
+            } => self
+                .const_int_bound(&args[1])
+                .union(self.const_int_bound(&args[2])),
+            ExprNode::Cast { value, .. }
+                if value.dtype().is_integer() || value.dtype().is_bool() =>
+            {
+                // A narrowing cast wraps: the value's bound holds only when it fits the type.
+                let v = self.const_int_bound(value);
+                if v.min >= type_range.min && v.max <= type_range.max {
+                    v
+                } else {
+                    type_range
+                }
             }
-            ExprNode::Call { op: Intrinsic::IfThenElse, args, .. } => {
-                self.const_int_bound(&args[1]).union(self.const_int_bound(&args[2]))
+            ExprNode::Cmp { .. } | ExprNode::And(..) | ExprNode::Or(..) | ExprNode::Not(..) => {
+                IntBound::new(0, 1)
             }
-            ExprNode::Cast { value, .. } if value.dtype().is_integer() || value.dtype().is_bool() => {
-                self.const_int_bound(value)
-            }
-            ExprNode::Cmp { .. } | ExprNode::And(..) | ExprNode::Or(..) | ExprNode::Not(..) => IntBound::new(0, 1),
             _ => type_range,
         };
         b.intersect(type_range)

@@ -14,7 +14,11 @@ pub struct Linear {
 
 impl Linear {
     pub fn zero(dtype: DataType) -> Self {
-        Linear { dtype, terms: Vec::new(), constant: 0 }
+        Linear {
+            dtype,
+            terms: Vec::new(),
+            constant: 0,
+        }
     }
 
     /// The linear form of a scalar integer expression, or `None` on overflow.
@@ -41,15 +45,27 @@ impl Linear {
             ExprNode::IntImm { value, .. } => {
                 self.constant = self.constant.checked_add(value.checked_mul(scale)?)?;
             }
-            ExprNode::Binary { op: BinOp::Add, a, b } => {
+            ExprNode::Binary {
+                op: BinOp::Add,
+                a,
+                b,
+            } => {
                 self.add_expr(a, scale)?;
                 self.add_expr(b, scale)?;
             }
-            ExprNode::Binary { op: BinOp::Sub, a, b } => {
+            ExprNode::Binary {
+                op: BinOp::Sub,
+                a,
+                b,
+            } => {
                 self.add_expr(a, scale)?;
                 self.add_expr(b, scale.checked_neg()?)?;
             }
-            ExprNode::Binary { op: BinOp::Mul, a, b } => match (a.as_int(), b.as_int()) {
+            ExprNode::Binary {
+                op: BinOp::Mul,
+                a,
+                b,
+            } => match (a.as_int(), b.as_int()) {
                 (_, Some(k)) => self.add_expr(a, scale.checked_mul(k)?)?,
                 (Some(k), _) => self.add_expr(b, scale.checked_mul(k)?)?,
                 _ => self.add_term(e, scale)?,
@@ -80,7 +96,11 @@ impl Linear {
         let lit = |v: i64| Expr::int_of(self.dtype, v);
         let mut acc: Option<Expr> = None;
         for (atom, c) in self.terms.iter().filter(|(_, c)| *c > 0) {
-            let t = if *c == 1 { atom.clone() } else { Expr::binary(BinOp::Mul, atom.clone(), lit(*c)) };
+            let t = if *c == 1 {
+                atom.clone()
+            } else {
+                Expr::binary(BinOp::Mul, atom.clone(), lit(*c))
+            };
             acc = Some(match acc {
                 None => t,
                 Some(a) => Expr::binary(BinOp::Add, a, t),
@@ -89,17 +109,27 @@ impl Linear {
         for (atom, c) in self.terms.iter().filter(|(_, c)| *c < 0) {
             acc = Some(match (acc, c.checked_neg()) {
                 (Some(a), Some(n)) => {
-                    let t = if n == 1 { atom.clone() } else { Expr::binary(BinOp::Mul, atom.clone(), lit(n)) };
+                    let t = if n == 1 {
+                        atom.clone()
+                    } else {
+                        Expr::binary(BinOp::Mul, atom.clone(), lit(n))
+                    };
                     Expr::binary(BinOp::Sub, a, t)
                 }
-                (Some(a), None) => Expr::binary(BinOp::Add, a, Expr::binary(BinOp::Mul, atom.clone(), lit(*c))),
+                (Some(a), None) => Expr::binary(
+                    BinOp::Add,
+                    a,
+                    Expr::binary(BinOp::Mul, atom.clone(), lit(*c)),
+                ),
                 (None, _) => Expr::binary(BinOp::Mul, atom.clone(), lit(*c)),
             });
         }
         match acc {
             None => lit(self.constant),
             Some(a) if self.constant > 0 => Expr::binary(BinOp::Add, a, lit(self.constant)),
-            Some(a) if self.constant < 0 && self.constant != i64::MIN => Expr::binary(BinOp::Sub, a, lit(-self.constant)),
+            Some(a) if self.constant < 0 && self.constant != i64::MIN => {
+                Expr::binary(BinOp::Sub, a, lit(-self.constant))
+            }
             Some(a) if self.constant < 0 => Expr::binary(BinOp::Add, a, lit(self.constant)),
             Some(a) => a,
         }

@@ -15,7 +15,12 @@ pub(crate) fn gcd(a: i64, b: i64) -> i64 {
     while b != 0 {
         (a, b) = (b, a % b);
     }
-    a.min(i64::MAX as u64) as i64
+    // Only gcd(i64::MIN, 0 or i64::MIN) = 2^63 does not fit; 2^62 still divides both.
+    if a > i64::MAX as u64 {
+        1 << 62
+    } else {
+        a as i64
+    }
 }
 
 impl ModularSet {
@@ -23,7 +28,11 @@ impl ModularSet {
 
     pub fn new(coeff: i64, base: i64) -> Self {
         let coeff = coeff.checked_abs().unwrap_or(1);
-        let base = if coeff != 0 { base.rem_euclid(coeff) } else { base };
+        let base = if coeff != 0 {
+            base.rem_euclid(coeff)
+        } else {
+            base
+        };
         ModularSet { coeff, base }
     }
     /// Whether every value is divisible by `d`.
@@ -51,10 +60,17 @@ impl Analyzer {
             ExprNode::Binary { op, a, b } => {
                 let (x, y) = (self.modular_set(a), self.modular_set(b));
                 match op {
-                    BinOp::Add => ModularSet::new(gcd(x.coeff, y.coeff), x.base.checked_add(y.base)?),
-                    BinOp::Sub => ModularSet::new(gcd(x.coeff, y.coeff), x.base.checked_sub(y.base)?),
+                    BinOp::Add => {
+                        ModularSet::new(gcd(x.coeff, y.coeff), x.base.checked_add(y.base)?)
+                    }
+                    BinOp::Sub => {
+                        ModularSet::new(gcd(x.coeff, y.coeff), x.base.checked_sub(y.base)?)
+                    }
                     BinOp::Mul => {
-                        let c = gcd(gcd(x.coeff.checked_mul(y.coeff)?, x.coeff.checked_mul(y.base)?), y.coeff.checked_mul(x.base)?);
+                        let c = gcd(
+                            gcd(x.coeff.checked_mul(y.coeff)?, x.coeff.checked_mul(y.base)?),
+                            y.coeff.checked_mul(x.base)?,
+                        );
                         ModularSet::new(c, x.base.checked_mul(y.base)?)
                     }
                     BinOp::FloorDiv => {
@@ -70,13 +86,11 @@ impl Analyzer {
                         if c <= 0 {
                             return None;
                         }
-                        let g = gcd(x.coeff, c);
-                        if g == 0 {
-                            ModularSet::new(0, x.base.rem_euclid(c))
-                        } else if x.coeff % c == 0 {
+                        // A constant (coeff 0) or a multiple of c leaves one residue.
+                        if x.coeff % c == 0 {
                             ModularSet::new(0, x.base.rem_euclid(c))
                         } else {
-                            ModularSet::new(g, x.base)
+                            ModularSet::new(gcd(x.coeff, c), x.base)
                         }
                     }
                     _ => return None,

@@ -12,7 +12,11 @@ use crate::visit::{mutate_expr_children, mutate_stmt_children, ExprMutator, Stmt
 
 fn floordiv_i(a: i64, b: i64) -> Option<i64> {
     let q = a.checked_div(b)?;
-    Some(if a % b != 0 && ((a < 0) != (b < 0)) { q - 1 } else { q })
+    Some(if a % b != 0 && ((a < 0) != (b < 0)) {
+        q - 1
+    } else {
+        q
+    })
 }
 fn floormod_i(a: i64, b: i64) -> Option<i64> {
     let q = floordiv_i(a, b)?;
@@ -34,6 +38,15 @@ pub(crate) fn wrap_int(dtype: DataType, v: i64) -> i64 {
         (u | !mask) as i64
     } else {
         u as i64
+    }
+}
+
+/// Rounds a float to the precision of `dtype`, as the interpreter does.
+fn round_float(dtype: DataType, v: f64) -> f64 {
+    match dtype.bits {
+        32 => v as f32 as f64,
+        16 => half::f16::from_f64(v).to_f64(),
+        _ => v,
     }
 }
 
@@ -66,6 +79,8 @@ impl Simplifier<'_> {
     /// Re-canonicalizes an integer sum.
     fn canonical(&self, e: &Expr) -> Expr {
         match Linear::of(e) {
+            // A folded constant wraps to the type, as the arithmetic it replaces does.
+            Some(l) if l.is_const() => Expr::int_of(l.dtype, wrap_int(l.dtype, l.constant)),
             Some(l) => {
                 let c = l.to_expr();
                 if c == *e {
@@ -97,9 +112,13 @@ impl Simplifier<'_> {
     }
 
     fn floordiv(&self, e: &Expr, a: &Expr, b: &Expr) -> Expr {
-        let Some(c) = b.as_int() else { return e.clone() };
+        let Some(c) = b.as_int() else {
+            return e.clone();
+        };
         if let Some(x) = a.as_int() {
-            return floordiv_i(x, c).map(|v| Self::lit(e, v)).unwrap_or_else(|| e.clone());
+            return floordiv_i(x, c)
+                .map(|v| Self::lit(e, v))
+                .unwrap_or_else(|| e.clone());
         }
         if c <= 0 {
             return e.clone();
@@ -108,14 +127,21 @@ impl Simplifier<'_> {
             return a.clone();
         }
         // floordiv(floordiv(x, c1), c) == floordiv(x, c1 * c) for positive divisors.
-        if let ExprNode::Binary { op: BinOp::FloorDiv, a: x, b: c1 } = a.node() {
+        if let ExprNode::Binary {
+            op: BinOp::FloorDiv,
+            a: x,
+            b: c1,
+        } = a.node()
+        {
             if let Some(c1) = c1.as_int().filter(|c1| *c1 > 0) {
                 if let Some(p) = c1.checked_mul(c) {
                     return self.floordiv(e, x, &Self::lit(e, p));
                 }
             }
         }
-        let Some((q, r)) = self.split_by(a, c) else { return e.clone() };
+        let Some((q, r)) = self.split_by(a, c) else {
+            return e.clone();
+        };
         let rb = self.bound(&r.to_expr());
         if rb.is_bounded() {
             if let (Some(lo), Some(hi)) = (floordiv_i(rb.min, c), floordiv_i(rb.max, c)) {
@@ -137,9 +163,13 @@ impl Simplifier<'_> {
     }
 
     fn floormod(&self, e: &Expr, a: &Expr, b: &Expr) -> Expr {
-        let Some(c) = b.as_int() else { return e.clone() };
+        let Some(c) = b.as_int() else {
+            return e.clone();
+        };
         if let Some(x) = a.as_int() {
-            return floormod_i(x, c).map(|v| Self::lit(e, v)).unwrap_or_else(|| e.clone());
+            return floormod_i(x, c)
+                .map(|v| Self::lit(e, v))
+                .unwrap_or_else(|| e.clone());
         }
         if c <= 0 {
             return e.clone();
@@ -148,20 +178,32 @@ impl Simplifier<'_> {
             return Self::lit(e, 0);
         }
         // floormod(floormod(x, c1), c) == floormod(x, c) when c divides c1.
-        if let ExprNode::Binary { op: BinOp::FloorMod, a: x, b: c1 } = a.node() {
+        if let ExprNode::Binary {
+            op: BinOp::FloorMod,
+            a: x,
+            b: c1,
+        } = a.node()
+        {
             if c1.as_int().is_some_and(|c1| c1 > 0 && c1 % c == 0) {
                 return self.floormod(e, x, b);
             }
         }
-        let Some((_, r)) = self.split_by(a, c) else { return e.clone() };
+        let Some((_, r)) = self.split_by(a, c) else {
+            return e.clone();
+        };
         let re = r.to_expr();
         let rb = self.bound(&re);
         if rb.is_bounded() {
             if let (Some(lo), Some(hi)) = (floordiv_i(rb.min, c), floordiv_i(rb.max, c)) {
                 if lo == hi {
-                    let Some(shift) = lo.checked_mul(c) else { return e.clone() };
+                    let Some(shift) = lo.checked_mul(c) else {
+                        return e.clone();
+                    };
                     let mut r = r;
-                    r.constant -= shift;
+                    let Some(k) = r.constant.checked_sub(shift) else {
+                        return e.clone();
+                    };
+                    r.constant = k;
                     return r.to_expr();
                 }
             }
@@ -175,12 +217,20 @@ impl Simplifier<'_> {
 
     fn trunc_divmod(&self, e: &Expr, op: BinOp, a: &Expr, b: &Expr) -> Expr {
         if let (Some(x), Some(y)) = (a.as_int(), b.as_int()) {
-            let v = if op == BinOp::Div { x.checked_div(y) } else { x.checked_rem(y) };
+            let v = if op == BinOp::Div {
+                x.checked_div(y)
+            } else {
+                x.checked_rem(y)
+            };
             return v.map(|v| Self::lit(e, v)).unwrap_or_else(|| e.clone());
         }
         // On non-negative operands truncation and flooring agree.
         if self.bound(a).min >= 0 && b.as_int().is_some_and(|c| c > 0) {
-            return if op == BinOp::Div { self.floordiv(e, a, b) } else { self.floormod(e, a, b) };
+            return if op == BinOp::Div {
+                self.floordiv(e, a, b)
+            } else {
+                self.floormod(e, a, b)
+            };
         }
         e.clone()
     }
@@ -200,7 +250,9 @@ impl Simplifier<'_> {
             return Self::lit(e, if is_min { x.min(y) } else { x.max(y) });
         }
         // Decide by the bounds of the difference.
-        if let Some(d) = Linear::of(a).and_then(|la| Linear::of(b).and_then(|lb| la.add_scaled(&lb, -1))) {
+        if let Some(d) =
+            Linear::of(a).and_then(|la| Linear::of(b).and_then(|lb| la.add_scaled(&lb, -1)))
+        {
             let db = self.bound(&d.to_expr());
             if db.max <= 0 {
                 return if is_min { a.clone() } else { b.clone() };
@@ -210,7 +262,15 @@ impl Simplifier<'_> {
             }
         }
         // min(min(x, c1), c2) == min(x, min(c1, c2)), likewise for max.
-        if let (ExprNode::Binary { op: op2, a: x, b: c1 }, Some(c2)) = (a.node(), b.as_int()) {
+        if let (
+            ExprNode::Binary {
+                op: op2,
+                a: x,
+                b: c1,
+            },
+            Some(c2),
+        ) = (a.node(), b.as_int())
+        {
             if *op2 == op {
                 if let Some(c1) = c1.as_int() {
                     let c = if is_min { c1.min(c2) } else { c1.max(c2) };
@@ -222,7 +282,9 @@ impl Simplifier<'_> {
     }
 
     fn float_arith(&self, e: &Expr, op: BinOp, a: &Expr, b: &Expr) -> Expr {
-        let (Some(x), Some(y)) = (a.as_float(), b.as_float()) else { return e.clone() };
+        let (Some(x), Some(y)) = (a.as_float(), b.as_float()) else {
+            return e.clone();
+        };
         let v = match op {
             BinOp::Add => x + y,
             BinOp::Sub => x - y,
@@ -230,8 +292,7 @@ impl Simplifier<'_> {
             BinOp::Div if y != 0.0 => x / y,
             _ => return e.clone(),
         };
-        let v = if e.dtype().bits == 32 { v as f32 as f64 } else { v };
-        Expr::float_of(e.dtype(), v)
+        Expr::float_of(e.dtype(), round_float(e.dtype(), v))
     }
 
     fn binary(&self, e: &Expr, op: BinOp, a: &Expr, b: &Expr) -> Expr {
@@ -278,7 +339,9 @@ impl Simplifier<'_> {
         if !is_int_scalar(a) {
             return e.clone();
         }
-        let Some(d) = Linear::of(a).and_then(|la| Linear::of(b).and_then(|lb| la.add_scaled(&lb, -1))) else {
+        let Some(d) =
+            Linear::of(a).and_then(|la| Linear::of(b).and_then(|lb| la.add_scaled(&lb, -1)))
+        else {
             return e.clone();
         };
         let db = self.bound(&d.to_expr());
@@ -298,19 +361,14 @@ impl Simplifier<'_> {
         }
         if let Some(x) = v.as_int() {
             return if dtype.is_float() {
-                Expr::float_of(dtype, x as f64)
+                Expr::float_of(dtype, round_float(dtype, x as f64))
             } else {
                 Expr::int_of(dtype, wrap_int(dtype, x))
             };
         }
         if let Some(x) = v.as_float() {
             if dtype.is_float() {
-                let r = match dtype.bits {
-                    32 => x as f32 as f64,
-                    16 => half::f16::from_f64(x).to_f64(),
-                    _ => x,
-                };
-                return Expr::float_of(dtype, r);
+                return Expr::float_of(dtype, round_float(dtype, x));
             }
         }
         e.clone()
@@ -350,13 +408,21 @@ impl ExprMutator for Simplifier<'_> {
                 (_, ExprNode::Not(x)) => x.clone(),
                 _ => e.clone(),
             },
-            ExprNode::Select { cond, then_value, else_value } => match as_bool(cond) {
+            ExprNode::Select {
+                cond,
+                then_value,
+                else_value,
+            } => match as_bool(cond) {
                 Some(true) => then_value.clone(),
                 Some(false) => else_value.clone(),
                 None if then_value == else_value => then_value.clone(),
                 None => e.clone(),
             },
-            ExprNode::Call { op: Intrinsic::IfThenElse, args, .. } if args.len() == 3 => match as_bool(&args[0]) {
+            ExprNode::Call {
+                op: Intrinsic::IfThenElse,
+                args,
+                ..
+            } if args.len() == 3 => match as_bool(&args[0]) {
                 Some(true) => args[1].clone(),
                 Some(false) => args[2].clone(),
                 None if args[1] == args[2] => args[1].clone(),
@@ -372,7 +438,10 @@ impl ExprMutator for Simplifier<'_> {
 /// Simplifies every expression of a statement with the loop and let variables' ranges
 /// known; removes branches whose condition is decided and loops that run zero times.
 pub fn simplify_stmt(s: &Stmt) -> Stmt {
-    StmtSimplifier { an: Analyzer::new() }.mutate_stmt(s)
+    StmtSimplifier {
+        an: Analyzer::new(),
+    }
+    .mutate_stmt(s)
 }
 
 struct StmtSimplifier {
@@ -388,7 +457,13 @@ impl ExprMutator for StmtSimplifier {
 impl StmtMutator for StmtSimplifier {
     fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
         match s.node() {
-            StmtNode::For { var, min, extent, kind, body } => {
+            StmtNode::For {
+                var,
+                min,
+                extent,
+                kind,
+                body,
+            } => {
                 let (min, extent) = (self.an.simplify(min), self.an.simplify(extent));
                 if extent.as_int().is_some_and(|x| x <= 0) {
                     return Stmt::no_op();
@@ -411,15 +486,26 @@ impl StmtMutator for StmtSimplifier {
                 self.an.unbind(var);
                 Stmt::let_stmt(var.clone(), value, body)
             }
-            StmtNode::IfThenElse { cond, then_case, else_case } => {
+            StmtNode::IfThenElse {
+                cond,
+                then_case,
+                else_case,
+            } => {
                 let cond = self.an.simplify(cond);
                 match as_bool(&cond) {
                     Some(true) => self.mutate_stmt(then_case),
-                    Some(false) => else_case.as_ref().map(|e| self.mutate_stmt(e)).unwrap_or_else(Stmt::no_op),
+                    Some(false) => else_case
+                        .as_ref()
+                        .map(|e| self.mutate_stmt(e))
+                        .unwrap_or_else(Stmt::no_op),
                     None => {
                         let t = self.mutate_stmt(then_case);
                         let e = else_case.as_ref().map(|e| self.mutate_stmt(e));
-                        Stmt::new(StmtNode::IfThenElse { cond, then_case: t, else_case: e })
+                        Stmt::new(StmtNode::IfThenElse {
+                            cond,
+                            then_case: t,
+                            else_case: e,
+                        })
                     }
                 }
             }
