@@ -27,7 +27,9 @@ impl ComputeDag {
     /// The DAG of everything `outputs` are computed from.
     pub fn new(outputs: &[Tensor]) -> Result<ComputeDag, TeError> {
         if outputs.is_empty() {
-            return Err(TeError::Dag("a compute DAG needs at least one output tensor".into()));
+            return Err(TeError::Dag(
+                "a compute DAG needs at least one output tensor".into(),
+            ));
         }
         let ops = topo_sort(outputs);
         let index: HashMap<&Tensor, usize> = ops.iter().enumerate().map(|(i, t)| (t, i)).collect();
@@ -39,7 +41,12 @@ impl ComputeDag {
             }
         }
         let flops = ops.iter().map(flop_count).sum();
-        Ok(ComputeDag { ops, outputs: outputs.to_vec(), graph, flops })
+        Ok(ComputeDag {
+            ops,
+            outputs: outputs.to_vec(),
+            graph,
+            flops,
+        })
     }
 
     /// The number of floating-point operations (TVM's estimate: arithmetic of the output
@@ -50,8 +57,14 @@ impl ComputeDag {
 
     /// The tensors that read `t`.
     pub fn consumers(&self, t: &Tensor) -> Vec<Tensor> {
-        let Some(i) = self.ops.iter().position(|o| o == t) else { return Vec::new() };
-        let mut v: Vec<usize> = self.graph.neighbors_directed(NodeIndex::new(i), Direction::Outgoing).map(|n| self.graph[n]).collect();
+        let Some(i) = self.ops.iter().position(|o| o == t) else {
+            return Vec::new();
+        };
+        let mut v: Vec<usize> = self
+            .graph
+            .neighbors_directed(NodeIndex::new(i), Direction::Outgoing)
+            .map(|n| self.graph[n])
+            .collect();
         v.sort();
         v.dedup();
         v.into_iter().map(|i| self.ops[i].clone()).collect()
@@ -59,7 +72,11 @@ impl ComputeDag {
 
     /// The placeholders, in topological order.
     pub fn inputs(&self) -> Vec<Tensor> {
-        self.ops.iter().filter(|t| t.is_placeholder()).cloned().collect()
+        self.ops
+            .iter()
+            .filter(|t| t.is_placeholder())
+            .cloned()
+            .collect()
     }
 
     /// The DAG printed with canonical names, so that equal computations print equally
@@ -71,16 +88,30 @@ impl ComputeDag {
             let buf = Buffer::global(format!("t{i}"), t.dtype(), t.shape());
             rename.bufs.insert(t.buffer().clone(), buf);
             match t.kind() {
-                OpKind::Placeholder => out.push_str(&format!("t{i} = PLACEHOLDER {} {:?}\n", t.dtype(), t.shape())),
+                OpKind::Placeholder => out.push_str(&format!(
+                    "t{i} = PLACEHOLDER {} {:?}\n",
+                    t.dtype(),
+                    t.shape()
+                )),
                 OpKind::Compute { axis, body } => {
                     for (k, a) in axis.iter().enumerate() {
-                        rename.vars.insert(a.var().clone(), Var::int(format!("a{k}")).to_expr());
+                        rename
+                            .vars
+                            .insert(a.var().clone(), Var::int(format!("a{k}")).to_expr());
                     }
                     for (k, a) in t.reduce_axis().iter().enumerate() {
-                        rename.vars.insert(a.var().clone(), Var::int(format!("r{k}:{}", a.extent().unwrap_or(-1))).to_expr());
+                        rename.vars.insert(
+                            a.var().clone(),
+                            Var::int(format!("r{k}:{}", a.extent().unwrap_or(-1))).to_expr(),
+                        );
                     }
                     let body = body.map(|e| rename.mutate_expr(e));
-                    out.push_str(&format!("t{i} {} {:?} = {}\n", t.dtype(), t.shape(), body_text(&body)));
+                    out.push_str(&format!(
+                        "t{i} {} {:?} = {}\n",
+                        t.dtype(),
+                        t.shape(),
+                        body_text(&body)
+                    ));
                 }
             }
         }
@@ -96,7 +127,9 @@ impl ComputeDag {
         for t in self.inputs().iter().chain(self.outputs.iter()) {
             parts.push(serde_json::json!(t.shape()));
         }
-        serde_json::Value::Array(parts).to_string().replace(",", ", ")
+        serde_json::Value::Array(parts)
+            .to_string()
+            .replace(",", ", ")
     }
 }
 
@@ -181,13 +214,22 @@ fn topo_sort(outputs: &[Tensor]) -> Vec<Tensor> {
 
 /// TVM's FLOP estimate of one operation.
 fn flop_count(t: &Tensor) -> f64 {
-    let OpKind::Compute { axis, body } = t.kind() else { return 0.0 };
-    let elems: f64 = axis.iter().map(|a| a.extent().unwrap_or(1) as f64).product();
+    let OpKind::Compute { axis, body } = t.kind() else {
+        return 0.0;
+    };
+    let elems: f64 = axis
+        .iter()
+        .map(|a| a.extent().unwrap_or(1) as f64)
+        .product();
     let code = t.dtype().code;
     let per_elem = match body {
         ComputeBody::Expr(e) => expr_flops(e, code),
         ComputeBody::Reduce(r) => {
-            let iters: f64 = r.axis.iter().map(|a| a.extent().unwrap_or(1) as f64).product();
+            let iters: f64 = r
+                .axis
+                .iter()
+                .map(|a| a.extent().unwrap_or(1) as f64)
+                .product();
             iters * (1.0 + expr_flops(&r.source, code))
         }
     };
@@ -197,13 +239,21 @@ fn flop_count(t: &Tensor) -> f64 {
 fn expr_flops(e: &Expr, code: TypeCode) -> f64 {
     let own = |t: tessera_ir::DataType| if t.code == code { 1.0 } else { 0.0 };
     match e.node() {
-        ExprNode::Var(_) | ExprNode::IntImm { .. } | ExprNode::FloatImm { .. } | ExprNode::Load { .. } => 0.0,
-        ExprNode::Binary { a, b, .. } | ExprNode::Cmp { a, b, .. } | ExprNode::And(a, b) | ExprNode::Or(a, b) => {
-            own(e.dtype()) + expr_flops(a, code) + expr_flops(b, code)
-        }
+        ExprNode::Var(_)
+        | ExprNode::IntImm { .. }
+        | ExprNode::FloatImm { .. }
+        | ExprNode::Load { .. } => 0.0,
+        ExprNode::Binary { a, b, .. }
+        | ExprNode::Cmp { a, b, .. }
+        | ExprNode::And(a, b)
+        | ExprNode::Or(a, b) => own(e.dtype()) + expr_flops(a, code) + expr_flops(b, code),
         ExprNode::Not(a) => own(e.dtype()) + expr_flops(a, code),
         ExprNode::Cast { value, .. } => expr_flops(value, code),
-        ExprNode::Select { cond, then_value, else_value } => {
+        ExprNode::Select {
+            cond,
+            then_value,
+            else_value,
+        } => {
             expr_flops(cond, code) + expr_flops(then_value, code).max(expr_flops(else_value, code))
         }
         ExprNode::Call { args, .. } => args.iter().map(|a| expr_flops(a, code)).sum(),
@@ -226,7 +276,9 @@ impl fmt::Display for ComputeDag {
                     write!(f, "{}({})", t.name(), names.join(", "))?;
                     match body {
                         ComputeBody::Expr(e) => writeln!(f, " = {e}")?,
-                        ComputeBody::Reduce(r) => writeln!(f, " {} {}", r.op.update_symbol(), r.source)?,
+                        ComputeBody::Reduce(r) => {
+                            writeln!(f, " {} {}", r.op.update_symbol(), r.source)?
+                        }
                     }
                 }
             }

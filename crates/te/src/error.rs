@@ -6,7 +6,11 @@ use thiserror::Error;
 #[derive(Debug, Clone, PartialEq, Error)]
 pub enum TeError {
     #[error("operator `{op}`: invalid shape {shape:?}: {reason}")]
-    BadShape { op: String, shape: Vec<i64>, reason: String },
+    BadShape {
+        op: String,
+        shape: Vec<i64>,
+        reason: String,
+    },
     #[error("operator `{op}`: invalid reduction: {reason}")]
     BadReduce { op: String, reason: String },
     #[error("operator `{op}` reads buffer `{buffer}`, which belongs to no live tensor")]
@@ -23,23 +27,53 @@ pub enum ScheduleError {
     #[error("stage `{stage}`: axis `{axis}` is not a leaf axis of this stage")]
     NotLeaf { stage: String, axis: String },
     #[error("stage `{stage}`: cannot split axis `{axis}` by {value}: the factor or number of parts must be positive")]
-    BadSplit { stage: String, axis: String, value: i64 },
+    BadSplit {
+        stage: String,
+        axis: String,
+        value: i64,
+    },
     #[error("stage `{stage}`: cannot fuse `{outer}` and `{inner}`: {reason}")]
-    BadFuse { stage: String, outer: String, inner: String, reason: String },
+    BadFuse {
+        stage: String,
+        outer: String,
+        inner: String,
+        reason: String,
+    },
     #[error("stage `{stage}`: invalid reorder: {reason}")]
     BadReorder { stage: String, reason: String },
     #[error("stage `{stage}`: cannot {what} the reduction axis `{axis}`")]
-    ReduceAxis { stage: String, axis: String, what: String },
+    ReduceAxis {
+        stage: String,
+        axis: String,
+        what: String,
+    },
     #[error("stage `{stage}`: thread axis {thread} is already bound to `{bound}`, cannot bind it to `{axis}` too")]
-    ThreadBoundTwice { stage: String, axis: String, thread: String, bound: String },
+    ThreadBoundTwice {
+        stage: String,
+        axis: String,
+        thread: String,
+        bound: String,
+    },
     #[error("stage `{stage}`: cannot compute at stage `{target}`: {reason}")]
-    BadComputeAt { stage: String, target: String, reason: String },
+    BadComputeAt {
+        stage: String,
+        target: String,
+        reason: String,
+    },
     #[error("stage `{stage}`: cannot inline: {reason}")]
     BadInline { stage: String, reason: String },
     #[error("stage `{stage}`: cannot {what}: {reason}")]
-    BadCache { stage: String, what: String, reason: String },
+    BadCache {
+        stage: String,
+        what: String,
+        reason: String,
+    },
     #[error("stage `{stage}`: cannot rfactor on axis `{axis}`: {reason}")]
-    BadRfactor { stage: String, axis: String, reason: String },
+    BadRfactor {
+        stage: String,
+        axis: String,
+        reason: String,
+    },
     #[error("stage `{stage}`: {reason}")]
     Invalid { stage: String, reason: String },
     #[error(transparent)]
@@ -54,7 +88,11 @@ pub enum LowerError {
     #[error("argument `{0}` is neither an input (placeholder) nor an output of the schedule")]
     BadArg(String),
     #[error("stage `{stage}` is computed at `{target}`, but {reason}")]
-    BadAttach { stage: String, target: String, reason: String },
+    BadAttach {
+        stage: String,
+        target: String,
+        reason: String,
+    },
     #[error("stage `{stage}`: {reason}")]
     Invalid { stage: String, reason: String },
     #[error(transparent)]

@@ -20,4 +20,7 @@ pub use dag::ComputeDag;
 pub use error::{LowerError, ScheduleError, TeError};
 pub use lower::lower;
 pub use schedule::{Annotation, Attach, Relation, Schedule, Stage};
-pub use tensor::{compute, compute_tagged, max, min, placeholder, prod, reduce_axis, sum, ComputeBody, IterKind, IterVar, OpKind, Reduce, ReduceOp, Tensor};
+pub use tensor::{
+    compute, compute_tagged, max, min, placeholder, prod, reduce_axis, sum, ComputeBody, IterKind,
+    IterVar, OpKind, Reduce, ReduceOp, Tensor,
+};

@@ -19,7 +19,7 @@ use crate::tensor::{ComputeBody, IterVar, Reduce, Tensor};
 use std::collections::HashMap;
 use tessera_ir::arith::{simplify_stmt, Analyzer};
 use tessera_ir::visit::{mutate_expr_children, substitute, substitute_stmt, ExprMutator};
-use tessera_ir::{BinOp, Buffer, Expr, ExprNode, ForKind, PrimFunc, StorageScope, Stmt, Var};
+use tessera_ir::{BinOp, Buffer, Expr, ExprNode, ForKind, PrimFunc, Stmt, StorageScope, Var};
 
 /// A symbolic inclusive interval.
 #[derive(Clone, Debug)]
@@ -30,13 +30,19 @@ struct Interval {
 
 impl Interval {
     fn point(e: Expr) -> Self {
-        Interval { lo: e.clone(), hi: e }
+        Interval {
+            lo: e.clone(),
+            hi: e,
+        }
     }
     fn is_point(&self) -> bool {
         self.lo == self.hi
     }
     fn range(lo: i64, hi: i64) -> Self {
-        Interval { lo: Expr::int(lo), hi: Expr::int(hi) }
+        Interval {
+            lo: Expr::int(lo),
+            hi: Expr::int(hi),
+        }
     }
 }
 
@@ -44,7 +50,11 @@ impl Interval {
 /// (variables not in `env` are fixed). `None` when it cannot be bounded.
 fn interval(e: &Expr, env: &HashMap<Var, Interval>) -> Option<Interval> {
     match e.node() {
-        ExprNode::Var(v) => Some(env.get(v).cloned().unwrap_or_else(|| Interval::point(e.clone()))),
+        ExprNode::Var(v) => Some(
+            env.get(v)
+                .cloned()
+                .unwrap_or_else(|| Interval::point(e.clone())),
+        ),
         ExprNode::IntImm { .. } => Some(Interval::point(e.clone())),
         ExprNode::Binary { op, a, b } => {
             let x = interval(a, env)?;
@@ -53,8 +63,14 @@ fn interval(e: &Expr, env: &HashMap<Var, Interval>) -> Option<Interval> {
                 return Some(Interval::point(Expr::binary(*op, x.lo, y.lo)));
             }
             match op {
-                BinOp::Add => Some(Interval { lo: x.lo + y.lo, hi: x.hi + y.hi }),
-                BinOp::Sub => Some(Interval { lo: x.lo - y.hi, hi: x.hi - y.lo }),
+                BinOp::Add => Some(Interval {
+                    lo: x.lo + y.lo,
+                    hi: x.hi + y.hi,
+                }),
+                BinOp::Sub => Some(Interval {
+                    lo: x.lo - y.hi,
+                    hi: x.hi - y.lo,
+                }),
                 BinOp::Mul => {
                     let (v, k) = match (y.lo.as_int(), x.lo.as_int()) {
                         (Some(k), _) if y.is_point() => (x, k),
@@ -62,32 +78,54 @@ fn interval(e: &Expr, env: &HashMap<Var, Interval>) -> Option<Interval> {
                         _ => return None,
                     };
                     if k >= 0 {
-                        Some(Interval { lo: v.lo * k, hi: v.hi * k })
+                        Some(Interval {
+                            lo: v.lo * k,
+                            hi: v.hi * k,
+                        })
                     } else {
-                        Some(Interval { lo: v.hi * k, hi: v.lo * k })
+                        Some(Interval {
+                            lo: v.hi * k,
+                            hi: v.lo * k,
+                        })
                     }
                 }
                 BinOp::FloorDiv => {
                     let k = y.lo.as_int().filter(|k| *k > 0 && y.is_point())?;
-                    Some(Interval { lo: Expr::floordiv(x.lo, Expr::int(k)), hi: Expr::floordiv(x.hi, Expr::int(k)) })
+                    Some(Interval {
+                        lo: Expr::floordiv(x.lo, Expr::int(k)),
+                        hi: Expr::floordiv(x.hi, Expr::int(k)),
+                    })
                 }
                 BinOp::FloorMod => {
                     let k = y.lo.as_int().filter(|k| *k > 0 && y.is_point())?;
                     Some(Interval::range(0, k - 1))
                 }
-                BinOp::Min => Some(Interval { lo: Expr::min(x.lo, y.lo), hi: Expr::min(x.hi, y.hi) }),
-                BinOp::Max => Some(Interval { lo: Expr::max(x.lo, y.lo), hi: Expr::max(x.hi, y.hi) }),
+                BinOp::Min => Some(Interval {
+                    lo: Expr::min(x.lo, y.lo),
+                    hi: Expr::min(x.hi, y.hi),
+                }),
+                BinOp::Max => Some(Interval {
+                    lo: Expr::max(x.lo, y.lo),
+                    hi: Expr::max(x.hi, y.hi),
+                }),
                 BinOp::Div | BinOp::Mod => None,
             }
         }
-        ExprNode::Select { then_value, else_value, .. } => union(interval(then_value, env)?, interval(else_value, env)?),
+        ExprNode::Select {
+            then_value,
+            else_value,
+            ..
+        } => union(interval(then_value, env)?, interval(else_value, env)?),
         ExprNode::Cast { value, .. } if value.dtype().is_integer() => interval(value, env),
         _ => None,
     }
 }
 
 fn union(a: Interval, b: Interval) -> Option<Interval> {
-    Some(Interval { lo: Expr::min(a.lo, b.lo), hi: Expr::max(a.hi, b.hi) })
+    Some(Interval {
+        lo: Expr::min(a.lo, b.lo),
+        hi: Expr::max(a.hi, b.hi),
+    })
 }
 
 /// What bound inference found for one stage.
@@ -122,8 +160,15 @@ impl ExprMutator for Inliner<'_> {
         if let ExprNode::Load { buffer, indices } = e.node() {
             if let Some(i) = self.sch.index_of_buffer(buffer) {
                 let st = &self.sch.stages[i];
-                if let (Attach::Inline, Some(ComputeBody::Expr(body))) = (&st.attach, st.op.body()) {
-                    let map: HashMap<Var, Expr> = st.op.axis().iter().map(|a| a.var().clone()).zip(indices.iter().cloned()).collect();
+                if let (Attach::Inline, Some(ComputeBody::Expr(body))) = (&st.attach, st.op.body())
+                {
+                    let map: HashMap<Var, Expr> = st
+                        .op
+                        .axis()
+                        .iter()
+                        .map(|a| a.var().clone())
+                        .zip(indices.iter().cloned())
+                        .collect();
                     let inlined = substitute(body, &map);
                     return self.mutate_expr(&inlined);
                 }
@@ -152,7 +197,11 @@ impl ExprMutator for Relocate<'_> {
 }
 
 fn shift(indices: &[Expr], off: &[Expr]) -> Vec<Expr> {
-    indices.iter().zip(off).map(|(i, o)| if o.is_const_int(0) { i.clone() } else { i - o }).collect()
+    indices
+        .iter()
+        .zip(off)
+        .map(|(i, o)| if o.is_const_int(0) { i.clone() } else { i - o })
+        .collect()
 }
 
 fn reads_of(body: &ComputeBody) -> Vec<Buffer> {
@@ -191,7 +240,13 @@ fn loop_kind(ann: Annotation) -> ForKind {
 /// Lowers the schedule into a function whose parameters are `args` (inputs and outputs,
 /// in calling order).
 pub fn lower(sch: &Schedule, args: &[Tensor], name: &str) -> Result<PrimFunc, LowerError> {
-    let mut lw = Lowerer { sch, bodies: Vec::new(), bounds: vec![StageBounds::default(); sch.stages.len()], an: Analyzer::new(), unit_vars: HashMap::new() };
+    let mut lw = Lowerer {
+        sch,
+        bodies: Vec::new(),
+        bounds: vec![StageBounds::default(); sch.stages.len()],
+        an: Analyzer::new(),
+        unit_vars: HashMap::new(),
+    };
     lw.effective_bodies();
     lw.check_args(args)?;
     lw.check_attachments()?;
@@ -207,7 +262,10 @@ pub fn lower(sch: &Schedule, args: &[Tensor], name: &str) -> Result<PrimFunc, Lo
     let mut body = Stmt::seq(roots);
     for (i, st) in sch.stages.iter().enumerate().rev() {
         if st.op.body().is_some() && st.attach == Attach::Root && !args.contains(&st.op) {
-            let (buf, _) = lw.bounds[i].storage.clone().expect("root stages have storage");
+            let (buf, _) = lw.bounds[i]
+                .storage
+                .clone()
+                .expect("root stages have storage");
             body = Stmt::allocate(buf, body);
         }
     }
@@ -237,7 +295,13 @@ impl Lowerer<'_> {
     /// The stages that read stage `i` (after inlining).
     fn consumers(&self, i: usize) -> Vec<usize> {
         let b = self.stage(i).op.buffer();
-        (0..self.bodies.len()).filter(|c| self.bodies[*c].as_ref().is_some_and(|body| reads_of(body).contains(b))).collect()
+        (0..self.bodies.len())
+            .filter(|c| {
+                self.bodies[*c]
+                    .as_ref()
+                    .is_some_and(|body| reads_of(body).contains(b))
+            })
+            .collect()
     }
 
     fn check_args(&self, args: &[Tensor]) -> Result<(), LowerError> {
@@ -259,9 +323,18 @@ impl Lowerer<'_> {
 
     fn check_attachments(&self) -> Result<(), LowerError> {
         for (i, st) in self.sch.stages.iter().enumerate() {
-            let Attach::At { target, axis } = &st.attach else { continue };
-            let bad = |reason: String| LowerError::BadAttach { stage: st.name().to_string(), target: target.name().to_string(), reason };
-            let t = self.sch.index_of_buffer(target).ok_or_else(|| bad("the target is not in the schedule".into()))?;
+            let Attach::At { target, axis } = &st.attach else {
+                continue;
+            };
+            let bad = |reason: String| LowerError::BadAttach {
+                stage: st.name().to_string(),
+                target: target.name().to_string(),
+                reason,
+            };
+            let t = self
+                .sch
+                .index_of_buffer(target)
+                .ok_or_else(|| bad("the target is not in the schedule".into()))?;
             if self.stage(t).attach == Attach::Inline {
                 return Err(bad("the target is inlined".into()));
             }
@@ -279,10 +352,20 @@ impl Lowerer<'_> {
 
     /// Leaf extents from root extents, and the splits that need a guard.
     fn pass_down(st: &Stage, root_ext: &[i64]) -> Result<HashMap<IterVar, i64>, LowerError> {
-        let mut ext: HashMap<IterVar, i64> = st.root_iter_vars().into_iter().zip(root_ext.iter().copied()).collect();
+        let mut ext: HashMap<IterVar, i64> = st
+            .root_iter_vars()
+            .into_iter()
+            .zip(root_ext.iter().copied())
+            .collect();
         for r in &st.relations {
             match r {
-                Relation::Split { parent, outer, inner, factor, nparts } => {
+                Relation::Split {
+                    parent,
+                    outer,
+                    inner,
+                    factor,
+                    nparts,
+                } => {
                     let e = ext[parent];
                     let (o, i) = match (factor, nparts) {
                         (Some(f), _) => ((e + f - 1) / f, *f),
@@ -292,8 +375,18 @@ impl Lowerer<'_> {
                     ext.insert(outer.clone(), o);
                     ext.insert(inner.clone(), i);
                 }
-                Relation::Fuse { outer, inner, fused } => {
-                    let e = ext[outer].checked_mul(ext[inner]).ok_or_else(|| LowerError::Invalid { stage: st.name().to_string(), reason: "fused extent overflows".into() })?;
+                Relation::Fuse {
+                    outer,
+                    inner,
+                    fused,
+                } => {
+                    let e =
+                        ext[outer]
+                            .checked_mul(ext[inner])
+                            .ok_or_else(|| LowerError::Invalid {
+                                stage: st.name().to_string(),
+                                reason: "fused extent overflows".into(),
+                            })?;
                     ext.insert(fused.clone(), e);
                 }
             }
@@ -303,21 +396,37 @@ impl Lowerer<'_> {
 
     /// Root values (relative to the region's start) from leaf values, plus the guards of
     /// non-divisible splits.
-    fn pass_up(st: &Stage, ext: &HashMap<IterVar, i64>, leaf_val: &HashMap<IterVar, Expr>) -> (HashMap<IterVar, Expr>, Vec<Expr>) {
+    fn pass_up(
+        st: &Stage,
+        ext: &HashMap<IterVar, i64>,
+        leaf_val: &HashMap<IterVar, Expr>,
+    ) -> (HashMap<IterVar, Expr>, Vec<Expr>) {
         let mut val = leaf_val.clone();
         let mut guards = Vec::new();
         for r in st.relations.iter().rev() {
             match r {
-                Relation::Split { parent, outer, inner, .. } => {
+                Relation::Split {
+                    parent,
+                    outer,
+                    inner,
+                    ..
+                } => {
                     let v = &val[outer] * ext[inner] + val[inner].clone();
                     if ext[outer] * ext[inner] != ext[parent] {
                         guards.push(v.lt(ext[parent]));
                     }
                     val.insert(parent.clone(), v);
                 }
-                Relation::Fuse { outer, inner, fused } => {
+                Relation::Fuse {
+                    outer,
+                    inner,
+                    fused,
+                } => {
                     let f = val[fused].clone();
-                    val.insert(outer.clone(), Expr::floordiv(f.clone(), Expr::int(ext[inner])));
+                    val.insert(
+                        outer.clone(),
+                        Expr::floordiv(f.clone(), Expr::int(ext[inner])),
+                    );
                     val.insert(inner.clone(), Expr::floormod(f, Expr::int(ext[inner])));
                 }
             }
@@ -326,22 +435,44 @@ impl Lowerer<'_> {
     }
 
     /// The same over intervals.
-    fn pass_up_interval(st: &Stage, ext: &HashMap<IterVar, i64>, leaf: HashMap<IterVar, Interval>) -> HashMap<IterVar, Interval> {
+    fn pass_up_interval(
+        st: &Stage,
+        ext: &HashMap<IterVar, i64>,
+        leaf: HashMap<IterVar, Interval>,
+    ) -> HashMap<IterVar, Interval> {
         let mut val = leaf;
         for r in st.relations.iter().rev() {
             match r {
-                Relation::Split { parent, outer, inner, .. } => {
+                Relation::Split {
+                    parent,
+                    outer,
+                    inner,
+                    ..
+                } => {
                     let (o, i) = (val[outer].clone(), val[inner].clone());
                     let k = ext[inner];
                     // Not clipped to the parent's extent: the region keeps a constant
                     // size and the producer gets a domain guard instead.
-                    val.insert(parent.clone(), Interval { lo: o.lo * k + i.lo, hi: o.hi * k + i.hi });
+                    val.insert(
+                        parent.clone(),
+                        Interval {
+                            lo: o.lo * k + i.lo,
+                            hi: o.hi * k + i.hi,
+                        },
+                    );
                 }
-                Relation::Fuse { outer, inner, fused } => {
+                Relation::Fuse {
+                    outer,
+                    inner,
+                    fused,
+                } => {
                     let f = val[fused].clone();
                     let k = Expr::int(ext[inner]);
                     if f.is_point() {
-                        val.insert(outer.clone(), Interval::point(Expr::floordiv(f.lo.clone(), k.clone())));
+                        val.insert(
+                            outer.clone(),
+                            Interval::point(Expr::floordiv(f.lo.clone(), k.clone())),
+                        );
                         val.insert(inner.clone(), Interval::point(Expr::floormod(f.lo, k)));
                     } else {
                         val.insert(outer.clone(), Interval::range(0, ext[outer] - 1));
@@ -360,7 +491,12 @@ impl Lowerer<'_> {
         }
         let shape = st.op.shape().to_vec();
         let ndim = shape.len();
-        let reduce_ext: Vec<i64> = st.op.reduce_axis().iter().map(|r| r.extent().unwrap_or(1)).collect();
+        let reduce_ext: Vec<i64> = st
+            .op
+            .reduce_axis()
+            .iter()
+            .map(|r| r.extent().unwrap_or(1))
+            .collect();
         let mut root_min: Vec<Expr> = vec![Expr::int(0); ndim];
         let mut root_ext: Vec<i64> = shape.clone();
         let mut domain_guard = vec![false; ndim];
@@ -368,7 +504,11 @@ impl Lowerer<'_> {
             let t = self.sch.index_of_buffer(target).expect("checked");
             let tst = self.stage(t).clone();
             let tb = self.bounds[t].clone();
-            let pos = tst.leaf_iter_vars.iter().position(|x| x == axis).expect("checked");
+            let pos = tst
+                .leaf_iter_vars
+                .iter()
+                .position(|x| x == axis)
+                .expect("checked");
             let mut leaf_iv = HashMap::new();
             for (p, lv) in tst.leaf_iter_vars.iter().enumerate() {
                 let e = tb.leaf_ext[lv];
@@ -377,14 +517,27 @@ impl Lowerer<'_> {
                         Annotation::Bind(th) => th.rank() >= st.scope.rank(),
                         _ => false,
                     };
-                leaf_iv.insert(lv.clone(), if relax { Interval::range(0, e - 1) } else { Interval::point(lv.expr()) });
+                leaf_iv.insert(
+                    lv.clone(),
+                    if relax {
+                        Interval::range(0, e - 1)
+                    } else {
+                        Interval::point(lv.expr())
+                    },
+                );
             }
             let roots = Self::pass_up_interval(&tst, &tb.leaf_ext, leaf_iv);
             let mut env: HashMap<Var, Interval> = HashMap::new();
             for (k, rv) in tst.root_iter_vars().iter().enumerate() {
                 let r = &roots[rv];
                 let m = &tb.root_min[k];
-                env.insert(rv.var().clone(), Interval { lo: m + r.lo.clone(), hi: m + r.hi.clone() });
+                env.insert(
+                    rv.var().clone(),
+                    Interval {
+                        lo: m + r.lo.clone(),
+                        hi: m + r.hi.clone(),
+                    },
+                );
             }
             let body = self.bodies[t].clone().expect("target is computed");
             let mut region: Vec<Option<Interval>> = vec![None; ndim];
@@ -392,13 +545,20 @@ impl Lowerer<'_> {
             for acc in accesses(&body, st.op.buffer()) {
                 for (d, idx) in acc.iter().enumerate() {
                     match interval(idx, &env) {
-                        Some(iv) => region[d] = Some(match region[d].take() { None => iv, Some(r) => union(r, iv).expect("union") }),
+                        Some(iv) => {
+                            region[d] = Some(match region[d].take() {
+                                None => iv,
+                                Some(r) => union(r, iv).expect("union"),
+                            })
+                        }
                         None => unknown[d] = true,
                     }
                 }
             }
             for d in 0..ndim {
-                let Some(r) = region[d].as_ref().filter(|_| !unknown[d]) else { continue };
+                let Some(r) = region[d].as_ref().filter(|_| !unknown[d]) else {
+                    continue;
+                };
                 let lo = self.an.simplify(&r.lo);
                 let ext = self.an.simplify(&(r.hi.clone() - lo.clone() + 1));
                 let e = match ext.as_int() {
@@ -408,7 +568,8 @@ impl Lowerer<'_> {
                 if e <= 0 || e >= shape[d] {
                     continue;
                 }
-                domain_guard[d] = !(self.an.can_prove(&lo.ge(0)) && self.an.can_prove(&(lo.clone() + e).le(shape[d])));
+                domain_guard[d] = !(self.an.can_prove(&lo.ge(0))
+                    && self.an.can_prove(&(lo.clone() + e).le(shape[d])));
                 root_min[d] = lo;
                 root_ext[d] = e;
             }
@@ -417,7 +578,8 @@ impl Lowerer<'_> {
         root_ext.extend(reduce_ext.iter().copied());
         let leaf_ext = Self::pass_down(&st, &root_ext)?;
         for lv in &st.leaf_iter_vars {
-            self.an.bind_range(lv.var(), &Expr::int(0), &Expr::int(leaf_ext[lv]));
+            self.an
+                .bind_range(lv.var(), &Expr::int(0), &Expr::int(leaf_ext[lv]));
         }
         let storage = if args.contains(&st.op) {
             None
@@ -437,10 +599,20 @@ impl Lowerer<'_> {
                     }
                 }
             }
-            let buf = Buffer::new(st.name(), st.op.dtype(), dims.iter().map(|d| Expr::int(*d)).collect(), st.scope);
+            let buf = Buffer::new(
+                st.name(),
+                st.op.dtype(),
+                dims.iter().map(|d| Expr::int(*d)).collect(),
+                st.scope,
+            );
             Some((buf, root_min[..ndim].to_vec()))
         };
-        self.bounds[i] = StageBounds { root_min, leaf_ext, domain_guard, storage };
+        self.bounds[i] = StageBounds {
+            root_min,
+            leaf_ext,
+            domain_guard,
+            storage,
+        };
         Ok(())
     }
 
@@ -459,14 +631,25 @@ impl Lowerer<'_> {
         let b = self.bounds[i].clone();
         let body = self.bodies[i].clone().expect("emitted stages are computed");
         let storage = self.storage_map();
-        let (out_buf, out_off) = storage.get(st.op.buffer()).cloned().unwrap_or_else(|| (st.op.buffer().clone(), vec![Expr::int(0); st.op.ndim()]));
+        let (out_buf, out_off) = storage
+            .get(st.op.buffer())
+            .cloned()
+            .unwrap_or_else(|| (st.op.buffer().clone(), vec![Expr::int(0); st.op.ndim()]));
 
-        let leaf_val: HashMap<IterVar, Expr> = st.leaf_iter_vars.iter().map(|l| (l.clone(), l.expr())).collect();
+        let leaf_val: HashMap<IterVar, Expr> = st
+            .leaf_iter_vars
+            .iter()
+            .map(|l| (l.clone(), l.expr()))
+            .collect();
         let (rel, mut guards) = Self::pass_up(&st, &b.leaf_ext, &leaf_val);
         let roots = st.root_iter_vars();
         let mut vmap: HashMap<Var, Expr> = HashMap::new();
         for (k, rv) in roots.iter().enumerate() {
-            let v = if b.root_min[k].is_const_int(0) { rel[rv].clone() } else { b.root_min[k].clone() + rel[rv].clone() };
+            let v = if b.root_min[k].is_const_int(0) {
+                rel[rv].clone()
+            } else {
+                b.root_min[k].clone() + rel[rv].clone()
+            };
             vmap.insert(rv.var().clone(), v);
         }
         for (d, g) in b.domain_guard.iter().enumerate() {
@@ -477,22 +660,51 @@ impl Lowerer<'_> {
             }
         }
         let mut reloc = Relocate { storage: &storage };
-        let out_idx: Vec<Expr> = shift(&st.op.axis().iter().map(|a| vmap[a.var()].clone()).collect::<Vec<_>>(), &out_off);
+        let out_idx: Vec<Expr> = shift(
+            &st.op
+                .axis()
+                .iter()
+                .map(|a| vmap[a.var()].clone())
+                .collect::<Vec<_>>(),
+            &out_off,
+        );
         let prep = |e: &Expr, reloc: &mut Relocate| reloc.mutate_expr(&substitute(e, &vmap));
         let (main, init) = match &body {
-            ComputeBody::Expr(e) => (Stmt::store(&out_buf, out_idx.clone(), prep(e, &mut reloc)), None),
-            ComputeBody::Reduce(Reduce { op, source, init, condition, .. }) => {
+            ComputeBody::Expr(e) => (
+                Stmt::store(&out_buf, out_idx.clone(), prep(e, &mut reloc)),
+                None,
+            ),
+            ComputeBody::Reduce(Reduce {
+                op,
+                source,
+                init,
+                condition,
+                ..
+            }) => {
                 let acc = Expr::load(&out_buf, out_idx.clone());
-                let upd = Stmt::store(&out_buf, out_idx.clone(), op.combine(acc, prep(source, &mut reloc)));
+                let upd = Stmt::store(
+                    &out_buf,
+                    out_idx.clone(),
+                    op.combine(acc, prep(source, &mut reloc)),
+                );
                 let upd = match condition {
                     Some(c) => Stmt::if_then(prep(c, &mut reloc), upd),
                     None => upd,
                 };
-                let iv = init.as_ref().map(|x| prep(x, &mut reloc)).unwrap_or_else(|| op.identity(st.op.dtype()));
+                let iv = init
+                    .as_ref()
+                    .map(|x| prep(x, &mut reloc))
+                    .unwrap_or_else(|| op.identity(st.op.dtype()));
                 (upd, Some(Stmt::store(&out_buf, out_idx.clone(), iv)))
             }
         };
-        let guarded = |s: Stmt, gs: &[Expr]| if gs.is_empty() { s } else { Stmt::if_then(Expr::all(gs.iter().cloned()), s) };
+        let guarded = |s: Stmt, gs: &[Expr]| {
+            if gs.is_empty() {
+                s
+            } else {
+                Stmt::if_then(Expr::all(gs.iter().cloned()), s)
+            }
+        };
         let leaves = st.leaf_iter_vars.clone();
         let first_reduce = leaves.iter().position(|l| l.is_reduce());
 
@@ -508,7 +720,11 @@ impl Lowerer<'_> {
                     imap.insert(l.var().clone(), v.to_expr());
                     fresh.push((v, (*l).clone()));
                 }
-                let reduce_vars: Vec<Var> = leaves.iter().filter(|l| l.is_reduce()).map(|l| l.var().clone()).collect();
+                let reduce_vars: Vec<Var> = leaves
+                    .iter()
+                    .filter(|l| l.is_reduce())
+                    .map(|l| l.var().clone())
+                    .collect();
                 let iguards: Vec<Expr> = guards
                     .iter()
                     .filter(|g| !tessera_ir::visit::uses_var(g, &|v| reduce_vars.contains(v)))
@@ -534,7 +750,10 @@ impl Lowerer<'_> {
             stmt = self.attach_children(i, &leaves[p], stmt)?;
             stmt = self.make_loop(&st, &leaves[p], None, stmt, b.leaf_ext[&leaves[p]]);
             if Some(p) == first_reduce {
-                stmt = Stmt::seq(vec![init_nest.clone().expect("reductions have an init"), stmt]);
+                stmt = Stmt::seq(vec![
+                    init_nest.clone().expect("reductions have an init"),
+                    stmt,
+                ]);
             }
         }
         Ok(stmt)
@@ -542,7 +761,14 @@ impl Lowerer<'_> {
 
     /// `For` over a leaf axis with its annotation and pragmas; a loop of extent one
     /// (not thread-bound) is dropped and its variable becomes zero.
-    fn make_loop(&mut self, st: &Stage, leaf: &IterVar, var: Option<Var>, body: Stmt, ext: i64) -> Stmt {
+    fn make_loop(
+        &mut self,
+        st: &Stage,
+        leaf: &IterVar,
+        var: Option<Var>,
+        body: Stmt,
+        ext: i64,
+    ) -> Stmt {
         let ann = st.annotation(leaf);
         let var = var.unwrap_or_else(|| leaf.var().clone());
         if ext == 1 && !matches!(ann, Annotation::Bind(_)) {
@@ -559,7 +785,12 @@ impl Lowerer<'_> {
     }
 
     /// Places the stages attached at `leaf` of stage `i` before `inner`.
-    fn attach_children(&mut self, i: usize, leaf: &IterVar, inner: Stmt) -> Result<Stmt, LowerError> {
+    fn attach_children(
+        &mut self,
+        i: usize,
+        leaf: &IterVar,
+        inner: Stmt,
+    ) -> Result<Stmt, LowerError> {
         let target = self.stage(i).op.buffer().clone();
         let children: Vec<usize> = (0..self.sch.stages.len())
             .filter(|c| matches!(&self.stage(*c).attach, Attach::At { target: t, axis } if *t == target && axis == leaf))
@@ -570,7 +801,9 @@ impl Lowerer<'_> {
         // Shared-memory producers are fenced: the sync before keeps threads from
         // overwriting what others still read in the previous iteration, the sync after
         // makes the writes visible before they are read.
-        let shared = children.iter().any(|c| self.stage(*c).scope == StorageScope::Shared);
+        let shared = children
+            .iter()
+            .any(|c| self.stage(*c).scope == StorageScope::Shared);
         let mut parts = Vec::new();
         if shared {
             parts.push(Stmt::storage_sync(StorageScope::Shared));
@@ -584,7 +817,10 @@ impl Lowerer<'_> {
         parts.push(inner);
         let mut s = Stmt::seq(parts);
         for &c in children.iter().rev() {
-            let (buf, _) = self.bounds[c].storage.clone().expect("attached stages have storage");
+            let (buf, _) = self.bounds[c]
+                .storage
+                .clone()
+                .expect("attached stages have storage");
             s = Stmt::allocate(buf, s);
         }
         Ok(s)
@@ -601,12 +837,23 @@ pub(crate) fn relation_is_reduce(r: &Relation) -> bool {
 
 /// For a stage at root: the extent of every axis, the value of each root reduce variable
 /// in terms of the leaf variables, and the guards of non-divisible reduce splits.
-pub(crate) fn reduce_leaf_algebra(st: &Stage) -> (HashMap<IterVar, i64>, HashMap<Var, Expr>, Vec<Expr>) {
+pub(crate) fn reduce_leaf_algebra(
+    st: &Stage,
+) -> (HashMap<IterVar, i64>, HashMap<Var, Expr>, Vec<Expr>) {
     let mut root_ext: Vec<i64> = st.op.shape().to_vec();
     root_ext.extend(st.op.reduce_axis().iter().map(|r| r.extent().unwrap_or(1)));
     let ext = Lowerer::pass_down(st, &root_ext).expect("extents of a root stage are finite");
-    let leaf_val: HashMap<IterVar, Expr> = st.leaf_iter_vars.iter().map(|l| (l.clone(), l.expr())).collect();
+    let leaf_val: HashMap<IterVar, Expr> = st
+        .leaf_iter_vars
+        .iter()
+        .map(|l| (l.clone(), l.expr()))
+        .collect();
     let (vals, guards) = Lowerer::pass_up(st, &ext, &leaf_val);
-    let roots = st.op.reduce_axis().iter().map(|r| (r.var().clone(), vals[r].clone())).collect();
+    let roots = st
+        .op
+        .reduce_axis()
+        .iter()
+        .map(|r| (r.var().clone(), vals[r].clone()))
+        .collect();
     (ext, roots, guards)
 }

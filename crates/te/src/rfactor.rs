@@ -9,25 +9,49 @@ use std::collections::HashMap;
 use tessera_ir::visit::substitute;
 use tessera_ir::{Expr, Var};
 
-pub(crate) fn rfactor(sch: &mut Schedule, t: &Tensor, axis: &IterVar, factor_axis: usize) -> Result<Tensor, ScheduleError> {
+pub(crate) fn rfactor(
+    sch: &mut Schedule,
+    t: &Tensor,
+    axis: &IterVar,
+    factor_axis: usize,
+) -> Result<Tensor, ScheduleError> {
     let ti = sch.stage_index(t)?;
     let st = sch.stages[ti].clone();
-    let err = |reason: &str| ScheduleError::BadRfactor { stage: st.name().to_string(), axis: axis.name().to_string(), reason: reason.to_string() };
-    let Some(ComputeBody::Reduce(red)) = st.op.body() else { return Err(err("the stage is not a reduction")) };
+    let err = |reason: &str| ScheduleError::BadRfactor {
+        stage: st.name().to_string(),
+        axis: axis.name().to_string(),
+        reason: reason.to_string(),
+    };
+    let Some(ComputeBody::Reduce(red)) = st.op.body() else {
+        return Err(err("the stage is not a reduction"));
+    };
     if red.init.is_some() {
         return Err(err("a reduction with an explicit init cannot be factored (the init would be applied per partial result)"));
     }
     if !st.leaf_iter_vars.contains(axis) {
-        return Err(ScheduleError::NotLeaf { stage: st.name().to_string(), axis: axis.name().to_string() });
+        return Err(ScheduleError::NotLeaf {
+            stage: st.name().to_string(),
+            axis: axis.name().to_string(),
+        });
     }
     if !axis.is_reduce() {
         return Err(err("it is not a reduction axis"));
     }
     if factor_axis > st.op.ndim() {
-        return Err(err(&format!("factor_axis {factor_axis} is beyond the {} dimensions of the output", st.op.ndim())));
+        return Err(err(&format!(
+            "factor_axis {factor_axis} is beyond the {} dimensions of the output",
+            st.op.ndim()
+        )));
     }
-    if st.relations.iter().any(|r| !crate::lower::relation_is_reduce(r)) || !st.annotations.is_empty() {
-        return Err(err("rfactor must come before the stage's data-parallel loops are transformed or annotated"));
+    if st
+        .relations
+        .iter()
+        .any(|r| !crate::lower::relation_is_reduce(r))
+        || !st.annotations.is_empty()
+    {
+        return Err(err(
+            "rfactor must come before the stage's data-parallel loops are transformed or annotated",
+        ));
     }
 
     // Express the root reduce variables through the leaf reduce variables.
@@ -39,7 +63,11 @@ pub(crate) fn rfactor(sch: &mut Schedule, t: &Tensor, axis: &IterVar, factor_axi
         vmap.insert(a.var().clone(), n.expr());
         rf_axis.push(n);
     }
-    let kept = IterVar::new(format!("{}.v", axis.name()), Some(leaf_ext[axis]), IterKind::DataPar);
+    let kept = IterVar::new(
+        format!("{}.v", axis.name()),
+        Some(leaf_ext[axis]),
+        IterKind::DataPar,
+    );
     rf_axis.insert(factor_axis, kept.clone());
     let mut leaf_map: HashMap<Var, Expr> = HashMap::new();
     let mut rf_reduce = Vec::new();
@@ -63,19 +91,50 @@ pub(crate) fn rfactor(sch: &mut Schedule, t: &Tensor, axis: &IterVar, factor_axi
     let rf_body = if rf_reduce.is_empty() {
         // Every reduce leaf but the factored one is gone: the partial result is the
         // (guarded) source itself.
-        let body = if conds.is_empty() { source } else { Expr::select(Expr::all(conds), source, red.op.identity(st.op.dtype())) };
+        let body = if conds.is_empty() {
+            source
+        } else {
+            Expr::select(Expr::all(conds), source, red.op.identity(st.op.dtype()))
+        };
         ComputeBody::Expr(body)
     } else {
-        ComputeBody::Reduce(Reduce { op: red.op, source, axis: rf_reduce, init: None, condition: if conds.is_empty() { None } else { Some(Expr::all(conds)) } })
+        ComputeBody::Reduce(Reduce {
+            op: red.op,
+            source,
+            axis: rf_reduce,
+            init: None,
+            condition: if conds.is_empty() {
+                None
+            } else {
+                Some(Expr::all(conds))
+            },
+        })
     };
     let mut shape = st.op.shape().to_vec();
     shape.insert(factor_axis, leaf_ext[axis]);
-    let rf = make_compute(&format!("{}.rf", st.name()), st.op.tag(), shape, rf_axis, rf_body, None)?;
+    let rf = make_compute(
+        &format!("{}.rf", st.name()),
+        st.op.tag(),
+        shape,
+        rf_axis,
+        rf_body,
+        None,
+    )?;
 
-    let r = IterVar::new(format!("{}.v", axis.name()), Some(leaf_ext[axis]), IterKind::Reduce);
+    let r = IterVar::new(
+        format!("{}.v", axis.name()),
+        Some(leaf_ext[axis]),
+        IterKind::Reduce,
+    );
     let mut idx: Vec<Expr> = st.op.axis().iter().map(|a| a.expr()).collect();
     idx.insert(factor_axis, r.expr());
-    let new_body = ComputeBody::Reduce(Reduce { op: red.op, source: rf.at(&idx), axis: vec![r], init: None, condition: None });
+    let new_body = ComputeBody::Reduce(Reduce {
+        op: red.op,
+        source: rf.at(&idx),
+        axis: vec![r],
+        init: None,
+        condition: None,
+    });
     sch.replace_with_rfactor(ti, rf.clone(), new_body)?;
     Ok(rf)
 }

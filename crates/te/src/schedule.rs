@@ -25,9 +25,19 @@ pub enum Annotation {
 pub enum Relation {
     /// `parent = outer * inner_extent + inner`; the split is given by the inner extent
     /// (`factor`) or by the outer extent (`nparts`).
-    Split { parent: IterVar, outer: IterVar, inner: IterVar, factor: Option<i64>, nparts: Option<i64> },
+    Split {
+        parent: IterVar,
+        outer: IterVar,
+        inner: IterVar,
+        factor: Option<i64>,
+        nparts: Option<i64>,
+    },
     /// `outer = fused / inner_extent`, `inner = fused % inner_extent`.
-    Fuse { outer: IterVar, inner: IterVar, fused: IterVar },
+    Fuse {
+        outer: IterVar,
+        inner: IterVar,
+        fused: IterVar,
+    },
 }
 
 /// Where a stage is computed.
@@ -84,10 +94,18 @@ impl Stage {
     }
     /// The root axes: the data-parallel axes then the reduce axes of the operation.
     pub fn root_iter_vars(&self) -> Vec<IterVar> {
-        self.op.axis().iter().chain(self.op.reduce_axis()).cloned().collect()
+        self.op
+            .axis()
+            .iter()
+            .chain(self.op.reduce_axis())
+            .cloned()
+            .collect()
     }
     pub fn annotation(&self, iv: &IterVar) -> Annotation {
-        self.annotations.get(iv).copied().unwrap_or(Annotation::None)
+        self.annotations
+            .get(iv)
+            .copied()
+            .unwrap_or(Annotation::None)
     }
 }
 
@@ -131,13 +149,21 @@ impl Schedule {
     /// root with its loops in the order of its axes.
     pub fn create(outputs: &[Tensor]) -> Result<Schedule, ScheduleError> {
         let dag = ComputeDag::new(outputs)?;
-        let stages = dag.ops.iter().map(|t| Stage::new(t.clone(), outputs.contains(t))).collect();
-        Ok(Schedule { stages, outputs: outputs.to_vec() })
+        let stages = dag
+            .ops
+            .iter()
+            .map(|t| Stage::new(t.clone(), outputs.contains(t)))
+            .collect();
+        Ok(Schedule {
+            stages,
+            outputs: outputs.to_vec(),
+        })
     }
 
     /// The index of the stage producing `t`.
     pub fn stage_index(&self, t: &Tensor) -> Result<usize, ScheduleError> {
-        self.index_of_buffer(t.buffer()).ok_or_else(|| ScheduleError::UnknownStage(t.name().to_string()))
+        self.index_of_buffer(t.buffer())
+            .ok_or_else(|| ScheduleError::UnknownStage(t.name().to_string()))
     }
 
     pub(crate) fn index_of_buffer(&self, b: &Buffer) -> Option<usize> {
@@ -173,7 +199,10 @@ impl Schedule {
         let i = self.stage_index(t)?;
         let s = &mut self.stages[i];
         if s.is_placeholder() {
-            return Err(ScheduleError::Invalid { stage: s.name().to_string(), reason: "a placeholder has no loops to schedule".into() });
+            return Err(ScheduleError::Invalid {
+                stage: s.name().to_string(),
+                reason: "a placeholder has no loops to schedule".into(),
+            });
         }
         Ok(s)
     }
@@ -182,10 +211,18 @@ impl Schedule {
     /// that loop would leave the other stage nowhere to go).
     fn check_not_attach_point(&self, t: &Tensor, iv: &IterVar) -> Result<(), ScheduleError> {
         let b = t.buffer();
-        if let Some(o) = self.stages.iter().find(|x| matches!(&x.attach, Attach::At { target, axis } if target == b && axis == iv)) {
+        if let Some(o) = self
+            .stages
+            .iter()
+            .find(|x| matches!(&x.attach, Attach::At { target, axis } if target == b && axis == iv))
+        {
             return Err(ScheduleError::Invalid {
                 stage: t.name().to_string(),
-                reason: format!("stage `{}` is computed at axis `{}`; move it before transforming that axis", o.name(), iv.name()),
+                reason: format!(
+                    "stage `{}` is computed at axis `{}`; move it before transforming that axis",
+                    o.name(),
+                    iv.name()
+                ),
             });
         }
         Ok(())
@@ -195,39 +232,74 @@ impl Schedule {
         s.leaf_iter_vars
             .iter()
             .position(|x| x == iv)
-            .ok_or_else(|| ScheduleError::NotLeaf { stage: s.name().to_string(), axis: iv.name().to_string() })
+            .ok_or_else(|| ScheduleError::NotLeaf {
+                stage: s.name().to_string(),
+                axis: iv.name().to_string(),
+            })
     }
 
     // ----- loop-nest primitives -----
 
-    fn split_impl(&mut self, t: &Tensor, iv: &IterVar, factor: Option<i64>, nparts: Option<i64>) -> Result<(IterVar, IterVar), ScheduleError> {
+    fn split_impl(
+        &mut self,
+        t: &Tensor,
+        iv: &IterVar,
+        factor: Option<i64>,
+        nparts: Option<i64>,
+    ) -> Result<(IterVar, IterVar), ScheduleError> {
         self.check_not_attach_point(t, iv)?;
         let s = self.compute_stage_mut(t)?;
         let pos = Self::leaf_pos(s, iv)?;
         let v = factor.or(nparts).unwrap_or(0);
         if v <= 0 {
-            return Err(ScheduleError::BadSplit { stage: s.name().to_string(), axis: iv.name().to_string(), value: v });
+            return Err(ScheduleError::BadSplit {
+                stage: s.name().to_string(),
+                axis: iv.name().to_string(),
+                value: v,
+            });
         }
         let outer = IterVar::new(format!("{}.outer", iv.name()), None, iv.kind());
         let inner = IterVar::new(format!("{}.inner", iv.name()), None, iv.kind());
-        s.relations.push(Relation::Split { parent: iv.clone(), outer: outer.clone(), inner: inner.clone(), factor, nparts });
+        s.relations.push(Relation::Split {
+            parent: iv.clone(),
+            outer: outer.clone(),
+            inner: inner.clone(),
+            factor,
+            nparts,
+        });
         s.all_iter_vars.extend([outer.clone(), inner.clone()]);
-        s.leaf_iter_vars.splice(pos..=pos, [outer.clone(), inner.clone()]);
+        s.leaf_iter_vars
+            .splice(pos..=pos, [outer.clone(), inner.clone()]);
         Ok((outer, inner))
     }
 
     /// Splits `iv` into `(outer, inner)` with `inner` of extent `factor`.
-    pub fn split(&mut self, t: &Tensor, iv: &IterVar, factor: i64) -> Result<(IterVar, IterVar), ScheduleError> {
+    pub fn split(
+        &mut self,
+        t: &Tensor,
+        iv: &IterVar,
+        factor: i64,
+    ) -> Result<(IterVar, IterVar), ScheduleError> {
         self.split_impl(t, iv, Some(factor), None)
     }
 
     /// Splits `iv` into `(outer, inner)` with `outer` of extent `nparts`.
-    pub fn split_nparts(&mut self, t: &Tensor, iv: &IterVar, nparts: i64) -> Result<(IterVar, IterVar), ScheduleError> {
+    pub fn split_nparts(
+        &mut self,
+        t: &Tensor,
+        iv: &IterVar,
+        nparts: i64,
+    ) -> Result<(IterVar, IterVar), ScheduleError> {
         self.split_impl(t, iv, None, Some(nparts))
     }
 
     /// Fuses two adjacent leaf axes (`outer` right before `inner`) into one.
-    pub fn fuse(&mut self, t: &Tensor, outer: &IterVar, inner: &IterVar) -> Result<IterVar, ScheduleError> {
+    pub fn fuse(
+        &mut self,
+        t: &Tensor,
+        outer: &IterVar,
+        inner: &IterVar,
+    ) -> Result<IterVar, ScheduleError> {
         self.check_not_attach_point(t, outer)?;
         self.check_not_attach_point(t, inner)?;
         let s = self.compute_stage_mut(t)?;
@@ -243,10 +315,20 @@ impl Schedule {
             return Err(err("they are not adjacent, outer first, in the loop order"));
         }
         if outer.kind() != inner.kind() {
-            return Err(err("a data-parallel axis and a reduction axis cannot be fused"));
+            return Err(err(
+                "a data-parallel axis and a reduction axis cannot be fused",
+            ));
         }
-        let fused = IterVar::new(format!("{}.{}.fused", outer.name(), inner.name()), None, outer.kind());
-        s.relations.push(Relation::Fuse { outer: outer.clone(), inner: inner.clone(), fused: fused.clone() });
+        let fused = IterVar::new(
+            format!("{}.{}.fused", outer.name(), inner.name()),
+            None,
+            outer.kind(),
+        );
+        s.relations.push(Relation::Fuse {
+            outer: outer.clone(),
+            inner: inner.clone(),
+            fused: fused.clone(),
+        });
         s.all_iter_vars.push(fused.clone());
         s.leaf_iter_vars.splice(po..=pi, [fused.clone()]);
         Ok(fused)
@@ -261,7 +343,10 @@ impl Schedule {
         }
         let uniq: HashSet<usize> = positions.iter().copied().collect();
         if uniq.len() != positions.len() {
-            return Err(ScheduleError::BadReorder { stage: s.name().to_string(), reason: "an axis appears more than once".into() });
+            return Err(ScheduleError::BadReorder {
+                stage: s.name().to_string(),
+                reason: "an axis appears more than once".into(),
+            });
         }
         let mut sorted = positions.clone();
         sorted.sort();
@@ -272,18 +357,35 @@ impl Schedule {
     }
 
     /// Tiles two axes: returns `(x_outer, y_outer, x_inner, y_inner)` in that loop order.
-    pub fn tile(&mut self, t: &Tensor, x: &IterVar, y: &IterVar, fx: i64, fy: i64) -> Result<(IterVar, IterVar, IterVar, IterVar), ScheduleError> {
+    pub fn tile(
+        &mut self,
+        t: &Tensor,
+        x: &IterVar,
+        y: &IterVar,
+        fx: i64,
+        fy: i64,
+    ) -> Result<(IterVar, IterVar, IterVar, IterVar), ScheduleError> {
         let (xo, xi) = self.split(t, x, fx)?;
         let (yo, yi) = self.split(t, y, fy)?;
         self.reorder(t, &[xo.clone(), yo.clone(), xi.clone(), yi.clone()])?;
         Ok((xo, yo, xi, yi))
     }
 
-    fn annotate(&mut self, t: &Tensor, iv: &IterVar, ann: Annotation, what: &str) -> Result<(), ScheduleError> {
+    fn annotate(
+        &mut self,
+        t: &Tensor,
+        iv: &IterVar,
+        ann: Annotation,
+        what: &str,
+    ) -> Result<(), ScheduleError> {
         let s = self.compute_stage_mut(t)?;
         Self::leaf_pos(s, iv)?;
         if iv.is_reduce() && ann != Annotation::Unroll {
-            return Err(ScheduleError::ReduceAxis { stage: s.name().to_string(), axis: iv.name().to_string(), what: what.to_string() });
+            return Err(ScheduleError::ReduceAxis {
+                stage: s.name().to_string(),
+                axis: iv.name().to_string(),
+                what: what.to_string(),
+            });
         }
         if let Annotation::Bind(thread) = ann {
             if let Some((other, _)) = s.annotations.iter().find(|(o, a)| **a == ann && *o != iv) {
@@ -312,15 +414,29 @@ impl Schedule {
         self.annotate(t, iv, Annotation::Unroll, "unroll")
     }
     /// Binds the loop of `iv` to a GPU thread axis (or a virtual thread).
-    pub fn bind(&mut self, t: &Tensor, iv: &IterVar, thread: ThreadAxis) -> Result<(), ScheduleError> {
+    pub fn bind(
+        &mut self,
+        t: &Tensor,
+        iv: &IterVar,
+        thread: ThreadAxis,
+    ) -> Result<(), ScheduleError> {
         self.annotate(t, iv, Annotation::Bind(thread), "bind to a thread axis")
     }
     /// Attaches a pragma (e.g. `auto_unroll_max_step`) to the loop of `iv`.
-    pub fn pragma(&mut self, t: &Tensor, iv: &IterVar, key: &str, value: Expr) -> Result<(), ScheduleError> {
+    pub fn pragma(
+        &mut self,
+        t: &Tensor,
+        iv: &IterVar,
+        key: &str,
+        value: Expr,
+    ) -> Result<(), ScheduleError> {
         let s = self.compute_stage_mut(t)?;
         Self::leaf_pos(s, iv)?;
         if key.is_empty() {
-            return Err(ScheduleError::Invalid { stage: s.name().to_string(), reason: "a pragma needs a key".into() });
+            return Err(ScheduleError::Invalid {
+                stage: s.name().to_string(),
+                reason: "a pragma needs a key".into(),
+            });
         }
         s.pragmas.push((iv.clone(), key.to_string(), value));
         Ok(())
@@ -330,7 +446,10 @@ impl Schedule {
     pub fn set_scope(&mut self, t: &Tensor, scope: StorageScope) -> Result<(), ScheduleError> {
         let s = self.compute_stage_mut(t)?;
         if s.is_output {
-            return Err(ScheduleError::Invalid { stage: s.name().to_string(), reason: "an output is a function argument and stays in global memory".into() });
+            return Err(ScheduleError::Invalid {
+                stage: s.name().to_string(),
+                reason: "an output is a function argument and stays in global memory".into(),
+            });
         }
         s.scope = scope;
         Ok(())
@@ -338,17 +457,33 @@ impl Schedule {
 
     /// Pads the allocation so that the stride of the dimension of root axis `iv` is
     /// `offset` modulo `factor` (avoids shared-memory bank conflicts).
-    pub fn storage_align(&mut self, t: &Tensor, iv: &IterVar, factor: i64, offset: i64) -> Result<(), ScheduleError> {
+    pub fn storage_align(
+        &mut self,
+        t: &Tensor,
+        iv: &IterVar,
+        factor: i64,
+        offset: i64,
+    ) -> Result<(), ScheduleError> {
         let s = self.compute_stage_mut(t)?;
-        let dim = s.op.axis().iter().position(|a| a == iv).ok_or_else(|| ScheduleError::Invalid {
-            stage: s.name().to_string(),
-            reason: format!("storage_align needs a data-parallel root axis, `{}` is not one", iv.name()),
-        })?;
+        let dim =
+            s.op.axis()
+                .iter()
+                .position(|a| a == iv)
+                .ok_or_else(|| ScheduleError::Invalid {
+                    stage: s.name().to_string(),
+                    reason: format!(
+                        "storage_align needs a data-parallel root axis, `{}` is not one",
+                        iv.name()
+                    ),
+                })?;
         if factor <= 0 || offset < 0 || offset >= factor {
             return Err(ScheduleError::Invalid { stage: s.name().to_string(), reason: format!("storage_align factor {factor} offset {offset}: need factor > 0 and 0 <= offset < factor") });
         }
         if s.is_output {
-            return Err(ScheduleError::Invalid { stage: s.name().to_string(), reason: "an output's layout is fixed by the function signature".into() });
+            return Err(ScheduleError::Invalid {
+                stage: s.name().to_string(),
+                reason: "an output's layout is fixed by the function signature".into(),
+            });
         }
         s.storage_align.push((dim, factor, offset));
         Ok(())
@@ -359,18 +494,33 @@ impl Schedule {
     /// Whether stage `i` reads `b`, looking through inlined stages (a stage that reads an
     /// inlined stage reading `b` reads `b`).
     fn reads_through_inline(&self, i: usize, b: &Buffer) -> bool {
-        let Some(body) = self.stages[i].op.body() else { return false };
+        let Some(body) = self.stages[i].op.body() else {
+            return false;
+        };
         body_reads(body).iter().any(|r| {
-            r == b || self.index_of_buffer(r).is_some_and(|j| matches!(self.stages[j].attach, Attach::Inline) && self.reads_through_inline(j, b))
+            r == b
+                || self.index_of_buffer(r).is_some_and(|j| {
+                    matches!(self.stages[j].attach, Attach::Inline)
+                        && self.reads_through_inline(j, b)
+                })
         })
     }
 
     /// Computes the stage of `t` inside the loop of `axis` of the stage of `target`.
-    pub fn compute_at(&mut self, t: &Tensor, target: &Tensor, axis: &IterVar) -> Result<(), ScheduleError> {
+    pub fn compute_at(
+        &mut self,
+        t: &Tensor,
+        target: &Tensor,
+        axis: &IterVar,
+    ) -> Result<(), ScheduleError> {
         let si = self.stage_index(t)?;
         let ti = self.stage_index(target)?;
         let sname = self.stages[si].name().to_string();
-        let err = |reason: String| ScheduleError::BadComputeAt { stage: sname.clone(), target: target.name().to_string(), reason };
+        let err = |reason: String| ScheduleError::BadComputeAt {
+            stage: sname.clone(),
+            target: target.name().to_string(),
+            reason,
+        };
         if self.stages[si].is_placeholder() {
             return Err(err("a placeholder is an input, not computed".into()));
         }
@@ -386,10 +536,18 @@ impl Schedule {
         Self::leaf_pos(&self.stages[ti], axis)?;
         let buf = self.stages[si].op.buffer().clone();
         if !self.reads_through_inline(ti, &buf) {
-            return Err(err(format!("`{}` does not consume `{}`", target.name(), sname)));
+            return Err(err(format!(
+                "`{}` does not consume `{}`",
+                target.name(),
+                sname
+            )));
         }
         let others: Vec<&str> = (0..self.stages.len())
-            .filter(|&c| c != ti && !matches!(self.stages[c].attach, Attach::Inline) && self.reads_through_inline(c, &buf))
+            .filter(|&c| {
+                c != ti
+                    && !matches!(self.stages[c].attach, Attach::Inline)
+                    && self.reads_through_inline(c, &buf)
+            })
             .map(|c| self.stages[c].name())
             .collect();
         if !others.is_empty() {
@@ -404,7 +562,10 @@ impl Schedule {
             }
             cur = next;
         }
-        self.stages[si].attach = Attach::At { target: self.stages[ti].op.buffer().clone(), axis: axis.clone() };
+        self.stages[si].attach = Attach::At {
+            target: self.stages[ti].op.buffer().clone(),
+            axis: axis.clone(),
+        };
         Ok(())
     }
 
@@ -412,7 +573,10 @@ impl Schedule {
     pub fn compute_inline(&mut self, t: &Tensor) -> Result<(), ScheduleError> {
         let si = self.stage_index(t)?;
         let s = &self.stages[si];
-        let err = |reason: &str| ScheduleError::BadInline { stage: s.name().to_string(), reason: reason.to_string() };
+        let err = |reason: &str| ScheduleError::BadInline {
+            stage: s.name().to_string(),
+            reason: reason.to_string(),
+        };
         if s.is_placeholder() {
             return Err(err("a placeholder is an input, not computed"));
         }
@@ -426,7 +590,11 @@ impl Schedule {
             return Err(err("its loops are already transformed"));
         }
         let buf = s.op.buffer().clone();
-        if let Some(a) = self.stages.iter().find(|x| matches!(&x.attach, Attach::At { target, .. } if *target == buf)) {
+        if let Some(a) = self
+            .stages
+            .iter()
+            .find(|x| matches!(&x.attach, Attach::At { target, .. } if *target == buf))
+        {
             return Err(err(&format!("stage `{}` is computed inside it", a.name())));
         }
         self.stages[si].attach = Attach::Inline;
@@ -449,26 +617,49 @@ impl Schedule {
     /// Replaces the body of stage `i` by `body`, keeping its tensor (buffer and axes).
     fn rewrite_body(&mut self, i: usize, body: ComputeBody) -> Result<(), ScheduleError> {
         let old = self.stages[i].op.clone();
-        let op = make_compute(old.name(), old.tag(), old.shape().to_vec(), old.axis().to_vec(), body, Some(old.buffer().clone()))?;
+        let op = make_compute(
+            old.name(),
+            old.tag(),
+            old.shape().to_vec(),
+            old.axis().to_vec(),
+            body,
+            Some(old.buffer().clone()),
+        )?;
         self.stages[i].op = op;
         Ok(())
     }
 
     /// Adds a stage that copies `t` into `scope`, and makes `readers` read the copy.
     /// Returns the copy.
-    pub fn cache_read(&mut self, t: &Tensor, scope: StorageScope, readers: &[Tensor]) -> Result<Tensor, ScheduleError> {
+    pub fn cache_read(
+        &mut self,
+        t: &Tensor,
+        scope: StorageScope,
+        readers: &[Tensor],
+    ) -> Result<Tensor, ScheduleError> {
         let ti = self.stage_index(t)?;
-        let err = |reason: String| ScheduleError::BadCache { stage: t.name().to_string(), what: "cache_read".into(), reason };
+        let err = |reason: String| ScheduleError::BadCache {
+            stage: t.name().to_string(),
+            what: "cache_read".into(),
+            reason,
+        };
         if readers.is_empty() {
             return Err(err("no readers given".into()));
         }
         if matches!(self.stages[ti].attach, Attach::At { .. } | Attach::Inline) {
-            return Err(err("the tensor is computed at another stage or inlined; cache it before moving it".into()));
+            return Err(err(
+                "the tensor is computed at another stage or inlined; cache it before moving it"
+                    .into(),
+            ));
         }
         let mut reader_idx = Vec::new();
         for r in readers {
             let ri = self.stage_index(r)?;
-            let reads = self.stages[ri].op.body().map(|b| body_reads(b).contains(t.buffer())).unwrap_or(false);
+            let reads = self.stages[ri]
+                .op
+                .body()
+                .map(|b| body_reads(b).contains(t.buffer()))
+                .unwrap_or(false);
             if !reads {
                 return Err(err(format!("`{}` does not read `{}`", r.name(), t.name())));
             }
@@ -476,10 +667,20 @@ impl Schedule {
         }
         let names: Vec<String> = (0..t.ndim()).map(|i| format!("ax{i}")).collect();
         let name_refs: Vec<&str> = names.iter().map(|s| s.as_str()).collect();
-        let cache = crate::tensor::compute_tagged(t.shape(), &format!("{}.{}", t.name(), scope.name()), "", &name_refs, |idx| t.at(idx))?;
+        let cache = crate::tensor::compute_tagged(
+            t.shape(),
+            &format!("{}.{}", t.name(), scope.name()),
+            "",
+            &name_refs,
+            |idx| t.at(idx),
+        )?;
         let map = HashMap::from([(t.buffer().clone(), cache.buffer().clone())]);
         for ri in reader_idx {
-            let body = self.stages[ri].op.body().expect("readers are computes").map(|e| ReplaceBuffers(&map).mutate_expr(e));
+            let body = self.stages[ri]
+                .op
+                .body()
+                .expect("readers are computes")
+                .map(|e| ReplaceBuffers(&map).mutate_expr(e));
             self.rewrite_body(ri, body)?;
         }
         self.insert_stage(ti + 1, cache.clone());
@@ -490,18 +691,34 @@ impl Schedule {
     /// Computes `t` into a new stage in `scope`, and turns the stage of `t` into a copy
     /// out of it. Must come before any loop transformation of `t`'s stage. Returns the
     /// new stage's tensor, which carries the original computation (and reduction).
-    pub fn cache_write(&mut self, t: &Tensor, scope: StorageScope) -> Result<Tensor, ScheduleError> {
+    pub fn cache_write(
+        &mut self,
+        t: &Tensor,
+        scope: StorageScope,
+    ) -> Result<Tensor, ScheduleError> {
         let ti = self.stage_index(t)?;
         let s = &self.stages[ti];
-        let err = |reason: &str| ScheduleError::BadCache { stage: s.name().to_string(), what: "cache_write".into(), reason: reason.to_string() };
-        let Some(body) = s.op.body() else { return Err(err("a placeholder is an input, not computed")) };
+        let err = |reason: &str| ScheduleError::BadCache {
+            stage: s.name().to_string(),
+            what: "cache_write".into(),
+            reason: reason.to_string(),
+        };
+        let Some(body) = s.op.body() else {
+            return Err(err("a placeholder is an input, not computed"));
+        };
         if !s.relations.is_empty() || !s.annotations.is_empty() || !s.pragmas.is_empty() {
-            return Err(err("cache_write must be applied before the stage's loops are transformed"));
+            return Err(err(
+                "cache_write must be applied before the stage's loops are transformed",
+            ));
         }
         if matches!(s.attach, Attach::Inline) {
             return Err(err("the stage is inlined"));
         }
-        if self.stages.iter().any(|x| matches!(&x.attach, Attach::At { target, .. } if target == s.op.buffer())) {
+        if self
+            .stages
+            .iter()
+            .any(|x| matches!(&x.attach, Attach::At { target, .. } if target == s.op.buffer()))
+        {
             return Err(err("other stages are computed inside it; cache_write must come before compute_at into it"));
         }
         let op = s.op.clone();
@@ -536,7 +753,14 @@ impl Schedule {
                 })
             }
         };
-        let cache = make_compute(&format!("{}.{}", op.name(), scope.name()), op.tag(), op.shape().to_vec(), axis, body, None)?;
+        let cache = make_compute(
+            &format!("{}.{}", op.name(), scope.name()),
+            op.tag(),
+            op.shape().to_vec(),
+            axis,
+            body,
+            None,
+        )?;
         let copy = cache.at(&op.axis().iter().map(|a| a.expr()).collect::<Vec<_>>());
         self.insert_stage(ti, cache.clone());
         self.stages[ti].scope = scope;
@@ -552,11 +776,21 @@ impl Schedule {
     /// partial results with `axis` as a new data-parallel dimension (inserted at position
     /// `factor_axis` of its shape), and the stage of `t` reduces them. Returns the new
     /// stage's tensor.
-    pub fn rfactor(&mut self, t: &Tensor, axis: &IterVar, factor_axis: usize) -> Result<Tensor, ScheduleError> {
+    pub fn rfactor(
+        &mut self,
+        t: &Tensor,
+        axis: &IterVar,
+        factor_axis: usize,
+    ) -> Result<Tensor, ScheduleError> {
         crate::rfactor::rfactor(self, t, axis, factor_axis)
     }
 
-    pub(crate) fn replace_with_rfactor(&mut self, ti: usize, rf: Tensor, new_body: ComputeBody) -> Result<(), ScheduleError> {
+    pub(crate) fn replace_with_rfactor(
+        &mut self,
+        ti: usize,
+        rf: Tensor,
+        new_body: ComputeBody,
+    ) -> Result<(), ScheduleError> {
         self.rewrite_body(ti, new_body)?;
         let st = &mut self.stages[ti];
         let roots = st.root_iter_vars();

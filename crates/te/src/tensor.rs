@@ -33,7 +33,11 @@ pub struct IterVarNode {
 
 impl IterVar {
     pub fn new(name: impl Into<String>, extent: Option<i64>, kind: IterKind) -> Self {
-        IterVar(Arc::new(IterVarNode { var: Var::int(name), extent, kind }))
+        IterVar(Arc::new(IterVarNode {
+            var: Var::int(name),
+            extent,
+            kind,
+        }))
     }
     pub fn var(&self) -> &Var {
         &self.0.var
@@ -123,11 +127,14 @@ impl ReduceOp {
             Expr::float_of(dtype, v)
         } else {
             let (a, b) = dtype.int_range();
-            Expr::int_of(dtype, match self {
-                ReduceOp::Max => a,
-                ReduceOp::Min => b,
-                _ => v as i64,
-            })
+            Expr::int_of(
+                dtype,
+                match self {
+                    ReduceOp::Max => a,
+                    ReduceOp::Min => b,
+                    _ => v as i64,
+                },
+            )
         }
     }
     /// How TVM's compute DAG print writes the update (`+=`, `max=`, …).
@@ -164,7 +171,13 @@ impl Reduce {
 }
 
 fn reduce(op: ReduceOp, source: Expr, axis: &[IterVar]) -> Reduce {
-    Reduce { op, source, axis: axis.to_vec(), init: None, condition: None }
+    Reduce {
+        op,
+        source,
+        axis: axis.to_vec(),
+        init: None,
+        condition: None,
+    }
 }
 /// `Σ source` over `axis`.
 pub fn sum(source: Expr, axis: &[IterVar]) -> Reduce {
@@ -194,7 +207,11 @@ impl ComputeBody {
     pub fn dtype(&self) -> DataType {
         match self {
             ComputeBody::Expr(e) => e.dtype(),
-            ComputeBody::Reduce(r) => r.init.as_ref().map(|i| i.dtype()).unwrap_or_else(|| r.source.dtype()),
+            ComputeBody::Reduce(r) => r
+                .init
+                .as_ref()
+                .map(|i| i.dtype())
+                .unwrap_or_else(|| r.source.dtype()),
         }
     }
     /// Every expression in the body (source, init and condition of a reduction).
@@ -245,7 +262,10 @@ impl From<Reduce> for ComputeBody {
 #[derive(Clone, Debug, PartialEq)]
 pub enum OpKind {
     Placeholder,
-    Compute { axis: Vec<IterVar>, body: ComputeBody },
+    Compute {
+        axis: Vec<IterVar>,
+        body: ComputeBody,
+    },
 }
 
 /// A tensor: the single output of an operation. Identity is the tensor's buffer, so a
@@ -296,12 +316,18 @@ fn register(t: &Tensor) {
 
 fn lookup(buffer: &Buffer) -> Option<Tensor> {
     let r = registry().lock().unwrap_or_else(|e| e.into_inner());
-    r.get(&buffer.data().id()).and_then(|w| w.upgrade()).map(Tensor)
+    r.get(&buffer.data().id())
+        .and_then(|w| w.upgrade())
+        .map(Tensor)
 }
 
 fn check_shape(op: &str, shape: &[i64]) -> Result<(), TeError> {
     if let Some(d) = shape.iter().find(|d| **d <= 0) {
-        return Err(TeError::BadShape { op: op.to_string(), shape: shape.to_vec(), reason: format!("dimension {d} is not positive") });
+        return Err(TeError::BadShape {
+            op: op.to_string(),
+            shape: shape.to_vec(),
+            reason: format!("dimension {d} is not positive"),
+        });
     }
     Ok(())
 }
@@ -352,7 +378,10 @@ impl Tensor {
     /// The reduction axes of a compute (empty when it does not reduce).
     pub fn reduce_axis(&self) -> &[IterVar] {
         match &self.0.kind {
-            OpKind::Compute { body: ComputeBody::Reduce(r), .. } => &r.axis,
+            OpKind::Compute {
+                body: ComputeBody::Reduce(r),
+                ..
+            } => &r.axis,
             _ => &[],
         }
     }
@@ -374,7 +403,13 @@ impl Tensor {
 
 impl fmt::Display for Tensor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Tensor({}, {:?}, {})", self.name(), self.shape(), self.dtype())
+        write!(
+            f,
+            "Tensor({}, {:?}, {})",
+            self.name(),
+            self.shape(),
+            self.dtype()
+        )
     }
 }
 
@@ -406,7 +441,12 @@ pub(crate) fn collect_inputs(op: &str, body: &ComputeBody) -> Result<Vec<Tensor>
         });
     }
     bufs.iter()
-        .map(|b| lookup(b).ok_or_else(|| TeError::UnknownTensor { op: op.to_string(), buffer: b.name().to_string() }))
+        .map(|b| {
+            lookup(b).ok_or_else(|| TeError::UnknownTensor {
+                op: op.to_string(),
+                buffer: b.name().to_string(),
+            })
+        })
         .collect()
 }
 
@@ -423,20 +463,48 @@ pub(crate) fn make_compute(
     let dtype = body.dtype();
     if let ComputeBody::Reduce(r) = &body {
         if r.axis.is_empty() {
-            return Err(TeError::BadReduce { op: name.to_string(), reason: "a reduction needs at least one reduce axis".into() });
+            return Err(TeError::BadReduce {
+                op: name.to_string(),
+                reason: "a reduction needs at least one reduce axis".into(),
+            });
         }
         if let Some(a) = r.axis.iter().find(|a| !a.is_reduce()) {
-            return Err(TeError::BadReduce { op: name.to_string(), reason: format!("axis `{a}` is not a reduce axis") });
+            return Err(TeError::BadReduce {
+                op: name.to_string(),
+                reason: format!("axis `{a}` is not a reduce axis"),
+            });
         }
         if let Some(init) = &r.init {
             if init.dtype() != r.source.dtype() {
-                return Err(TeError::BadReduce { op: name.to_string(), reason: format!("init is {} but the source is {}", init.dtype(), r.source.dtype()) });
+                return Err(TeError::BadReduce {
+                    op: name.to_string(),
+                    reason: format!(
+                        "init is {} but the source is {}",
+                        init.dtype(),
+                        r.source.dtype()
+                    ),
+                });
             }
         }
     }
     let inputs = collect_inputs(name, &body)?;
-    let buffer = buffer.unwrap_or_else(|| Buffer::new(name, dtype, shape.iter().map(|d| Expr::int(*d)).collect(), StorageScope::Global));
-    Ok(Tensor::from_node(TensorNode { name: name.to_string(), tag: tag.to_string(), shape, dtype, buffer, kind: OpKind::Compute { axis, body }, inputs }))
+    let buffer = buffer.unwrap_or_else(|| {
+        Buffer::new(
+            name,
+            dtype,
+            shape.iter().map(|d| Expr::int(*d)).collect(),
+            StorageScope::Global,
+        )
+    });
+    Ok(Tensor::from_node(TensorNode {
+        name: name.to_string(),
+        tag: tag.to_string(),
+        shape,
+        dtype,
+        buffer,
+        kind: OpKind::Compute { axis, body },
+        inputs,
+    }))
 }
 
 /// A tensor of `shape` whose element at index `(i0, i1, …)` is `f(&[i0, i1, …])`. The axes
@@ -463,14 +531,21 @@ pub fn compute_tagged<B: Into<ComputeBody>>(
         return Err(TeError::BadShape {
             op: name.to_string(),
             shape: shape.to_vec(),
-            reason: format!("{} axis names for {} dimensions", axis_names.len(), shape.len()),
+            reason: format!(
+                "{} axis names for {} dimensions",
+                axis_names.len(),
+                shape.len()
+            ),
         });
     }
     let axis: Vec<IterVar> = shape
         .iter()
         .enumerate()
         .map(|(i, d)| {
-            let n = axis_names.get(i).map(|s| s.to_string()).unwrap_or_else(|| format!("i{i}"));
+            let n = axis_names
+                .get(i)
+                .map(|s| s.to_string())
+                .unwrap_or_else(|| format!("i{i}"));
             IterVar::new(n, Some(*d), IterKind::DataPar)
         })
         .collect();

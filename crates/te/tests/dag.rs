@@ -19,13 +19,24 @@ fn workload_key_is_equal_for_equal_dags_whatever_the_names() {
     let b = conv(("x", "w"), 14);
     assert_eq!(a.workload_key(), b.workload_key());
     assert!(a.workload_key().starts_with("[\""));
-    assert!(a.workload_key().ends_with("[1, 14, 14, 16], [3, 3, 16, 32], [1, 14, 14, 32]]"), "{}", a.workload_key());
+    assert!(
+        a.workload_key()
+            .ends_with("[1, 14, 14, 16], [3, 3, 16, 32], [1, 14, 14, 32]]"),
+        "{}",
+        a.workload_key()
+    );
     let c = conv(("data", "weight"), 28);
     assert_ne!(a.workload_key(), c.workload_key(), "different shapes");
     let x = placeholder(&[8, 8], DataType::float32(), "X").unwrap();
-    let relu = compute(&[8, 8], "R", &[], |ix| Expr::max(x.at(ix), Expr::float(0.0))).unwrap();
+    let relu = compute(&[8, 8], "R", &[], |ix| {
+        Expr::max(x.at(ix), Expr::float(0.0))
+    })
+    .unwrap();
     let sig = compute(&[8, 8], "R", &[], |ix| x.at(ix).sigmoid()).unwrap();
-    let (kr, ks) = (ComputeDag::new(&[relu]).unwrap().workload_key(), ComputeDag::new(&[sig]).unwrap().workload_key());
+    let (kr, ks) = (
+        ComputeDag::new(&[relu]).unwrap().workload_key(),
+        ComputeDag::new(&[sig]).unwrap().workload_key(),
+    );
     assert_ne!(kr, ks, "different computations");
 }
 
@@ -35,11 +46,24 @@ fn flops_and_order() {
     let y = ops::softmax(&x).unwrap();
     let dag = ComputeDag::new(&[y.clone()]).unwrap();
     let names: Vec<&str> = dag.ops.iter().map(|t| t.name()).collect();
-    assert_eq!(names, ["placeholder", "T_softmax_maxelem", "T_softmax_exp", "T_softmax_expsum", "T_softmax_norm"]);
+    assert_eq!(
+        names,
+        [
+            "placeholder",
+            "T_softmax_maxelem",
+            "T_softmax_exp",
+            "T_softmax_expsum",
+            "T_softmax_norm"
+        ]
+    );
     // max: 4*10*(1 combine); exp: 4*10*(1 sub); expsum: 4*10*1; norm: 4*10*1 div.
     assert_eq!(dag.flop_count(), 160.0);
     let exp = dag.ops[2].clone();
-    let consumers: Vec<String> = dag.consumers(&exp).iter().map(|t| t.name().to_string()).collect();
+    let consumers: Vec<String> = dag
+        .consumers(&exp)
+        .iter()
+        .map(|t| t.name().to_string())
+        .collect();
     assert_eq!(consumers, ["T_softmax_expsum", "T_softmax_norm"]);
     assert_eq!(dag.inputs().len(), 1);
 }
@@ -53,13 +77,20 @@ fn softmax_schedules_lower_and_compute_the_same() {
     let mut s = Schedule::create(&[y.clone()]).unwrap();
     s.compute_inline(&exp).unwrap();
     let ax = s.axis(&y).unwrap();
-    s.pragma(&y, &ax[0], "auto_unroll_max_step", Expr::int(16)).unwrap();
+    s.pragma(&y, &ax[0], "auto_unroll_max_step", Expr::int(16))
+        .unwrap();
     let args = [x, y.clone()];
     let f = lower(&s, &args, "softmax").unwrap();
     let text = f.to_string();
-    assert!(text.contains("attr [pragma_auto_unroll_max_step] = 16"), "{text}");
+    assert!(
+        text.contains("attr [pragma_auto_unroll_max_step] = 16"),
+        "{text}"
+    );
     assert!(!text.contains("T_softmax_exp["), "exp is inlined:\n{text}");
-    assert!(text.contains("allocate T_softmax_maxelem: float32[3], global"), "{text}");
+    assert!(
+        text.contains("allocate T_softmax_maxelem: float32[3], global"),
+        "{text}"
+    );
     common::assert_same_as_unscheduled(&s, &[y], &args, 1);
 }
 

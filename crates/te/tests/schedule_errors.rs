@@ -4,7 +4,10 @@
 mod common;
 
 use tessera_ir::{DataType, Expr, StorageScope, ThreadAxis};
-use tessera_te::{compute, lower, ops, placeholder, reduce_axis, sum, LowerError, Schedule, ScheduleError, TeError, Tensor};
+use tessera_te::{
+    compute, lower, ops, placeholder, reduce_axis, sum, LowerError, Schedule, ScheduleError,
+    TeError, Tensor,
+};
 
 fn matmul() -> (Tensor, Tensor, Tensor) {
     let a = placeholder(&[8, 8], DataType::float32(), "A").unwrap();
@@ -16,7 +19,10 @@ fn matmul() -> (Tensor, Tensor, Tensor) {
 /// A two-stage pipeline: `D = relu(C)` after a matmul `C`.
 fn matmul_relu() -> (Tensor, Tensor, Tensor, Tensor) {
     let (a, b, c) = matmul();
-    let d = compute(&[8, 8], "D", &[], |ix| Expr::max(c.at(ix), Expr::float(0.0))).unwrap();
+    let d = compute(&[8, 8], "D", &[], |ix| {
+        Expr::max(c.at(ix), Expr::float(0.0))
+    })
+    .unwrap();
     (a, b, c, d)
 }
 
@@ -26,10 +32,20 @@ fn split_by_zero_or_negative() {
     let mut s = Schedule::create(&[c.clone()]).unwrap();
     let i = s.axis(&c).unwrap()[0].clone();
     let e = s.split(&c, &i, 0).unwrap_err();
-    assert!(matches!(&e, ScheduleError::BadSplit { stage, axis, value: 0 } if stage == "C" && axis == "i"), "{e}");
-    assert!(matches!(s.split_nparts(&c, &i, -3), Err(ScheduleError::BadSplit { value: -3, .. })));
+    assert!(
+        matches!(&e, ScheduleError::BadSplit { stage, axis, value: 0 } if stage == "C" && axis == "i"),
+        "{e}"
+    );
+    assert!(matches!(
+        s.split_nparts(&c, &i, -3),
+        Err(ScheduleError::BadSplit { value: -3, .. })
+    ));
     assert!(e.to_string().contains("stage `C`") && e.to_string().contains("`i`"));
-    assert_eq!(s.leaf_axes(&c).unwrap().len(), 3, "a refused split changes nothing");
+    assert_eq!(
+        s.leaf_axes(&c).unwrap().len(),
+        3,
+        "a refused split changes nothing"
+    );
 }
 
 #[test]
@@ -39,12 +55,27 @@ fn axis_of_another_stage() {
     let di = s.axis(&d).unwrap()[0].clone();
     let ci = s.axis(&c).unwrap()[0].clone();
     let e = s.reorder(&c, &[ci.clone(), di.clone()]).unwrap_err();
-    assert!(matches!(&e, ScheduleError::NotLeaf { stage, axis } if stage == "C" && axis == "i0"), "{e}");
-    assert!(matches!(s.split(&d, &ci, 2), Err(ScheduleError::NotLeaf { .. })));
-    assert!(matches!(s.parallel(&c, &di), Err(ScheduleError::NotLeaf { .. })));
+    assert!(
+        matches!(&e, ScheduleError::NotLeaf { stage, axis } if stage == "C" && axis == "i0"),
+        "{e}"
+    );
+    assert!(matches!(
+        s.split(&d, &ci, 2),
+        Err(ScheduleError::NotLeaf { .. })
+    ));
+    assert!(matches!(
+        s.parallel(&c, &di),
+        Err(ScheduleError::NotLeaf { .. })
+    ));
     let (o, _) = s.split(&c, &ci, 2).unwrap();
-    assert!(matches!(s.split(&c, &ci, 2), Err(ScheduleError::NotLeaf { .. })), "a split axis is no longer a leaf");
-    assert!(matches!(s.reorder(&c, &[o.clone(), o]), Err(ScheduleError::BadReorder { .. })));
+    assert!(
+        matches!(s.split(&c, &ci, 2), Err(ScheduleError::NotLeaf { .. })),
+        "a split axis is no longer a leaf"
+    );
+    assert!(matches!(
+        s.reorder(&c, &[o.clone(), o]),
+        Err(ScheduleError::BadReorder { .. })
+    ));
 }
 
 #[test]
@@ -53,7 +84,13 @@ fn fuse_errors() {
     let mut s = Schedule::create(&[c.clone()]).unwrap();
     let ax = s.axis(&c).unwrap();
     let k = s.reduce_axis(&c).unwrap()[0].clone();
-    assert!(matches!(s.fuse(&c, &ax[1], &ax[0]), Err(ScheduleError::BadFuse { .. })), "inner before outer");
+    assert!(
+        matches!(
+            s.fuse(&c, &ax[1], &ax[0]),
+            Err(ScheduleError::BadFuse { .. })
+        ),
+        "inner before outer"
+    );
     let e = s.fuse(&c, &ax[1], &k).unwrap_err();
     assert!(e.to_string().contains("reduction"), "{e}");
 }
@@ -66,12 +103,33 @@ fn compute_at_into_a_non_consumer() {
     let di = s.axis(&d).unwrap()[0].clone();
     // D does not consume itself; C does not consume D.
     let e = s.compute_at(&d, &c, &ci).unwrap_err();
-    assert!(matches!(&e, ScheduleError::BadComputeAt { stage, target, .. } if stage == "D" && target == "C"), "{e}");
-    assert!(matches!(s.compute_at(&c, &c, &ci), Err(ScheduleError::BadComputeAt { .. })));
-    assert!(matches!(s.compute_at(&a, &c, &ci), Err(ScheduleError::BadComputeAt { .. })), "placeholders are not computed");
-    assert!(matches!(s.compute_at(&c, &d, &ci), Err(ScheduleError::NotLeaf { .. })), "axis must belong to the target");
+    assert!(
+        matches!(&e, ScheduleError::BadComputeAt { stage, target, .. } if stage == "D" && target == "C"),
+        "{e}"
+    );
+    assert!(matches!(
+        s.compute_at(&c, &c, &ci),
+        Err(ScheduleError::BadComputeAt { .. })
+    ));
+    assert!(
+        matches!(
+            s.compute_at(&a, &c, &ci),
+            Err(ScheduleError::BadComputeAt { .. })
+        ),
+        "placeholders are not computed"
+    );
+    assert!(
+        matches!(
+            s.compute_at(&c, &d, &ci),
+            Err(ScheduleError::NotLeaf { .. })
+        ),
+        "axis must belong to the target"
+    );
     s.compute_at(&c, &d, &di).unwrap();
-    assert!(matches!(s.split(&d, &di, 2), Err(ScheduleError::Invalid { .. })), "an attach point cannot be split");
+    assert!(
+        matches!(s.split(&d, &di, 2), Err(ScheduleError::Invalid { .. })),
+        "an attach point cannot be split"
+    );
 }
 
 #[test]
@@ -81,35 +139,71 @@ fn annotation_errors() {
     let ax = s.axis(&c).unwrap();
     let k = s.reduce_axis(&c).unwrap()[0].clone();
     let e = s.vectorize(&c, &k).unwrap_err();
-    assert!(matches!(&e, ScheduleError::ReduceAxis { stage, axis, .. } if stage == "C" && axis == "k"), "{e}");
-    assert!(matches!(s.parallel(&c, &k), Err(ScheduleError::ReduceAxis { .. })));
+    assert!(
+        matches!(&e, ScheduleError::ReduceAxis { stage, axis, .. } if stage == "C" && axis == "k"),
+        "{e}"
+    );
+    assert!(matches!(
+        s.parallel(&c, &k),
+        Err(ScheduleError::ReduceAxis { .. })
+    ));
     s.unroll(&c, &k).unwrap();
     s.bind(&c, &ax[0], ThreadAxis::ThreadIdxX).unwrap();
     let e = s.bind(&c, &ax[1], ThreadAxis::ThreadIdxX).unwrap_err();
-    assert!(matches!(&e, ScheduleError::ThreadBoundTwice { stage, axis, bound, .. } if stage == "C" && axis == "j" && bound == "i"), "{e}");
-    assert!(matches!(s.pragma(&c, &ax[0], "", Expr::int(1)), Err(ScheduleError::Invalid { .. })));
+    assert!(
+        matches!(&e, ScheduleError::ThreadBoundTwice { stage, axis, bound, .. } if stage == "C" && axis == "j" && bound == "i"),
+        "{e}"
+    );
+    assert!(matches!(
+        s.pragma(&c, &ax[0], "", Expr::int(1)),
+        Err(ScheduleError::Invalid { .. })
+    ));
 }
 
 #[test]
 fn inline_errors() {
     let (a, _, c, d) = matmul_relu();
     let mut s = Schedule::create(&[d.clone()]).unwrap();
-    assert!(matches!(s.compute_inline(&c), Err(ScheduleError::BadInline { .. })), "a reduction");
-    assert!(matches!(s.compute_inline(&d), Err(ScheduleError::BadInline { .. })), "an output");
-    assert!(matches!(s.compute_inline(&a), Err(ScheduleError::BadInline { .. })), "a placeholder");
+    assert!(
+        matches!(s.compute_inline(&c), Err(ScheduleError::BadInline { .. })),
+        "a reduction"
+    );
+    assert!(
+        matches!(s.compute_inline(&d), Err(ScheduleError::BadInline { .. })),
+        "an output"
+    );
+    assert!(
+        matches!(s.compute_inline(&a), Err(ScheduleError::BadInline { .. })),
+        "a placeholder"
+    );
 }
 
 #[test]
 fn cache_errors() {
     let (a, b, c, d) = matmul_relu();
     let mut s = Schedule::create(&[d.clone()]).unwrap();
-    assert!(matches!(s.cache_read(&a, StorageScope::Shared, &[d.clone()]), Err(ScheduleError::BadCache { .. })), "D does not read A");
-    assert!(matches!(s.cache_read(&a, StorageScope::Shared, &[]), Err(ScheduleError::BadCache { .. })));
+    assert!(
+        matches!(
+            s.cache_read(&a, StorageScope::Shared, &[d.clone()]),
+            Err(ScheduleError::BadCache { .. })
+        ),
+        "D does not read A"
+    );
+    assert!(matches!(
+        s.cache_read(&a, StorageScope::Shared, &[]),
+        Err(ScheduleError::BadCache { .. })
+    ));
     let ci = s.axis(&c).unwrap()[0].clone();
     s.split(&c, &ci, 2).unwrap();
     let e = s.cache_write(&c, StorageScope::Local).unwrap_err();
-    assert!(matches!(&e, ScheduleError::BadCache { stage, .. } if stage == "C"), "{e}");
-    assert!(matches!(s.cache_write(&b, StorageScope::Local), Err(ScheduleError::BadCache { .. })));
+    assert!(
+        matches!(&e, ScheduleError::BadCache { stage, .. } if stage == "C"),
+        "{e}"
+    );
+    assert!(matches!(
+        s.cache_write(&b, StorageScope::Local),
+        Err(ScheduleError::BadCache { .. })
+    ));
 }
 
 #[test]
@@ -118,9 +212,15 @@ fn rfactor_errors() {
     let mut s = Schedule::create(&[c.clone()]).unwrap();
     let i = s.axis(&c).unwrap()[0].clone();
     let e = s.rfactor(&c, &i, 0).unwrap_err();
-    assert!(matches!(&e, ScheduleError::BadRfactor { stage, axis, .. } if stage == "C" && axis == "i"), "{e}");
+    assert!(
+        matches!(&e, ScheduleError::BadRfactor { stage, axis, .. } if stage == "C" && axis == "i"),
+        "{e}"
+    );
     let k = s.reduce_axis(&c).unwrap()[0].clone();
-    assert!(matches!(s.rfactor(&c, &k, 5), Err(ScheduleError::BadRfactor { .. })), "factor_axis out of range");
+    assert!(
+        matches!(s.rfactor(&c, &k, 5), Err(ScheduleError::BadRfactor { .. })),
+        "factor_axis out of range"
+    );
 }
 
 #[test]
@@ -128,16 +228,34 @@ fn storage_align_and_scope_errors() {
     let (_, _, c, d) = matmul_relu();
     let mut s = Schedule::create(&[d.clone()]).unwrap();
     let ci = s.axis(&c).unwrap()[0].clone();
-    assert!(matches!(s.storage_align(&c, &ci, 0, 0), Err(ScheduleError::Invalid { .. })));
-    assert!(matches!(s.storage_align(&c, &ci, 4, 4), Err(ScheduleError::Invalid { .. })));
+    assert!(matches!(
+        s.storage_align(&c, &ci, 0, 0),
+        Err(ScheduleError::Invalid { .. })
+    ));
+    assert!(matches!(
+        s.storage_align(&c, &ci, 4, 4),
+        Err(ScheduleError::Invalid { .. })
+    ));
     let k = s.reduce_axis(&c).unwrap()[0].clone();
-    assert!(matches!(s.storage_align(&c, &k, 4, 1), Err(ScheduleError::Invalid { .. })));
-    assert!(matches!(s.set_scope(&d, StorageScope::Shared), Err(ScheduleError::Invalid { .. })), "outputs stay global");
+    assert!(matches!(
+        s.storage_align(&c, &k, 4, 1),
+        Err(ScheduleError::Invalid { .. })
+    ));
+    assert!(
+        matches!(
+            s.set_scope(&d, StorageScope::Shared),
+            Err(ScheduleError::Invalid { .. })
+        ),
+        "outputs stay global"
+    );
 }
 
 #[test]
 fn invalid_tensor_expressions() {
-    assert!(matches!(placeholder(&[4, 0], DataType::float32(), "X"), Err(TeError::BadShape { .. })));
+    assert!(matches!(
+        placeholder(&[4, 0], DataType::float32(), "X"),
+        Err(TeError::BadShape { .. })
+    ));
     let x = placeholder(&[4], DataType::float32(), "X").unwrap();
     let r = compute(&[4], "Y", &["a", "b"], |ix| x.at(ix));
     assert!(matches!(r, Err(TeError::BadShape { .. })));
@@ -148,8 +266,14 @@ fn invalid_tensor_expressions() {
     assert!(ops::matmul(&a, &a).is_err());
     let w = placeholder(&[5, 5, 4, 2], DataType::float32(), "W").unwrap();
     let d = placeholder(&[1, 3, 3, 4], DataType::float32(), "D").unwrap();
-    assert!(ops::conv2d_nhwc(&d, &w, (1, 1), (0, 0), (1, 1)).is_err(), "kernel larger than the input");
-    assert!(ops::conv2d_nhwc(&d, &w, (0, 1), (2, 2), (1, 1)).is_err(), "zero stride");
+    assert!(
+        ops::conv2d_nhwc(&d, &w, (1, 1), (0, 0), (1, 1)).is_err(),
+        "kernel larger than the input"
+    );
+    assert!(
+        ops::conv2d_nhwc(&d, &w, (0, 1), (2, 2), (1, 1)).is_err(),
+        "zero stride"
+    );
     assert!(tessera_te::ComputeDag::new(&[]).is_err());
 }
 
@@ -157,8 +281,12 @@ fn invalid_tensor_expressions() {
 fn lowering_errors() {
     let (a, b, c, d) = matmul_relu();
     let s = Schedule::create(&[d.clone()]).unwrap();
-    assert!(matches!(lower(&s, &[a.clone(), d.clone()], "f"), Err(LowerError::MissingArg(n)) if n == "B"));
-    assert!(matches!(lower(&s, &[a.clone(), b.clone(), c.clone(), d.clone()], "f"), Err(LowerError::BadArg(n)) if n == "C"));
+    assert!(
+        matches!(lower(&s, &[a.clone(), d.clone()], "f"), Err(LowerError::MissingArg(n)) if n == "B")
+    );
+    assert!(
+        matches!(lower(&s, &[a.clone(), b.clone(), c.clone(), d.clone()], "f"), Err(LowerError::BadArg(n)) if n == "C")
+    );
     assert!(lower(&s, &[a, b, d], "f").is_ok());
 }
 
@@ -166,7 +294,10 @@ fn lowering_errors() {
 fn rfactor_computes_the_same() {
     let x = placeholder(&[4, 30], DataType::float32(), "X").unwrap();
     let k = reduce_axis(30, "k");
-    let y = compute(&[4], "Y", &[], |ix| sum(x.at(&[ix[0].clone(), k.expr()]), &[k.clone()])).unwrap();
+    let y = compute(&[4], "Y", &[], |ix| {
+        sum(x.at(&[ix[0].clone(), k.expr()]), &[k.clone()])
+    })
+    .unwrap();
     let mut s = Schedule::create(&[y.clone()]).unwrap();
     let (_ko, ki) = s.split(&y, &k, 8).unwrap();
     let rf = s.rfactor(&y, &ki, 0).unwrap();
@@ -184,11 +315,17 @@ fn rfactor_computes_the_same() {
 fn storage_align_pads_the_allocation() {
     let (a, b, c) = matmul();
     let mut s = Schedule::create(&[c.clone()]).unwrap();
-    let aa = s.cache_read(&a, StorageScope::Shared, &[c.clone()]).unwrap();
+    let aa = s
+        .cache_read(&a, StorageScope::Shared, &[c.clone()])
+        .unwrap();
     let ax = s.axis(&aa).unwrap();
     s.storage_align(&aa, &ax[0], 16, 1).unwrap();
     let args = [a, b, c.clone()];
     let f = lower(&s, &args, "f").unwrap();
-    assert!(f.to_string().contains("allocate A.shared: float32[8, 17], shared"), "{f}");
+    assert!(
+        f.to_string()
+            .contains("allocate A.shared: float32[8, 17], shared"),
+        "{f}"
+    );
     common::assert_same_as_unscheduled(&s, &[c], &args, 2);
 }

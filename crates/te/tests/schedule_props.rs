@@ -34,7 +34,13 @@ fn problem(rng: &mut Rng) -> (Vec<Tensor>, Vec<Tensor>) {
         (vec![c.clone()], vec![a, b, c])
     } else {
         loop {
-            let (n, h, w, ci, co) = (rng.range(1, 2), rng.range(3, 7), rng.range(3, 7), rng.range(1, 3), rng.range(1, 4));
+            let (n, h, w, ci, co) = (
+                rng.range(1, 2),
+                rng.range(3, 7),
+                rng.range(3, 7),
+                rng.range(1, 3),
+                rng.range(1, 4),
+            );
             let (kh, kw) = (rng.range(1, 3), rng.range(1, 3));
             let stride = (rng.range(1, 2), rng.range(1, 2));
             let pad = (rng.range(0, 1), rng.range(0, 1));
@@ -49,7 +55,11 @@ fn problem(rng: &mut Rng) -> (Vec<Tensor>, Vec<Tensor>) {
 }
 
 fn computed_stages(s: &Schedule) -> Vec<Tensor> {
-    s.stages.iter().filter(|st| !st.is_placeholder() && st.attach != Attach::Inline).map(|st| st.op.clone()).collect()
+    s.stages
+        .iter()
+        .filter(|st| !st.is_placeholder() && st.attach != Attach::Inline)
+        .map(|st| st.op.clone())
+        .collect()
 }
 
 fn pick<T: Clone>(rng: &mut Rng, v: &[T]) -> Option<T> {
@@ -70,7 +80,11 @@ fn random_step(s: &mut Schedule, rng: &mut Rng) -> Option<&'static str> {
     let r = match rng.below(10) {
         0 => {
             let v = rng.range(1, 5);
-            if rng.below(3) == 0 { s.split_nparts(&t, &leaf, v).map(|_| "split_nparts") } else { s.split(&t, &leaf, v).map(|_| "split") }
+            if rng.below(3) == 0 {
+                s.split_nparts(&t, &leaf, v).map(|_| "split_nparts")
+            } else {
+                s.split(&t, &leaf, v).map(|_| "split")
+            }
         }
         1 => {
             let mut order = leaves.clone();
@@ -101,7 +115,9 @@ fn random_step(s: &mut Schedule, rng: &mut Rng) -> Option<&'static str> {
             }
             r
         }
-        6 => s.cache_write(&t, StorageScope::Local).map(|_| "cache_write"),
+        6 => s
+            .cache_write(&t, StorageScope::Local)
+            .map(|_| "cache_write"),
         7 => s.compute_inline(&t).map(|_| "compute_inline"),
         _ => s.parallel(&t, &leaf).map(|_| "parallel"),
     };

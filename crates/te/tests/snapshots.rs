@@ -26,7 +26,10 @@ fn dag_conv2d_nhwc_padded() {
     let kernel = placeholder(&[3, 3, 64, 64], f32(), "placeholder").unwrap();
     let conv = ops::conv2d_nhwc(&data, &kernel, (1, 1), (1, 1), (1, 1)).unwrap();
     let dag = ComputeDag::new(&[conv]).unwrap();
-    assert_eq!(dag.flop_count(), 2.0 * 56.0 * 56.0 * 64.0 * 3.0 * 3.0 * 64.0);
+    assert_eq!(
+        dag.flop_count(),
+        2.0 * 56.0 * 56.0 * 64.0 * 3.0 * 3.0 * 64.0
+    );
     insta::assert_snapshot!(dag.to_string());
 }
 
@@ -62,7 +65,18 @@ fn lower_matmul_tiled_vectorized_parallel() {
     let k = s.reduce_axis(&c).unwrap();
     let (io, jo, ii, ji) = s.tile(&c, &ax[0], &ax[1], 8, 8).unwrap();
     let (ko, ki) = s.split(&c, &k[0], 4).unwrap();
-    s.reorder(&c, &[io.clone(), jo.clone(), ko.clone(), ii.clone(), ki.clone(), ji.clone()]).unwrap();
+    s.reorder(
+        &c,
+        &[
+            io.clone(),
+            jo.clone(),
+            ko.clone(),
+            ii.clone(),
+            ki.clone(),
+            ji.clone(),
+        ],
+    )
+    .unwrap();
     s.vectorize(&c, &ji).unwrap();
     s.unroll(&c, &ki).unwrap();
     s.parallel(&c, &io).unwrap();
@@ -78,13 +92,22 @@ fn lower_conv2d_cache_write_compute_at() {
     let kernel = placeholder(&[3, 3, 4, 8], f32(), "kernel").unwrap();
     let conv = ops::conv2d_nhwc(&data, &kernel, (1, 1), (1, 1), (1, 1)).unwrap();
     let dag = ComputeDag::new(&[conv.clone()]).unwrap();
-    let pad = dag.ops.iter().find(|t| t.name() == "pad_temp").unwrap().clone();
+    let pad = dag
+        .ops
+        .iter()
+        .find(|t| t.name() == "pad_temp")
+        .unwrap()
+        .clone();
     let mut s = Schedule::create(&[conv.clone()]).unwrap();
     let local = s.cache_write(&conv, StorageScope::Local).unwrap();
     let ax = s.axis(&conv).unwrap();
     let (yo, xo, yi, xi) = s.tile(&conv, &ax[1], &ax[2], 4, 4).unwrap();
     let (fo, fi) = s.split(&conv, &ax[3], 4).unwrap();
-    s.reorder(&conv, &[yo.clone(), xo.clone(), fo.clone(), yi, xi, fi.clone()]).unwrap();
+    s.reorder(
+        &conv,
+        &[yo.clone(), xo.clone(), fo.clone(), yi, xi, fi.clone()],
+    )
+    .unwrap();
     s.vectorize(&conv, &fi).unwrap();
     s.parallel(&conv, &yo).unwrap();
     s.compute_at(&local, &conv, &fo).unwrap();
@@ -103,13 +126,28 @@ fn lower_gpu_matmul_shared_memory() {
     let b = placeholder(&[32, 32], f32(), "B").unwrap();
     let c = ops::matmul(&a, &b).unwrap();
     let mut s = Schedule::create(&[c.clone()]).unwrap();
-    let aa = s.cache_read(&a, StorageScope::Shared, &[c.clone()]).unwrap();
-    let bb = s.cache_read(&b, StorageScope::Shared, &[c.clone()]).unwrap();
+    let aa = s
+        .cache_read(&a, StorageScope::Shared, &[c.clone()])
+        .unwrap();
+    let bb = s
+        .cache_read(&b, StorageScope::Shared, &[c.clone()])
+        .unwrap();
     let ax = s.axis(&c).unwrap();
     let k = s.reduce_axis(&c).unwrap();
     let (by, bx, ty, tx) = s.tile(&c, &ax[0], &ax[1], 8, 8).unwrap();
     let (ko, ki) = s.split(&c, &k[0], 8).unwrap();
-    s.reorder(&c, &[by.clone(), bx.clone(), ty.clone(), tx.clone(), ko.clone(), ki]).unwrap();
+    s.reorder(
+        &c,
+        &[
+            by.clone(),
+            bx.clone(),
+            ty.clone(),
+            tx.clone(),
+            ko.clone(),
+            ki,
+        ],
+    )
+    .unwrap();
     s.bind(&c, &by, ThreadAxis::BlockIdxY).unwrap();
     s.bind(&c, &bx, ThreadAxis::BlockIdxX).unwrap();
     s.bind(&c, &ty, ThreadAxis::ThreadIdxY).unwrap();

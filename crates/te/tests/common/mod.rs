@@ -10,10 +10,14 @@ use tessera_te::{lower, Schedule, Tensor};
 /// Deterministic pseudo-random values in [-1, 1) for a tensor.
 pub fn random_buffer(t: &Tensor, seed: u64) -> HostBuffer {
     let n: i64 = t.shape().iter().product();
-    let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    let mut x = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
     let vals: Vec<f64> = (0..n)
         .map(|_| {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             ((x >> 33) % 2000) as f64 / 1000.0 - 1.0
         })
         .collect();
@@ -40,14 +44,23 @@ pub fn run(f: &PrimFunc, args: &[Tensor], n_inputs: usize, seed: u64) -> Vec<Hos
 }
 
 /// Asserts that `sch` lowered computes what the unscheduled program computes.
-pub fn assert_same_as_unscheduled(sch: &Schedule, outputs: &[Tensor], args: &[Tensor], n_inputs: usize) {
+pub fn assert_same_as_unscheduled(
+    sch: &Schedule,
+    outputs: &[Tensor],
+    args: &[Tensor],
+    n_inputs: usize,
+) {
     let reference = lower(&Schedule::create(outputs).unwrap(), args, "reference").unwrap();
-    let scheduled = lower(sch, args, "scheduled").unwrap_or_else(|e| panic!("lowering failed: {e}"));
+    let scheduled =
+        lower(sch, args, "scheduled").unwrap_or_else(|e| panic!("lowering failed: {e}"));
     let want = run(&reference, args, n_inputs, 7);
     let got = run(&scheduled, args, n_inputs, 7);
     for (w, g) in want[n_inputs..].iter().zip(&got[n_inputs..]) {
         for (k, (a, b)) in w.to_f64().iter().zip(g.to_f64()).enumerate() {
-            assert!((a - b).abs() <= 1e-4 * (1.0 + a.abs()), "element {k}: want {a}, got {b}\n{scheduled}");
+            assert!(
+                (a - b).abs() <= 1e-4 * (1.0 + a.abs()),
+                "element {k}: want {a}, got {b}\n{scheduled}"
+            );
         }
     }
 }
