@@ -5,7 +5,7 @@
 
 use crate::dag::ComputeDag;
 use crate::error::ScheduleError;
-use crate::tensor::{make_compute, ComputeBody, IterKind, IterVar, OpKind, Reduce, Tensor};
+use crate::tensor::{make_compute, ComputeBody, IterVar, Reduce, Tensor};
 use std::collections::{HashMap, HashSet};
 use tessera_ir::visit::{post_order_visit, substitute, ExprMutator};
 use tessera_ir::{Buffer, Expr, ExprNode, StorageScope, ThreadAxis, Var};
@@ -801,22 +801,5 @@ impl Schedule {
         st.pragmas.clear();
         self.insert_stage(ti, rf);
         Ok(())
-    }
-
-    /// Checks that an iteration variable belongs to the stage of `t` (any level).
-    pub fn owns(&self, t: &Tensor, iv: &IterVar) -> Result<bool, ScheduleError> {
-        Ok(self.stage(t)?.all_iter_vars.contains(iv))
-    }
-}
-
-impl IterKind {
-    pub fn is_reduce(self) -> bool {
-        self == IterKind::Reduce
-    }
-}
-
-impl OpKind {
-    pub fn is_compute(&self) -> bool {
-        matches!(self, OpKind::Compute { .. })
     }
 }
