@@ -5,7 +5,7 @@ use std::fmt;
 use std::str::FromStr;
 
 /// The kind of a scalar value.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum TypeCode {
     Bool,
     Int,
@@ -14,7 +14,7 @@ pub enum TypeCode {
 }
 
 /// A data type: a scalar kind, its width in bits and a number of vector lanes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct DataType {
     pub code: TypeCode,
     pub bits: u8,

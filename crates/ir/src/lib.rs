@@ -8,6 +8,7 @@
 //! - [`printer`]: the stable text form.
 //! - [`arith`]: bounds, modular sets and the simplifier.
 //! - [`interp`]: the reference interpreter, the oracle of correctness tests.
+//! - [`transform`]: passes on the way to code generation (vectorization).
 
 pub mod arith;
 pub mod buffer;
@@ -16,6 +17,7 @@ pub mod expr;
 pub mod interp;
 pub mod printer;
 pub mod stmt;
+pub mod transform;
 pub mod visit;
 
 pub use buffer::{Buffer, StorageScope};

@@ -5,6 +5,8 @@
 //! - [`dag`]: the compute DAG (topological order, FLOPs, workload key, TVM's print).
 //! - [`schedule`]: stages and schedule primitives.
 //! - [`lower`](mod@lower): bound inference and lowering into a [`tessera_ir::PrimFunc`].
+//! - [`schedules`]: default CPU schedules (register-blocked matmul and conv2d, injective).
+//! - [`testing`]: random valid schedules for property tests.
 //! - [`ops`]: a few operators (matmul, conv2d NHWC, softmax) used by tests and examples;
 //!   the operator library proper grows on top of these.
 
@@ -14,7 +16,9 @@ pub mod lower;
 pub mod ops;
 mod rfactor;
 pub mod schedule;
+pub mod schedules;
 pub mod tensor;
+pub mod testing;
 
 pub use dag::ComputeDag;
 pub use error::{LowerError, ScheduleError, TeError};

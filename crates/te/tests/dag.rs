@@ -111,3 +111,38 @@ fn set_scope_and_compute_root() {
     assert!(text.contains("allocate A: float32[6, 5], local"), "{text}");
     common::assert_same_as_unscheduled(&s, &[b], &args, 1);
 }
+
+#[test]
+fn default_cpu_schedules_compute_the_same() {
+    use tessera_te::schedules::{
+        schedule_conv2d_nhwc, schedule_injective, schedule_matmul, CpuParams,
+    };
+    let p = CpuParams {
+        vector_lanes: 4,
+        num_cores: 2,
+    };
+    // Divisible and non-divisible shapes.
+    for (m, n, k) in [(16, 16, 8), (13, 7, 5), (8, 12, 3)] {
+        let a = placeholder(&[m, k], DataType::float32(), "A").unwrap();
+        let b = placeholder(&[k, n], DataType::float32(), "B").unwrap();
+        let c = ops::matmul(&a, &b).unwrap();
+        let mut s = Schedule::create(&[c.clone()]).unwrap();
+        schedule_matmul(&mut s, &c, p).unwrap();
+        common::assert_same_as_unscheduled(&s, &[c.clone()], &[a, b, c], 2);
+    }
+    for (hw, ci, co, pad) in [(6, 3, 8, 1), (5, 2, 3, 0)] {
+        let d = placeholder(&[1, hw, hw, ci], DataType::float32(), "data").unwrap();
+        let w = placeholder(&[3, 3, ci, co], DataType::float32(), "kernel").unwrap();
+        let c = ops::conv2d_nhwc(&d, &w, (1, 1), (pad, pad), (1, 1)).unwrap();
+        let mut s = Schedule::create(&[c.clone()]).unwrap();
+        schedule_conv2d_nhwc(&mut s, &c, p).unwrap();
+        common::assert_same_as_unscheduled(&s, &[c.clone()], &[d, w, c], 2);
+    }
+    for shape in [vec![7i64], vec![3, 8], vec![2, 3, 4, 5]] {
+        let x = placeholder(&shape, DataType::float32(), "X").unwrap();
+        let y = compute(&shape, "Y", &[], |ix| Expr::max(x.at(ix), Expr::float(0.0))).unwrap();
+        let mut s = Schedule::create(&[y.clone()]).unwrap();
+        schedule_injective(&mut s, &y, p).unwrap();
+        common::assert_same_as_unscheduled(&s, &[y.clone()], &[x, y], 1);
+    }
+}

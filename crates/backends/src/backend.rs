@@ -1,0 +1,58 @@
+//! The `Backend` trait every device implements (the CPU here, plugins for the others).
+
+use crate::artifact::{Artifact, DeviceKind};
+use crate::hardware::HardwareParams;
+use crate::target::{Target, TargetKind};
+use std::path::{Path, PathBuf};
+use tessera_ir::PrimFunc;
+
+/// Why a backend could not generate or build code.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum BackendError {
+    #[error("{backend}: cannot generate code for `{func}`: {reason}")]
+    Unsupported {
+        backend: String,
+        func: String,
+        reason: String,
+    },
+    #[error("no C compiler found: set $CC or install cc, gcc or clang (tried: {tried})")]
+    CompilerNotFound { tried: String },
+    #[error("C compiler `{compiler}` failed on {}:\n{message}", source_path.display())]
+    CompileFailed {
+        compiler: String,
+        source_path: PathBuf,
+        message: String,
+    },
+    #[error("I/O error at {}: {message}", path.display())]
+    Io { path: PathBuf, message: String },
+    #[error("no backend for target `{target}`: {reason}")]
+    NoBackend { target: String, reason: String },
+}
+
+/// A code generator and builder for one kind of device.
+pub trait Backend: Send + Sync {
+    /// The target this backend compiles for.
+    fn target(&self) -> &Target;
+    /// The device the artifacts run on.
+    fn device(&self) -> DeviceKind;
+    /// The hardware parameters of that device.
+    fn hardware_params(&self) -> &HardwareParams;
+    /// The source code of `func` for this device.
+    fn codegen(&self, func: &PrimFunc) -> Result<String, BackendError>;
+    /// Generates and compiles `func` into a loadable artifact inside `out_dir`.
+    fn build(&self, func: &PrimFunc, out_dir: &Path) -> Result<Artifact, BackendError>;
+}
+
+/// The built-in backend for `target` (the CPU); other kinds come from plugins.
+pub fn builtin_backend(target: &Target) -> Result<Box<dyn Backend>, BackendError> {
+    match target.kind {
+        TargetKind::Cpu => Ok(Box::new(crate::cpu::CpuBackend::new(target.clone()))),
+        other => Err(BackendError::NoBackend {
+            target: target.to_string(),
+            reason: format!(
+                "the {} backend is a plugin that is not built into this binary",
+                other.name()
+            ),
+        }),
+    }
+}

@@ -1,0 +1,123 @@
+//! Hardware parameters that schedules and search rules depend on.
+
+use crate::target::{Target, TargetKind};
+use serde::{Deserialize, Serialize};
+
+/// The facts about a device that the search needs (TVM's `HardwareParams`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct HardwareParams {
+    pub num_cores: usize,
+    /// Width of the widest SIMD register, in bytes.
+    pub vector_unit_bytes: usize,
+    pub cache_line_bytes: usize,
+    pub max_shared_memory_per_block: usize,
+    pub max_local_memory_per_block: usize,
+    pub max_threads_per_block: usize,
+    pub max_vthread_extent: usize,
+    pub warp_size: usize,
+}
+
+impl HardwareParams {
+    /// The host CPU: its core count and its widest vector unit.
+    pub fn detect_host() -> HardwareParams {
+        let num_cores = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1);
+        HardwareParams {
+            num_cores,
+            vector_unit_bytes: host_vector_bytes(),
+            cache_line_bytes: 64,
+            max_shared_memory_per_block: 0,
+            max_local_memory_per_block: 0,
+            max_threads_per_block: 0,
+            max_vthread_extent: 0,
+            warp_size: 0,
+        }
+    }
+
+    /// The parameters of a target: detected for the CPU, the usual limits of the device
+    /// family for the others, with the target's options applied on top.
+    pub fn for_target(target: &Target) -> HardwareParams {
+        let mut p = match target.kind {
+            TargetKind::Cpu => Self::detect_host(),
+            TargetKind::Cuda => HardwareParams {
+                num_cores: 1,
+                vector_unit_bytes: 16,
+                cache_line_bytes: 64,
+                max_shared_memory_per_block: 49152,
+                max_local_memory_per_block: 2147483647,
+                max_threads_per_block: 1024,
+                max_vthread_extent: 8,
+                warp_size: 32,
+            },
+            TargetKind::OpenCl => HardwareParams {
+                num_cores: 1,
+                vector_unit_bytes: 16,
+                cache_line_bytes: 64,
+                max_shared_memory_per_block: 32768,
+                max_local_memory_per_block: 1024,
+                max_threads_per_block: 256,
+                max_vthread_extent: 4,
+                warp_size: 1,
+            },
+            TargetKind::Vta => HardwareParams {
+                num_cores: 1,
+                vector_unit_bytes: 16,
+                cache_line_bytes: 64,
+                max_shared_memory_per_block: 0,
+                max_local_memory_per_block: 0,
+                max_threads_per_block: 0,
+                max_vthread_extent: 0,
+                warp_size: 0,
+            },
+        };
+        if let Some(n) = target.num_cores() {
+            p.num_cores = n;
+        }
+        if let Some(n) = target
+            .option("max-threads-per-block")
+            .and_then(|v| v.parse().ok())
+        {
+            p.max_threads_per_block = n;
+        }
+        p
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn host_vector_bytes() -> usize {
+    if std::arch::is_x86_feature_detected!("avx512f") {
+        64
+    } else if std::arch::is_x86_feature_detected!("avx2") {
+        32
+    } else {
+        16
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn host_vector_bytes() -> usize {
+    16
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_override_detection() {
+        let t: Target = "cpu -num-cores=7".parse().unwrap();
+        let p = HardwareParams::for_target(&t);
+        assert_eq!(p.num_cores, 7);
+        assert!(p.vector_unit_bytes >= 16);
+        let c = HardwareParams::for_target(&"cuda -max-threads-per-block=512".parse().unwrap());
+        assert_eq!(
+            (
+                c.max_threads_per_block,
+                c.warp_size,
+                c.max_shared_memory_per_block
+            ),
+            (512, 32, 49152)
+        );
+    }
+}

@@ -1,0 +1,306 @@
+//! Vectorization: a loop of kind `Vectorized` with a constant power-of-two extent becomes
+//! straight-line vector code: its variable becomes `ramp(min, 1, lanes)`, scalars meeting
+//! vectors are broadcast, and ramp arithmetic stays in ramp form (so contiguous accesses
+//! are recognisable by code generators).
+//!
+//! A loop whose body cannot be expressed that way (a condition or `if_then_else` that
+//! varies across lanes, a store that does not vary with the loop, an allocation, a
+//! nested vector loop, a non-power-of-two extent) stays a loop: it is returned as a
+//! serial loop, and the reason is reported.
+
+use crate::expr::{BinOp, Expr, ExprNode, Intrinsic, Var};
+use crate::stmt::{ForKind, Stmt, StmtNode};
+use crate::visit::{mutate_stmt_children, ExprMutator, StmtMutator};
+
+/// A vectorized loop that had to stay a scalar loop, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NotVectorized {
+    pub var: String,
+    pub reason: String,
+}
+
+/// Vectorizes every `Vectorized` loop it can; returns the new statement and the loops
+/// left scalar.
+pub fn vectorize_loops(s: &Stmt) -> (Stmt, Vec<NotVectorized>) {
+    let mut m = LoopVectorizer {
+        skipped: Vec::new(),
+    };
+    let out = m.mutate_stmt(s);
+    (out, m.skipped)
+}
+
+struct LoopVectorizer {
+    skipped: Vec<NotVectorized>,
+}
+
+impl ExprMutator for LoopVectorizer {}
+
+impl StmtMutator for LoopVectorizer {
+    fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
+        let s = mutate_stmt_children(self, s);
+        let StmtNode::For {
+            var,
+            min,
+            extent,
+            kind: ForKind::Vectorized,
+            body,
+        } = s.node()
+        else {
+            return s;
+        };
+        let result = match extent.as_int() {
+            Some(n) if (2..=64).contains(&n) && (n as u64).is_power_of_two() => {
+                let ramp = Expr::ramp(min.clone(), Expr::int_of(min.dtype(), 1), n as u16);
+                Lanes {
+                    var: var.clone(),
+                    ramp,
+                    lanes: n as u16,
+                }
+                .stmt(body)
+            }
+            Some(n) => Err(format!("extent {n} is not a power of two between 2 and 64")),
+            None => Err("the extent is not a constant".to_string()),
+        };
+        match result {
+            Ok(v) => v,
+            Err(reason) => {
+                self.skipped.push(NotVectorized {
+                    var: var.name().to_string(),
+                    reason,
+                });
+                Stmt::for_loop(
+                    var.clone(),
+                    min.clone(),
+                    extent.clone(),
+                    ForKind::Serial,
+                    body.clone(),
+                )
+            }
+        }
+    }
+}
+
+/// Rewrites a loop body with the loop variable as a vector of `lanes` lanes.
+struct Lanes {
+    var: Var,
+    ramp: Expr,
+    lanes: u16,
+}
+
+type R<T> = Result<T, String>;
+
+fn lanes_of(e: &Expr) -> u16 {
+    e.dtype().lanes
+}
+
+impl Lanes {
+    fn widen(&self, e: Expr) -> Expr {
+        if lanes_of(&e) == 1 {
+            Expr::broadcast(e, self.lanes)
+        } else {
+            e
+        }
+    }
+
+    /// Combines two operands, one of them a vector, keeping ramps as ramps where the
+    /// arithmetic allows.
+    fn binary(&self, op: BinOp, a: Expr, b: Expr) -> Expr {
+        if lanes_of(&a) == 1 && lanes_of(&b) == 1 {
+            return Expr::binary(op, a, b);
+        }
+        let ramp = |e: &Expr| match e.node() {
+            ExprNode::Ramp { base, stride, .. } => Some((base.clone(), stride.clone())),
+            _ => None,
+        };
+        let scalar = |e: &Expr| -> Option<Expr> {
+            match e.node() {
+                ExprNode::Broadcast { value, .. } => Some(value.clone()),
+                _ if lanes_of(e) == 1 => Some(e.clone()),
+                _ => None,
+            }
+        };
+        let n = self.lanes;
+        if a.dtype().is_integer() {
+            match (op, ramp(&a), ramp(&b), scalar(&a), scalar(&b)) {
+                (BinOp::Add, Some((b1, s1)), Some((b2, s2)), _, _) => {
+                    return Expr::ramp(b1 + b2, s1 + s2, n)
+                }
+                (BinOp::Sub, Some((b1, s1)), Some((b2, s2)), _, _) => {
+                    return Expr::ramp(b1 - b2, s1 - s2, n)
+                }
+                (BinOp::Add, Some((b1, s1)), _, _, Some(x)) => return Expr::ramp(b1 + x, s1, n),
+                (BinOp::Add, _, Some((b2, s2)), Some(x), _) => return Expr::ramp(x + b2, s2, n),
+                (BinOp::Sub, Some((b1, s1)), _, _, Some(x)) => return Expr::ramp(b1 - x, s1, n),
+                (BinOp::Mul, Some((b1, s1)), _, _, Some(x)) => {
+                    return Expr::ramp(&b1 * x.clone(), s1 * x, n)
+                }
+                (BinOp::Mul, _, Some((b2, s2)), Some(x), _) => {
+                    return Expr::ramp(&x * b2, x * s2, n)
+                }
+                _ => {}
+            }
+        }
+        Expr::binary(op, self.widen(a), self.widen(b))
+    }
+
+    fn expr(&self, e: &Expr) -> R<Expr> {
+        Ok(match e.node() {
+            ExprNode::Var(v) if *v == self.var => self.ramp.clone(),
+            ExprNode::Var(_) | ExprNode::IntImm { .. } | ExprNode::FloatImm { .. } => e.clone(),
+            ExprNode::Binary { op, a, b } => self.binary(*op, self.expr(a)?, self.expr(b)?),
+            ExprNode::Cmp { op, a, b } => {
+                let (a, b) = (self.expr(a)?, self.expr(b)?);
+                if lanes_of(&a) == 1 && lanes_of(&b) == 1 {
+                    Expr::cmp(*op, a, b)
+                } else {
+                    Expr::cmp(*op, self.widen(a), self.widen(b))
+                }
+            }
+            ExprNode::And(a, b) | ExprNode::Or(a, b) => {
+                let (a, b) = (self.expr(a)?, self.expr(b)?);
+                let (a, b) = if lanes_of(&a) == 1 && lanes_of(&b) == 1 {
+                    (a, b)
+                } else {
+                    (self.widen(a), self.widen(b))
+                };
+                if matches!(e.node(), ExprNode::And(..)) {
+                    Expr::and(a, b)
+                } else {
+                    Expr::or(a, b)
+                }
+            }
+            ExprNode::Not(a) => Expr::not(self.expr(a)?),
+            ExprNode::Select {
+                cond,
+                then_value,
+                else_value,
+            } => {
+                let (c, t, f) = (
+                    self.expr(cond)?,
+                    self.expr(then_value)?,
+                    self.expr(else_value)?,
+                );
+                if lanes_of(&c) == 1 && lanes_of(&t) == 1 && lanes_of(&f) == 1 {
+                    Expr::select(c, t, f)
+                } else {
+                    // A scalar condition picks a whole vector; a vector one picks per lane.
+                    Expr::select(c, self.widen(t), self.widen(f))
+                }
+            }
+            ExprNode::Cast { dtype, value } => {
+                let v = self.expr(value)?;
+                Expr::cast(dtype.with_lanes(lanes_of(&v)), v)
+            }
+            ExprNode::Load { buffer, indices } => {
+                let idx: Vec<Expr> = indices.iter().map(|i| self.expr(i)).collect::<R<_>>()?;
+                Expr::load(buffer, idx)
+            }
+            ExprNode::Ramp { .. } | ExprNode::Broadcast { .. } => {
+                return Err("the body already holds vector expressions".into())
+            }
+            ExprNode::Call { dtype, op, args } => {
+                let a: Vec<Expr> = args.iter().map(|x| self.expr(x)).collect::<R<_>>()?;
+                if *op == Intrinsic::IfThenElse {
+                    if lanes_of(&a[0]) != 1 {
+                        return Err("an if_then_else condition varies across lanes".into());
+                    }
+                    if lanes_of(&a[1]) == 1 && lanes_of(&a[2]) == 1 {
+                        return Ok(Expr::call(*dtype, *op, a));
+                    }
+                    let (t, f) = (self.widen(a[1].clone()), self.widen(a[2].clone()));
+                    return Ok(Expr::call(
+                        dtype.with_lanes(self.lanes),
+                        *op,
+                        vec![a[0].clone(), t, f],
+                    ));
+                }
+                if a.iter().all(|x| lanes_of(x) == 1) {
+                    Expr::call(*dtype, *op, a)
+                } else {
+                    Expr::call(
+                        dtype.with_lanes(self.lanes),
+                        *op,
+                        a.into_iter().map(|x| self.widen(x)).collect(),
+                    )
+                }
+            }
+        })
+    }
+
+    fn scalar(&self, e: &Expr, what: &str) -> R<Expr> {
+        let v = self.expr(e)?;
+        if lanes_of(&v) != 1 {
+            return Err(format!("{what} varies across lanes"));
+        }
+        Ok(v)
+    }
+
+    fn stmt(&self, s: &Stmt) -> R<Stmt> {
+        Ok(match s.node() {
+            StmtNode::Store {
+                buffer,
+                indices,
+                value,
+            } => {
+                let idx: Vec<Expr> = indices.iter().map(|i| self.expr(i)).collect::<R<_>>()?;
+                let v = self.expr(value)?;
+                let vector_index = idx.iter().any(|i| lanes_of(i) > 1);
+                if !vector_index && lanes_of(&v) > 1 {
+                    return Err(format!(
+                        "the store to `{}` does not vary with the loop",
+                        buffer.name()
+                    ));
+                }
+                let v = if vector_index { self.widen(v) } else { v };
+                Stmt::store(buffer, idx, v)
+            }
+            StmtNode::Seq(v) => Stmt::seq(v.iter().map(|x| self.stmt(x)).collect::<R<_>>()?),
+            StmtNode::For {
+                var,
+                min,
+                extent,
+                kind,
+                body,
+            } => {
+                if matches!(
+                    kind,
+                    ForKind::Vectorized | ForKind::Parallel | ForKind::ThreadBinding(_)
+                ) {
+                    return Err(format!("a {kind:?} loop is nested inside"));
+                }
+                let (mn, ext) = (
+                    self.scalar(min, "an inner loop's start")?,
+                    self.scalar(extent, "an inner loop's extent")?,
+                );
+                Stmt::for_loop(var.clone(), mn, ext, *kind, self.stmt(body)?)
+            }
+            StmtNode::IfThenElse {
+                cond,
+                then_case,
+                else_case,
+            } => {
+                let c = self.scalar(cond, "a condition")?;
+                let t = self.stmt(then_case)?;
+                let e = else_case.as_ref().map(|x| self.stmt(x)).transpose()?;
+                Stmt::new(StmtNode::IfThenElse {
+                    cond: c,
+                    then_case: t,
+                    else_case: e,
+                })
+            }
+            StmtNode::Let { var, value, body } => Stmt::let_stmt(
+                var.clone(),
+                self.scalar(value, "a let value")?,
+                self.stmt(body)?,
+            ),
+            StmtNode::Attr { key, value, body } => {
+                Stmt::attr(key.clone(), value.clone(), self.stmt(body)?)
+            }
+            StmtNode::Allocate { .. } => return Err("the body allocates".into()),
+            StmtNode::Evaluate(_) => {
+                return Err("the body evaluates an expression for effect".into())
+            }
+            StmtNode::StorageSync(_) => return Err("the body synchronizes threads".into()),
+        })
+    }
+}

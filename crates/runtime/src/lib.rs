@@ -1,0 +1,40 @@
+//! `tessera-runtime`: runs what a backend built.
+//!
+//! - [`ndarray`]: [`NDArray`], a dense row-major host array with 64-byte-aligned data;
+//!   conversions to and from the interpreter's [`HostBuffer`](tessera_ir::interp::HostBuffer),
+//!   deterministic random filling, `allclose` and the NumPy `.npy` format.
+//! - [`module`]: [`Module`], a CPU [`Artifact`](tessera_backends::Artifact)'s shared
+//!   object loaded with its entry point, called with one array per parameter after the
+//!   arrays' types, shapes and distinctness are checked.
+//! - [`timer`]: [`TimeEvaluator`], TVM's time evaluator (`number`, `repeat`,
+//!   `min_repeat_ms`, cache flush) and its [`TimeResult`].
+//! - [`error`]: [`RuntimeError`], [`NpyError`] and [`CompareError`].
+//!
+//! ```no_run
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use tessera_runtime::{Module, NDArray, TimeEvaluator};
+//! # let artifact: tessera_backends::Artifact = unimplemented!();
+//! let module = Module::load(&artifact)?;
+//! let f32 = tessera_ir::DataType::float32();
+//! let mut a = NDArray::random_uniform(f32, &[64, 64], 0, -1.0, 1.0)?;
+//! let mut b = NDArray::random_uniform(f32, &[64, 64], 1, -1.0, 1.0)?;
+//! let mut c = NDArray::zeros(f32, &[64, 64])?;
+//! module.call(&mut [&mut a, &mut b, &mut c])?;
+//! let evaluator = TimeEvaluator { repeat: 3, min_repeat_ms: 100.0, ..Default::default() };
+//! println!("{}", module.time_with(&evaluator, &mut [&mut a, &mut b, &mut c])?);
+//! # Ok(())
+//! # }
+//! ```
+
+pub mod error;
+pub mod module;
+pub mod ndarray;
+mod npy;
+pub mod timer;
+
+pub use error::{CompareError, NpyError, RuntimeError};
+pub use module::{EntryFn, Module};
+pub use ndarray::{Element, NDArray, ALIGNMENT};
+pub use timer::{
+    flush_cpu_cache, next_number, Stats, TimeEvaluator, TimeResult, CACHE_FLUSH_BYTES,
+};

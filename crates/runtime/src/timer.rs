@@ -1,0 +1,220 @@
+//! The time evaluator, with TVM's conventions (`time_evaluator(number, repeat,
+//! min_repeat_ms, f_preproc="cache_flush_cpu_non_first_arg")`).
+
+use std::fmt;
+use std::sync::{Mutex, OnceLock};
+use std::time::Instant;
+
+/// Size of the buffer written over to flush the CPU caches: larger than the last-level
+/// cache of any CPU we measure on.
+pub const CACHE_FLUSH_BYTES: usize = 64 << 20;
+
+/// How many times in a row a repeat may measure exactly zero time before it is accepted
+/// as is (TVM's `limit_zero_time_iterations`).
+const LIMIT_ZERO_TIME_ITERATIONS: usize = 100;
+
+/// How to time a function, like TVM's `time_evaluator`.
+///
+/// Each repeat runs the function `number` times and records the mean time per call. If a
+/// repeat took less than `min_repeat_ms`, `number` grows (see [`next_number`]) and the
+/// repeat is run again; the grown `number` is kept for later repeats. With `cache_flush`
+/// the CPU caches are flushed before each repeat (not between the calls of a repeat).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TimeEvaluator {
+    /// Calls per repeat (0 counts as 1).
+    pub number: usize,
+    /// Number of repeats, i.e. of measurements.
+    pub repeat: usize,
+    /// The least time one repeat must take; 0 disables growing `number`.
+    pub min_repeat_ms: f64,
+    /// Flush the CPU caches before each repeat.
+    pub cache_flush: bool,
+}
+
+impl Default for TimeEvaluator {
+    /// TVM's defaults: `number` 1, `repeat` 1, `min_repeat_ms` 0, no cache flush.
+    fn default() -> Self {
+        TimeEvaluator {
+            number: 1,
+            repeat: 1,
+            min_repeat_ms: 0.0,
+            cache_flush: false,
+        }
+    }
+}
+
+impl TimeEvaluator {
+    pub fn new(number: usize, repeat: usize, min_repeat_ms: f64) -> Self {
+        TimeEvaluator {
+            number,
+            repeat,
+            min_repeat_ms,
+            cache_flush: false,
+        }
+    }
+
+    /// The same evaluator with the cache flush on or off.
+    pub fn with_cache_flush(mut self, cache_flush: bool) -> Self {
+        self.cache_flush = cache_flush;
+        self
+    }
+
+    /// Times `f`: one untimed warm-up call, then `repeat` timed repeats. The first error
+    /// `f` returns stops the evaluation and is returned.
+    pub fn evaluate<E>(&self, mut f: impl FnMut() -> Result<(), E>) -> Result<TimeResult, E> {
+        let mut number = self.number.max(1);
+        f()?;
+        let mut results = Vec::with_capacity(self.repeat);
+        for _ in 0..self.repeat {
+            if self.cache_flush {
+                flush_cpu_cache();
+            }
+            let mut duration_ms = 0.0;
+            let mut zero_times = 0;
+            loop {
+                if duration_ms > 0.0 {
+                    number = next_number(number, duration_ms, self.min_repeat_ms);
+                }
+                let start = Instant::now();
+                for _ in 0..number {
+                    f()?;
+                }
+                let elapsed = start.elapsed();
+                if elapsed.is_zero() {
+                    zero_times += 1;
+                }
+                duration_ms = elapsed.as_secs_f64() * 1e3;
+                if !(duration_ms < self.min_repeat_ms && zero_times < LIMIT_ZERO_TIME_ITERATIONS) {
+                    break;
+                }
+            }
+            results.push(duration_ms / 1e3 / number as f64);
+        }
+        Ok(TimeResult { results, number })
+    }
+}
+
+/// The `number` for the next try of a repeat that ran `number` calls in `duration_ms`,
+/// short of `min_repeat_ms`: TVM's `max(min_repeat_ms / (duration_ms / number) + 1,
+/// number * 1.618)`, truncated. This always exceeds `number` when
+/// `0 < duration_ms < min_repeat_ms`.
+pub fn next_number(number: usize, duration_ms: f64, min_repeat_ms: f64) -> usize {
+    const GOLDEN_RATIO: f64 = 1.618;
+    let per_call_ms = duration_ms / number as f64;
+    let grown = (min_repeat_ms / per_call_ms + 1.0).max(number as f64 * GOLDEN_RATIO);
+    // `as` saturates, and a NaN (not reachable from `evaluate`) becomes 0.
+    (grown as usize).max(1)
+}
+
+/// Writes over a buffer larger than the last-level cache, so that the next measurement
+/// starts with cold caches. The buffer is allocated on first use and kept.
+pub fn flush_cpu_cache() {
+    static BUFFER: OnceLock<Mutex<(Vec<u8>, u8)>> = OnceLock::new();
+    let buffer = BUFFER.get_or_init(|| Mutex::new((vec![0; CACHE_FLUSH_BYTES], 0)));
+    let mut guard = buffer.lock().unwrap_or_else(|e| e.into_inner());
+    let (buf, counter) = &mut *guard;
+    *counter = counter.wrapping_add(1);
+    buf.fill(*counter);
+    std::hint::black_box(&mut buf[..]);
+}
+
+/// The measurements of one evaluation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TimeResult {
+    /// Each repeat's mean time per call, in seconds.
+    pub results: Vec<f64>,
+    /// The number of calls per repeat at the end (grown by `min_repeat_ms`).
+    pub number: usize,
+}
+
+impl TimeResult {
+    /// Statistics of `results`, in milliseconds.
+    pub fn stats_ms(&self) -> Stats {
+        let ms: Vec<f64> = self.results.iter().map(|s| s * 1e3).collect();
+        Stats::of(&ms)
+    }
+    pub fn mean_ms(&self) -> f64 {
+        self.stats_ms().mean
+    }
+    pub fn median_ms(&self) -> f64 {
+        self.stats_ms().median
+    }
+    pub fn max_ms(&self) -> f64 {
+        self.stats_ms().max
+    }
+    pub fn min_ms(&self) -> f64 {
+        self.stats_ms().min
+    }
+    /// Population standard deviation (NumPy's default `ddof=0`).
+    pub fn std_ms(&self) -> f64 {
+        self.stats_ms().std
+    }
+}
+
+/// Summary statistics of a set of values (all NaN for no values).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Stats {
+    pub mean: f64,
+    /// The middle value, or the mean of the two middle ones (like `numpy.median`).
+    pub median: f64,
+    pub max: f64,
+    pub min: f64,
+    /// Population standard deviation (`numpy.std` with `ddof=0`).
+    pub std: f64,
+}
+
+impl Stats {
+    pub fn of(values: &[f64]) -> Stats {
+        if values.is_empty() {
+            return Stats {
+                mean: f64::NAN,
+                median: f64::NAN,
+                max: f64::NAN,
+                min: f64::NAN,
+                std: f64::NAN,
+            };
+        }
+        let n = values.len() as f64;
+        let mean = values.iter().sum::<f64>() / n;
+        let var = values.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n;
+        let mut sorted = values.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        let k = sorted.len();
+        let median = if k % 2 == 1 {
+            sorted[k / 2]
+        } else {
+            (sorted[k / 2 - 1] + sorted[k / 2]) / 2.0
+        };
+        Stats {
+            mean,
+            median,
+            max: sorted[k - 1],
+            min: sorted[0],
+            std: var.sqrt(),
+        }
+    }
+}
+
+impl fmt::Display for TimeResult {
+    /// TVM's `BenchmarkResult` print:
+    ///
+    /// ```text
+    /// Execution time summary:
+    ///  mean (ms)   median (ms)    max (ms)     min (ms)     std (ms)
+    ///    1.2345       1.2300       1.3000       1.2000       0.0400
+    /// ```
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = self.stats_ms();
+        writeln!(f, "Execution time summary:")?;
+        writeln!(
+            f,
+            "{:^12} {:^12} {:^12} {:^12} {:^12}",
+            "mean (ms)", "median (ms)", "max (ms)", "min (ms)", "std (ms)"
+        )?;
+        write!(
+            f,
+            "{:^12.4} {:^12.4} {:^12.4} {:^12.4} {:^12.4}",
+            s.mean, s.median, s.max, s.min, s.std
+        )
+    }
+}
