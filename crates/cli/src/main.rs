@@ -1,1 +1,40 @@
-fn main() {}
+//! `tessera`: the command line of the Tessera tensor compiler.
+
+mod op;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "tessera", version, about = "Tessera: a tensor-program compiler and auto-tuner", long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Build one operator for a target, check it against the reference, time it.
+    ///
+    /// Examples:
+    ///   tessera op matmul --shape 1024,1024,1024
+    ///   tessera op conv2d --shape 1,56,56,64,64,3,3 --pad 1 --show source
+    ///   tessera op softmax --shape 1,1000 --schedule naive --json
+    Op(op::OpArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Op(args) => op::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // One line: the error and its causes, no backtrace.
+            let msg = format!("{e:#}").replace('\n', " | ");
+            eprintln!("error: {msg}");
+            ExitCode::FAILURE
+        }
+    }
+}

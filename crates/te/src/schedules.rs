@@ -14,6 +14,8 @@ pub struct CpuParams {
     /// float32 lanes of the widest vector register (16 with AVX-512, 8 with AVX2).
     pub vector_lanes: i64,
     pub num_cores: usize,
+    /// Whether to vectorize (off only to measure what vectorization brings).
+    pub vectorize: bool,
 }
 
 /// The largest divisor of `extent` that is at most `target` (at least 1).
@@ -24,6 +26,31 @@ pub fn pick_factor(extent: i64, target: i64) -> i64 {
         .unwrap_or(1)
 }
 
+/// The loops of an accumulator tile (`cc`, computed at its consumer's tile): the
+/// reduction outermost, then the rows (unrolled), then the columns as whole vector
+/// registers (unrolled over registers, vectorized within one). Register-wide vectors
+/// and constant offsets let the C compiler keep the whole tile in registers.
+fn register_tile(
+    s: &mut Schedule,
+    cc: &Tensor,
+    reduce: &[crate::IterVar],
+    rows: &crate::IterVar,
+    cols: &crate::IterVar,
+    ncols: i64,
+    p: CpuParams,
+) -> Result<(), ScheduleError> {
+    let (co, ci) = s.split(cc, cols, pick_factor(ncols, p.vector_lanes))?;
+    let mut order: Vec<crate::IterVar> = reduce.to_vec();
+    order.extend([rows.clone(), co.clone(), ci.clone()]);
+    s.reorder(cc, &order)?;
+    s.unroll(cc, rows)?;
+    s.unroll(cc, &co)?;
+    if p.vectorize {
+        s.vectorize(cc, &ci)?;
+    }
+    Ok(())
+}
+
 /// `C[i, j] = Σ_k A[i, k] * B[k, j]`: 8 rows × 2 vectors of columns per register tile.
 pub fn schedule_matmul(s: &mut Schedule, c: &Tensor, p: CpuParams) -> Result<(), ScheduleError> {
     let cc = s.cache_write(c, StorageScope::Local)?;
@@ -31,13 +58,13 @@ pub fn schedule_matmul(s: &mut Schedule, c: &Tensor, p: CpuParams) -> Result<(),
     let (m, n) = (c.shape()[0], c.shape()[1]);
     let (mr, nr) = (pick_factor(m, 8), pick_factor(n, 2 * p.vector_lanes));
     let (io, jo, _ii, ji) = s.tile(c, &ax[0], &ax[1], mr, nr)?;
-    s.vectorize(c, &ji)?;
+    if p.vectorize {
+        s.vectorize(c, &ji)?;
+    }
     s.compute_at(&cc, c, &jo)?;
     let cax = s.axis(&cc)?;
     let k = s.reduce_axis(&cc)?;
-    s.reorder(&cc, &[k[0].clone(), cax[0].clone(), cax[1].clone()])?;
-    s.unroll(&cc, &cax[0])?;
-    s.vectorize(&cc, &cax[1])?;
+    register_tile(s, &cc, &k, &cax[0], &cax[1], nr, p)?;
     if p.num_cores > 1 {
         s.parallel(c, &io)?;
     }
@@ -68,22 +95,13 @@ pub fn schedule_conv2d_nhwc(
             fi.clone(),
         ],
     )?;
-    s.vectorize(conv, &fi)?;
+    if p.vectorize {
+        s.vectorize(conv, &fi)?;
+    }
     s.compute_at(&cc, conv, &fo)?;
     let cax = s.axis(&cc)?;
     let r = s.reduce_axis(&cc)?;
-    s.reorder(
-        &cc,
-        &[
-            r[0].clone(),
-            r[1].clone(),
-            r[2].clone(),
-            cax[2].clone(),
-            cax[3].clone(),
-        ],
-    )?;
-    s.unroll(&cc, &cax[2])?;
-    s.vectorize(&cc, &cax[3])?;
+    register_tile(s, &cc, &r, &cax[2], &cax[3], fr, p)?;
     if p.num_cores > 1 {
         let fused = s.fuse(conv, &ax[0], &ax[1])?;
         s.parallel(conv, &fused)?;
@@ -101,7 +119,9 @@ pub fn schedule_injective(s: &mut Schedule, t: &Tensor, p: CpuParams) -> Result<
     let inner = pick_factor(*t.shape().last().unwrap_or(&1), p.vector_lanes);
     let mut outer = if inner > 1 {
         let (o, i) = s.split(t, &last, inner)?;
-        s.vectorize(t, &i)?;
+        if p.vectorize {
+            s.vectorize(t, &i)?;
+        }
         vec![o]
     } else {
         vec![last]

@@ -120,6 +120,7 @@ fn default_cpu_schedules_compute_the_same() {
     let p = CpuParams {
         vector_lanes: 4,
         num_cores: 2,
+        vectorize: true,
     };
     // Divisible and non-divisible shapes.
     for (m, n, k) in [(16, 16, 8), (13, 7, 5), (8, 12, 3)] {
