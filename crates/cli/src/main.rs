@@ -1,5 +1,6 @@
 //! `tessera`: the command line of the Tessera tensor compiler.
 
+mod bench;
 mod op;
 
 use clap::{Parser, Subcommand};
@@ -21,12 +22,17 @@ enum Command {
     ///   tessera op conv2d --shape 1,56,56,64,64,3,3 --pad 1 --show source
     ///   tessera op softmax --shape 1,1000 --schedule naive --json
     Op(op::OpArgs),
+    /// Time the default CPU schedules against the `gemm` crate (matmul 1024³, ResNet
+    /// conv2d), single-threaded and with 2 threads, and print the ratios. Needs a build
+    /// with `--features bench`.
+    Bench(bench::BenchArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Op(args) => op::run(args),
+        Command::Bench(args) => bench::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -240,7 +240,9 @@ pub fn run(a: OpArgs) -> Result<()> {
         }
         _ => None,
     };
-    let correct = reference.as_ref().map(|r| arrays.last().expect("the output").allclose(r, 1e-3, 1e-4));
+    let correct = reference
+        .as_ref()
+        .map(|r| arrays.last().expect("the output").allclose(r, 1e-3, 1e-4));
 
     let evaluator = TimeEvaluator {
         number: a.number.max(1),

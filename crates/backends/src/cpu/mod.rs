@@ -17,12 +17,25 @@ use tessera_ir::PrimFunc;
 pub struct CpuBackend {
     target: Target,
     params: HardwareParams,
+    extra_cflags: Vec<String>,
 }
 
 impl CpuBackend {
     pub fn new(target: Target) -> Self {
         let params = HardwareParams::for_target(&target);
-        CpuBackend { target, params }
+        CpuBackend {
+            target,
+            params,
+            extra_cflags: Vec::new(),
+        }
+    }
+
+    /// Adds flags to the C compiler's command line (after Tessera's own), e.g.
+    /// `-fno-tree-vectorize` to measure code without the compiler's auto-vectorization.
+    pub fn with_extra_cflags(mut self, flags: &[&str]) -> Self {
+        self.extra_cflags
+            .extend(flags.iter().map(|f| f.to_string()));
+        self
     }
 
     /// The `-march` value: the target's `-mcpu`, else `native`.
@@ -111,8 +124,9 @@ impl Backend for CpuBackend {
                 "-fPIC",
                 "-shared",
                 "-fopenmp",
-                "-o",
             ])
+            .args(&self.extra_cflags)
+            .arg("-o")
             .arg(&tmp_path)
             .arg(&source_path)
             .arg("-lm")

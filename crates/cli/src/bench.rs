@@ -1,0 +1,351 @@
+//! `tessera bench`: Tessera's default CPU schedules against the `gemm` crate, timed in one
+//! run, single-threaded and with two threads, with the ratios printed.
+//!
+//! - float32 matmul 1024×1024×1024: our default schedule vs `gemm::gemm` (sgemm, AVX-512
+//!   kernels via the crate's `x86-v4` feature);
+//! - the same loop nest without vectorization, to show what vectorization brings;
+//! - ResNet conv2d NHWC 1×56×56×64 ⊛ 3×3×64×64, stride 1, pad 1: our default schedule vs
+//!   im2col + the same sgemm (the im2col copy is part of the peer's time).
+
+use clap::Args;
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// Timing: repeats per measurement.
+    #[arg(long, default_value_t = 5)]
+    pub repeat: usize,
+    /// Timing: the least duration of one repeat, in milliseconds.
+    #[arg(long, default_value_t = 200.0)]
+    pub min_repeat_ms: f64,
+}
+
+#[cfg(not(feature = "bench"))]
+pub fn run(_: BenchArgs) -> anyhow::Result<()> {
+    anyhow::bail!("this binary was built without the `bench` feature: run `cargo run --release -p tessera-cli --features bench -- bench`")
+}
+
+#[cfg(feature = "bench")]
+pub use imp::run;
+
+#[cfg(feature = "bench")]
+mod imp {
+    use super::BenchArgs;
+    use anyhow::{Context, Result};
+    use gemm::Parallelism;
+    use tessera_backends::{Backend, CpuBackend, Target};
+    use tessera_ir::DataType;
+    use tessera_runtime::{Module, NDArray, TimeEvaluator};
+    use tessera_te::schedules::{schedule_conv2d_nhwc, schedule_matmul, CpuParams};
+    use tessera_te::{lower, ops, placeholder, ComputeDag, Schedule, Tensor};
+
+    /// Which build of our schedule to time.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    enum Variant {
+        /// The default schedule.
+        Vectorized,
+        /// The same loop nest without the vectorize annotations; the C compiler may
+        /// still auto-vectorize it.
+        Scalar,
+        /// The same, with the C compiler's auto-vectorization turned off.
+        ScalarNoAutoVec,
+    }
+
+    /// Median milliseconds of `f`, timed with TVM's conventions.
+    fn time(ev: &TimeEvaluator, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
+        Ok(ev.evaluate(&mut f)?.median_ms())
+    }
+
+    /// Builds `out` (inputs `ins`) with our default schedule for `threads` threads and
+    /// returns its median time, checking it against the reference values `want`.
+    /// One workload: its tensors, input values and the peer's output.
+    struct Case<'a> {
+        ins: &'a [Tensor],
+        out: &'a Tensor,
+        inputs: &'a [NDArray],
+        want: &'a NDArray,
+    }
+
+    fn ours(
+        ev: &TimeEvaluator,
+        case: &Case,
+        threads: usize,
+        variant: Variant,
+        dir: &std::path::Path,
+    ) -> Result<f64> {
+        let Case {
+            ins,
+            out,
+            inputs,
+            want,
+        } = *case;
+        let target: Target = format!("cpu -num-cores={threads}").parse()?;
+        let backend = match variant {
+            Variant::ScalarNoAutoVec => CpuBackend::new(target)
+                .with_extra_cflags(&["-fno-tree-vectorize", "-fno-tree-slp-vectorize"]),
+            _ => CpuBackend::new(target),
+        };
+        let vectorize = variant == Variant::Vectorized;
+        let hw = backend.hardware_params();
+        let p = CpuParams {
+            vector_lanes: (hw.vector_unit_bytes / 4) as i64,
+            num_cores: threads,
+            vectorize,
+        };
+        let mut s = Schedule::create(&[out.clone()])?;
+        if out.name() == "C" {
+            schedule_matmul(&mut s, out, p)?;
+        } else {
+            schedule_conv2d_nhwc(&mut s, out, p)?;
+        }
+        let mut args = ins.to_vec();
+        args.push(out.clone());
+        let func = lower(&s, &args, &format!("{}_{threads}t_{variant:?}", out.name()))?;
+        let module = Module::load(&backend.build(&func, dir)?)?;
+        let mut arrays: Vec<NDArray> = inputs.to_vec();
+        arrays.push(NDArray::zeros(out.dtype(), want.shape())?);
+        let mut refs: Vec<&mut NDArray> = arrays.iter_mut().collect();
+        module.call(&mut refs)?;
+        refs.last()
+            .expect("output")
+            .allclose(want, 1e-3, 1e-3)
+            .context("our kernel differs from the gemm crate")?;
+        Ok(module.time_with(ev, &mut refs)?.median_ms())
+    }
+
+    /// `c[m×n] = a[m×k] · b[k×n]`, row-major, with the gemm crate.
+    fn sgemm(m: usize, n: usize, k: usize, a: &[f32], b: &[f32], c: &mut [f32], threads: usize) {
+        let par = if threads > 1 {
+            Parallelism::Rayon(threads)
+        } else {
+            Parallelism::None
+        };
+        assert!(
+            a.len() >= m * k && b.len() >= k * n && c.len() >= m * n,
+            "sgemm operand sizes"
+        );
+        // SAFETY: the slices hold m×k, k×n and m×n row-major elements (checked above), and
+        // `c` does not alias `a` or `b` (distinct borrows).
+        unsafe {
+            gemm::gemm(
+                m,
+                n,
+                k,
+                c.as_mut_ptr(),
+                1,
+                n as isize,
+                false,
+                a.as_ptr(),
+                1,
+                k as isize,
+                b.as_ptr(),
+                1,
+                n as isize,
+                0.0f32,
+                1.0f32,
+                false,
+                false,
+                false,
+                par,
+            );
+        }
+    }
+
+    /// im2col of NHWC data (batch 1) for a kh×kw kernel, stride 1, zero padding `pad`:
+    /// rows are output pixels, columns (ry, rx, c).
+    /// A stride-1 convolution of one NHWC image: input h×w×c, kernel kh×kw, zero padding.
+    #[derive(Clone, Copy)]
+    struct ConvShape {
+        h: usize,
+        w: usize,
+        c: usize,
+        kh: usize,
+        kw: usize,
+        pad: usize,
+    }
+
+    fn im2col(x: &[f32], cs: ConvShape, cols: &mut [f32]) {
+        let ConvShape {
+            h,
+            w,
+            c,
+            kh,
+            kw,
+            pad,
+        } = cs;
+        let (oh, ow) = (h + 2 * pad - kh + 1, w + 2 * pad - kw + 1);
+        let kdim = kh * kw * c;
+        for y in 0..oh {
+            for xx in 0..ow {
+                let row = &mut cols[(y * ow + xx) * kdim..(y * ow + xx + 1) * kdim];
+                for ry in 0..kh {
+                    for rx in 0..kw {
+                        let (iy, ix) = (
+                            (y + ry) as isize - pad as isize,
+                            (xx + rx) as isize - pad as isize,
+                        );
+                        let dst = &mut row[(ry * kw + rx) * c..(ry * kw + rx + 1) * c];
+                        if iy < 0 || ix < 0 || iy >= h as isize || ix >= w as isize {
+                            dst.fill(0.0);
+                        } else {
+                            let src = (iy as usize * w + ix as usize) * c;
+                            dst.copy_from_slice(&x[src..src + c]);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    struct Row {
+        what: String,
+        threads: usize,
+        ours_ms: f64,
+        peer: String,
+        peer_ms: f64,
+        flops: f64,
+    }
+
+    pub fn run(a: BenchArgs) -> Result<()> {
+        // OpenMP worker threads that spin after a parallel region steal the core the
+        // peer's threads need (and the reverse); both sides yield when idle instead.
+        // Read by the OpenMP runtime when the first kernel loads, which is later.
+        if std::env::var_os("OMP_WAIT_POLICY").is_none() {
+            std::env::set_var("OMP_WAIT_POLICY", "PASSIVE");
+        }
+        let ev = TimeEvaluator {
+            number: 1,
+            repeat: a.repeat.max(1),
+            min_repeat_ms: a.min_repeat_ms,
+            cache_flush: false,
+        };
+        let dir = tempfile::tempdir()?;
+        let f32t = DataType::float32();
+        let mut rows: Vec<Row> = Vec::new();
+
+        // ----- matmul 1024³ -----
+        let n = 1024usize;
+        let (ta, tb) = (
+            placeholder(&[n as i64, n as i64], f32t, "A")?,
+            placeholder(&[n as i64, n as i64], f32t, "B")?,
+        );
+        let tc = ops::matmul(&ta, &tb)?;
+        let flops = ComputeDag::new(&[tc.clone()])?.flop_count();
+        let a_arr = NDArray::random_uniform(f32t, &[n, n], 1, -1.0, 1.0)?;
+        let b_arr = NDArray::random_uniform(f32t, &[n, n], 2, -1.0, 1.0)?;
+        let (av, bv) = (
+            a_arr.as_slice::<f32>()?.to_vec(),
+            b_arr.as_slice::<f32>()?.to_vec(),
+        );
+        let mut cv = vec![0f32; n * n];
+        sgemm(n, n, n, &av, &bv, &mut cv, 1);
+        let want = NDArray::from_slice_f32(&[n, n], &cv)?;
+        for threads in [1, 2] {
+            let peer_ms = time(&ev, || {
+                sgemm(n, n, n, &av, &bv, &mut cv, threads);
+                Ok(())
+            })?;
+            let (ins, inputs) = ([ta.clone(), tb.clone()], [a_arr.clone(), b_arr.clone()]);
+            let case = Case {
+                ins: &ins,
+                out: &tc,
+                inputs: &inputs,
+                want: &want,
+            };
+            let mm = |v: Variant| ours(&ev, &case, threads, v, dir.path());
+            let ours_ms = mm(Variant::Vectorized)?;
+            rows.push(Row {
+                what: "matmul 1024x1024x1024".into(),
+                threads,
+                ours_ms,
+                peer: "gemm sgemm".into(),
+                peer_ms,
+                flops,
+            });
+            let scalar_ms = mm(Variant::Scalar)?;
+            rows.push(Row {
+                what: "matmul, same loop nest".into(),
+                threads,
+                ours_ms,
+                peer: "unvectorized (C auto-vectorization on)".into(),
+                peer_ms: scalar_ms,
+                flops,
+            });
+            let novec_ms = mm(Variant::ScalarNoAutoVec)?;
+            rows.push(Row {
+                what: "matmul, same loop nest".into(),
+                threads,
+                ours_ms,
+                peer: "unvectorized (C auto-vectorization off)".into(),
+                peer_ms: novec_ms,
+                flops,
+            });
+        }
+
+        // ----- conv2d 1×56×56×64 ⊛ 3×3×64×64, pad 1 -----
+        let (h, w, ci, co, k, pad) = (56usize, 56usize, 64usize, 64usize, 3usize, 1usize);
+        let td = placeholder(&[1, h as i64, w as i64, ci as i64], f32t, "data")?;
+        let tk = placeholder(&[k as i64, k as i64, ci as i64, co as i64], f32t, "kernel")?;
+        let tconv = ops::conv2d_nhwc(&td, &tk, (1, 1), (pad as i64, pad as i64), (1, 1))?;
+        let cs = ConvShape {
+            h,
+            w,
+            c: ci,
+            kh: k,
+            kw: k,
+            pad,
+        };
+        let cflops = ComputeDag::new(&[tconv.clone()])?.flop_count();
+        let d_arr = NDArray::random_uniform(f32t, &[1, h, w, ci], 3, -1.0, 1.0)?;
+        let k_arr = NDArray::random_uniform(f32t, &[k, k, ci, co], 4, -1.0, 1.0)?;
+        let (dv, kv) = (
+            d_arr.as_slice::<f32>()?.to_vec(),
+            k_arr.as_slice::<f32>()?.to_vec(),
+        );
+        let mut cols = vec![0f32; h * w * k * k * ci];
+        let mut ov = vec![0f32; h * w * co];
+        im2col(&dv, cs, &mut cols);
+        sgemm(h * w, co, k * k * ci, &cols, &kv, &mut ov, 1);
+        let cwant = NDArray::from_slice_f32(&[1, h, w, co], &ov)?;
+        for threads in [1, 2] {
+            let peer_ms = time(&ev, || {
+                im2col(&dv, cs, &mut cols);
+                sgemm(h * w, co, k * k * ci, &cols, &kv, &mut ov, threads);
+                Ok(())
+            })?;
+            let (ins, inputs) = ([td.clone(), tk.clone()], [d_arr.clone(), k_arr.clone()]);
+            let case = Case {
+                ins: &ins,
+                out: &tconv,
+                inputs: &inputs,
+                want: &cwant,
+            };
+            let ours_ms = ours(&ev, &case, threads, Variant::Vectorized, dir.path())?;
+            rows.push(Row {
+                what: "conv2d NHWC 1x56x56x64, 3x3x64x64, pad 1".into(),
+                threads,
+                ours_ms,
+                peer: "im2col + gemm sgemm".into(),
+                peer_ms,
+                flops: cflops,
+            });
+        }
+
+        println!("| workload | threads | tessera (ms) | tessera GFLOPS | peer | peer (ms) | peer GFLOPS | tessera speed / peer speed |");
+        println!("|---|---|---|---|---|---|---|---|");
+        for r in &rows {
+            let g = |ms: f64| r.flops / (ms * 1e-3) / 1e9;
+            println!(
+                "| {} | {} | {:.3} | {:.1} | {} | {:.3} | {:.1} | {:.2} |",
+                r.what,
+                r.threads,
+                r.ours_ms,
+                g(r.ours_ms),
+                r.peer,
+                r.peer_ms,
+                g(r.peer_ms),
+                r.peer_ms / r.ours_ms
+            );
+        }
+        Ok(())
+    }
+}
