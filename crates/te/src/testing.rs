@@ -2,8 +2,8 @@
 //! lowered programs: a random small matmul or conv2d and random schedule primitives.
 //! A primitive the schedule refuses is skipped, so what remains is a valid sequence.
 
-use crate::{ops, placeholder, Attach, IterVar, Schedule, Tensor};
-use tessera_ir::{DataType, StorageScope};
+use crate::{ops, placeholder, Attach, ComputeDag, IterVar, Schedule, Tensor};
+use tessera_ir::{DataType, StorageScope, ThreadAxis};
 
 /// A small deterministic generator (xorshift64), so a seed reproduces a schedule.
 pub struct Rng(pub u64);
@@ -123,4 +123,129 @@ pub fn random_step(s: &mut Schedule, rng: &mut Rng) -> Option<&'static str> {
         _ => s.parallel(&t, &leaf).map(|_| "parallel"),
     };
     r.ok()
+}
+
+/// A scheduled example program: its schedule, outputs and function arguments (inputs
+/// first).
+pub struct Example {
+    pub schedule: Schedule,
+    pub outputs: Vec<Tensor>,
+    pub args: Vec<Tensor>,
+    pub n_inputs: usize,
+}
+
+/// The foundation's matmul example: 64×64×64, tiled 8×8, reduction split by 4, reordered,
+/// inner columns vectorized, inner reduction unrolled, outer rows parallel.
+pub fn matmul_tiled() -> Result<Example, crate::ScheduleError> {
+    let a = placeholder(&[64, 64], DataType::float32(), "A")?;
+    let b = placeholder(&[64, 64], DataType::float32(), "B")?;
+    let c = ops::matmul(&a, &b)?;
+    let mut s = Schedule::create(&[c.clone()])?;
+    let ax = s.axis(&c)?;
+    let k = s.reduce_axis(&c)?;
+    let (io, jo, ii, ji) = s.tile(&c, &ax[0], &ax[1], 8, 8)?;
+    let (ko, ki) = s.split(&c, &k[0], 4)?;
+    s.reorder(
+        &c,
+        &[
+            io.clone(),
+            jo.clone(),
+            ko.clone(),
+            ii.clone(),
+            ki.clone(),
+            ji.clone(),
+        ],
+    )?;
+    s.vectorize(&c, &ji)?;
+    s.unroll(&c, &ki)?;
+    s.parallel(&c, &io)?;
+    let args = vec![a, b, c.clone()];
+    Ok(Example {
+        schedule: s,
+        outputs: vec![c],
+        n_inputs: args.len() - 1,
+        args,
+    })
+}
+
+/// The foundation's conv2d example: NHWC 1×8×8×4 ⊛ 3×3×4×8, pad 1, a `local` cache_write
+/// computed at the output's channel tile, vectorized, padding inlined.
+pub fn conv2d_cache_write() -> Result<Example, crate::ScheduleError> {
+    let data = placeholder(&[1, 8, 8, 4], DataType::float32(), "data")?;
+    let kernel = placeholder(&[3, 3, 4, 8], DataType::float32(), "kernel")?;
+    let conv = ops::conv2d_nhwc(&data, &kernel, (1, 1), (1, 1), (1, 1))?;
+    let dag = ComputeDag::new(&[conv.clone()])?;
+    let pad = dag
+        .ops
+        .iter()
+        .find(|t| t.name() == "pad_temp")
+        .ok_or_else(|| crate::ScheduleError::UnknownStage("pad_temp".into()))?
+        .clone();
+    let mut s = Schedule::create(&[conv.clone()])?;
+    let local = s.cache_write(&conv, StorageScope::Local)?;
+    let ax = s.axis(&conv)?;
+    let (yo, xo, yi, xi) = s.tile(&conv, &ax[1], &ax[2], 4, 4)?;
+    let (fo, fi) = s.split(&conv, &ax[3], 4)?;
+    s.reorder(
+        &conv,
+        &[yo.clone(), xo.clone(), fo.clone(), yi, xi, fi.clone()],
+    )?;
+    s.vectorize(&conv, &fi)?;
+    s.parallel(&conv, &yo)?;
+    s.compute_at(&local, &conv, &fo)?;
+    let lax = s.axis(&local)?;
+    s.vectorize(&local, &lax[3])?;
+    s.compute_inline(&pad)?;
+    let args = vec![data, kernel, conv.clone()];
+    Ok(Example {
+        schedule: s,
+        outputs: vec![conv],
+        n_inputs: args.len() - 1,
+        args,
+    })
+}
+
+/// The foundation's GPU-style matmul: 32×32×32, block/thread binding, both operands
+/// staged in shared memory at the reduction's outer loop and fetched by all threads.
+pub fn gpu_matmul_shared() -> Result<Example, crate::ScheduleError> {
+    let a = placeholder(&[32, 32], DataType::float32(), "A")?;
+    let b = placeholder(&[32, 32], DataType::float32(), "B")?;
+    let c = ops::matmul(&a, &b)?;
+    let mut s = Schedule::create(&[c.clone()])?;
+    let aa = s.cache_read(&a, StorageScope::Shared, &[c.clone()])?;
+    let bb = s.cache_read(&b, StorageScope::Shared, &[c.clone()])?;
+    let ax = s.axis(&c)?;
+    let k = s.reduce_axis(&c)?;
+    let (by, bx, ty, tx) = s.tile(&c, &ax[0], &ax[1], 8, 8)?;
+    let (ko, ki) = s.split(&c, &k[0], 8)?;
+    s.reorder(
+        &c,
+        &[
+            by.clone(),
+            bx.clone(),
+            ty.clone(),
+            tx.clone(),
+            ko.clone(),
+            ki,
+        ],
+    )?;
+    s.bind(&c, &by, ThreadAxis::BlockIdxY)?;
+    s.bind(&c, &bx, ThreadAxis::BlockIdxX)?;
+    s.bind(&c, &ty, ThreadAxis::ThreadIdxY)?;
+    s.bind(&c, &tx, ThreadAxis::ThreadIdxX)?;
+    for cache in [&aa, &bb] {
+        s.compute_at(cache, &c, &ko)?;
+        let cax = s.axis(cache)?;
+        let fused = s.fuse(cache, &cax[0], &cax[1])?;
+        let (fo, fi) = s.split(cache, &fused, 8)?;
+        s.bind(cache, &fo, ThreadAxis::ThreadIdxY)?;
+        s.bind(cache, &fi, ThreadAxis::ThreadIdxX)?;
+    }
+    let args = vec![a, b, c.clone()];
+    Ok(Example {
+        schedule: s,
+        outputs: vec![c],
+        n_inputs: args.len() - 1,
+        args,
+    })
 }
