@@ -15,6 +15,12 @@ pub enum TeError {
     BadReduce { op: String, reason: String },
     #[error("operator `{op}` reads buffer `{buffer}`, which belongs to no live tensor")]
     UnknownTensor { op: String, buffer: String },
+    #[error("operator `{op}`: invalid attribute `{attr}`: {reason}")]
+    BadAttr {
+        op: String,
+        attr: String,
+        reason: String,
+    },
     #[error("compute DAG: {0}")]
     Dag(String),
 }

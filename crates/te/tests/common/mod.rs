@@ -64,3 +64,55 @@ pub fn assert_same_as_unscheduled(
         }
     }
 }
+
+/// Deterministic pseudo-random values in [-1, 1) (for operator references).
+pub fn rand_vals(n: usize, seed: u64) -> Vec<f64> {
+    let mut x = seed
+        .wrapping_mul(0x9E3779B97F4A7C15)
+        .wrapping_add(0xD1B54A32D192ED03);
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            ((x >> 11) % 20000) as f64 / 10000.0 - 1.0
+        })
+        .collect()
+}
+
+/// Runs the unscheduled program of `out` in the interpreter with the given input
+/// values (one `Vec<f64>` per input tensor, row-major) and returns the output values.
+pub fn interpret(out: &Tensor, inputs: &[(&Tensor, &[f64])]) -> Vec<f64> {
+    let mut args: Vec<Tensor> = inputs.iter().map(|(t, _)| (*t).clone()).collect();
+    args.push(out.clone());
+    let f = lower(&Schedule::create(&[out.clone()]).unwrap(), &args, "op")
+        .unwrap_or_else(|e| panic!("lowering {}: {e}", out.name()));
+    let mut bufs: Vec<HostBuffer> = inputs
+        .iter()
+        .map(|(t, v)| {
+            let shape: Vec<usize> = t.shape().iter().map(|d| *d as usize).collect();
+            HostBuffer::from_f64(t.dtype(), &shape, v)
+        })
+        .collect();
+    let shape: Vec<usize> = out.shape().iter().map(|d| *d as usize).collect();
+    bufs.push(HostBuffer::zeros(out.dtype(), &shape));
+    interp::run(&f, &mut bufs).unwrap_or_else(|e| panic!("interpreter on {}: {e}", out.name()));
+    bufs.pop().unwrap().to_f64()
+}
+
+/// Asserts `got` ≈ `want` element by element (relative and absolute tolerance `tol`).
+pub fn assert_close(what: &str, got: &[f64], want: &[f64], tol: f64) {
+    assert_eq!(
+        got.len(),
+        want.len(),
+        "{what}: {} values, want {}",
+        got.len(),
+        want.len()
+    );
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (g - w).abs() <= tol * (1.0 + w.abs()),
+            "{what}: element {i}: got {g}, want {w}"
+        );
+    }
+}

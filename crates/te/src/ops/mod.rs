@@ -1,0 +1,37 @@
+//! The operator library (the TOPI of Tessera): compute declarations written the way
+//! TVM's TOPI writes them — the same stage names, axis names and index expressions — so
+//! that their compute DAGs print as TVM prints them and their workload keys match
+//! wherever the same subgraph appears.
+//!
+//! - [`conv`]: conv2d (NHWC, NCHW, groups, dilation, asymmetric padding), depthwise,
+//!   Winograd, transpose, and VTA's packed int8 conv2d.
+//! - [`dense`]: matmul, dense, batch_matmul.
+//! - [`pool`]: max/avg pool2d, global and adaptive pooling.
+//! - [`softmax`]: softmax, log_softmax, layer norm.
+//! - [`elemwise`]: elementwise and broadcast operators.
+//! - [`injective`]: pad, reshape, transpose, concatenate, flatten, strided slice,
+//!   layout transforms.
+//!
+//! Invalid attributes are [`TeError::BadAttr`] errors naming the operator and the
+//! attribute; shapes that do not fit are [`TeError::BadShape`].
+
+pub mod conv;
+pub mod dense;
+pub mod injective;
+pub mod softmax;
+
+pub use conv::*;
+pub use dense::*;
+pub use injective::*;
+pub use softmax::*;
+
+use crate::error::TeError;
+
+/// An invalid attribute of `op`.
+pub(crate) fn attr_err(op: &str, attr: &str, reason: impl Into<String>) -> TeError {
+    TeError::BadAttr {
+        op: op.to_string(),
+        attr: attr.to_string(),
+        reason: reason.into(),
+    }
+}
