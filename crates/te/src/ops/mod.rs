@@ -17,12 +17,16 @@
 
 pub mod conv;
 pub mod dense;
+pub mod elemwise;
 pub mod injective;
+pub mod pool;
 pub mod softmax;
 
 pub use conv::*;
 pub use dense::*;
+pub use elemwise::*;
 pub use injective::*;
+pub use pool::*;
 pub use softmax::*;
 
 use crate::error::TeError;
