@@ -1,9 +1,13 @@
-//! Convolutions.
+//! Convolutions: conv2d in NHWC and NCHW (stride, asymmetric padding, dilation, groups),
+//! depthwise conv2d, Winograd conv2d F(2×2,3×3) and F(4×4,3×3), conv2d transpose, and
+//! VTA's packed int8 conv2d. Stage and axis names follow TVM's TOPI.
 
-use super::{attr_err, injective::pad};
+use super::attr_err;
+use super::injective::pad;
 use crate::error::TeError;
-use crate::tensor::{compute_tagged, reduce_axis, sum, Tensor};
-use tessera_ir::Expr;
+use crate::tensor::{compute, compute_tagged, reduce_axis, sum, Tensor};
+use tessera_ir::arith::simplify;
+use tessera_ir::{DataType, Expr};
 
 fn shape_err(op: &str, shape: &[i64], reason: String) -> TeError {
     TeError::BadShape {
@@ -13,7 +17,157 @@ fn shape_err(op: &str, shape: &[i64], reason: String) -> TeError {
     }
 }
 
-/// 2-D convolution, data NHWC, kernel HWIO (TVM's `conv2d_nhwc`).
+/// The attributes of a 2-D convolution.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Conv2dAttrs {
+    /// (height, width) strides.
+    pub stride: (i64, i64),
+    /// Zero padding: top, left, bottom, right.
+    pub padding: [i64; 4],
+    /// (height, width) dilations.
+    pub dilation: (i64, i64),
+    /// Channel groups (1 for a dense convolution).
+    pub groups: i64,
+}
+
+impl Default for Conv2dAttrs {
+    fn default() -> Self {
+        Conv2dAttrs {
+            stride: (1, 1),
+            padding: [0; 4],
+            dilation: (1, 1),
+            groups: 1,
+        }
+    }
+}
+
+impl Conv2dAttrs {
+    /// Stride, symmetric padding and dilation, one group.
+    pub fn new(stride: (i64, i64), padding: (i64, i64), dilation: (i64, i64)) -> Self {
+        Conv2dAttrs {
+            stride,
+            padding: [padding.0, padding.1, padding.0, padding.1],
+            dilation,
+            groups: 1,
+        }
+    }
+    pub fn with_padding(mut self, top: i64, left: i64, bottom: i64, right: i64) -> Self {
+        self.padding = [top, left, bottom, right];
+        self
+    }
+    pub fn with_groups(mut self, groups: i64) -> Self {
+        self.groups = groups;
+        self
+    }
+
+    /// Checks the attributes and returns the output (height, width) for an input of
+    /// `h`×`w` and a kernel of `kh`×`kw`.
+    fn output_hw(&self, op: &str, h: i64, w: i64, kh: i64, kw: i64) -> Result<(i64, i64), TeError> {
+        if self.stride.0 <= 0 || self.stride.1 <= 0 {
+            return Err(attr_err(
+                op,
+                "strides",
+                format!("{:?} must be positive", self.stride),
+            ));
+        }
+        if self.dilation.0 <= 0 || self.dilation.1 <= 0 {
+            return Err(attr_err(
+                op,
+                "dilation",
+                format!("{:?} must be positive", self.dilation),
+            ));
+        }
+        if self.padding.iter().any(|p| *p < 0) {
+            return Err(attr_err(
+                op,
+                "padding",
+                format!("{:?} must not be negative", self.padding),
+            ));
+        }
+        if kh <= 0 || kw <= 0 {
+            return Err(attr_err(
+                op,
+                "kernel_size",
+                format!("{kh}x{kw} must be positive"),
+            ));
+        }
+        let (dkh, dkw) = (
+            (kh - 1) * self.dilation.0 + 1,
+            (kw - 1) * self.dilation.1 + 1,
+        );
+        let (ph, pw) = (
+            h + self.padding[0] + self.padding[2],
+            w + self.padding[1] + self.padding[3],
+        );
+        if dkh > ph || dkw > pw {
+            return Err(attr_err(
+                op,
+                "kernel_size",
+                format!("the dilated kernel {dkh}x{dkw} is larger than the padded input {ph}x{pw}"),
+            ));
+        }
+        Ok((
+            (ph - dkh) / self.stride.0 + 1,
+            (pw - dkw) / self.stride.1 + 1,
+        ))
+    }
+}
+
+/// `v * s` folded the way TVM's expression builder folds it (no `*1`).
+fn scaled(e: &Expr, s: i64) -> Expr {
+    if s == 1 {
+        e.clone()
+    } else {
+        e * s
+    }
+}
+
+fn rank4(op: &str, data: &Tensor, kernel: &Tensor) -> Result<(), TeError> {
+    if data.ndim() != 4 || kernel.ndim() != 4 {
+        return Err(shape_err(
+            op,
+            data.shape(),
+            format!(
+                "data {:?} and kernel {:?} must both be 4-D",
+                data.shape(),
+                kernel.shape()
+            ),
+        ));
+    }
+    if data.dtype() != kernel.dtype() {
+        return Err(attr_err(
+            op,
+            "dtype",
+            format!(
+                "data is {} but the kernel is {}",
+                data.dtype(),
+                kernel.dtype()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn check_groups(
+    op: &str,
+    groups: i64,
+    cin: i64,
+    cout: i64,
+    kernel_cin: i64,
+) -> Result<(), TeError> {
+    if groups <= 0 {
+        return Err(attr_err(op, "groups", format!("{groups} must be positive")));
+    }
+    if cin % groups != 0 || cout % groups != 0 {
+        return Err(attr_err(op, "groups", format!("input channels {cin} and output channels {cout} must both be divisible by groups {groups}")));
+    }
+    if kernel_cin != cin / groups {
+        return Err(shape_err(op, &[cin, cout], format!("the kernel has {kernel_cin} input channels, expected {} (= {cin} / groups {groups})", cin / groups)));
+    }
+    Ok(())
+}
+
+/// 2-D convolution, data NHWC, kernel HWIO (TVM's `conv2d_nhwc`), symmetric padding.
 pub fn conv2d_nhwc(
     data: &Tensor,
     kernel: &Tensor,
@@ -21,47 +175,28 @@ pub fn conv2d_nhwc(
     padding: (i64, i64),
     dilation: (i64, i64),
 ) -> Result<Tensor, TeError> {
-    let (d, k) = (data.shape(), kernel.shape());
-    if d.len() != 4 || k.len() != 4 {
-        return Err(shape_err(
-            "conv2d_nhwc",
-            d,
-            format!("data {d:?} and kernel {k:?} must both be 4-D"),
-        ));
-    }
-    if k[2] != d[3] {
-        return Err(shape_err(
-            "conv2d_nhwc",
-            d,
-            format!(
-                "kernel input channels {} differ from data channels {}",
-                k[2], d[3]
-            ),
-        ));
-    }
-    if stride.0 <= 0
-        || stride.1 <= 0
-        || dilation.0 <= 0
-        || dilation.1 <= 0
-        || padding.0 < 0
-        || padding.1 < 0
-    {
-        return Err(shape_err("conv2d_nhwc", d, format!("stride {stride:?}, dilation {dilation:?} must be positive and padding {padding:?} non-negative")));
-    }
-    let (kh, kw) = ((k[0] - 1) * dilation.0 + 1, (k[1] - 1) * dilation.1 + 1);
-    let (ph, pw) = (d[1] + 2 * padding.0, d[2] + 2 * padding.1);
-    if kh > ph || kw > pw {
-        return Err(shape_err(
-            "conv2d_nhwc",
-            d,
-            format!("the dilated kernel {kh}x{kw} is larger than the padded input {ph}x{pw}"),
-        ));
-    }
-    let (oh, ow) = ((ph - kh) / stride.0 + 1, (pw - kw) / stride.1 + 1);
+    conv2d_nhwc_with(data, kernel, &Conv2dAttrs::new(stride, padding, dilation))
+}
+
+/// 2-D convolution, data NHWC, kernel HWIO (`I` = input channels / groups).
+pub fn conv2d_nhwc_with(
+    data: &Tensor,
+    kernel: &Tensor,
+    a: &Conv2dAttrs,
+) -> Result<Tensor, TeError> {
+    let op = if a.groups == 1 {
+        "conv2d_nhwc"
+    } else {
+        "group_conv2d_nhwc"
+    };
+    rank4(op, data, kernel)?;
+    let (d, k) = (data.shape().to_vec(), kernel.shape().to_vec());
+    check_groups(op, a.groups, d[3], k[3], k[2])?;
+    let (oh, ow) = a.output_hw(op, d[1], d[2], k[0], k[1])?;
     let padded = pad(
         data,
-        &[0, padding.0, padding.1, 0],
-        &[0, padding.0, padding.1, 0],
+        &[0, a.padding[0], a.padding[1], 0],
+        &[0, a.padding[2], a.padding[3], 0],
         "pad_temp",
     )?;
     let (ry, rx, rc) = (
@@ -69,18 +204,587 @@ pub fn conv2d_nhwc(
         reduce_axis(k[1], "rx"),
         reduce_axis(k[2], "rc"),
     );
-    let scaled = |e: &Expr, s: i64| if s == 1 { e.clone() } else { e * s };
+    let (cin_g, cout_g) = (d[3] / a.groups, k[3] / a.groups);
     compute_tagged(
         &[d[0], oh, ow, k[3]],
-        "conv2d_nhwc",
-        "conv2d_nhwc",
+        op,
+        op,
         &["nn", "yy", "xx", "ff"],
         |ix| {
-            let y = scaled(&ix[1], stride.0) + scaled(&ry.expr(), dilation.0);
-            let x = scaled(&ix[2], stride.1) + scaled(&rx.expr(), dilation.1);
-            let src = padded.at(&[ix[0].clone(), y, x, rc.expr()])
+            let y = scaled(&ix[1], a.stride.0) + scaled(&ry.expr(), a.dilation.0);
+            let x = scaled(&ix[2], a.stride.1) + scaled(&rx.expr(), a.dilation.1);
+            let c = if a.groups == 1 {
+                rc.expr()
+            } else {
+                Expr::floordiv(ix[3].clone(), Expr::int(cout_g)) * cin_g + rc.expr()
+            };
+            let src = padded.at(&[ix[0].clone(), y, x, c])
                 * kernel.at(&[ry.expr(), rx.expr(), rc.expr(), ix[3].clone()]);
             sum(src, &[ry.clone(), rx.clone(), rc.clone()])
+        },
+    )
+}
+
+/// 2-D convolution, data NCHW, kernel OIHW (`I` = input channels / groups) — TVM's
+/// `conv2d_nchw` / `group_conv2d_nchw`.
+pub fn conv2d_nchw(data: &Tensor, kernel: &Tensor, a: &Conv2dAttrs) -> Result<Tensor, TeError> {
+    let op = if a.groups == 1 {
+        "conv2d_nchw"
+    } else {
+        "group_conv2d_nchw"
+    };
+    rank4(op, data, kernel)?;
+    let (d, k) = (data.shape().to_vec(), kernel.shape().to_vec());
+    check_groups(op, a.groups, d[1], k[0], k[1])?;
+    let (oh, ow) = a.output_hw(op, d[2], d[3], k[2], k[3])?;
+    let padded = pad(
+        data,
+        &[0, 0, a.padding[0], a.padding[1]],
+        &[0, 0, a.padding[2], a.padding[3]],
+        "pad_temp",
+    )?;
+    let (rc, ry, rx) = (
+        reduce_axis(k[1], "rc"),
+        reduce_axis(k[2], "ry"),
+        reduce_axis(k[3], "rx"),
+    );
+    let (cin_g, cout_g) = (d[1] / a.groups, k[0] / a.groups);
+    compute_tagged(
+        &[d[0], k[0], oh, ow],
+        op,
+        op,
+        &["nn", "ff", "yy", "xx"],
+        |ix| {
+            let y = scaled(&ix[2], a.stride.0) + scaled(&ry.expr(), a.dilation.0);
+            let x = scaled(&ix[3], a.stride.1) + scaled(&rx.expr(), a.dilation.1);
+            let c = if a.groups == 1 {
+                rc.expr()
+            } else {
+                Expr::floordiv(ix[1].clone(), Expr::int(cout_g)) * cin_g + rc.expr()
+            };
+            let src = padded.at(&[ix[0].clone(), c, y, x])
+                * kernel.at(&[ix[1].clone(), rc.expr(), ry.expr(), rx.expr()]);
+            sum(src, &[rc.clone(), ry.clone(), rx.clone()])
+        },
+    )
+}
+
+/// Depthwise conv2d, data NHWC, kernel [KH, KW, C, M] (M = channel multiplier); the
+/// output has C·M channels (TVM's `depthwise_conv2d_nhwc`).
+pub fn depthwise_conv2d_nhwc(
+    data: &Tensor,
+    kernel: &Tensor,
+    a: &Conv2dAttrs,
+) -> Result<Tensor, TeError> {
+    let op = "depthwise_conv2d_nhwc";
+    rank4(op, data, kernel)?;
+    let (d, k) = (data.shape().to_vec(), kernel.shape().to_vec());
+    if k[2] != d[3] {
+        return Err(shape_err(
+            op,
+            &d,
+            format!("the kernel has {} channels, the data {}", k[2], d[3]),
+        ));
+    }
+    let (oh, ow) = a.output_hw(op, d[1], d[2], k[0], k[1])?;
+    let m = k[3];
+    let padded = pad(
+        data,
+        &[0, a.padding[0], a.padding[1], 0],
+        &[0, a.padding[2], a.padding[3], 0],
+        "PaddedInput",
+    )?;
+    let (di, dj) = (reduce_axis(k[0], "di"), reduce_axis(k[1], "dj"));
+    compute_tagged(
+        &[d[0], oh, ow, d[3] * m],
+        "DepthwiseConv2d",
+        op,
+        &["b", "i", "j", "c"],
+        |ix| {
+            let y = scaled(&ix[1], a.stride.0) + scaled(&di.expr(), a.dilation.0);
+            let x = scaled(&ix[2], a.stride.1) + scaled(&dj.expr(), a.dilation.1);
+            let cin = simplify(&Expr::floordiv(ix[3].clone(), Expr::int(m)));
+            let cm = simplify(&Expr::floormod(ix[3].clone(), Expr::int(m)));
+            sum(
+                padded.at(&[ix[0].clone(), y, x, cin.clone()])
+                    * kernel.at(&[di.expr(), dj.expr(), cin, cm]),
+                &[di.clone(), dj.clone()],
+            )
+        },
+    )
+}
+
+/// Depthwise conv2d, data NCHW, kernel [C, M, KH, KW] (TVM's `depthwise_conv2d_nchw`).
+pub fn depthwise_conv2d_nchw(
+    data: &Tensor,
+    kernel: &Tensor,
+    a: &Conv2dAttrs,
+) -> Result<Tensor, TeError> {
+    let op = "depthwise_conv2d_nchw";
+    rank4(op, data, kernel)?;
+    let (d, k) = (data.shape().to_vec(), kernel.shape().to_vec());
+    if k[0] != d[1] {
+        return Err(shape_err(
+            op,
+            &d,
+            format!("the kernel has {} channels, the data {}", k[0], d[1]),
+        ));
+    }
+    let (oh, ow) = a.output_hw(op, d[2], d[3], k[2], k[3])?;
+    let m = k[1];
+    let padded = pad(
+        data,
+        &[0, 0, a.padding[0], a.padding[1]],
+        &[0, 0, a.padding[2], a.padding[3]],
+        "PaddedInput",
+    )?;
+    let (di, dj) = (reduce_axis(k[2], "di"), reduce_axis(k[3], "dj"));
+    compute_tagged(
+        &[d[0], d[1] * m, oh, ow],
+        "DepthwiseConv2d",
+        op,
+        &["b", "c", "i", "j"],
+        |ix| {
+            let y = scaled(&ix[2], a.stride.0) + scaled(&di.expr(), a.dilation.0);
+            let x = scaled(&ix[3], a.stride.1) + scaled(&dj.expr(), a.dilation.1);
+            let cin = simplify(&Expr::floordiv(ix[1].clone(), Expr::int(m)));
+            let cm = simplify(&Expr::floormod(ix[1].clone(), Expr::int(m)));
+            sum(
+                padded.at(&[ix[0].clone(), cin.clone(), y, x])
+                    * kernel.at(&[cin, cm, di.expr(), dj.expr()]),
+                &[di.clone(), dj.clone()],
+            )
+        },
+    )
+}
+
+// ----- Winograd -----
+
+/// The Winograd transform matrices `(A, B, G)` of F(m×m, 3×3) for m = 2 or 4, as row-major
+/// nested vectors: `A` is α×m, `B` is α×α, `G` is α×3 (α = m + 2), such that
+/// `Y = Aᵀ [(G g Gᵀ) ⊙ (Bᵀ d B)] A`.
+pub fn winograd_matrices(m: i64) -> Option<(Vec<Vec<f64>>, Vec<Vec<f64>>, Vec<Vec<f64>>)> {
+    let t = |rows: &[&[f64]]| -> Vec<Vec<f64>> {
+        let (r, c) = (rows.len(), rows[0].len());
+        (0..c)
+            .map(|j| (0..r).map(|i| rows[i][j]).collect())
+            .collect()
+    };
+    match m {
+        2 => {
+            let at: &[&[f64]] = &[&[1.0, 1.0, 1.0, 0.0], &[0.0, 1.0, -1.0, -1.0]];
+            let bt: &[&[f64]] = &[
+                &[1.0, 0.0, -1.0, 0.0],
+                &[0.0, 1.0, 1.0, 0.0],
+                &[0.0, -1.0, 1.0, 0.0],
+                &[0.0, 1.0, 0.0, -1.0],
+            ];
+            let g = vec![
+                vec![1.0, 0.0, 0.0],
+                vec![0.5, 0.5, 0.5],
+                vec![0.5, -0.5, 0.5],
+                vec![0.0, 0.0, 1.0],
+            ];
+            Some((t(at), t(bt), g))
+        }
+        4 => {
+            let at: &[&[f64]] = &[
+                &[1.0, 1.0, 1.0, 1.0, 1.0, 0.0],
+                &[0.0, 1.0, -1.0, 2.0, -2.0, 0.0],
+                &[0.0, 1.0, 1.0, 4.0, 4.0, 0.0],
+                &[0.0, 1.0, -1.0, 8.0, -8.0, 1.0],
+            ];
+            let bt: &[&[f64]] = &[
+                &[4.0, 0.0, -5.0, 0.0, 1.0, 0.0],
+                &[0.0, -4.0, -4.0, 1.0, 1.0, 0.0],
+                &[0.0, 4.0, -4.0, -1.0, 1.0, 0.0],
+                &[0.0, -2.0, -1.0, 2.0, 1.0, 0.0],
+                &[0.0, 2.0, -1.0, -2.0, 1.0, 0.0],
+                &[0.0, 4.0, 0.0, -5.0, 0.0, 1.0],
+            ];
+            let g = vec![
+                vec![0.25, 0.0, 0.0],
+                vec![-1.0 / 6.0, -1.0 / 6.0, -1.0 / 6.0],
+                vec![-1.0 / 6.0, 1.0 / 6.0, -1.0 / 6.0],
+                vec![1.0 / 24.0, 1.0 / 12.0, 1.0 / 6.0],
+                vec![1.0 / 24.0, -1.0 / 12.0, 1.0 / 6.0],
+                vec![0.0, 0.0, 1.0],
+            ];
+            Some((t(at), t(bt), g))
+        }
+        _ => None,
+    }
+}
+
+/// A constant matrix as a compute, the way TVM's `const_matrix` builds it: nested selects
+/// on `(i % rows == ii) && (j % cols == jj)`, the last entry outermost.
+fn const_matrix(matrix: &[Vec<f64>], name: &str, dtype: DataType) -> Result<Tensor, TeError> {
+    let (rows, cols) = (matrix.len() as i64, matrix[0].len() as i64);
+    compute(&[rows, cols], name, &["i", "j"], |ix| {
+        let mut now = Expr::constant(dtype, 0.0);
+        for (ii, row) in matrix.iter().enumerate() {
+            for (jj, v) in row.iter().enumerate() {
+                let cond = Expr::and(
+                    Expr::floormod(ix[0].clone(), Expr::int(rows)).eq(ii as i64),
+                    Expr::floormod(ix[1].clone(), Expr::int(cols)).eq(jj as i64),
+                );
+                now = Expr::select(cond, Expr::constant(dtype, *v), now);
+            }
+        }
+        now
+    })
+}
+
+/// The Winograd weight transform of an HWIO 3×3 kernel: `kernel_pack[α, α, CO, CI] = G g Gᵀ`
+/// (TVM computes it ahead of time; the conv takes the transformed weight).
+pub fn winograd_weight_transform_nhwc(kernel: &Tensor, tile: i64) -> Result<Tensor, TeError> {
+    let op = "winograd_weight_transform";
+    let k = kernel.shape().to_vec();
+    if k.len() != 4 || k[0] != 3 || k[1] != 3 {
+        return Err(attr_err(
+            op,
+            "kernel_size",
+            format!("Winograd needs a 3x3 HWIO kernel, got {k:?}"),
+        ));
+    }
+    let (_, _, g) = winograd_matrices(tile)
+        .ok_or_else(|| attr_err(op, "tile_size", format!("{tile} (supported: 2, 4)")))?;
+    let alpha = tile + 2;
+    let gm = const_matrix(&g, "G", kernel.dtype())?;
+    let (r_kh, r_kw) = (reduce_axis(3, "r_kh"), reduce_axis(3, "r_kw"));
+    compute(
+        &[alpha, alpha, k[3], k[2]],
+        "kernel_pack",
+        &["eps", "nu", "co", "ci"],
+        |ix| {
+            let v = kernel.at(&[r_kh.expr(), r_kw.expr(), ix[3].clone(), ix[2].clone()])
+                * gm.at(&[ix[0].clone(), r_kh.expr()])
+                * gm.at(&[ix[1].clone(), r_kw.expr()]);
+            sum(v, &[r_kh.clone(), r_kw.clone()])
+        },
+    )
+}
+
+/// Winograd conv2d F(m×m, 3×3), data NHWC, stride 1, with the transformed weight
+/// `kernel_pack` [α, α, CO, CI] — TVM's `conv2d_winograd_nhwc` stages: data_pad,
+/// input_tile, B, data_pack, bgemm, A, inverse, conv2d_winograd.
+pub fn conv2d_winograd_nhwc(
+    data: &Tensor,
+    kernel_pack: &Tensor,
+    padding: [i64; 4],
+    tile: i64,
+) -> Result<Tensor, TeError> {
+    let op = "conv2d_winograd_nhwc";
+    let (a_m, b_m, _) = winograd_matrices(tile)
+        .ok_or_else(|| attr_err(op, "tile_size", format!("{tile} (supported: 2, 4)")))?;
+    let alpha = tile + 2;
+    let (d, k) = (data.shape().to_vec(), kernel_pack.shape().to_vec());
+    if d.len() != 4 || k.len() != 4 {
+        return Err(shape_err(
+            op,
+            &d,
+            format!("data {d:?} and kernel_pack {k:?} must both be 4-D"),
+        ));
+    }
+    if k[0] != alpha || k[1] != alpha {
+        return Err(attr_err(op, "tile_size", format!("kernel_pack {k:?} is not transformed for tile size {tile} (expected {alpha}x{alpha}xCOxCI)")));
+    }
+    if k[3] != d[3] {
+        return Err(shape_err(
+            op,
+            &d,
+            format!("kernel_pack has {} input channels, the data {}", k[3], d[3]),
+        ));
+    }
+    let attrs = Conv2dAttrs {
+        padding,
+        ..Default::default()
+    };
+    let (h, w) = attrs.output_hw(op, d[1], d[2], 3, 3)?;
+    let (nh, nw) = ((h + tile - 1) / tile, (w + tile - 1) / tile);
+    let p = d[0] * nh * nw;
+    // Pad so that every tile reads inside the padded input.
+    let (need_h, need_w) = ((nh - 1) * tile + alpha, (nw - 1) * tile + alpha);
+    let extra_h = (need_h - (d[1] + padding[0] + padding[2])).max(0);
+    let extra_w = (need_w - (d[2] + padding[1] + padding[3])).max(0);
+    let data_pad = pad(
+        data,
+        &[0, padding[0], padding[1], 0],
+        &[0, padding[2] + extra_h, padding[3] + extra_w, 0],
+        "data_pad",
+    )?;
+    let input_tile = compute(
+        &[alpha, alpha, p, d[3]],
+        "input_tile",
+        &["eps", "nu", "p", "ci"],
+        |ix| {
+            let pv = &ix[2];
+            let n = Expr::floordiv(pv.clone(), Expr::int(nh * nw));
+            let th = Expr::floormod(Expr::floordiv(pv.clone(), Expr::int(nw)), Expr::int(nh))
+                * tile
+                + ix[0].clone();
+            let tw = Expr::floormod(pv.clone(), Expr::int(nw)) * tile + ix[1].clone();
+            data_pad.at(&[n, th, tw, ix[3].clone()])
+        },
+    )?;
+    let bm = const_matrix(&b_m, "B", data.dtype())?;
+    let (r_a, r_b) = (reduce_axis(alpha, "r_a"), reduce_axis(alpha, "r_b"));
+    let data_pack = compute(
+        &[alpha, alpha, p, d[3]],
+        "data_pack",
+        &["eps", "nu", "p", "ci"],
+        |ix| {
+            let v = input_tile.at(&[r_a.expr(), r_b.expr(), ix[2].clone(), ix[3].clone()])
+                * bm.at(&[r_a.expr(), ix[0].clone()])
+                * bm.at(&[r_b.expr(), ix[1].clone()]);
+            sum(v, &[r_a.clone(), r_b.clone()])
+        },
+    )?;
+    let ci = reduce_axis(d[3], "ci");
+    let bgemm = compute(
+        &[alpha, alpha, p, k[2]],
+        "bgemm",
+        &["eps", "nu", "p", "co"],
+        |ix| {
+            let v = data_pack.at(&[ix[0].clone(), ix[1].clone(), ix[2].clone(), ci.expr()])
+                * kernel_pack.at(&[ix[0].clone(), ix[1].clone(), ix[3].clone(), ci.expr()]);
+            sum(v, &[ci.clone()])
+        },
+    )?;
+    let am = const_matrix(&a_m, "A", data.dtype())?;
+    let (r_a2, r_b2) = (reduce_axis(alpha, "r_a"), reduce_axis(alpha, "r_b"));
+    let inverse = compute(
+        &[tile, tile, p, k[2]],
+        "inverse",
+        &["vh", "vw", "p", "co"],
+        |ix| {
+            let v = bgemm.at(&[r_a2.expr(), r_b2.expr(), ix[2].clone(), ix[3].clone()])
+                * am.at(&[r_a2.expr(), ix[0].clone()])
+                * am.at(&[r_b2.expr(), ix[1].clone()]);
+            sum(v, &[r_a2.clone(), r_b2.clone()])
+        },
+    )?;
+    compute_tagged(
+        &[d[0], h, w, k[2]],
+        "conv2d_winograd",
+        "conv2d_winograd_nhwc",
+        &["n", "h", "w", "co"],
+        |ix| {
+            let t = Expr::int(tile);
+            let pidx = ix[0].clone() * nh * nw
+                + Expr::floordiv(ix[1].clone(), t.clone()) * nw
+                + Expr::floordiv(ix[2].clone(), t.clone());
+            inverse.at(&[
+                Expr::floormod(ix[1].clone(), t.clone()),
+                Expr::floormod(ix[2].clone(), t),
+                pidx,
+                ix[3].clone(),
+            ])
+        },
+    )
+}
+
+// ----- transpose -----
+
+/// conv2d transpose, data NCHW, kernel IOHW (TVM's `conv2d_transpose_nchw`): the input
+/// dilated by the stride, padded by `kernel - 1 - padding` (+ output padding at the end),
+/// convolved with the flipped kernel.
+pub fn conv2d_transpose_nchw(
+    data: &Tensor,
+    kernel: &Tensor,
+    stride: (i64, i64),
+    padding: [i64; 4],
+    output_padding: (i64, i64),
+) -> Result<Tensor, TeError> {
+    let op = "conv2d_transpose_nchw";
+    rank4(op, data, kernel)?;
+    let (d, k) = (data.shape().to_vec(), kernel.shape().to_vec());
+    if k[0] != d[1] {
+        return Err(shape_err(
+            op,
+            &d,
+            format!("the kernel has {} input channels, the data {}", k[0], d[1]),
+        ));
+    }
+    if stride.0 <= 0 || stride.1 <= 0 {
+        return Err(attr_err(
+            op,
+            "strides",
+            format!("{stride:?} must be positive"),
+        ));
+    }
+    if padding.iter().any(|p| *p < 0) {
+        return Err(attr_err(
+            op,
+            "padding",
+            format!("{padding:?} must not be negative"),
+        ));
+    }
+    if output_padding.0 < 0
+        || output_padding.1 < 0
+        || output_padding.0 >= stride.0
+        || output_padding.1 >= stride.1
+    {
+        return Err(attr_err(
+            op,
+            "output_padding",
+            format!("{output_padding:?} must be in [0, stride {stride:?})"),
+        ));
+    }
+    let (kh, kw) = (k[2], k[3]);
+    if padding[0] > kh - 1 || padding[2] > kh - 1 || padding[1] > kw - 1 || padding[3] > kw - 1 {
+        return Err(attr_err(
+            op,
+            "padding",
+            format!("{padding:?} must be smaller than the kernel {kh}x{kw}"),
+        ));
+    }
+    let dil_h = (d[2] - 1) * stride.0 + 1;
+    let dil_w = (d[3] - 1) * stride.1 + 1;
+    let zero = Expr::constant(data.dtype(), 0.0);
+    let dilated = compute(&[d[0], d[1], dil_h, dil_w], "data_dilate", &[], |ix| {
+        let mut conds = Vec::new();
+        let mut idx = vec![ix[0].clone(), ix[1].clone()];
+        for (i, s) in [(2usize, stride.0), (3usize, stride.1)] {
+            if s > 1 {
+                conds.push(Expr::floormod(ix[i].clone(), Expr::int(s)).eq(0));
+                idx.push(Expr::floordiv(ix[i].clone(), Expr::int(s)));
+            } else {
+                idx.push(ix[i].clone());
+            }
+        }
+        if conds.is_empty() {
+            data.at(&idx)
+        } else {
+            Expr::if_then_else(Expr::all(conds), data.at(&idx), zero.clone())
+        }
+    })?;
+    let before = [0, 0, kh - 1 - padding[0], kw - 1 - padding[1]];
+    let after = [
+        0,
+        0,
+        kh - 1 - padding[2] + output_padding.0,
+        kw - 1 - padding[3] + output_padding.1,
+    ];
+    let data_pad = pad(&dilated, &before, &after, "data_pad")?;
+    let kernel_transform = compute(
+        &[k[1], k[0], kh, kw],
+        "kernel_transform",
+        &["o", "i", "h", "w"],
+        |ix| {
+            kernel.at(&[
+                ix[1].clone(),
+                ix[0].clone(),
+                Expr::int(kh - 1) - ix[2].clone(),
+                Expr::int(kw - 1) - ix[3].clone(),
+            ])
+        },
+    )?;
+    let (oh, ow) = (data_pad.shape()[2] - kh + 1, data_pad.shape()[3] - kw + 1);
+    let (dc, dh, dw) = (
+        reduce_axis(d[1], "dc"),
+        reduce_axis(kh, "dh"),
+        reduce_axis(kw, "dw"),
+    );
+    compute_tagged(
+        &[d[0], k[1], oh, ow],
+        "compute",
+        op,
+        &["b", "c", "h", "w"],
+        |ix| {
+            let v = data_pad.at(&[
+                ix[0].clone(),
+                dc.expr(),
+                ix[2].clone() + dh.expr(),
+                ix[3].clone() + dw.expr(),
+            ]) * kernel_transform.at(&[ix[1].clone(), dc.expr(), dh.expr(), dw.expr()]);
+            sum(v, &[dc.clone(), dh.clone(), dw.clone()])
+        },
+    )
+}
+
+// ----- VTA -----
+
+/// VTA's packed int8 conv2d: data NCHW{bn}n{bc}c `[N/bn, C/bc, H, W, bn, bc]` (int8),
+/// kernel OIHW{bo}o{bi}i `[O/bo, I/bi, KH, KW, bo, bi]` (int8), int32 accumulation,
+/// output `[N/bn, O/bo, OH, OW, bn, bo]` — TVM's `conv2d_packed` (compute only; the
+/// schedule comes with the VTA plugin).
+pub fn conv2d_packed_int8(
+    data: &Tensor,
+    kernel: &Tensor,
+    stride: (i64, i64),
+    padding: (i64, i64),
+) -> Result<Tensor, TeError> {
+    let op = "conv2d_packed";
+    let (d, k) = (data.shape().to_vec(), kernel.shape().to_vec());
+    if d.len() != 6 || k.len() != 6 {
+        return Err(shape_err(
+            op,
+            &d,
+            format!("packed data {d:?} and kernel {k:?} must both be 6-D (NCHWnc / OIHWoi)"),
+        ));
+    }
+    if data.dtype() != DataType::int(8) || kernel.dtype() != DataType::int(8) {
+        return Err(attr_err(
+            op,
+            "dtype",
+            format!(
+                "data and kernel must be int8, got {} and {}",
+                data.dtype(),
+                kernel.dtype()
+            ),
+        ));
+    }
+    if k[1] != d[1] || k[5] != d[5] {
+        return Err(shape_err(
+            op,
+            &d,
+            format!(
+                "the kernel's input channel blocks {:?} do not match the data's {:?}",
+                (k[1], k[5]),
+                (d[1], d[5])
+            ),
+        ));
+    }
+    let attrs = Conv2dAttrs::new(stride, padding, (1, 1));
+    let (oh, ow) = attrs.output_hw(op, d[2], d[3], k[2], k[3])?;
+    let padded = pad(
+        data,
+        &[0, 0, padding.0, padding.1, 0, 0],
+        &[0, 0, padding.0, padding.1, 0, 0],
+        "pad_data",
+    )?;
+    let (d_i, d_j, k_o, k_i) = (
+        reduce_axis(k[2], "d_i"),
+        reduce_axis(k[3], "d_j"),
+        reduce_axis(d[1], "k_o"),
+        reduce_axis(d[5], "k_i"),
+    );
+    let i32t = DataType::int32();
+    compute_tagged(
+        &[d[0], k[0], oh, ow, d[4], k[4]],
+        "res",
+        "conv2d_dense",
+        &["b_o", "c_o", "i", "j", "b_i", "c_i"],
+        |ix| {
+            let y = scaled(&ix[2], stride.0) + d_i.expr();
+            let x = scaled(&ix[3], stride.1) + d_j.expr();
+            let a = Expr::cast(
+                i32t,
+                padded.at(&[ix[0].clone(), k_o.expr(), y, x, ix[4].clone(), k_i.expr()]),
+            );
+            let b = Expr::cast(
+                i32t,
+                kernel.at(&[
+                    ix[1].clone(),
+                    k_o.expr(),
+                    d_i.expr(),
+                    d_j.expr(),
+                    ix[5].clone(),
+                    k_i.expr(),
+                ]),
+            );
+            sum(a * b, &[k_o.clone(), d_i.clone(), d_j.clone(), k_i.clone()])
         },
     )
 }

@@ -1,0 +1,588 @@
+//! Convolutions against independent references written as plain loops, over a grid of
+//! cases (odd sizes, stride 2, dilation 2, asymmetric padding, groups, batch > 1, both
+//! layouts); their error paths; FLOPs and workload keys.
+
+mod common;
+
+use common::{assert_close, interpret, rand_vals};
+use tessera_ir::DataType;
+use tessera_te::ops::{self, Conv2dAttrs};
+use tessera_te::{placeholder, ComputeDag, TeError, Tensor};
+
+const F32: DataType = DataType::float32();
+
+/// The shape facts of one case: batch, input h×w, channels in/out, kernel kh×kw.
+#[derive(Clone, Copy, Debug)]
+struct Case {
+    n: usize,
+    h: usize,
+    w: usize,
+    ci: usize,
+    co: usize,
+    kh: usize,
+    kw: usize,
+    a: Conv2dAttrs,
+}
+
+impl Case {
+    fn out_hw(&self) -> (usize, usize) {
+        let [pt, pl, pb, pr] = self.a.padding.map(|p| p as usize);
+        let (sh, sw) = (self.a.stride.0 as usize, self.a.stride.1 as usize);
+        let (dh, dw) = (self.a.dilation.0 as usize, self.a.dilation.1 as usize);
+        (
+            (self.h + pt + pb - ((self.kh - 1) * dh + 1)) / sh + 1,
+            (self.w + pl + pr - ((self.kw - 1) * dw + 1)) / sw + 1,
+        )
+    }
+}
+
+fn conv_ref(
+    c: &Case,
+    d: impl Fn(usize, usize, i64, i64) -> f64,
+    k: impl Fn(usize, usize, usize, usize) -> f64,
+    mut out: impl FnMut(usize, usize, usize, usize, f64),
+) {
+    let (oh, ow) = c.out_hw();
+    let g = c.a.groups as usize;
+    let (cig, cog) = (c.ci / g, c.co / g);
+    for n in 0..c.n {
+        for o in 0..c.co {
+            let grp = o / cog;
+            for y in 0..oh {
+                for x in 0..ow {
+                    let mut acc = 0.0;
+                    for cc in 0..cig {
+                        for ky in 0..c.kh {
+                            for kx in 0..c.kw {
+                                let iy = (y as i64) * c.a.stride.0 + (ky as i64) * c.a.dilation.0
+                                    - c.a.padding[0];
+                                let ix = (x as i64) * c.a.stride.1 + (kx as i64) * c.a.dilation.1
+                                    - c.a.padding[1];
+                                acc += d(n, grp * cig + cc, iy, ix) * k(o, cc, ky, kx);
+                            }
+                        }
+                    }
+                    out(n, o, y, x, acc);
+                }
+            }
+        }
+    }
+}
+
+fn inside(v: i64, n: usize) -> bool {
+    v >= 0 && (v as usize) < n
+}
+
+fn cases() -> Vec<Case> {
+    let base = Case {
+        n: 1,
+        h: 7,
+        w: 7,
+        ci: 4,
+        co: 6,
+        kh: 3,
+        kw: 3,
+        a: Conv2dAttrs::default(),
+    };
+    vec![
+        base,
+        Case {
+            h: 13,
+            w: 7,
+            a: Conv2dAttrs::new((2, 2), (1, 1), (1, 1)),
+            ..base
+        },
+        Case {
+            n: 2,
+            h: 9,
+            w: 13,
+            a: Conv2dAttrs::new((1, 2), (0, 0), (2, 2)),
+            ..base
+        },
+        Case {
+            h: 8,
+            w: 7,
+            a: Conv2dAttrs::default().with_padding(0, 1, 2, 3),
+            ..base
+        },
+        Case {
+            ci: 6,
+            co: 4,
+            kh: 1,
+            kw: 3,
+            a: Conv2dAttrs::new((2, 1), (1, 0), (1, 1)).with_groups(2),
+            ..base
+        },
+        Case {
+            n: 2,
+            ci: 4,
+            co: 8,
+            a: Conv2dAttrs::new((1, 1), (1, 1), (1, 1)).with_groups(4),
+            ..base
+        },
+        Case {
+            h: 31,
+            w: 5,
+            ci: 3,
+            co: 3,
+            kh: 5,
+            kw: 1,
+            a: Conv2dAttrs::new((2, 1), (2, 0), (1, 1)).with_groups(3),
+            ..base
+        },
+    ]
+}
+
+#[test]
+fn conv2d_nhwc_matches_reference() {
+    for (i, c) in cases().iter().enumerate() {
+        let cig = c.ci / c.a.groups as usize;
+        let data = placeholder(
+            &[c.n as i64, c.h as i64, c.w as i64, c.ci as i64],
+            F32,
+            "data",
+        )
+        .unwrap();
+        let kern = placeholder(
+            &[c.kh as i64, c.kw as i64, cig as i64, c.co as i64],
+            F32,
+            "kernel",
+        )
+        .unwrap();
+        let out = ops::conv2d_nhwc_with(&data, &kern, &c.a).unwrap();
+        let (dv, kv) = (
+            rand_vals(data.shape().iter().product::<i64>() as usize, i as u64),
+            rand_vals(
+                kern.shape().iter().product::<i64>() as usize,
+                100 + i as u64,
+            ),
+        );
+        let got = interpret(&out, &[(&data, &dv), (&kern, &kv)]);
+        let (oh, ow) = c.out_hw();
+        assert_eq!(
+            out.shape(),
+            &[c.n as i64, oh as i64, ow as i64, c.co as i64],
+            "case {i}"
+        );
+        let mut want = vec![0.0; got.len()];
+        conv_ref(
+            c,
+            |n, ch, y, x| {
+                if inside(y, c.h) && inside(x, c.w) {
+                    dv[((n * c.h + y as usize) * c.w + x as usize) * c.ci + ch]
+                } else {
+                    0.0
+                }
+            },
+            |o, cc, ky, kx| kv[((ky * c.kw + kx) * cig + cc) * c.co + o],
+            |n, o, y, x, v| want[((n * oh + y) * ow + x) * c.co + o] = v,
+        );
+        assert_close(&format!("conv2d_nhwc case {i} {c:?}"), &got, &want, 1e-4);
+    }
+}
+
+#[test]
+fn conv2d_nchw_matches_reference() {
+    for (i, c) in cases().iter().enumerate() {
+        let cig = c.ci / c.a.groups as usize;
+        let data = placeholder(
+            &[c.n as i64, c.ci as i64, c.h as i64, c.w as i64],
+            F32,
+            "data",
+        )
+        .unwrap();
+        let kern = placeholder(
+            &[c.co as i64, cig as i64, c.kh as i64, c.kw as i64],
+            F32,
+            "kernel",
+        )
+        .unwrap();
+        let out = ops::conv2d_nchw(&data, &kern, &c.a).unwrap();
+        let (dv, kv) = (
+            rand_vals(data.shape().iter().product::<i64>() as usize, 7 + i as u64),
+            rand_vals(kern.shape().iter().product::<i64>() as usize, 70 + i as u64),
+        );
+        let got = interpret(&out, &[(&data, &dv), (&kern, &kv)]);
+        let (oh, ow) = c.out_hw();
+        let mut want = vec![0.0; got.len()];
+        conv_ref(
+            c,
+            |n, ch, y, x| {
+                if inside(y, c.h) && inside(x, c.w) {
+                    dv[((n * c.ci + ch) * c.h + y as usize) * c.w + x as usize]
+                } else {
+                    0.0
+                }
+            },
+            |o, cc, ky, kx| kv[((o * cig + cc) * c.kh + ky) * c.kw + kx],
+            |n, o, y, x, v| want[((n * c.co + o) * oh + y) * ow + x] = v,
+        );
+        assert_close(&format!("conv2d_nchw case {i} {c:?}"), &got, &want, 1e-4);
+    }
+}
+
+#[test]
+fn depthwise_matches_reference_in_both_layouts() {
+    // (n, h, w, c, multiplier, kh, kw, attrs)
+    let grid = [
+        (
+            1,
+            7,
+            7,
+            3,
+            1,
+            3,
+            3,
+            Conv2dAttrs::new((1, 1), (1, 1), (1, 1)),
+        ),
+        (
+            2,
+            13,
+            7,
+            2,
+            2,
+            3,
+            3,
+            Conv2dAttrs::new((2, 2), (1, 1), (1, 1)),
+        ),
+        (
+            1,
+            9,
+            11,
+            4,
+            1,
+            3,
+            3,
+            Conv2dAttrs::new((1, 1), (0, 0), (2, 2)).with_padding(2, 1, 0, 3),
+        ),
+        (
+            1,
+            8,
+            8,
+            1,
+            3,
+            5,
+            5,
+            Conv2dAttrs::new((2, 1), (2, 2), (1, 1)),
+        ),
+    ];
+    for (i, &(n, h, w, c, m, kh, kw, a)) in grid.iter().enumerate() {
+        let case = Case {
+            n,
+            h,
+            w,
+            ci: c,
+            co: c * m,
+            kh,
+            kw,
+            a: a.with_groups(c as i64),
+        };
+        let (oh, ow) = case.out_hw();
+        // NHWC, kernel [KH, KW, C, M].
+        let data = placeholder(&[n as i64, h as i64, w as i64, c as i64], F32, "data").unwrap();
+        let kern = placeholder(&[kh as i64, kw as i64, c as i64, m as i64], F32, "kernel").unwrap();
+        let out = ops::depthwise_conv2d_nhwc(&data, &kern, &a).unwrap();
+        let (dv, kv) = (
+            rand_vals(n * h * w * c, i as u64),
+            rand_vals(kh * kw * c * m, 50 + i as u64),
+        );
+        let got = interpret(&out, &[(&data, &dv), (&kern, &kv)]);
+        let mut want = vec![0.0; got.len()];
+        conv_ref(
+            &case,
+            |b, ch, y, x| {
+                if inside(y, h) && inside(x, w) {
+                    dv[((b * h + y as usize) * w + x as usize) * c + ch]
+                } else {
+                    0.0
+                }
+            },
+            |o, _, ky, kx| kv[((ky * kw + kx) * c + o / m) * m + o % m],
+            |b, o, y, x, v| want[((b * oh + y) * ow + x) * (c * m) + o] = v,
+        );
+        assert_close(&format!("depthwise nhwc case {i}"), &got, &want, 1e-4);
+        // NCHW, kernel [C, M, KH, KW].
+        let data = placeholder(&[n as i64, c as i64, h as i64, w as i64], F32, "data").unwrap();
+        let kern = placeholder(&[c as i64, m as i64, kh as i64, kw as i64], F32, "kernel").unwrap();
+        let out = ops::depthwise_conv2d_nchw(&data, &kern, &a).unwrap();
+        let got = interpret(&out, &[(&data, &dv), (&kern, &kv)]);
+        let mut want = vec![0.0; got.len()];
+        conv_ref(
+            &case,
+            |b, ch, y, x| {
+                if inside(y, h) && inside(x, w) {
+                    dv[((b * c + ch) * h + y as usize) * w + x as usize]
+                } else {
+                    0.0
+                }
+            },
+            |o, _, ky, kx| kv[(((o / m) * m + o % m) * kh + ky) * kw + kx],
+            |b, o, y, x, v| want[((b * (c * m) + o) * oh + y) * ow + x] = v,
+        );
+        assert_close(&format!("depthwise nchw case {i}"), &got, &want, 1e-4);
+    }
+}
+
+#[test]
+fn winograd_matches_direct_convolution() {
+    // (n, h, w, ci, co, padding, tile)
+    for (i, &(n, h, w, ci, co, p, tile)) in [
+        (1, 7, 7, 3, 4, [1, 1, 1, 1], 2),
+        (2, 6, 9, 2, 3, [1, 0, 1, 2], 2),
+        (1, 13, 7, 2, 2, [1, 1, 1, 1], 4),
+        (1, 8, 8, 3, 2, [0, 0, 0, 0], 4),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let data = placeholder(&[n, h, w, ci], F32, "data").unwrap();
+        let kern = placeholder(&[3, 3, ci, co], F32, "kernel").unwrap();
+        let (dv, kv) = (
+            rand_vals((n * h * w * ci) as usize, 5 + i as u64),
+            rand_vals((9 * ci * co) as usize, 55 + i as u64),
+        );
+        let pack = ops::winograd_weight_transform_nhwc(&kern, tile).unwrap();
+        let pv = interpret(&pack, &[(&kern, &kv)]);
+        let kp = placeholder(pack.shape(), F32, "kernel_pack").unwrap();
+        let out = ops::conv2d_winograd_nhwc(&data, &kp, p, tile).unwrap();
+        let got = interpret(&out, &[(&data, &dv), (&kp, &pv)]);
+        let direct = ops::conv2d_nhwc_with(
+            &data,
+            &kern,
+            &Conv2dAttrs::default().with_padding(p[0], p[1], p[2], p[3]),
+        )
+        .unwrap();
+        assert_eq!(out.shape(), direct.shape());
+        let want = interpret(&direct, &[(&data, &dv), (&kern, &kv)]);
+        assert_close(
+            &format!("winograd F({tile}x{tile},3x3) case {i}"),
+            &got,
+            &want,
+            1e-4,
+        );
+    }
+}
+
+#[test]
+fn conv2d_transpose_matches_scatter_reference() {
+    // (n, ci, h, w, co, kh, kw, stride, padding, output_padding)
+    let grid = [
+        (1, 2, 5, 5, 3, 3, 3, (2, 2), [1, 1, 1, 1], (1, 1)),
+        (2, 3, 4, 7, 2, 3, 2, (1, 2), [0, 1, 2, 0], (0, 1)),
+        (1, 1, 7, 3, 2, 4, 4, (3, 1), [2, 0, 1, 3], (2, 0)),
+    ];
+    for (i, &(n, ci, h, w, co, kh, kw, s, p, op)) in grid.iter().enumerate() {
+        let data = placeholder(&[n, ci, h, w], F32, "data").unwrap();
+        let kern = placeholder(&[ci, co, kh, kw], F32, "kernel").unwrap();
+        let out = ops::conv2d_transpose_nchw(&data, &kern, s, p, op).unwrap();
+        let (oh, ow) = (
+            (h - 1) * s.0 - p[0] - p[2] + kh + op.0,
+            (w - 1) * s.1 - p[1] - p[3] + kw + op.1,
+        );
+        assert_eq!(out.shape(), &[n, co, oh, ow], "case {i}");
+        let (dv, kv) = (
+            rand_vals((n * ci * h * w) as usize, 9 + i as u64),
+            rand_vals((ci * co * kh * kw) as usize, 90 + i as u64),
+        );
+        let got = interpret(&out, &[(&data, &dv), (&kern, &kv)]);
+        // Scatter: every input pixel adds its value times the kernel into the output.
+        let mut want = vec![0.0; got.len()];
+        for b in 0..n {
+            for c in 0..ci {
+                for y in 0..h {
+                    for x in 0..w {
+                        for o in 0..co {
+                            for ky in 0..kh {
+                                for kx in 0..kw {
+                                    let (oy, ox) = (y * s.0 + ky - p[0], x * s.1 + kx - p[1]);
+                                    if oy >= 0 && oy < oh && ox >= 0 && ox < ow {
+                                        want[(((b * co + o) * oh + oy) * ow + ox) as usize] += dv
+                                            [(((b * ci + c) * h + y) * w + x) as usize]
+                                            * kv[(((c * co + o) * kh + ky) * kw + kx) as usize];
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert_close(&format!("conv2d_transpose case {i}"), &got, &want, 1e-4);
+    }
+}
+
+#[test]
+fn packed_int8_conv2d_matches_reference() {
+    // data [N/1, C/16, H, W, 1, 16], kernel [O/16, C/16, KH, KW, 16, 16]
+    let (cb, ob, h, w, k, s, p) = (2i64, 1i64, 5i64, 6i64, 3i64, (2i64, 1i64), (1i64, 1i64));
+    let data = placeholder(&[1, cb, h, w, 1, 16], DataType::int(8), "data").unwrap();
+    let kern = placeholder(&[ob, cb, k, k, 16, 16], DataType::int(8), "kernel").unwrap();
+    let out = ops::conv2d_packed_int8(&data, &kern, s, p).unwrap();
+    assert_eq!(out.dtype(), DataType::int32());
+    let (oh, ow) = ((h + 2 * p.0 - k) / s.0 + 1, (w + 2 * p.1 - k) / s.1 + 1);
+    assert_eq!(out.shape(), &[1, ob, oh, ow, 1, 16]);
+    let to_i8 = |v: Vec<f64>| {
+        v.into_iter()
+            .map(|x| (x * 127.0).round())
+            .collect::<Vec<f64>>()
+    };
+    let dv = to_i8(rand_vals((cb * h * w * 16) as usize, 3));
+    let kv = to_i8(rand_vals((ob * cb * k * k * 256) as usize, 4));
+    let got = interpret(&out, &[(&data, &dv), (&kern, &kv)]);
+    let mut want = vec![0.0; got.len()];
+    for co in 0..(ob * 16) {
+        for y in 0..oh {
+            for x in 0..ow {
+                let mut acc = 0i64;
+                for ci in 0..(cb * 16) {
+                    for ky in 0..k {
+                        for kx in 0..k {
+                            let (iy, ix) = (y * s.0 + ky - p.0, x * s.1 + kx - p.1);
+                            if iy < 0 || ix < 0 || iy >= h || ix >= w {
+                                continue;
+                            }
+                            let dval = dv[((((ci / 16) * h + iy) * w + ix) * 16 + ci % 16) as usize]
+                                as i64;
+                            let kval = kv[(((((co / 16) * cb + ci / 16) * k + ky) * k + kx) * 16
+                                + co % 16) as usize
+                                * 16
+                                + (ci % 16) as usize] as i64;
+                            acc += dval * kval;
+                        }
+                    }
+                }
+                want[((((co / 16) * oh + y) * ow + x) * 16 + co % 16) as usize] = acc as f64;
+            }
+        }
+    }
+    assert_eq!(got, want);
+}
+
+fn attr_of(e: TeError) -> (String, String) {
+    match e {
+        TeError::BadAttr { op, attr, .. } => (op, attr),
+        other => panic!("expected BadAttr, got {other}"),
+    }
+}
+
+#[test]
+fn invalid_attributes_are_typed_errors() {
+    let d = placeholder(&[1, 5, 5, 4], F32, "data").unwrap();
+    let k = placeholder(&[3, 3, 4, 8], F32, "kernel").unwrap();
+    let big = placeholder(&[7, 7, 4, 8], F32, "kernel").unwrap();
+    let a = Conv2dAttrs::default();
+    assert_eq!(
+        attr_of(ops::conv2d_nhwc_with(&d, &big, &a).unwrap_err()),
+        ("conv2d_nhwc".into(), "kernel_size".into())
+    );
+    assert_eq!(
+        attr_of(ops::conv2d_nhwc_with(&d, &k, &a.with_padding(-1, 0, 0, 0)).unwrap_err()),
+        ("conv2d_nhwc".into(), "padding".into())
+    );
+    assert_eq!(
+        attr_of(
+            ops::conv2d_nhwc_with(
+                &d,
+                &k,
+                &Conv2dAttrs {
+                    stride: (0, 1),
+                    ..a
+                }
+            )
+            .unwrap_err()
+        ),
+        ("conv2d_nhwc".into(), "strides".into())
+    );
+    assert_eq!(
+        attr_of(
+            ops::conv2d_nhwc_with(
+                &d,
+                &k,
+                &Conv2dAttrs {
+                    dilation: (1, -2),
+                    ..a
+                }
+            )
+            .unwrap_err()
+        ),
+        ("conv2d_nhwc".into(), "dilation".into())
+    );
+    let kg = placeholder(&[3, 3, 2, 6], F32, "kernel").unwrap();
+    assert_eq!(
+        attr_of(ops::conv2d_nhwc_with(&d, &kg, &a.with_groups(3)).unwrap_err()),
+        ("group_conv2d_nhwc".into(), "groups".into())
+    );
+    assert!(
+        matches!(ops::conv2d_nhwc_with(&d, &kg, &a).unwrap_err(), TeError::BadShape { op, .. } if op == "conv2d_nhwc"),
+        "mismatched channels"
+    );
+    let dn = placeholder(&[1, 4, 5, 5], F32, "data").unwrap();
+    let kn = placeholder(&[8, 4, 3, 3], F32, "kernel").unwrap();
+    assert_eq!(
+        attr_of(ops::conv2d_nchw(&dn, &kn, &a.with_groups(0)).unwrap_err()),
+        ("group_conv2d_nchw".into(), "groups".into())
+    );
+    let kd = placeholder(&[3, 3, 5, 1], F32, "kernel").unwrap();
+    assert!(matches!(
+        ops::depthwise_conv2d_nhwc(&d, &kd, &a),
+        Err(TeError::BadShape { .. })
+    ));
+    let kp = placeholder(&[4, 4, 8, 4], F32, "kernel_pack").unwrap();
+    assert_eq!(
+        attr_of(ops::conv2d_winograd_nhwc(&d, &kp, [1; 4], 3).unwrap_err()),
+        ("conv2d_winograd_nhwc".into(), "tile_size".into())
+    );
+    assert_eq!(
+        attr_of(ops::conv2d_winograd_nhwc(&d, &kp, [1; 4], 4).unwrap_err()),
+        ("conv2d_winograd_nhwc".into(), "tile_size".into())
+    );
+    assert_eq!(
+        attr_of(ops::winograd_weight_transform_nhwc(&big, 2).unwrap_err()),
+        ("winograd_weight_transform".into(), "kernel_size".into())
+    );
+    let kt = placeholder(&[4, 2, 3, 3], F32, "kernel").unwrap();
+    assert_eq!(
+        attr_of(ops::conv2d_transpose_nchw(&dn, &kt, (2, 2), [1; 4], (2, 0)).unwrap_err()),
+        ("conv2d_transpose_nchw".into(), "output_padding".into())
+    );
+    assert_eq!(
+        attr_of(ops::conv2d_transpose_nchw(&dn, &kt, (2, 2), [3, 0, 0, 0], (0, 0)).unwrap_err()),
+        ("conv2d_transpose_nchw".into(), "padding".into())
+    );
+    let di = placeholder(&[1, 1, 5, 5, 1, 16], F32, "data").unwrap();
+    let ki = placeholder(&[1, 1, 3, 3, 16, 16], DataType::int(8), "kernel").unwrap();
+    assert_eq!(
+        attr_of(ops::conv2d_packed_int8(&di, &ki, (1, 1), (1, 1)).unwrap_err()),
+        ("conv2d_packed".into(), "dtype".into())
+    );
+    let e = ops::conv2d_nhwc_with(&d, &big, &a).unwrap_err().to_string();
+    assert!(
+        e.contains("conv2d_nhwc") && e.contains("kernel_size"),
+        "{e}"
+    );
+}
+
+#[test]
+fn flops_and_workload_keys() {
+    let conv = |dn: &str, kn: &str| -> Tensor {
+        let d = placeholder(&[1, 14, 14, 16], F32, dn).unwrap();
+        let k = placeholder(&[3, 3, 16, 32], F32, kn).unwrap();
+        ops::conv2d_nhwc(&d, &k, (1, 1), (1, 1), (1, 1)).unwrap()
+    };
+    let dag = ComputeDag::new(&[conv("placeholder", "placeholder")]).unwrap();
+    assert_eq!(dag.flop_count(), 2.0 * 14.0 * 14.0 * 32.0 * 9.0 * 16.0);
+    assert_eq!(
+        dag.workload_key(),
+        ComputeDag::new(&[conv("x", "w")]).unwrap().workload_key()
+    );
+    let d = placeholder(&[1, 7, 7, 8], F32, "d").unwrap();
+    let k = placeholder(&[3, 3, 8, 1], F32, "k").unwrap();
+    let dw = ComputeDag::new(&[ops::depthwise_conv2d_nhwc(
+        &d,
+        &k,
+        &Conv2dAttrs::new((1, 1), (1, 1), (1, 1)),
+    )
+    .unwrap()])
+    .unwrap();
+    assert_eq!(dw.flop_count(), 2.0 * 49.0 * 8.0 * 9.0);
+}
