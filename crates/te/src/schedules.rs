@@ -26,6 +26,27 @@ pub fn pick_factor(extent: i64, target: i64) -> i64 {
         .unwrap_or(1)
 }
 
+/// The largest power of two that divides `extent` and is at most `lanes`: a width the
+/// vectorizer turns into one vector register (1 when there is none).
+pub fn pick_vector(extent: i64, lanes: i64) -> i64 {
+    let mut v = 1;
+    while v * 2 <= lanes && extent % (v * 2) == 0 {
+        v *= 2;
+    }
+    v
+}
+
+/// The columns of a register tile: two vector registers when the extent allows, else the
+/// widest vector-friendly divisor, else a divisor.
+fn col_tile(n: i64, p: CpuParams) -> i64 {
+    let v = pick_vector(n, p.vector_lanes);
+    if v > 1 {
+        v * pick_factor(n / v, 2)
+    } else {
+        pick_factor(n, 2 * p.vector_lanes)
+    }
+}
+
 /// The loops of an accumulator tile (`cc`, computed at its consumer's tile): the
 /// reduction outermost, then the rows (unrolled), then the columns as whole vector
 /// registers (unrolled over registers, vectorized within one). Register-wide vectors
@@ -39,7 +60,7 @@ fn register_tile(
     ncols: i64,
     p: CpuParams,
 ) -> Result<(), ScheduleError> {
-    let (co, ci) = s.split(cc, cols, pick_factor(ncols, p.vector_lanes))?;
+    let (co, ci) = s.split(cc, cols, pick_vector(ncols, p.vector_lanes))?;
     let mut order: Vec<crate::IterVar> = reduce.to_vec();
     order.extend([rows.clone(), co.clone(), ci.clone()]);
     s.reorder(cc, &order)?;
@@ -56,7 +77,7 @@ pub fn schedule_matmul(s: &mut Schedule, c: &Tensor, p: CpuParams) -> Result<(),
     let cc = s.cache_write(c, StorageScope::Local)?;
     let ax = s.axis(c)?;
     let (m, n) = (c.shape()[0], c.shape()[1]);
-    let (mr, nr) = (pick_factor(m, 8), pick_factor(n, 2 * p.vector_lanes));
+    let (mr, nr) = (pick_factor(m, 8), col_tile(n, p));
     let (io, jo, _ii, ji) = s.tile(c, &ax[0], &ax[1], mr, nr)?;
     if p.vectorize {
         s.vectorize(c, &ji)?;
@@ -81,7 +102,7 @@ pub fn schedule_conv2d_nhwc(
     let cc = s.cache_write(conv, StorageScope::Local)?;
     let ax = s.axis(conv)?;
     let (w, f) = (conv.shape()[2], conv.shape()[3]);
-    let (xr, fr) = (pick_factor(w, 8), pick_factor(f, 2 * p.vector_lanes));
+    let (xr, fr) = (pick_factor(w, 8), col_tile(f, p));
     let (xo, xi) = s.split(conv, &ax[2], xr)?;
     let (fo, fi) = s.split(conv, &ax[3], fr)?;
     s.reorder(
@@ -116,7 +137,7 @@ pub fn schedule_injective(s: &mut Schedule, t: &Tensor, p: CpuParams) -> Result<
     let Some(last) = ax.last().cloned() else {
         return Ok(());
     };
-    let inner = pick_factor(*t.shape().last().unwrap_or(&1), p.vector_lanes);
+    let inner = pick_vector(*t.shape().last().unwrap_or(&1), p.vector_lanes);
     let mut outer = if inner > 1 {
         let (o, i) = s.split(t, &last, inner)?;
         if p.vectorize {
@@ -138,4 +159,156 @@ pub fn schedule_injective(s: &mut Schedule, t: &Tensor, p: CpuParams) -> Result<
         s.parallel(t, &rest[0])?;
     }
     Ok(())
+}
+
+/// conv2d NCHW: output channels × output columns per register tile (columns are
+/// contiguous in NCHW); the padded input at root.
+pub fn schedule_conv2d_nchw(
+    s: &mut Schedule,
+    conv: &Tensor,
+    p: CpuParams,
+) -> Result<(), ScheduleError> {
+    let cc = s.cache_write(conv, StorageScope::Local)?;
+    let ax = s.axis(conv)?;
+    let (f, w) = (conv.shape()[1], conv.shape()[3]);
+    let (fr, xr) = (pick_factor(f, 8), col_tile(w, p));
+    let (fo, fi) = s.split(conv, &ax[1], fr)?;
+    let (xo, xi) = s.split(conv, &ax[3], xr)?;
+    s.reorder(
+        conv,
+        &[
+            ax[0].clone(),
+            fo.clone(),
+            ax[2].clone(),
+            xo.clone(),
+            fi,
+            xi.clone(),
+        ],
+    )?;
+    if p.vectorize {
+        s.vectorize(conv, &xi)?;
+    }
+    s.compute_at(&cc, conv, &xo)?;
+    let cax = s.axis(&cc)?;
+    let r = s.reduce_axis(&cc)?;
+    register_tile(s, &cc, &r, &cax[1], &cax[3], xr, p)?;
+    if p.num_cores > 1 {
+        let fused = s.fuse(conv, &ax[0], &fo)?;
+        s.parallel(conv, &fused)?;
+    }
+    Ok(())
+}
+
+/// Depthwise conv2d: a tile of output pixels × channels (NHWC) or of rows × columns
+/// (NCHW), reduction window outermost inside the tile.
+pub fn schedule_depthwise(
+    s: &mut Schedule,
+    conv: &Tensor,
+    nhwc: bool,
+    p: CpuParams,
+) -> Result<(), ScheduleError> {
+    let cc = s.cache_write(conv, StorageScope::Local)?;
+    let ax = s.axis(conv)?;
+    // NHWC: rows = x (axis 2), columns = c (axis 3). NCHW: rows = y (axis 2), columns = x (axis 3).
+    let (rows_ext, cols_ext) = (conv.shape()[2], conv.shape()[3]);
+    let (rr, cr) = (pick_factor(rows_ext, 4), col_tile(cols_ext, p));
+    let (ro, ri) = s.split(conv, &ax[2], rr)?;
+    let (co, ci) = s.split(conv, &ax[3], cr)?;
+    s.reorder(
+        conv,
+        &[
+            ax[0].clone(),
+            ax[1].clone(),
+            ro.clone(),
+            co.clone(),
+            ri,
+            ci.clone(),
+        ],
+    )?;
+    if p.vectorize {
+        s.vectorize(conv, &ci)?;
+    }
+    s.compute_at(&cc, conv, &co)?;
+    let cax = s.axis(&cc)?;
+    let r = s.reduce_axis(&cc)?;
+    register_tile(s, &cc, &r, &cax[2], &cax[3], cr, p)?;
+    let _ = nhwc;
+    if p.num_cores > 1 {
+        let fused = s.fuse(conv, &ax[0], &ax[1])?;
+        s.parallel(conv, &fused)?;
+    }
+    Ok(())
+}
+
+/// dense `out[i, j] = Σ_k data[i, k] · weight[j, k]`: both operands are contiguous along
+/// `k`, so the reduction is factored (`rfactor`) into vector-wide partial sums kept in a
+/// register tile of 4 rows × 4 columns, then summed.
+pub fn schedule_dense(s: &mut Schedule, out: &Tensor, p: CpuParams) -> Result<(), ScheduleError> {
+    let k = s.reduce_axis(out)?;
+    let kext = k[0].extent().unwrap_or(1);
+    let v = pick_vector(kext, p.vector_lanes);
+    let (_ko, ki) = s.split(out, &k[0], v)?;
+    let rf = s.rfactor(out, &ki, 2)?;
+    let ax = s.axis(out)?;
+    let (m, n) = (out.shape()[0], out.shape()[1]);
+    let (io, jo, _ii, _ji) = s.tile(out, &ax[0], &ax[1], pick_factor(m, 4), pick_factor(n, 4))?;
+    s.compute_at(&rf, out, &jo)?;
+    let rax = s.axis(&rf)?;
+    let rk = s.reduce_axis(&rf)?;
+    let mut order = rk.clone();
+    order.extend([rax[0].clone(), rax[1].clone(), rax[2].clone()]);
+    s.reorder(&rf, &order)?;
+    s.unroll(&rf, &rax[0])?;
+    s.unroll(&rf, &rax[1])?;
+    if p.vectorize {
+        s.vectorize(&rf, &rax[2])?;
+    }
+    if p.num_cores > 1 {
+        s.parallel(out, &io)?;
+    }
+    Ok(())
+}
+
+/// Any other reduction: parallel over the outermost data-parallel axis.
+pub fn schedule_reduction(s: &mut Schedule, t: &Tensor, p: CpuParams) -> Result<(), ScheduleError> {
+    let ax = s.axis(t)?;
+    if p.num_cores > 1 {
+        if let Some(first) = ax.first() {
+            s.parallel(t, first)?;
+        }
+    }
+    Ok(())
+}
+
+/// The default schedule of a whole DAG: each computed stage by its operator family (its
+/// tag), the others (padding, constant matrices, elementwise producers) left at root,
+/// the outputs of elementwise families parallel and vectorized.
+pub fn default_schedule(outputs: &[Tensor], p: CpuParams) -> Result<Schedule, ScheduleError> {
+    let mut s = Schedule::create(outputs)?;
+    let ops: Vec<Tensor> = s
+        .stages
+        .iter()
+        .filter(|st| !st.is_placeholder())
+        .map(|st| st.op.clone())
+        .collect();
+    for t in &ops {
+        let tag = t.tag().to_string();
+        let reduces = !t.reduce_axis().is_empty();
+        match tag.as_str() {
+            "conv2d_nhwc" => schedule_conv2d_nhwc(&mut s, t, p)?,
+            "conv2d_nchw" => schedule_conv2d_nchw(&mut s, t, p)?,
+            "depthwise_conv2d_nhwc" => schedule_depthwise(&mut s, t, true, p)?,
+            "depthwise_conv2d_nchw" => schedule_depthwise(&mut s, t, false, p)?,
+            "dense" => schedule_dense(&mut s, t, p)?,
+            "matmul" if t.ndim() == 2 => schedule_matmul(&mut s, t, p)?,
+            _ if reduces => schedule_reduction(&mut s, t, p)?,
+            _ if outputs.contains(t)
+                || t.ndim() >= 1 && t.shape().iter().product::<i64>() >= 1024 =>
+            {
+                schedule_injective(&mut s, t, p)?
+            }
+            _ => {}
+        }
+    }
+    Ok(s)
 }

@@ -586,3 +586,59 @@ fn flops_and_workload_keys() {
     .unwrap();
     assert_eq!(dw.flop_count(), 2.0 * 49.0 * 8.0 * 9.0);
 }
+
+#[test]
+fn default_schedules_of_the_conv_family_compute_the_same() {
+    use tessera_te::schedules::{default_schedule, CpuParams};
+    let p = CpuParams {
+        vector_lanes: 8,
+        num_cores: 2,
+        vectorize: true,
+    };
+    let a = Conv2dAttrs::new((1, 1), (1, 1), (1, 1));
+    let mut cases: Vec<(Vec<Tensor>, Tensor)> = Vec::new();
+    let d = placeholder(&[1, 6, 16, 8], F32, "data").unwrap();
+    let k = placeholder(&[3, 3, 8, 16], F32, "kernel").unwrap();
+    cases.push((
+        vec![d.clone(), k.clone()],
+        ops::conv2d_nhwc_with(&d, &k, &a).unwrap(),
+    ));
+    let dn = placeholder(&[2, 4, 5, 16], F32, "data").unwrap();
+    let kn = placeholder(&[8, 4, 3, 3], F32, "kernel").unwrap();
+    cases.push((
+        vec![dn.clone(), kn.clone()],
+        ops::conv2d_nchw(&dn, &kn, &Conv2dAttrs::new((1, 1), (1, 1), (1, 1))).unwrap(),
+    ));
+    let kg = placeholder(&[8, 2, 3, 3], F32, "kernel").unwrap();
+    cases.push((
+        vec![dn.clone(), kg.clone()],
+        ops::conv2d_nchw(&dn, &kg, &a.with_groups(2)).unwrap(),
+    ));
+    let kd = placeholder(&[3, 3, 8, 1], F32, "kernel").unwrap();
+    cases.push((
+        vec![d.clone(), kd.clone()],
+        ops::depthwise_conv2d_nhwc(&d, &kd, &a).unwrap(),
+    ));
+    let kdn = placeholder(&[4, 2, 3, 3], F32, "kernel").unwrap();
+    cases.push((
+        vec![dn.clone(), kdn.clone()],
+        ops::depthwise_conv2d_nchw(&dn, &kdn, &Conv2dAttrs::new((2, 1), (1, 1), (1, 1))).unwrap(),
+    ));
+    let kp = placeholder(&[4, 4, 4, 8], F32, "kernel_pack").unwrap();
+    cases.push((
+        vec![d.clone(), kp.clone()],
+        ops::conv2d_winograd_nhwc(&d, &kp, [1; 4], 2).unwrap(),
+    ));
+    let kt = placeholder(&[4, 3, 3, 3], F32, "kernel").unwrap();
+    cases.push((
+        vec![dn.clone(), kt.clone()],
+        ops::conv2d_transpose_nchw(&dn, &kt, (2, 2), [1; 4], (1, 1)).unwrap(),
+    ));
+    for (ins, out) in cases {
+        let s =
+            default_schedule(&[out.clone()], p).unwrap_or_else(|e| panic!("{}: {e}", out.name()));
+        let mut args = ins.clone();
+        args.push(out.clone());
+        common::assert_same_as_unscheduled(&s, &[out], &args, ins.len());
+    }
+}
