@@ -360,10 +360,13 @@ pub fn depthwise_conv2d_nchw(
 
 // ----- Winograd -----
 
+/// A small dense matrix, row-major.
+pub type Matrix = Vec<Vec<f64>>;
+
 /// The Winograd transform matrices `(A, B, G)` of F(m×m, 3×3) for m = 2 or 4, as row-major
 /// nested vectors: `A` is α×m, `B` is α×α, `G` is α×3 (α = m + 2), such that
 /// `Y = Aᵀ [(G g Gᵀ) ⊙ (Bᵀ d B)] A`.
-pub fn winograd_matrices(m: i64) -> Option<(Vec<Vec<f64>>, Vec<Vec<f64>>, Vec<Vec<f64>>)> {
+pub fn winograd_matrices(m: i64) -> Option<(Matrix, Matrix, Matrix)> {
     let t = |rows: &[&[f64]]| -> Vec<Vec<f64>> {
         let (r, c) = (rows.len(), rows[0].len());
         (0..c)
