@@ -41,3 +41,13 @@ fn dag_conv2d_packed_int8() {
     let out = ops::conv2d_packed_int8(&d, &k, (1, 1), (1, 1)).unwrap();
     insta::assert_snapshot!(dag(&out));
 }
+
+#[test]
+fn dag_conv2d_nhwc_bias_relu_fused() {
+    let d = placeholder(&[1, 56, 56, 64], F32, "placeholder").unwrap();
+    let k = placeholder(&[3, 3, 64, 64], F32, "placeholder").unwrap();
+    let b = placeholder(&[1, 1, 1, 64], F32, "placeholder").unwrap();
+    let conv = ops::conv2d_nhwc(&d, &k, (1, 1), (1, 1), (1, 1)).unwrap();
+    let out = ops::relu(&ops::add(&conv, &b).unwrap()).unwrap();
+    insta::assert_snapshot!(dag(&out));
+}
