@@ -381,7 +381,7 @@ impl Machine<'_> {
                 .get(v)
                 .ok_or_else(|| InterpError::UnboundVar(v.name().to_string()))?],
             ExprNode::IntImm { value, .. } => vec![Scalar::I(*value)],
-            ExprNode::FloatImm { value, .. } => vec![Scalar::F(*value)],
+            ExprNode::FloatImm { value, .. } => vec![Scalar::F(*value).cast(dt)],
             ExprNode::Binary { op, a, b } => {
                 let (x, y) = (self.eval(a)?, self.eval(b)?);
                 let float = dt.is_float();

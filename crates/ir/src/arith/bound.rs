@@ -234,6 +234,11 @@ impl Analyzer {
             }
             _ => type_range,
         };
-        b.intersect(type_range)
+        // A result outside its type's range wraps around: nothing is known then.
+        if b.min >= type_range.min && b.max <= type_range.max {
+            b
+        } else {
+            type_range
+        }
     }
 }

@@ -249,7 +249,11 @@ impl Simplifier<'_> {
         if let (Some(x), Some(y)) = (a.as_int(), b.as_int()) {
             return Self::lit(e, if is_min { x.min(y) } else { x.max(y) });
         }
-        // Decide by the bounds of the difference.
+        // Decide by the bounds of the difference (not for unsigned types, where the
+        // difference wraps).
+        if a.dtype().is_uint() {
+            return e.clone();
+        }
         if let Some(d) =
             Linear::of(a).and_then(|la| Linear::of(b).and_then(|lb| la.add_scaled(&lb, -1)))
         {
@@ -336,7 +340,7 @@ impl Simplifier<'_> {
             };
             return Expr::bool(r);
         }
-        if !is_int_scalar(a) {
+        if !is_int_scalar(a) || a.dtype().is_uint() {
             return e.clone();
         }
         let Some(d) =

@@ -304,3 +304,196 @@ impl Lanes {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::buffer::Buffer;
+    use crate::dtype::DataType;
+    use crate::interp::{run, HostBuffer};
+    use crate::stmt::PrimFunc;
+
+    fn vloop(v: &Var, min: i64, extent: i64, body: Stmt) -> Stmt {
+        Stmt::for_loop(
+            v.clone(),
+            Expr::int(min),
+            Expr::int(extent),
+            ForKind::Vectorized,
+            body,
+        )
+    }
+
+    /// Runs `body` as written and vectorized on the same inputs (the interpreter runs
+    /// vector code too) and compares every buffer.
+    fn same_results(params: &[Buffer], body: &Stmt) -> Stmt {
+        let (vectorized, skipped) = vectorize_loops(body);
+        assert!(skipped.is_empty(), "{skipped:?}");
+        let inputs: Vec<HostBuffer> = params
+            .iter()
+            .map(|p| {
+                let shape: Vec<usize> = p
+                    .const_shape()
+                    .unwrap()
+                    .iter()
+                    .map(|d| *d as usize)
+                    .collect();
+                let n: usize = shape.iter().product();
+                let values: Vec<f64> = (0..n).map(|i| (i as f64 * 0.37).sin() * 4.0).collect();
+                HostBuffer::from_f64(p.dtype(), &shape, &values)
+            })
+            .collect();
+        let mut want = inputs.clone();
+        run(
+            &PrimFunc::new("f", params.to_vec(), body.clone()),
+            &mut want,
+        )
+        .unwrap();
+        let mut got = inputs;
+        run(
+            &PrimFunc::new("f", params.to_vec(), vectorized.clone()),
+            &mut got,
+        )
+        .unwrap();
+        assert_eq!(got, want, "{vectorized}");
+        vectorized
+    }
+
+    #[test]
+    fn contiguous_strided_and_offset_accesses_become_ramps() {
+        let a = Buffer::global("A", DataType::float32(), &[4, 32]);
+        let b = Buffer::global("B", DataType::float32(), &[4, 32]);
+        let (i, j, x) = (
+            Var::int("i"),
+            Var::int("j"),
+            Var::new("x", DataType::float32()),
+        );
+        let body = Stmt::for_loop(
+            j.clone(),
+            Expr::int(0),
+            Expr::int(4),
+            ForKind::Serial,
+            Stmt::seq(vec![
+                // Offset start, stride 2, reversed, broadcast, select with a scalar
+                // condition, if_then_else with a scalar condition, a let.
+                vloop(
+                    &i,
+                    3,
+                    8,
+                    Stmt::let_stmt(
+                        x.clone(),
+                        Expr::load(&a, vec![j.to_expr(), Expr::int(0)]),
+                        Stmt::store(
+                            &b,
+                            vec![j.to_expr(), &i * 2i64 + 1i64],
+                            Expr::load(&a, vec![j.to_expr(), Expr::int(31) - i.to_expr()])
+                                * x.to_expr()
+                                + Expr::select(
+                                    j.to_expr().gt(Expr::int(1)),
+                                    Expr::load(&a, vec![j.to_expr(), i.to_expr()]),
+                                    Expr::float(0.5),
+                                ),
+                        ),
+                    ),
+                ),
+                vloop(
+                    &i,
+                    0,
+                    4,
+                    Stmt::if_then(
+                        j.to_expr().lt(Expr::int(3)),
+                        Stmt::store(
+                            &b,
+                            vec![j.to_expr() + 1i64, i.to_expr()],
+                            Expr::if_then_else(
+                                j.to_expr().eq(Expr::int(0)),
+                                Expr::load(&a, vec![i.to_expr(), j.to_expr()]),
+                                Expr::float(-1.0),
+                            ),
+                        ),
+                    ),
+                ),
+            ]),
+        );
+        let v = same_results(&[a, b], &body);
+        let text = v.to_string();
+        assert!(!text.contains("vectorized"), "{text}");
+        // The strided index stays a ramp (base 3 * 2 + 1, stride 1 * 2).
+        assert!(text.contains("B[j, ramp(((3*2) + 1), (1*2), 8)]"), "{text}");
+    }
+
+    #[test]
+    fn loops_that_cannot_be_vector_code_stay_scalar_and_say_why() {
+        let a = Buffer::global("A", DataType::float32(), &[16]);
+        let i = Var::int("i");
+        let store = |v: Expr| Stmt::store(&a, vec![i.to_expr()], v);
+        let load = || Expr::load(&a, vec![i.to_expr()]);
+        let cases = [
+            (vloop(&i, 0, 6, store(Expr::float(1.0))), "power of two"),
+            (
+                vloop(
+                    &i,
+                    0,
+                    8,
+                    store(Expr::if_then_else(load().gt(0.0), load(), Expr::float(0.0))),
+                ),
+                "if_then_else condition",
+            ),
+            (
+                vloop(
+                    &i,
+                    0,
+                    8,
+                    Stmt::if_then(load().gt(0.0), store(Expr::float(0.0))),
+                ),
+                "a condition varies",
+            ),
+            (
+                vloop(&i, 0, 8, Stmt::store(&a, vec![Expr::int(0)], load())),
+                "does not vary",
+            ),
+            (
+                vloop(
+                    &i,
+                    0,
+                    8,
+                    Stmt::allocate(
+                        Buffer::global("t", DataType::float32(), &[1]),
+                        store(load()),
+                    ),
+                ),
+                "allocates",
+            ),
+            (vloop(&i, 0, 8, Stmt::evaluate(load())), "evaluates"),
+            (
+                vloop(
+                    &i,
+                    0,
+                    4,
+                    Stmt::for_loop(
+                        Var::int("p"),
+                        Expr::int(0),
+                        Expr::int(2),
+                        ForKind::Parallel,
+                        store(load()),
+                    ),
+                ),
+                "Parallel loop is nested",
+            ),
+        ];
+        for (s, why) in cases {
+            let (out, skipped) = vectorize_loops(&s);
+            assert_eq!(skipped.len(), 1, "{s}");
+            assert!(skipped[0].reason.contains(why), "{why}: {:?}", skipped[0]);
+            assert!(
+                matches!(
+                    out.node(),
+                    StmtNode::For {
+                        kind: ForKind::Serial,
+                        ..
+                    }
+                ),
+                "{out}"
+            );
+        }
+    }
+}
