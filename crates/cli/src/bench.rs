@@ -4,6 +4,8 @@
 //! - float32 matmul 1024×1024×1024: our default schedule vs `gemm::gemm` (sgemm, AVX-512
 //!   kernels via the crate's `x86-v4` feature);
 //! - the same loop nest without vectorization, to show what vectorization brings;
+//! - float32 dense 1024×1024×1024 (weight `[N, K]`): our default schedule vs the same
+//!   sgemm reading the weight transposed;
 //! - ResNet conv2d NHWC 1×56×56×64 ⊛ 3×3×64×64, stride 1, pad 1: our default schedule vs
 //!   im2col + the same sgemm (the im2col copy is part of the peer's time).
 
@@ -35,8 +37,8 @@ mod imp {
     use tessera_backends::{Backend, CpuBackend, Target};
     use tessera_ir::DataType;
     use tessera_runtime::{Module, NDArray, TimeEvaluator};
-    use tessera_te::schedules::{schedule_conv2d_nhwc, schedule_matmul, CpuParams};
-    use tessera_te::{lower, ops, placeholder, ComputeDag, Schedule, Tensor};
+    use tessera_te::schedules::{default_schedule, CpuParams};
+    use tessera_te::{lower, ops, placeholder, ComputeDag, Tensor};
 
     /// Which build of our schedule to time.
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -91,12 +93,7 @@ mod imp {
             num_cores: threads,
             vectorize,
         };
-        let mut s = Schedule::create(&[out.clone()])?;
-        if out.name() == "C" {
-            schedule_matmul(&mut s, out, p)?;
-        } else {
-            schedule_conv2d_nhwc(&mut s, out, p)?;
-        }
+        let s = default_schedule(&[out.clone()], p)?;
         let mut args = ins.to_vec();
         args.push(out.clone());
         let func = lower(&s, &args, &format!("{}_{threads}t_{variant:?}", out.name()))?;
@@ -140,6 +137,44 @@ mod imp {
                 b.as_ptr(),
                 1,
                 n as isize,
+                0.0f32,
+                1.0f32,
+                false,
+                false,
+                false,
+                par,
+            );
+        }
+    }
+
+    /// `c[m×n] = a[m×k] · wᵀ` with `w` stored `n×k` row-major (dense), with the gemm crate.
+    fn sgemm_nt(m: usize, n: usize, k: usize, a: &[f32], w: &[f32], c: &mut [f32], threads: usize) {
+        let par = if threads > 1 {
+            Parallelism::Rayon(threads)
+        } else {
+            Parallelism::None
+        };
+        assert!(
+            a.len() >= m * k && w.len() >= n * k && c.len() >= m * n,
+            "sgemm operand sizes"
+        );
+        // SAFETY: as in `sgemm`; the right-hand side is read with row stride 1 and column
+        // stride k, i.e. transposed.
+        unsafe {
+            gemm::gemm(
+                m,
+                n,
+                k,
+                c.as_mut_ptr(),
+                1,
+                n as isize,
+                false,
+                a.as_ptr(),
+                1,
+                k as isize,
+                w.as_ptr(),
+                k as isize,
+                1,
                 0.0f32,
                 1.0f32,
                 false,
@@ -278,6 +313,39 @@ mod imp {
                 peer: "unvectorized (C auto-vectorization off)".into(),
                 peer_ms: novec_ms,
                 flops,
+            });
+        }
+
+        // ----- dense 1024×1024×1024 (weight stored [N, K]) -----
+        let (td, tw) = (
+            placeholder(&[n as i64, n as i64], f32t, "data")?,
+            placeholder(&[n as i64, n as i64], f32t, "weight")?,
+        );
+        let tdense = ops::dense(&td, &tw, None)?;
+        let dflops = ComputeDag::new(&[tdense.clone()])?.flop_count();
+        let mut dv = vec![0f32; n * n];
+        sgemm_nt(n, n, n, &av, &bv, &mut dv, 1);
+        let dwant = NDArray::from_slice_f32(&[n, n], &dv)?;
+        for threads in [1, 2] {
+            let peer_ms = time(&ev, || {
+                sgemm_nt(n, n, n, &av, &bv, &mut dv, threads);
+                Ok(())
+            })?;
+            let (ins, inputs) = ([td.clone(), tw.clone()], [a_arr.clone(), b_arr.clone()]);
+            let case = Case {
+                ins: &ins,
+                out: &tdense,
+                inputs: &inputs,
+                want: &dwant,
+            };
+            let ours_ms = ours(&ev, &case, threads, Variant::Vectorized, dir.path())?;
+            rows.push(Row {
+                what: "dense 1024x1024x1024".into(),
+                threads,
+                ours_ms,
+                peer: "gemm sgemm (B transposed)".into(),
+                peer_ms,
+                flops: dflops,
             });
         }
 

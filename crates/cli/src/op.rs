@@ -7,13 +7,15 @@ use tessera_backends::{builtin_backend, Backend, HardwareParams, Target};
 use tessera_ir::interp::{self, HostBuffer};
 use tessera_ir::{DataType, PrimFunc};
 use tessera_runtime::{Module, NDArray, TimeEvaluator};
-use tessera_te::schedules::{schedule_conv2d_nhwc, schedule_injective, schedule_matmul, CpuParams};
+use tessera_te::schedules::{default_schedule, CpuParams};
 use tessera_te::{compute, lower, ops, placeholder, ComputeDag, Schedule, Tensor};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum OpKind {
     /// C[M, N] = A[M, K] · B[K, N]; --shape M,N,K
     Matmul,
+    /// out[M, N] = data[M, K] · weight[N, K]ᵀ (TVM's dense); --shape M,N,K
+    Dense,
     /// NHWC data ⊛ HWIO kernel; --shape N,H,W,C_IN,C_OUT,KH,KW with --stride/--pad/--dilation
     Conv2d,
     /// softmax over the last axis of a 2-D tensor; --shape ROWS,COLS
@@ -116,6 +118,14 @@ fn build_op(a: &OpArgs) -> Result<(Vec<Tensor>, Tensor)> {
             let c = ops::matmul(&x, &y)?;
             (vec![x, y], c)
         }
+        OpKind::Dense => {
+            want(3, "M,N,K")?;
+            let (m, n, k) = (a.shape[0], a.shape[1], a.shape[2]);
+            let x = placeholder(&[m, k], f32, "data")?;
+            let w = placeholder(&[n, k], f32, "weight")?;
+            let c = ops::dense(&x, &w, None)?;
+            (vec![x, w], c)
+        }
         OpKind::Conv2d => {
             want(7, "N,H,W,C_IN,C_OUT,KH,KW")?;
             let s = &a.shape;
@@ -149,31 +159,16 @@ fn build_op(a: &OpArgs) -> Result<(Vec<Tensor>, Tensor)> {
     })
 }
 
-fn make_schedule(
-    a: &OpArgs,
-    out: &Tensor,
-    kind: ScheduleKind,
-    hw: &HardwareParams,
-) -> Result<Schedule> {
-    let mut s = Schedule::create(&[out.clone()])?;
+fn make_schedule(out: &Tensor, kind: ScheduleKind, hw: &HardwareParams) -> Result<Schedule> {
     if kind == ScheduleKind::Naive {
-        return Ok(s);
+        return Ok(Schedule::create(&[out.clone()])?);
     }
     let p = CpuParams {
         vector_lanes: (hw.vector_unit_bytes / 4).max(1) as i64,
         num_cores: hw.num_cores,
         vectorize: true,
     };
-    match a.op {
-        OpKind::Matmul => schedule_matmul(&mut s, out, p)?,
-        OpKind::Conv2d => schedule_conv2d_nhwc(&mut s, out, p)?,
-        OpKind::Relu => schedule_injective(&mut s, out, p)?,
-        OpKind::Softmax => {
-            // The normalization is the output; its producers stay at root.
-            schedule_injective(&mut s, out, p)?;
-        }
-    }
-    Ok(s)
+    Ok(default_schedule(&[out.clone()], p)?)
 }
 
 fn build(backend: &dyn Backend, func: &PrimFunc, dir: &std::path::Path) -> Result<Module> {
@@ -194,7 +189,7 @@ pub fn run(a: OpArgs) -> Result<()> {
     let dag = ComputeDag::new(&[out.clone()])?;
     let mut args: Vec<Tensor> = inputs.clone();
     args.push(out.clone());
-    let sched = make_schedule(&a, &out, a.schedule, &hw)?;
+    let sched = make_schedule(&out, a.schedule, &hw)?;
     let func = lower(&sched, &args, &format!("{:?}", a.op).to_lowercase())?;
     let source = backend.codegen(&func)?;
     let dir = tempfile::tempdir().context("creating a build directory")?;
