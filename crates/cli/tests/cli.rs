@@ -29,6 +29,7 @@ fn every_operator_builds_checks_and_times() {
     let cases: &[&[&str]] = &[
         &["op", "matmul", "--shape", "48,40,24"],
         &["op", "matmul", "--shape", "13,7,5", "--schedule", "naive"],
+        &["op", "dense", "--shape", "8,32,48"],
         &["op", "conv2d", "--shape", "1,10,10,8,16,3,3", "--pad", "1"],
         &[
             "op",
