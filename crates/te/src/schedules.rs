@@ -5,7 +5,7 @@
 
 use crate::error::ScheduleError;
 use crate::schedule::Schedule;
-use crate::tensor::Tensor;
+use crate::tensor::{IterVar, Tensor};
 use tessera_ir::StorageScope;
 
 /// What the CPU schedules need to know about the machine.
@@ -92,44 +92,6 @@ pub fn schedule_matmul(s: &mut Schedule, c: &Tensor, p: CpuParams) -> Result<(),
     Ok(())
 }
 
-/// conv2d NHWC: output pixels along a row × output channels per register tile; the
-/// padded input is computed at root so the inner loop has no bounds checks.
-pub fn schedule_conv2d_nhwc(
-    s: &mut Schedule,
-    conv: &Tensor,
-    p: CpuParams,
-) -> Result<(), ScheduleError> {
-    let cc = s.cache_write(conv, StorageScope::Local)?;
-    let ax = s.axis(conv)?;
-    let (w, f) = (conv.shape()[2], conv.shape()[3]);
-    let (xr, fr) = (pick_factor(w, 8), col_tile(f, p));
-    let (xo, xi) = s.split(conv, &ax[2], xr)?;
-    let (fo, fi) = s.split(conv, &ax[3], fr)?;
-    s.reorder(
-        conv,
-        &[
-            ax[0].clone(),
-            ax[1].clone(),
-            xo.clone(),
-            fo.clone(),
-            xi,
-            fi.clone(),
-        ],
-    )?;
-    if p.vectorize {
-        s.vectorize(conv, &fi)?;
-    }
-    s.compute_at(&cc, conv, &fo)?;
-    let cax = s.axis(&cc)?;
-    let r = s.reduce_axis(&cc)?;
-    register_tile(s, &cc, &r, &cax[2], &cax[3], fr, p)?;
-    if p.num_cores > 1 {
-        let fused = s.fuse(conv, &ax[0], &ax[1])?;
-        s.parallel(conv, &fused)?;
-    }
-    Ok(())
-}
-
 /// An elementwise or injective stage: outer axes fused and parallel, innermost axis
 /// vectorized when its extent allows.
 pub fn schedule_injective(s: &mut Schedule, t: &Tensor, p: CpuParams) -> Result<(), ScheduleError> {
@@ -161,64 +123,33 @@ pub fn schedule_injective(s: &mut Schedule, t: &Tensor, p: CpuParams) -> Result<
     Ok(())
 }
 
-/// conv2d NCHW: output channels × output columns per register tile (columns are
-/// contiguous in NCHW); the padded input at root.
-pub fn schedule_conv2d_nchw(
+/// A convolution-like output of rank 4 whose last axis is contiguous: a register tile of
+/// `rows` (axis `rows_axis`, up to `row_target`) × columns (the last axis, two vector
+/// registers), the accumulator tile (a `local` cache) computed at the column tile with
+/// the whole reduction outermost, the two outer axes fused and parallel. Producers (the
+/// padded input) stay at root, so the inner loop has no bounds checks.
+fn schedule_conv_tile(
     s: &mut Schedule,
-    conv: &Tensor,
+    out: &Tensor,
+    rows_axis: usize,
+    row_target: i64,
     p: CpuParams,
 ) -> Result<(), ScheduleError> {
-    let cc = s.cache_write(conv, StorageScope::Local)?;
-    let ax = s.axis(conv)?;
-    let (f, w) = (conv.shape()[1], conv.shape()[3]);
-    let (fr, xr) = (pick_factor(f, 8), col_tile(w, p));
-    let (fo, fi) = s.split(conv, &ax[1], fr)?;
-    let (xo, xi) = s.split(conv, &ax[3], xr)?;
+    let cc = s.cache_write(out, StorageScope::Local)?;
+    let ax = s.axis(out)?;
+    let (rows, cols) = (out.shape()[rows_axis], out.shape()[3]);
+    let (rr, cr) = (pick_factor(rows, row_target), col_tile(cols, p));
+    let (ro, ri) = s.split(out, &ax[rows_axis], rr)?;
+    let (co, ci) = s.split(out, &ax[3], cr)?;
+    let outer: Vec<IterVar> = (0..3)
+        .filter(|d| *d != rows_axis)
+        .map(|d| ax[d].clone())
+        .collect();
     s.reorder(
-        conv,
+        out,
         &[
-            ax[0].clone(),
-            fo.clone(),
-            ax[2].clone(),
-            xo.clone(),
-            fi,
-            xi.clone(),
-        ],
-    )?;
-    if p.vectorize {
-        s.vectorize(conv, &xi)?;
-    }
-    s.compute_at(&cc, conv, &xo)?;
-    let cax = s.axis(&cc)?;
-    let r = s.reduce_axis(&cc)?;
-    register_tile(s, &cc, &r, &cax[1], &cax[3], xr, p)?;
-    if p.num_cores > 1 {
-        let fused = s.fuse(conv, &ax[0], &fo)?;
-        s.parallel(conv, &fused)?;
-    }
-    Ok(())
-}
-
-/// Depthwise conv2d: a tile of output pixels × channels (NHWC) or of rows × columns
-/// (NCHW), reduction window outermost inside the tile.
-pub fn schedule_depthwise(
-    s: &mut Schedule,
-    conv: &Tensor,
-    nhwc: bool,
-    p: CpuParams,
-) -> Result<(), ScheduleError> {
-    let cc = s.cache_write(conv, StorageScope::Local)?;
-    let ax = s.axis(conv)?;
-    // NHWC: rows = x (axis 2), columns = c (axis 3). NCHW: rows = y (axis 2), columns = x (axis 3).
-    let (rows_ext, cols_ext) = (conv.shape()[2], conv.shape()[3]);
-    let (rr, cr) = (pick_factor(rows_ext, 4), col_tile(cols_ext, p));
-    let (ro, ri) = s.split(conv, &ax[2], rr)?;
-    let (co, ci) = s.split(conv, &ax[3], cr)?;
-    s.reorder(
-        conv,
-        &[
-            ax[0].clone(),
-            ax[1].clone(),
+            outer[0].clone(),
+            outer[1].clone(),
             ro.clone(),
             co.clone(),
             ri,
@@ -226,18 +157,45 @@ pub fn schedule_depthwise(
         ],
     )?;
     if p.vectorize {
-        s.vectorize(conv, &ci)?;
+        s.vectorize(out, &ci)?;
     }
-    s.compute_at(&cc, conv, &co)?;
+    s.compute_at(&cc, out, &co)?;
     let cax = s.axis(&cc)?;
     let r = s.reduce_axis(&cc)?;
-    register_tile(s, &cc, &r, &cax[2], &cax[3], cr, p)?;
-    let _ = nhwc;
+    register_tile(s, &cc, &r, &cax[rows_axis], &cax[3], cr, p)?;
     if p.num_cores > 1 {
-        let fused = s.fuse(conv, &ax[0], &ax[1])?;
-        s.parallel(conv, &fused)?;
+        let fused = s.fuse(out, &outer[0], &outer[1])?;
+        s.parallel(out, &fused)?;
     }
     Ok(())
+}
+
+/// conv2d NHWC: 8 output pixels of a row × output channels per register tile.
+pub fn schedule_conv2d_nhwc(
+    s: &mut Schedule,
+    conv: &Tensor,
+    p: CpuParams,
+) -> Result<(), ScheduleError> {
+    schedule_conv_tile(s, conv, 2, 8, p)
+}
+
+/// conv2d NCHW: 8 output channels × output columns per register tile (columns are
+/// contiguous in NCHW).
+pub fn schedule_conv2d_nchw(
+    s: &mut Schedule,
+    conv: &Tensor,
+    p: CpuParams,
+) -> Result<(), ScheduleError> {
+    schedule_conv_tile(s, conv, 1, 8, p)
+}
+
+/// Depthwise conv2d: 4 pixels × channels (NHWC) or 4 rows × columns (NCHW) per tile.
+pub fn schedule_depthwise(
+    s: &mut Schedule,
+    conv: &Tensor,
+    p: CpuParams,
+) -> Result<(), ScheduleError> {
+    schedule_conv_tile(s, conv, 2, 4, p)
 }
 
 /// dense `out[i, j] = Σ_k data[i, k] · weight[j, k]`: both operands are contiguous along
@@ -297,8 +255,7 @@ pub fn default_schedule(outputs: &[Tensor], p: CpuParams) -> Result<Schedule, Sc
         match tag.as_str() {
             "conv2d_nhwc" => schedule_conv2d_nhwc(&mut s, t, p)?,
             "conv2d_nchw" => schedule_conv2d_nchw(&mut s, t, p)?,
-            "depthwise_conv2d_nhwc" => schedule_depthwise(&mut s, t, true, p)?,
-            "depthwise_conv2d_nchw" => schedule_depthwise(&mut s, t, false, p)?,
+            "depthwise_conv2d_nhwc" | "depthwise_conv2d_nchw" => schedule_depthwise(&mut s, t, p)?,
             "dense" => schedule_dense(&mut s, t, p)?,
             "matmul" if t.ndim() == 2 => schedule_matmul(&mut s, t, p)?,
             _ if reduces => schedule_reduction(&mut s, t, p)?,

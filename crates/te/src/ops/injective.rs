@@ -100,6 +100,42 @@ pub fn pad_with(
     })
 }
 
+/// TVM's C++ `topi::pad` (used by its pooling): axes `ax0, …`, tag `elemwise`, and a
+/// bound check only on the sides that are padded — so pooling DAGs print like TVM's.
+/// [`pad_with`] is the Python `topi.nn.pad` that convolutions use.
+pub(crate) fn pad_cpp(
+    x: &Tensor,
+    before: &[i64],
+    after: &[i64],
+    value: Expr,
+    name: &str,
+) -> Result<Tensor, TeError> {
+    let s = x.shape();
+    let out: Vec<i64> = (0..s.len()).map(|d| s[d] + before[d] + after[d]).collect();
+    let names: Vec<String> = (0..s.len()).map(|d| format!("ax{d}")).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    compute_tagged(&out, name, "elemwise", &refs, |ix| {
+        let mut sel = Vec::new();
+        let mut idx = Vec::with_capacity(s.len());
+        for d in 0..s.len() {
+            if before[d] != 0 {
+                sel.push(ix[d].ge(before[d]));
+                idx.push(&ix[d] - before[d]);
+            } else {
+                idx.push(ix[d].clone());
+            }
+            if after[d] != 0 {
+                sel.push(ix[d].lt(before[d] + s[d]));
+            }
+        }
+        if sel.is_empty() {
+            x.at(&idx)
+        } else {
+            Expr::if_then_else(Expr::all(sel), x.at(&idx), value)
+        }
+    })
+}
+
 // ----- reshape, flatten -----
 
 /// The element count of `shape`, or `None` when it overflows.

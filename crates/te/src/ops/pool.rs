@@ -239,39 +239,6 @@ fn compute_ax<B: Into<ComputeBody>>(
     compute_tagged(shape, name, tag, &refs, f)
 }
 
-/// TVM's C++ `topi::pad` with a constant `value`: `pad_before`/`pad_after` elements per
-/// dimension, axes `ax0, …`, tag `elemwise`.
-fn pad_const(
-    x: &Tensor,
-    before: &[i64],
-    after: &[i64],
-    value: Expr,
-    name: &str,
-) -> Result<Tensor, TeError> {
-    let s = x.shape();
-    let out: Vec<i64> = (0..s.len()).map(|d| s[d] + before[d] + after[d]).collect();
-    compute_ax(&out, name, "elemwise", |ix| {
-        let mut sel = Vec::new();
-        let mut idx = Vec::with_capacity(s.len());
-        for d in 0..s.len() {
-            if before[d] != 0 {
-                sel.push(ix[d].ge(before[d]));
-                idx.push(&ix[d] - before[d]);
-            } else {
-                idx.push(ix[d].clone());
-            }
-            if after[d] != 0 {
-                sel.push(ix[d].lt(before[d] + s[d]));
-            }
-        }
-        if sel.is_empty() {
-            x.at(&idx)
-        } else {
-            Expr::if_then_else(Expr::all(sel), x.at(&idx), value)
-        }
-    })
-}
-
 /// `n` as a constant of `dtype` or, for a non-constant, converted to it (TVM's binary
 /// operator type matching: an int32 divisor of a float sum is cast).
 fn as_dtype(dtype: DataType, e: Expr) -> Expr {
@@ -392,7 +359,7 @@ fn pool_impl_nd(op: &str, x: &Tensor, pool_type: PoolType, p: &PoolNd) -> Result
             PoolType::Max => ReduceOp::Max.identity(dt),
             PoolType::Avg => Expr::constant(dt, 0.0),
         };
-        pad_const(x, &pad_before, &pad_after, value, "pad_temp")?
+        super::injective::pad_cpp(x, &pad_before, &pad_after, value, "pad_temp")?
     } else {
         x.clone()
     };
