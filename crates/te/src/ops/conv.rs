@@ -178,93 +178,159 @@ pub fn conv2d_nhwc(
     conv2d_nhwc_with(data, kernel, &Conv2dAttrs::new(stride, padding, dilation))
 }
 
+/// 2-D convolution in either layout, kernel HWIO (NHWC) or OIHW (NCHW), `I` = input
+/// channels / groups: TVM's `conv2d_nhwc` / `conv2d_nchw` (`group_conv2d_*` with groups),
+/// with its stage (`pad_temp`), axis and reduce-axis names and order.
+fn conv2d(
+    layout: Layout,
+    data: &Tensor,
+    kernel: &Tensor,
+    a: &Conv2dAttrs,
+) -> Result<Tensor, TeError> {
+    let op = match (layout, a.groups == 1) {
+        (Layout::Nhwc, true) => "conv2d_nhwc",
+        (Layout::Nhwc, false) => "group_conv2d_nhwc",
+        (Layout::Nchw, true) => "conv2d_nchw",
+        (Layout::Nchw, false) => "group_conv2d_nchw",
+    };
+    rank4(op, data, kernel)?;
+    let (d, k) = (data.shape().to_vec(), kernel.shape().to_vec());
+    let (n, cin, h, w) = layout.dims(&d);
+    // (output channels, input channels per group, kh, kw)
+    let (cout, kcin, kh, kw) = match layout {
+        Layout::Nhwc => (k[3], k[2], k[0], k[1]),
+        Layout::Nchw => (k[0], k[1], k[2], k[3]),
+    };
+    check_groups(op, a.groups, cin, cout, kcin)?;
+    let (oh, ow) = a.output_hw(op, h, w, kh, kw)?;
+    let (before, after) = layout.pad(a.padding);
+    let padded = pad(data, &before, &after, "pad_temp")?;
+    let (ry, rx, rc) = (
+        reduce_axis(kh, "ry"),
+        reduce_axis(kw, "rx"),
+        reduce_axis(kcin, "rc"),
+    );
+    let (cin_g, cout_g) = (cin / a.groups, cout / a.groups);
+    let names = layout.order("nn", "ff", "yy", "xx");
+    let raxes = match layout {
+        Layout::Nhwc => [ry.clone(), rx.clone(), rc.clone()],
+        Layout::Nchw => [rc.clone(), ry.clone(), rx.clone()],
+    };
+    compute_tagged(&layout.order(n, cout, oh, ow), op, op, &names, |ix| {
+        let (nn, ff, yy, xx) = match layout {
+            Layout::Nhwc => (&ix[0], &ix[3], &ix[1], &ix[2]),
+            Layout::Nchw => (&ix[0], &ix[1], &ix[2], &ix[3]),
+        };
+        let y = scaled(yy, a.stride.0) + scaled(&ry.expr(), a.dilation.0);
+        let x = scaled(xx, a.stride.1) + scaled(&rx.expr(), a.dilation.1);
+        let c = if a.groups == 1 {
+            rc.expr()
+        } else {
+            Expr::floordiv(ff.clone(), Expr::int(cout_g)) * cin_g + rc.expr()
+        };
+        let kidx = match layout {
+            Layout::Nhwc => vec![ry.expr(), rx.expr(), rc.expr(), ff.clone()],
+            Layout::Nchw => vec![ff.clone(), rc.expr(), ry.expr(), rx.expr()],
+        };
+        sum(
+            padded.at(&layout.order(nn.clone(), c, y, x)) * kernel.at(&kidx),
+            &raxes,
+        )
+    })
+}
+
 /// 2-D convolution, data NHWC, kernel HWIO (`I` = input channels / groups).
 pub fn conv2d_nhwc_with(
     data: &Tensor,
     kernel: &Tensor,
     a: &Conv2dAttrs,
 ) -> Result<Tensor, TeError> {
-    let op = if a.groups == 1 {
-        "conv2d_nhwc"
-    } else {
-        "group_conv2d_nhwc"
-    };
-    rank4(op, data, kernel)?;
-    let (d, k) = (data.shape().to_vec(), kernel.shape().to_vec());
-    check_groups(op, a.groups, d[3], k[3], k[2])?;
-    let (oh, ow) = a.output_hw(op, d[1], d[2], k[0], k[1])?;
-    let padded = pad(
-        data,
-        &[0, a.padding[0], a.padding[1], 0],
-        &[0, a.padding[2], a.padding[3], 0],
-        "pad_temp",
-    )?;
-    let (ry, rx, rc) = (
-        reduce_axis(k[0], "ry"),
-        reduce_axis(k[1], "rx"),
-        reduce_axis(k[2], "rc"),
-    );
-    let (cin_g, cout_g) = (d[3] / a.groups, k[3] / a.groups);
-    compute_tagged(
-        &[d[0], oh, ow, k[3]],
-        op,
-        op,
-        &["nn", "yy", "xx", "ff"],
-        |ix| {
-            let y = scaled(&ix[1], a.stride.0) + scaled(&ry.expr(), a.dilation.0);
-            let x = scaled(&ix[2], a.stride.1) + scaled(&rx.expr(), a.dilation.1);
-            let c = if a.groups == 1 {
-                rc.expr()
-            } else {
-                Expr::floordiv(ix[3].clone(), Expr::int(cout_g)) * cin_g + rc.expr()
-            };
-            let src = padded.at(&[ix[0].clone(), y, x, c])
-                * kernel.at(&[ry.expr(), rx.expr(), rc.expr(), ix[3].clone()]);
-            sum(src, &[ry.clone(), rx.clone(), rc.clone()])
-        },
-    )
+    conv2d(Layout::Nhwc, data, kernel, a)
 }
 
 /// 2-D convolution, data NCHW, kernel OIHW (`I` = input channels / groups) — TVM's
 /// `conv2d_nchw` / `group_conv2d_nchw`.
 pub fn conv2d_nchw(data: &Tensor, kernel: &Tensor, a: &Conv2dAttrs) -> Result<Tensor, TeError> {
-    let op = if a.groups == 1 {
-        "conv2d_nchw"
-    } else {
-        "group_conv2d_nchw"
-    };
+    conv2d(Layout::Nchw, data, kernel, a)
+}
+
+/// The two data layouts of 2-D convolutions and where their axes are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Layout {
+    Nhwc,
+    Nchw,
+}
+
+impl Layout {
+    /// `(n, c, h, w)` of a data shape.
+    fn dims(self, d: &[i64]) -> (i64, i64, i64, i64) {
+        match self {
+            Layout::Nhwc => (d[0], d[3], d[1], d[2]),
+            Layout::Nchw => (d[0], d[1], d[2], d[3]),
+        }
+    }
+    /// A data shape or index from its `(n, c, h, w)` parts.
+    fn order<T>(self, n: T, c: T, h: T, w: T) -> Vec<T> {
+        match self {
+            Layout::Nhwc => vec![n, h, w, c],
+            Layout::Nchw => vec![n, c, h, w],
+        }
+    }
+    /// The pad widths (before, after) of the data for `[top, left, bottom, right]`.
+    fn pad(self, p: [i64; 4]) -> (Vec<i64>, Vec<i64>) {
+        (self.order(0, 0, p[0], p[1]), self.order(0, 0, p[2], p[3]))
+    }
+}
+
+/// Depthwise conv2d in either layout: kernel `[KH, KW, C, M]` (NHWC) or `[C, M, KH, KW]`
+/// (NCHW), M the channel multiplier; the output has C·M channels. TVM's stage names:
+/// `PaddedInput`, `DepthwiseConv2d`.
+fn depthwise(
+    op: &str,
+    layout: Layout,
+    data: &Tensor,
+    kernel: &Tensor,
+    a: &Conv2dAttrs,
+) -> Result<Tensor, TeError> {
     rank4(op, data, kernel)?;
     let (d, k) = (data.shape().to_vec(), kernel.shape().to_vec());
-    check_groups(op, a.groups, d[1], k[0], k[1])?;
-    let (oh, ow) = a.output_hw(op, d[2], d[3], k[2], k[3])?;
-    let padded = pad(
-        data,
-        &[0, 0, a.padding[0], a.padding[1]],
-        &[0, 0, a.padding[2], a.padding[3]],
-        "pad_temp",
-    )?;
-    let (rc, ry, rx) = (
-        reduce_axis(k[1], "rc"),
-        reduce_axis(k[2], "ry"),
-        reduce_axis(k[3], "rx"),
-    );
-    let (cin_g, cout_g) = (d[1] / a.groups, k[0] / a.groups);
+    let (n, c, h, w) = layout.dims(&d);
+    let (kc, m, kh, kw) = match layout {
+        Layout::Nhwc => (k[2], k[3], k[0], k[1]),
+        Layout::Nchw => (k[0], k[1], k[2], k[3]),
+    };
+    if kc != c {
+        return Err(shape_err(
+            op,
+            &d,
+            format!("the kernel has {kc} channels, the data {c}"),
+        ));
+    }
+    let (oh, ow) = a.output_hw(op, h, w, kh, kw)?;
+    let (before, after) = layout.pad(a.padding);
+    let padded = pad(data, &before, &after, "PaddedInput")?;
+    let (di, dj) = (reduce_axis(kh, "di"), reduce_axis(kw, "dj"));
+    let names = layout.order("b", "c", "i", "j");
     compute_tagged(
-        &[d[0], k[0], oh, ow],
+        &layout.order(n, c * m, oh, ow),
+        "DepthwiseConv2d",
         op,
-        op,
-        &["nn", "ff", "yy", "xx"],
+        &names,
         |ix| {
-            let y = scaled(&ix[2], a.stride.0) + scaled(&ry.expr(), a.dilation.0);
-            let x = scaled(&ix[3], a.stride.1) + scaled(&rx.expr(), a.dilation.1);
-            let c = if a.groups == 1 {
-                rc.expr()
-            } else {
-                Expr::floordiv(ix[1].clone(), Expr::int(cout_g)) * cin_g + rc.expr()
+            let (b, oc, y, x) = match layout {
+                Layout::Nhwc => (&ix[0], &ix[3], &ix[1], &ix[2]),
+                Layout::Nchw => (&ix[0], &ix[1], &ix[2], &ix[3]),
             };
-            let src = padded.at(&[ix[0].clone(), c, y, x])
-                * kernel.at(&[ix[1].clone(), rc.expr(), ry.expr(), rx.expr()]);
-            sum(src, &[rc.clone(), ry.clone(), rx.clone()])
+            let iy = scaled(y, a.stride.0) + scaled(&di.expr(), a.dilation.0);
+            let ixx = scaled(x, a.stride.1) + scaled(&dj.expr(), a.dilation.1);
+            let cin = simplify(&Expr::floordiv(oc.clone(), Expr::int(m)));
+            let cm = simplify(&Expr::floormod(oc.clone(), Expr::int(m)));
+            let kidx = match layout {
+                Layout::Nhwc => vec![di.expr(), dj.expr(), cin.clone(), cm],
+                Layout::Nchw => vec![cin.clone(), cm, di.expr(), dj.expr()],
+            };
+            let v = padded.at(&layout.order(b.clone(), cin, iy, ixx)) * kernel.at(&kidx);
+            sum(v, &[di.clone(), dj.clone()])
         },
     )
 }
@@ -276,42 +342,7 @@ pub fn depthwise_conv2d_nhwc(
     kernel: &Tensor,
     a: &Conv2dAttrs,
 ) -> Result<Tensor, TeError> {
-    let op = "depthwise_conv2d_nhwc";
-    rank4(op, data, kernel)?;
-    let (d, k) = (data.shape().to_vec(), kernel.shape().to_vec());
-    if k[2] != d[3] {
-        return Err(shape_err(
-            op,
-            &d,
-            format!("the kernel has {} channels, the data {}", k[2], d[3]),
-        ));
-    }
-    let (oh, ow) = a.output_hw(op, d[1], d[2], k[0], k[1])?;
-    let m = k[3];
-    let padded = pad(
-        data,
-        &[0, a.padding[0], a.padding[1], 0],
-        &[0, a.padding[2], a.padding[3], 0],
-        "PaddedInput",
-    )?;
-    let (di, dj) = (reduce_axis(k[0], "di"), reduce_axis(k[1], "dj"));
-    compute_tagged(
-        &[d[0], oh, ow, d[3] * m],
-        "DepthwiseConv2d",
-        op,
-        &["b", "i", "j", "c"],
-        |ix| {
-            let y = scaled(&ix[1], a.stride.0) + scaled(&di.expr(), a.dilation.0);
-            let x = scaled(&ix[2], a.stride.1) + scaled(&dj.expr(), a.dilation.1);
-            let cin = simplify(&Expr::floordiv(ix[3].clone(), Expr::int(m)));
-            let cm = simplify(&Expr::floormod(ix[3].clone(), Expr::int(m)));
-            sum(
-                padded.at(&[ix[0].clone(), y, x, cin.clone()])
-                    * kernel.at(&[di.expr(), dj.expr(), cin, cm]),
-                &[di.clone(), dj.clone()],
-            )
-        },
-    )
+    depthwise("depthwise_conv2d_nhwc", Layout::Nhwc, data, kernel, a)
 }
 
 /// Depthwise conv2d, data NCHW, kernel [C, M, KH, KW] (TVM's `depthwise_conv2d_nchw`).
@@ -320,42 +351,7 @@ pub fn depthwise_conv2d_nchw(
     kernel: &Tensor,
     a: &Conv2dAttrs,
 ) -> Result<Tensor, TeError> {
-    let op = "depthwise_conv2d_nchw";
-    rank4(op, data, kernel)?;
-    let (d, k) = (data.shape().to_vec(), kernel.shape().to_vec());
-    if k[0] != d[1] {
-        return Err(shape_err(
-            op,
-            &d,
-            format!("the kernel has {} channels, the data {}", k[0], d[1]),
-        ));
-    }
-    let (oh, ow) = a.output_hw(op, d[2], d[3], k[2], k[3])?;
-    let m = k[1];
-    let padded = pad(
-        data,
-        &[0, 0, a.padding[0], a.padding[1]],
-        &[0, 0, a.padding[2], a.padding[3]],
-        "PaddedInput",
-    )?;
-    let (di, dj) = (reduce_axis(k[2], "di"), reduce_axis(k[3], "dj"));
-    compute_tagged(
-        &[d[0], d[1] * m, oh, ow],
-        "DepthwiseConv2d",
-        op,
-        &["b", "c", "i", "j"],
-        |ix| {
-            let y = scaled(&ix[2], a.stride.0) + scaled(&di.expr(), a.dilation.0);
-            let x = scaled(&ix[3], a.stride.1) + scaled(&dj.expr(), a.dilation.1);
-            let cin = simplify(&Expr::floordiv(ix[1].clone(), Expr::int(m)));
-            let cm = simplify(&Expr::floormod(ix[1].clone(), Expr::int(m)));
-            sum(
-                padded.at(&[ix[0].clone(), cin.clone(), y, x])
-                    * kernel.at(&[cin, cm, di.expr(), dj.expr()]),
-                &[di.clone(), dj.clone()],
-            )
-        },
-    )
+    depthwise("depthwise_conv2d_nchw", Layout::Nchw, data, kernel, a)
 }
 
 // ----- Winograd -----
