@@ -1,0 +1,381 @@
+//! `tessera-plugin`: the plugin interface of Tessera.
+//!
+//! A plugin is a `cdylib` that implements [`Plugin`] and calls [`export_plugin!`]. What
+//! crosses the boundary is the stable-ABI root module [`PluginRoot`]: plain function
+//! pointers over `abi_stable`'s `RString`/`RVec`/`RResult`, carrying serialized core
+//! values (JSON of an [`Envelope`] with [`PLUGIN_SCHEMA_VERSION`]). Every use of
+//! `abi_stable` is in this crate; a plugin's logic only sees [`Plugin`].
+//!
+//! The [`loader`] checks a file before trusting it (a shared object; exports a root
+//! module; layouts match; schema version matches) and never unloads what it loaded.
+//! Every entry point catches panics, so a panicking plugin becomes an error here.
+
+pub mod loader;
+
+pub use abi_stable;
+use abi_stable::std_types::{RResult, RSlice, RStr, RString, RVec};
+use abi_stable::{
+    declare_root_module_statics, library::RootModule, package_version_strings,
+    sabi_types::VersionStrings, StableAbi,
+};
+use serde::{Deserialize, Serialize};
+use tessera_backends::HardwareParams;
+use tessera_ir::PrimFunc;
+
+pub use loader::{discover, load_file, plugin_dirs, LoadedPlugin, Origin, PluginError, Registry};
+
+/// The version of everything that crosses the boundary: the root module's functions and
+/// the serialized core values. A plugin built against another version is refused.
+pub const PLUGIN_SCHEMA_VERSION: u32 = 1000 + tessera_ir::SCHEMA_VERSION;
+
+/// A serialized core value with the schema version it was written with.
+#[derive(Serialize, Deserialize)]
+pub struct Envelope<T> {
+    pub schema: u32,
+    pub value: T,
+}
+
+/// Serializes `value` for the boundary.
+pub fn seal<T: Serialize>(value: &T) -> String {
+    serde_json::to_string(&Envelope {
+        schema: PLUGIN_SCHEMA_VERSION,
+        value,
+    })
+    .unwrap_or_default()
+}
+
+/// Reads a value sealed on the other side of the boundary.
+pub fn unseal<T: for<'de> Deserialize<'de>>(text: &str) -> Result<T, String> {
+    let e: Envelope<T> = serde_json::from_str(text).map_err(|e| format!("malformed value: {e}"))?;
+    if e.schema != PLUGIN_SCHEMA_VERSION {
+        return Err(format!(
+            "value written with schema {}, expected {PLUGIN_SCHEMA_VERSION}",
+            e.schema
+        ));
+    }
+    Ok(e.value)
+}
+
+/// How to time a kernel (TVM's conventions).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TimeConfig {
+    pub number: u32,
+    pub repeat: u32,
+    pub min_repeat_ms: f64,
+}
+
+/// The callback a search strategy measures through: `call(ctx, candidates)` measures a
+/// batch of candidates (JSON) and returns their results (JSON).
+#[repr(C)]
+#[derive(StableAbi, Clone, Copy)]
+pub struct Measure {
+    pub ctx: usize,
+    pub call: extern "C" fn(ctx: usize, candidates: RString) -> RResult<RString, RString>,
+}
+
+/// The root module every plugin exports.
+#[repr(C)]
+#[derive(StableAbi)]
+#[sabi(kind(Prefix(prefix_ref = PluginRootRef)))]
+#[sabi(missing_field(panic))]
+pub struct PluginRoot {
+    pub schema_version: extern "C" fn() -> u32,
+    pub name: extern "C" fn() -> RString,
+    pub version: extern "C" fn() -> RString,
+    /// The target kinds it provides backends for.
+    pub backends: extern "C" fn() -> RVec<RString>,
+    /// The search strategies / tuners it provides, by name.
+    pub strategies: extern "C" fn() -> RVec<RString>,
+    /// `HardwareParams` (sealed JSON) of a target string.
+    pub hardware_params: extern "C" fn(target: RStr<'_>) -> RResult<RString, RString>,
+    /// Source code of a sealed `PrimFunc`.
+    pub codegen: extern "C" fn(target: RStr<'_>, func: RStr<'_>) -> RResult<RString, RString>,
+    /// A loadable artifact (bytes) of a sealed `PrimFunc`.
+    pub build: extern "C" fn(target: RStr<'_>, func: RStr<'_>) -> RResult<RVec<u8>, RString>,
+    /// Runs an artifact on the device: arguments in (host bytes), arguments out.
+    pub run: extern "C" fn(
+        target: RStr<'_>,
+        artifact: RSlice<'_, u8>,
+        func: RStr<'_>,
+        args: RVec<RVec<u8>>,
+    ) -> RResult<RVec<RVec<u8>>, RString>,
+    /// Times an artifact: seconds per call of each repeat.
+    pub time: extern "C" fn(
+        target: RStr<'_>,
+        artifact: RSlice<'_, u8>,
+        func: RStr<'_>,
+        args: RVec<RVec<u8>>,
+        config: RStr<'_>,
+    ) -> RResult<RVec<f64>, RString>,
+    /// Runs a search strategy on a sealed task within `budget` trials, measuring
+    /// candidates through `measure`; returns the best found (sealed JSON).
+    #[sabi(last_prefix_field)]
+    pub search: extern "C" fn(
+        strategy: RStr<'_>,
+        task: RStr<'_>,
+        budget: u32,
+        measure: Measure,
+    ) -> RResult<RString, RString>,
+}
+
+impl RootModule for PluginRootRef {
+    declare_root_module_statics! {PluginRootRef}
+    const BASE_NAME: &'static str = "tessera_plugin";
+    const NAME: &'static str = "tessera_plugin";
+    const VERSION_STRINGS: VersionStrings = package_version_strings!();
+}
+
+/// What a plugin implements. Every method has a default that says it is not provided.
+pub trait Plugin: Send + Sync + 'static {
+    fn name(&self) -> String;
+    fn version(&self) -> String;
+    /// Target kinds this plugin compiles for (e.g. `cuda`, or a kind of its own).
+    fn backends(&self) -> Vec<String> {
+        Vec::new()
+    }
+    /// Search strategies / tuners, by name.
+    fn strategies(&self) -> Vec<String> {
+        Vec::new()
+    }
+    fn hardware_params(&self, target: &str) -> Result<HardwareParams, String> {
+        Err(format!(
+            "`{}` provides no backend for `{target}`",
+            self.name()
+        ))
+    }
+    fn codegen(&self, target: &str, func: &PrimFunc) -> Result<String, String> {
+        let _ = func;
+        Err(format!(
+            "`{}` provides no backend for `{target}`",
+            self.name()
+        ))
+    }
+    fn build(&self, target: &str, func: &PrimFunc) -> Result<Vec<u8>, String> {
+        let _ = func;
+        Err(format!(
+            "`{}` provides no backend for `{target}`",
+            self.name()
+        ))
+    }
+    /// Runs `artifact` with the arguments' bytes, in place.
+    fn run(
+        &self,
+        target: &str,
+        artifact: &[u8],
+        func: &PrimFunc,
+        args: &mut [Vec<u8>],
+    ) -> Result<(), String> {
+        let _ = (artifact, func, args);
+        Err(format!(
+            "`{}` provides no device for `{target}`",
+            self.name()
+        ))
+    }
+    /// Times `artifact`: seconds per call of each repeat.
+    fn time(
+        &self,
+        target: &str,
+        artifact: &[u8],
+        func: &PrimFunc,
+        args: &mut [Vec<u8>],
+        config: TimeConfig,
+    ) -> Result<Vec<f64>, String> {
+        let _ = (artifact, func, args, config);
+        Err(format!(
+            "`{}` provides no device for `{target}`",
+            self.name()
+        ))
+    }
+    /// Searches `task` with `strategy`, measuring batches through `measure`.
+    fn search(
+        &self,
+        strategy: &str,
+        task: &str,
+        budget: u32,
+        measure: &mut dyn FnMut(&str) -> Result<String, String>,
+    ) -> Result<String, String> {
+        let _ = (task, budget, measure);
+        Err(format!(
+            "`{}` provides no search strategy `{strategy}`",
+            self.name()
+        ))
+    }
+}
+
+/// Runs `f`, turning a panic into an error that names the plugin entry point.
+pub fn guard<T>(what: &str, f: impl FnOnce() -> Result<T, String>) -> RResult<T, RString> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(Ok(v)) => RResult::ROk(v),
+        Ok(Err(e)) => RResult::RErr(e.into()),
+        Err(p) => {
+            let msg = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            RResult::RErr(format!("panicked in {what}: {msg}").into())
+        }
+    }
+}
+
+/// Calls `f`, falling back to `default` if it panics (for the infallible entries).
+pub fn guard_infallible<T>(f: impl FnOnce() -> T, default: T) -> T {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or(default)
+}
+
+/// Support for [`export_plugin!`]: the root module of a `Plugin` instance, with entry
+/// points generic over the instance so that several plugins can live in one binary.
+pub mod export {
+    use super::*;
+
+    /// Gives access to one plugin's instance (implemented by [`export_plugin!`]).
+    pub trait Instance: 'static {
+        fn get() -> &'static dyn Plugin;
+    }
+
+    extern "C" fn schema_version() -> u32 {
+        PLUGIN_SCHEMA_VERSION
+    }
+    extern "C" fn name<I: Instance>() -> RString {
+        guard_infallible(|| I::get().name(), "<panicked>".into()).into()
+    }
+    extern "C" fn version<I: Instance>() -> RString {
+        guard_infallible(|| I::get().version(), "<panicked>".into()).into()
+    }
+    extern "C" fn backends<I: Instance>() -> RVec<RString> {
+        guard_infallible(|| I::get().backends(), Vec::new())
+            .into_iter()
+            .map(RString::from)
+            .collect()
+    }
+    extern "C" fn strategies<I: Instance>() -> RVec<RString> {
+        guard_infallible(|| I::get().strategies(), Vec::new())
+            .into_iter()
+            .map(RString::from)
+            .collect()
+    }
+    extern "C" fn hardware_params<I: Instance>(target: RStr<'_>) -> RResult<RString, RString> {
+        guard("hardware_params", || {
+            I::get()
+                .hardware_params(target.as_str())
+                .map(|h| RString::from(seal(&h)))
+        })
+    }
+    extern "C" fn codegen<I: Instance>(
+        target: RStr<'_>,
+        func: RStr<'_>,
+    ) -> RResult<RString, RString> {
+        guard("codegen", || {
+            let f: PrimFunc = unseal(func.as_str())?;
+            I::get().codegen(target.as_str(), &f).map(RString::from)
+        })
+    }
+    extern "C" fn build<I: Instance>(
+        target: RStr<'_>,
+        func: RStr<'_>,
+    ) -> RResult<RVec<u8>, RString> {
+        guard("build", || {
+            let f: PrimFunc = unseal(func.as_str())?;
+            I::get().build(target.as_str(), &f).map(RVec::from)
+        })
+    }
+    extern "C" fn run<I: Instance>(
+        target: RStr<'_>,
+        artifact: RSlice<'_, u8>,
+        func: RStr<'_>,
+        args: RVec<RVec<u8>>,
+    ) -> RResult<RVec<RVec<u8>>, RString> {
+        guard("run", || {
+            let f: PrimFunc = unseal(func.as_str())?;
+            let mut a: Vec<Vec<u8>> = args.into_iter().map(|v| v.into_vec()).collect();
+            I::get().run(target.as_str(), artifact.as_slice(), &f, &mut a)?;
+            Ok(a.into_iter().map(RVec::from).collect())
+        })
+    }
+    extern "C" fn time<I: Instance>(
+        target: RStr<'_>,
+        artifact: RSlice<'_, u8>,
+        func: RStr<'_>,
+        args: RVec<RVec<u8>>,
+        config: RStr<'_>,
+    ) -> RResult<RVec<f64>, RString> {
+        guard("time", || {
+            let f: PrimFunc = unseal(func.as_str())?;
+            let c: TimeConfig = unseal(config.as_str())?;
+            let mut a: Vec<Vec<u8>> = args.into_iter().map(|v| v.into_vec()).collect();
+            I::get()
+                .time(target.as_str(), artifact.as_slice(), &f, &mut a, c)
+                .map(RVec::from)
+        })
+    }
+    extern "C" fn search<I: Instance>(
+        strategy: RStr<'_>,
+        task: RStr<'_>,
+        budget: u32,
+        measure: Measure,
+    ) -> RResult<RString, RString> {
+        guard("search", || {
+            let mut m = |c: &str| -> Result<String, String> {
+                (measure.call)(measure.ctx, RString::from(c))
+                    .into_result()
+                    .map(|s| s.into())
+                    .map_err(|e| e.into())
+            };
+            I::get()
+                .search(strategy.as_str(), task.as_str(), budget, &mut m)
+                .map(RString::from)
+        })
+    }
+
+    /// The root module of the plugin behind `I`.
+    pub fn root_module<I: Instance>() -> PluginRootRef {
+        use abi_stable::prefix_type::PrefixTypeTrait;
+        PluginRoot {
+            schema_version,
+            name: name::<I>,
+            version: version::<I>,
+            backends: backends::<I>,
+            strategies: strategies::<I>,
+            hardware_params: hardware_params::<I>,
+            codegen: codegen::<I>,
+            build: build::<I>,
+            run: run::<I>,
+            time: time::<I>,
+            search: search::<I>,
+        }
+        .leak_into_prefix()
+    }
+}
+
+/// Exports a plugin: `export_plugin!(MyPlugin::new());` at the root of a `cdylib` crate
+/// (which also lists `abi_stable = "0.11"` among its dependencies: the export attribute
+/// refers to it by name). With the crate's feature `static` on (as the `tessera` binary
+/// enables it when linking the plugin in), only `tessera_plugin_root()` is defined and
+/// nothing is exported, so several plugins link into one binary.
+#[macro_export]
+macro_rules! export_plugin {
+    ($ctor:expr) => {
+        #[doc(hidden)]
+        pub struct TesseraPluginInstance;
+
+        impl $crate::export::Instance for TesseraPluginInstance {
+            fn get() -> &'static dyn $crate::Plugin {
+                static I: ::std::sync::OnceLock<::std::boxed::Box<dyn $crate::Plugin>> =
+                    ::std::sync::OnceLock::new();
+                I.get_or_init(|| ::std::boxed::Box::new($ctor)).as_ref()
+            }
+        }
+
+        /// This crate's plugin root module (for static linking into `tessera`).
+        pub fn tessera_plugin_root() -> $crate::PluginRootRef {
+            static R: ::std::sync::OnceLock<$crate::PluginRootRef> = ::std::sync::OnceLock::new();
+            *R.get_or_init($crate::export::root_module::<TesseraPluginInstance>)
+        }
+
+        #[cfg(not(feature = "static"))]
+        #[::abi_stable::export_root_module]
+        fn tessera_export_root_module() -> $crate::PluginRootRef {
+            tessera_plugin_root()
+        }
+    };
+}

@@ -1,0 +1,371 @@
+//! Finding, checking and loading plugins. A loaded plugin is never unloaded.
+
+use crate::{seal, unseal, PluginRootRef, TimeConfig, PLUGIN_SCHEMA_VERSION};
+use abi_stable::library::{lib_header_from_raw_library, RawLibrary};
+use abi_stable::std_types::{RStr, RVec};
+use std::path::{Path, PathBuf};
+use tessera_backends::HardwareParams;
+use tessera_ir::PrimFunc;
+
+/// Why a file is not used as a plugin.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PluginError {
+    #[error("{}: cannot read it: {reason}", path.display())]
+    Unreadable { path: PathBuf, reason: String },
+    #[error("{}: not a shared library (no ELF header)", path.display())]
+    NotSharedLibrary { path: PathBuf },
+    #[error("{}: truncated or corrupt shared library: {reason}", path.display())]
+    Corrupt { path: PathBuf, reason: String },
+    #[error("{}: the dynamic loader refused it: {reason}", path.display())]
+    LoadFailed { path: PathBuf, reason: String },
+    #[error("{}: a shared library, but not a Tessera plugin (no plugin root module): {reason}", path.display())]
+    NotAPlugin { path: PathBuf, reason: String },
+    #[error("{}: plugin interface layout mismatch (built against another tessera-plugin): {reason}", path.display())]
+    Incompatible { path: PathBuf, reason: String },
+    #[error("{}: plugin `{name}` {version} was built for schema version {found}, this tessera expects {expected}", path.display())]
+    SchemaMismatch {
+        path: PathBuf,
+        name: String,
+        version: String,
+        found: u32,
+        expected: u32,
+    },
+    #[error("plugin `{plugin}`: {message}")]
+    Call { plugin: String, message: String },
+}
+
+/// Where a plugin came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// Linked into the binary.
+    BuiltIn,
+    /// Loaded from a shared object.
+    File(PathBuf),
+}
+
+/// A plugin whose root module passed every check.
+#[derive(Clone)]
+pub struct LoadedPlugin {
+    root: PluginRootRef,
+    pub name: String,
+    pub version: String,
+    pub origin: Origin,
+    pub backends: Vec<String>,
+    pub strategies: Vec<String>,
+}
+
+impl std::fmt::Debug for LoadedPlugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoadedPlugin")
+            .field("name", &self.name)
+            .field("version", &self.version)
+            .field("origin", &self.origin)
+            .field("backends", &self.backends)
+            .field("strategies", &self.strategies)
+            .finish()
+    }
+}
+
+fn check(root: PluginRootRef, origin: Origin) -> Result<LoadedPlugin, PluginError> {
+    let name = (root.name())().into_string();
+    let version = (root.version())().into_string();
+    let found = (root.schema_version())();
+    if found != PLUGIN_SCHEMA_VERSION {
+        let path = match &origin {
+            Origin::File(p) => p.clone(),
+            Origin::BuiltIn => PathBuf::from("<built-in>"),
+        };
+        return Err(PluginError::SchemaMismatch {
+            path,
+            name,
+            version,
+            found,
+            expected: PLUGIN_SCHEMA_VERSION,
+        });
+    }
+    let backends = (root.backends())()
+        .into_iter()
+        .map(|s| s.into_string())
+        .collect();
+    let strategies = (root.strategies())()
+        .into_iter()
+        .map(|s| s.into_string())
+        .collect();
+    Ok(LoadedPlugin {
+        root,
+        name,
+        version,
+        origin,
+        backends,
+        strategies,
+    })
+}
+
+/// Checks that an ELF64 file holds every segment and section its headers promise. The
+/// dynamic loader maps a truncated file without complaint and faults (SIGBUS) only when
+/// the missing part is touched, so this is checked before loading.
+fn check_elf(bytes: &[u8]) -> Result<(), String> {
+    let u16_at = |o: usize| {
+        bytes
+            .get(o..o + 2)
+            .map(|b| u16::from_le_bytes([b[0], b[1]]) as u64)
+    };
+    let u32_at = |o: usize| {
+        bytes
+            .get(o..o + 4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as u64)
+    };
+    let u64_at = |o: usize| {
+        bytes
+            .get(o..o + 8)
+            .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+    };
+    let short = || "the ELF header is cut short".to_string();
+    if bytes.get(4) != Some(&2) || bytes.get(5) != Some(&1) {
+        return Err("not a little-endian 64-bit ELF file".into());
+    }
+    let len = bytes.len() as u64;
+    let (phoff, shoff) = (
+        u64_at(0x20).ok_or_else(short)?,
+        u64_at(0x28).ok_or_else(short)?,
+    );
+    let (phentsize, phnum) = (
+        u16_at(0x36).ok_or_else(short)?,
+        u16_at(0x38).ok_or_else(short)?,
+    );
+    let (shentsize, shnum) = (
+        u16_at(0x3A).ok_or_else(short)?,
+        u16_at(0x3C).ok_or_else(short)?,
+    );
+    if shoff.saturating_add(shentsize * shnum) > len {
+        return Err(format!(
+            "the section headers end at byte {} but the file has {len}",
+            shoff.saturating_add(shentsize * shnum)
+        ));
+    }
+    for i in 0..phnum {
+        let h = (phoff + i * phentsize) as usize;
+        let p_type = u32_at(h).ok_or_else(|| "a program header is cut short".to_string())?;
+        let (off, filesz) = (
+            u64_at(h + 8).ok_or_else(short)?,
+            u64_at(h + 0x20).ok_or_else(short)?,
+        );
+        if p_type == 1 && off.saturating_add(filesz) > len {
+            return Err(format!(
+                "a loadable segment ends at byte {} but the file has {len}",
+                off.saturating_add(filesz)
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Loads and checks one plugin file.
+pub fn load_file(path: &Path) -> Result<LoadedPlugin, PluginError> {
+    let bytes = std::fs::read(path).map_err(|e| PluginError::Unreadable {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    if !bytes.starts_with(b"\x7fELF") {
+        return Err(PluginError::NotSharedLibrary {
+            path: path.to_path_buf(),
+        });
+    }
+    check_elf(&bytes).map_err(|reason| PluginError::Corrupt {
+        path: path.to_path_buf(),
+        reason,
+    })?;
+    let raw = RawLibrary::load_at(path).map_err(|e| PluginError::LoadFailed {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    // Never unloaded: thread-locals and dlclose do not mix.
+    let raw: &'static RawLibrary = Box::leak(Box::new(raw));
+    // SAFETY: the library stays loaded forever (leaked above).
+    let header =
+        unsafe { lib_header_from_raw_library(raw) }.map_err(|e| PluginError::NotAPlugin {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+    let root =
+        header
+            .init_root_module::<PluginRootRef>()
+            .map_err(|e| PluginError::Incompatible {
+                path: path.to_path_buf(),
+                reason: e.to_string().lines().next().unwrap_or_default().to_string(),
+            })?;
+    check(root, Origin::File(path.to_path_buf()))
+}
+
+/// Registers a statically linked plugin.
+pub fn builtin(root: PluginRootRef) -> Result<LoadedPlugin, PluginError> {
+    check(root, Origin::BuiltIn)
+}
+
+/// The directories searched for plugins: `plugins/` beside the running binary, then
+/// every directory of `TESSERA_PLUGIN_PATH`.
+pub fn plugin_dirs() -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    if let Some(dir) = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(|p| p.join("plugins")))
+    {
+        dirs.push(dir);
+    }
+    if let Some(p) = std::env::var_os("TESSERA_PLUGIN_PATH") {
+        dirs.extend(std::env::split_paths(&p));
+    }
+    dirs
+}
+
+/// Every plugin found, and every file refused with its reason.
+#[derive(Debug, Default)]
+pub struct Registry {
+    pub plugins: Vec<LoadedPlugin>,
+    pub refused: Vec<PluginError>,
+}
+
+impl Registry {
+    /// The plugin providing a backend for target kind `kind`.
+    pub fn backend(&self, kind: &str) -> Option<&LoadedPlugin> {
+        self.plugins
+            .iter()
+            .find(|p| p.backends.iter().any(|b| b == kind))
+    }
+    /// Every target kind some plugin provides.
+    pub fn backend_kinds(&self) -> Vec<String> {
+        self.plugins
+            .iter()
+            .flat_map(|p| p.backends.iter().cloned())
+            .collect()
+    }
+}
+
+/// Loads the built-in plugins and every `.so` in `dirs`; a refused file is recorded and
+/// the others still load. A later plugin with the name of an earlier one is refused.
+pub fn discover(builtins: &[PluginRootRef], dirs: &[PathBuf]) -> Registry {
+    let mut reg = Registry::default();
+    let add = |r: Result<LoadedPlugin, PluginError>, reg: &mut Registry| match r {
+        Ok(p) if reg.plugins.iter().any(|q| q.name == p.name) => {
+            let path = match &p.origin {
+                Origin::File(f) => f.clone(),
+                Origin::BuiltIn => PathBuf::from("<built-in>"),
+            };
+            reg.refused.push(PluginError::Call {
+                plugin: p.name.clone(),
+                message: format!(
+                    "{} is a second plugin of this name; the first one wins",
+                    path.display()
+                ),
+            });
+        }
+        Ok(p) => reg.plugins.push(p),
+        Err(e) => reg.refused.push(e),
+    };
+    for b in builtins {
+        add(builtin(*b), &mut reg);
+    }
+    for dir in dirs {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            continue;
+        };
+        let mut files: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "so"))
+            .collect();
+        files.sort();
+        for f in files {
+            add(load_file(&f), &mut reg);
+        }
+    }
+    reg
+}
+
+impl LoadedPlugin {
+    fn call_err(&self, message: impl Into<String>) -> PluginError {
+        PluginError::Call {
+            plugin: self.name.clone(),
+            message: message.into(),
+        }
+    }
+
+    pub fn hardware_params(&self, target: &str) -> Result<HardwareParams, PluginError> {
+        let r = (self.root.hardware_params())(RStr::from_str(target))
+            .into_result()
+            .map_err(|e| self.call_err(e.into_string()))?;
+        unseal(r.as_str()).map_err(|e| self.call_err(e))
+    }
+
+    pub fn codegen(&self, target: &str, func: &PrimFunc) -> Result<String, PluginError> {
+        let f = seal(func);
+        (self.root.codegen())(RStr::from_str(target), RStr::from_str(&f))
+            .into_result()
+            .map(|s| s.into_string())
+            .map_err(|e| self.call_err(e.into_string()))
+    }
+
+    pub fn build(&self, target: &str, func: &PrimFunc) -> Result<Vec<u8>, PluginError> {
+        let f = seal(func);
+        (self.root.build())(RStr::from_str(target), RStr::from_str(&f))
+            .into_result()
+            .map(|v| v.into_vec())
+            .map_err(|e| self.call_err(e.into_string()))
+    }
+
+    /// Runs `artifact` on the plugin's device with the arguments' bytes, in place.
+    pub fn run(
+        &self,
+        target: &str,
+        artifact: &[u8],
+        func: &PrimFunc,
+        args: &mut [Vec<u8>],
+    ) -> Result<(), PluginError> {
+        let f = seal(func);
+        let a: RVec<RVec<u8>> = args.iter().map(|v| RVec::from(v.clone())).collect();
+        let out = (self.root.run())(
+            RStr::from_str(target),
+            artifact.into(),
+            RStr::from_str(&f),
+            a,
+        )
+        .into_result()
+        .map_err(|e| self.call_err(e.into_string()))?;
+        if out.len() != args.len() {
+            return Err(self.call_err(format!(
+                "run returned {} buffers for {} arguments",
+                out.len(),
+                args.len()
+            )));
+        }
+        for (dst, src) in args.iter_mut().zip(out) {
+            if dst.len() != src.len() {
+                return Err(self.call_err("run changed the size of an argument"));
+            }
+            dst.copy_from_slice(src.as_slice());
+        }
+        Ok(())
+    }
+
+    /// Times `artifact` on the plugin's device: seconds per call of each repeat.
+    pub fn time(
+        &self,
+        target: &str,
+        artifact: &[u8],
+        func: &PrimFunc,
+        args: &[Vec<u8>],
+        config: TimeConfig,
+    ) -> Result<Vec<f64>, PluginError> {
+        let (f, c) = (seal(func), seal(&config));
+        let a: RVec<RVec<u8>> = args.iter().map(|v| RVec::from(v.clone())).collect();
+        (self.root.time())(
+            RStr::from_str(target),
+            artifact.into(),
+            RStr::from_str(&f),
+            a,
+            RStr::from_str(&c),
+        )
+        .into_result()
+        .map(|v| v.into_vec())
+        .map_err(|e| self.call_err(e.into_string()))
+    }
+}
