@@ -39,7 +39,8 @@ impl HardwareParams {
     /// family for the others, with the target's options applied on top.
     pub fn for_target(target: &Target) -> HardwareParams {
         let mut p = match target.kind {
-            TargetKind::Cpu => Self::detect_host(),
+            // A plugin's own parameters come from the plugin; the host's stand in here.
+            TargetKind::Cpu | TargetKind::Plugin => Self::detect_host(),
             TargetKind::Cuda => HardwareParams {
                 num_cores: 1,
                 vector_unit_bytes: 16,

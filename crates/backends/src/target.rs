@@ -13,9 +13,12 @@ pub enum TargetKind {
     Cuda,
     OpenCl,
     Vta,
+    /// A kind only a plugin knows; its name is `Target::plugin`.
+    Plugin,
 }
 
 impl TargetKind {
+    /// The kinds the core knows.
     pub const ALL: [TargetKind; 4] = [
         TargetKind::Cpu,
         TargetKind::Cuda,
@@ -29,6 +32,7 @@ impl TargetKind {
             TargetKind::Cuda => "cuda",
             TargetKind::OpenCl => "opencl",
             TargetKind::Vta => "vta",
+            TargetKind::Plugin => "plugin",
         }
     }
 
@@ -51,6 +55,7 @@ impl TargetKind {
             ],
             TargetKind::OpenCl => &[("device", "the device family, e.g. mali")],
             TargetKind::Vta => &[],
+            TargetKind::Plugin => &[],
         }
     }
 }
@@ -60,6 +65,9 @@ impl TargetKind {
 pub struct Target {
     pub kind: TargetKind,
     pub options: BTreeMap<String, String>,
+    /// For `TargetKind::Plugin`: the kind's name, as the plugin declares it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugin: Option<String>,
 }
 
 /// A target string that does not parse.
@@ -101,6 +109,7 @@ impl Target {
         Target {
             kind: TargetKind::Cpu,
             options: BTreeMap::new(),
+            plugin: None,
         }
     }
 
@@ -118,6 +127,14 @@ impl FromStr for Target {
     type Err = TargetError;
 
     fn from_str(s: &str) -> Result<Target, TargetError> {
+        Target::parse_with(s, &[])
+    }
+}
+
+impl Target {
+    /// Parses a target string where `plugin_kinds` (the kinds loaded plugins provide) are
+    /// known too. A plugin kind's options are passed on unchecked: the plugin owns them.
+    pub fn parse_with(s: &str, plugin_kinds: &[String]) -> Result<Target, TargetError> {
         let mut words = s.split_whitespace();
         let kind_word = words.next().ok_or(TargetError::Empty)?;
         let kind = match kind_word {
@@ -125,12 +142,14 @@ impl FromStr for Target {
             "cuda" => TargetKind::Cuda,
             "opencl" => TargetKind::OpenCl,
             "vta" => TargetKind::Vta,
+            other if plugin_kinds.iter().any(|k| k == other) => TargetKind::Plugin,
             other => {
                 return Err(TargetError::UnknownKind {
                     kind: other.to_string(),
                 })
             }
         };
+        let plugin = (kind == TargetKind::Plugin).then(|| kind_word.to_string());
         let mut options = BTreeMap::new();
         for w in words {
             let kname = kind.name().to_string();
@@ -144,7 +163,7 @@ impl FromStr for Target {
                 option: body.to_string(),
                 text: w.to_string(),
             })?;
-            if !kind.known_options().iter().any(|(k, _)| *k == key) {
+            if kind != TargetKind::Plugin && !kind.known_options().iter().any(|(k, _)| *k == key) {
                 let known: Vec<&str> = kind.known_options().iter().map(|(k, _)| *k).collect();
                 let known = if known.is_empty() {
                     "none".to_string()
@@ -178,13 +197,17 @@ impl FromStr for Target {
             }
             options.insert(key.to_string(), value.to_string());
         }
-        Ok(Target { kind, options })
+        Ok(Target {
+            kind,
+            options,
+            plugin,
+        })
     }
 }
 
 impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.kind.name())?;
+        f.write_str(self.plugin.as_deref().unwrap_or(self.kind.name()))?;
         for (k, v) in &self.options {
             write!(f, " -{k}={v}")?;
         }
@@ -242,6 +265,29 @@ mod tests {
         assert!(matches!("".parse::<Target>(), Err(TargetError::Empty)));
         assert!(matches!(
             "vta -x=1".parse::<Target>(),
+            Err(TargetError::UnknownOption { .. })
+        ));
+    }
+}
+
+#[cfg(test)]
+mod plugin_kind_tests {
+    use super::*;
+
+    #[test]
+    fn plugin_kinds_parse_only_when_a_plugin_provides_them() {
+        assert!(matches!(
+            "testdev".parse::<Target>(),
+            Err(TargetError::UnknownKind { .. })
+        ));
+        let t = Target::parse_with("testdev -lanes=8", &["testdev".to_string()]).unwrap();
+        assert_eq!(
+            (t.kind, t.plugin.as_deref(), t.option("lanes")),
+            (TargetKind::Plugin, Some("testdev"), Some("8"))
+        );
+        assert_eq!(t.to_string(), "testdev -lanes=8");
+        assert!(matches!(
+            Target::parse_with("cpu -lanes=8", &["testdev".to_string()]),
             Err(TargetError::UnknownOption { .. })
         ));
     }

@@ -2,6 +2,7 @@
 
 mod bench;
 mod op;
+mod plugins;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -26,6 +27,9 @@ enum Command {
     /// conv2d), single-threaded and with 2 threads, and print the ratios. Needs a build
     /// with `--features bench`.
     Bench(bench::BenchArgs),
+    /// Plugins: list what is found, check a file.
+    #[command(subcommand)]
+    Plugins(plugins::PluginsCmd),
 }
 
 fn main() -> ExitCode {
@@ -33,6 +37,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Op(args) => op::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Plugins(cmd) => plugins::run(cmd),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

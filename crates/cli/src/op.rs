@@ -6,7 +6,8 @@ use serde_json::json;
 use tessera_backends::{builtin_backend, Backend, HardwareParams, Target};
 use tessera_ir::interp::{self, HostBuffer};
 use tessera_ir::{DataType, PrimFunc};
-use tessera_runtime::{Module, NDArray, TimeEvaluator};
+use tessera_plugin::{LoadedPlugin, Registry, TimeConfig};
+use tessera_runtime::{Module, NDArray, TimeEvaluator, TimeResult};
 use tessera_te::schedules::{default_schedule, CpuParams};
 use tessera_te::{compute, lower, ops, placeholder, ComputeDag, Schedule, Tensor};
 
@@ -171,9 +172,121 @@ fn make_schedule(out: &Tensor, kind: ScheduleKind, hw: &HardwareParams) -> Resul
     Ok(default_schedule(&[out.clone()], p)?)
 }
 
-fn build(backend: &dyn Backend, func: &PrimFunc, dir: &std::path::Path) -> Result<Module> {
-    let artifact = backend.build(func, dir)?;
-    Ok(Module::load(&artifact)?)
+/// Where kernels are built and run: the built-in CPU backend, or a plugin's backend and
+/// device.
+enum Device {
+    Builtin(Box<dyn Backend>),
+    Plugin {
+        plugin: LoadedPlugin,
+        target: String,
+    },
+}
+
+/// A built kernel, ready to run.
+enum Kernel {
+    Native(Module),
+    Plugin {
+        plugin: LoadedPlugin,
+        target: String,
+        artifact: Vec<u8>,
+        func: PrimFunc,
+    },
+}
+
+impl Device {
+    fn select(target: &Target, registry: &Registry) -> Result<Device> {
+        if let Ok(b) = builtin_backend(target) {
+            return Ok(Device::Builtin(b));
+        }
+        let kind = target
+            .plugin
+            .clone()
+            .unwrap_or_else(|| target.kind.name().to_string());
+        match registry.backend(&kind) {
+            Some(p) => Ok(Device::Plugin {
+                plugin: p.clone(),
+                target: target.to_string(),
+            }),
+            None => Ok(Device::Builtin(builtin_backend(target)?)),
+        }
+    }
+    fn hardware_params(&self) -> Result<HardwareParams> {
+        Ok(match self {
+            Device::Builtin(b) => b.hardware_params().clone(),
+            Device::Plugin { plugin, target } => plugin.hardware_params(target)?,
+        })
+    }
+    fn codegen(&self, func: &PrimFunc) -> Result<String> {
+        Ok(match self {
+            Device::Builtin(b) => b.codegen(func)?,
+            Device::Plugin { plugin, target } => plugin.codegen(target, func)?,
+        })
+    }
+    fn build(&self, func: &PrimFunc, dir: &std::path::Path) -> Result<Kernel> {
+        Ok(match self {
+            Device::Builtin(b) => Kernel::Native(Module::load(&b.build(func, dir)?)?),
+            Device::Plugin { plugin, target } => {
+                let artifact = plugin.build(target, func)?;
+                Kernel::Plugin {
+                    plugin: plugin.clone(),
+                    target: target.clone(),
+                    artifact,
+                    func: func.clone(),
+                }
+            }
+        })
+    }
+}
+
+impl Kernel {
+    fn call(&self, arrays: &mut [NDArray]) -> Result<()> {
+        match self {
+            Kernel::Native(m) => {
+                let mut refs: Vec<&mut NDArray> = arrays.iter_mut().collect();
+                m.call(&mut refs)?;
+            }
+            Kernel::Plugin {
+                plugin,
+                target,
+                artifact,
+                func,
+            } => {
+                let mut bytes: Vec<Vec<u8>> =
+                    arrays.iter().map(|a| a.as_bytes().to_vec()).collect();
+                plugin.run(target, artifact, func, &mut bytes)?;
+                for (a, b) in arrays.iter_mut().zip(bytes) {
+                    a.as_bytes_mut().copy_from_slice(&b);
+                }
+            }
+        }
+        Ok(())
+    }
+    fn time(&self, ev: &TimeEvaluator, arrays: &mut [NDArray]) -> Result<TimeResult> {
+        Ok(match self {
+            Kernel::Native(m) => {
+                let mut refs: Vec<&mut NDArray> = arrays.iter_mut().collect();
+                m.time_with(ev, &mut refs)?
+            }
+            Kernel::Plugin {
+                plugin,
+                target,
+                artifact,
+                func,
+            } => {
+                let bytes: Vec<Vec<u8>> = arrays.iter().map(|a| a.as_bytes().to_vec()).collect();
+                let config = TimeConfig {
+                    number: ev.number as u32,
+                    repeat: ev.repeat as u32,
+                    min_repeat_ms: ev.min_repeat_ms,
+                };
+                let results = plugin.time(target, artifact, func, &bytes, config)?;
+                TimeResult {
+                    results,
+                    number: ev.number,
+                }
+            }
+        })
+    }
 }
 
 pub fn run(a: OpArgs) -> Result<()> {
@@ -182,18 +295,19 @@ pub fn run(a: OpArgs) -> Result<()> {
             bail!("--show: unknown item `{s}` (known: dag, ir, source)");
         }
     }
-    let target: Target = a.target.parse()?;
-    let backend = builtin_backend(&target)?;
-    let hw = backend.hardware_params().clone();
+    let registry = crate::plugins::registry();
+    let target = Target::parse_with(&a.target, &registry.backend_kinds())?;
+    let device = Device::select(&target, &registry)?;
+    let hw = device.hardware_params()?;
     let (inputs, out) = build_op(&a)?;
     let dag = ComputeDag::new(&[out.clone()])?;
     let mut args: Vec<Tensor> = inputs.clone();
     args.push(out.clone());
     let sched = make_schedule(&out, a.schedule, &hw)?;
     let func = lower(&sched, &args, &format!("{:?}", a.op).to_lowercase())?;
-    let source = backend.codegen(&func)?;
+    let source = device.codegen(&func)?;
     let dir = tempfile::tempdir().context("creating a build directory")?;
-    let module = build(backend.as_ref(), &func, dir.path())?;
+    let kernel = device.build(&func, dir.path())?;
 
     // Inputs, the kernel's output, and the reference output.
     let mut arrays: Vec<NDArray> = Vec::new();
@@ -205,10 +319,7 @@ pub fn run(a: OpArgs) -> Result<()> {
             NDArray::zeros(t.dtype(), &shape)?
         });
     }
-    {
-        let mut refs: Vec<&mut NDArray> = arrays.iter_mut().collect();
-        module.call(&mut refs)?;
-    }
+    kernel.call(&mut arrays)?;
     let check = match a.check {
         CheckKind::Auto if dag.flop_count() <= INTERP_FLOP_LIMIT => CheckKind::Interp,
         CheckKind::Auto => CheckKind::Naive,
@@ -225,12 +336,11 @@ pub fn run(a: OpArgs) -> Result<()> {
         }
         CheckKind::Naive => {
             let naive = lower(&Schedule::create(&[out.clone()])?, &args, "reference")?;
-            let m = build(backend.as_ref(), &naive, dir.path())?;
+            let m = device.build(&naive, dir.path())?;
             let mut copy: Vec<NDArray> = arrays.clone();
             let last = copy.len() - 1;
             copy[last] = NDArray::zeros(out.dtype(), copy[last].shape())?;
-            let mut refs: Vec<&mut NDArray> = copy.iter_mut().collect();
-            m.call(&mut refs)?;
+            m.call(&mut copy)?;
             Some(copy.pop().expect("the output"))
         }
         _ => None,
@@ -245,10 +355,7 @@ pub fn run(a: OpArgs) -> Result<()> {
         min_repeat_ms: a.min_repeat_ms,
         cache_flush: a.cache_flush,
     };
-    let timing = {
-        let mut refs: Vec<&mut NDArray> = arrays.iter_mut().collect();
-        module.time_with(&evaluator, &mut refs)?
-    };
+    let timing = kernel.time(&evaluator, &mut arrays)?;
     let stats = timing.stats_ms();
     let gflops = dag.flop_count() / (stats.median * 1e-3) / 1e9;
     let checked_against = match check {

@@ -202,25 +202,51 @@ pub trait Plugin: Send + Sync + 'static {
     }
 }
 
+thread_local! {
+    /// Whether this thread is inside a plugin entry point (its panics become errors).
+    static IN_ENTRY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Installs (once) a panic hook that stays silent for panics inside entry points (they
+/// are reported as errors) and defers to the previous hook for every other panic.
+fn install_quiet_hook() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !IN_ENTRY.with(|e| e.get()) {
+                previous(info)
+            }
+        }));
+    });
+}
+
+/// Runs `f` as an entry point: a panic inside becomes an error naming the entry point.
+fn catch<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    install_quiet_hook();
+    let was = IN_ENTRY.with(|e| e.replace(true));
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    IN_ENTRY.with(|e| e.set(was));
+    r.map_err(|p| {
+        p.downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| p.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".into())
+    })
+}
+
 /// Runs `f`, turning a panic into an error that names the plugin entry point.
 pub fn guard<T>(what: &str, f: impl FnOnce() -> Result<T, String>) -> RResult<T, RString> {
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+    match catch(f) {
         Ok(Ok(v)) => RResult::ROk(v),
         Ok(Err(e)) => RResult::RErr(e.into()),
-        Err(p) => {
-            let msg = p
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| p.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".into());
-            RResult::RErr(format!("panicked in {what}: {msg}").into())
-        }
+        Err(msg) => RResult::RErr(format!("panicked in {what}: {msg}").into()),
     }
 }
 
 /// Calls `f`, falling back to `default` if it panics (for the infallible entries).
 pub fn guard_infallible<T>(f: impl FnOnce() -> T, default: T) -> T {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or(default)
+    catch(f).unwrap_or(default)
 }
 
 /// Support for [`export_plugin!`]: the root module of a `Plugin` instance, with entry

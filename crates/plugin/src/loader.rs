@@ -66,6 +66,14 @@ impl std::fmt::Debug for LoadedPlugin {
     }
 }
 
+/// An error text on one line (the dynamic loader's and abi_stable's span several).
+fn one_line(s: impl std::fmt::Display) -> String {
+    s.to_string()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 fn check(root: PluginRootRef, origin: Origin) -> Result<LoadedPlugin, PluginError> {
     let name = (root.name())().into_string();
     let version = (root.version())().into_string();
@@ -164,7 +172,7 @@ fn check_elf(bytes: &[u8]) -> Result<(), String> {
 pub fn load_file(path: &Path) -> Result<LoadedPlugin, PluginError> {
     let bytes = std::fs::read(path).map_err(|e| PluginError::Unreadable {
         path: path.to_path_buf(),
-        reason: e.to_string(),
+        reason: one_line(e),
     })?;
     if !bytes.starts_with(b"\x7fELF") {
         return Err(PluginError::NotSharedLibrary {
@@ -177,7 +185,7 @@ pub fn load_file(path: &Path) -> Result<LoadedPlugin, PluginError> {
     })?;
     let raw = RawLibrary::load_at(path).map_err(|e| PluginError::LoadFailed {
         path: path.to_path_buf(),
-        reason: e.to_string(),
+        reason: one_line(e),
     })?;
     // Never unloaded: thread-locals and dlclose do not mix.
     let raw: &'static RawLibrary = Box::leak(Box::new(raw));
@@ -185,14 +193,14 @@ pub fn load_file(path: &Path) -> Result<LoadedPlugin, PluginError> {
     let header =
         unsafe { lib_header_from_raw_library(raw) }.map_err(|e| PluginError::NotAPlugin {
             path: path.to_path_buf(),
-            reason: e.to_string(),
+            reason: one_line(e),
         })?;
     let root =
         header
             .init_root_module::<PluginRootRef>()
             .map_err(|e| PluginError::Incompatible {
                 path: path.to_path_buf(),
-                reason: e.to_string().lines().next().unwrap_or_default().to_string(),
+                reason: one_line(e),
             })?;
     check(root, Origin::File(path.to_path_buf()))
 }

@@ -1,0 +1,94 @@
+//! `tessera plugins`: what plugins there are and why a file would be refused.
+
+use anyhow::{bail, Result};
+use clap::Subcommand;
+use std::path::PathBuf;
+use tessera_plugin::{
+    discover, load_file, plugin_dirs, LoadedPlugin, Origin, PluginRootRef, Registry,
+};
+
+#[derive(Subcommand, Debug)]
+pub enum PluginsCmd {
+    /// List every plugin found (built in, in `plugins/` beside the binary, in each
+    /// directory of TESSERA_PLUGIN_PATH), its version and what it provides, and every
+    /// file refused with the reason.
+    List,
+    /// Check one file: load it as a plugin, or say why it would be refused.
+    Check {
+        /// The shared object to check.
+        file: PathBuf,
+    },
+}
+
+/// The plugins linked into this binary (cargo features `sketch`, `autotvm`, …).
+fn builtins() -> Vec<PluginRootRef> {
+    // One push per enabled feature; with none enabled the vector stays empty.
+    #[allow(unused_mut, clippy::vec_init_then_push)]
+    let mut v = Vec::new();
+    #[cfg(feature = "sketch")]
+    v.push(tessera_sketch::tessera_plugin_root());
+    #[cfg(feature = "autotvm")]
+    v.push(tessera_autotvm::tessera_plugin_root());
+    v
+}
+
+/// Every plugin available to this process.
+pub fn registry() -> Registry {
+    discover(&builtins(), &plugin_dirs())
+}
+
+fn provides(p: &LoadedPlugin) -> String {
+    let mut parts = Vec::new();
+    if !p.backends.is_empty() {
+        parts.push(format!("backends: {}", p.backends.join(", ")));
+    }
+    if !p.strategies.is_empty() {
+        parts.push(format!("strategies: {}", p.strategies.join(", ")));
+    }
+    if parts.is_empty() {
+        "nothing".into()
+    } else {
+        parts.join("; ")
+    }
+}
+
+fn origin(p: &LoadedPlugin) -> String {
+    match &p.origin {
+        Origin::BuiltIn => "built-in".into(),
+        Origin::File(f) => f.display().to_string(),
+    }
+}
+
+pub fn run(cmd: PluginsCmd) -> Result<()> {
+    match cmd {
+        PluginsCmd::List => {
+            let reg = registry();
+            println!("{:<10} {:<8} {:<40} PROVIDES", "NAME", "VERSION", "FROM");
+            for p in &reg.plugins {
+                println!(
+                    "{:<10} {:<8} {:<40} {}",
+                    p.name,
+                    p.version,
+                    origin(p),
+                    provides(p)
+                );
+            }
+            for e in &reg.refused {
+                println!("refused: {e}");
+            }
+            Ok(())
+        }
+        PluginsCmd::Check { file } => match load_file(&file) {
+            Ok(p) => {
+                println!(
+                    "ok: plugin `{}` {} provides {}",
+                    p.name,
+                    p.version,
+                    provides(&p)
+                );
+                Ok(())
+            }
+            Err(e) => bail!("{e}"),
+        },
+    }
+}

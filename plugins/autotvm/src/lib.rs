@@ -1,0 +1,33 @@
+//! The AutoTVM template-tuner plugin. Registered through the plugin interface so that
+//! the template-tuning issue only fills in `search`; until then it says so when asked.
+
+use tessera_plugin::{export_plugin, Plugin};
+
+struct AutoTvm;
+
+impl Plugin for AutoTvm {
+    fn name(&self) -> String {
+        "autotvm".into()
+    }
+    fn version(&self) -> String {
+        env!("CARGO_PKG_VERSION").into()
+    }
+    fn strategies(&self) -> Vec<String> {
+        ["xgb", "ga", "random", "gridsearch"]
+            .map(String::from)
+            .to_vec()
+    }
+    fn search(
+        &self,
+        strategy: &str,
+        _task: &str,
+        _budget: u32,
+        _measure: &mut dyn FnMut(&str) -> Result<String, String>,
+    ) -> Result<String, String> {
+        Err(format!(
+            "tuner `{strategy}` is not implemented yet (it comes with the template-tuning issue)"
+        ))
+    }
+}
+
+export_plugin!(AutoTvm);
