@@ -20,10 +20,10 @@ pub enum PluginsCmd {
     },
 }
 
-/// The plugins linked into this binary (cargo features `sketch`, `autotvm`, …).
+/// The plugins linked into this binary (cargo features `sketch`, `autotvm`, …): one push
+/// per enabled feature; with none enabled the vector stays empty.
+#[allow(unused_mut, clippy::vec_init_then_push)]
 fn builtins() -> Vec<PluginRootRef> {
-    // One push per enabled feature; with none enabled the vector stays empty.
-    #[allow(unused_mut, clippy::vec_init_then_push)]
     let mut v = Vec::new();
     #[cfg(feature = "sketch")]
     v.push(tessera_sketch::tessera_plugin_root());
