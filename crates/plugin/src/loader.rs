@@ -1,8 +1,8 @@
 //! Finding, checking and loading plugins. A loaded plugin is never unloaded.
 
-use crate::{seal, unseal, PluginRootRef, TimeConfig, PLUGIN_SCHEMA_VERSION};
+use crate::{seal, unseal, Measure, PluginRootRef, TimeConfig, PLUGIN_SCHEMA_VERSION};
 use abi_stable::library::{lib_header_from_raw_library, RawLibrary};
-use abi_stable::std_types::{RStr, RVec};
+use abi_stable::std_types::{RResult, RStr, RString, RVec};
 use std::path::{Path, PathBuf};
 use tessera_backends::HardwareParams;
 use tessera_ir::PrimFunc;
@@ -375,5 +375,38 @@ impl LoadedPlugin {
         .into_result()
         .map(|v| v.into_vec())
         .map_err(|e| self.call_err(e.into_string()))
+    }
+
+    /// Runs search strategy `strategy` on `task` (JSON) within `budget` trials; the
+    /// plugin measures batches of candidates through `measure` (JSON in, JSON out).
+    /// Returns what the strategy reports as best (JSON).
+    pub fn search(
+        &self,
+        strategy: &str,
+        task: &str,
+        budget: u32,
+        measure: &mut dyn FnMut(&str) -> Result<String, String>,
+    ) -> Result<String, PluginError> {
+        type Callback<'a> = &'a mut dyn FnMut(&str) -> Result<String, String>;
+        extern "C" fn trampoline(ctx: usize, candidates: RString) -> RResult<RString, RString> {
+            // SAFETY: `ctx` is the address of the `Callback` below, alive for the whole
+            // `search` call that hands it out, and only used on this thread.
+            let f = unsafe { &mut *(ctx as *mut Callback<'_>) };
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(candidates.as_str())))
+            {
+                Ok(Ok(s)) => RResult::ROk(s.into()),
+                Ok(Err(e)) => RResult::RErr(e.into()),
+                Err(_) => RResult::RErr("the measure callback panicked".into()),
+            }
+        }
+        let mut cb: Callback<'_> = measure;
+        let m = Measure {
+            ctx: &mut cb as *mut Callback<'_> as usize,
+            call: trampoline,
+        };
+        (self.root.search())(RStr::from_str(strategy), RStr::from_str(task), budget, m)
+            .into_result()
+            .map(|s| s.into_string())
+            .map_err(|e| self.call_err(e.into_string()))
     }
 }

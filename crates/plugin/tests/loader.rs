@@ -95,3 +95,38 @@ fn refusals_name_the_file_and_the_reason_and_the_rest_still_load() {
         msgs[3]
     );
 }
+
+#[test]
+fn a_search_strategy_measures_through_the_callback_across_the_boundary() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = copy_to(dir.path(), &fixture("tessera_testdev_plugin"), "testdev.so");
+    let plug = load_file(&p).unwrap();
+    assert_eq!(plug.strategies, vec!["first-fit".to_string()]);
+    let mut seen = Vec::new();
+    let mut measure = |c: &str| -> Result<String, String> {
+        seen.push(c.to_string());
+        Ok(if c == "[3]" {
+            "ok".into()
+        } else {
+            "slow".into()
+        })
+    };
+    assert_eq!(
+        plug.search("first-fit", "{}", 10, &mut measure).unwrap(),
+        "3"
+    );
+    assert_eq!(seen, ["[0]", "[1]", "[2]", "[3]"]);
+    // The budget bounds the trials; the callback's errors come back as errors.
+    let mut always_slow = |_: &str| -> Result<String, String> { Ok("slow".into()) };
+    assert_eq!(
+        plug.search("first-fit", "{}", 2, &mut always_slow).unwrap(),
+        "none"
+    );
+    let mut failing = |_: &str| -> Result<String, String> { Err("device lost".into()) };
+    let e = plug
+        .search("first-fit", "{}", 2, &mut failing)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("testdev") && e.contains("device lost"), "{e}");
+    assert!(plug.search("annealing", "{}", 2, &mut always_slow).is_err());
+}
