@@ -23,7 +23,7 @@ fn testdev_so() -> PathBuf {
     let p = bin.parent().unwrap().join("libtessera_testdev_plugin.so");
     assert!(
         p.exists(),
-        "{} is built by `cargo test --workspace`",
+        "{} is missing: run `cargo build --workspace` first (cargo test does not build cdylibs)",
         p.display()
     );
     p

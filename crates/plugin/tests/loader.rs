@@ -14,7 +14,7 @@ fn fixture(name: &str) -> PathBuf {
     let p = target_dir().join(format!("lib{name}.so"));
     assert!(
         p.exists(),
-        "{} is built by `cargo build --workspace` / `cargo test --workspace`",
+        "{} is missing: run `cargo build --workspace` first (cargo test does not build cdylibs)",
         p.display()
     );
     p
