@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
-use tessera_ir::DataType;
+use tessera_ir::{DataType, PrimFunc};
 
 /// The kind of device an artifact runs on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -19,6 +19,20 @@ pub struct ParamSpec {
     pub name: String,
     pub dtype: DataType,
     pub shape: Vec<i64>,
+}
+
+impl ParamSpec {
+    /// The parameter specs of a function (constant shapes; a symbolic one reads as empty).
+    pub fn of(func: &PrimFunc) -> Vec<ParamSpec> {
+        func.params
+            .iter()
+            .map(|p| ParamSpec {
+                name: p.name().to_string(),
+                dtype: p.dtype(),
+                shape: p.const_shape().unwrap_or_default(),
+            })
+            .collect()
+    }
 }
 
 /// A built kernel.

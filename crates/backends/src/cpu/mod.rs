@@ -155,15 +155,7 @@ impl Backend for CpuBackend {
         }
         // Publish atomically: a reader never sees a half-written shared object.
         std::fs::rename(&tmp_path, &path).map_err(|e| io_err(&path, e))?;
-        let params = func
-            .params
-            .iter()
-            .map(|p| ParamSpec {
-                name: p.name().to_string(),
-                dtype: p.dtype(),
-                shape: p.const_shape().unwrap_or_default(),
-            })
-            .collect();
+        let params = ParamSpec::of(func);
         Ok(Artifact {
             device: DeviceKind::Cpu,
             path,

@@ -423,13 +423,15 @@ pub fn strided_slice(
 /// A data layout such as `NCHW` or `NCHW16c`: primal axes (upper-case letters) and at
 /// most one sub-axis (a factor and the lower-case letter) per primal axis.
 #[derive(Debug)]
-struct Layout {
+pub(crate) struct Layout {
     /// Per position: the primal axis letter (upper case) and the factor of a sub-axis.
-    axes: Vec<(char, Option<i64>)>,
+    pub(crate) axes: Vec<(char, Option<i64>)>,
 }
 
 impl Layout {
-    fn parse(op: &str, attr: &str, s: &str) -> Result<Layout, TeError> {
+    /// Parses a TVM layout string (`NCHW`, `NCHW16c`, …): primal axes are upper-case
+    /// letters, a sub-axis is a factor and the lower-case letter of its primal axis.
+    pub(crate) fn parse(op: &str, attr: &str, s: &str) -> Result<Layout, TeError> {
         let bad = |why: String| attr_err(op, attr, format!("layout `{s}`: {why}"));
         let mut axes: Vec<(char, Option<i64>)> = Vec::new();
         let mut digits = String::new();

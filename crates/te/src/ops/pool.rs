@@ -150,49 +150,12 @@ fn mul(a: Expr, b: impl Into<Expr>) -> Expr {
 /// lower-case letter; `H` and `W` must be present and unsplit.
 fn find_height_width(op: &str, layout: &str, s: &[i64]) -> Result<(usize, usize), TeError> {
     let bad = |why: String| attr_err(op, "layout", format!("`{layout}`: {why}"));
-    let mut axes: Vec<(char, Option<i64>)> = Vec::new();
-    let mut digits = String::new();
-    for c in layout.chars() {
-        if c.is_ascii_digit() {
-            digits.push(c);
-        } else if c.is_ascii_uppercase() {
-            if !digits.is_empty() {
-                return Err(bad(format!(
-                    "factor {digits} before the primal axis `{c}` (sub-axes are lower case)"
-                )));
-            }
-            axes.push((c, None));
-        } else if c.is_ascii_lowercase() {
-            if c == 'h' || c == 'w' {
-                return Err(bad(format!(
-                    "the {} axis cannot be split",
-                    if c == 'h' { "height" } else { "width" }
-                )));
-            }
-            let f: i64 = digits
-                .parse()
-                .ok()
-                .filter(|f| *f > 0)
-                .ok_or_else(|| bad(format!("sub-axis `{c}` needs a positive factor")))?;
-            digits.clear();
-            axes.push((c.to_ascii_uppercase(), Some(f)));
-        } else {
-            return Err(bad(format!("unexpected character `{c}`")));
-        }
-    }
-    if !digits.is_empty() {
-        return Err(bad(format!("trailing factor {digits} without a sub-axis")));
-    }
-    for (i, (c, f)) in axes.iter().enumerate() {
-        if axes[..i]
-            .iter()
-            .any(|(d, g)| d == c && g.is_some() == f.is_some())
-        {
-            return Err(bad(format!("axis `{c}` appears twice")));
-        }
-        if f.is_some() && !axes.iter().any(|(d, g)| d == c && g.is_none()) {
-            return Err(bad(format!("sub-axis of `{c}` without the primal axis")));
-        }
+    let axes = super::injective::Layout::parse(op, "layout", layout)?.axes;
+    if axes
+        .iter()
+        .any(|(c, f)| f.is_some() && (*c == 'H' || *c == 'W'))
+    {
+        return Err(bad("the height and width axes cannot be split".into()));
     }
     let pos = |c: char| axes.iter().position(|a| *a == (c, None));
     let (Some(h), Some(w)) = (pos('H'), pos('W')) else {

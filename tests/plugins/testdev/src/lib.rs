@@ -33,15 +33,7 @@ impl TestDev {
             std::fs::write(&tmp, artifact).map_err(|e| e.to_string())?;
             std::fs::rename(&tmp, &path).map_err(|e| e.to_string())?;
         }
-        let params = func
-            .params
-            .iter()
-            .map(|p| ParamSpec {
-                name: p.name().to_string(),
-                dtype: p.dtype(),
-                shape: p.const_shape().unwrap_or_default(),
-            })
-            .collect();
+        let params = ParamSpec::of(func);
         let art = Artifact {
             device: DeviceKind::Cpu,
             path: path.clone(),
