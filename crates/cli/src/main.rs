@@ -17,11 +17,9 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Build one operator for a target, check it against the reference, time it.
-    ///
-    /// Examples:
-    ///   tessera op matmul --shape 1024,1024,1024
-    ///   tessera op conv2d --shape 1,56,56,64,64,3,3 --pad 1 --show source
-    ///   tessera op softmax --shape 1,1000 --schedule naive --json
+    #[command(
+        after_help = "Examples:\n  tessera op matmul --shape 1024,1024,1024\n  tessera op conv2d --shape 1,56,56,64,64,3,3 --pad 1 --show source\n  tessera op softmax --shape 1,1000 --schedule naive --json\n  tessera op dense --shape 1,1000,512 --target \"cpu -num-cores=1\""
+    )]
     Op(op::OpArgs),
     /// Time the default CPU schedules against the `gemm` crate (matmul 1024³, ResNet
     /// conv2d), single-threaded and with 2 threads, and print the ratios. Needs a build
