@@ -112,9 +112,10 @@ impl Stage {
 /// A schedule of a set of output tensors.
 #[derive(Clone, Debug)]
 pub struct Schedule {
-    /// The stages, producers before consumers.
-    pub stages: Vec<Stage>,
-    pub outputs: Vec<Tensor>,
+    /// The stages, producers before consumers. Private: the primitives keep the
+    /// invariants lowering relies on (see ARCHITECTURE.md).
+    pub(crate) stages: Vec<Stage>,
+    pub(crate) outputs: Vec<Tensor>,
 }
 
 /// Rewrites loads of some buffers into loads of others.
@@ -158,6 +159,16 @@ impl Schedule {
             stages,
             outputs: outputs.to_vec(),
         })
+    }
+
+    /// The stages, producers before consumers.
+    pub fn stages(&self) -> &[Stage] {
+        &self.stages
+    }
+
+    /// The output tensors the schedule was created for.
+    pub fn outputs(&self) -> &[Tensor] {
+        &self.outputs
     }
 
     /// The index of the stage producing `t`.
