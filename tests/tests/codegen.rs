@@ -71,3 +71,66 @@ fn compiler_errors_are_typed() {
         other => panic!("expected CompileFailed, got {other}"),
     }
 }
+
+#[test]
+fn default_schedules_run_natively_for_every_family() {
+    use tessera_ir::DataType;
+    use tessera_te::ops::{self, Conv2dAttrs, Pool2dAttrs, PoolType};
+    use tessera_te::placeholder;
+    use tessera_te::schedules::{default_schedule, CpuParams};
+    let f = DataType::float32();
+    let p = CpuParams {
+        vector_lanes: 8,
+        num_cores: 2,
+        vectorize: true,
+    };
+    let d = placeholder(&[1, 6, 8, 8], f, "data").unwrap();
+    let cases: Vec<(Vec<tessera_te::Tensor>, tessera_te::Tensor)> = {
+        let mut v = Vec::new();
+        let (a, b) = (
+            placeholder(&[2, 12, 16], f, "A").unwrap(),
+            placeholder(&[2, 8, 16], f, "B").unwrap(),
+        );
+        v.push((
+            vec![a.clone(), b.clone()],
+            ops::batch_matmul(&a, &b).unwrap(),
+        ));
+        let (x, w) = (
+            placeholder(&[5, 32], f, "x").unwrap(),
+            placeholder(&[12, 32], f, "w").unwrap(),
+        );
+        v.push((
+            vec![x.clone(), w.clone()],
+            ops::dense(&x, &w, None).unwrap(),
+        ));
+        let kp = placeholder(&[4, 4, 16, 8], f, "kernel_pack").unwrap();
+        v.push((
+            vec![d.clone(), kp.clone()],
+            ops::conv2d_winograd_nhwc(&d, &kp, [1; 4], 2).unwrap(),
+        ));
+        let kd = placeholder(&[3, 3, 8, 1], f, "kernel").unwrap();
+        v.push((
+            vec![d.clone(), kd.clone()],
+            ops::depthwise_conv2d_nhwc(&d, &kd, &Conv2dAttrs::new((1, 1), (1, 1), (1, 1))).unwrap(),
+        ));
+        v.push((
+            vec![d.clone()],
+            ops::pool2d(
+                &d,
+                PoolType::Max,
+                &Pool2dAttrs::new((3, 3), (2, 2), (1, 1)).with_layout("NHWC"),
+            )
+            .unwrap(),
+        ));
+        v.push((vec![d.clone()], ops::relu(&d).unwrap()));
+        v
+    };
+    for (ins, out) in cases {
+        let s = default_schedule(&[out.clone()], p).unwrap();
+        let mut args = ins.clone();
+        args.push(out.clone());
+        let dir = tempfile::tempdir().unwrap();
+        check_native_against_interpreter(&s, &[out.clone()], &args, ins.len(), dir.path())
+            .unwrap_or_else(|e| panic!("{}: {e}", out.name()));
+    }
+}

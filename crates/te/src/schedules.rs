@@ -198,31 +198,49 @@ pub fn schedule_depthwise(
     schedule_conv_tile(s, conv, 2, 4, p)
 }
 
-/// dense `out[i, j] = Σ_k data[i, k] · weight[j, k]`: both operands are contiguous along
-/// `k`, so the reduction is factored (`rfactor`) into vector-wide partial sums kept in a
-/// register tile of 4 rows × 4 columns, then summed.
+/// dense `out[…, i, j] = Σ_k data[…, i, k] · weight[…, j, k]` (also batch_matmul NT and
+/// Winograd's `bgemm`): both operands are contiguous along `k`, so the reduction is
+/// factored (`rfactor`) into vector-wide partial sums kept in a register tile of 4 rows ×
+/// 4 columns, then summed; leading (batch) axes and the row tiles run in parallel. A
+/// reduction that is not one vector-divisible axis gets the generic schedule.
 pub fn schedule_dense(s: &mut Schedule, out: &Tensor, p: CpuParams) -> Result<(), ScheduleError> {
     let k = s.reduce_axis(out)?;
-    let kext = k[0].extent().unwrap_or(1);
-    let v = pick_vector(kext, p.vector_lanes);
+    let nd = out.ndim();
+    let v = match (k.as_slice(), nd >= 2) {
+        ([k0], true) => pick_vector(k0.extent().unwrap_or(1), p.vector_lanes),
+        _ => 1,
+    };
+    if v == 1 {
+        return schedule_reduction(s, out, p);
+    }
     let (_ko, ki) = s.split(out, &k[0], v)?;
-    let rf = s.rfactor(out, &ki, 2)?;
+    let rf = s.rfactor(out, &ki, nd)?;
     let ax = s.axis(out)?;
-    let (m, n) = (out.shape()[0], out.shape()[1]);
-    let (io, jo, _ii, _ji) = s.tile(out, &ax[0], &ax[1], pick_factor(m, 4), pick_factor(n, 4))?;
+    let (m, n) = (out.shape()[nd - 2], out.shape()[nd - 1]);
+    let (io, jo, _ii, _ji) = s.tile(
+        out,
+        &ax[nd - 2],
+        &ax[nd - 1],
+        pick_factor(m, 4),
+        pick_factor(n, 4),
+    )?;
     s.compute_at(&rf, out, &jo)?;
     let rax = s.axis(&rf)?;
     let rk = s.reduce_axis(&rf)?;
     let mut order = rk.clone();
-    order.extend([rax[0].clone(), rax[1].clone(), rax[2].clone()]);
+    order.extend([rax[nd - 2].clone(), rax[nd - 1].clone(), rax[nd].clone()]);
     s.reorder(&rf, &order)?;
-    s.unroll(&rf, &rax[0])?;
-    s.unroll(&rf, &rax[1])?;
+    s.unroll(&rf, &rax[nd - 2])?;
+    s.unroll(&rf, &rax[nd - 1])?;
     if p.vectorize {
-        s.vectorize(&rf, &rax[2])?;
+        s.vectorize(&rf, &rax[nd])?;
     }
     if p.num_cores > 1 {
-        s.parallel(out, &io)?;
+        let mut par = io;
+        for b in ax[..nd - 2].iter().rev() {
+            par = s.fuse(out, b, &par)?;
+        }
+        s.parallel(out, &par)?;
     }
     Ok(())
 }
@@ -256,7 +274,8 @@ pub fn default_schedule(outputs: &[Tensor], p: CpuParams) -> Result<Schedule, Sc
             "conv2d_nhwc" => schedule_conv2d_nhwc(&mut s, t, p)?,
             "conv2d_nchw" => schedule_conv2d_nchw(&mut s, t, p)?,
             "depthwise_conv2d_nhwc" | "depthwise_conv2d_nchw" => schedule_depthwise(&mut s, t, p)?,
-            "dense" => schedule_dense(&mut s, t, p)?,
+            "dense" | "bgemm" => schedule_dense(&mut s, t, p)?,
+            "batch_matmul" if t.name().ends_with("_NT") => schedule_dense(&mut s, t, p)?,
             "matmul" if t.ndim() == 2 => schedule_matmul(&mut s, t, p)?,
             _ if reduces => schedule_reduction(&mut s, t, p)?,
             _ if outputs.contains(t)

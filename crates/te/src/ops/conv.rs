@@ -540,8 +540,9 @@ pub fn conv2d_winograd_nhwc(
         },
     )?;
     let ci = reduce_axis(d[3], "ci");
-    let bgemm = compute(
+    let bgemm = compute_tagged(
         &[alpha, alpha, p, k[2]],
+        "bgemm",
         "bgemm",
         &["eps", "nu", "p", "co"],
         |ix| {
