@@ -109,8 +109,24 @@ mod imp {
         Ok(module.time_with(ev, &mut refs)?.median_ms())
     }
 
-    /// `c[m×n] = a[m×k] · b[k×n]`, row-major, with the gemm crate.
-    fn sgemm(m: usize, n: usize, k: usize, a: &[f32], b: &[f32], c: &mut [f32], threads: usize) {
+    /// How the right-hand operand of [`sgemm`] is stored.
+    #[derive(Clone, Copy, PartialEq, Eq)]
+    enum Rhs {
+        /// `b[k×n]`, row-major.
+        KxN,
+        /// `w[n×k]`, row-major: the product is `a · wᵀ` (dense).
+        NxK,
+    }
+
+    /// `c[m×n] = a[m×k] · b` for `(m, n, k)`, row-major, with the gemm crate.
+    fn sgemm(
+        (m, n, k): (usize, usize, usize),
+        a: &[f32],
+        b: &[f32],
+        rhs: Rhs,
+        c: &mut [f32],
+        threads: usize,
+    ) {
         let par = if threads > 1 {
             Parallelism::Rayon(threads)
         } else {
@@ -120,8 +136,13 @@ mod imp {
             a.len() >= m * k && b.len() >= k * n && c.len() >= m * n,
             "sgemm operand sizes"
         );
-        // SAFETY: the slices hold m×k, k×n and m×n row-major elements (checked above), and
-        // `c` does not alias `a` or `b` (distinct borrows).
+        // (column stride, row stride) of b read as a k×n matrix.
+        let (b_cs, b_rs) = match rhs {
+            Rhs::KxN => (1, n as isize),
+            Rhs::NxK => (k as isize, 1),
+        };
+        // SAFETY: the slices hold m×k, k×n and m×n elements (checked above), read with the
+        // strides of their layouts, and `c` does not alias `a` or `b` (distinct borrows).
         unsafe {
             gemm::gemm(
                 m,
@@ -135,8 +156,8 @@ mod imp {
                 1,
                 k as isize,
                 b.as_ptr(),
-                1,
-                n as isize,
+                b_cs,
+                b_rs,
                 0.0f32,
                 1.0f32,
                 false,
@@ -147,46 +168,6 @@ mod imp {
         }
     }
 
-    /// `c[m×n] = a[m×k] · wᵀ` with `w` stored `n×k` row-major (dense), with the gemm crate.
-    fn sgemm_nt(m: usize, n: usize, k: usize, a: &[f32], w: &[f32], c: &mut [f32], threads: usize) {
-        let par = if threads > 1 {
-            Parallelism::Rayon(threads)
-        } else {
-            Parallelism::None
-        };
-        assert!(
-            a.len() >= m * k && w.len() >= n * k && c.len() >= m * n,
-            "sgemm operand sizes"
-        );
-        // SAFETY: as in `sgemm`; the right-hand side is read with row stride 1 and column
-        // stride k, i.e. transposed.
-        unsafe {
-            gemm::gemm(
-                m,
-                n,
-                k,
-                c.as_mut_ptr(),
-                1,
-                n as isize,
-                false,
-                a.as_ptr(),
-                1,
-                k as isize,
-                w.as_ptr(),
-                k as isize,
-                1,
-                0.0f32,
-                1.0f32,
-                false,
-                false,
-                false,
-                par,
-            );
-        }
-    }
-
-    /// im2col of NHWC data (batch 1) for a kh×kw kernel, stride 1, zero padding `pad`:
-    /// rows are output pixels, columns (ry, rx, c).
     /// A stride-1 convolution of one NHWC image: input h×w×c, kernel kh×kw, zero padding.
     #[derive(Clone, Copy)]
     struct ConvShape {
@@ -272,11 +253,11 @@ mod imp {
             b_arr.as_slice::<f32>()?.to_vec(),
         );
         let mut cv = vec![0f32; n * n];
-        sgemm(n, n, n, &av, &bv, &mut cv, 1);
+        sgemm((n, n, n), &av, &bv, Rhs::KxN, &mut cv, 1);
         let want = NDArray::from_slice_f32(&[n, n], &cv)?;
         for threads in [1, 2] {
             let peer_ms = time(&ev, || {
-                sgemm(n, n, n, &av, &bv, &mut cv, threads);
+                sgemm((n, n, n), &av, &bv, Rhs::KxN, &mut cv, threads);
                 Ok(())
             })?;
             let (ins, inputs) = ([ta.clone(), tb.clone()], [a_arr.clone(), b_arr.clone()]);
@@ -324,11 +305,11 @@ mod imp {
         let tdense = ops::dense(&td, &tw, None)?;
         let dflops = ComputeDag::new(&[tdense.clone()])?.flop_count();
         let mut dv = vec![0f32; n * n];
-        sgemm_nt(n, n, n, &av, &bv, &mut dv, 1);
+        sgemm((n, n, n), &av, &bv, Rhs::NxK, &mut dv, 1);
         let dwant = NDArray::from_slice_f32(&[n, n], &dv)?;
         for threads in [1, 2] {
             let peer_ms = time(&ev, || {
-                sgemm_nt(n, n, n, &av, &bv, &mut dv, threads);
+                sgemm((n, n, n), &av, &bv, Rhs::NxK, &mut dv, threads);
                 Ok(())
             })?;
             let (ins, inputs) = ([td.clone(), tw.clone()], [a_arr.clone(), b_arr.clone()]);
@@ -372,12 +353,19 @@ mod imp {
         let mut cols = vec![0f32; h * w * k * k * ci];
         let mut ov = vec![0f32; h * w * co];
         im2col(&dv, cs, &mut cols);
-        sgemm(h * w, co, k * k * ci, &cols, &kv, &mut ov, 1);
+        sgemm((h * w, co, k * k * ci), &cols, &kv, Rhs::KxN, &mut ov, 1);
         let cwant = NDArray::from_slice_f32(&[1, h, w, co], &ov)?;
         for threads in [1, 2] {
             let peer_ms = time(&ev, || {
                 im2col(&dv, cs, &mut cols);
-                sgemm(h * w, co, k * k * ci, &cols, &kv, &mut ov, threads);
+                sgemm(
+                    (h * w, co, k * k * ci),
+                    &cols,
+                    &kv,
+                    Rhs::KxN,
+                    &mut ov,
+                    threads,
+                );
                 Ok(())
             })?;
             let (ins, inputs) = ([td.clone(), tk.clone()], [d_arr.clone(), k_arr.clone()]);
