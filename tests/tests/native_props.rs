@@ -3,8 +3,7 @@
 //! the interpreter computes for the unscheduled program.
 
 use proptest::prelude::*;
-use tessera_te::testing::{problem, random_step, Rng};
-use tessera_te::Schedule;
+use tessera_te::testing::random_schedule;
 use tessera_tests::check_native_against_interpreter;
 
 proptest! {
@@ -12,15 +11,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(24))]
     #[test]
     fn random_schedules_compiled_compute_the_same(seed in any::<u64>(), steps in 0usize..12) {
-        let mut rng = Rng(seed | 1);
-        let (outs, args) = problem(&mut rng);
-        let mut s = Schedule::create(&outs).unwrap();
-        let mut applied = Vec::new();
-        for _ in 0..steps {
-            if let Some(name) = random_step(&mut s, &mut rng) {
-                applied.push(name);
-            }
-        }
+        let (s, outs, args, applied) = random_schedule(seed, steps);
         let dir = tempfile::tempdir().unwrap();
         let n_inputs = args.len() - outs.len();
         let r = check_native_against_interpreter(&s, &outs, &args, n_inputs, dir.path());

@@ -22,6 +22,21 @@ impl Rng {
     }
 }
 
+/// A random problem (from `seed`) scheduled by up to `steps` random primitives:
+/// `(schedule, outputs, args, names of the primitives applied)`.
+pub fn random_schedule(
+    seed: u64,
+    steps: usize,
+) -> (Schedule, Vec<Tensor>, Vec<Tensor>, Vec<&'static str>) {
+    let mut rng = Rng(seed | 1);
+    let (outs, args) = problem(&mut rng);
+    let mut s = Schedule::create(&outs).expect("a fresh schedule of a valid DAG");
+    let applied = (0..steps)
+        .filter_map(|_| random_step(&mut s, &mut rng))
+        .collect();
+    (s, outs, args, applied)
+}
+
 /// A small random matmul or conv2d: `(outputs, args)`; the inputs come first in `args`.
 pub fn problem(rng: &mut Rng) -> (Vec<Tensor>, Vec<Tensor>) {
     let f = DataType::float32();
