@@ -175,6 +175,25 @@ impl Module {
         evaluator.evaluate(|| self.call_ptrs(&mut ptrs))
     }
 
+    /// Calls the kernel on raw data pointers, one per parameter, without checking them:
+    /// for executors that validated their argument plan once, when it was built, and
+    /// that pass slices of larger, reused buffers.
+    ///
+    /// # Safety
+    /// `ptrs` must hold exactly one pointer per parameter, each to live, writable memory
+    /// of at least the parameter's size in bytes, aligned for its dtype, and no two of
+    /// them may overlap; nothing else may access that memory during the call.
+    pub unsafe fn call_raw(&self, ptrs: &mut [*mut c_void]) -> Result<(), RuntimeError> {
+        if ptrs.len() != self.artifact.params.len() {
+            return Err(RuntimeError::ArgCount {
+                entry: self.artifact.entry.clone(),
+                expected: self.artifact.params.len(),
+                got: ptrs.len(),
+            });
+        }
+        self.call_ptrs(ptrs)
+    }
+
     fn prepare(&self, args: &mut [&mut NDArray]) -> Result<Vec<*mut c_void>, RuntimeError> {
         let shared: Vec<&NDArray> = args.iter().map(|a| &**a).collect();
         self.check_args(&shared)?;

@@ -260,11 +260,25 @@ pub fn schedule_reduction(s: &mut Schedule, t: &Tensor, p: CpuParams) -> Result<
 /// tag), the others (padding, constant matrices, elementwise producers) left at root,
 /// the outputs of elementwise families parallel and vectorized.
 pub fn default_schedule(outputs: &[Tensor], p: CpuParams) -> Result<Schedule, ScheduleError> {
+    default_schedule_inlined(outputs, &[], p)
+}
+
+/// [`default_schedule`] after inlining the stages `inline` into their consumers: what a
+/// fused network function does with the elementwise and injective operators between its
+/// anchor (a conv2d, a dense) and its output.
+pub fn default_schedule_inlined(
+    outputs: &[Tensor],
+    inline: &[Tensor],
+    p: CpuParams,
+) -> Result<Schedule, ScheduleError> {
     let mut s = Schedule::create(outputs)?;
+    for t in inline {
+        s.compute_inline(t)?;
+    }
     let ops: Vec<Tensor> = s
         .stages
         .iter()
-        .filter(|st| !st.is_placeholder())
+        .filter(|st| !st.is_placeholder() && !inline.contains(&st.op))
         .map(|st| st.op.clone())
         .collect();
     for t in &ops {

@@ -1,0 +1,22 @@
+//! Tessera's networks: the graph IR, the model zoo, the ONNX frontend, graph passes,
+//! operator fusion, task extraction, network build and the graph executor.
+//!
+//! ```text
+//! zoo / onnx  ->  Graph  ->  passes (fold constants, fold batch norm, DCE, NCHW->NHWC)
+//!             ->  fuse   ->  extract_tasks (one compute DAG per distinct group)
+//!                        ->  build -> GraphModule (set_input / run / get_output)
+//! ```
+
+pub mod error;
+pub mod executor;
+pub mod fuse;
+pub mod ir;
+pub mod passes;
+pub mod reference;
+pub mod tasks;
+
+pub use error::GraphError;
+pub use executor::{build, BuildSummary, GraphModule};
+pub use fuse::{fuse, group_compute, Group, GroupCompute};
+pub use ir::{Binary, Graph, Layout, Node, Op, Pattern, TensorType, Unary};
+pub use tasks::{extract_tasks, print_tasks, Task};

@@ -1,0 +1,389 @@
+//! Graph passes: constant folding, batch-norm folding, dead-code elimination and layout
+//! conversion (NCHW → NHWC, the layout the auto-scheduler prefers).
+
+use crate::error::GraphError;
+use crate::ir::{Binary, Graph, Layout, Op};
+use crate::reference::{eval_op, permute, reshape};
+use petgraph::stable_graph::NodeIndex;
+use std::collections::{HashMap, HashSet};
+use tessera_runtime::NDArray;
+use tessera_te::ops::Conv2dAttrs;
+
+/// The standard pipeline before fusion: fold batch norms into convolutions, fold
+/// constants, convert the layout if asked, fold again (the converted weights), remove
+/// what is dead.
+pub fn optimize(graph: &mut Graph, layout: Option<Layout>) -> Result<(), GraphError> {
+    fold_batch_norm(graph)?;
+    fold_constants(graph)?;
+    if let Some(Layout::Nhwc) = layout {
+        *graph = convert_layout_nhwc(graph)?;
+        fold_constants(graph)?;
+    }
+    dead_code_elimination(graph);
+    Ok(())
+}
+
+/// Replaces every operator whose inputs are all constants by its value.
+pub fn fold_constants(graph: &mut Graph) -> Result<usize, GraphError> {
+    let mut folded = 0;
+    for n in graph.topo_order() {
+        if graph.node(n).op.pattern().is_none() {
+            continue;
+        }
+        let args = graph.args(n);
+        let values: Option<Vec<&NDArray>> = args
+            .iter()
+            .map(|&a| graph.constant_value(a).map(|v| &**v))
+            .collect();
+        let Some(values) = values else { continue };
+        let v = eval_op(graph, n, &values)?;
+        let name = graph.node(n).name.clone();
+        let c = graph.constant(&name, v);
+        graph.replace_uses(n, c);
+        graph.remove(n);
+        folded += 1;
+    }
+    dead_code_elimination(graph);
+    Ok(folded)
+}
+
+/// Removes the nodes no output depends on (the network's inputs stay).
+pub fn dead_code_elimination(graph: &mut Graph) -> usize {
+    let mut live: HashSet<NodeIndex> = HashSet::new();
+    let mut stack: Vec<NodeIndex> = graph.outputs().to_vec();
+    while let Some(n) = stack.pop() {
+        if live.insert(n) {
+            stack.extend(graph.args(n));
+        }
+    }
+    let inputs: HashSet<NodeIndex> = graph.inputs().iter().copied().collect();
+    let dead: Vec<NodeIndex> = graph
+        .petgraph()
+        .node_indices()
+        .filter(|n| !live.contains(n) && !inputs.contains(n))
+        .collect();
+    for &n in &dead {
+        graph.remove(n);
+    }
+    dead.len()
+}
+
+fn f32_values(v: &NDArray) -> Result<Vec<f32>, GraphError> {
+    Ok(v.as_slice::<f32>()?.to_vec())
+}
+
+/// Folds `batch_norm(conv2d(x, W) [+ bias], γ, β, μ, σ²)` into `conv2d(x, W·s) + b'` with
+/// `s = γ / sqrt(σ² + ε)` and `b' = (bias − μ)·s + β`, when the weights and statistics are
+/// constants and the convolution has no other consumer; every other inference batch
+/// norm becomes `x·s + (β − μ·s)` (a multiply and an add, which fuse with neighbours).
+pub fn fold_batch_norm(graph: &mut Graph) -> Result<usize, GraphError> {
+    let mut folded = 0;
+    for n in graph.topo_order() {
+        let Op::BatchNorm { epsilon, axis } = graph.node(n).op.clone() else {
+            continue;
+        };
+        let args = graph.args(n);
+        let params: Option<Vec<Vec<f32>>> = args[1..]
+            .iter()
+            .map(|&a| graph.constant_value(a).and_then(|v| f32_values(v).ok()))
+            .collect();
+        let Some(params) = params else { continue };
+        let (gamma, beta, mean, var) = (&params[0], &params[1], &params[2], &params[3]);
+        let c = gamma.len();
+        if [beta.len(), mean.len(), var.len()].iter().any(|&l| l != c) {
+            continue;
+        }
+        let scale: Vec<f32> = (0..c)
+            .map(|i| gamma[i] / (var[i] + epsilon as f32).sqrt())
+            .collect();
+        let ty = graph.node(n).ty.clone();
+        let rank = ty.shape.len() as i64;
+        let ax = if axis < 0 { axis + rank } else { axis };
+        let name = graph.node(n).name.clone();
+        let x = args[0];
+
+        // conv2d [+ bias_add] feeding the batch norm along the channels.
+        let (conv, bias_node) = match &graph.node(x).op {
+            Op::BiasAdd { .. } if graph.users(x).len() == 1 => {
+                let a = graph.args(x);
+                (a[0], graph.constant_value(a[1]).map(|_| a[1]))
+            }
+            _ => (x, None),
+        };
+        let conv_ok = match &graph.node(conv).op {
+            Op::Conv2d { layout, .. } => {
+                layout.channel_axis() == ax
+                    && graph.users(conv).len() == 1
+                    && graph.constant_value(graph.args(conv)[1]).is_some()
+                    && (conv == x || bias_node.is_some())
+            }
+            _ => false,
+        };
+        let new_value = if conv_ok {
+            let Op::Conv2d { layout, attrs } = graph.node(conv).op.clone() else {
+                unreachable!()
+            };
+            let cargs = graph.args(conv);
+            let w = graph.constant_value(cargs[1]).expect("checked").clone();
+            let oc_axis = match layout {
+                Layout::Nchw => 0,
+                Layout::Nhwc => 3,
+            };
+            let ws: Vec<usize> = w.shape().to_vec();
+            let mut wv = f32_values(&w)?;
+            let inner: usize = ws[oc_axis + 1..].iter().product();
+            for (i, v) in wv.iter_mut().enumerate() {
+                *v *= scale[(i / inner) % ws[oc_axis]];
+            }
+            let bias: Vec<f32> = match bias_node {
+                Some(b) => f32_values(graph.constant_value(b).expect("checked"))?,
+                None => vec![0.0; c],
+            };
+            let nb: Vec<f32> = (0..c)
+                .map(|i| (bias[i] - mean[i]) * scale[i] + beta[i])
+                .collect();
+            let wn = graph.constant(
+                &format!("{name}_folded_weight"),
+                NDArray::from_slice_f32(&ws, &wv)?,
+            );
+            let bn = graph.constant(
+                &format!("{name}_folded_bias"),
+                NDArray::from_slice_f32(&[c], &nb)?,
+            );
+            let conv2 = graph.op(
+                &graph.node(conv).name.clone(),
+                Op::Conv2d { attrs, layout },
+                &[cargs[0], wn],
+            )?;
+            graph.op(&name, Op::BiasAdd { axis: ax }, &[conv2, bn])?
+        } else {
+            let shift: Vec<f32> = (0..c).map(|i| beta[i] - mean[i] * scale[i]).collect();
+            let mut bshape = vec![1usize; rank as usize];
+            bshape[ax as usize] = c;
+            let s = graph.constant(
+                &format!("{name}_scale"),
+                NDArray::from_slice_f32(&bshape, &scale)?,
+            );
+            let b = graph.constant(
+                &format!("{name}_shift"),
+                NDArray::from_slice_f32(&bshape, &shift)?,
+            );
+            let m = graph.op(&format!("{name}_mul"), Op::Binary(Binary::Mul), &[x, s])?;
+            graph.op(&name, Op::Binary(Binary::Add), &[m, b])?
+        };
+        graph.replace_uses(n, new_value);
+        folded += 1;
+    }
+    dead_code_elimination(graph);
+    Ok(folded)
+}
+
+/// Rewrites the NCHW parts of `graph` to NHWC: convolutions (weights OIHW → HWIO),
+/// pooling, and the channel-wise and elementwise operators between them, with layout
+/// transforms only where an operator that is not layout-aware (flatten, reshape, dense…)
+/// or a network input or output needs NCHW.
+pub fn convert_layout_nhwc(graph: &Graph) -> Result<Graph, GraphError> {
+    let mut out = Graph::new(&graph.name);
+    // old node -> (new node, whether the new value is the NHWC form of an NCHW value)
+    let mut map: HashMap<NodeIndex, (NodeIndex, bool)> = HashMap::new();
+    let mut to_nhwc_cache: HashMap<NodeIndex, NodeIndex> = HashMap::new();
+    let mut to_nchw_cache: HashMap<NodeIndex, NodeIndex> = HashMap::new();
+    for n in graph.topo_order() {
+        let node = graph.node(n);
+        let args = graph.args(n);
+        let is4 = |a: NodeIndex| graph.node(a).ty.shape.len() == 4;
+        let flagged = |map: &HashMap<NodeIndex, (NodeIndex, bool)>, a: NodeIndex| map[&a].1;
+        // The new value of `a` in NCHW / NHWC form.
+        macro_rules! nhwc {
+            ($a:expr) => {{
+                let (v, f) = map[&$a];
+                if f {
+                    v
+                } else if let Some(c) = out.constant_value(v).filter(|c| c.ndim() == 4).cloned() {
+                    let name = format!("{}_nhwc", out.node(v).name);
+                    out.constant(&name, permute(&c, &[0, 2, 3, 1])?)
+                } else {
+                    match to_nhwc_cache.get(&v) {
+                        Some(&t) => t,
+                        None => {
+                            let name = format!("{}_nhwc", out.node(v).name);
+                            let t = out.op(&name, transform("NCHW", "NHWC"), &[v])?;
+                            to_nhwc_cache.insert(v, t);
+                            t
+                        }
+                    }
+                }
+            }};
+        }
+        let (new, flag) = match &node.op {
+            Op::Input => (out.input(&node.name, node.ty.clone()), false),
+            Op::Constant(v) => (out.constant(&node.name, (**v).clone()), false),
+            Op::Conv2d {
+                attrs,
+                layout: Layout::Nchw,
+            } => {
+                let d = nhwc!(args[0]);
+                let (wv, _) = map[&args[1]];
+                let w = match out.constant_value(wv).cloned() {
+                    Some(c) => out.constant(
+                        &format!("{}_hwio", out.node(wv).name),
+                        permute(&c, &[2, 3, 1, 0])?,
+                    ),
+                    None => out.op(
+                        &format!("{}_hwio", node.name),
+                        Op::Transpose {
+                            axes: vec![2, 3, 1, 0],
+                        },
+                        &[wv],
+                    )?,
+                };
+                let op = Op::Conv2d {
+                    attrs: *attrs,
+                    layout: Layout::Nhwc,
+                };
+                (out.op(&node.name, op, &[d, w])?, true)
+            }
+            Op::Pool2d { kind, attrs } if attrs.layout == "NCHW" => {
+                let d = nhwc!(args[0]);
+                let op = Op::Pool2d {
+                    kind: *kind,
+                    attrs: attrs.clone().with_layout("NHWC"),
+                };
+                (out.op(&node.name, op, &[d])?, true)
+            }
+            Op::GlobalPool2d {
+                kind,
+                layout: Layout::Nchw,
+            } => {
+                let d = nhwc!(args[0]);
+                let op = Op::GlobalPool2d {
+                    kind: *kind,
+                    layout: Layout::Nhwc,
+                };
+                (out.op(&node.name, op, &[d])?, true)
+            }
+            Op::BiasAdd { axis } | Op::BatchNorm { axis, .. }
+                if is4(args[0]) && flagged(&map, args[0]) && (*axis == 1 || *axis == -3) =>
+            {
+                let d = map[&args[0]].0;
+                let mut ins = vec![d];
+                ins.extend(args[1..].iter().map(|a| map[a].0));
+                let op = match &node.op {
+                    Op::BiasAdd { .. } => Op::BiasAdd { axis: 3 },
+                    Op::BatchNorm { epsilon, .. } => Op::BatchNorm {
+                        epsilon: *epsilon,
+                        axis: 3,
+                    },
+                    _ => unreachable!(),
+                };
+                (out.op(&node.name, op, &ins)?, true)
+            }
+            Op::Unary(_) | Op::Clip { .. } if flagged(&map, args[0]) => (
+                out.op(&node.name, node.op.clone(), &[map[&args[0]].0])?,
+                true,
+            ),
+            Op::Binary(_)
+                if node.ty.shape.len() == 4
+                    && args.iter().any(|&a| flagged(&map, a))
+                    && args.iter().all(|&a| {
+                        flagged(&map, a)
+                            || graph.node(a).ty.numel() == 1
+                            || graph.constant_value(a).is_some()
+                            || is4(a)
+                    }) =>
+            {
+                let mut ins = Vec::new();
+                for &a in &args {
+                    let (v, f) = map[&a];
+                    let t = if f || graph.node(a).ty.numel() == 1 {
+                        v
+                    } else if let Some(c) = out.constant_value(v).cloned() {
+                        // Right-align to rank 4 (numpy broadcasting), then permute.
+                        let mut s = vec![1usize; 4 - c.ndim()];
+                        s.extend_from_slice(c.shape());
+                        let c4 = reshape(&c, &s)?;
+                        out.constant(
+                            &format!("{}_nhwc", out.node(v).name),
+                            permute(&c4, &[0, 2, 3, 1])?,
+                        )
+                    } else {
+                        nhwc!(a)
+                    };
+                    ins.push(t);
+                }
+                (out.op(&node.name, node.op.clone(), &ins)?, true)
+            }
+            Op::Concat { axis }
+                if (*axis == 1 || *axis == -3)
+                    && args.iter().all(|&a| is4(a))
+                    && args.iter().any(|&a| flagged(&map, a)) =>
+            {
+                let mut ins = Vec::new();
+                for &a in &args {
+                    ins.push(nhwc!(a));
+                }
+                (out.op(&node.name, Op::Concat { axis: 3 }, &ins)?, true)
+            }
+            Op::Pad {
+                before,
+                after,
+                value,
+            } if before.len() == 4 && flagged(&map, args[0]) => {
+                let p = |v: &Vec<i64>| vec![v[0], v[2], v[3], v[1]];
+                let op = Op::Pad {
+                    before: p(before),
+                    after: p(after),
+                    value: *value,
+                };
+                (out.op(&node.name, op, &[map[&args[0]].0])?, true)
+            }
+            _ => {
+                let mut ins = Vec::new();
+                for &a in &args {
+                    ins.push(nchw_of(&mut out, &map, &mut to_nchw_cache, a)?);
+                }
+                (out.op(&node.name, node.op.clone(), &ins)?, false)
+            }
+        };
+        map.insert(n, (new, flag));
+    }
+    let mut outs = Vec::new();
+    for &o in graph.outputs() {
+        outs.push(nchw_of(&mut out, &map, &mut to_nchw_cache, o)?);
+    }
+    out.set_outputs(outs);
+    Ok(out)
+}
+
+fn transform(src: &str, dst: &str) -> Op {
+    Op::LayoutTransform {
+        src: src.into(),
+        dst: dst.into(),
+    }
+}
+
+fn nchw_of(
+    out: &mut Graph,
+    map: &HashMap<NodeIndex, (NodeIndex, bool)>,
+    cache: &mut HashMap<NodeIndex, NodeIndex>,
+    a: NodeIndex,
+) -> Result<NodeIndex, GraphError> {
+    let (v, f) = map[&a];
+    if !f {
+        return Ok(v);
+    }
+    if let Some(&t) = cache.get(&v) {
+        return Ok(t);
+    }
+    let name = format!("{}_nchw", out.node(v).name);
+    let t = out.op(&name, transform("NHWC", "NCHW"), &[v])?;
+    cache.insert(v, t);
+    Ok(t)
+}
+
+/// A float32 constant filled by `f(index)`, for tests and the zoo.
+pub fn constant_f32(shape: &[usize], f: impl Fn(usize) -> f32) -> Result<NDArray, GraphError> {
+    let n: usize = shape.iter().product();
+    let v: Vec<f32> = (0..n).map(f).collect();
+    Ok(NDArray::from_slice_f32(shape, &v)?)
+}

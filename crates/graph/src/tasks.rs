@@ -1,0 +1,80 @@
+//! Task extraction: the compute DAG of every fused group, deduplicated by workload key,
+//! each with its weight (how many groups of the network compute it).
+
+use crate::error::GraphError;
+use crate::fuse::{fuse, group_compute, group_name};
+use crate::ir::Graph;
+use std::collections::HashMap;
+use tessera_backends::Target;
+use tessera_te::ComputeDag;
+
+/// One tuning task: a fused subgraph's compute DAG for a target.
+#[derive(Clone, Debug)]
+pub struct Task {
+    /// The fused function's name (`fused_conv2d_add_relu`) of its first occurrence.
+    pub name: String,
+    pub workload_key: String,
+    pub dag: ComputeDag,
+    pub target: Target,
+}
+
+impl Task {
+    pub fn flop_count(&self) -> f64 {
+        self.dag.flop_count()
+    }
+}
+
+/// Extracts the tasks of `graph` for `target`: one per distinct fused group, in order of
+/// first occurrence, with the number of groups that compute it (estimated network latency
+/// = Σ latency[t] · weight[t]). The weights sum to the number of fused groups.
+pub fn extract_tasks(
+    graph: &Graph,
+    target: &Target,
+) -> Result<(Vec<Task>, Vec<usize>), GraphError> {
+    graph.validate()?;
+    let mut tasks: Vec<Task> = Vec::new();
+    let mut weights: Vec<usize> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
+    for group in fuse(graph) {
+        let dag = group_compute(graph, &group)?.dag()?;
+        let key = dag.workload_key();
+        match index.get(&key) {
+            Some(&i) => weights[i] += 1,
+            None => {
+                index.insert(key.clone(), tasks.len());
+                tasks.push(Task {
+                    name: group_name(graph, &group),
+                    workload_key: key,
+                    dag,
+                    target: target.clone(),
+                });
+                weights.push(1);
+            }
+        }
+    }
+    Ok((tasks, weights))
+}
+
+/// The task list as `tessera tasks` prints it: for each task a
+/// `========== Task i  (workload key: …) ==========` header, its name, weight and FLOPs,
+/// then its compute DAG.
+pub fn print_tasks(tasks: &[Task], weights: &[usize]) -> String {
+    let mut s = String::new();
+    for (i, (t, w)) in tasks.iter().zip(weights).enumerate() {
+        s.push_str(&format!(
+            "========== Task {i}  (workload key: {}) ==========\n",
+            t.workload_key
+        ));
+        s.push_str(&format!(
+            "# {}  weight: {w}  FLOPs: {:.0}\n",
+            t.name,
+            t.flop_count()
+        ));
+        s.push_str(&t.dag.to_string());
+        if !s.ends_with('\n') {
+            s.push('\n');
+        }
+        s.push('\n');
+    }
+    s
+}

@@ -1,0 +1,255 @@
+//! The executor against the reference evaluator on small networks, before and after the
+//! passes (batch-norm folding, constant folding, NCHW -> NHWC).
+
+use tessera_backends::Target;
+use tessera_graph::passes::{self, constant_f32};
+use tessera_graph::reference::interpret;
+use tessera_graph::{build, extract_tasks, fuse, Binary, Graph, Layout, Op, TensorType, Unary};
+use tessera_ir::DataType;
+use tessera_runtime::NDArray;
+use tessera_te::ops::{Conv2dAttrs, Pool2dAttrs, PoolType};
+
+/// A deterministic pseudo-random value in [-1, 1) for index `i` and seed `s`.
+fn rnd(s: u64, i: usize) -> f32 {
+    let mut x =
+        s.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (i as u64).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x ^= x >> 31;
+    x = x.wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^= x >> 29;
+    (x >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+}
+
+fn konst(
+    g: &mut Graph,
+    name: &str,
+    shape: &[usize],
+    seed: u64,
+    scale: f32,
+    offset: f32,
+) -> petgraph::stable_graph::NodeIndex {
+    g.constant(
+        name,
+        constant_f32(shape, |i| offset + scale * rnd(seed, i)).unwrap(),
+    )
+}
+
+/// conv-bn-relu, maxpool, a residual block with a 1x1 projection, a depthwise conv with
+/// ReLU6, a concat of two branches, global pooling, flatten, dense + bias, softmax.
+fn small_net() -> Graph {
+    let mut g = Graph::new("small");
+    let x = g.input("data", TensorType::f32(&[1, 3, 16, 16]));
+    let w0 = konst(&mut g, "w0", &[8, 3, 3, 3], 1, 0.4, 0.0);
+    let c0 = g
+        .op(
+            "conv0",
+            Op::Conv2d {
+                attrs: Conv2dAttrs::new((1, 1), (1, 1), (1, 1)),
+                layout: Layout::Nchw,
+            },
+            &[x, w0],
+        )
+        .unwrap();
+    let bn: Vec<_> = (0..4)
+        .map(|k| {
+            konst(
+                &mut g,
+                &format!("bn{k}"),
+                &[8],
+                10 + k,
+                0.2,
+                if k == 3 { 1.0 } else { 0.0 },
+            )
+        })
+        .collect();
+    let b0 = g
+        .op(
+            "bn0",
+            Op::BatchNorm {
+                epsilon: 1e-5,
+                axis: 1,
+            },
+            &[c0, bn[0], bn[1], bn[2], bn[3]],
+        )
+        .unwrap();
+    let r0 = g.op("relu0", Op::Unary(Unary::Relu), &[b0]).unwrap();
+    let p0 = g
+        .op(
+            "pool0",
+            Op::Pool2d {
+                kind: PoolType::Max,
+                attrs: Pool2dAttrs::new((3, 3), (2, 2), (1, 1)),
+            },
+            &[r0],
+        )
+        .unwrap();
+    // residual: conv3x3 + bias, plus a 1x1 projection of the input, relu
+    let w1 = konst(&mut g, "w1", &[12, 8, 3, 3], 2, 0.2, 0.0);
+    let c1 = g
+        .op(
+            "conv1",
+            Op::Conv2d {
+                attrs: Conv2dAttrs::new((1, 1), (1, 1), (1, 1)),
+                layout: Layout::Nchw,
+            },
+            &[p0, w1],
+        )
+        .unwrap();
+    let b1 = konst(&mut g, "b1", &[12], 3, 0.1, 0.0);
+    let c1b = g.op("bias1", Op::BiasAdd { axis: 1 }, &[c1, b1]).unwrap();
+    let wp = konst(&mut g, "wp", &[12, 8, 1, 1], 4, 0.3, 0.0);
+    let proj = g
+        .op(
+            "proj",
+            Op::Conv2d {
+                attrs: Conv2dAttrs::new((1, 1), (0, 0), (1, 1)),
+                layout: Layout::Nchw,
+            },
+            &[p0, wp],
+        )
+        .unwrap();
+    let add = g.op("add", Op::Binary(Binary::Add), &[c1b, proj]).unwrap();
+    let r1 = g.op("relu1", Op::Unary(Unary::Relu), &[add]).unwrap();
+    // depthwise 3x3 with a [C,1,1] scale (broadcast multiply), relu6
+    let wd = konst(&mut g, "wd", &[12, 1, 3, 3], 5, 0.3, 0.0);
+    let dw = g
+        .op(
+            "dw",
+            Op::Conv2d {
+                attrs: Conv2dAttrs::new((1, 1), (1, 1), (1, 1)).with_groups(12),
+                layout: Layout::Nchw,
+            },
+            &[r1, wd],
+        )
+        .unwrap();
+    let sc = konst(&mut g, "sc", &[12, 1, 1], 6, 0.5, 1.0);
+    let dws = g
+        .op("dw_scale", Op::Binary(Binary::Mul), &[dw, sc])
+        .unwrap();
+    let r6 = g
+        .op("relu6", Op::Clip { min: 0.0, max: 6.0 }, &[dws])
+        .unwrap();
+    // two branches concatenated
+    let wa = konst(&mut g, "wa", &[4, 12, 1, 1], 7, 0.3, 0.0);
+    let ba = g
+        .op(
+            "branch_a",
+            Op::Conv2d {
+                attrs: Conv2dAttrs::new((1, 1), (0, 0), (1, 1)),
+                layout: Layout::Nchw,
+            },
+            &[r6, wa],
+        )
+        .unwrap();
+    let bb = g
+        .op(
+            "branch_b",
+            Op::Pool2d {
+                kind: PoolType::Avg,
+                attrs: Pool2dAttrs::new((3, 3), (1, 1), (1, 1)),
+            },
+            &[r6],
+        )
+        .unwrap();
+    let cat = g.op("concat", Op::Concat { axis: 1 }, &[ba, bb]).unwrap();
+    let gp = g
+        .op(
+            "gap",
+            Op::GlobalPool2d {
+                kind: PoolType::Avg,
+                layout: Layout::Nchw,
+            },
+            &[cat],
+        )
+        .unwrap();
+    let fl = g.op("flatten", Op::Flatten, &[gp]).unwrap();
+    let wf = konst(&mut g, "wf", &[10, 16], 8, 0.5, 0.0);
+    let fc = g.op("fc", Op::Dense, &[fl, wf]).unwrap();
+    let bf = konst(&mut g, "bf", &[10], 9, 0.1, 0.0);
+    let fcb = g.op("fc_bias", Op::BiasAdd { axis: 1 }, &[fc, bf]).unwrap();
+    let sm = g.op("softmax", Op::Softmax { axis: 1 }, &[fcb]).unwrap();
+    g.mark_output(sm);
+    g
+}
+
+fn input() -> NDArray {
+    NDArray::from_slice_f32(
+        &[1, 3, 16, 16],
+        &(0..768).map(|i| rnd(99, i)).collect::<Vec<_>>(),
+    )
+    .unwrap()
+}
+
+fn run_built(g: &Graph) -> NDArray {
+    let mut m = build(g, &Target::cpu()).unwrap();
+    m.set_input("data", &input()).unwrap();
+    m.run().unwrap();
+    m.get_output(0).unwrap()
+}
+
+#[test]
+fn executor_matches_reference_before_and_after_passes() {
+    let g = small_net();
+    let want = interpret(&g, &[("data", &input())]).unwrap().remove(0);
+    assert_eq!(want.shape(), &[1, 10]);
+    let got = run_built(&g);
+    got.allclose(&want, 1e-4, 1e-5).unwrap();
+
+    let mut nchw = g.clone();
+    passes::optimize(&mut nchw, None).unwrap();
+    assert!(!nchw.op_counts().contains_key("batch_norm"), "{nchw}");
+    run_built(&nchw).allclose(&want, 1e-4, 1e-5).unwrap();
+
+    let mut nhwc = g.clone();
+    passes::optimize(&mut nhwc, Some(Layout::Nhwc)).unwrap();
+    let text = nhwc.to_string();
+    // one transform in (the input) and none back before flatten: global pooling's
+    // output goes back to NCHW only once, before the layout-unaware flatten
+    assert_eq!(nhwc.op_counts().get("layout_transform"), Some(&2), "{text}");
+    run_built(&nhwc).allclose(&want, 1e-4, 1e-5).unwrap();
+    let ref_nhwc = interpret(&nhwc, &[("data", &input())]).unwrap().remove(0);
+    ref_nhwc.allclose(&want, 1e-4, 1e-5).unwrap();
+}
+
+#[test]
+fn fusion_groups_and_task_weights() {
+    let mut g = small_net();
+    passes::optimize(&mut g, Some(Layout::Nhwc)).unwrap();
+    let groups = fuse(&g);
+    let names: Vec<String> = groups
+        .iter()
+        .map(|gr| tessera_graph::fuse::group_name(&g, gr))
+        .collect();
+    insta::assert_snapshot!(names.join("\n"));
+    let (tasks, weights) = extract_tasks(&g, &Target::cpu()).unwrap();
+    assert_eq!(weights.iter().sum::<usize>(), groups.len());
+    assert_eq!(tasks.len(), weights.len());
+}
+
+#[test]
+fn bad_input_is_a_typed_error() {
+    let g = small_net();
+    let mut m = build(&g, &Target::cpu()).unwrap();
+    let wrong = NDArray::zeros(DataType::float32(), &[1, 3, 8, 8]).unwrap();
+    let e = m.set_input("data", &wrong).unwrap_err().to_string();
+    assert!(e.contains("expected float32[1, 3, 16, 16]"), "{e}");
+    let e = m.set_input("nope", &wrong).unwrap_err().to_string();
+    assert!(e.contains("no such input"), "{e}");
+    let mut g2 = Graph::new("bad");
+    let x = g2.input("x", TensorType::f32(&[1, 3, 8, 8]));
+    let w = g2.constant(
+        "w",
+        NDArray::zeros(DataType::float32(), &[4, 5, 3, 3]).unwrap(),
+    );
+    let e = g2
+        .op(
+            "c",
+            Op::Conv2d {
+                attrs: Conv2dAttrs::new((1, 1), (1, 1), (1, 1)),
+                layout: Layout::Nchw,
+            },
+            &[x, w],
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("node `c` (conv2d):"), "{e}");
+}
