@@ -14,6 +14,7 @@ pub mod ir;
 pub mod passes;
 pub mod reference;
 pub mod tasks;
+pub mod zoo;
 
 pub use error::GraphError;
 pub use executor::{build, BuildSummary, GraphModule};

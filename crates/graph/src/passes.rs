@@ -7,7 +7,6 @@ use crate::reference::{eval_op, permute, reshape};
 use petgraph::stable_graph::NodeIndex;
 use std::collections::{HashMap, HashSet};
 use tessera_runtime::NDArray;
-use tessera_te::ops::Conv2dAttrs;
 
 /// The standard pipeline before fusion: fold batch norms into convolutions, fold
 /// constants, convert the layout if asked, fold again (the converted weights), remove

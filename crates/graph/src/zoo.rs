@@ -1,0 +1,1 @@
+//! The model zoo (being written).
