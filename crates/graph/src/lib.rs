@@ -11,6 +11,7 @@ pub mod error;
 pub mod executor;
 pub mod fuse;
 pub mod ir;
+pub mod onnx;
 pub mod passes;
 pub mod reference;
 pub mod tasks;
