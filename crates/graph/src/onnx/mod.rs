@@ -9,6 +9,7 @@
 //! unsupported operator is an error naming it and its node; a malformed file is an
 //! error, never a panic.
 
+#[rustfmt::skip]
 #[allow(clippy::all, missing_docs, rustdoc::all)]
 pub mod proto;
 

@@ -1,0 +1,246 @@
+//! The ONNX importer: real models (generated with the onnx helper API in the node patterns
+//! of torchvision exports, see tests/onnx/make_models.py) imported, compiled and run,
+//! against onnxruntime's output on the same input; and malformed or unsupported models,
+//! which must be errors, never panics.
+
+use prost::Message;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use tessera_backends::Target;
+use tessera_graph::onnx::proto::{
+    self, tensor_proto::DataType as T, type_proto, AttributeProto, GraphProto, ModelProto,
+    NodeProto, OperatorSetIdProto, TensorProto, TensorShapeProto, TypeProto, ValueInfoProto,
+};
+use tessera_graph::onnx::{import, load, ImportOptions};
+use tessera_graph::{build, passes, Layout};
+use tessera_runtime::NDArray;
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Runs the generator once per test process into the target folder and returns it.
+fn fixtures() -> PathBuf {
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("onnx-fixtures");
+    let script = workspace_root().join("tests/onnx/make_models.py");
+    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+    let status = Command::new(&python).arg(&script).arg(&out).status();
+    match status {
+        Ok(s) if s.success() => out,
+        other => panic!(
+            "{} {} failed ({other:?}): the ONNX tests need Python with the packages of \
+             tests/onnx/requirements.txt (`pip install -r tests/onnx/requirements.txt`)",
+            python,
+            script.display()
+        ),
+    }
+}
+
+#[derive(Debug)]
+struct Case {
+    name: String,
+    model: PathBuf,
+    input_name: String,
+    input: PathBuf,
+    expected: PathBuf,
+}
+
+fn manifest(dir: &Path) -> Vec<Case> {
+    let text = std::fs::read_to_string(dir.join("manifest.json")).expect("manifest.json");
+    let v: serde_json::Value = serde_json::from_str(&text).expect("valid manifest");
+    v.as_array()
+        .expect("a list")
+        .iter()
+        .map(|m| {
+            let s = |k: &str| m[k].as_str().unwrap_or_else(|| panic!("manifest field {k}")).to_string();
+            Case {
+                name: s("name"),
+                model: dir.join(s("model")),
+                input_name: s("input_name"),
+                input: dir.join(s("input")),
+                expected: dir.join(s("expected")),
+            }
+        })
+        .collect()
+}
+
+/// Imports, optimizes for `layout`, builds and runs `case`; returns (max abs error,
+/// output range of onnxruntime's result).
+fn run_case(case: &Case, layout: Layout) -> (f64, f64) {
+    let mut g = load(&case.model, &ImportOptions::default())
+        .unwrap_or_else(|e| panic!("{}: {e}", case.name));
+    passes::optimize(&mut g, Some(layout)).unwrap_or_else(|e| panic!("{}: {e}", case.name));
+    let mut m = build(&g, &Target::cpu()).unwrap_or_else(|e| panic!("{}: {e}", case.name));
+    let input = NDArray::load_npy(&case.input).unwrap();
+    m.set_input(&case.input_name, &input).unwrap();
+    m.run().unwrap();
+    let got = m.get_output(0).unwrap();
+    let want = NDArray::load_npy(&case.expected).unwrap();
+    assert_eq!(got.shape(), want.shape(), "{}", case.name);
+    let (g, w) = (got.to_f64_vec(), want.to_f64_vec());
+    let err = g.iter().zip(&w).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+    let lo = w.iter().cloned().fold(f64::INFINITY, f64::min);
+    let hi = w.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+    (err, hi - lo)
+}
+
+#[test]
+fn models_match_onnxruntime() {
+    let dir = fixtures();
+    let cases = manifest(&dir);
+    let names: Vec<&str> = cases.iter().map(|c| c.name.as_str()).collect();
+    for want in ["resnet18", "mobilenet_v2", "squeezenet1_1", "inception_block", "tiny_external"] {
+        assert!(names.contains(&want), "the generator made {names:?}");
+    }
+    for case in &cases {
+        let layouts: &[Layout] = if case.name == "resnet18" || case.name == "inception_block" {
+            &[Layout::Nhwc, Layout::Nchw]
+        } else {
+            &[Layout::Nhwc]
+        };
+        for &layout in layouts {
+            let (err, range) = run_case(case, layout);
+            eprintln!("{} {layout}: max abs error {err:.3e}, output range {range:.3e}", case.name);
+            assert!(range > 0.0, "{}: onnxruntime's output is constant", case.name);
+            assert!(
+                err <= 1e-3 * range,
+                "{} ({layout}): max abs error {err:e} > 1e-3 × output range {range:e}",
+                case.name
+            );
+        }
+    }
+}
+
+// ----- errors: models built here with the prost types -----
+
+fn value_info(name: &str, shape: &[i64]) -> ValueInfoProto {
+    ValueInfoProto {
+        name: Some(name.into()),
+        r#type: Some(TypeProto {
+            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                elem_type: Some(T::Float as i32),
+                shape: Some(TensorShapeProto {
+                    dim: shape
+                        .iter()
+                        .map(|&d| proto::tensor_shape_proto::Dimension {
+                            value: Some(proto::tensor_shape_proto::dimension::Value::DimValue(d)),
+                            ..Default::default()
+                        })
+                        .collect(),
+                }),
+            })),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn node(op: &str, name: &str, inputs: &[&str], outputs: &[&str], attrs: Vec<AttributeProto>) -> NodeProto {
+    NodeProto {
+        op_type: Some(op.into()),
+        name: Some(name.into()),
+        input: inputs.iter().map(|s| s.to_string()).collect(),
+        output: outputs.iter().map(|s| s.to_string()).collect(),
+        attribute: attrs,
+        ..Default::default()
+    }
+}
+
+fn model(nodes: Vec<NodeProto>, inits: Vec<TensorProto>, opset: i64) -> ModelProto {
+    ModelProto {
+        ir_version: Some(8),
+        opset_import: vec![OperatorSetIdProto {
+            domain: Some(String::new()),
+            version: Some(opset),
+        }],
+        graph: Some(GraphProto {
+            name: Some("g".into()),
+            node: nodes,
+            initializer: inits,
+            input: vec![value_info("x", &[1, 4])],
+            output: vec![value_info("y", &[1, 4])],
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn import_err(m: &ModelProto) -> String {
+    import(&m.encode_to_vec(), Path::new("."), &ImportOptions::default())
+        .expect_err("must be an error")
+        .to_string()
+}
+
+#[test]
+fn a_small_model_imports_and_runs() {
+    let m = model(vec![node("Relu", "r", &["x"], &["y"], vec![])], vec![], 13);
+    let g = import(&m.encode_to_vec(), Path::new("."), &ImportOptions::default()).unwrap();
+    let mut exe = build(&g, &Target::cpu()).unwrap();
+    exe.set_input("x", &NDArray::from_slice_f32(&[1, 4], &[-1.0, 2.0, -3.0, 4.0]).unwrap()).unwrap();
+    exe.run().unwrap();
+    assert_eq!(exe.get_output(0).unwrap().to_f64_vec(), vec![0.0, 2.0, 0.0, 4.0]);
+}
+
+#[test]
+fn unsupported_operator_names_it_and_the_node() {
+    let m = model(vec![node("LpNormalization", "norm_1", &["x"], &["y"], vec![])], vec![], 13);
+    let e = import_err(&m);
+    assert!(e.contains("unsupported operator `LpNormalization` (node `norm_1`)"), "{e}");
+}
+
+#[test]
+fn malformed_files_are_errors() {
+    let good = model(vec![node("Relu", "r", &["x"], &["y"], vec![])], vec![], 13).encode_to_vec();
+    for cut in [1, good.len() / 2, good.len() - 1] {
+        let r = import(&good[..cut], Path::new("."), &ImportOptions::default());
+        assert!(r.is_err(), "a model cut at {cut} bytes imported");
+    }
+    let garbage: Vec<u8> = (0..4096u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+    assert!(import(&garbage, Path::new("."), &ImportOptions::default()).is_err());
+
+    // an initializer whose data does not fit its shape
+    let bad_init = TensorProto {
+        name: Some("w".into()),
+        dims: vec![4],
+        data_type: Some(T::Float as i32),
+        raw_data: Some(vec![0; 7]),
+        ..Default::default()
+    };
+    let m = model(vec![node("Add", "a", &["x", "w"], &["y"], vec![])], vec![bad_init], 13);
+    let e = import_err(&m);
+    assert!(e.contains("tensor `w`: 7 bytes of data for 4 elements"), "{e}");
+
+    // external data that is missing, or points outside the model's folder
+    for (loc, want) in [("missing.bin", "missing.bin"), ("../escape.bin", "must stay inside")] {
+        let ext = TensorProto {
+            name: Some("w".into()),
+            dims: vec![4],
+            data_type: Some(T::Float as i32),
+            data_location: Some(proto::tensor_proto::DataLocation::External as i32),
+            external_data: vec![proto::StringStringEntryProto {
+                key: Some("location".into()),
+                value: Some(loc.into()),
+            }],
+            ..Default::default()
+        };
+        let m = model(vec![node("Add", "a", &["x", "w"], &["y"], vec![])], vec![ext], 13);
+        let e = import_err(&m);
+        assert!(e.contains(want), "{e}");
+    }
+
+    // a use before definition, an unknown opset, a shape error naming the node
+    let m = model(vec![node("Relu", "r", &["nope"], &["y"], vec![])], vec![], 13);
+    assert!(import_err(&m).contains("value `nope` is not defined"));
+    let m = model(vec![node("Relu", "r", &["x"], &["y"], vec![])], vec![], 3);
+    assert!(import_err(&m).contains("opset 3 is not supported"));
+    let w = TensorProto {
+        name: Some("w".into()),
+        dims: vec![3],
+        data_type: Some(T::Float as i32),
+        float_data: vec![1.0, 2.0, 3.0],
+        ..Default::default()
+    };
+    let m = model(vec![node("Add", "add_1", &["x", "w"], &["y"], vec![])], vec![w], 13);
+    let e = import_err(&m);
+    assert!(e.contains("node `add_1` (add)"), "{e}");
+}
