@@ -1,6 +1,7 @@
 //! `tessera`: the command line of the Tessera tensor compiler.
 
 mod bench;
+mod network;
 mod op;
 mod plugins;
 
@@ -25,6 +26,18 @@ enum Command {
     /// conv2d), single-threaded and with 2 threads, and print the ratios. Needs a build
     /// with `--features bench`.
     Bench(bench::BenchArgs),
+    /// List the tuning tasks of a network: one compute DAG per distinct fused group,
+    /// with its weight (how many times the network computes it).
+    #[command(
+        after_help = "Examples:\n  tessera tasks --network resnet-18 --layout NHWC --target cpu\n  tessera tasks --onnx model.onnx --summary"
+    )]
+    Tasks(network::TasksArgs),
+    /// Compile a network with default schedules and run it: output, top-5 classes,
+    /// and with --benchmark the execution time summary.
+    #[command(
+        after_help = "Examples:\n  tessera run --network resnet-18 --benchmark\n  tessera run --onnx resnet18.onnx --input input=image.npy --benchmark --repeat 20\n  tessera run --network mobilenet --layout NCHW --batch 4 --profile"
+    )]
+    Run(network::RunArgs),
     /// Plugins: list what is found, check a file.
     #[command(subcommand)]
     Plugins(plugins::PluginsCmd),
@@ -35,6 +48,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Op(args) => op::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Tasks(args) => network::tasks(args),
+        Command::Run(args) => network::run(args),
         Command::Plugins(cmd) => plugins::run(cmd),
     };
     match result {

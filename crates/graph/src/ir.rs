@@ -15,7 +15,7 @@ use std::fmt;
 use std::sync::Arc;
 use tessera_ir::DataType;
 use tessera_runtime::NDArray;
-use tessera_te::ops::{self, Conv2dAttrs, Pool2dAttrs, PoolType};
+use tessera_te::ops::{self, Conv2dAttrs, Conv3dAttrs, Pool2dAttrs, Pool3dAttrs, PoolType};
 use tessera_te::{placeholder, TeError, Tensor};
 
 /// The shape and element type of a value.
@@ -89,6 +89,29 @@ impl fmt::Display for Layout {
     }
 }
 
+/// The data layout of a 5-D (volumetric) activation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Layout3d {
+    Ncdhw,
+    Ndhwc,
+}
+
+impl Layout3d {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Layout3d::Ncdhw => "NCDHW",
+            Layout3d::Ndhwc => "NDHWC",
+        }
+    }
+    /// The axis of the channels.
+    pub fn channel_axis(self) -> i64 {
+        match self {
+            Layout3d::Ncdhw => 1,
+            Layout3d::Ndhwc => 4,
+        }
+    }
+}
+
 /// Elementwise functions of one argument.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Unary {
@@ -125,6 +148,12 @@ pub enum Op {
         attrs: Conv2dAttrs,
         layout: Layout,
     },
+    /// 3-D convolution: `data`, `weight` (OIDHW for NCDHW data, DHWIO for NDHWC data,
+    /// I = input channels / groups).
+    Conv3d {
+        attrs: Conv3dAttrs,
+        layout: Layout3d,
+    },
     /// `data[.., K] · weight[N, K]ᵀ` (TVM's dense).
     Dense,
     /// `a[.., M, K] · b[.., K, N]`: 2-D or batched (3-D) matrix product.
@@ -154,6 +183,16 @@ pub enum Op {
     GlobalPool2d {
         kind: PoolType,
         layout: Layout,
+    },
+    /// Max or average 3-D pooling; the layout is in the attributes.
+    Pool3d {
+        kind: PoolType,
+        attrs: Pool3dAttrs,
+    },
+    /// Global max or average 3-D pooling to 1×1×1.
+    GlobalPool3d {
+        kind: PoolType,
+        layout: Layout3d,
     },
     Softmax {
         axis: i64,
@@ -206,6 +245,7 @@ impl Op {
             Op::Input => "input",
             Op::Constant(_) => "constant",
             Op::Conv2d { .. } => "conv2d",
+            Op::Conv3d { .. } => "conv3d",
             Op::Dense => "dense",
             Op::MatMul => "matmul",
             Op::BiasAdd { .. } => "bias_add",
@@ -236,6 +276,14 @@ impl Op {
                 PoolType::Max => "global_max_pool2d",
                 PoolType::Avg => "global_avg_pool2d",
             },
+            Op::Pool3d { kind, .. } => match kind {
+                PoolType::Max => "max_pool3d",
+                PoolType::Avg => "avg_pool3d",
+            },
+            Op::GlobalPool3d { kind, .. } => match kind {
+                PoolType::Max => "global_max_pool3d",
+                PoolType::Avg => "global_avg_pool3d",
+            },
             Op::Softmax { .. } => "softmax",
             Op::Concat { .. } => "concatenate",
             Op::Flatten => "batch_flatten",
@@ -250,7 +298,12 @@ impl Op {
     pub fn arity(&self) -> Option<usize> {
         Some(match self {
             Op::Input | Op::Constant(_) => 0,
-            Op::Conv2d { .. } | Op::Dense | Op::MatMul | Op::BiasAdd { .. } | Op::Binary(_) => 2,
+            Op::Conv2d { .. }
+            | Op::Conv3d { .. }
+            | Op::Dense
+            | Op::MatMul
+            | Op::BiasAdd { .. }
+            | Op::Binary(_) => 2,
             Op::BatchNorm { .. } => 5,
             Op::Concat { .. } => return None,
             _ => 1,
@@ -261,13 +314,16 @@ impl Op {
     pub fn pattern(&self) -> Option<Pattern> {
         Some(match self {
             Op::Input | Op::Constant(_) => return None,
-            Op::Conv2d { .. } | Op::Dense | Op::MatMul => Pattern::OutFusable,
+            Op::Conv2d { .. } | Op::Conv3d { .. } | Op::Dense | Op::MatMul => Pattern::OutFusable,
             Op::BiasAdd { .. }
             | Op::BatchNorm { .. }
             | Op::Unary(_)
             | Op::Clip { .. }
             | Op::Binary(_) => Pattern::ElemWise,
-            Op::Pool2d { .. } | Op::GlobalPool2d { .. } => Pattern::Reduce,
+            Op::Pool2d { .. }
+            | Op::GlobalPool2d { .. }
+            | Op::Pool3d { .. }
+            | Op::GlobalPool3d { .. } => Pattern::Reduce,
             Op::Softmax { .. } => Pattern::Opaque,
             Op::Concat { .. }
             | Op::Flatten
@@ -335,6 +391,10 @@ impl Op {
                     (Layout::Nhwc, false) => ops::conv2d_nhwc_with(d, w, attrs),
                 }
             }
+            Op::Conv3d { attrs, layout } => match layout {
+                Layout3d::Ncdhw => ops::conv3d_ncdhw(&inputs[0], &inputs[1], attrs),
+                Layout3d::Ndhwc => ops::conv3d_ndhwc(&inputs[0], &inputs[1], attrs),
+            },
             Op::Dense => ops::dense(&inputs[0], &inputs[1], None),
             Op::MatMul => {
                 if inputs[0].ndim() == 2 && inputs[1].ndim() == 2 {
@@ -370,6 +430,8 @@ impl Op {
             }
             Op::Pool2d { kind, attrs } => ops::pool2d(x(), *kind, attrs),
             Op::GlobalPool2d { kind, layout } => ops::global_pool(x(), *kind, layout.as_str()),
+            Op::Pool3d { kind, attrs } => ops::pool3d(x(), *kind, attrs),
+            Op::GlobalPool3d { kind, layout } => ops::global_pool3d(x(), *kind, layout.as_str()),
             Op::Softmax { axis } => ops::softmax_axis(x(), *axis),
             Op::Concat { axis } => ops::concatenate(inputs, *axis),
             Op::Flatten => ops::flatten(x()),

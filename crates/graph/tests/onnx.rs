@@ -52,7 +52,11 @@ fn manifest(dir: &Path) -> Vec<Case> {
         .expect("a list")
         .iter()
         .map(|m| {
-            let s = |k: &str| m[k].as_str().unwrap_or_else(|| panic!("manifest field {k}")).to_string();
+            let s = |k: &str| {
+                m[k].as_str()
+                    .unwrap_or_else(|| panic!("manifest field {k}"))
+                    .to_string()
+            };
             Case {
                 name: s("name"),
                 model: dir.join(s("model")),
@@ -78,7 +82,11 @@ fn run_case(case: &Case, layout: Layout) -> (f64, f64) {
     let want = NDArray::load_npy(&case.expected).unwrap();
     assert_eq!(got.shape(), want.shape(), "{}", case.name);
     let (g, w) = (got.to_f64_vec(), want.to_f64_vec());
-    let err = g.iter().zip(&w).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+    let err = g
+        .iter()
+        .zip(&w)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f64::max);
     let lo = w.iter().cloned().fold(f64::INFINITY, f64::min);
     let hi = w.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
     (err, hi - lo)
@@ -89,7 +97,13 @@ fn models_match_onnxruntime() {
     let dir = fixtures();
     let cases = manifest(&dir);
     let names: Vec<&str> = cases.iter().map(|c| c.name.as_str()).collect();
-    for want in ["resnet18", "mobilenet_v2", "squeezenet1_1", "inception_block", "tiny_external"] {
+    for want in [
+        "resnet18",
+        "mobilenet_v2",
+        "squeezenet1_1",
+        "inception_block",
+        "tiny_external",
+    ] {
         assert!(names.contains(&want), "the generator made {names:?}");
     }
     for case in &cases {
@@ -100,8 +114,15 @@ fn models_match_onnxruntime() {
         };
         for &layout in layouts {
             let (err, range) = run_case(case, layout);
-            eprintln!("{} {layout}: max abs error {err:.3e}, output range {range:.3e}", case.name);
-            assert!(range > 0.0, "{}: onnxruntime's output is constant", case.name);
+            eprintln!(
+                "{} {layout}: max abs error {err:.3e}, output range {range:.3e}",
+                case.name
+            );
+            assert!(
+                range > 0.0,
+                "{}: onnxruntime's output is constant",
+                case.name
+            );
             assert!(
                 err <= 1e-3 * range,
                 "{} ({layout}): max abs error {err:e} > 1e-3 × output range {range:e}",
@@ -135,7 +156,13 @@ fn value_info(name: &str, shape: &[i64]) -> ValueInfoProto {
     }
 }
 
-fn node(op: &str, name: &str, inputs: &[&str], outputs: &[&str], attrs: Vec<AttributeProto>) -> NodeProto {
+fn node(
+    op: &str,
+    name: &str,
+    inputs: &[&str],
+    outputs: &[&str],
+    attrs: Vec<AttributeProto>,
+) -> NodeProto {
     NodeProto {
         op_type: Some(op.into()),
         name: Some(name.into()),
@@ -166,26 +193,49 @@ fn model(nodes: Vec<NodeProto>, inits: Vec<TensorProto>, opset: i64) -> ModelPro
 }
 
 fn import_err(m: &ModelProto) -> String {
-    import(&m.encode_to_vec(), Path::new("."), &ImportOptions::default())
-        .expect_err("must be an error")
-        .to_string()
+    import(
+        &m.encode_to_vec(),
+        Path::new("."),
+        &ImportOptions::default(),
+    )
+    .expect_err("must be an error")
+    .to_string()
 }
 
 #[test]
 fn a_small_model_imports_and_runs() {
     let m = model(vec![node("Relu", "r", &["x"], &["y"], vec![])], vec![], 13);
-    let g = import(&m.encode_to_vec(), Path::new("."), &ImportOptions::default()).unwrap();
+    let g = import(
+        &m.encode_to_vec(),
+        Path::new("."),
+        &ImportOptions::default(),
+    )
+    .unwrap();
     let mut exe = build(&g, &Target::cpu()).unwrap();
-    exe.set_input("x", &NDArray::from_slice_f32(&[1, 4], &[-1.0, 2.0, -3.0, 4.0]).unwrap()).unwrap();
+    exe.set_input(
+        "x",
+        &NDArray::from_slice_f32(&[1, 4], &[-1.0, 2.0, -3.0, 4.0]).unwrap(),
+    )
+    .unwrap();
     exe.run().unwrap();
-    assert_eq!(exe.get_output(0).unwrap().to_f64_vec(), vec![0.0, 2.0, 0.0, 4.0]);
+    assert_eq!(
+        exe.get_output(0).unwrap().to_f64_vec(),
+        vec![0.0, 2.0, 0.0, 4.0]
+    );
 }
 
 #[test]
 fn unsupported_operator_names_it_and_the_node() {
-    let m = model(vec![node("LpNormalization", "norm_1", &["x"], &["y"], vec![])], vec![], 13);
+    let m = model(
+        vec![node("LpNormalization", "norm_1", &["x"], &["y"], vec![])],
+        vec![],
+        13,
+    );
     let e = import_err(&m);
-    assert!(e.contains("unsupported operator `LpNormalization` (node `norm_1`)"), "{e}");
+    assert!(
+        e.contains("unsupported operator `LpNormalization` (node `norm_1`)"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -195,7 +245,9 @@ fn malformed_files_are_errors() {
         let r = import(&good[..cut], Path::new("."), &ImportOptions::default());
         assert!(r.is_err(), "a model cut at {cut} bytes imported");
     }
-    let garbage: Vec<u8> = (0..4096u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+    let garbage: Vec<u8> = (0..4096u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
     assert!(import(&garbage, Path::new("."), &ImportOptions::default()).is_err());
 
     // an initializer whose data does not fit its shape
@@ -206,12 +258,22 @@ fn malformed_files_are_errors() {
         raw_data: Some(vec![0; 7]),
         ..Default::default()
     };
-    let m = model(vec![node("Add", "a", &["x", "w"], &["y"], vec![])], vec![bad_init], 13);
+    let m = model(
+        vec![node("Add", "a", &["x", "w"], &["y"], vec![])],
+        vec![bad_init],
+        13,
+    );
     let e = import_err(&m);
-    assert!(e.contains("tensor `w`: 7 bytes of data for 4 elements"), "{e}");
+    assert!(
+        e.contains("tensor `w`: 7 bytes of data for 4 elements"),
+        "{e}"
+    );
 
     // external data that is missing, or points outside the model's folder
-    for (loc, want) in [("missing.bin", "missing.bin"), ("../escape.bin", "must stay inside")] {
+    for (loc, want) in [
+        ("missing.bin", "missing.bin"),
+        ("../escape.bin", "must stay inside"),
+    ] {
         let ext = TensorProto {
             name: Some("w".into()),
             dims: vec![4],
@@ -223,13 +285,21 @@ fn malformed_files_are_errors() {
             }],
             ..Default::default()
         };
-        let m = model(vec![node("Add", "a", &["x", "w"], &["y"], vec![])], vec![ext], 13);
+        let m = model(
+            vec![node("Add", "a", &["x", "w"], &["y"], vec![])],
+            vec![ext],
+            13,
+        );
         let e = import_err(&m);
         assert!(e.contains(want), "{e}");
     }
 
     // a use before definition, an unknown opset, a shape error naming the node
-    let m = model(vec![node("Relu", "r", &["nope"], &["y"], vec![])], vec![], 13);
+    let m = model(
+        vec![node("Relu", "r", &["nope"], &["y"], vec![])],
+        vec![],
+        13,
+    );
     assert!(import_err(&m).contains("value `nope` is not defined"));
     let m = model(vec![node("Relu", "r", &["x"], &["y"], vec![])], vec![], 3);
     assert!(import_err(&m).contains("opset 3 is not supported"));
@@ -240,7 +310,11 @@ fn malformed_files_are_errors() {
         float_data: vec![1.0, 2.0, 3.0],
         ..Default::default()
     };
-    let m = model(vec![node("Add", "add_1", &["x", "w"], &["y"], vec![])], vec![w], 13);
+    let m = model(
+        vec![node("Add", "add_1", &["x", "w"], &["y"], vec![])],
+        vec![w],
+        13,
+    );
     let e = import_err(&m);
     assert!(e.contains("node `add_1` (add)"), "{e}");
 }

@@ -27,11 +27,43 @@ use tessera_te::ops::{Conv2dAttrs, Pool2dAttrs, PoolType};
 
 /// The operator types the importer knows.
 pub const SUPPORTED_OPS: &[&str] = &[
-    "Add", "AveragePool", "BatchNormalization", "Cast", "Clip", "Concat", "Constant", "Conv",
-    "Div", "Dropout", "Erf", "Exp", "Flatten", "Gather", "Gemm", "GlobalAveragePool",
-    "GlobalMaxPool", "Identity", "MatMul", "Max", "MaxPool", "Min", "Mul", "Pad",
-    "ReduceMean", "Relu", "Reshape", "Shape", "Sigmoid", "Slice", "Softmax", "Sqrt",
-    "Squeeze", "Sub", "Tanh", "Transpose", "Unsqueeze",
+    "Add",
+    "AveragePool",
+    "BatchNormalization",
+    "Cast",
+    "Clip",
+    "Concat",
+    "Constant",
+    "Conv",
+    "Div",
+    "Dropout",
+    "Erf",
+    "Exp",
+    "Flatten",
+    "Gather",
+    "Gemm",
+    "GlobalAveragePool",
+    "GlobalMaxPool",
+    "Identity",
+    "MatMul",
+    "Max",
+    "MaxPool",
+    "Min",
+    "Mul",
+    "Pad",
+    "ReduceMean",
+    "Relu",
+    "Reshape",
+    "Shape",
+    "Sigmoid",
+    "Slice",
+    "Softmax",
+    "Sqrt",
+    "Squeeze",
+    "Sub",
+    "Tanh",
+    "Transpose",
+    "Unsqueeze",
 ];
 
 fn err(msg: impl Into<String>) -> GraphError {
@@ -58,7 +90,8 @@ pub fn load(path: &Path, options: &ImportOptions) -> Result<Graph, GraphError> {
 
 /// Imports a serialized `ModelProto`; `base_dir` is where external data files are.
 pub fn import(bytes: &[u8], base_dir: &Path, options: &ImportOptions) -> Result<Graph, GraphError> {
-    let model = proto::ModelProto::decode(bytes).map_err(|e| err(format!("not a valid ONNX model: {e}")))?;
+    let model = proto::ModelProto::decode(bytes)
+        .map_err(|e| err(format!("not a valid ONNX model: {e}")))?;
     let opset = model
         .opset_import
         .iter()
@@ -70,9 +103,16 @@ pub fn import(bytes: &[u8], base_dir: &Path, options: &ImportOptions) -> Result<
             "opset {opset} is not supported (7 to 21 are; 11 to 18 are tested)"
         )));
     }
-    let graph = model.graph.as_ref().ok_or_else(|| err("the model has no graph"))?;
+    let graph = model
+        .graph
+        .as_ref()
+        .ok_or_else(|| err("the model has no graph"))?;
     let mut imp = Importer {
-        g: Graph::new(if graph.name().is_empty() { "onnx" } else { graph.name() }),
+        g: Graph::new(if graph.name().is_empty() {
+            "onnx"
+        } else {
+            graph.name()
+        }),
         values: HashMap::new(),
         opset,
         base_dir: base_dir.to_path_buf(),
@@ -112,13 +152,22 @@ pub fn import(bytes: &[u8], base_dir: &Path, options: &ImportOptions) -> Result<
     Ok(imp.g)
 }
 
-fn input_type(vi: &proto::ValueInfoProto, options: &ImportOptions) -> Result<TensorType, GraphError> {
+fn input_type(
+    vi: &proto::ValueInfoProto,
+    options: &ImportOptions,
+) -> Result<TensorType, GraphError> {
     let name = vi.name();
-    let Some(proto::type_proto::Value::TensorType(t)) = vi.r#type.as_ref().and_then(|t| t.value.as_ref()) else {
+    let Some(proto::type_proto::Value::TensorType(t)) =
+        vi.r#type.as_ref().and_then(|t| t.value.as_ref())
+    else {
         return Err(err(format!("input `{name}` is not a tensor")));
     };
-    let dtype = dtype_of(t.elem_type())
-        .ok_or_else(|| err(format!("input `{name}` has an unsupported element type {}", t.elem_type())))?;
+    let dtype = dtype_of(t.elem_type()).ok_or_else(|| {
+        err(format!(
+            "input `{name}` has an unsupported element type {}",
+            t.elem_type()
+        ))
+    })?;
     if let Some(s) = options.input_shapes.get(name) {
         return Ok(TensorType::new(s, dtype));
     }
@@ -183,19 +232,27 @@ impl<'a> Attrs<'a> {
 
 impl Importer {
     fn value(&self, name: &str, user: &str) -> Result<NodeIndex, GraphError> {
-        self.values
-            .get(name)
-            .copied()
-            .ok_or_else(|| err(format!("{user}: value `{name}` is not defined before its use")))
+        self.values.get(name).copied().ok_or_else(|| {
+            err(format!(
+                "{user}: value `{name}` is not defined before its use"
+            ))
+        })
     }
 
     /// Decodes a tensor (raw, typed or external data).
     fn tensor(&self, t: &proto::TensorProto) -> Result<NDArray, GraphError> {
         let name = t.name();
-        let dtype = dtype_of(t.data_type())
-            .ok_or_else(|| err(format!("tensor `{name}`: unsupported data type {}", t.data_type())))?;
+        let dtype = dtype_of(t.data_type()).ok_or_else(|| {
+            err(format!(
+                "tensor `{name}`: unsupported data type {}",
+                t.data_type()
+            ))
+        })?;
         if t.dims.iter().any(|&d| d < 0) {
-            return Err(err(format!("tensor `{name}`: negative dimension in {:?}", t.dims)));
+            return Err(err(format!(
+                "tensor `{name}`: negative dimension in {:?}",
+                t.dims
+            )));
         }
         let shape: Vec<usize> = t.dims.iter().map(|&d| d as usize).collect();
         let numel = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
@@ -261,10 +318,20 @@ impl Importer {
     /// optional `offset` and `length`.
     fn external(&self, t: &proto::TensorProto) -> Result<Vec<u8>, GraphError> {
         let name = t.name();
-        let get = |k: &str| t.external_data.iter().find(|e| e.key() == k).map(|e| e.value().to_string());
-        let location = get("location").ok_or_else(|| err(format!("tensor `{name}`: external data without a location")))?;
+        let get = |k: &str| {
+            t.external_data
+                .iter()
+                .find(|e| e.key() == k)
+                .map(|e| e.value().to_string())
+        };
+        let location = get("location")
+            .ok_or_else(|| err(format!("tensor `{name}`: external data without a location")))?;
         let rel = Path::new(&location);
-        if rel.is_absolute() || rel.components().any(|c| matches!(c, std::path::Component::ParentDir)) {
+        if rel.is_absolute()
+            || rel
+                .components()
+                .any(|c| matches!(c, std::path::Component::ParentDir))
+        {
             return Err(err(format!(
                 "tensor `{name}`: external data location `{location}` must stay inside the model's folder"
             )));
@@ -276,7 +343,10 @@ impl Importer {
         })?;
         let parse = |k: &str| -> Result<Option<usize>, GraphError> {
             get(k)
-                .map(|v| v.parse::<usize>().map_err(|_| err(format!("tensor `{name}`: bad external data {k} `{v}`"))))
+                .map(|v| {
+                    v.parse::<usize>()
+                        .map_err(|_| err(format!("tensor `{name}`: bad external data {k} `{v}`")))
+                })
                 .transpose()
         };
         let offset = parse("offset")?.unwrap_or(0);
@@ -301,7 +371,12 @@ impl Importer {
         Some(v.to_f64_vec().into_iter().map(|x| x as i64).collect())
     }
 
-    fn int_const(&mut self, name: &str, shape: &[usize], v: &[i64]) -> Result<NodeIndex, GraphError> {
+    fn int_const(
+        &mut self,
+        name: &str,
+        shape: &[usize],
+        v: &[i64],
+    ) -> Result<NodeIndex, GraphError> {
         Ok(self.g.constant(name, NDArray::from_slice::<i64>(shape, v)?))
     }
 
@@ -325,13 +400,24 @@ impl Importer {
         // Inputs; an empty name is an omitted optional input.
         let mut ins: Vec<Option<NodeIndex>> = Vec::with_capacity(node.input.len());
         for i in &node.input {
-            ins.push(if i.is_empty() { None } else { Some(self.value(i, &format!("node `{label}`"))?) });
+            ins.push(if i.is_empty() {
+                None
+            } else {
+                Some(self.value(i, &format!("node `{label}`"))?)
+            });
         }
         let input = |k: usize| -> Result<NodeIndex, GraphError> {
-            ins.get(k).copied().flatten().ok_or_else(|| a.bad(format!("input {k} is missing")))
+            ins.get(k)
+                .copied()
+                .flatten()
+                .ok_or_else(|| a.bad(format!("input {k} is missing")))
         };
         let out_name = node.output.first().cloned().unwrap_or_default();
-        let name = if node.name().is_empty() { out_name.clone() } else { node.name().to_string() };
+        let name = if node.name().is_empty() {
+            out_name.clone()
+        } else {
+            node.name().to_string()
+        };
         let elementwise = |u| Op::Unary(u);
         let result: NodeIndex = match op_type {
             "Identity" | "Dropout" => {
@@ -362,8 +448,20 @@ impl Importer {
                 };
                 self.g.constant(&out_name, v)
             }
-            "Conv" => self.conv(&a, &name, input(0)?, input(1)?, ins.get(2).copied().flatten())?,
-            "Gemm" => self.gemm(&a, &name, input(0)?, input(1)?, ins.get(2).copied().flatten())?,
+            "Conv" => self.conv(
+                &a,
+                &name,
+                input(0)?,
+                input(1)?,
+                ins.get(2).copied().flatten(),
+            )?,
+            "Gemm" => self.gemm(
+                &a,
+                &name,
+                input(0)?,
+                input(1)?,
+                ins.get(2).copied().flatten(),
+            )?,
             "MatMul" => self.matmul(&name, input(0)?, input(1)?)?,
             "BatchNormalization" => {
                 if a.int("training_mode", 0) != 0 {
@@ -372,7 +470,14 @@ impl Importer {
                 let eps = a.float("epsilon", 1e-5) as f64;
                 let x = input(0)?;
                 let ps = [input(1)?, input(2)?, input(3)?, input(4)?];
-                self.op(&name, Op::BatchNorm { epsilon: eps, axis: 1 }, &[x, ps[0], ps[1], ps[2], ps[3]])?
+                self.op(
+                    &name,
+                    Op::BatchNorm {
+                        epsilon: eps,
+                        axis: 1,
+                    },
+                    &[x, ps[0], ps[1], ps[2], ps[3]],
+                )?
             }
             "Relu" => self.op(&name, elementwise(Unary::Relu), &[input(0)?])?,
             "Sigmoid" => self.op(&name, elementwise(Unary::Sigmoid), &[input(0)?])?,
@@ -388,8 +493,14 @@ impl Importer {
                 } else {
                     for (k, slot) in [(1usize, &mut lo), (2, &mut hi)] {
                         if let Some(n) = ins.get(k).copied().flatten() {
-                            let v = self.g.constant_value(n).ok_or_else(|| a.bad(format!("input {k} must be a constant")))?;
-                            *slot = *v.to_f64_vec().first().ok_or_else(|| a.bad(format!("input {k} is empty")))?;
+                            let v = self
+                                .g
+                                .constant_value(n)
+                                .ok_or_else(|| a.bad(format!("input {k} must be a constant")))?;
+                            *slot = *v
+                                .to_f64_vec()
+                                .first()
+                                .ok_or_else(|| a.bad(format!("input {k} is empty")))?;
                         }
                     }
                 }
@@ -409,7 +520,11 @@ impl Importer {
                 }
             }
             "Max" | "Min" => {
-                let b = if op_type == "Max" { Binary::Max } else { Binary::Min };
+                let b = if op_type == "Max" {
+                    Binary::Max
+                } else {
+                    Binary::Min
+                };
                 let mut acc = input(0)?;
                 for k in 1..ins.len() {
                     acc = self.op(&format!("{name}_{k}"), Op::Binary(b), &[acc, input(k)?])?;
@@ -420,10 +535,24 @@ impl Importer {
             "GlobalAveragePool" | "GlobalMaxPool" => {
                 let x = input(0)?;
                 if self.ty(x).shape.len() != 4 {
-                    return Err(a.bad(format!("only 2-D (4-D tensor) pooling is supported, got {}", self.ty(x))));
+                    return Err(a.bad(format!(
+                        "only 2-D (4-D tensor) pooling is supported, got {}",
+                        self.ty(x)
+                    )));
                 }
-                let kind = if op_type == "GlobalMaxPool" { PoolType::Max } else { PoolType::Avg };
-                self.op(&name, Op::GlobalPool2d { kind, layout: Layout::Nchw }, &[x])?
+                let kind = if op_type == "GlobalMaxPool" {
+                    PoolType::Max
+                } else {
+                    PoolType::Avg
+                };
+                self.op(
+                    &name,
+                    Op::GlobalPool2d {
+                        kind,
+                        layout: Layout::Nchw,
+                    },
+                    &[x],
+                )?
             }
             "ReduceMean" => {
                 let x = input(0)?;
@@ -433,11 +562,24 @@ impl Importer {
                     a.ints("axes")
                 };
                 let rank = self.ty(x).shape.len() as i64;
-                let axes: Option<Vec<i64>> = axes.map(|v| v.iter().map(|&d| if d < 0 { d + rank } else { d }).collect());
+                let axes: Option<Vec<i64>> = axes.map(|v| {
+                    v.iter()
+                        .map(|&d| if d < 0 { d + rank } else { d })
+                        .collect()
+                });
                 if rank != 4 || axes.as_deref() != Some(&[2, 3]) {
-                    return Err(a.bad("only the mean over the spatial axes [2, 3] of a 4-D tensor is supported"));
+                    return Err(a.bad(
+                        "only the mean over the spatial axes [2, 3] of a 4-D tensor is supported",
+                    ));
                 }
-                let gp = self.op(&name, Op::GlobalPool2d { kind: PoolType::Avg, layout: Layout::Nchw }, &[x])?;
+                let gp = self.op(
+                    &name,
+                    Op::GlobalPool2d {
+                        kind: PoolType::Avg,
+                        layout: Layout::Nchw,
+                    },
+                    &[x],
+                )?;
                 if a.int("keepdims", 1) == 0 {
                     let s = self.ty(x).shape[..2].to_vec();
                     self.op(&format!("{name}_squeeze"), Op::Reshape { shape: s }, &[gp])?
@@ -458,8 +600,17 @@ impl Importer {
                 } else {
                     // Before opset 13: softmax of the input flattened to 2-D at `axis`.
                     let s = self.ty(x).shape.clone();
-                    let (outer, inner) = (s[..axis as usize].iter().product::<i64>(), s[axis as usize..].iter().product::<i64>());
-                    let r = self.op(&format!("{name}_2d"), Op::Reshape { shape: vec![outer, inner] }, &[x])?;
+                    let (outer, inner) = (
+                        s[..axis as usize].iter().product::<i64>(),
+                        s[axis as usize..].iter().product::<i64>(),
+                    );
+                    let r = self.op(
+                        &format!("{name}_2d"),
+                        Op::Reshape {
+                            shape: vec![outer, inner],
+                        },
+                        &[x],
+                    )?;
                     let sm = self.op(&name, Op::Softmax { axis: 1 }, &[r])?;
                     self.op(&format!("{name}_nd"), Op::Reshape { shape: s }, &[sm])?
                 }
@@ -467,7 +618,8 @@ impl Importer {
             "Concat" => {
                 let axis = a.int("axis", 0);
                 let xs: Vec<NodeIndex> = (0..ins.len()).map(&input).collect::<Result<_, _>>()?;
-                let statics: Option<Vec<Vec<i64>>> = xs.iter().map(|&x| self.ints_of_int(x)).collect();
+                let statics: Option<Vec<Vec<i64>>> =
+                    xs.iter().map(|&x| self.ints_of_int(x)).collect();
                 match statics {
                     Some(vs) if xs.iter().all(|&x| self.ty(x).shape.len() == 1) => {
                         let all: Vec<i64> = vs.concat();
@@ -493,27 +645,48 @@ impl Importer {
             }
             "Reshape" => {
                 let x = input(0)?;
-                let spec = self.ints_of(input(1)?).ok_or_else(|| a.bad("the shape must be known at import time"))?;
-                let shape = resolve_reshape(&self.ty(x).shape, &spec, a.int("allowzero", 0) != 0).map_err(|m| a.bad(m))?;
+                let spec = self
+                    .ints_of(input(1)?)
+                    .ok_or_else(|| a.bad("the shape must be known at import time"))?;
+                let shape = resolve_reshape(&self.ty(x).shape, &spec, a.int("allowzero", 0) != 0)
+                    .map_err(|m| a.bad(m))?;
                 self.reshape(&name, x, shape)?
             }
             "Squeeze" | "Unsqueeze" => {
                 let x = input(0)?;
                 let axes = if self.opset >= 13 {
-                    ins.get(1).copied().flatten().map(|n| self.ints_of(n).ok_or_else(|| a.bad("axes must be a constant"))).transpose()?
+                    ins.get(1)
+                        .copied()
+                        .flatten()
+                        .map(|n| {
+                            self.ints_of(n)
+                                .ok_or_else(|| a.bad("axes must be a constant"))
+                        })
+                        .transpose()?
                 } else {
                     a.ints("axes")
                 };
                 let s = self.ty(x).shape.clone();
                 let shape = if op_type == "Squeeze" {
                     let rank = s.len() as i64;
-                    let axes: Vec<i64> = axes.unwrap_or_else(|| (0..rank).filter(|&i| s[i as usize] == 1).collect());
-                    let axes: Vec<i64> = axes.iter().map(|&d| if d < 0 { d + rank } else { d }).collect();
-                    s.iter().enumerate().filter(|(i, _)| !axes.contains(&(*i as i64))).map(|(_, &d)| d).collect()
+                    let axes: Vec<i64> =
+                        axes.unwrap_or_else(|| (0..rank).filter(|&i| s[i as usize] == 1).collect());
+                    let axes: Vec<i64> = axes
+                        .iter()
+                        .map(|&d| if d < 0 { d + rank } else { d })
+                        .collect();
+                    s.iter()
+                        .enumerate()
+                        .filter(|(i, _)| !axes.contains(&(*i as i64)))
+                        .map(|(_, &d)| d)
+                        .collect()
                 } else {
                     let axes = axes.ok_or_else(|| a.bad("axes are required"))?;
                     let rank = (s.len() + axes.len()) as i64;
-                    let mut axes: Vec<i64> = axes.iter().map(|&d| if d < 0 { d + rank } else { d }).collect();
+                    let mut axes: Vec<i64> = axes
+                        .iter()
+                        .map(|&d| if d < 0 { d + rank } else { d })
+                        .collect();
                     axes.sort();
                     let mut out = s.clone();
                     for &ax in &axes {
@@ -546,14 +719,28 @@ impl Importer {
                 let rank = self.ty(x).shape.len();
                 let mode = a.string("mode").unwrap_or_else(|| "constant".into());
                 if mode != "constant" {
-                    return Err(a.bad(format!("pad mode `{mode}` is not supported (only constant)")));
+                    return Err(a.bad(format!(
+                        "pad mode `{mode}` is not supported (only constant)"
+                    )));
                 }
                 let (pads, value) = if self.opset < 11 {
-                    (a.ints("pads").ok_or_else(|| a.bad("pads are required"))?, a.float("value", 0.0) as f64)
+                    (
+                        a.ints("pads").ok_or_else(|| a.bad("pads are required"))?,
+                        a.float("value", 0.0) as f64,
+                    )
                 } else {
-                    let pads = self.ints_of(input(1)?).ok_or_else(|| a.bad("pads must be a constant"))?;
+                    let pads = self
+                        .ints_of(input(1)?)
+                        .ok_or_else(|| a.bad("pads must be a constant"))?;
                     let value = match ins.get(2).copied().flatten() {
-                        Some(n) => self.g.constant_value(n).ok_or_else(|| a.bad("the pad value must be a constant"))?.to_f64_vec().first().copied().unwrap_or(0.0),
+                        Some(n) => self
+                            .g
+                            .constant_value(n)
+                            .ok_or_else(|| a.bad("the pad value must be a constant"))?
+                            .to_f64_vec()
+                            .first()
+                            .copied()
+                            .unwrap_or(0.0),
                         None => 0.0,
                     };
                     (pads, value)
@@ -568,7 +755,11 @@ impl Importer {
                     None => (0..rank).collect(),
                 };
                 if pads.len() != 2 * axes.len() || axes.iter().any(|&d| d >= rank) {
-                    return Err(a.bad(format!("{} pads for {} axes of a rank-{rank} tensor", pads.len(), axes.len())));
+                    return Err(a.bad(format!(
+                        "{} pads for {} axes of a rank-{rank} tensor",
+                        pads.len(),
+                        axes.len()
+                    )));
                 }
                 let (mut before, mut after) = (vec![0; rank], vec![0; rank]);
                 for (k, &ax) in axes.iter().enumerate() {
@@ -578,7 +769,15 @@ impl Importer {
                 if before.iter().chain(&after).any(|&p| p < 0) {
                     return Err(a.bad("negative pads (cropping) are not supported"));
                 }
-                self.op(&name, Op::Pad { before, after, value }, &[x])?
+                self.op(
+                    &name,
+                    Op::Pad {
+                        before,
+                        after,
+                        value,
+                    },
+                    &[x],
+                )?
             }
             "Shape" => {
                 let x = input(0)?;
@@ -603,7 +802,12 @@ impl Importer {
                 let mut out = Vec::with_capacity(index.len());
                 for &i in &index {
                     let j = if i < 0 { i + n } else { i };
-                    out.push(*data.get(j as usize).filter(|_| j >= 0).ok_or_else(|| a.bad(format!("index {i} is out of range")))?);
+                    out.push(
+                        *data
+                            .get(j as usize)
+                            .filter(|_| j >= 0)
+                            .ok_or_else(|| a.bad(format!("index {i} is out of range")))?,
+                    );
                 }
                 let shape: Vec<usize> = self.ty(idx).shape.iter().map(|&d| d as usize).collect();
                 self.int_const(&out_name, &shape, &out)?
@@ -621,7 +825,16 @@ impl Importer {
                 let (Some(starts), Some(ends)) = (starts, ends) else {
                     return Err(a.bad("starts and ends must be constants"));
                 };
-                let step = if self.opset >= 10 { ins.get(4).copied().flatten().and_then(|n| self.ints_of(n)).and_then(|v| v.first().copied()).unwrap_or(1) } else { 1 };
+                let step = if self.opset >= 10 {
+                    ins.get(4)
+                        .copied()
+                        .flatten()
+                        .and_then(|n| self.ints_of(n))
+                        .and_then(|v| v.first().copied())
+                        .unwrap_or(1)
+                } else {
+                    1
+                };
                 if step != 1 || starts.len() != 1 || ends.len() != 1 {
                     return Err(a.bad("only a single-axis, unit-step slice is supported"));
                 }
@@ -633,7 +846,8 @@ impl Importer {
             }
             "Cast" => {
                 let x = input(0)?;
-                let to = dtype_of(a.int("to", 1) as i32).ok_or_else(|| a.bad("unsupported target type"))?;
+                let to = dtype_of(a.int("to", 1) as i32)
+                    .ok_or_else(|| a.bad("unsupported target type"))?;
                 if let Some(c) = self.g.constant_value(x).cloned() {
                     let v = c.to_f64_vec();
                     let shape = c.shape().to_vec();
@@ -642,7 +856,10 @@ impl Importer {
                 } else if to == self.ty(x).dtype {
                     x
                 } else {
-                    return Err(a.bad(format!("casting a computed value from {} to {to} is not supported", self.ty(x).dtype)));
+                    return Err(a.bad(format!(
+                        "casting a computed value from {} to {to} is not supported",
+                        self.ty(x).dtype
+                    )));
                 }
             }
             other => {
@@ -669,11 +886,27 @@ impl Importer {
         }
     }
 
-    fn static_binary(&mut self, name: &str, b: Binary, x: NodeIndex, p: &[i64], y: NodeIndex, q: &[i64]) -> Result<NodeIndex, GraphError> {
+    fn static_binary(
+        &mut self,
+        name: &str,
+        b: Binary,
+        x: NodeIndex,
+        p: &[i64],
+        y: NodeIndex,
+        q: &[i64],
+    ) -> Result<NodeIndex, GraphError> {
         let (sx, sy) = (self.ty(x).shape.clone(), self.ty(y).shape.clone());
-        let (shape, n) = if p.len() >= q.len() { (sx, p.len()) } else { (sy, q.len()) };
+        let (shape, n) = if p.len() >= q.len() {
+            (sx, p.len())
+        } else {
+            (sy, q.len())
+        };
         if !(p.len() == q.len() || p.len() == 1 || q.len() == 1) {
-            return Err(err(format!("`{name}`: cannot broadcast {} and {} values", p.len(), q.len())));
+            return Err(err(format!(
+                "`{name}`: cannot broadcast {} and {} values",
+                p.len(),
+                q.len()
+            )));
         }
         let at = |v: &[i64], i: usize| if v.len() == 1 { v[0] } else { v[i] };
         let out: Vec<i64> = (0..n)
@@ -693,7 +926,12 @@ impl Importer {
         self.int_const(name, &shape, &out)
     }
 
-    fn reshape(&mut self, name: &str, x: NodeIndex, shape: Vec<i64>) -> Result<NodeIndex, GraphError> {
+    fn reshape(
+        &mut self,
+        name: &str,
+        x: NodeIndex,
+        shape: Vec<i64>,
+    ) -> Result<NodeIndex, GraphError> {
         if let Some(c) = self.g.constant_value(x).cloned() {
             let s: Vec<usize> = shape.iter().map(|&d| d as usize).collect();
             let v = crate::reference::reshape(&c, &s)?;
@@ -705,10 +943,21 @@ impl Importer {
         self.op(name, Op::Reshape { shape }, &[x])
     }
 
-    fn conv(&mut self, a: &Attrs, name: &str, x: NodeIndex, w: NodeIndex, b: Option<NodeIndex>) -> Result<NodeIndex, GraphError> {
+    fn conv(
+        &mut self,
+        a: &Attrs,
+        name: &str,
+        x: NodeIndex,
+        w: NodeIndex,
+        b: Option<NodeIndex>,
+    ) -> Result<NodeIndex, GraphError> {
         let (xs, ws) = (self.ty(x).shape.clone(), self.ty(w).shape.clone());
         if xs.len() != 4 || ws.len() != 4 {
-            return Err(a.bad(format!("only 2-D convolutions are supported (data {}, weight {})", self.ty(x), self.ty(w))));
+            return Err(a.bad(format!(
+                "only 2-D convolutions are supported (data {}, weight {})",
+                self.ty(x),
+                self.ty(w)
+            )));
         }
         let strides = a.ints("strides").unwrap_or_else(|| vec![1, 1]);
         let dil = a.ints("dilations").unwrap_or_else(|| vec![1, 1]);
@@ -720,7 +969,14 @@ impl Importer {
         let attrs = Conv2dAttrs::new((strides[0], strides[1]), (0, 0), (dil[0], dil[1]))
             .with_padding(pads[0], pads[1], pads[2], pads[3])
             .with_groups(a.int("group", 1));
-        let c = self.op(name, Op::Conv2d { attrs, layout: Layout::Nchw }, &[x, w])?;
+        let c = self.op(
+            name,
+            Op::Conv2d {
+                attrs,
+                layout: Layout::Nchw,
+            },
+            &[x, w],
+        )?;
         match b {
             Some(b) => self.op(&format!("{name}_bias"), Op::BiasAdd { axis: 1 }, &[c, b]),
             None => Ok(c),
@@ -728,7 +984,14 @@ impl Importer {
     }
 
     /// `[top, left, bottom, right]` from `pads` / `auto_pad`.
-    fn pads(&self, a: &Attrs, spatial: &[i64], kernel: &[i64], strides: &[i64], dil: &[i64]) -> Result<[i64; 4], GraphError> {
+    fn pads(
+        &self,
+        a: &Attrs,
+        spatial: &[i64],
+        kernel: &[i64],
+        strides: &[i64],
+        dil: &[i64],
+    ) -> Result<[i64; 4], GraphError> {
         if kernel.len() != 2 || strides.len() != 2 || dil.len() != 2 {
             return Err(a.bad("kernel_shape, strides and dilations need two values"));
         }
@@ -746,8 +1009,13 @@ impl Importer {
                 let mut r = [0; 4];
                 for d in 0..2 {
                     let out = (spatial[d] + strides[d] - 1) / strides[d];
-                    let total = ((out - 1) * strides[d] + (kernel[d] - 1) * dil[d] + 1 - spatial[d]).max(0);
-                    let (lo, hi) = if auto == "SAME_UPPER" { (total / 2, total - total / 2) } else { (total - total / 2, total / 2) };
+                    let total =
+                        ((out - 1) * strides[d] + (kernel[d] - 1) * dil[d] + 1 - spatial[d]).max(0);
+                    let (lo, hi) = if auto == "SAME_UPPER" {
+                        (total / 2, total - total / 2)
+                    } else {
+                        (total - total / 2, total / 2)
+                    };
                     r[d] = lo;
                     r[d + 2] = hi;
                 }
@@ -757,12 +1025,23 @@ impl Importer {
         })
     }
 
-    fn pool(&mut self, a: &Attrs, name: &str, x: NodeIndex, max: bool) -> Result<NodeIndex, GraphError> {
+    fn pool(
+        &mut self,
+        a: &Attrs,
+        name: &str,
+        x: NodeIndex,
+        max: bool,
+    ) -> Result<NodeIndex, GraphError> {
         let xs = self.ty(x).shape.clone();
         if xs.len() != 4 {
-            return Err(a.bad(format!("only 2-D (4-D tensor) pooling is supported, got {}", self.ty(x))));
+            return Err(a.bad(format!(
+                "only 2-D (4-D tensor) pooling is supported, got {}",
+                self.ty(x)
+            )));
         }
-        let kernel = a.ints("kernel_shape").ok_or_else(|| a.bad("kernel_shape is required"))?;
+        let kernel = a
+            .ints("kernel_shape")
+            .ok_or_else(|| a.bad("kernel_shape is required"))?;
         let strides = a.ints("strides").unwrap_or_else(|| vec![1, 1]);
         let dil = a.ints("dilations").unwrap_or_else(|| vec![1, 1]);
         let pads = self.pads(a, &xs[2..], &kernel, &strides, &dil)?;
@@ -776,11 +1055,22 @@ impl Importer {
     }
 
     /// `Gemm`: `alpha · A' · B' + beta · C` as dense (+ bias).
-    fn gemm(&mut self, a: &Attrs, name: &str, x: NodeIndex, w: NodeIndex, c: Option<NodeIndex>) -> Result<NodeIndex, GraphError> {
+    fn gemm(
+        &mut self,
+        a: &Attrs,
+        name: &str,
+        x: NodeIndex,
+        w: NodeIndex,
+        c: Option<NodeIndex>,
+    ) -> Result<NodeIndex, GraphError> {
         let (alpha, beta) = (a.float("alpha", 1.0), a.float("beta", 1.0));
         let mut x = x;
         if a.int("transA", 0) != 0 {
-            x = self.op(&format!("{name}_a_t"), Op::Transpose { axes: vec![1, 0] }, &[x])?;
+            x = self.op(
+                &format!("{name}_a_t"),
+                Op::Transpose { axes: vec![1, 0] },
+                &[x],
+            )?;
         }
         // dense wants the weight as [N, K]: B when transB, else Bᵀ.
         let w = if a.int("transB", 0) != 0 {
@@ -792,19 +1082,33 @@ impl Importer {
             let t = permute(&v, &[1, 0])?;
             self.g.constant(&format!("{name}_weight_t"), t)
         } else {
-            self.op(&format!("{name}_b_t"), Op::Transpose { axes: vec![1, 0] }, &[w])?
+            self.op(
+                &format!("{name}_b_t"),
+                Op::Transpose { axes: vec![1, 0] },
+                &[w],
+            )?
         };
         let mut y = self.op(name, Op::Dense, &[x, w])?;
         if alpha != 1.0 {
-            let s = self.g.constant(&format!("{name}_alpha"), NDArray::from_slice_f32(&[], &[alpha])?);
+            let s = self.g.constant(
+                &format!("{name}_alpha"),
+                NDArray::from_slice_f32(&[], &[alpha])?,
+            );
             y = self.op(&format!("{name}_scaled"), Op::Binary(Binary::Mul), &[y, s])?;
         }
         if let Some(c) = c {
             let n = self.ty(y).shape[1];
             let mut c = c;
             if beta != 1.0 {
-                let s = self.g.constant(&format!("{name}_beta"), NDArray::from_slice_f32(&[], &[beta])?);
-                c = self.op(&format!("{name}_c_scaled"), Op::Binary(Binary::Mul), &[c, s])?;
+                let s = self.g.constant(
+                    &format!("{name}_beta"),
+                    NDArray::from_slice_f32(&[], &[beta])?,
+                );
+                c = self.op(
+                    &format!("{name}_c_scaled"),
+                    Op::Binary(Binary::Mul),
+                    &[c, s],
+                )?;
             }
             let cs = self.ty(c).shape.clone();
             y = if cs == [n] {
@@ -848,7 +1152,9 @@ pub fn resolve_reshape(input: &[i64], spec: &[i64], allowzero: bool) -> Result<V
     let mut infer = None;
     for (i, &d) in spec.iter().enumerate() {
         match d {
-            0 if !allowzero => out.push(*input.get(i).ok_or_else(|| format!("shape {spec:?}: 0 at {i} has no input dimension to copy"))?),
+            0 if !allowzero => out.push(*input.get(i).ok_or_else(|| {
+                format!("shape {spec:?}: 0 at {i} has no input dimension to copy")
+            })?),
             -1 => {
                 if infer.replace(i).is_some() {
                     return Err(format!("shape {spec:?} has more than one -1"));
@@ -866,7 +1172,9 @@ pub fn resolve_reshape(input: &[i64], spec: &[i64], allowzero: bool) -> Result<V
         }
         out[i] = total / known;
     } else if known != total {
-        return Err(format!("cannot reshape {input:?} ({total} elements) to {spec:?}"));
+        return Err(format!(
+            "cannot reshape {input:?} ({total} elements) to {spec:?}"
+        ));
     }
     Ok(out)
 }

@@ -5,8 +5,9 @@
 //!
 //! - [`conv`]: conv2d (NHWC, NCHW, groups, dilation, asymmetric padding), depthwise,
 //!   Winograd, transpose, and VTA's packed int8 conv2d.
+//! - [`conv3d`]: conv3d NCDHW/NDHWC (groups, dilation, asymmetric padding).
 //! - [`dense`]: matmul, dense, batch_matmul.
-//! - [`pool`]: max/avg pool2d, global and adaptive pooling.
+//! - [`pool`]: max/avg pool2d and pool3d, global and adaptive pooling (2-D and 3-D).
 //! - [`softmax`]: softmax, log_softmax, layer norm.
 //! - [`elemwise`]: elementwise and broadcast operators.
 //! - [`injective`]: pad, reshape, transpose, concatenate, flatten, strided slice,
@@ -16,6 +17,7 @@
 //! attribute; shapes that do not fit are [`TeError::BadShape`].
 
 pub mod conv;
+pub mod conv3d;
 pub mod dense;
 pub mod elemwise;
 pub mod injective;
@@ -23,6 +25,7 @@ pub mod pool;
 pub mod softmax;
 
 pub use conv::*;
+pub use conv3d::*;
 pub use dense::*;
 pub use elemwise::*;
 pub use injective::*;

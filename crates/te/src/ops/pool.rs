@@ -1,5 +1,6 @@
-//! Pooling: max/avg pool2d, global and adaptive pooling, written as TVM's C++ TOPI
-//! (`topi::nn::pool_impl_nd`, `topi::nn::adaptive_pool_impl`) writes them.
+//! Pooling: max/avg pool2d and pool3d, global and adaptive pooling (2-D and 3-D),
+//! written as TVM's C++ TOPI (`topi::nn::pool_impl_nd`, `topi::nn::adaptive_pool_impl`)
+//! writes them.
 //!
 //! - pool2d: an optional padded input `pad_temp` (axes `ax0, …`, tag `elemwise`, filled
 //!   with the lowest value of the type for max pooling and 0 for average pooling), then
@@ -149,18 +150,40 @@ fn mul(a: Expr, b: impl Into<Expr>) -> Expr {
 /// `find_height_width`): primal axes are upper-case letters, sub-axes a factor and a
 /// lower-case letter; `H` and `W` must be present and unsplit.
 fn find_height_width(op: &str, layout: &str, s: &[i64]) -> Result<(usize, usize), TeError> {
+    let p = find_spatial(op, layout, s, &['H', 'W'])?;
+    Ok((p[0], p[1]))
+}
+
+/// The positions of the `D`, `H` and `W` axes of `layout` (TVM's
+/// `find_depth_height_width`), unsplit, as [`find_height_width`].
+fn find_depth_height_width(op: &str, layout: &str, s: &[i64]) -> Result<[usize; 3], TeError> {
+    let p = find_spatial(op, layout, s, &['D', 'H', 'W'])?;
+    Ok([p[0], p[1], p[2]])
+}
+
+/// The positions of the primal axes `chars` of `layout` for a tensor of shape `s`; they
+/// must be present and unsplit.
+fn find_spatial(op: &str, layout: &str, s: &[i64], chars: &[char]) -> Result<Vec<usize>, TeError> {
     let bad = |why: String| attr_err(op, "layout", format!("`{layout}`: {why}"));
     let axes = super::injective::Layout::parse(op, "layout", layout)?.axes;
-    if axes
-        .iter()
-        .any(|(c, f)| f.is_some() && (*c == 'H' || *c == 'W'))
-    {
-        return Err(bad("the height and width axes cannot be split".into()));
+    if axes.iter().any(|(c, f)| f.is_some() && chars.contains(c)) {
+        let names = if chars.len() == 2 {
+            "the height and width axes".to_string()
+        } else {
+            "the depth, height and width axes".to_string()
+        };
+        return Err(bad(format!("{names} cannot be split")));
     }
     let pos = |c: char| axes.iter().position(|a| *a == (c, None));
-    let (Some(h), Some(w)) = (pos('H'), pos('W')) else {
-        return Err(bad("needs an `H` and a `W` axis".into()));
-    };
+    let found: Vec<Option<usize>> = chars.iter().map(|&c| pos(c)).collect();
+    if found.iter().any(Option::is_none) {
+        let why = if chars.len() == 2 {
+            "needs an `H` and a `W` axis".to_string()
+        } else {
+            "needs a `D`, an `H` and a `W` axis".to_string()
+        };
+        return Err(bad(why));
+    }
     if axes.len() != s.len() {
         return Err(bad(format!(
             "{} axes for a tensor of {} dimensions {s:?}",
@@ -183,7 +206,7 @@ fn find_height_width(op: &str, layout: &str, s: &[i64]) -> Result<(usize, usize)
             }
         }
     }
-    Ok((h, w))
+    Ok(found.into_iter().flatten().collect())
 }
 
 fn ax_names(n: usize) -> Vec<String> {
@@ -437,11 +460,9 @@ fn adaptive_impl(
     x: &Tensor,
     output_size: &[i64],
     pool_type: PoolType,
-    layout: &str,
+    axes: &[usize],
 ) -> Result<Tensor, TeError> {
-    let (h, w) = find_height_width(op, layout, x.shape())?;
     check_dtype(op, x)?;
-    let axes = [h, w];
     let dshape = x.shape();
     let mut out_shape = dshape.to_vec();
     let mut windows = Vec::new();
@@ -489,7 +510,7 @@ fn adaptive_impl(
     let reduction = |ix: &[Expr], red: fn(Expr, &[IterVar]) -> Reduce| {
         let mut idx = ix.to_vec();
         let mut conds = Vec::new();
-        for i in 0..2 {
+        for i in 0..axes.len() {
             let (start, end) = bounds(&ix[axes[i]], i);
             idx[axes[i]] = add(start.clone(), rv[i].expr());
             if !windows[i].1 {
@@ -514,7 +535,7 @@ fn adaptive_impl(
                 })?;
             compute_ax(&out_shape, "adaptive_pool_avg", "elemwise", |ix| {
                 let mut factor: Option<Expr> = None;
-                for i in 0..2 {
+                for i in 0..axes.len() {
                     let f = if windows[i].1 {
                         Expr::constant(dt, windows[i].0 as f64)
                     } else {
@@ -545,17 +566,126 @@ pub fn adaptive_pool(
     pool_type: PoolType,
     layout: &str,
 ) -> Result<Tensor, TeError> {
-    adaptive_impl(
-        "adaptive_pool",
-        x,
-        &[output_size.0, output_size.1],
-        pool_type,
-        layout,
-    )
+    let op = "adaptive_pool";
+    let (h, w) = find_height_width(op, layout, x.shape())?;
+    adaptive_impl(op, x, &[output_size.0, output_size.1], pool_type, &[h, w])
 }
 
 /// Global max or average pooling of the `H` and `W` axes of `x` (to 1×1), as TVM's
 /// `topi::nn::global_pool` (an adaptive pooling to 1×1).
 pub fn global_pool(x: &Tensor, pool_type: PoolType, layout: &str) -> Result<Tensor, TeError> {
-    adaptive_impl("global_pool", x, &[1, 1], pool_type, layout)
+    let op = "global_pool";
+    let (h, w) = find_height_width(op, layout, x.shape())?;
+    adaptive_impl(op, x, &[1, 1], pool_type, &[h, w])
+}
+
+// ----- 3-D -----
+
+/// The attributes of a 3-D pooling (TVM's `max_pool3d` / `avg_pool3d` attributes).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pool3dAttrs {
+    /// (depth, height, width) of the window.
+    pub pool_size: (i64, i64, i64),
+    /// (depth, height, width) strides.
+    pub strides: (i64, i64, i64),
+    /// (depth, height, width) dilations.
+    pub dilation: (i64, i64, i64),
+    /// Padding: front, top, left, back, bottom, right.
+    pub padding: [i64; 6],
+    /// The data layout: `NCDHW`, `NDHWC`, or another layout of primal axes with `D`, `H`
+    /// and `W` unsplit.
+    pub layout: String,
+    /// Whether the output size rounds up (as [`Pool2dAttrs::ceil_mode`]).
+    pub ceil_mode: bool,
+    /// Average pooling only: whether padded elements count in the divisor.
+    pub count_include_pad: bool,
+}
+
+impl Pool3dAttrs {
+    /// A `pool_size` window with `strides` and symmetric (depth, height, width)
+    /// `padding`; dilation 1, layout `NCDHW`, floor mode, padding not counted.
+    pub fn new(
+        pool_size: (i64, i64, i64),
+        strides: (i64, i64, i64),
+        padding: (i64, i64, i64),
+    ) -> Self {
+        let (d, h, w) = padding;
+        Pool3dAttrs {
+            pool_size,
+            strides,
+            dilation: (1, 1, 1),
+            padding: [d, h, w, d, h, w],
+            layout: "NCDHW".into(),
+            ceil_mode: false,
+            count_include_pad: false,
+        }
+    }
+    /// The six paddings: front, top, left, back, bottom, right.
+    pub fn with_padding(mut self, padding: [i64; 6]) -> Self {
+        self.padding = padding;
+        self
+    }
+    pub fn with_dilation(mut self, dilation: (i64, i64, i64)) -> Self {
+        self.dilation = dilation;
+        self
+    }
+    pub fn with_layout(mut self, layout: &str) -> Self {
+        self.layout = layout.to_string();
+        self
+    }
+    pub fn with_ceil_mode(mut self, ceil_mode: bool) -> Self {
+        self.ceil_mode = ceil_mode;
+        self
+    }
+    pub fn with_count_include_pad(mut self, count_include_pad: bool) -> Self {
+        self.count_include_pad = count_include_pad;
+        self
+    }
+}
+
+/// 3-D max or average pooling over the `D`, `H` and `W` axes of `x` (TVM's
+/// `topi::nn::pool3d`): the stages of [`pool2d`] with three pooled axes (`rv0, rv1,
+/// rv2`). Errors as [`pool2d`].
+pub fn pool3d(x: &Tensor, pool_type: PoolType, attrs: &Pool3dAttrs) -> Result<Tensor, TeError> {
+    let op = "pool3d";
+    let [d, h, w] = find_depth_height_width(op, &attrs.layout, x.shape())?;
+    let a = attrs;
+    pool_impl_nd(
+        op,
+        x,
+        pool_type,
+        &PoolNd {
+            axes: vec![d, h, w],
+            kernel: vec![a.pool_size.0, a.pool_size.1, a.pool_size.2],
+            stride: vec![a.strides.0, a.strides.1, a.strides.2],
+            dilation: vec![a.dilation.0, a.dilation.1, a.dilation.2],
+            pad_head: a.padding[..3].to_vec(),
+            pad_tail: a.padding[3..].to_vec(),
+            ceil_mode: a.ceil_mode,
+            count_include_pad: a.count_include_pad,
+        },
+    )
+}
+
+/// Adaptive max or average pooling of the `D`, `H` and `W` axes of `x` to
+/// `output_size` (TVM's `topi::nn::adaptive_pool3d`), windows as [`adaptive_pool`].
+pub fn adaptive_pool3d(
+    x: &Tensor,
+    output_size: (i64, i64, i64),
+    pool_type: PoolType,
+    layout: &str,
+) -> Result<Tensor, TeError> {
+    let op = "adaptive_pool3d";
+    let axes = find_depth_height_width(op, layout, x.shape())?;
+    let size = [output_size.0, output_size.1, output_size.2];
+    adaptive_impl(op, x, &size, pool_type, &axes)
+}
+
+/// Global max or average pooling of the `D`, `H` and `W` axes of `x` (to 1×1×1), as
+/// relay's `global_avg_pool3d` / `global_max_pool3d` (an adaptive 3-D pooling to
+/// 1×1×1).
+pub fn global_pool3d(x: &Tensor, pool_type: PoolType, layout: &str) -> Result<Tensor, TeError> {
+    let op = "global_pool3d";
+    let axes = find_depth_height_width(op, layout, x.shape())?;
+    adaptive_impl(op, x, &[1, 1, 1], pool_type, &axes)
 }

@@ -1,0 +1,267 @@
+//! `tessera tasks` and `tessera run`: a whole network, from the zoo or an ONNX file.
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use std::path::PathBuf;
+use tessera_backends::Target;
+use tessera_graph::zoo::{self, ZooOptions};
+use tessera_graph::{build, extract_tasks, passes, print_tasks, Graph, Layout};
+use tessera_runtime::{NDArray, TimeEvaluator};
+
+/// Where the network comes from, and how to prepare it.
+#[derive(Args, Clone, Debug)]
+pub struct NetworkArgs {
+    /// A network of the model zoo (resnet-18, resnet-34, resnet-50, resnet3d-18,
+    /// mobilenet, squeezenet_v1.1, inception_v3).
+    #[arg(long, conflicts_with = "onnx", required_unless_present = "onnx")]
+    network: Option<String>,
+    /// An ONNX model file.
+    #[arg(long)]
+    onnx: Option<PathBuf>,
+    /// The data layout to compile in: NHWC (the auto-scheduler's) or NCHW. A zoo network
+    /// is generated in it; an ONNX model (NCHW) is converted to it.
+    #[arg(long, default_value = "NHWC")]
+    layout: String,
+    /// Batch size of a zoo network.
+    #[arg(long, default_value_t = 1)]
+    batch: i64,
+    /// Seed of a zoo network's random weights.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Input shape of an ONNX model whose input shape is symbolic: NAME=D0,D1,…
+    #[arg(long = "shape", value_name = "NAME=DIMS")]
+    shapes: Vec<String>,
+    /// The target.
+    #[arg(long, default_value = "cpu")]
+    target: String,
+}
+
+impl NetworkArgs {
+    fn layout(&self) -> Result<Layout> {
+        Layout::parse(&self.layout)
+            .with_context(|| format!("unknown layout `{}` (NHWC or NCHW)", self.layout))
+    }
+
+    fn target(&self) -> Result<Target> {
+        Target::parse_with(&self.target, &[]).map_err(Into::into)
+    }
+
+    /// The network, optimized (batch norms and constants folded, layout converted).
+    fn load(&self) -> Result<Graph> {
+        let layout = self.layout()?;
+        let mut g = match (&self.network, &self.onnx) {
+            (Some(name), _) => {
+                let opts = ZooOptions {
+                    batch: self.batch,
+                    layout,
+                    seed: self.seed,
+                    ..ZooOptions::default()
+                };
+                zoo::network(name, &opts)?
+            }
+            (None, Some(path)) => {
+                let mut opts = tessera_graph::onnx::ImportOptions::default();
+                for s in &self.shapes {
+                    let (name, dims) = s
+                        .split_once('=')
+                        .with_context(|| format!("--shape `{s}`: expected NAME=D0,D1,…"))?;
+                    let dims: Vec<i64> = dims
+                        .split(',')
+                        .map(|d| d.trim().parse::<i64>().ok().filter(|&v| v > 0))
+                        .collect::<Option<_>>()
+                        .with_context(|| {
+                            format!("--shape `{s}`: dimensions must be positive integers")
+                        })?;
+                    opts.input_shapes.insert(name.to_string(), dims);
+                }
+                tessera_graph::onnx::load(path, &opts)
+                    .with_context(|| format!("importing {}", path.display()))?
+            }
+            (None, None) => bail!("give --network NAME or --onnx FILE"),
+        };
+        passes::optimize(&mut g, Some(layout))?;
+        Ok(g)
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct TasksArgs {
+    #[command(flatten)]
+    net: NetworkArgs,
+    /// Print only the task table (index, weight, FLOPs, name, workload key).
+    #[arg(long)]
+    summary: bool,
+}
+
+pub fn tasks(args: TasksArgs) -> Result<()> {
+    let target = args.net.target()?;
+    let g = args.net.load()?;
+    let (tasks, weights) = extract_tasks(&g, &target)?;
+    let groups: usize = weights.iter().sum();
+    if args.summary {
+        println!(
+            "{:>4}  {:>6}  {:>14}  {:<34}  name",
+            "ID", "weight", "FLOPs", "workload key"
+        );
+        for (i, (t, w)) in tasks.iter().zip(&weights).enumerate() {
+            println!(
+                "{i:>4}  {w:>6}  {:>14.0}  {:<34}  {}",
+                t.flop_count(),
+                t.workload_key,
+                t.name
+            );
+        }
+    } else {
+        print!("{}", print_tasks(&tasks, &weights));
+    }
+    println!(
+        "{} tasks from {groups} fused groups of network `{}` for target `{target}`",
+        tasks.len(),
+        g.name
+    );
+    Ok(())
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    #[command(flatten)]
+    net: NetworkArgs,
+    /// An input value: NAME=FILE.npy (inputs not given are seeded uniform random in
+    /// [-1, 1]).
+    #[arg(long = "input", value_name = "NAME=FILE.npy")]
+    inputs: Vec<String>,
+    /// Write output 0 to this .npy file.
+    #[arg(long, value_name = "FILE.npy")]
+    output: Option<PathBuf>,
+    /// Time whole runs and print the summary.
+    #[arg(long)]
+    benchmark: bool,
+    /// Timed repeats (each of `--number` runs).
+    #[arg(long, default_value_t = 10)]
+    repeat: usize,
+    /// Runs per repeat.
+    #[arg(long, default_value_t = 1)]
+    number: usize,
+    /// Time every fused kernel and print the slowest.
+    #[arg(long)]
+    profile: bool,
+}
+
+pub fn run(args: RunArgs) -> Result<()> {
+    let target = args.net.target()?;
+    let g = args.net.load()?;
+    let start = std::time::Instant::now();
+    let mut m = build(&g, &target)?;
+    let s = m.summary();
+    println!(
+        "built `{}` for `{target}`: {} fused groups, {} kernels compiled in {:.1} s; \
+         intermediate memory {:.1} MiB (without reuse {:.1} MiB)",
+        g.name,
+        s.groups,
+        s.kernels,
+        start.elapsed().as_secs_f64(),
+        s.planned_bytes as f64 / (1 << 20) as f64,
+        s.unplanned_bytes as f64 / (1 << 20) as f64
+    );
+    let inputs: Vec<(String, tessera_graph::TensorType)> = m
+        .inputs()
+        .map(|(n, t)| (n.to_string(), t.clone()))
+        .collect();
+    for (k, (name, ty)) in inputs.iter().enumerate() {
+        let given = args
+            .inputs
+            .iter()
+            .filter_map(|s| s.split_once('='))
+            .find(|(n, _)| n == name);
+        let value = match given {
+            Some((_, file)) => NDArray::load_npy(file)
+                .with_context(|| format!("reading input `{name}` from {file}"))?,
+            None => {
+                let shape: Vec<usize> = ty.shape.iter().map(|&d| d as usize).collect();
+                NDArray::random_uniform(ty.dtype, &shape, 42 + k as u64, -1.0, 1.0)?
+            }
+        };
+        m.set_input(name, &value)?;
+    }
+    for s in &args.inputs {
+        let Some((name, _)) = s.split_once('=') else {
+            bail!("--input `{s}`: expected NAME=FILE.npy");
+        };
+        if !inputs.iter().any(|(n, _)| n == name) {
+            let names: Vec<&str> = inputs.iter().map(|(n, _)| n.as_str()).collect();
+            bail!(
+                "--input `{name}`: the network has no such input (its inputs: {})",
+                names.join(", ")
+            );
+        }
+    }
+    m.run()?;
+    let out = m.get_output(0)?;
+    println!("output 0: {:?} {}", out.shape(), out.dtype());
+    if let Some(path) = &args.output {
+        out.save_npy(path)?;
+        println!("wrote {}", path.display());
+    }
+    if out.ndim() == 2 && out.shape()[1] >= 5 {
+        print_top5(&out)?;
+    }
+    if args.profile {
+        let mut p = m.profile(args.repeat.max(1))?;
+        let total: f64 = p.iter().map(|(_, ms)| ms).sum();
+        p.sort_by(|a, b| b.1.total_cmp(&a.1));
+        println!("{:>10}  {:>6}  kernel", "time (ms)", "share");
+        for (name, ms) in p.iter().take(15) {
+            println!("{ms:>10.3}  {:>5.1}%  {name}", 100.0 * ms / total);
+        }
+        println!("{total:>10.3}  100.0%  (all {} kernels)", p.len());
+    }
+    if args.benchmark {
+        let ev = TimeEvaluator::new(args.number.max(1), args.repeat.max(1), 0.0);
+        let r = m.benchmark(&ev)?;
+        println!("Execution time summary:");
+        println!(
+            " {:>10}  {:>11}  {:>8}  {:>8}  {:>8}",
+            "mean (ms)", "median (ms)", "max (ms)", "min (ms)", "std (ms)"
+        );
+        println!(
+            " {:>10.4}  {:>11.4}  {:>8.4}  {:>8.4}  {:>8.4}",
+            r.mean_ms(),
+            r.median_ms(),
+            r.max_ms(),
+            r.min_ms(),
+            r.std_ms()
+        );
+    }
+    Ok(())
+}
+
+/// The five largest classes of row 0, as probabilities (a softmax is applied when the
+/// row is not one already).
+fn print_top5(out: &NDArray) -> Result<()> {
+    let v = out.to_f64_vec();
+    let row = &v[..out.shape()[1]];
+    let sum: f64 = row.iter().sum();
+    let is_prob = row.iter().all(|&x| (0.0..=1.0).contains(&x)) && (sum - 1.0).abs() < 1e-3;
+    let probs: Vec<f64> = if is_prob {
+        row.to_vec()
+    } else {
+        let m = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let e: Vec<f64> = row.iter().map(|x| (x - m).exp()).collect();
+        let s: f64 = e.iter().sum();
+        e.iter().map(|x| x / s).collect()
+    };
+    let mut idx: Vec<usize> = (0..probs.len()).collect();
+    idx.sort_by(|&a, &b| probs[b].total_cmp(&probs[a]).then(a.cmp(&b)));
+    println!(
+        "top-5 classes (row 0{}):",
+        if is_prob {
+            ""
+        } else {
+            ", softmax of the output"
+        }
+    );
+    for (rank, &c) in idx.iter().take(5).enumerate() {
+        println!("  #{}  class {c:>4}  probability {:.6}", rank + 1, probs[c]);
+    }
+    Ok(())
+}
