@@ -142,7 +142,8 @@ pub struct RunArgs {
     /// Runs per repeat.
     #[arg(long, default_value_t = 1)]
     number: usize,
-    /// Time every fused kernel and print the slowest.
+    /// Time every fused kernel inside whole runs (`--repeat` runs) and print them,
+    /// slowest first.
     #[arg(long)]
     profile: bool,
 }
@@ -206,12 +207,23 @@ pub fn run(args: RunArgs) -> Result<()> {
         print_top5(&out)?;
     }
     if args.profile {
-        let mut p = m.profile(args.repeat.max(1))?;
+        let p = m.profile(args.repeat.max(1))?;
         let total: f64 = p.iter().map(|(_, ms)| ms).sum();
-        p.sort_by(|a, b| b.1.total_cmp(&a.1));
-        println!("{:>10}  {:>6}  kernel", "time (ms)", "share");
-        for (name, ms) in p.iter().take(15) {
-            println!("{ms:>10.3}  {:>5.1}%  {name}", 100.0 * ms / total);
+        let mut p: Vec<(usize, String, f64)> = p
+            .into_iter()
+            .enumerate()
+            .map(|(i, (n, ms))| (i, n, ms))
+            .collect();
+        p.sort_by(|a, b| b.2.total_cmp(&a.2));
+        println!(
+            "{:>10}  {:>6}  {:>4}  kernel (step, slowest first)",
+            "time (ms)", "share", "step"
+        );
+        for (step, name, ms) in &p {
+            println!(
+                "{ms:>10.3}  {:>5.1}%  {step:>4}  {name}",
+                100.0 * ms / total
+            );
         }
         println!("{total:>10.3}  100.0%  (all {} kernels)", p.len());
     }

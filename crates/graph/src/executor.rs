@@ -385,26 +385,30 @@ impl GraphModule {
         evaluator.evaluate(|| self.run())
     }
 
-    /// Times each step (kernel call) `repeat` times and returns (group name, mean ms),
-    /// in execution order.
+    /// Times each step (kernel call) inside whole runs, `repeat` runs, and returns (group
+    /// name, mean ms) in execution order: each kernel as it runs in the network, with the
+    /// caches its predecessors left (what a run costs, unlike timing a kernel alone).
     pub fn profile(&mut self, repeat: usize) -> Result<Vec<(String, f64)>, GraphError> {
-        let mut out = Vec::with_capacity(self.steps.len());
-        for i in 0..self.steps.len() {
-            let step = self.steps[i].clone();
-            let mut ptrs: Vec<*mut std::ffi::c_void> = step
-                .args
-                .iter()
-                .map(|&s| self.storages[s].as_mut_ptr())
-                .collect();
-            let start = std::time::Instant::now();
-            for _ in 0..repeat.max(1) {
+        let mut total = vec![0.0f64; self.steps.len()];
+        for _ in 0..repeat.max(1) {
+            for (i, step) in self.steps.iter().enumerate() {
+                let mut ptrs: Vec<*mut std::ffi::c_void> = Vec::with_capacity(step.args.len());
+                for &s in &step.args {
+                    ptrs.push(self.storages[s].as_mut_ptr());
+                }
+                let start = std::time::Instant::now();
                 // SAFETY: as in `run`.
                 unsafe { self.kernels[step.kernel].call_raw(&mut ptrs) }?;
+                total[i] += start.elapsed().as_secs_f64() * 1e3;
             }
-            let ms = start.elapsed().as_secs_f64() * 1e3 / repeat.max(1) as f64;
-            out.push((step.name, ms));
         }
-        Ok(out)
+        let n = repeat.max(1) as f64;
+        Ok(self
+            .steps
+            .iter()
+            .zip(total)
+            .map(|(s, t)| (s.name.clone(), t / n))
+            .collect())
     }
 
     pub fn summary(&self) -> BuildSummary {

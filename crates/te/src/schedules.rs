@@ -133,6 +133,7 @@ fn schedule_conv_tile(
     out: &Tensor,
     rows_axis: usize,
     row_target: i64,
+    columns_outer: bool,
     p: CpuParams,
 ) -> Result<(), ScheduleError> {
     let cc = s.cache_write(out, StorageScope::Local)?;
@@ -145,29 +146,62 @@ fn schedule_conv_tile(
         .filter(|d| *d != rows_axis)
         .map(|d| ax[d].clone())
         .collect();
-    s.reorder(
-        out,
-        &[
-            outer[0].clone(),
-            outer[1].clone(),
-            ro.clone(),
-            co.clone(),
-            ri,
-            ci.clone(),
-        ],
-    )?;
+    // When the weights outweigh the input (the deep layers: few pixels, many channels),
+    // the column (output-channel) tiles go outermost and parallel, so each weight block
+    // is read once and reused over every pixel while it is in cache; otherwise the
+    // pixels go outermost and each thread streams the weights once per row.
+    let weights_outer = columns_outer && conv_weights_outweigh_input(out);
+    if weights_outer {
+        s.reorder(
+            out,
+            &[
+                co.clone(),
+                outer[0].clone(),
+                outer[1].clone(),
+                ro.clone(),
+                ri,
+                ci.clone(),
+            ],
+        )?;
+    } else {
+        s.reorder(
+            out,
+            &[
+                outer[0].clone(),
+                outer[1].clone(),
+                ro.clone(),
+                co.clone(),
+                ri,
+                ci.clone(),
+            ],
+        )?;
+    }
     if p.vectorize {
         s.vectorize(out, &ci)?;
     }
-    s.compute_at(&cc, out, &co)?;
+    s.compute_at(&cc, out, if weights_outer { &ro } else { &co })?;
     let cax = s.axis(&cc)?;
     let r = s.reduce_axis(&cc)?;
     register_tile(s, &cc, &r, &cax[rows_axis], &cax[3], cr, p)?;
     if p.num_cores > 1 {
-        let fused = s.fuse(out, &outer[0], &outer[1])?;
-        s.parallel(out, &fused)?;
+        if weights_outer {
+            s.parallel(out, &co)?;
+        } else {
+            let fused = s.fuse(out, &outer[0], &outer[1])?;
+            s.parallel(out, &fused)?;
+        }
     }
     Ok(())
+}
+
+/// Whether a convolution's kernel (its second input) has more elements than its
+/// (padded) data input.
+fn conv_weights_outweigh_input(conv: &Tensor) -> bool {
+    let size = |t: &Tensor| t.shape().iter().product::<i64>();
+    match conv.inputs() {
+        [data, kernel, ..] => size(kernel) > size(data),
+        _ => false,
+    }
 }
 
 /// conv2d NHWC: 8 output pixels of a row × output channels per register tile.
@@ -176,7 +210,7 @@ pub fn schedule_conv2d_nhwc(
     conv: &Tensor,
     p: CpuParams,
 ) -> Result<(), ScheduleError> {
-    schedule_conv_tile(s, conv, 2, 8, p)
+    schedule_conv_tile(s, conv, 2, 8, true, p)
 }
 
 /// conv2d NCHW: 8 output channels × output columns per register tile (columns are
@@ -186,7 +220,7 @@ pub fn schedule_conv2d_nchw(
     conv: &Tensor,
     p: CpuParams,
 ) -> Result<(), ScheduleError> {
-    schedule_conv_tile(s, conv, 1, 8, p)
+    schedule_conv_tile(s, conv, 1, 8, false, p)
 }
 
 /// Depthwise conv2d: 4 pixels × channels (NHWC) or 4 rows × columns (NCHW) per tile.
@@ -195,7 +229,7 @@ pub fn schedule_depthwise(
     conv: &Tensor,
     p: CpuParams,
 ) -> Result<(), ScheduleError> {
-    schedule_conv_tile(s, conv, 2, 4, p)
+    schedule_conv_tile(s, conv, 2, 4, false, p)
 }
 
 /// dense `out[…, i, j] = Σ_k data[…, i, k] · weight[…, j, k]` (also batch_matmul NT and
