@@ -48,3 +48,36 @@ fn readme_library_example() -> Result<(), Box<dyn std::error::Error>> {
     assert!((zs[7 * 512 + 9] - want).abs() < 1e-3);
     Ok(())
 }
+
+#[test]
+fn readme_network_example() -> Result<(), Box<dyn std::error::Error>> {
+    use tessera_graph::zoo::{network, ZooOptions};
+    use tessera_graph::{build, extract_tasks, passes, Layout};
+
+    let opts = ZooOptions {
+        layout: Layout::Nhwc,
+        ..ZooOptions::default()
+    };
+    let mut net = network("resnet-18", &opts)?;
+    passes::optimize(&mut net, Some(Layout::Nhwc))?;
+    let (tasks, weights) = extract_tasks(&net, &Target::cpu())?;
+    assert_eq!((tasks.len(), weights.iter().sum::<usize>()), (30, 32));
+    let dag = tasks[1].dag.to_string();
+    assert!(
+        dag.contains("conv2d_nhwc") && dag.contains("T_relu"),
+        "{dag}"
+    );
+
+    let mut m = build(&net, &Target::cpu())?;
+    let x = NDArray::random_uniform(DataType::float32(), &[1, 224, 224, 3], 0, -1.0, 1.0)?;
+    m.set_input("data", &x)?;
+    m.run()?;
+    let probs = m.get_output(0)?;
+    assert_eq!(probs.shape(), &[1, 1000]);
+    let sum: f64 = probs.to_f64_vec().iter().sum();
+    assert!((sum - 1.0).abs() < 1e-4, "{sum}");
+    let t = m.benchmark(&TimeEvaluator::new(1, 2, 0.0))?;
+    assert_eq!(t.results.len(), 2);
+    println!("{t}");
+    Ok(())
+}

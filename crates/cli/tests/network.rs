@@ -1,0 +1,167 @@
+//! `tessera tasks` and `tessera run` as a user runs them: a zoo network and an ONNX
+//! model end to end, and bad input giving one error line and a non-zero exit.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn tessera(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args(args)
+        .env("RUST_BACKTRACE", "1")
+        .output()
+        .expect("runs tessera")
+}
+
+fn stdout_of(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn assert_one_line_error(out: &Output, needle: &str) {
+    assert!(!out.status.success(), "expected a failure");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(err.starts_with("error: "), "{err}");
+    assert!(err.contains(needle), "`{needle}` not in: {err}");
+}
+
+#[test]
+fn tasks_of_resnet18_nhwc() {
+    let out = stdout_of(&tessera(&[
+        "tasks",
+        "--network",
+        "resnet-18",
+        "--layout",
+        "NHWC",
+        "--target",
+        "cpu",
+    ]));
+    assert!(
+        out.starts_with("========== Task 0  (workload key: [\""),
+        "{out}"
+    );
+    assert_eq!(out.matches("========== Task ").count(), 30);
+    assert!(out.contains("conv2d_nhwc(nn, yy, xx, ff) += "));
+    assert!(
+        out.trim_end()
+            .ends_with("30 tasks from 32 fused groups of network `resnet-18` for target `cpu`"),
+        "{out}"
+    );
+    let summary = stdout_of(&tessera(&["tasks", "--network", "mobilenet", "--summary"]));
+    assert!(summary.contains("fused_conv2d_bias_add_relu"), "{summary}");
+}
+
+#[test]
+fn run_resnet18_prints_top5_and_the_time_summary() {
+    let out = stdout_of(&tessera(&[
+        "run",
+        "--network",
+        "resnet-18",
+        "--benchmark",
+        "--repeat",
+        "2",
+    ]));
+    assert!(out.contains("output 0: [1, 1000] float32"), "{out}");
+    assert!(out.contains("top-5 classes (row 0):"), "{out}");
+    assert_eq!(out.matches("probability 0.").count(), 5, "{out}");
+    assert!(
+        out.contains("mean (ms)  median (ms)  max (ms)  min (ms)  std (ms)"),
+        "{out}"
+    );
+}
+
+#[test]
+fn run_an_onnx_model_with_an_input_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/onnx/make_models.py");
+    let status = Command::new("python3")
+        .arg(&script)
+        .arg(dir.path())
+        .status();
+    assert!(
+        matches!(status, Ok(s) if s.success()),
+        "{} needs Python with tests/onnx/requirements.txt",
+        script.display()
+    );
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("manifest.json")).unwrap())
+            .unwrap();
+    let case = manifest
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "squeezenet1_1")
+        .expect("squeezenet1_1 in the manifest");
+    let p = |k: &str| dir.path().join(case[k].as_str().unwrap());
+    let input = format!(
+        "{}={}",
+        case["input_name"].as_str().unwrap(),
+        p("input").display()
+    );
+    let output = dir.path().join("out.npy");
+    let out = stdout_of(&tessera(&[
+        "run",
+        "--onnx",
+        p("model").to_str().unwrap(),
+        "--input",
+        &input,
+        "--output",
+        output.to_str().unwrap(),
+        "--layout",
+        "NCHW",
+    ]));
+    assert!(out.contains("top-5 classes"), "{out}");
+    // the output file equals onnxruntime's within the tests' tolerance
+    let check = Command::new("python3")
+        .arg("-c")
+        .arg(format!(
+            "import numpy as n; a=n.load('{}'); b=n.load('{}'); r=b.max()-b.min(); \
+             assert a.shape==b.shape and abs(a-b).max() <= 1e-3*r, abs(a-b).max()",
+            output.display(),
+            p("expected").display()
+        ))
+        .status()
+        .unwrap();
+    assert!(check.success());
+}
+
+#[test]
+fn bad_input_is_one_line_and_a_non_zero_exit() {
+    assert_one_line_error(&tessera(&["run", "--network", "resnet-9"]), "resnet-18");
+    assert_one_line_error(
+        &tessera(&["run", "--network", "squeezenet_v1.1", "--layout", "NHWC"]),
+        "NCHW",
+    );
+    assert_one_line_error(
+        &tessera(&["tasks", "--network", "mobilenet", "--layout", "NCDHW"]),
+        "unknown layout",
+    );
+    assert_one_line_error(
+        &tessera(&["tasks", "--network", "mobilenet", "--batch", "0"]),
+        "batch",
+    );
+    assert_one_line_error(
+        &tessera(&["run", "--onnx", "/nonexistent/model.onnx"]),
+        "/nonexistent/model.onnx",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let garbage = dir.path().join("garbage.onnx");
+    std::fs::write(&garbage, b"this is not a protobuf \xff\xff\xff\xff").unwrap();
+    assert_one_line_error(
+        &tessera(&["run", "--onnx", garbage.to_str().unwrap()]),
+        "not a valid ONNX model",
+    );
+    assert_one_line_error(
+        &tessera(&["run", "--network", "mobilenet", "--input", "nope=x.npy"]),
+        "no such input",
+    );
+    assert_one_line_error(
+        &tessera(&["run", "--network", "mobilenet", "--target", "gpu9"]),
+        "gpu9",
+    );
+}
