@@ -1,0 +1,75 @@
+#!/usr/bin/env python3
+"""Latency of an ONNX model: `tessera run --onnx` (untuned, default schedules) against
+onnxruntime on the same machine and thread count, in alternating rounds, so that both
+see the same machine load. Prints each round's medians and their ratio, then the median
+ratio over the rounds.
+
+Usage: bench/network_vs_ort.py MODEL.onnx [--tessera target/release/tessera]
+       [--threads 2] [--rounds 5] [--repeat 30] [--layout NHWC]
+"""
+import argparse
+import re
+import statistics
+import subprocess
+import time
+
+import numpy as np
+import onnxruntime as ort
+
+
+def ort_median_ms(sess, feed, repeat):
+    for _ in range(3):
+        sess.run(None, feed)
+    ts = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        sess.run(None, feed)
+        ts.append((time.perf_counter() - t) * 1e3)
+    return statistics.median(ts)
+
+
+def tessera_median_ms(exe, model, threads, repeat, layout):
+    out = subprocess.run(
+        [exe, "run", "--onnx", model, "--benchmark", "--repeat", str(repeat),
+         "--layout", layout, "--target", f"cpu -num-cores={threads}"],
+        check=True, capture_output=True, text=True).stdout
+    lines = out.strip().splitlines()
+    i = next(k for k, l in enumerate(lines) if "median (ms)" in l)
+    mean, median = (float(v) for v in lines[i + 1].split()[:2])
+    return median, lines[0]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("model")
+    ap.add_argument("--tessera", default="target/release/tessera")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--repeat", type=int, default=30)
+    ap.add_argument("--layout", default="NHWC")
+    a = ap.parse_args()
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = a.threads
+    so.inter_op_num_threads = 1
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    sess = ort.InferenceSession(a.model, so, providers=["CPUExecutionProvider"])
+    inp = sess.get_inputs()[0]
+    shape = [d if isinstance(d, int) else 1 for d in inp.shape]
+    feed = {inp.name: np.random.default_rng(0).uniform(-1, 1, shape).astype(np.float32)}
+    print(f"model {a.model}, {a.threads} threads, onnxruntime {ort.__version__}, "
+          f"{a.rounds} rounds of {a.repeat} runs each")
+    ratios = []
+    for r in range(a.rounds):
+        t_ms, build_line = tessera_median_ms(a.tessera, a.model, a.threads, a.repeat, a.layout)
+        o_ms = ort_median_ms(sess, feed, a.repeat)
+        ratios.append(t_ms / o_ms)
+        if r == 0:
+            print(build_line)
+        print(f"round {r + 1}: tessera median {t_ms:8.2f} ms   onnxruntime median {o_ms:8.2f} ms"
+              f"   ratio {t_ms / o_ms:5.2f}")
+    print(f"median ratio tessera / onnxruntime: {statistics.median(ratios):.2f} "
+          f"(min {min(ratios):.2f}, max {max(ratios):.2f})")
+
+
+if __name__ == "__main__":
+    main()
