@@ -18,10 +18,11 @@ pub struct NetworkArgs {
     /// An ONNX model file.
     #[arg(long)]
     onnx: Option<PathBuf>,
-    /// The data layout to compile in: NHWC (the auto-scheduler's) or NCHW. A zoo network
-    /// is generated in it; an ONNX model (NCHW) is converted to it.
-    #[arg(long, default_value = "NHWC")]
-    layout: String,
+    /// The data layout to compile in: NHWC (the auto-scheduler's; the default) or NCHW.
+    /// A zoo network is generated in it (squeezenet_v1.1 exists in NCHW only, which is
+    /// its default); an ONNX model (NCHW) is converted to it.
+    #[arg(long)]
+    layout: Option<String>,
     /// Batch size of a zoo network.
     #[arg(long, default_value_t = 1)]
     batch: i64,
@@ -38,8 +39,13 @@ pub struct NetworkArgs {
 
 impl NetworkArgs {
     fn layout(&self) -> Result<Layout> {
-        Layout::parse(&self.layout)
-            .with_context(|| format!("unknown layout `{}` (NHWC or NCHW)", self.layout))
+        match &self.layout {
+            Some(l) => {
+                Layout::parse(l).with_context(|| format!("unknown layout `{l}` (NHWC or NCHW)"))
+            }
+            None if self.network.as_deref() == Some("squeezenet_v1.1") => Ok(Layout::Nchw),
+            None => Ok(Layout::Nhwc),
+        }
     }
 
     fn target(&self) -> Result<Target> {

@@ -54,6 +54,14 @@ fn tasks_of_resnet18_nhwc() {
     );
     let summary = stdout_of(&tessera(&["tasks", "--network", "mobilenet", "--summary"]));
     assert!(summary.contains("fused_conv2d_bias_add_relu"), "{summary}");
+    // squeezenet exists in NCHW only, which is then its default layout
+    let sq = stdout_of(&tessera(&[
+        "tasks",
+        "--network",
+        "squeezenet_v1.1",
+        "--summary",
+    ]));
+    assert!(sq.contains("fused_concatenate"), "{sq}");
 }
 
 #[test]

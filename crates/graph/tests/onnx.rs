@@ -318,3 +318,133 @@ fn malformed_files_are_errors() {
     let e = import_err(&m);
     assert!(e.contains("node `add_1` (add)"), "{e}");
 }
+
+fn int_attr(name: &str, v: i64) -> AttributeProto {
+    AttributeProto {
+        name: Some(name.into()),
+        i: Some(v),
+        r#type: Some(proto::attribute_proto::AttributeType::Int as i32),
+        ..Default::default()
+    }
+}
+
+fn ints_attr(name: &str, v: &[i64]) -> AttributeProto {
+    AttributeProto {
+        name: Some(name.into()),
+        ints: v.to_vec(),
+        r#type: Some(proto::attribute_proto::AttributeType::Ints as i32),
+        ..Default::default()
+    }
+}
+
+fn f32_tensor(name: &str, dims: &[i64], seed: u32) -> TensorProto {
+    let n: i64 = dims.iter().product();
+    TensorProto {
+        name: Some(name.into()),
+        dims: dims.to_vec(),
+        data_type: Some(T::Float as i32),
+        float_data: (0..n as u32)
+            .map(|i| {
+                ((i.wrapping_mul(2654435761).wrapping_add(seed) >> 16) % 200) as f32 / 100.0 - 1.0
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+/// Conv + Relu + MaxPool + Flatten + Gemm + Softmax with initializers: the model that
+/// the mutation test corrupts.
+fn small_cnn() -> ModelProto {
+    let nodes = vec![
+        node(
+            "Conv",
+            "conv",
+            &["x", "w", "b"],
+            &["c"],
+            vec![
+                ints_attr("pads", &[1, 1, 1, 1]),
+                ints_attr("kernel_shape", &[3, 3]),
+            ],
+        ),
+        node("Relu", "relu", &["c"], &["r"], vec![]),
+        node(
+            "MaxPool",
+            "pool",
+            &["r"],
+            &["p"],
+            vec![
+                ints_attr("kernel_shape", &[2, 2]),
+                ints_attr("strides", &[2, 2]),
+            ],
+        ),
+        node("Flatten", "flat", &["p"], &["f"], vec![int_attr("axis", 1)]),
+        node(
+            "Gemm",
+            "fc",
+            &["f", "w2", "b2"],
+            &["g"],
+            vec![int_attr("transB", 1)],
+        ),
+        node("Softmax", "sm", &["g"], &["y"], vec![int_attr("axis", 1)]),
+    ];
+    let inits = vec![
+        f32_tensor("w", &[4, 3, 3, 3], 1),
+        f32_tensor("b", &[4], 2),
+        f32_tensor("w2", &[10, 64], 3),
+        f32_tensor("b2", &[10], 4),
+    ];
+    let mut m = model(nodes, inits, 13);
+    let g = m.graph.as_mut().unwrap();
+    g.input = vec![value_info("x", &[1, 3, 8, 8])];
+    g.output = vec![value_info("y", &[1, 10])];
+    m
+}
+
+#[test]
+fn the_mutation_test_model_imports_and_matches_the_reference() {
+    let g = import(
+        &small_cnn().encode_to_vec(),
+        Path::new("."),
+        &ImportOptions::default(),
+    )
+    .unwrap();
+    let x = NDArray::random_uniform(tessera_ir::DataType::float32(), &[1, 3, 8, 8], 5, -1.0, 1.0)
+        .unwrap();
+    let want = tessera_graph::reference::interpret(&g, &[("x", &x)])
+        .unwrap()
+        .remove(0);
+    let mut opt = g.clone();
+    passes::optimize(&mut opt, Some(Layout::Nhwc)).unwrap();
+    let mut m = build(&opt, &Target::cpu()).unwrap();
+    m.set_input("x", &x).unwrap();
+    m.run().unwrap();
+    m.get_output(0)
+        .unwrap()
+        .allclose(&want, 1e-4, 1e-6)
+        .unwrap();
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 256, ..Default::default() })]
+
+    /// Corrupted files (bytes overwritten, then possibly cut short) import to a graph or
+    /// an error, and a graph that imports also goes through the passes: never a panic.
+    #[test]
+    fn corrupted_models_never_panic(
+        edits in proptest::collection::vec((0usize..100_000, proptest::prelude::any::<u8>()), 1..8),
+        cut in proptest::option::of(0usize..100_000),
+    ) {
+        let mut bytes = small_cnn().encode_to_vec();
+        for (pos, b) in edits {
+            let n = bytes.len();
+            bytes[pos % n] = b;
+        }
+        if let Some(c) = cut {
+            let n = bytes.len();
+            bytes.truncate(c % n);
+        }
+        if let Ok(mut g) = import(&bytes, Path::new("."), &ImportOptions::default()) {
+            let _ = passes::optimize(&mut g, Some(Layout::Nhwc));
+        }
+    }
+}

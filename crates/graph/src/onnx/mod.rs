@@ -264,14 +264,16 @@ impl Importer {
         } else {
             t.raw_data.clone()
         };
-        let mut out = NDArray::zeros(dtype, &shape)?;
+        // The data must fit the shape before anything is allocated for it: a malformed
+        // shape must not become a huge allocation.
         if let Some(raw) = raw {
-            if raw.len() != numel * size {
+            if Some(raw.len()) != numel.checked_mul(size) {
                 return Err(err(format!(
                     "tensor `{name}`: {} bytes of data for {numel} elements of {dtype}",
                     raw.len()
                 )));
             }
+            let mut out = NDArray::zeros(dtype, &shape)?;
             out.as_bytes_mut().copy_from_slice(&raw);
             return Ok(out);
         }
@@ -287,6 +289,7 @@ impl Importer {
                 t.dims
             )));
         }
+        let mut out = NDArray::zeros(dtype, &shape)?;
         let bytes = out.as_bytes_mut();
         match dtype {
             d if d == DataType::float32() => {
@@ -594,6 +597,12 @@ impl Importer {
                 let mut axis = a.int("axis", default_axis);
                 if axis < 0 {
                     axis += rank;
+                }
+                if !(0..rank).contains(&axis) {
+                    return Err(a.bad(format!(
+                        "axis {} is out of range for rank {rank}",
+                        a.int("axis", default_axis)
+                    )));
                 }
                 if self.opset >= 13 || axis == rank - 1 {
                     self.op(&name, Op::Softmax { axis }, &[x])?
