@@ -19,8 +19,8 @@ pub struct NetworkArgs {
     #[arg(long)]
     onnx: Option<PathBuf>,
     /// The data layout to compile in: NHWC (the auto-scheduler's; the default) or NCHW.
-    /// A zoo network is generated in it (squeezenet_v1.1 exists in NCHW only, which is
-    /// its default); an ONNX model (NCHW) is converted to it.
+    /// A zoo network is generated in it (squeezenet_v1.1, defined in NCHW only, and ONNX
+    /// models are converted to it).
     #[arg(long)]
     layout: Option<String>,
     /// Batch size of a zoo network.
@@ -43,7 +43,6 @@ impl NetworkArgs {
             Some(l) => {
                 Layout::parse(l).with_context(|| format!("unknown layout `{l}` (NHWC or NCHW)"))
             }
-            None if self.network.as_deref() == Some("squeezenet_v1.1") => Ok(Layout::Nchw),
             None => Ok(Layout::Nhwc),
         }
     }
@@ -57,9 +56,15 @@ impl NetworkArgs {
         let layout = self.layout()?;
         let mut g = match (&self.network, &self.onnx) {
             (Some(name), _) => {
+                // A network defined in NCHW only is built so and converted below.
+                let built = if zoo::nchw_only(name) {
+                    Layout::Nchw
+                } else {
+                    layout
+                };
                 let opts = ZooOptions {
                     batch: self.batch,
-                    layout,
+                    layout: built,
                     seed: self.seed,
                     ..ZooOptions::default()
                 };

@@ -100,6 +100,12 @@ fn zoo_err(msg: impl Into<String>) -> GraphError {
     GraphError::Zoo(msg.into())
 }
 
+/// Whether the network is defined in NCHW only (squeezenet, as in TVM): build it in NCHW
+/// and convert it with `passes::optimize` for NHWC.
+pub fn nchw_only(name: &str) -> bool {
+    name.starts_with("squeezenet")
+}
+
 /// Builds the zoo network `name` (one of [`NETWORKS`]).
 ///
 /// Errors ([`GraphError::Zoo`]): an unknown name (the message lists the known ones), a
@@ -132,7 +138,7 @@ pub fn network(name: &str, opts: &ZooOptions) -> Result<Graph, GraphError> {
             "{name}: the image size must be positive, not {size}"
         )));
     }
-    if name.starts_with("squeezenet") && opts.layout == Layout::Nhwc {
+    if nchw_only(name) && opts.layout == Layout::Nhwc {
         return Err(zoo_err(format!(
             "{name} is NCHW only (TVM's squeezenet assumes NCHW); build it in NCHW and \
              convert the layout with passes::optimize"
