@@ -744,6 +744,24 @@ fn ipool(net: &mut Net, x: NodeIndex, k: i64, s: i64, p: i64, kind: PoolType, na
     net.pool(name, x, kind, k, s, p, true)
 }
 
+/// The last branch of an inception block (a 3×3 stride-1 pool of `data`, then a 1×1
+/// projection to `proj` channels) and the channel concatenation of all branches.
+fn pool_proj_concat(
+    net: &mut Net,
+    data: NodeIndex,
+    pool: &str,
+    proj: i64,
+    name: &str,
+    towers: &[NodeIndex],
+) -> R {
+    let pname = format!("{pool}_pool_{name}_pool");
+    let p = ipool(net, data, 3, 1, 1, pool_kind(pool), &pname)?;
+    let cproj = iconv1(net, p, proj, &format!("{name}_tower_2"), "_conv")?;
+    let mut all = towers.to_vec();
+    all.push(cproj);
+    net.concat(&format!("ch_concat_{name}_chconcat"), &all)
+}
+
 fn pool_kind(pool: &str) -> PoolType {
     if pool == "max" {
         PoolType::Max
@@ -792,10 +810,7 @@ fn inception_a(
         &tower1,
         "_conv_2",
     )?;
-    let pname = format!("{pool}_pool_{name}_pool");
-    let p = ipool(net, data, 3, 1, 1, pool_kind(pool), &pname)?;
-    let cproj = iconv1(net, p, proj, &format!("{name}_tower_2"), "_conv")?;
-    net.concat(&format!("ch_concat_{name}_chconcat"), &[t1, t5, t3, cproj])
+    pool_proj_concat(net, data, pool, proj, name, &[t1, t5, t3])
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -905,10 +920,7 @@ fn inception_c(
         &tower1,
         "_conv_4",
     )?;
-    let pname = format!("{pool}_pool_{name}_pool");
-    let p = ipool(net, data, 3, 1, 1, pool_kind(pool), &pname)?;
-    let cproj = iconv1(net, p, proj, &format!("{name}_tower_2"), "_conv")?;
-    net.concat(&format!("ch_concat_{name}_chconcat"), &[t1, d7, q7, cproj])
+    pool_proj_concat(net, data, pool, proj, name, &[t1, d7, q7])
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -1032,13 +1044,7 @@ fn inception_e(
         &tower1,
         "_mixed_conv_1",
     )?;
-    let pname = format!("{pool}_pool_{name}_pool");
-    let p = ipool(net, data, 3, 1, 1, pool_kind(pool), &pname)?;
-    let cproj = iconv1(net, p, proj, &format!("{name}_tower_2"), "_conv")?;
-    net.concat(
-        &format!("ch_concat_{name}_chconcat"),
-        &[t1, d3a, d3b, ta, tb, cproj],
-    )
+    pool_proj_concat(net, data, pool, proj, name, &[t1, d3a, d3b, ta, tb])
 }
 
 fn inception_v3(net: &mut Net, size: i64) -> R {

@@ -123,12 +123,22 @@ fn scaled(e: &Expr, s: i64) -> Expr {
 }
 
 fn rank4(op: &str, data: &Tensor, kernel: &Tensor) -> Result<(), TeError> {
-    if data.ndim() != 4 || kernel.ndim() != 4 {
+    check_conv_inputs(op, data, kernel, 4)
+}
+
+/// A convolution's data and kernel: both of rank `rank`, of one dtype.
+pub(crate) fn check_conv_inputs(
+    op: &str,
+    data: &Tensor,
+    kernel: &Tensor,
+    rank: usize,
+) -> Result<(), TeError> {
+    if data.ndim() != rank || kernel.ndim() != rank {
         return Err(shape_err(
             op,
             data.shape(),
             format!(
-                "data {:?} and kernel {:?} must both be 4-D",
+                "data {:?} and kernel {:?} must both be {rank}-D",
                 data.shape(),
                 kernel.shape()
             ),

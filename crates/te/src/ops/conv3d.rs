@@ -161,28 +161,7 @@ fn conv3d(
         (Layout::Ndhwc, true) => "conv3d_ndhwc",
         (Layout::Ndhwc, false) => "group_conv3d_ndhwc",
     };
-    if data.ndim() != 5 || kernel.ndim() != 5 {
-        return Err(TeError::BadShape {
-            op: op.to_string(),
-            shape: data.shape().to_vec(),
-            reason: format!(
-                "data {:?} and kernel {:?} must both be 5-D",
-                data.shape(),
-                kernel.shape()
-            ),
-        });
-    }
-    if data.dtype() != kernel.dtype() {
-        return Err(attr_err(
-            op,
-            "dtype",
-            format!(
-                "data is {} but the kernel is {}",
-                data.dtype(),
-                kernel.dtype()
-            ),
-        ));
-    }
+    super::conv::check_conv_inputs(op, data, kernel, 5)?;
     let (d, k) = (data.shape().to_vec(), kernel.shape().to_vec());
     // (n, c, [d, h, w]) of the data; (o, i, [kd, kh, kw]) of the kernel
     let (n, cin, dims) = match layout {
