@@ -1,0 +1,1 @@
+//! Measurement (being written).

@@ -1,0 +1,1 @@
+//! The record log (being written).
