@@ -23,6 +23,12 @@ pub enum BackendError {
         source_path: PathBuf,
         message: String,
     },
+    #[error("C compiler `{compiler}` did not finish {} within {seconds} s", source_path.display())]
+    CompileTimeout {
+        compiler: String,
+        source_path: PathBuf,
+        seconds: f64,
+    },
     #[error("I/O error at {}: {message}", path.display())]
     Io { path: PathBuf, message: String },
     #[error("no backend for target `{target}`: {reason}")]

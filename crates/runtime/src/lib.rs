@@ -30,6 +30,7 @@ pub mod error;
 pub mod module;
 pub mod ndarray;
 mod npy;
+pub mod runner;
 pub mod timer;
 
 pub use error::{CompareError, NpyError, RuntimeError};

@@ -1,1 +1,489 @@
-//! Measurement (being written).
+//! Measurement of candidate kernels, as TVM's LocalBuilder + LocalRunner do it.
+//!
+//! A batch of candidates is built in parallel (`n_parallel` threads, each running the C
+//! compiler as a child process with a build timeout), then each built kernel is run in a
+//! process of its own (`tessera-runner`, see `tessera_runtime::runner`) with a run
+//! timeout, optionally checked against reference outputs first. Every failure becomes
+//! the typed error of that one candidate ([`MeasureErrorNo`]) with its message, and the
+//! batch goes on. After `verbose_after` consecutive failures the measurer reports each
+//! further error's message, so a broken setup never looks like a silent stream of
+//! "0.00 GFLOPS".
+
+use crate::types::{now, MeasureErrorNo, MeasureResult};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use tessera_backends::{Artifact, Backend, BackendError, CpuBackend};
+use tessera_ir::PrimFunc;
+use tessera_runtime::runner::{make_args, CheckSpec, RunJob, RunReply, TimerConfig};
+use tessera_runtime::{Module, NDArray};
+
+/// What can stop measurement as a whole (not one candidate).
+#[derive(Debug, thiserror::Error)]
+pub enum MeasureError {
+    #[error("the runner binary `tessera-runner` was not found (looked in: {looked}); build it with `cargo build --workspace` or set TESSERA_RUNNER")]
+    RunnerNotFound { looked: String },
+    #[error("{0}")]
+    Io(String),
+    #[error("computing the reference outputs: {0}")]
+    Reference(String),
+}
+
+/// How to measure (TVM's builder and runner options).
+#[derive(Clone, Debug)]
+pub struct MeasureOptions {
+    /// Parallel builds (default: the number of cores).
+    pub n_parallel: usize,
+    pub build_timeout: Duration,
+    pub run_timeout: Duration,
+    pub timer: TimerConfig,
+    /// Relative and absolute tolerance of the correctness check.
+    pub rtol: f64,
+    pub atol: f64,
+    /// Consecutive errors after which each error's message is reported.
+    pub verbose_after: usize,
+    /// The runner binary (default: `$TESSERA_RUNNER`, else `tessera-runner` beside the
+    /// current executable or one folder up).
+    pub runner: Option<PathBuf>,
+}
+
+impl Default for MeasureOptions {
+    /// TVM's defaults: build timeout 15 s, run timeout 10 s, number 3, repeat 1,
+    /// min_repeat_ms 100; errors become verbose after 150 in a row.
+    fn default() -> Self {
+        MeasureOptions {
+            n_parallel: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1),
+            build_timeout: Duration::from_secs(15),
+            run_timeout: Duration::from_secs(10),
+            timer: TimerConfig::default(),
+            rtol: 1e-3,
+            atol: 1e-4,
+            verbose_after: 150,
+            runner: None,
+        }
+    }
+}
+
+/// One candidate: a lowered function, or why it could not be instantiated.
+#[derive(Clone, Debug)]
+pub struct Candidate {
+    pub func: Result<PrimFunc, String>,
+}
+
+/// Expected outputs of a task on the runner's seeded inputs.
+pub struct Reference {
+    _dir: tempfile::TempDir,
+    expected: Vec<PathBuf>,
+    seed: u64,
+}
+
+impl Reference {
+    /// Runs `func` (a trusted schedule of the task, e.g. the unscheduled one) natively,
+    /// in this process, on the inputs `make_args(.., seed, num_outputs)` gives, and keeps
+    /// its last `num_outputs` results.
+    pub fn compute(
+        backend: &CpuBackend,
+        func: &PrimFunc,
+        num_outputs: usize,
+        seed: u64,
+    ) -> Result<Reference, MeasureError> {
+        let err = |e: &dyn std::fmt::Display| MeasureError::Reference(e.to_string());
+        let dir = tempfile::Builder::new()
+            .prefix("tessera-reference-")
+            .tempdir()
+            .map_err(|e| err(&e))?;
+        let artifact = backend.build(func, dir.path()).map_err(|e| err(&e))?;
+        let module = Module::load(&artifact).map_err(|e| err(&e))?;
+        let mut args = make_args(&artifact.params, seed, num_outputs).map_err(|e| err(&e))?;
+        let mut refs: Vec<&mut NDArray> = args.iter_mut().collect();
+        module.call(&mut refs).map_err(|e| err(&e))?;
+        let first = args.len().saturating_sub(num_outputs);
+        let mut expected = Vec::new();
+        for (k, a) in args[first..].iter().enumerate() {
+            let path = dir.path().join(format!("expected{k}.npy"));
+            a.save_npy(&path).map_err(|e| err(&e))?;
+            expected.push(path);
+        }
+        Ok(Reference {
+            _dir: dir,
+            expected,
+            seed,
+        })
+    }
+}
+
+/// A built candidate (its artifact and build seconds) or its failure.
+type Built = Result<(Artifact, f64), MeasureResult>;
+
+/// Builds and runs candidates.
+pub struct Measurer {
+    backend: CpuBackend,
+    opts: MeasureOptions,
+    runner: PathBuf,
+    dir: tempfile::TempDir,
+    consecutive_errors: usize,
+    report: Box<dyn FnMut(&str) + Send>,
+    batches: usize,
+}
+
+/// Where the runner binary is.
+pub fn find_runner(explicit: Option<&Path>) -> Result<PathBuf, MeasureError> {
+    let mut looked = Vec::new();
+    let mut candidates: Vec<PathBuf> = Vec::new();
+    if let Some(p) = explicit {
+        candidates.push(p.to_path_buf());
+    }
+    if let Some(p) = std::env::var_os("TESSERA_RUNNER") {
+        candidates.push(PathBuf::from(p));
+    }
+    if let Ok(exe) = std::env::current_exe() {
+        let mut dir = exe.parent().map(Path::to_path_buf);
+        for _ in 0..2 {
+            if let Some(d) = dir {
+                candidates.push(d.join("tessera-runner"));
+                dir = d.parent().map(Path::to_path_buf);
+            }
+        }
+    }
+    for c in candidates {
+        if c.is_file() {
+            return Ok(c);
+        }
+        looked.push(c.display().to_string());
+    }
+    Err(MeasureError::RunnerNotFound {
+        looked: looked.join(", "),
+    })
+}
+
+impl Measurer {
+    /// A measurer for the CPU backend `backend` (its build timeout is set from `opts`).
+    pub fn new(backend: CpuBackend, opts: MeasureOptions) -> Result<Measurer, MeasureError> {
+        let runner = find_runner(opts.runner.as_deref())?;
+        let dir = tempfile::Builder::new()
+            .prefix("tessera-measure-")
+            .tempdir()
+            .map_err(|e| MeasureError::Io(e.to_string()))?;
+        Ok(Measurer {
+            backend: backend.with_build_timeout(opts.build_timeout),
+            opts,
+            runner,
+            dir,
+            consecutive_errors: 0,
+            report: Box::new(|line| eprintln!("{line}")),
+            batches: 0,
+        })
+    }
+
+    /// Where verbose error reports go (default: standard error).
+    pub fn with_report(mut self, report: impl FnMut(&str) + Send + 'static) -> Self {
+        self.report = Box::new(report);
+        self
+    }
+
+    pub fn backend(&self) -> &CpuBackend {
+        &self.backend
+    }
+
+    /// Measures a batch: builds in parallel, then runs each built kernel in its own
+    /// process. `num_outputs`: how many of the last parameters are outputs.
+    pub fn measure(
+        &mut self,
+        candidates: &[Candidate],
+        num_outputs: usize,
+        reference: Option<&Reference>,
+    ) -> Vec<MeasureResult> {
+        self.batches += 1;
+        let out_dir = self.dir.path().join(format!("batch{}", self.batches));
+        let builds = self.build_all(candidates, &out_dir);
+        let mut results = Vec::with_capacity(candidates.len());
+        for (i, b) in builds.into_iter().enumerate() {
+            let r = match b {
+                Err(r) => r,
+                Ok((artifact, build_s)) => {
+                    self.run_one(&artifact, i, num_outputs, reference, build_s, &out_dir)
+                }
+            };
+            self.note(&r);
+            results.push(r);
+        }
+        results
+    }
+
+    /// Counts consecutive errors; past the threshold, reports each one.
+    fn note(&mut self, r: &MeasureResult) {
+        if r.is_ok() {
+            self.consecutive_errors = 0;
+            return;
+        }
+        self.consecutive_errors += 1;
+        let n = self.consecutive_errors;
+        if n == self.opts.verbose_after {
+            (self.report)(&format!(
+                "{n} measurements in a row failed; showing each error from now on"
+            ));
+        }
+        if n >= self.opts.verbose_after {
+            let msg = r.error_msg.as_deref().unwrap_or("");
+            let first: String = msg.lines().take(8).collect::<Vec<_>>().join("\n    ");
+            (self.report)(&format!("  {}: {first}", r.error_no));
+        }
+    }
+
+    fn build_all(
+        &self,
+        candidates: &[Candidate],
+        out_dir: &Path,
+    ) -> Vec<Built> {
+        let workers = self.opts.n_parallel.max(1).min(candidates.len().max(1));
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let slots: Vec<std::sync::Mutex<Option<Built>>> =
+            candidates
+                .iter()
+                .map(|_| std::sync::Mutex::new(None))
+                .collect();
+        let backend = &self.backend;
+        std::thread::scope(|scope| {
+            for _ in 0..workers {
+                scope.spawn(|| loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let Some(c) = candidates.get(i) else { break };
+                    let r = build_one(backend, c, out_dir);
+                    *slots[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+                });
+            }
+        });
+        slots
+            .into_iter()
+            .map(|s| {
+                s.into_inner()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .expect("every candidate was built")
+            })
+            .collect()
+    }
+
+    fn run_one(
+        &self,
+        artifact: &Artifact,
+        index: usize,
+        num_outputs: usize,
+        reference: Option<&Reference>,
+        build_s: f64,
+        out_dir: &Path,
+    ) -> MeasureResult {
+        let start = Instant::now();
+        let total = |start: Instant| build_s + start.elapsed().as_secs_f64();
+        let job = RunJob {
+            artifact: artifact.clone(),
+            timer: self.opts.timer,
+            seed: reference.map_or(0, |r| r.seed),
+            num_outputs,
+            check: reference.map(|r| CheckSpec {
+                expected: r.expected.clone(),
+                rtol: self.opts.rtol,
+                atol: self.opts.atol,
+            }),
+        };
+        let job_path = out_dir.join(format!("job{index}.json"));
+        let written = serde_json::to_vec(&job)
+            .map_err(|e| e.to_string())
+            .and_then(|b| std::fs::write(&job_path, b).map_err(|e| e.to_string()));
+        if let Err(e) = written {
+            return MeasureResult::failed(
+                MeasureErrorNo::Unknown,
+                format!("writing the job: {e}"),
+                total(start),
+            );
+        }
+        let child = Command::new(&self.runner)
+            .arg(&job_path)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn();
+        let child = match child {
+            Ok(c) => c,
+            Err(e) => {
+                return MeasureResult::failed(
+                    MeasureErrorNo::Unknown,
+                    format!("starting {}: {e}", self.runner.display()),
+                    total(start),
+                )
+            }
+        };
+        let out = match wait_output(child, self.opts.run_timeout) {
+            Ok(Some(out)) => out,
+            Ok(None) => {
+                return MeasureResult::failed(
+                    MeasureErrorNo::RunTimeout,
+                    format!(
+                        "the kernel did not finish within {} s",
+                        self.opts.run_timeout.as_secs_f64()
+                    ),
+                    total(start),
+                )
+            }
+            Err(e) => {
+                return MeasureResult::failed(MeasureErrorNo::Unknown, e.to_string(), total(start))
+            }
+        };
+        if !out.status.success() {
+            return MeasureResult::failed(
+                MeasureErrorNo::RuntimeDevice,
+                format!(
+                    "the runner {}{}",
+                    describe_exit(&out.status),
+                    tail_of(&out.stderr)
+                ),
+                total(start),
+            );
+        }
+        let line = String::from_utf8_lossy(&out.stdout);
+        match serde_json::from_str::<RunReply>(line.trim()) {
+            Ok(RunReply::Ok { costs }) => MeasureResult {
+                costs,
+                error_no: MeasureErrorNo::NoError,
+                error_msg: None,
+                all_cost: total(start),
+                timestamp: now(),
+            },
+            Ok(RunReply::WrongAnswer { message }) => {
+                MeasureResult::failed(MeasureErrorNo::WrongAnswer, message, total(start))
+            }
+            Ok(RunReply::Failed { message }) => {
+                MeasureResult::failed(MeasureErrorNo::RuntimeDevice, message, total(start))
+            }
+            Err(e) => MeasureResult::failed(
+                MeasureErrorNo::Unknown,
+                format!("unreadable runner output ({e}): {}", line.trim()),
+                total(start),
+            ),
+        }
+    }
+}
+
+/// Builds one candidate; every failure is that candidate's result.
+fn build_one(
+    backend: &CpuBackend,
+    c: &Candidate,
+    out_dir: &Path,
+) -> Built {
+    let start = Instant::now();
+    let func = match &c.func {
+        Ok(f) => f,
+        Err(msg) => {
+            return Err(MeasureResult::failed(
+                MeasureErrorNo::Instantiation,
+                msg.clone(),
+                0.0,
+            ))
+        }
+    };
+    // A panic in code generation is this candidate's error, not the tuner's.
+    let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        backend.build(func, out_dir)
+    }));
+    let secs = start.elapsed().as_secs_f64();
+    match built {
+        Ok(Ok(a)) => Ok((a, secs)),
+        Ok(Err(e)) => {
+            let kind = match e {
+                BackendError::CompileTimeout { .. } => MeasureErrorNo::BuildTimeout,
+                BackendError::Unsupported { .. } => MeasureErrorNo::Instantiation,
+                _ => MeasureErrorNo::CompileHost,
+            };
+            Err(MeasureResult::failed(kind, e.to_string(), secs))
+        }
+        Err(p) => {
+            let msg = p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "a panic".into());
+            Err(MeasureResult::failed(
+                MeasureErrorNo::CompileHost,
+                format!("code generation panicked: {msg}"),
+                secs,
+            ))
+        }
+    }
+}
+
+/// The last lines of a process's standard error, prefixed for a message.
+fn tail_of(stderr: &[u8]) -> String {
+    let text = String::from_utf8_lossy(stderr);
+    let lines: Vec<&str> = text.lines().rev().take(5).collect();
+    if lines.is_empty() {
+        String::new()
+    } else {
+        let mut l = lines;
+        l.reverse();
+        format!(": {}", l.join(" | "))
+    }
+}
+
+/// "was killed by signal 11 (SIGSEGV)" or "exited with status 3".
+fn describe_exit(status: &std::process::ExitStatus) -> String {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        if let Some(sig) = status.signal() {
+            let name = match sig {
+                4 => " (SIGILL)",
+                6 => " (SIGABRT)",
+                7 => " (SIGBUS)",
+                8 => " (SIGFPE)",
+                9 => " (SIGKILL)",
+                11 => " (SIGSEGV)",
+                _ => "",
+            };
+            return format!("was killed by signal {sig}{name}");
+        }
+    }
+    match status.code() {
+        Some(c) => format!("exited with status {c}"),
+        None => "ended abnormally".into(),
+    }
+}
+
+/// Waits for `child` up to `limit` while collecting its output; kills it on timeout.
+fn wait_output(
+    mut child: std::process::Child,
+    limit: Duration,
+) -> std::io::Result<Option<std::process::Output>> {
+    use std::io::Read;
+    use wait_timeout::ChildExt;
+    let mut so = child.stdout.take();
+    let mut se = child.stderr.take();
+    let out_reader = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        if let Some(s) = so.as_mut() {
+            let _ = s.read_to_end(&mut b);
+        }
+        b
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        if let Some(s) = se.as_mut() {
+            let _ = s.read_to_end(&mut b);
+        }
+        b
+    });
+    match child.wait_timeout(limit)? {
+        Some(status) => Ok(Some(std::process::Output {
+            status,
+            stdout: out_reader.join().unwrap_or_default(),
+            stderr: err_reader.join().unwrap_or_default(),
+        })),
+        None => {
+            let _ = child.kill();
+            let _ = child.wait();
+            let _ = out_reader.join();
+            let _ = err_reader.join();
+            Ok(None)
+        }
+    }
+}

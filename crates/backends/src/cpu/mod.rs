@@ -18,6 +18,7 @@ pub struct CpuBackend {
     target: Target,
     params: HardwareParams,
     extra_cflags: Vec<String>,
+    timeout: Option<std::time::Duration>,
 }
 
 impl CpuBackend {
@@ -27,7 +28,15 @@ impl CpuBackend {
             target,
             params,
             extra_cflags: Vec::new(),
+            timeout: None,
         }
+    }
+
+    /// Kills the C compiler after `timeout` (a build-timeout error): tuning must not
+    /// wait forever on one candidate.
+    pub fn with_build_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
     }
 
     /// Adds flags to the C compiler's command line (after Tessera's own), e.g.
@@ -73,6 +82,37 @@ fn content_hash(s: &str) -> String {
     format!("{h:016x}")
 }
 
+/// Waits for `child` up to `limit`, reading its stderr meanwhile (so a chatty compiler
+/// cannot block on a full pipe); kills it and returns `None` on timeout.
+fn wait_with_timeout(
+    mut child: std::process::Child,
+    limit: std::time::Duration,
+) -> std::io::Result<Option<std::process::Output>> {
+    use std::io::Read;
+    use wait_timeout::ChildExt;
+    let mut stderr = child.stderr.take();
+    let reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        if let Some(s) = stderr.as_mut() {
+            let _ = s.read_to_end(&mut buf);
+        }
+        buf
+    });
+    match child.wait_timeout(limit)? {
+        Some(status) => Ok(Some(std::process::Output {
+            status,
+            stdout: Vec::new(),
+            stderr: reader.join().unwrap_or_default(),
+        })),
+        None => {
+            let _ = child.kill();
+            let _ = child.wait();
+            let _ = reader.join();
+            Ok(None)
+        }
+    }
+}
+
 fn io_err(path: &Path, e: std::io::Error) -> BackendError {
     BackendError::Io {
         path: path.to_path_buf(),
@@ -115,8 +155,8 @@ impl Backend for CpuBackend {
             tried: "$CC (empty)".into(),
         })?;
         let tmp_path = out_dir.join(format!("{stem}.so.tmp{}", std::process::id()));
-        let output = Command::new(program)
-            .args(words)
+        let mut cmd = Command::new(program);
+        cmd.args(words)
             .args([
                 "-O3",
                 &format!("-march={}", self.march()),
@@ -129,18 +169,39 @@ impl Backend for CpuBackend {
             .arg("-o")
             .arg(&tmp_path)
             .arg(&source_path)
-            .arg("-lm")
-            .output()
-            .map_err(|e| match e.kind() {
-                std::io::ErrorKind::NotFound => BackendError::CompilerNotFound {
-                    tried: compiler.clone(),
-                },
-                _ => BackendError::CompileFailed {
-                    compiler: compiler.clone(),
-                    source_path: source_path.clone(),
-                    message: e.to_string(),
-                },
-            })?;
+            .arg("-lm");
+        let spawn_err = |e: std::io::Error| match e.kind() {
+            std::io::ErrorKind::NotFound => BackendError::CompilerNotFound {
+                tried: compiler.clone(),
+            },
+            _ => BackendError::CompileFailed {
+                compiler: compiler.clone(),
+                source_path: source_path.clone(),
+                message: e.to_string(),
+            },
+        };
+        let output = match self.timeout {
+            None => cmd.output().map_err(spawn_err)?,
+            Some(limit) => {
+                let child = cmd
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .map_err(spawn_err)?;
+                match wait_with_timeout(child, limit) {
+                    Ok(Some(out)) => out,
+                    Ok(None) => {
+                        let _ = std::fs::remove_file(&tmp_path);
+                        return Err(BackendError::CompileTimeout {
+                            compiler,
+                            source_path,
+                            seconds: limit.as_secs_f64(),
+                        });
+                    }
+                    Err(e) => return Err(spawn_err(e)),
+                }
+            }
+        };
         if !output.status.success() {
             let _ = std::fs::remove_file(&tmp_path);
             let mut message = String::from_utf8_lossy(&output.stderr).trim().to_string();

@@ -1,0 +1,199 @@
+//! Measurement faults: each bad candidate becomes its own typed error and the batch goes
+//! on — a kernel that segfaults, one that hangs, one that computes a wrong answer, one
+//! the C compiler rejects, one that could not be instantiated — next to good ones that
+//! are timed and checked.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tessera_backends::{CpuBackend, Target};
+use tessera_ir::{DataType, Expr, PrimFunc};
+use tessera_runtime::runner::TimerConfig;
+use tessera_search::measure::{Candidate, MeasureOptions, Measurer, Reference};
+use tessera_search::MeasureErrorNo;
+use tessera_te::schedules::{default_schedule, CpuParams};
+use tessera_te::{compute, lower, ops, placeholder, reduce_axis, sum, Schedule, Tensor};
+
+const N: i64 = 64;
+
+fn matmul() -> (Tensor, Tensor, Tensor) {
+    let a = placeholder(&[N, N], DataType::float32(), "A").unwrap();
+    let b = placeholder(&[N, N], DataType::float32(), "B").unwrap();
+    let c = ops::matmul(&a, &b).unwrap();
+    (a, b, c)
+}
+
+fn naive(name: &str) -> PrimFunc {
+    let (a, b, c) = matmul();
+    lower(&Schedule::create(&[c.clone()]).unwrap(), &[a, b, c], name).unwrap()
+}
+
+fn tuned(name: &str) -> PrimFunc {
+    let (a, b, c) = matmul();
+    let p = CpuParams {
+        vector_lanes: 16,
+        num_cores: 2,
+        vectorize: true,
+    };
+    lower(
+        &default_schedule(&[c.clone()], p).unwrap(),
+        &[a, b, c],
+        name,
+    )
+    .unwrap()
+}
+
+/// Same signature, C + 1: a wrong answer.
+fn wrong(name: &str) -> PrimFunc {
+    let (a, b, c) = matmul();
+    let d = compute(&[N, N], "D", &["i", "j"], |ix| {
+        c.at(ix) + Expr::float_of(DataType::float32(), 1.0)
+    })
+    .unwrap();
+    lower(&Schedule::create(&[d.clone()]).unwrap(), &[a, b, d], name).unwrap()
+}
+
+/// Same signature, reads gigabytes past A: a segmentation fault.
+fn segfault(name: &str) -> PrimFunc {
+    let (a, b, _) = matmul();
+    let d = compute(&[N, N], "D", &["i", "j"], |ix| {
+        a.at(&[
+            ix[0].clone() * Expr::int(1 << 24) + Expr::int(1 << 28),
+            ix[1].clone(),
+        ]) + b.at(ix)
+    })
+    .unwrap();
+    lower(&Schedule::create(&[d.clone()]).unwrap(), &[a, b, d], name).unwrap()
+}
+
+/// Same signature, 2^36 dependent additions: it never finishes in time.
+fn hang(name: &str) -> PrimFunc {
+    let (a, b, _) = matmul();
+    let k = reduce_axis(1 << 30, "k");
+    let d = compute(&[N, N], "D", &["i", "j"], |ix| {
+        sum(
+            a.at(ix) * b.at(ix) + Expr::cast(DataType::float32(), k.expr()),
+            &[k.clone()],
+        )
+    })
+    .unwrap();
+    lower(&Schedule::create(&[d.clone()]).unwrap(), &[a, b, d], name).unwrap()
+}
+
+fn fast_opts() -> MeasureOptions {
+    MeasureOptions {
+        run_timeout: Duration::from_secs(3),
+        timer: TimerConfig {
+            number: 2,
+            repeat: 2,
+            min_repeat_ms: 0.0,
+            cache_flush: false,
+        },
+        ..MeasureOptions::default()
+    }
+}
+
+#[test]
+fn each_fault_is_its_candidates_error_and_the_batch_goes_on() {
+    let backend = CpuBackend::new(Target::cpu());
+    let reference = Reference::compute(&backend, &naive("reference"), 1, 7).unwrap();
+    let mut m = Measurer::new(backend, fast_opts()).unwrap();
+    let cands = vec![
+        Candidate {
+            func: Ok(tuned("good_tuned")),
+        },
+        Candidate {
+            func: Ok(segfault("bad_segv")),
+        },
+        Candidate {
+            func: Ok(wrong("bad_wrong")),
+        },
+        Candidate {
+            func: Ok(hang("bad_hang")),
+        },
+        Candidate {
+            func: Err("split factor 3 does not divide 64".into()),
+        },
+        Candidate {
+            func: Ok(naive("good_naive")),
+        },
+    ];
+    let rs = m.measure(&cands, 1, Some(&reference));
+    let kinds: Vec<MeasureErrorNo> = rs.iter().map(|r| r.error_no).collect();
+    assert_eq!(
+        kinds,
+        vec![
+            MeasureErrorNo::NoError,
+            MeasureErrorNo::RuntimeDevice,
+            MeasureErrorNo::WrongAnswer,
+            MeasureErrorNo::RunTimeout,
+            MeasureErrorNo::Instantiation,
+            MeasureErrorNo::NoError,
+        ],
+        "{rs:#?}"
+    );
+    assert!(
+        rs[1].error_msg.as_deref().unwrap().contains("SIGSEGV"),
+        "{:?}",
+        rs[1]
+    );
+    assert!(
+        rs[2].error_msg.as_deref().unwrap().contains("output 0"),
+        "{:?}",
+        rs[2]
+    );
+    assert!(rs[4]
+        .error_msg
+        .as_deref()
+        .unwrap()
+        .contains("split factor 3"));
+    for good in [&rs[0], &rs[5]] {
+        assert_eq!(good.costs.len(), 2);
+        assert!(good.costs.iter().all(|&c| c > 0.0 && c < 1.0), "{good:?}");
+    }
+    // the tuned schedule beats the naive loop nest
+    assert!(rs[0].mean_cost() < rs[5].mean_cost(), "{rs:#?}");
+}
+
+#[test]
+fn compile_errors_are_compile_host_and_consecutive_errors_turn_verbose() {
+    let backend = CpuBackend::new(Target::cpu()).with_extra_cflags(&["-fno-such-flag-at-all"]);
+    let lines = Arc::new(Mutex::new(Vec::<String>::new()));
+    let sink = lines.clone();
+    let opts = MeasureOptions {
+        verbose_after: 2,
+        ..fast_opts()
+    };
+    let mut m = Measurer::new(backend, opts)
+        .unwrap()
+        .with_report(move |l| sink.lock().unwrap().push(l.to_string()));
+    let cands: Vec<Candidate> = (0..3)
+        .map(|i| Candidate {
+            func: Ok(naive(&format!("k{i}"))),
+        })
+        .collect();
+    let rs = m.measure(&cands, 1, None);
+    assert!(
+        rs.iter().all(|r| r.error_no == MeasureErrorNo::CompileHost),
+        "{rs:#?}"
+    );
+    assert!(
+        rs[0].error_msg.as_deref().unwrap().contains("no-such-flag"),
+        "{:?}",
+        rs[0]
+    );
+    let lines = lines.lock().unwrap();
+    assert!(
+        lines[0].contains("2 measurements in a row failed"),
+        "{lines:?}"
+    );
+    // the second and third errors are shown with their message
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|l| l.contains("COMPILE_HOST: "))
+            .count(),
+        2,
+        "{lines:?}"
+    );
+    assert!(lines[1].contains("no-such-flag"), "{lines:?}");
+}
