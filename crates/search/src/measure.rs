@@ -232,18 +232,13 @@ impl Measurer {
         }
     }
 
-    fn build_all(
-        &self,
-        candidates: &[Candidate],
-        out_dir: &Path,
-    ) -> Vec<Built> {
+    fn build_all(&self, candidates: &[Candidate], out_dir: &Path) -> Vec<Built> {
         let workers = self.opts.n_parallel.max(1).min(candidates.len().max(1));
         let next = std::sync::atomic::AtomicUsize::new(0);
-        let slots: Vec<std::sync::Mutex<Option<Built>>> =
-            candidates
-                .iter()
-                .map(|_| std::sync::Mutex::new(None))
-                .collect();
+        let slots: Vec<std::sync::Mutex<Option<Built>>> = candidates
+            .iter()
+            .map(|_| std::sync::Mutex::new(None))
+            .collect();
         let backend = &self.backend;
         std::thread::scope(|scope| {
             for _ in 0..workers {
@@ -366,11 +361,7 @@ impl Measurer {
 }
 
 /// Builds one candidate; every failure is that candidate's result.
-fn build_one(
-    backend: &CpuBackend,
-    c: &Candidate,
-    out_dir: &Path,
-) -> Built {
+fn build_one(backend: &CpuBackend, c: &Candidate, out_dir: &Path) -> Built {
     let start = Instant::now();
     let func = match &c.func {
         Ok(f) => f,

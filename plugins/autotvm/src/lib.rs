@@ -1,6 +1,11 @@
 //! The AutoTVM template-tuner plugin. Registered through the plugin interface so that
 //! the template-tuning issue only fills in `search`; until then it says so when asked.
 
+pub mod space;
+pub mod templates;
+pub mod tune;
+pub mod tuners;
+
 use tessera_plugin::{export_plugin, Plugin};
 
 struct AutoTvm;
