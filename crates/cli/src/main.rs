@@ -4,6 +4,7 @@ mod bench;
 mod network;
 mod op;
 mod plugins;
+mod records;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -41,6 +42,9 @@ enum Command {
     /// Plugins: list what is found, check a file.
     #[command(subcommand)]
     Plugins(plugins::PluginsCmd),
+    /// Tuning record logs: list records, the best per workload, distill.
+    #[command(subcommand)]
+    Records(records::RecordsCmd),
 }
 
 fn main() -> ExitCode {
@@ -51,6 +55,7 @@ fn main() -> ExitCode {
         Command::Tasks(args) => network::tasks(args),
         Command::Run(args) => network::run(args),
         Command::Plugins(cmd) => plugins::run(cmd),
+        Command::Records(cmd) => records::run(cmd),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

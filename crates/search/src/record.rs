@@ -1,1 +1,569 @@
-//! The record log (being written).
+//! The record log: one JSON object per line, appended as measurements arrive.
+//!
+//! A line holds the format version, the workload key, the target string, the task's
+//! name, the schedule and the measurement:
+//!
+//! ```text
+//! {"v":1,"workload_key":"[\"…\", [1, 64], [64, 64], [1, 64]]","target":"cpu","task":"fused_dense","schedule":{"kind":"config","template":"dense_nopack","index":17,"entity":{…}},"result":{"costs":[0.000123],"error_no":0,"all_cost":0.41,"timestamp":1700000000}}
+//! ```
+//!
+//! Writing ([`RecordWriter`]) appends whole batches with one `write` and syncs them, so
+//! a killed run loses at most the batch in flight and leaves at worst one torn last
+//! line. Reading ([`load`]) never fails on a bad line: torn last lines, junk, records of
+//! a newer format version are skipped and reported with their line numbers. On top:
+//! [`pick_best`], [`best_by_workload`], [`distill`] / [`distill_file`] and
+//! [`ApplyHistoryBest`] (the best record per workload when building a network).
+
+use crate::types::{MeasureResult, ScheduleDesc};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+/// The format version written in every record (`"v"`). Readers skip records of a newer
+/// version (with a reason) and read every older one.
+pub const RECORD_VERSION: u64 = 1;
+
+/// One measurement of one schedule of one task on one target: a line of the log.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    /// The format version ([`RECORD_VERSION`] when written by this build).
+    pub v: u64,
+    /// The task's workload key (`ComputeDag::workload_key`).
+    pub workload_key: String,
+    /// The target string the candidate was built for, e.g. `cpu -num-cores=2`.
+    pub target: String,
+    /// A human name for the task, e.g. `fused_conv2d_bias_add_relu`.
+    pub task: String,
+    pub schedule: ScheduleDesc,
+    pub result: MeasureResult,
+}
+
+impl Record {
+    /// A record of the current format version.
+    pub fn new(
+        workload_key: impl Into<String>,
+        target: impl Into<String>,
+        task: impl Into<String>,
+        schedule: ScheduleDesc,
+        result: MeasureResult,
+    ) -> Self {
+        Record {
+            v: RECORD_VERSION,
+            workload_key: workload_key.into(),
+            target: target.into(),
+            task: task.into(),
+            schedule,
+            result,
+        }
+    }
+
+    /// Whether the measurement succeeded with a usable (finite, non-empty) cost.
+    pub fn is_usable(&self) -> bool {
+        self.result.is_ok() && !self.result.costs.is_empty() && self.result.mean_cost().is_finite()
+    }
+
+    /// The record as one JSON line, without the newline. Fails on a value JSON cannot
+    /// hold (a non-finite cost, which serde_json would write as `null`).
+    pub fn to_json_line(&self) -> Result<String, String> {
+        let r = &self.result;
+        if let Some(c) = r.costs.iter().find(|c| !c.is_finite()) {
+            return Err(format!("cost {c} is not a finite number"));
+        }
+        if !r.all_cost.is_finite() {
+            return Err(format!("all_cost {} is not a finite number", r.all_cost));
+        }
+        serde_json::to_string(self).map_err(|e| e.to_string())
+    }
+
+    /// Parses one line of a log (`line` is its 1-based number, for the error).
+    pub fn from_json_line(line: usize, text: &str) -> Result<Record, RecordError> {
+        let bad = |reason: String| RecordError::BadLine { line, reason };
+        let value: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| bad(format!("not JSON: {e}")))?;
+        let obj = match &value {
+            serde_json::Value::Object(o) => o,
+            other => {
+                return Err(bad(format!(
+                    "not a record: a JSON {}, not an object",
+                    json_kind(other)
+                )))
+            }
+        };
+        let version = match obj.get("v") {
+            None => return Err(bad("not a record: no format version `v`".into())),
+            Some(v) => v.as_u64().ok_or_else(|| {
+                bad(format!(
+                    "not a record: format version `v` is {v}, not a positive integer"
+                ))
+            })?,
+        };
+        if version > RECORD_VERSION {
+            return Err(RecordError::NewerVersion { line, version });
+        }
+        if version == 0 {
+            return Err(bad("not a record: format version 0 does not exist".into()));
+        }
+        Record::deserialize(value).map_err(|e| bad(format!("not a record: {e}")))
+    }
+}
+
+fn json_kind(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "boolean",
+        serde_json::Value::Number(_) => "number",
+        serde_json::Value::String(_) => "string",
+        serde_json::Value::Array(_) => "array",
+        serde_json::Value::Object(_) => "object",
+    }
+}
+
+fn newer_reason(version: u64) -> String {
+    format!(
+        "record format version {version} is newer than this build reads ({RECORD_VERSION}): \
+         written by a newer Tessera"
+    )
+}
+
+/// What can go wrong with a record log.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    /// Opening, reading, writing, syncing or renaming a file failed.
+    #[error("{}: cannot {action}", path.display())]
+    Io {
+        path: PathBuf,
+        action: &'static str,
+        #[source]
+        source: io::Error,
+    },
+    /// A line that is not a record (`line` is 1-based).
+    #[error("line {line}: {reason}")]
+    BadLine { line: usize, reason: String },
+    /// A record of a format version newer than [`RECORD_VERSION`].
+    #[error("line {line}: {}", newer_reason(*version))]
+    NewerVersion { line: usize, version: u64 },
+    /// A record of a batch that cannot be written (nothing of the batch was written).
+    #[error("record {index} of the batch cannot be written: {reason}")]
+    Unwritable { index: usize, reason: String },
+}
+
+impl RecordError {
+    fn io(path: &Path, action: &'static str, source: io::Error) -> Self {
+        RecordError::Io {
+            path: path.to_path_buf(),
+            action,
+            source,
+        }
+    }
+
+    /// For a line error: why the line was skipped (without its number).
+    fn line_reason(&self) -> String {
+        match self {
+            RecordError::BadLine { reason, .. } => reason.clone(),
+            RecordError::NewerVersion { version, .. } => newer_reason(*version),
+            other => other.to_string(),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Writing
+// ---------------------------------------------------------------------------------------
+
+/// Appends records to a log, one batch at a time.
+#[derive(Debug)]
+pub struct RecordWriter {
+    path: PathBuf,
+    file: File,
+    /// The file ended without a newline when opened (a torn last line): the next batch
+    /// starts with one so its first record has a line of its own.
+    needs_newline: bool,
+}
+
+impl RecordWriter {
+    /// Opens `path` for appending, creating it and its parent folder if needed.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, RecordError> {
+        let path = path.as_ref();
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            fs::create_dir_all(parent)
+                .map_err(|e| RecordError::io(parent, "create the log's folder", e))?;
+        }
+        let mut file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .open(path)
+            .map_err(|e| RecordError::io(path, "open the record log for appending", e))?;
+        let len = file
+            .metadata()
+            .map_err(|e| RecordError::io(path, "read the record log's size", e))?
+            .len();
+        let mut needs_newline = false;
+        if len > 0 {
+            let mut last = [0u8; 1];
+            file.seek(SeekFrom::Start(len - 1))
+                .and_then(|_| file.read_exact(&mut last))
+                .map_err(|e| RecordError::io(path, "read the record log's last byte", e))?;
+            needs_newline = last[0] != b'\n';
+        }
+        Ok(RecordWriter {
+            path: path.to_path_buf(),
+            file,
+            needs_newline,
+        })
+    }
+
+    /// The log's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends the records, one line each, with a single write, then flushes and syncs
+    /// the file. A record that cannot be written fails the batch before anything is
+    /// written. An empty batch writes nothing.
+    pub fn append_batch(&mut self, records: &[Record]) -> Result<(), RecordError> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let mut buf = String::new();
+        if self.needs_newline {
+            buf.push('\n');
+        }
+        for (index, r) in records.iter().enumerate() {
+            let line = r
+                .to_json_line()
+                .map_err(|reason| RecordError::Unwritable { index, reason })?;
+            buf.push_str(&line);
+            buf.push('\n');
+        }
+        let path = &self.path;
+        self.file
+            .write_all(buf.as_bytes())
+            .map_err(|e| RecordError::io(path, "append to the record log", e))?;
+        self.needs_newline = false;
+        self.file
+            .flush()
+            .map_err(|e| RecordError::io(path, "flush the record log", e))?;
+        self.file
+            .sync_data()
+            .map_err(|e| RecordError::io(path, "sync the record log", e))?;
+        Ok(())
+    }
+
+    /// Appends one record (a batch of one).
+    pub fn append(&mut self, record: &Record) -> Result<(), RecordError> {
+        self.append_batch(std::slice::from_ref(record))
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Reading
+// ---------------------------------------------------------------------------------------
+
+/// The records of a log and the lines that were skipped.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LoadedLog {
+    /// The records, in file order.
+    pub records: Vec<Record>,
+    /// `lines[i]` is the (1-based) line number of `records[i]`.
+    pub lines: Vec<usize>,
+    /// Each skipped line: its 1-based number and why (for the caller to print as a
+    /// warning).
+    pub skipped: Vec<(usize, String)>,
+}
+
+/// Reads a log. Blank lines are ignored; a torn last line (no newline at the end and
+/// not a record), junk lines and records of a newer version are skipped and reported
+/// in [`LoadedLog::skipped`]; only a file that cannot be read is an error.
+pub fn load(path: impl AsRef<Path>) -> Result<LoadedLog, RecordError> {
+    let path = path.as_ref();
+    let bytes = fs::read(path).map_err(|e| RecordError::io(path, "read the record log", e))?;
+    Ok(parse_log(&bytes))
+}
+
+/// Parses the contents of a log (see [`load`]).
+pub fn parse_log(bytes: &[u8]) -> LoadedLog {
+    let mut log = LoadedLog::default();
+    let ends_with_newline = bytes.last().is_none_or(|&b| b == b'\n');
+    let mut pieces = bytes.split(|&b| b == b'\n').peekable();
+    let mut number = 0;
+    while let Some(raw) = pieces.next() {
+        number += 1;
+        let is_last = pieces.peek().is_none();
+        let torn = is_last && !ends_with_newline;
+        let text = match std::str::from_utf8(raw) {
+            Ok(t) => t,
+            Err(e) => {
+                let reason = format!("not a record: not UTF-8 text ({e})");
+                log.skipped.push((number, torn_reason(torn, reason)));
+                continue;
+            }
+        };
+        if text.trim().is_empty() {
+            continue;
+        }
+        match Record::from_json_line(number, text) {
+            Ok(r) => {
+                log.records.push(r);
+                log.lines.push(number);
+            }
+            Err(e) => log
+                .skipped
+                .push((number, torn_reason(torn, e.line_reason()))),
+        }
+    }
+    log
+}
+
+fn torn_reason(torn: bool, reason: String) -> String {
+    if torn {
+        format!(
+            "torn last line (no newline at the end: the writing run was probably killed); {reason}"
+        )
+    } else {
+        reason
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Picking the best
+// ---------------------------------------------------------------------------------------
+
+/// Keeps `r` in `best` if it is usable and strictly faster (ties keep the earlier).
+fn better<'a>(best: Option<&'a Record>, r: &'a Record) -> Option<&'a Record> {
+    if !r.is_usable() {
+        return best;
+    }
+    match best {
+        Some(b) if b.result.mean_cost() <= r.result.mean_cost() => Some(b),
+        _ => Some(r),
+    }
+}
+
+/// The successful record with the lowest mean cost for `workload_key` on `target`
+/// (the target strings compared exactly); ties go to the earliest. Failures are never
+/// chosen.
+pub fn pick_best<'a>(
+    records: &'a [Record],
+    workload_key: &str,
+    target: &str,
+) -> Option<&'a Record> {
+    records
+        .iter()
+        .filter(|r| r.workload_key == workload_key && r.target == target)
+        .fold(None, better)
+}
+
+/// The best successful record of every (workload key, target) pair, of one target or of
+/// all.
+pub fn best_by_workload<'a>(
+    records: &'a [Record],
+    target: Option<&str>,
+) -> BTreeMap<(String, String), &'a Record> {
+    let mut best: BTreeMap<(String, String), &'a Record> = BTreeMap::new();
+    for r in records {
+        if target.is_some_and(|t| r.target != t) || !r.is_usable() {
+            continue;
+        }
+        let key = (r.workload_key.clone(), r.target.clone());
+        let cur = best.get(&key).copied();
+        if let Some(b) = better(cur, r) {
+            best.insert(key, b);
+        }
+    }
+    best
+}
+
+/// TVM's distill: the best successful record of each (workload key, target), in the
+/// order in which the pairs first appear in `records`. Pairs without a successful
+/// record are dropped.
+pub fn distill(records: &[Record]) -> Vec<Record> {
+    let mut order: Vec<(&str, &str)> = Vec::new();
+    let mut best: HashMap<(&str, &str), Option<&Record>> = HashMap::new();
+    for r in records {
+        let key = (r.workload_key.as_str(), r.target.as_str());
+        let slot = best.entry(key).or_insert_with(|| {
+            order.push(key);
+            None
+        });
+        *slot = better(*slot, r);
+    }
+    order
+        .into_iter()
+        .filter_map(|k| best[&k].cloned())
+        .collect()
+}
+
+/// What [`distill_file`] did.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DistillSummary {
+    /// Records read.
+    pub total: usize,
+    /// Records written (one per (workload key, target) with a successful record).
+    pub kept: usize,
+    /// Distinct workload keys among the kept records.
+    pub workloads: usize,
+    /// (Workload key, target) pairs of the input without any successful record.
+    pub without_success: Vec<(String, String)>,
+    /// The input's skipped lines (see [`LoadedLog::skipped`]).
+    pub skipped: Vec<(usize, String)>,
+}
+
+/// Distills the log `input` into `output` (replaced atomically: written to
+/// `output.tmp`, synced, then renamed). `output` may be `input`.
+pub fn distill_file(
+    input: impl AsRef<Path>,
+    output: impl AsRef<Path>,
+) -> Result<DistillSummary, RecordError> {
+    let output = output.as_ref();
+    let log = load(input)?;
+    let kept = distill(&log.records);
+
+    let mut text = String::new();
+    for (index, r) in kept.iter().enumerate() {
+        // Loaded records hold finite numbers; this is only for completeness.
+        let line = r
+            .to_json_line()
+            .map_err(|reason| RecordError::Unwritable { index, reason })?;
+        text.push_str(&line);
+        text.push('\n');
+    }
+    write_atomically(output, text.as_bytes())?;
+
+    let kept_keys: HashSet<(&str, &str)> = kept
+        .iter()
+        .map(|r| (r.workload_key.as_str(), r.target.as_str()))
+        .collect();
+    let mut without_success = Vec::new();
+    let mut seen = HashSet::new();
+    for r in &log.records {
+        let key = (r.workload_key.as_str(), r.target.as_str());
+        if !kept_keys.contains(&key) && seen.insert(key) {
+            without_success.push((key.0.to_string(), key.1.to_string()));
+        }
+    }
+    let workloads = kept
+        .iter()
+        .map(|r| r.workload_key.as_str())
+        .collect::<HashSet<_>>()
+        .len();
+    Ok(DistillSummary {
+        total: log.records.len(),
+        kept: kept.len(),
+        workloads,
+        without_success,
+        skipped: log.skipped,
+    })
+}
+
+/// Writes `path` via `path.tmp` + sync + rename, creating the parent folder.
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), RecordError> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        fs::create_dir_all(parent).map_err(|e| RecordError::io(parent, "create the folder", e))?;
+    }
+    let mut tmp_name = path.as_os_str().to_owned();
+    tmp_name.push(".tmp");
+    let tmp = PathBuf::from(tmp_name);
+    let result = (|| {
+        let mut f = File::create(&tmp).map_err(|e| RecordError::io(&tmp, "create", e))?;
+        f.write_all(bytes)
+            .and_then(|_| f.sync_all())
+            .map_err(|e| RecordError::io(&tmp, "write", e))?;
+        fs::rename(&tmp, path).map_err(|e| RecordError::io(path, "replace (rename into place)", e))
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+// ---------------------------------------------------------------------------------------
+// Apply history best
+// ---------------------------------------------------------------------------------------
+
+/// A task that was looked up without a record.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Miss {
+    pub workload_key: String,
+    pub target: String,
+    pub task: String,
+}
+
+/// The best record of every (workload key, target), for building a network with tuned
+/// schedules; remembers the tasks that had none so each is warned about once.
+#[derive(Clone, Debug, Default)]
+pub struct ApplyHistoryBest {
+    best: HashMap<(String, String), Record>,
+    misses: Vec<Miss>,
+    warned: HashSet<Miss>,
+}
+
+impl ApplyHistoryBest {
+    /// From records (failures are ignored; ties go to the earliest).
+    pub fn new(records: &[Record]) -> Self {
+        let best = best_by_workload(records, None)
+            .into_iter()
+            .map(|(k, r)| (k, r.clone()))
+            .collect();
+        ApplyHistoryBest {
+            best,
+            misses: Vec::new(),
+            warned: HashSet::new(),
+        }
+    }
+
+    /// From a log file; also returns the log's skipped lines (for the caller to warn).
+    pub fn from_file(path: impl AsRef<Path>) -> Result<(Self, Vec<(usize, String)>), RecordError> {
+        let log = load(path)?;
+        Ok((ApplyHistoryBest::new(&log.records), log.skipped))
+    }
+
+    /// The best record of `workload_key` on `target`, if any.
+    pub fn query(&self, workload_key: &str, target: &str) -> Option<&Record> {
+        self.best
+            .get(&(workload_key.to_string(), target.to_string()))
+    }
+
+    /// How many (workload key, target) pairs have a record.
+    pub fn len(&self) -> usize {
+        self.best.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.best.is_empty()
+    }
+
+    /// For a task without a record on `target`: remembers the miss and returns the
+    /// warning to print, the first time only (`None` afterwards, and `None` when the
+    /// task has a record).
+    pub fn warn_missing(
+        &mut self,
+        workload_key: &str,
+        target: &str,
+        task_name: &str,
+    ) -> Option<String> {
+        if self.query(workload_key, target).is_some() {
+            return None;
+        }
+        let miss = Miss {
+            workload_key: workload_key.to_string(),
+            target: target.to_string(),
+            task: task_name.to_string(),
+        };
+        if !self.warned.insert(miss.clone()) {
+            return None;
+        }
+        self.misses.push(miss);
+        Some(format!(
+            "no tuning record for task `{task_name}` (workload {workload_key}) on target \
+             `{target}`: using its default schedule"
+        ))
+    }
+
+    /// Every task warned about by [`ApplyHistoryBest::warn_missing`], in order.
+    pub fn misses(&self) -> &[Miss] {
+        &self.misses
+    }
+}

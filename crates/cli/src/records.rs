@@ -1,0 +1,306 @@
+//! `tessera records`: look into a tuning record log, pick the best schedules, distill it.
+
+use anyhow::Result;
+use clap::Subcommand;
+use std::path::{Path, PathBuf};
+use tessera_search::record::{best_by_workload, distill_file, load, LoadedLog, Record};
+use tessera_search::ScheduleDesc;
+
+#[derive(Subcommand, Debug)]
+pub enum RecordsCmd {
+    /// List the records of a log: line, workload, task, target, schedule, mean time,
+    /// error.
+    #[command(
+        after_help = "Examples:\n  tessera records show tune.json\n  tessera records show tune.json --workload 2d10de66 --limit 20"
+    )]
+    Show {
+        /// The record log (JSON lines).
+        file: PathBuf,
+        /// Only the records of this workload: its whole key, or the start of its hash
+        /// (the first column of the table).
+        #[arg(long, value_name = "KEY")]
+        workload: Option<String>,
+        /// Show at most N records.
+        #[arg(long, value_name = "N")]
+        limit: Option<usize>,
+    },
+    /// The best successful record of every workload (and target): task, target, best
+    /// mean time, schedule, workload key.
+    #[command(after_help = "Examples:\n  tessera records best tune.json --target cpu")]
+    Best {
+        /// The record log (JSON lines).
+        file: PathBuf,
+        /// Only records of this target string (compared exactly).
+        #[arg(long, value_name = "T")]
+        target: Option<String>,
+    },
+    /// Keep only the best successful record of every workload and target (TVM's
+    /// distill); OUT is replaced atomically and may be IN.
+    #[command(after_help = "Examples:\n  tessera records distill tune.json best.json")]
+    Distill {
+        /// The record log to read.
+        input: PathBuf,
+        /// The log to write.
+        output: PathBuf,
+    },
+}
+
+pub fn run(cmd: RecordsCmd) -> Result<()> {
+    match cmd {
+        RecordsCmd::Show {
+            file,
+            workload,
+            limit,
+        } => show(&file, workload.as_deref(), limit),
+        RecordsCmd::Best { file, target } => best(&file, target.as_deref()),
+        RecordsCmd::Distill { input, output } => {
+            // The error names the file (input or output) and what failed.
+            let s = distill_file(&input, &output)?;
+            warn_skipped(&input, &s.skipped);
+            println!(
+                "kept {} of {} records ({} workload{})",
+                s.kept,
+                s.total,
+                s.workloads,
+                plural(s.workloads)
+            );
+            if !s.without_success.is_empty() {
+                println!(
+                    "dropped {} workload/target pair{} without a successful record",
+                    s.without_success.len(),
+                    plural(s.without_success.len())
+                );
+            }
+            Ok(())
+        }
+    }
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+/// Loads the log and prints its skipped lines as warnings.
+fn load_warn(file: &Path) -> Result<LoadedLog> {
+    let log = load(file)?;
+    warn_skipped(file, &log.skipped);
+    Ok(log)
+}
+
+fn warn_skipped(file: &Path, skipped: &[(usize, String)]) {
+    for (line, reason) in skipped {
+        eprintln!("warning: {}:{line}: {reason}", file.display());
+    }
+}
+
+/// The workload key's hash (its first element), if it has TVM's form
+/// `["hash", [shape], …]`.
+fn key_parts(key: &str) -> Option<(String, Vec<String>)> {
+    let v: serde_json::Value = serde_json::from_str(key).ok()?;
+    let items = v.as_array()?;
+    let hash = items.first()?.as_str()?.to_string();
+    let shapes = items[1..]
+        .iter()
+        .map(|s| match s.as_array() {
+            Some(dims) => dims
+                .iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join("x"),
+            None => s.to_string(),
+        })
+        .collect();
+    Some((hash, shapes))
+}
+
+const SHORT_KEY: usize = 40;
+
+/// A workload key for a table: the hash's first 8 characters and the shapes, cut at
+/// `SHORT_KEY` characters.
+fn short_key(key: &str) -> String {
+    let text = match key_parts(key) {
+        Some((hash, shapes)) => {
+            let mut s: String = hash.chars().take(8).collect();
+            for sh in shapes {
+                s.push(' ');
+                s.push_str(&sh);
+            }
+            s
+        }
+        None => key.to_string(),
+    };
+    if text.chars().count() > SHORT_KEY {
+        let cut: String = text.chars().take(SHORT_KEY - 1).collect();
+        let mut s = cut.trim_end().to_string();
+        s.push('…');
+        s
+    } else {
+        text
+    }
+}
+
+fn workload_matches(key: &str, wanted: &str) -> bool {
+    key == wanted
+        || (!wanted.is_empty() && key_parts(key).is_some_and(|(hash, _)| hash.starts_with(wanted)))
+}
+
+fn schedule_text(s: &ScheduleDesc) -> String {
+    match s {
+        ScheduleDesc::Config {
+            template, index, ..
+        } => format!("config {template} #{index}"),
+        ScheduleDesc::Steps { steps } => match steps.as_array() {
+            Some(a) => format!("steps ({})", a.len()),
+            None => "steps".into(),
+        },
+        ScheduleDesc::Default => "default".into(),
+    }
+}
+
+fn mean_ms(r: &Record) -> String {
+    if r.is_usable() {
+        format!("{:.4}", r.result.mean_cost() * 1e3)
+    } else {
+        "-".into()
+    }
+}
+
+/// Prints rows as columns; `right[i]` right-aligns column i.
+fn print_table(header: &[&str], right: &[bool], rows: &[Vec<String>]) {
+    let n = header.len();
+    let mut width: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (w, cell) in width.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let mut out = String::new();
+        for (i, cell) in cells.iter().enumerate() {
+            let pad = width[i].saturating_sub(cell.chars().count());
+            if i > 0 {
+                out.push_str("  ");
+            }
+            if right[i] {
+                out.push_str(&" ".repeat(pad));
+                out.push_str(cell);
+            } else {
+                out.push_str(cell);
+                if i + 1 < n {
+                    out.push_str(&" ".repeat(pad));
+                }
+            }
+        }
+        println!("{out}");
+    };
+    line(header.to_vec());
+    for row in rows {
+        line(row.iter().map(String::as_str).collect());
+    }
+}
+
+fn show(file: &Path, workload: Option<&str>, limit: Option<usize>) -> Result<()> {
+    let log = load_warn(file)?;
+    let matching: Vec<(usize, &Record)> = log
+        .lines
+        .iter()
+        .copied()
+        .zip(&log.records)
+        .filter(|(_, r)| workload.is_none_or(|w| workload_matches(&r.workload_key, w)))
+        .collect();
+    if matching.is_empty() {
+        match workload {
+            Some(w) if !log.records.is_empty() => {
+                println!(
+                    "no records of workload `{w}` ({} records in all)",
+                    log.records.len()
+                )
+            }
+            _ => println!("no records"),
+        }
+        return Ok(());
+    }
+    let shown = limit.unwrap_or(usize::MAX).min(matching.len());
+    let rows: Vec<Vec<String>> = matching[..shown]
+        .iter()
+        .map(|(line, r)| {
+            vec![
+                line.to_string(),
+                short_key(&r.workload_key),
+                r.task.clone(),
+                r.target.clone(),
+                schedule_text(&r.schedule),
+                mean_ms(r),
+                r.result.error_no.name().to_string(),
+            ]
+        })
+        .collect();
+    print_table(
+        &[
+            "LINE",
+            "WORKLOAD",
+            "TASK",
+            "TARGET",
+            "SCHEDULE",
+            "MEAN (ms)",
+            "ERROR",
+        ],
+        &[true, false, false, false, false, true, false],
+        &rows,
+    );
+    if shown < matching.len() {
+        println!(
+            "… {} more (showing {shown} of {} records)",
+            matching.len() - shown,
+            matching.len()
+        );
+    }
+    Ok(())
+}
+
+fn best(file: &Path, target: Option<&str>) -> Result<()> {
+    let log = load_warn(file)?;
+    let best = best_by_workload(&log.records, target);
+    let rows: Vec<Vec<String>> = best
+        .values()
+        .map(|r| {
+            vec![
+                r.task.clone(),
+                r.target.clone(),
+                mean_ms(r),
+                schedule_text(&r.schedule),
+                r.workload_key.clone(),
+            ]
+        })
+        .collect();
+    if rows.is_empty() {
+        println!("no successful records");
+    } else {
+        print_table(
+            &["TASK", "TARGET", "BEST (ms)", "SCHEDULE", "WORKLOAD"],
+            &[false, false, true, false, false],
+            &rows,
+        );
+    }
+    // Workloads that were measured but never succeeded.
+    let mut seen = std::collections::HashSet::new();
+    for r in &log.records {
+        if target.is_some_and(|t| r.target != t) {
+            continue;
+        }
+        let key = (r.workload_key.clone(), r.target.clone());
+        if !best.contains_key(&key) && seen.insert(key) {
+            println!(
+                "no successful record: {} ({}) on `{}`",
+                r.task,
+                short_key(&r.workload_key),
+                r.target
+            );
+        }
+    }
+    Ok(())
+}
