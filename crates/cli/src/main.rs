@@ -5,6 +5,7 @@ mod network;
 mod op;
 mod plugins;
 mod records;
+mod tune;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -39,6 +40,13 @@ enum Command {
         after_help = "Examples:\n  tessera run --network resnet-18 --benchmark\n  tessera run --onnx resnet18.onnx --input input=image.npy --benchmark --repeat 20\n  tessera run --network mobilenet --layout NCHW --batch 4 --profile"
     )]
     Run(network::RunArgs),
+    /// Tune a network's (or one operator's) tasks, appending every measurement to a
+    /// record log; for a network, then build it untuned and with the history best and
+    /// compare their latency.
+    #[command(
+        after_help = "Examples:\n  tessera tune --templates --network resnet-18 --tuner ga --trials 32 --log resnet18.jsonl\n  tessera tune --templates --op matmul --op-shape 1024,1024,1024 --tuner random --trials 64 --log mm.jsonl"
+    )]
+    Tune(tune::TuneArgs),
     /// Plugins: list what is found, check a file.
     #[command(subcommand)]
     Plugins(plugins::PluginsCmd),
@@ -54,6 +62,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench::run(args),
         Command::Tasks(args) => network::tasks(args),
         Command::Run(args) => network::run(args),
+        Command::Tune(args) => tune::run(args),
         Command::Plugins(cmd) => plugins::run(cmd),
         Command::Records(cmd) => records::run(cmd),
     };

@@ -13,7 +13,7 @@ use tessera_runtime::{NDArray, TimeEvaluator};
 pub struct NetworkArgs {
     /// A network of the model zoo (resnet-18, resnet-34, resnet-50, resnet3d-18,
     /// mobilenet, squeezenet_v1.1, inception_v3).
-    #[arg(long, conflicts_with = "onnx", required_unless_present = "onnx")]
+    #[arg(long, conflicts_with = "onnx")]
     network: Option<String>,
     /// An ONNX model file.
     #[arg(long)]
@@ -38,7 +38,7 @@ pub struct NetworkArgs {
 }
 
 impl NetworkArgs {
-    fn layout(&self) -> Result<Layout> {
+    pub(crate) fn layout(&self) -> Result<Layout> {
         match &self.layout {
             Some(l) => {
                 Layout::parse(l).with_context(|| format!("unknown layout `{l}` (NHWC or NCHW)"))
@@ -47,12 +47,12 @@ impl NetworkArgs {
         }
     }
 
-    fn target(&self) -> Result<Target> {
+    pub(crate) fn target(&self) -> Result<Target> {
         Target::parse_with(&self.target, &[]).map_err(Into::into)
     }
 
     /// The network, optimized (batch norms and constants folded, layout converted).
-    fn load(&self) -> Result<Graph> {
+    pub(crate) fn load(&self) -> Result<Graph> {
         let layout = self.layout()?;
         let mut g = match (&self.network, &self.onnx) {
             (Some(name), _) => {

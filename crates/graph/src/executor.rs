@@ -15,8 +15,8 @@ use std::sync::Arc;
 use tessera_backends::{Backend, CpuBackend, Target, TargetKind};
 use tessera_ir::{DataType, PrimFunc};
 use tessera_runtime::{Module, NDArray, TimeEvaluator, TimeResult};
-use tessera_te::lower;
 use tessera_te::schedules::{default_schedule_inlined, CpuParams};
+use tessera_te::{lower, Schedule};
 
 /// One kernel call of a run.
 #[derive(Clone, Debug)]
@@ -74,6 +74,12 @@ pub fn cpu_params(backend: &dyn Backend) -> CpuParams {
     }
 }
 
+/// Chooses schedules other than the default ones: how tuned records are applied when a
+/// network is built. Returning `None` keeps the group's default schedule.
+pub trait ScheduleHook: Sync {
+    fn schedule(&self, graph: &Graph, group: &GroupCompute, p: CpuParams) -> Option<Schedule>;
+}
+
 /// Lowers a fused group with its default schedule.
 pub fn lower_group(gc: &GroupCompute, name: &str, p: CpuParams) -> Result<PrimFunc, GraphError> {
     let s = default_schedule_inlined(&[gc.output.clone()], &gc.inlinable, p).map_err(|source| {
@@ -82,7 +88,16 @@ pub fn lower_group(gc: &GroupCompute, name: &str, p: CpuParams) -> Result<PrimFu
             source: Box::new(source),
         }
     })?;
-    lower(&s, &gc.args(), name).map_err(|source| GraphError::Lower {
+    lower_scheduled(gc, name, &s)
+}
+
+/// Lowers a fused group with the schedule `s`.
+pub fn lower_scheduled(
+    gc: &GroupCompute,
+    name: &str,
+    s: &Schedule,
+) -> Result<PrimFunc, GraphError> {
+    lower(s, &gc.args(), name).map_err(|source| GraphError::Lower {
         group: name.to_string(),
         source: Box::new(source),
     })
@@ -90,6 +105,16 @@ pub fn lower_group(gc: &GroupCompute, name: &str, p: CpuParams) -> Result<PrimFu
 
 /// Compiles `graph` for `target` (the CPU) with default schedules.
 pub fn build(graph: &Graph, target: &Target) -> Result<GraphModule, GraphError> {
+    build_with(graph, target, None)
+}
+
+/// Compiles `graph` for `target`, asking `hook` (if any) for each distinct group's
+/// schedule first (e.g. the tuned history best), the default schedule otherwise.
+pub fn build_with(
+    graph: &Graph,
+    target: &Target,
+    hook: Option<&dyn ScheduleHook>,
+) -> Result<GraphModule, GraphError> {
     graph.validate()?;
     if target.kind != TargetKind::Cpu {
         return Err(GraphError::Invalid(format!(
@@ -112,7 +137,10 @@ pub fn build(graph: &Graph, target: &Target) -> Result<GraphModule, GraphError> 
             Some(&k) => k,
             None => {
                 let name = format!("{}_{}", group_name(graph, g), funcs.len());
-                let func = lower_group(&gc, &name, p)?;
+                let func = match hook.and_then(|h| h.schedule(graph, &gc, p)) {
+                    Some(s) => lower_scheduled(&gc, &name, &s)?,
+                    None => lower_group(&gc, &name, p)?,
+                };
                 kernel_of_key.insert(key, funcs.len());
                 funcs.push((name, func));
                 funcs.len() - 1

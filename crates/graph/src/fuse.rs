@@ -110,6 +110,9 @@ pub struct GroupCompute {
     /// The tensors of the members that are elementwise or injective and not the output:
     /// the default schedule inlines them into their consumers.
     pub inlinable: Vec<Tensor>,
+    /// The group's conv2d / dense / matmul node and its tensor, if it has one: what a
+    /// tuned template schedules.
+    pub anchor: Option<(NodeIndex, Tensor)>,
 }
 
 impl GroupCompute {
@@ -132,6 +135,7 @@ pub fn group_compute(graph: &Graph, group: &Group) -> Result<GroupCompute, Graph
     let mut params: Vec<NodeIndex> = Vec::new();
     let mut placeholders: Vec<Tensor> = Vec::new();
     let mut inlinable = Vec::new();
+    let mut anchor = None;
     for &n in &group.nodes {
         let node = graph.node(n);
         let args = graph.args(n);
@@ -192,6 +196,9 @@ pub fn group_compute(graph: &Graph, group: &Group) -> Result<GroupCompute, Graph
         {
             inlinable.push(out.clone());
         }
+        if anchor.is_none() && node.op.pattern() == Some(Pattern::OutFusable) {
+            anchor = Some((n, out.clone()));
+        }
         value.insert(n, out);
     }
     let output = value
@@ -202,5 +209,6 @@ pub fn group_compute(graph: &Graph, group: &Group) -> Result<GroupCompute, Graph
         placeholders,
         output,
         inlinable,
+        anchor,
     })
 }

@@ -309,30 +309,47 @@ pub fn default_schedule_inlined(
     for t in inline {
         s.compute_inline(t)?;
     }
-    let ops: Vec<Tensor> = s
-        .stages
+    let ops = computed_stages(&s, inline);
+    schedule_stages(&mut s, outputs, &ops, p)?;
+    Ok(s)
+}
+
+/// The computed (non-placeholder) stages of `s` not in `skip`, in stage order.
+pub fn computed_stages(s: &Schedule, skip: &[Tensor]) -> Vec<Tensor> {
+    s.stages
         .iter()
-        .filter(|st| !st.is_placeholder() && !inline.contains(&st.op))
+        .filter(|st| !st.is_placeholder() && !skip.contains(&st.op))
         .map(|st| st.op.clone())
-        .collect();
-    for t in &ops {
+        .collect()
+}
+
+/// Gives each of `stages` its default schedule by its operator family: also how a fused
+/// function is finished around a stage that a tuned template scheduled (list the stages
+/// before the template adds its own).
+pub fn schedule_stages(
+    s: &mut Schedule,
+    outputs: &[Tensor],
+    stages: &[Tensor],
+    p: CpuParams,
+) -> Result<(), ScheduleError> {
+    for t in stages {
         let tag = t.tag().to_string();
         let reduces = !t.reduce_axis().is_empty();
         match tag.as_str() {
-            "conv2d_nhwc" => schedule_conv2d_nhwc(&mut s, t, p)?,
-            "conv2d_nchw" => schedule_conv2d_nchw(&mut s, t, p)?,
-            "depthwise_conv2d_nhwc" | "depthwise_conv2d_nchw" => schedule_depthwise(&mut s, t, p)?,
-            "dense" | "bgemm" => schedule_dense(&mut s, t, p)?,
-            "batch_matmul" if t.name().ends_with("_NT") => schedule_dense(&mut s, t, p)?,
-            "matmul" if t.ndim() == 2 => schedule_matmul(&mut s, t, p)?,
-            _ if reduces => schedule_reduction(&mut s, t, p)?,
+            "conv2d_nhwc" => schedule_conv2d_nhwc(s, t, p)?,
+            "conv2d_nchw" => schedule_conv2d_nchw(s, t, p)?,
+            "depthwise_conv2d_nhwc" | "depthwise_conv2d_nchw" => schedule_depthwise(s, t, p)?,
+            "dense" | "bgemm" => schedule_dense(s, t, p)?,
+            "batch_matmul" if t.name().ends_with("_NT") => schedule_dense(s, t, p)?,
+            "matmul" if t.ndim() == 2 => schedule_matmul(s, t, p)?,
+            _ if reduces => schedule_reduction(s, t, p)?,
             _ if outputs.contains(t)
                 || t.ndim() >= 1 && t.shape().iter().product::<i64>() >= 1024 =>
             {
-                schedule_injective(&mut s, t, p)?
+                schedule_injective(s, t, p)?
             }
             _ => {}
         }
     }
-    Ok(s)
+    Ok(())
 }

@@ -1,10 +1,12 @@
 //! The AutoTVM template-tuner plugin. Registered through the plugin interface so that
 //! the template-tuning issue only fills in `search`; until then it says so when asked.
 
+pub mod network;
 pub mod space;
 pub mod templates;
 pub mod tune;
 pub mod tuners;
+pub mod xgb;
 
 use tessera_plugin::{export_plugin, Plugin};
 

@@ -4,6 +4,7 @@
 
 use crate::space::{AnnotatePolicy, Config, ConfigSpace, SpaceError, SplitOptions, SplitPolicy};
 use tessera_ir::{DataType, PrimFunc, StorageScope};
+use tessera_te::ops::Conv2dAttrs;
 use tessera_te::{lower, ops, placeholder, ComputeDag, IterVar, Schedule, ScheduleError, Tensor};
 
 /// Which template.
@@ -13,7 +14,7 @@ pub enum TemplateKind {
     Matmul { m: i64, n: i64, k: i64 },
     /// `out[M, N] = data[M, K] · weight[N, K]ᵀ` (TVM's dense).
     Dense { m: i64, n: i64, k: i64 },
-    /// NHWC data, HWIO kernel.
+    /// NHWC data `[n, h, w, ci]`, HWIO kernel `[kh, kw, ci, co]`, one group.
     Conv2dNhwc {
         n: i64,
         h: i64,
@@ -22,8 +23,7 @@ pub enum TemplateKind {
         co: i64,
         kh: i64,
         kw: i64,
-        stride: i64,
-        pad: i64,
+        attrs: Conv2dAttrs,
     },
 }
 
@@ -94,13 +94,14 @@ impl TemplateTask {
                 co,
                 kh,
                 kw,
-                stride,
-                pad,
+                attrs,
             } => {
+                if attrs.groups != 1 {
+                    return Err(TemplateError::Op("conv2d_nhwc.x86 takes one group".into()));
+                }
                 let d = placeholder(&[*n, *h, *w, *ci], f32, "data").map_err(op_err)?;
                 let kern = placeholder(&[*kh, *kw, *ci, *co], f32, "kernel").map_err(op_err)?;
-                let out = ops::conv2d_nhwc(&d, &kern, (*stride, *stride), (*pad, *pad), (1, 1))
-                    .map_err(op_err)?;
+                let out = ops::conv2d_nhwc_with(&d, &kern, attrs).map_err(op_err)?;
                 let ow = out.shape()[2];
                 space.define_split(
                     "tile_co",
@@ -131,7 +132,11 @@ impl TemplateTask {
 
     /// The schedule of configuration `config`.
     pub fn schedule(&self, config: &Config) -> Result<Schedule, String> {
-        self.apply(config).map_err(|e| e.to_string())
+        let out = self.args.last().expect("an output").clone();
+        let mut s = Schedule::create(&[out.clone()]).map_err(|e| e.to_string())?;
+        self.apply_to(&mut s, &out, config)
+            .map_err(|e| e.to_string())?;
+        Ok(s)
     }
 
     /// The lowered function of configuration `config` (named `name`): an error is the
@@ -158,9 +163,15 @@ impl TemplateTask {
         self.space.knobs[i].value_numbers(config.choices[i])
     }
 
-    fn apply(&self, config: &Config) -> Result<Schedule, ScheduleError> {
-        let out = self.args.last().expect("an output").clone();
-        let mut s = Schedule::create(&[out.clone()])?;
+    /// Schedules the stage `out` of `s` (this template's operator, possibly inside a
+    /// fused function whose other stages are scheduled apart) with `config`.
+    pub fn apply_to(
+        &self,
+        s: &mut Schedule,
+        out: &Tensor,
+        config: &Config,
+    ) -> Result<(), ScheduleError> {
+        let out = out.clone();
         match &self.kind {
             TemplateKind::Matmul { .. } | TemplateKind::Dense { .. } => {
                 let (ty, tx, tk) = (
@@ -186,7 +197,7 @@ impl TemplateTask {
                 let cax = s.axis(&cc)?;
                 let k = s.reduce_axis(&cc)?;
                 let (ko, ki) = s.split(&cc, &k[0], tk[1])?;
-                self.register_tile(&mut s, &cc, &[ko, ki], &cax[0], &cax[1], tx[1])?;
+                self.register_tile(s, &cc, &[ko, ki], &cax[0], &cax[1], tx[1])?;
                 s.parallel(&out, &o0)?;
             }
             TemplateKind::Conv2dNhwc { .. } => {
@@ -225,7 +236,7 @@ impl TemplateTask {
                     s.unroll(&cc, &r[1])?;
                 }
                 self.register_tile(
-                    &mut s,
+                    s,
                     &cc,
                     &[rco, r[0].clone(), r[1].clone(), rci],
                     &cax[2],
@@ -236,7 +247,7 @@ impl TemplateTask {
                 s.parallel(&out, &fused)?;
             }
         }
-        Ok(s)
+        Ok(())
     }
 
     /// The accumulator tile: the reduction outermost, then rows (unrolled), then columns

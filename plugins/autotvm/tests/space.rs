@@ -130,8 +130,7 @@ fn template_spaces() {
             co: 64,
             kh: 3,
             kw: 3,
-            stride: 1,
-            pad: 1,
+            attrs: tessera_te::ops::Conv2dAttrs::new((1, 1), (1, 1), (1, 1)),
         },
         16,
     )

@@ -13,6 +13,9 @@ use tessera_search::MeasureErrorNo;
 use tessera_te::lower;
 use tessera_te::schedules::{default_schedule, CpuParams};
 
+/// Timing tests in one process must not measure at the same time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn measurer() -> Measurer {
     let opts = MeasureOptions {
         run_timeout: Duration::from_secs(10),
@@ -69,6 +72,7 @@ fn run(
 
 #[test]
 fn every_tuner_finds_correct_configurations_better_than_the_default_schedule() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let task = TemplateTask::new(
         TemplateKind::Matmul {
             m: 256,
@@ -118,4 +122,49 @@ fn every_tuner_finds_correct_configurations_better_than_the_default_schedule() {
         best_of_all > default,
         "tuned {best_of_all:.1} GFLOPS vs the default schedule's {default:.1}"
     );
+}
+
+#[test]
+fn the_model_based_tuner_learns_and_its_names_parse() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    use tessera_autotvm::xgb::{FeatureType, XgbOptions, XgbTuner};
+    let o = XgbOptions::parse("xgb_rank_binary_curve").unwrap();
+    assert_eq!(o.feature_type, FeatureType::Curve);
+    assert_eq!(
+        XgbOptions::parse("xgb").unwrap().feature_type,
+        FeatureType::Itervar
+    );
+    assert_eq!(
+        XgbOptions::parse("xgb_knob").unwrap().feature_type,
+        FeatureType::Knob
+    );
+    assert!(XgbOptions::parse("xgb_bogus").is_none());
+    assert!(XgbOptions::parse("ga").is_none());
+
+    let task = TemplateTask::new(
+        TemplateKind::Matmul {
+            m: 256,
+            n: 256,
+            k: 256,
+        },
+        16,
+    )
+    .unwrap();
+    let mut m = measurer();
+    let naive = task.naive("reference").unwrap();
+    let reference = Reference::compute(m.backend(), &naive, 1, 3).unwrap();
+    let opts = XgbOptions {
+        feature_type: FeatureType::Knob,
+        plan_size: 16,
+        ..XgbOptions::default()
+    };
+    let mut t = XgbTuner::new(&task, opts, 5);
+    let (log, best) = run(&task, &mut t, &mut m, &reference, 32);
+    let ok = log.iter().filter(|t| t.result.is_ok()).count();
+    assert!(ok >= 28, "{ok} of 32 measured");
+    // after the first fit (16 measurements) the model's picks beat the random warm-up
+    let mean = |ts: &[Trial]| ts.iter().map(|t| t.gflops).sum::<f64>() / ts.len() as f64;
+    let (warm, guided) = (mean(&log[..16]), mean(&log[16..]));
+    eprintln!("xgb_knob: best {best:.1} GFLOPS; mean {warm:.1} in the random warm-up, {guided:.1} once guided");
+    assert!(guided > warm, "guided {guided:.1} vs warm-up {warm:.1}");
 }

@@ -1,0 +1,290 @@
+//! `tessera tune --templates`: AutoTVM-style template tuning of a network's conv2d /
+//! dense / matmul tasks (or of one operator), every measurement appended to a record log,
+//! then the network built untuned and with the history best, and both timed.
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+use tessera_autotvm::network::{extract_template_tasks, NetworkTemplateTask, TunedHook};
+use tessera_autotvm::templates::{TemplateKind, TemplateTask};
+use tessera_autotvm::tune::{progress_line, tune, TuneOptions};
+use tessera_autotvm::tuners::{GaOptions, GaTuner, GridSearchTuner, RandomTuner, Tuner};
+use tessera_autotvm::xgb::{XgbOptions, XgbTuner};
+use tessera_backends::{Backend, CpuBackend};
+use tessera_graph::{build, build_with};
+use tessera_runtime::runner::TimerConfig;
+use tessera_runtime::{NDArray, TimeEvaluator, TimeResult};
+use tessera_search::measure::{MeasureOptions, Measurer, Reference};
+use tessera_search::record::{ApplyHistoryBest, Record, RecordWriter};
+use tessera_search::ScheduleDesc;
+
+#[derive(Args, Debug)]
+pub struct TuneArgs {
+    /// Tune with schedule templates (AutoTVM). The template-free auto-scheduler comes
+    /// with a later release.
+    #[arg(long)]
+    templates: bool,
+    #[command(flatten)]
+    net: crate::network::NetworkArgs,
+    /// One operator instead of a network: `matmul` or `dense` (--op-shape M,N,K) or
+    /// `conv2d` (NHWC, --op-shape N,H,W,C_IN,C_OUT,KH,KW, stride 1, same padding).
+    #[arg(long, conflicts_with_all = ["network", "onnx"])]
+    op: Option<String>,
+    #[arg(long, requires = "op")]
+    op_shape: Option<String>,
+    /// The tuner: xgb (with TVM's variants: xgb_knob, xgb_itervar, xgb_curve, xgb_rank,
+    /// xgb_rank_binary_curve, …), ga, random, gridsearch.
+    #[arg(long, default_value = "xgb")]
+    tuner: String,
+    /// Measurements per task.
+    #[arg(long, default_value_t = 64)]
+    trials: usize,
+    /// Stop a task when its best has not improved for this many measurements.
+    #[arg(long)]
+    early_stopping: Option<usize>,
+    /// The record log (appended to).
+    #[arg(long)]
+    log: PathBuf,
+    /// Seed of the tuner.
+    #[arg(long, default_value_t = 0)]
+    tuner_seed: u64,
+    /// Candidates per measurement batch.
+    #[arg(long, default_value_t = 8)]
+    measure_batch: usize,
+    /// Timed runs per measurement.
+    #[arg(long, default_value_t = 3)]
+    number: usize,
+    #[arg(long = "min-repeat-ms", default_value_t = 50.0)]
+    min_repeat_ms: f64,
+    /// Skip the correctness check of each candidate against the reference.
+    #[arg(long)]
+    no_check: bool,
+}
+
+fn parse_dims(s: &str) -> Result<Vec<i64>> {
+    s.split(',')
+        .map(|d| d.trim().parse::<i64>().ok().filter(|&v| v > 0))
+        .collect::<Option<Vec<i64>>>()
+        .with_context(|| format!("--op-shape `{s}`: positive integers separated by commas"))
+}
+
+fn make_tuner(name: &str, task: &TemplateTask, seed: u64) -> Result<Box<dyn Tuner>> {
+    Ok(match name {
+        "random" => Box::new(RandomTuner::new(seed)),
+        "gridsearch" => Box::new(GridSearchTuner::new()),
+        "ga" => Box::new(GaTuner::new(GaOptions::default(), seed)),
+        other => match XgbOptions::parse(other) {
+            Some(o) => Box::new(XgbTuner::new(task, o, seed)),
+            None => bail!(
+                "unknown tuner `{other}` (xgb, xgb_knob, xgb_itervar, xgb_curve, xgb_rank, xgb_rank_knob, \
+                 xgb_rank_binary, …, ga, random, gridsearch)"
+            ),
+        },
+    })
+}
+
+fn time_network(m: &mut tessera_graph::GraphModule) -> Result<TimeResult> {
+    let inputs: Vec<(String, tessera_graph::TensorType)> = m
+        .inputs()
+        .map(|(n, t)| (n.to_string(), t.clone()))
+        .collect();
+    for (k, (name, ty)) in inputs.iter().enumerate() {
+        let shape: Vec<usize> = ty.shape.iter().map(|&d| d as usize).collect();
+        m.set_input(
+            name,
+            &NDArray::random_uniform(ty.dtype, &shape, 42 + k as u64, -1.0, 1.0)?,
+        )?;
+    }
+    m.run()?;
+    Ok(m.benchmark(&TimeEvaluator::new(1, 20, 0.0))?)
+}
+
+pub fn run(args: TuneArgs) -> Result<()> {
+    if !args.templates {
+        bail!(
+            "only template tuning exists so far: pass --templates (the auto-scheduler comes later)"
+        );
+    }
+    let net = &args.net;
+    let target = net.target()?;
+    let backend = CpuBackend::new(target.clone());
+    let lanes = (backend.hardware_params().vector_unit_bytes / 4).max(1) as i64;
+    let (graph, tasks): (Option<tessera_graph::Graph>, Vec<NetworkTemplateTask>) = match &args.op {
+        Some(op) => {
+            let dims = parse_dims(args.op_shape.as_deref().context("--op needs --op-shape")?)?;
+            let kind = match (op.as_str(), dims.as_slice()) {
+                ("matmul", [m, n, k]) => TemplateKind::Matmul { m: *m, n: *n, k: *k },
+                ("dense", [m, n, k]) => TemplateKind::Dense { m: *m, n: *n, k: *k },
+                ("conv2d", [n, h, w, ci, co, kh, kw]) => TemplateKind::Conv2dNhwc {
+                    n: *n,
+                    h: *h,
+                    w: *w,
+                    ci: *ci,
+                    co: *co,
+                    kh: *kh,
+                    kw: *kw,
+                    attrs: tessera_te::ops::Conv2dAttrs::new((1, 1), (kh / 2, kw / 2), (1, 1)),
+                },
+                _ => bail!("--op {op} --op-shape {dims:?}: matmul/dense take M,N,K, conv2d N,H,W,C_IN,C_OUT,KH,KW"),
+            };
+            (
+                None,
+                vec![NetworkTemplateTask {
+                    task: TemplateTask::new(kind, lanes)?,
+                    weight: 1,
+                }],
+            )
+        }
+        None => {
+            let g = net.load()?;
+            let tasks = extract_template_tasks(&g, lanes);
+            (Some(g), tasks)
+        }
+    };
+    if tasks.is_empty() {
+        bail!("no task fits a template (conv2d NHWC with one group, dense, matmul)");
+    }
+    let mut writer = RecordWriter::open(&args.log)?;
+    let opts = MeasureOptions {
+        n_parallel: backend.hardware_params().num_cores.max(1),
+        run_timeout: Duration::from_secs(10),
+        timer: TimerConfig {
+            number: args.number.max(1),
+            repeat: 1,
+            min_repeat_ms: args.min_repeat_ms,
+            cache_flush: false,
+        },
+        ..MeasureOptions::default()
+    };
+    let mut measurer = Measurer::new(CpuBackend::new(target.clone()), opts)?;
+    let target_str = target.to_string();
+    let n_tasks = tasks.len();
+    for (i, t) in tasks.iter().enumerate() {
+        let task = &t.task;
+        let reference = if args.no_check {
+            None
+        } else {
+            let naive = task.naive("reference").map_err(anyhow::Error::msg)?;
+            Some(Reference::compute(measurer.backend(), &naive, 1, 1)?)
+        };
+        // The default schedule is measured and logged too: the history best of a task is
+        // then never worse than what an untuned build would use.
+        let default_record = {
+            let p = tessera_graph::executor::cpu_params(measurer.backend());
+            let out = task.args.last().expect("an output").clone();
+            let func = tessera_te::schedules::default_schedule(&[out], p)
+                .map_err(|e| e.to_string())
+                .and_then(|s| {
+                    tessera_te::lower(&s, &task.args, "default_schedule").map_err(|e| e.to_string())
+                });
+            let r = measurer.measure(
+                &[tessera_search::measure::Candidate { func }],
+                1,
+                reference.as_ref(),
+            );
+            let r = r.into_iter().next().expect("one result");
+            let rec = Record::new(
+                &task.workload_key,
+                &target_str,
+                &task.template,
+                ScheduleDesc::Default,
+                r,
+            );
+            writer.append_batch(std::slice::from_ref(&rec))?;
+            rec
+        };
+        let mut tuner = make_tuner(&args.tuner, task, args.tuner_seed)?;
+        let topts = TuneOptions {
+            n_trial: args.trials,
+            early_stopping: args.early_stopping,
+            batch: args.measure_batch,
+        };
+        let mut log_err: Option<anyhow::Error> = None;
+        let summary = tune(
+            task,
+            tuner.as_mut(),
+            &mut measurer,
+            reference.as_ref(),
+            &topts,
+            &mut |trials| {
+                let recs: Vec<Record> = trials
+                    .iter()
+                    .map(|t| {
+                        Record::new(
+                            &task.workload_key,
+                            &target_str,
+                            &task.template,
+                            t.schedule.clone(),
+                            t.result.clone(),
+                        )
+                    })
+                    .collect();
+                if let Err(e) = writer.append_batch(&recs) {
+                    log_err.get_or_insert(e.into());
+                }
+            },
+            &mut |cur, best, done, total, secs| {
+                print!(
+                    "\r{}",
+                    progress_line(i + 1, n_tasks, cur, best, done, total, secs)
+                );
+                let _ = std::io::stdout().flush();
+            },
+        );
+        println!(" Done.");
+        if let Some(e) = log_err {
+            return Err(e.context(format!("writing {}", args.log.display())));
+        }
+        let default_gflops = tessera_autotvm::tune::gflops_of(task.flop, &default_record.result);
+        match &summary.best {
+            Some(b) => println!(
+                "    {} (weight {}): best {:.2} GFLOPS ({:.4} ms, config {}) after {} trials; default schedule {:.2} GFLOPS",
+                task.template,
+                t.weight,
+                b.gflops,
+                b.result.mean_cost() * 1e3,
+                b.index,
+                summary.trials,
+                default_gflops
+            ),
+            None => println!(
+                "    {}: no valid configuration in {} trials; default schedule {:.2} GFLOPS",
+                task.template, summary.trials, default_gflops
+            ),
+        }
+    }
+    if let Some(g) = graph {
+        let (best, skipped) = ApplyHistoryBest::from_file(&args.log)?;
+        for (line, reason) in skipped {
+            eprintln!("warning: {}:{line}: {reason}", args.log.display());
+        }
+        let mut untuned = build(&g, &target)?;
+        let hook = TunedHook::new(best, &target_str, lanes);
+        let mut tuned = build_with(&g, &target, Some(&hook))?;
+        for w in hook.warnings() {
+            eprintln!("warning: {w}");
+        }
+        let a = time_network(&mut untuned)?;
+        let b = time_network(&mut tuned)?;
+        println!(
+            "network `{}`: {} distinct fused groups built with tuned configurations (the others: their default schedule, measured faster or untuned)",
+            g.name,
+            hook.applied()
+        );
+        println!(
+            "{:>8}  {:>10}  {:>11}  {:>8}",
+            "", "mean (ms)", "median (ms)", "std (ms)"
+        );
+        for (name, r) in [("untuned", &a), ("tuned", &b)] {
+            println!(
+                "{name:>8}  {:>10.4}  {:>11.4}  {:>8.4}",
+                r.mean_ms(),
+                r.median_ms(),
+                r.std_ms()
+            );
+        }
+    }
+    Ok(())
+}

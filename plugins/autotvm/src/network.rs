@@ -1,0 +1,183 @@
+//! Templates in networks: the template tasks of a network (one per distinct conv2d /
+//! dense / matmul of its fused groups) and the schedule hook that builds a network with
+//! the best configurations of a record log (apply-history-best).
+
+use crate::templates::{TemplateKind, TemplateTask};
+use petgraph::stable_graph::NodeIndex;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use tessera_graph::executor::ScheduleHook;
+use tessera_graph::{fuse, Graph, GroupCompute, Layout, Op};
+use tessera_search::record::ApplyHistoryBest;
+use tessera_search::ScheduleDesc;
+use tessera_te::schedules::{computed_stages, schedule_stages, CpuParams};
+use tessera_te::Schedule;
+
+/// The template of an operator node, if one fits it: conv2d in NHWC with one group,
+/// dense, 2-D matmul.
+pub fn template_kind_of(graph: &Graph, n: NodeIndex) -> Option<TemplateKind> {
+    let node = graph.node(n);
+    let args = graph.args(n);
+    let shape = |i: usize| graph.node(args[i]).ty.shape.clone();
+    match &node.op {
+        Op::Conv2d {
+            attrs,
+            layout: Layout::Nhwc,
+        } if attrs.groups == 1 => {
+            let (d, w) = (shape(0), shape(1));
+            Some(TemplateKind::Conv2dNhwc {
+                n: d[0],
+                h: d[1],
+                w: d[2],
+                ci: d[3],
+                co: w[3],
+                kh: w[0],
+                kw: w[1],
+                attrs: *attrs,
+            })
+        }
+        Op::Dense if shape(0).len() == 2 => {
+            let (d, w) = (shape(0), shape(1));
+            Some(TemplateKind::Dense {
+                m: d[0],
+                n: w[0],
+                k: d[1],
+            })
+        }
+        Op::MatMul if shape(0).len() == 2 && shape(1).len() == 2 => {
+            let (a, b) = (shape(0), shape(1));
+            Some(TemplateKind::Matmul {
+                m: a[0],
+                n: b[1],
+                k: a[1],
+            })
+        }
+        _ => None,
+    }
+}
+
+/// One template task of a network and how many fused groups use it.
+#[derive(Clone, Debug)]
+pub struct NetworkTemplateTask {
+    pub task: TemplateTask,
+    pub weight: usize,
+}
+
+/// The distinct template tasks of `graph` (in order of first occurrence).
+pub fn extract_template_tasks(graph: &Graph, lanes: i64) -> Vec<NetworkTemplateTask> {
+    let mut out: Vec<NetworkTemplateTask> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
+    for g in fuse(graph) {
+        for &n in &g.nodes {
+            let Some(kind) = template_kind_of(graph, n) else {
+                continue;
+            };
+            let Ok(task) = TemplateTask::new(kind, lanes) else {
+                continue;
+            };
+            match index.get(&task.workload_key) {
+                Some(&i) => out[i].weight += 1,
+                None => {
+                    index.insert(task.workload_key.clone(), out.len());
+                    out.push(NetworkTemplateTask { task, weight: 1 });
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Builds each fused group whose anchor has a tuned record with that record's
+/// configuration (the rest of the group keeps its default schedule); groups without one
+/// keep their default schedule, with one warning per task (collected in `warnings`).
+pub struct TunedHook {
+    best: Mutex<ApplyHistoryBest>,
+    target: String,
+    lanes: i64,
+    warnings: Mutex<Vec<String>>,
+    applied: Mutex<usize>,
+}
+
+impl TunedHook {
+    pub fn new(best: ApplyHistoryBest, target: &str, lanes: i64) -> Self {
+        TunedHook {
+            best: Mutex::new(best),
+            target: target.to_string(),
+            lanes,
+            warnings: Mutex::new(Vec::new()),
+            applied: Mutex::new(0),
+        }
+    }
+    /// The warnings so far (one per task without a record, or whose record failed to
+    /// apply).
+    pub fn warnings(&self) -> Vec<String> {
+        self.warnings
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+    /// How many distinct groups were built with a tuned configuration.
+    pub fn applied(&self) -> usize {
+        *self.applied.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn warn(&self, w: String) {
+        self.warnings
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(w);
+    }
+}
+
+impl ScheduleHook for TunedHook {
+    fn schedule(&self, graph: &Graph, gc: &GroupCompute, p: CpuParams) -> Option<Schedule> {
+        let (node, anchor) = gc.anchor.clone()?;
+        let kind = template_kind_of(graph, node)?;
+        let task = TemplateTask::new(kind, self.lanes).ok()?;
+        let record = {
+            let mut best = self.best.lock().unwrap_or_else(|e| e.into_inner());
+            match best.query(&task.workload_key, &self.target) {
+                Some(r) => r.clone(),
+                None => {
+                    if let Some(w) =
+                        best.warn_missing(&task.workload_key, &self.target, &task.template)
+                    {
+                        self.warn(w);
+                    }
+                    return None;
+                }
+            }
+        };
+        let ScheduleDesc::Config { entity, .. } = &record.schedule else {
+            return None;
+        };
+        let built = (|| -> Result<Schedule, String> {
+            let config = task.space.from_entity(entity).map_err(|e| e.to_string())?;
+            let outputs = [gc.output.clone()];
+            let mut s = Schedule::create(&outputs).map_err(|e| e.to_string())?;
+            for t in &gc.inlinable {
+                s.compute_inline(t).map_err(|e| e.to_string())?;
+            }
+            let mut skip = gc.inlinable.clone();
+            skip.push(anchor.clone());
+            let rest = computed_stages(&s, &skip);
+            task.apply_to(&mut s, &anchor, &config)
+                .map_err(|e| e.to_string())?;
+            schedule_stages(&mut s, &outputs, &rest, p).map_err(|e| e.to_string())?;
+            Ok(s)
+        })();
+        match built {
+            Ok(s) => {
+                *self.applied.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+                Some(s)
+            }
+            Err(e) => {
+                self.warn(format!(
+                    "the tuned configuration of `{}` (workload {}) did not apply ({e}): using its default schedule",
+                    task.template, task.workload_key
+                ));
+                None
+            }
+        }
+    }
+}
