@@ -107,6 +107,15 @@ pub fn run(args: TuneArgs) -> Result<()> {
             "only template tuning exists so far: pass --templates (the auto-scheduler comes later)"
         );
     }
+    if !matches!(args.tuner.as_str(), "random" | "gridsearch" | "ga")
+        && XgbOptions::parse(&args.tuner).is_none()
+    {
+        bail!(
+            "unknown tuner `{}` (xgb, xgb_knob, xgb_itervar, xgb_curve, xgb_rank, xgb_rank_knob, \
+             xgb_rank_binary, …, ga, random, gridsearch)",
+            args.tuner
+        );
+    }
     let net = &args.net;
     let target = net.target()?;
     let backend = CpuBackend::new(target.clone());

@@ -1,0 +1,121 @@
+//! `tessera tune --templates` on one small operator: progress lines, the record log
+//! (every measurement plus the default schedule's), and its errors.
+
+use std::process::{Command, Output};
+
+fn tessera(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args(args)
+        .env("RUST_BACKTRACE", "1")
+        .output()
+        .expect("runs tessera")
+}
+
+#[test]
+fn tuning_one_operator_writes_every_measurement_to_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("logs/mm.jsonl");
+    let out = tessera(&[
+        "tune",
+        "--templates",
+        "--op",
+        "matmul",
+        "--op-shape",
+        "64,64,64",
+        "--tuner",
+        "random",
+        "--trials",
+        "8",
+        "--measure-batch",
+        "4",
+        "--min-repeat-ms",
+        "1",
+        "--log",
+        log.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("[Task  1/ 1]  Current/Best: "), "{stdout}");
+    assert!(stdout.contains("| Progress: (8/8) |"), "{stdout}");
+    assert!(stdout.contains(" Done."), "{stdout}");
+    let text = std::fs::read_to_string(&log).unwrap();
+    // eight candidates and the default schedule, each one line
+    assert_eq!(text.lines().count(), 9, "{text}");
+    assert!(text.contains(r#""kind":"default""#), "{text}");
+    assert_eq!(
+        text.matches(r#""template":"matmul.x86""#).count(),
+        8,
+        "{text}"
+    );
+    // the records tools read it
+    let best = tessera(&["records", "best", log.to_str().unwrap()]);
+    assert!(
+        best.status.success(),
+        "{}",
+        String::from_utf8_lossy(&best.stderr)
+    );
+}
+
+#[test]
+fn tune_errors_are_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("x.jsonl");
+    let log = log.to_str().unwrap();
+    for (args, needle) in [
+        (
+            vec![
+                "tune",
+                "--op",
+                "matmul",
+                "--op-shape",
+                "8,8,8",
+                "--log",
+                log,
+            ],
+            "--templates",
+        ),
+        (
+            vec![
+                "tune",
+                "--templates",
+                "--op",
+                "matmul",
+                "--op-shape",
+                "8,8,8",
+                "--tuner",
+                "bogus",
+                "--log",
+                log,
+            ],
+            "unknown tuner `bogus`",
+        ),
+        (
+            vec![
+                "tune",
+                "--templates",
+                "--op",
+                "matmul",
+                "--op-shape",
+                "8,8",
+                "--log",
+                log,
+            ],
+            "M,N,K",
+        ),
+        (vec!["tune", "--templates", "--log", log], "--network"),
+    ] {
+        let out = tessera(&args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+    assert!(
+        !dir.path().join("x.jsonl").exists(),
+        "a refused run wrote a log"
+    );
+}
