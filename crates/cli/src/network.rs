@@ -102,11 +102,38 @@ pub struct TasksArgs {
     /// Print only the task table (index, weight, FLOPs, name, workload key).
     #[arg(long)]
     summary: bool,
+    /// Print the template tasks instead (conv2d NHWC / dense / matmul) with their
+    /// configuration spaces, as `tessera tune --templates` tunes them.
+    #[arg(long)]
+    templates: bool,
 }
 
 pub fn tasks(args: TasksArgs) -> Result<()> {
     let target = args.net.target()?;
     let g = args.net.load()?;
+    if args.templates {
+        use tessera_backends::Backend;
+        let backend = tessera_backends::CpuBackend::new(target.clone());
+        let lanes = (backend.hardware_params().vector_unit_bytes / 4).max(1) as i64;
+        let tasks = tessera_autotvm::network::extract_template_tasks(&g, lanes);
+        for (i, t) in tasks.iter().enumerate() {
+            println!(
+                "========== Template task {i}  (workload key: {}) ==========",
+                t.task.workload_key
+            );
+            println!(
+                "# {}  weight: {}  FLOPs: {:.0}",
+                t.task.template, t.weight, t.task.flop
+            );
+            println!("{}", t.task.space);
+        }
+        println!(
+            "{} template tasks of network `{}` for target `{target}`",
+            tasks.len(),
+            g.name
+        );
+        return Ok(());
+    }
     let (tasks, weights) = extract_tasks(&g, &target)?;
     let groups: usize = weights.iter().sum();
     if args.summary {

@@ -85,6 +85,34 @@ fn make_tuner(name: &str, task: &TemplateTask, seed: u64) -> Result<Box<dyn Tune
     })
 }
 
+/// The measurements of `task` on `target` already in the log, as observations.
+fn history_of(
+    log: &std::path::Path,
+    task: &TemplateTask,
+    target: &str,
+) -> Vec<tessera_autotvm::tuners::Observation> {
+    let Ok(loaded) = tessera_search::record::load(log) else {
+        return Vec::new();
+    };
+    loaded
+        .records
+        .iter()
+        .filter(|r| r.workload_key == task.workload_key && r.target == target)
+        .filter_map(|r| match &r.schedule {
+            ScheduleDesc::Config {
+                template, entity, ..
+            } if *template == task.template => {
+                let c = task.space.from_entity(entity).ok()?;
+                Some(tessera_autotvm::tuners::Observation {
+                    index: c.index,
+                    gflops: tessera_autotvm::tune::gflops_of(task.flop, &r.result),
+                })
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 fn time_network(m: &mut tessera_graph::GraphModule) -> Result<TimeResult> {
     let inputs: Vec<(String, tessera_graph::TensorType)> = m
         .inputs()
@@ -205,6 +233,15 @@ pub fn run(args: TuneArgs) -> Result<()> {
             rec
         };
         let mut tuner = make_tuner(&args.tuner, task, args.tuner_seed)?;
+        // Transfer learning: earlier measurements of this task in the log.
+        let history = history_of(&args.log, task, &target_str);
+        if !history.is_empty() {
+            println!(
+                "    {} earlier measurements of this task in the log: the tuner starts from them",
+                history.len()
+            );
+            tuner.load_history(&task.space, &history);
+        }
         let topts = TuneOptions {
             n_trial: args.trials,
             early_stopping: args.early_stopping,

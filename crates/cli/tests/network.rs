@@ -54,6 +54,19 @@ fn tasks_of_resnet18_nhwc() {
     );
     let summary = stdout_of(&tessera(&["tasks", "--network", "mobilenet", "--summary"]));
     assert!(summary.contains("fused_conv2d_bias_add_relu"), "{summary}");
+    let t = stdout_of(&tessera(&[
+        "tasks",
+        "--network",
+        "resnet-18",
+        "--templates",
+    ]));
+    assert!(t.contains("# conv2d_nhwc.x86  weight: 4"), "{t}");
+    assert!(t.contains("tile_co: Split(extent=64, parts=2)"), "{t}");
+    assert!(
+        t.trim_end()
+            .ends_with("13 template tasks of network `resnet-18` for target `cpu`"),
+        "{t}"
+    );
     // squeezenet is defined in NCHW only: it is built so and converted to NHWC
     let sq = stdout_of(&tessera(&["tasks", "--network", "squeezenet_v1.1"]));
     assert!(sq.contains("conv2d_nhwc"), "{sq}");

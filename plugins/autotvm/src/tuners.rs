@@ -101,6 +101,9 @@ impl Tuner for RandomTuner {
         out
     }
     fn update(&mut self, _space: &ConfigSpace, _observations: &[Observation]) {}
+    fn load_history(&mut self, _space: &ConfigSpace, observations: &[Observation]) {
+        self.visited.extend(observations.iter().map(|o| o.index));
+    }
 }
 
 /// Configurations in index order.
@@ -276,6 +279,7 @@ impl Tuner for GaTuner {
         }
     }
     fn load_history(&mut self, _space: &ConfigSpace, observations: &[Observation]) {
+        self.visited.extend(observations.iter().map(|o| o.index));
         self.all.extend_from_slice(observations);
     }
 }

@@ -168,3 +168,77 @@ fn the_model_based_tuner_learns_and_its_names_parse() {
     eprintln!("xgb_knob: best {best:.1} GFLOPS; mean {warm:.1} in the random warm-up, {guided:.1} once guided");
     assert!(guided > warm, "guided {guided:.1} vs warm-up {warm:.1}");
 }
+
+/// A made-up, deterministic "measurement": GFLOPS as a function of the configuration.
+fn synthetic(space: &tessera_autotvm::space::ConfigSpace, i: u64) -> f64 {
+    let c = space.get(i).unwrap();
+    let n = space.knob_numbers(&c);
+    n.iter()
+        .enumerate()
+        .map(|(k, &v)| ((v as f64 + 1.0).ln() * (k as f64 + 1.0)).sin().abs())
+        .sum::<f64>()
+        * 10.0
+}
+
+fn proposals(mut t: Box<dyn Tuner>, task: &TemplateTask, rounds: usize) -> Vec<u64> {
+    use tessera_autotvm::tuners::Observation;
+    let mut all = Vec::new();
+    for _ in 0..rounds {
+        let b = t.next_batch(&task.space, 8);
+        let obs: Vec<Observation> = b
+            .iter()
+            .map(|&i| Observation {
+                index: i,
+                gflops: synthetic(&task.space, i),
+            })
+            .collect();
+        t.update(&task.space, &obs);
+        all.extend(b);
+    }
+    all
+}
+
+#[test]
+fn the_same_seed_and_measurements_give_the_same_proposals() {
+    use tessera_autotvm::xgb::{FeatureType, XgbOptions, XgbTuner};
+    let task = TemplateTask::new(
+        TemplateKind::Matmul {
+            m: 128,
+            n: 128,
+            k: 128,
+        },
+        16,
+    )
+    .unwrap();
+    let xgb = |seed| -> Box<dyn Tuner> {
+        let o = XgbOptions {
+            feature_type: FeatureType::Knob,
+            plan_size: 16,
+            ..XgbOptions::default()
+        };
+        Box::new(XgbTuner::new(&task, o, seed))
+    };
+    let ga = |seed| -> Box<dyn Tuner> {
+        Box::new(GaTuner::new(
+            GaOptions {
+                pop_size: 16,
+                ..GaOptions::default()
+            },
+            seed,
+        ))
+    };
+    let rnd = |seed| -> Box<dyn Tuner> { Box::new(RandomTuner::new(seed)) };
+    for make in [&xgb as &dyn Fn(u64) -> Box<dyn Tuner>, &ga, &rnd] {
+        let (a, b, c) = (
+            proposals(make(7), &task, 5),
+            proposals(make(7), &task, 5),
+            proposals(make(8), &task, 5),
+        );
+        assert_eq!(a, b, "same seed, same measurements: same proposals");
+        assert_ne!(a, c, "another seed explores differently");
+        let mut uniq = a.clone();
+        uniq.sort();
+        uniq.dedup();
+        assert_eq!(uniq.len(), a.len(), "no configuration proposed twice");
+    }
+}
