@@ -11,11 +11,9 @@ fn tessera(args: &[&str]) -> Output {
         .expect("runs tessera")
 }
 
-#[test]
-fn tuning_one_operator_writes_every_measurement_to_the_log() {
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("logs/mm.jsonl");
-    let out = tessera(&[
+/// Eight random configurations of a 64³ matmul, appended to `log`.
+fn tune_matmul(log: &std::path::Path) -> Output {
+    tessera(&[
         "tune",
         "--templates",
         "--op",
@@ -32,7 +30,14 @@ fn tuning_one_operator_writes_every_measurement_to_the_log() {
         "1",
         "--log",
         log.to_str().unwrap(),
-    ]);
+    ])
+}
+
+#[test]
+fn tuning_one_operator_writes_every_measurement_to_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("logs/mm.jsonl");
+    let out = tune_matmul(&log);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -58,6 +63,27 @@ fn tuning_one_operator_writes_every_measurement_to_the_log() {
         "{}",
         String::from_utf8_lossy(&best.stderr)
     );
+
+    // Run again on the same log: the tuner starts from the earlier measurements and
+    // proposes none of them again.
+    let again = tune_matmul(&log);
+    let stdout = String::from_utf8_lossy(&again.stdout);
+    assert!(again.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("8 earlier measurements of this task in the log"),
+        "{stdout}"
+    );
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(text.lines().count(), 18, "{text}");
+    let mut indices: Vec<u64> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|v| v["schedule"]["index"].as_u64())
+        .collect();
+    assert_eq!(indices.len(), 16);
+    indices.sort();
+    indices.dedup();
+    assert_eq!(indices.len(), 16, "a configuration was measured twice");
 }
 
 #[test]

@@ -83,6 +83,28 @@ fn fresh_index(space: &ConfigSpace, visited: &HashSet<u64>, rng: &mut Rng) -> Op
         .find(|i| !visited.contains(i))
 }
 
+/// Adds random configurations, neither visited nor already in `next`, until `next` has
+/// `n` (or the space runs out).
+fn top_up(
+    space: &ConfigSpace,
+    visited: &HashSet<u64>,
+    next: &mut Vec<u64>,
+    n: usize,
+    rng: &mut Rng,
+) {
+    let mut taken = visited.clone();
+    taken.extend(next.iter().copied());
+    while next.len() < n {
+        match fresh_index(space, &taken, rng) {
+            Some(i) => {
+                taken.insert(i);
+                next.push(i);
+            }
+            None => break,
+        }
+    }
+}
+
 impl Tuner for RandomTuner {
     fn name(&self) -> String {
         "random".into()
@@ -183,13 +205,7 @@ impl GaTuner {
         let pop = self.opts.pop_size.max(2);
         let mut next: Vec<u64> = Vec::new();
         if self.all.is_empty() {
-            while next.len() < pop {
-                match fresh_index(space, &self.visited, &mut self.rng) {
-                    Some(i) if !next.contains(&i) => next.push(i),
-                    Some(_) => continue,
-                    None => break,
-                }
-            }
+            top_up(space, &self.visited, &mut next, pop, &mut self.rng);
             self.pending = next;
             return;
         }
@@ -237,13 +253,7 @@ impl GaTuner {
             }
         }
         // Top up with random configurations when breeding keeps hitting measured ones.
-        while next.len() < pop {
-            match fresh_index(space, &self.visited, &mut self.rng) {
-                Some(i) if !next.contains(&i) => next.push(i),
-                Some(_) => continue,
-                None => break,
-            }
-        }
+        top_up(space, &self.visited, &mut next, pop, &mut self.rng);
         self.pending = next;
     }
 }
