@@ -1,5 +1,7 @@
-//! The AutoTVM template-tuner plugin. Registered through the plugin interface so that
-//! the template-tuning issue only fills in `search`; until then it says so when asked.
+//! The AutoTVM template tuner: configuration spaces, CPU templates, tuners and the tuning
+//! loop (used by `tessera tune --templates` as a library), registered through the plugin
+//! interface as well. Its plugin `search` entry is not wired to the tuners yet: it says
+//! so when asked.
 
 pub mod network;
 pub mod space;
@@ -32,7 +34,7 @@ impl Plugin for AutoTvm {
         _measure: &mut dyn FnMut(&str) -> Result<String, String>,
     ) -> Result<String, String> {
         Err(format!(
-            "tuner `{strategy}` is not implemented yet (it comes with the template-tuning issue)"
+            "tuner `{strategy}` is not reachable through the plugin interface yet: use `tessera tune --templates --tuner {strategy}`"
         ))
     }
 }
