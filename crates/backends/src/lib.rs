@@ -11,6 +11,7 @@ pub mod artifact;
 pub mod backend;
 pub mod cpu;
 pub mod hardware;
+pub mod process;
 pub mod target;
 
 pub use artifact::{Artifact, DeviceKind, ParamSpec};

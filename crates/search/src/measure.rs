@@ -309,7 +309,7 @@ impl Measurer {
                 )
             }
         };
-        let out = match wait_output(child, self.opts.run_timeout) {
+        let out = match tessera_backends::process::wait_with_timeout(child, self.opts.run_timeout) {
             Ok(Some(out)) => out,
             Ok(None) => {
                 return MeasureResult::failed(
@@ -437,44 +437,5 @@ fn describe_exit(status: &std::process::ExitStatus) -> String {
     match status.code() {
         Some(c) => format!("exited with status {c}"),
         None => "ended abnormally".into(),
-    }
-}
-
-/// Waits for `child` up to `limit` while collecting its output; kills it on timeout.
-fn wait_output(
-    mut child: std::process::Child,
-    limit: Duration,
-) -> std::io::Result<Option<std::process::Output>> {
-    use std::io::Read;
-    use wait_timeout::ChildExt;
-    let mut so = child.stdout.take();
-    let mut se = child.stderr.take();
-    let out_reader = std::thread::spawn(move || {
-        let mut b = Vec::new();
-        if let Some(s) = so.as_mut() {
-            let _ = s.read_to_end(&mut b);
-        }
-        b
-    });
-    let err_reader = std::thread::spawn(move || {
-        let mut b = Vec::new();
-        if let Some(s) = se.as_mut() {
-            let _ = s.read_to_end(&mut b);
-        }
-        b
-    });
-    match child.wait_timeout(limit)? {
-        Some(status) => Ok(Some(std::process::Output {
-            status,
-            stdout: out_reader.join().unwrap_or_default(),
-            stderr: err_reader.join().unwrap_or_default(),
-        })),
-        None => {
-            let _ = child.kill();
-            let _ = child.wait();
-            let _ = out_reader.join();
-            let _ = err_reader.join();
-            Ok(None)
-        }
     }
 }

@@ -82,37 +82,6 @@ fn content_hash(s: &str) -> String {
     format!("{h:016x}")
 }
 
-/// Waits for `child` up to `limit`, reading its stderr meanwhile (so a chatty compiler
-/// cannot block on a full pipe); kills it and returns `None` on timeout.
-fn wait_with_timeout(
-    mut child: std::process::Child,
-    limit: std::time::Duration,
-) -> std::io::Result<Option<std::process::Output>> {
-    use std::io::Read;
-    use wait_timeout::ChildExt;
-    let mut stderr = child.stderr.take();
-    let reader = std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        if let Some(s) = stderr.as_mut() {
-            let _ = s.read_to_end(&mut buf);
-        }
-        buf
-    });
-    match child.wait_timeout(limit)? {
-        Some(status) => Ok(Some(std::process::Output {
-            status,
-            stdout: Vec::new(),
-            stderr: reader.join().unwrap_or_default(),
-        })),
-        None => {
-            let _ = child.kill();
-            let _ = child.wait();
-            let _ = reader.join();
-            Ok(None)
-        }
-    }
-}
-
 fn io_err(path: &Path, e: std::io::Error) -> BackendError {
     BackendError::Io {
         path: path.to_path_buf(),
@@ -188,7 +157,7 @@ impl Backend for CpuBackend {
                     .stderr(std::process::Stdio::piped())
                     .spawn()
                     .map_err(spawn_err)?;
-                match wait_with_timeout(child, limit) {
+                match crate::process::wait_with_timeout(child, limit) {
                     Ok(Some(out)) => out,
                     Ok(None) => {
                         let _ = std::fs::remove_file(&tmp_path);
