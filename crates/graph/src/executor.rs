@@ -377,18 +377,31 @@ impl GraphModule {
 
     /// Runs every kernel once, in order.
     pub fn run(&mut self) -> Result<(), GraphError> {
-        for step in &self.steps {
-            let mut ptrs: Vec<*mut std::ffi::c_void> = Vec::with_capacity(step.args.len());
-            for &s in &step.args {
-                ptrs.push(self.storages[s].as_mut_ptr());
-            }
-            // SAFETY: the build checked every group's parameter types against the
-            // values planned for them; each storage is at least as large as any value
-            // given to it, 64-byte aligned, and a step's output storage is never one of
-            // its inputs' (it is taken before they are released). Inputs may share a
-            // storage only when the same value is read twice, which the kernel only reads.
-            unsafe { self.kernels[step.kernel].call_raw(&mut ptrs) }?;
+        let mut ptrs = Vec::new();
+        for i in 0..self.steps.len() {
+            self.call_step(i, &mut ptrs)?;
         }
+        Ok(())
+    }
+
+    /// Calls step `i`'s kernel on its storages (`ptrs` is scratch space, reused across
+    /// calls so that a run allocates nothing).
+    fn call_step(
+        &mut self,
+        i: usize,
+        ptrs: &mut Vec<*mut std::ffi::c_void>,
+    ) -> Result<(), GraphError> {
+        let step = &self.steps[i];
+        ptrs.clear();
+        for &s in &step.args {
+            ptrs.push(self.storages[s].as_mut_ptr());
+        }
+        // SAFETY: the build checked every group's parameter types against the values
+        // planned for them; each storage is at least as large as any value given to it,
+        // 64-byte aligned, and a step's output storage is never one of its inputs' (it is
+        // taken before they are released). Inputs may share a storage only when the same
+        // value is read twice, which the kernel only reads.
+        unsafe { self.kernels[step.kernel].call_raw(ptrs) }?;
         Ok(())
     }
 
@@ -418,16 +431,12 @@ impl GraphModule {
     /// caches its predecessors left (what a run costs, unlike timing a kernel alone).
     pub fn profile(&mut self, repeat: usize) -> Result<Vec<(String, f64)>, GraphError> {
         let mut total = vec![0.0f64; self.steps.len()];
+        let mut ptrs = Vec::new();
         for _ in 0..repeat.max(1) {
-            for (i, step) in self.steps.iter().enumerate() {
-                let mut ptrs: Vec<*mut std::ffi::c_void> = Vec::with_capacity(step.args.len());
-                for &s in &step.args {
-                    ptrs.push(self.storages[s].as_mut_ptr());
-                }
+            for (i, t) in total.iter_mut().enumerate() {
                 let start = std::time::Instant::now();
-                // SAFETY: as in `run`.
-                unsafe { self.kernels[step.kernel].call_raw(&mut ptrs) }?;
-                total[i] += start.elapsed().as_secs_f64() * 1e3;
+                self.call_step(i, &mut ptrs)?;
+                *t += start.elapsed().as_secs_f64() * 1e3;
             }
         }
         let n = repeat.max(1) as f64;
