@@ -63,58 +63,106 @@ impl Conv2dAttrs {
     /// Checks the attributes and returns the output (height, width) for an input of
     /// `h`×`w` and a kernel of `kh`×`kw`.
     fn output_hw(&self, op: &str, h: i64, w: i64, kh: i64, kw: i64) -> Result<(i64, i64), TeError> {
-        if self.stride.0 <= 0 || self.stride.1 <= 0 {
-            return Err(attr_err(
-                op,
-                "strides",
-                format!("{:?} must be positive", self.stride),
-            ));
-        }
-        if self.dilation.0 <= 0 || self.dilation.1 <= 0 {
-            return Err(attr_err(
-                op,
-                "dilation",
-                format!("{:?} must be positive", self.dilation),
-            ));
-        }
-        if self.padding.iter().any(|p| *p < 0) {
-            return Err(attr_err(
-                op,
-                "padding",
-                format!("{:?} must not be negative", self.padding),
-            ));
-        }
-        if kh <= 0 || kw <= 0 {
-            return Err(attr_err(
-                op,
-                "kernel_size",
-                format!("{kh}x{kw} must be positive"),
-            ));
-        }
-        let (dkh, dkw) = (
-            (kh - 1) * self.dilation.0 + 1,
-            (kw - 1) * self.dilation.1 + 1,
-        );
-        let (ph, pw) = (
-            h + self.padding[0] + self.padding[2],
-            w + self.padding[1] + self.padding[3],
-        );
-        if dkh > ph || dkw > pw {
-            return Err(attr_err(
-                op,
-                "kernel_size",
-                format!("the dilated kernel {dkh}x{dkw} is larger than the padded input {ph}x{pw}"),
-            ));
-        }
-        Ok((
-            (ph - dkh) / self.stride.0 + 1,
-            (pw - dkw) / self.stride.1 + 1,
-        ))
+        let p = self.padding;
+        let out = conv_output_size(
+            op,
+            ConvGeometry {
+                dims: &[h, w],
+                kernel: &[kh, kw],
+                strides: &[self.stride.0, self.stride.1],
+                dilations: &[self.dilation.0, self.dilation.1],
+                pad_before: &[p[0], p[1]],
+                pad_after: &[p[2], p[3]],
+            },
+            (
+                &format!("{:?}", self.stride),
+                &format!("{:?}", self.dilation),
+                &format!("{:?}", self.padding),
+            ),
+        )?;
+        Ok((out[0], out[1]))
     }
 }
 
+/// The spatial sizes of a convolution: input, kernel, strides, dilations and padding,
+/// one entry per spatial axis.
+pub(crate) struct ConvGeometry<'a> {
+    pub dims: &'a [i64],
+    pub kernel: &'a [i64],
+    pub strides: &'a [i64],
+    pub dilations: &'a [i64],
+    pub pad_before: &'a [i64],
+    pub pad_after: &'a [i64],
+}
+
+/// Checks a convolution's (or pooling's) geometry in any number of spatial axes and
+/// returns the output sizes; `shown` is how the operator's strides, dilations and padding
+/// appear in its messages.
+pub(crate) fn conv_output_size(
+    op: &str,
+    g: ConvGeometry,
+    shown: (&str, &str, &str),
+) -> Result<Vec<i64>, TeError> {
+    let (strides, dilations, padding) = shown;
+    if g.strides.iter().any(|s| *s <= 0) {
+        return Err(attr_err(
+            op,
+            "strides",
+            format!("{strides} must be positive"),
+        ));
+    }
+    if g.dilations.iter().any(|d| *d <= 0) {
+        return Err(attr_err(
+            op,
+            "dilation",
+            format!("{dilations} must be positive"),
+        ));
+    }
+    if g.pad_before.iter().chain(g.pad_after).any(|p| *p < 0) {
+        return Err(attr_err(
+            op,
+            "padding",
+            format!("{padding} must not be negative"),
+        ));
+    }
+    let by_x = |v: &[i64]| {
+        v.iter()
+            .map(|d| d.to_string())
+            .collect::<Vec<_>>()
+            .join("x")
+    };
+    if g.kernel.iter().any(|k| *k <= 0) {
+        return Err(attr_err(
+            op,
+            "kernel_size",
+            format!("{} must be positive", by_x(g.kernel)),
+        ));
+    }
+    let n = g.dims.len();
+    let dk: Vec<i64> = (0..n)
+        .map(|i| (g.kernel[i] - 1) * g.dilations[i] + 1)
+        .collect();
+    let padded: Vec<i64> = (0..n)
+        .map(|i| g.dims[i] + g.pad_before[i] + g.pad_after[i])
+        .collect();
+    if (0..n).any(|i| dk[i] > padded[i]) {
+        return Err(attr_err(
+            op,
+            "kernel_size",
+            format!(
+                "the dilated kernel {} is larger than the padded input {}",
+                by_x(&dk),
+                by_x(&padded)
+            ),
+        ));
+    }
+    Ok((0..n)
+        .map(|i| (padded[i] - dk[i]) / g.strides[i] + 1)
+        .collect())
+}
+
 /// `v * s` folded the way TVM's expression builder folds it (no `*1`).
-fn scaled(e: &Expr, s: i64) -> Expr {
+pub(crate) fn scaled(e: &Expr, s: i64) -> Expr {
     if s == 1 {
         e.clone()
     } else {

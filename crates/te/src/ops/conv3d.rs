@@ -8,6 +8,7 @@
 //! and the output axes `nn, ff, yy, xx, zz` (batch, channels, depth, height, width).
 
 use super::attr_err;
+use super::conv::{conv_output_size, scaled, ConvGeometry};
 use super::injective::pad;
 use crate::error::TeError;
 use crate::tensor::{compute_tagged, reduce_axis, sum, Tensor};
@@ -72,63 +73,23 @@ impl Conv3dAttrs {
     /// Checks the attributes and returns the output (depth, height, width) for an input
     /// of `dims` and a kernel of `kernel` (both depth, height, width).
     fn output_dhw(&self, op: &str, dims: [i64; 3], kernel: [i64; 3]) -> Result<[i64; 3], TeError> {
-        if self.strides().iter().any(|s| *s <= 0) {
-            return Err(attr_err(
-                op,
-                "strides",
-                format!("{:?} must be positive", self.stride),
-            ));
-        }
-        if self.dilations().iter().any(|d| *d <= 0) {
-            return Err(attr_err(
-                op,
-                "dilation",
-                format!("{:?} must be positive", self.dilation),
-            ));
-        }
-        if self.padding.iter().any(|p| *p < 0) {
-            return Err(attr_err(
-                op,
-                "padding",
-                format!("{:?} must not be negative", self.padding),
-            ));
-        }
-        if kernel.iter().any(|k| *k <= 0) {
-            return Err(attr_err(
-                op,
-                "kernel_size",
-                format!("{}x{}x{} must be positive", kernel[0], kernel[1], kernel[2]),
-            ));
-        }
-        let (s, dl) = (self.strides(), self.dilations());
-        let mut out = [0; 3];
-        let mut dk = [0; 3];
-        let mut padded = [0; 3];
-        for i in 0..3 {
-            dk[i] = (kernel[i] - 1) * dl[i] + 1;
-            padded[i] = dims[i] + self.padding[i] + self.padding[i + 3];
-            out[i] = (padded[i] - dk[i]) / s[i] + 1;
-        }
-        if (0..3).any(|i| dk[i] > padded[i]) {
-            return Err(attr_err(
-                op,
-                "kernel_size",
-                format!(
-                    "the dilated kernel {}x{}x{} is larger than the padded input {}x{}x{}",
-                    dk[0], dk[1], dk[2], padded[0], padded[1], padded[2]
-                ),
-            ));
-        }
-        Ok(out)
-    }
-}
-
-/// `v * s` folded the way TVM's expression builder folds it (no `*1`).
-fn scaled(e: &Expr, s: i64) -> Expr {
-    if s == 1 {
-        e.clone()
-    } else {
-        e * s
+        let out = conv_output_size(
+            op,
+            ConvGeometry {
+                dims: &dims,
+                kernel: &kernel,
+                strides: &self.strides(),
+                dilations: &self.dilations(),
+                pad_before: &self.padding[..3],
+                pad_after: &self.padding[3..],
+            },
+            (
+                &format!("{:?}", self.stride),
+                &format!("{:?}", self.dilation),
+                &format!("{:?}", self.padding),
+            ),
+        )?;
+        Ok([out[0], out[1], out[2]])
     }
 }
 
