@@ -335,28 +335,3 @@ fn random_model_is_deterministic_by_seed() {
     assert_eq!(dynamic.name(), "random");
     assert_eq!(dynamic.predict(&rows).unwrap(), a1);
 }
-
-/// Training cost at the size of a long tuning run (printed, not asserted).
-#[test]
-fn training_time_at_tuning_scale() {
-    let mut rng = Rng(9);
-    let n = 1000;
-    let width = 300;
-    let xs: Vec<Vec<f32>> = (0..n)
-        .map(|_| (0..width).map(|_| rng.next()).collect())
-        .collect();
-    let ys: Vec<f32> = xs.iter().map(|x| x[0] + x[1] * x[2]).collect();
-    for loss in [LossType::Reg, LossType::Rank] {
-        let mut m = XgbModel::new(loss);
-        let t = std::time::Instant::now();
-        m.update(&xs, &ys).unwrap();
-        let train = t.elapsed();
-        let t = std::time::Instant::now();
-        m.predict(&xs).unwrap();
-        println!(
-            "{}: {n} x {width}, 100 rounds: train {train:?}, predict {:?}",
-            m.name(),
-            t.elapsed()
-        );
-    }
-}
