@@ -18,3 +18,16 @@ proptest! {
         prop_assert!(r.is_ok(), "steps {:?}: {}", applied, r.unwrap_err());
     }
 }
+
+/// A case the property found in CI: GCC 12.2 with `-O3 -mavx2` miscompiled the padded
+/// conv2d whose padding is computed at an unrolled output-channel axis (the backend now
+/// turns GCC's loop if-conversion off; see `workaround_cflags`).
+#[test]
+fn padding_computed_at_an_unrolled_axis_compiles_correctly() {
+    let (s, outs, args, applied) = random_schedule(16457332272428084488, 2);
+    assert_eq!(applied, ["unroll", "compute_at"]);
+    let dir = tempfile::tempdir().unwrap();
+    let n_inputs = args.len() - outs.len();
+    let r = check_native_against_interpreter(&s, &outs, &args, n_inputs, dir.path());
+    assert!(r.is_ok(), "{}", r.unwrap_err());
+}
