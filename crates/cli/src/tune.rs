@@ -91,9 +91,16 @@ fn history_of(
     task: &TemplateTask,
     target: &str,
 ) -> Vec<tessera_autotvm::tuners::Observation> {
-    let Ok(loaded) = tessera_search::record::load(log) else {
-        return Vec::new();
+    let loaded = match tessera_search::record::load(log) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("warning: the earlier measurements are not used: {e}");
+            return Vec::new();
+        }
     };
+    for (line, reason) in &loaded.skipped {
+        eprintln!("warning: {}:{line}: skipped: {reason}", log.display());
+    }
     loaded
         .records
         .iter()

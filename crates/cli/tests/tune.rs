@@ -145,3 +145,71 @@ fn tune_errors_are_one_line() {
         "a refused run wrote a log"
     );
 }
+
+/// A log damaged by hand or by a crash (garbage lines in the middle, a record of a
+/// newer version, a torn last line) does not stop tuning: the bad lines are reported and
+/// skipped, the good earlier records feed the tuner, new records are appended on lines of
+/// their own, and every byte already in the log stays where it was.
+#[test]
+fn tuning_goes_on_over_a_log_with_garbage_and_a_torn_last_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("mm.jsonl");
+    assert!(tune_matmul(&log).status.success());
+    let good = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = good.lines().collect();
+    assert_eq!(lines.len(), 9);
+    // Garbage after the fourth line, a future version, and half a record at the end.
+    let future = lines[5].replacen(r#""v":1"#, r#""v":99"#, 1);
+    assert_ne!(future, lines[5], "the records carry their version");
+    let mut damaged = String::new();
+    for (i, l) in lines.iter().enumerate() {
+        damaged.push_str(l);
+        damaged.push('\n');
+        if i == 3 {
+            damaged.push_str("this is not json\n{\"v\":1}\n\u{0}\u{1}binary\n");
+        }
+    }
+    damaged.push_str(&future);
+    damaged.push('\n');
+    damaged.push_str(&lines[2][..lines[2].len() / 2]);
+    std::fs::write(&log, &damaged).unwrap();
+
+    let out = tune_matmul(&log);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    // the damaged lines are named (line numbers of the damaged file)
+    for n in [5, 6, 7, 13, 14] {
+        assert!(
+            stderr.contains(&format!("mm.jsonl:{n}: skipped")),
+            "line {n}: {stderr}"
+        );
+    }
+    assert!(stderr.contains("newer than this build reads"), "{stderr}");
+    // the eight good candidate records were used (the default's record is no template config)
+    assert!(
+        stdout.contains("8 earlier measurements of this task in the log"),
+        "{stdout}"
+    );
+    let after = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        after.starts_with(&damaged),
+        "bytes already in the log were changed"
+    );
+    let appended = &after[damaged.len()..];
+    assert!(appended.starts_with('\n'), "the torn line is closed first");
+    let new: Vec<serde_json::Value> = appended
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_str(l).expect("each appended line is a whole record"))
+        .collect();
+    assert_eq!(new.len(), 9, "{appended}");
+    // the records tool reads all 18 good records and reports the 5 bad lines
+    let show = tessera(&["records", "show", log.to_str().unwrap()]);
+    let show_out = String::from_utf8_lossy(&show.stdout);
+    let show_err = String::from_utf8_lossy(&show.stderr);
+    assert!(show.status.success(), "{show_err}");
+    assert_eq!(show_err.matches("warning").count(), 5, "{show_err}");
+    let rows = show_out.lines().filter(|l| l.contains("  cpu  ")).count();
+    assert_eq!(rows, 18, "{show_out}");
+}

@@ -83,7 +83,8 @@ pub fn find_compiler() -> Result<String, BackendError> {
 /// explicitly (vector types in the C), so turning GCC's loop if-conversion off costs
 /// nothing measurable there (ResNet's 56×56 conv2d: 1.07 ms min either way). Applied to
 /// GCC before 14, the first major version we have not seen it in; clang is unaffected.
-fn workaround_cflags(compiler: &str) -> Vec<String> {
+/// `limit` bounds the `--version` call.
+fn workaround_cflags(compiler: &str, limit: std::time::Duration) -> Vec<String> {
     use std::collections::HashMap;
     use std::sync::{Mutex, OnceLock};
     static CACHE: OnceLock<Mutex<HashMap<String, Vec<String>>>> = OnceLock::new();
@@ -96,10 +97,21 @@ fn workaround_cflags(compiler: &str) -> Vec<String> {
             let Some(program) = words.next() else {
                 return Vec::new();
             };
+            // A compiler that does not answer within the limit gets no flags (its
+            // build then times out on its own).
             let version = Command::new(program)
                 .args(words)
                 .arg("--version")
-                .output()
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .ok()
+                .and_then(|child| {
+                    crate::process::wait_with_timeout(child, limit)
+                        .ok()
+                        .flatten()
+                })
                 .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
                 .unwrap_or_default();
             flags_for_version(&version)
@@ -190,7 +202,12 @@ impl Backend for CpuBackend {
                 "-shared",
                 "-fopenmp",
             ])
-            .args(workaround_cflags(&compiler))
+            .args(workaround_cflags(
+                &compiler,
+                self.timeout
+                    .unwrap_or(std::time::Duration::from_secs(5))
+                    .min(std::time::Duration::from_secs(5)),
+            ))
             .args(&self.extra_cflags)
             .arg("-o")
             .arg(&tmp_path)
