@@ -28,8 +28,10 @@ pub struct TuneArgs {
     templates: bool,
     #[command(flatten)]
     net: crate::network::NetworkArgs,
-    /// One operator instead of a network: `matmul` or `dense` (--op-shape M,N,K) or
-    /// `conv2d` (NHWC, --op-shape N,H,W,C_IN,C_OUT,KH,KW, stride 1, same padding).
+    /// One operator instead of a network: `matmul` or `dense` (--op-shape M,N,K),
+    /// `batch_matmul` (B,M,N,K), `conv2d` (NHWC), `conv2d_nchw` or `conv2d_nchwc` (the
+    /// blocked NCHW{n}c form; N,H,W,C_IN,C_OUT,KH,KW), `depthwise_conv2d` (NHWC,
+    /// N,H,W,C,KH,KW); convolutions have stride 1 and same padding.
     #[arg(long, conflicts_with_all = ["network", "onnx"])]
     op: Option<String>,
     #[arg(long, requires = "op")]
@@ -58,6 +60,10 @@ pub struct TuneArgs {
     number: usize,
     #[arg(long = "min-repeat-ms", default_value_t = 50.0)]
     min_repeat_ms: f64,
+    /// Seconds a candidate may run (all its timed runs together) before it is killed and
+    /// recorded as a run timeout.
+    #[arg(long = "run-timeout", default_value_t = 10.0)]
+    run_timeout: f64,
     /// Skip the correctness check of each candidate against the reference.
     #[arg(long)]
     no_check: bool,
@@ -68,6 +74,80 @@ fn parse_dims(s: &str) -> Result<Vec<i64>> {
         .map(|d| d.trim().parse::<i64>().ok().filter(|&v| v > 0))
         .collect::<Option<Vec<i64>>>()
         .with_context(|| format!("--op-shape `{s}`: positive integers separated by commas"))
+}
+
+/// The template kind of `--op OP --op-shape DIMS`; convolutions have stride 1 and "same"
+/// padding.
+fn op_kind(op: &str, dims: &[i64], lanes: i64) -> Result<TemplateKind> {
+    let same =
+        |kh: i64, kw: i64| tessera_te::ops::Conv2dAttrs::new((1, 1), (kh / 2, kw / 2), (1, 1));
+    Ok(match (op, dims) {
+        ("matmul", [m, n, k]) => TemplateKind::Matmul {
+            m: *m,
+            n: *n,
+            k: *k,
+        },
+        ("dense", [m, n, k]) => TemplateKind::Dense {
+            m: *m,
+            n: *n,
+            k: *k,
+        },
+        ("batch_matmul", [b, m, n, k]) => TemplateKind::BatchMatmul {
+            b: *b,
+            m: *m,
+            n: *n,
+            k: *k,
+        },
+        ("conv2d" | "conv2d_nhwc", [n, h, w, ci, co, kh, kw]) => TemplateKind::Conv2dNhwc {
+            n: *n,
+            h: *h,
+            w: *w,
+            ci: *ci,
+            co: *co,
+            kh: *kh,
+            kw: *kw,
+            attrs: same(*kh, *kw),
+        },
+        ("conv2d_nchw", [n, h, w, ci, co, kh, kw]) => TemplateKind::Conv2dNchw {
+            n: *n,
+            h: *h,
+            w: *w,
+            ci: *ci,
+            co: *co,
+            kh: *kh,
+            kw: *kw,
+            attrs: same(*kh, *kw),
+        },
+        ("conv2d_nchwc", [n, h, w, ci, co, kh, kw]) => {
+            let (ib, ob) = TemplateKind::nchwc_blocks(*ci, *co, lanes);
+            TemplateKind::Conv2dNchwc {
+                n: *n,
+                h: *h,
+                w: *w,
+                ci: *ci,
+                co: *co,
+                kh: *kh,
+                kw: *kw,
+                ib,
+                ob,
+                attrs: same(*kh, *kw),
+            }
+        }
+        ("depthwise_conv2d", [n, h, w, c, kh, kw]) => TemplateKind::DepthwiseNhwc {
+            n: *n,
+            h: *h,
+            w: *w,
+            c: *c,
+            kh: *kh,
+            kw: *kw,
+            attrs: same(*kh, *kw),
+        },
+        _ => bail!(
+            "--op {op} --op-shape {dims:?}: matmul and dense take M,N,K; batch_matmul B,M,N,K; \
+             conv2d (NHWC), conv2d_nchw and conv2d_nchwc N,H,W,C_IN,C_OUT,KH,KW; \
+             depthwise_conv2d (NHWC) N,H,W,C,KH,KW"
+        ),
+    })
 }
 
 fn make_tuner(name: &str, task: &TemplateTask, seed: u64) -> Result<Box<dyn Tuner>> {
@@ -158,21 +238,7 @@ pub fn run(args: TuneArgs) -> Result<()> {
     let (graph, tasks): (Option<tessera_graph::Graph>, Vec<NetworkTemplateTask>) = match &args.op {
         Some(op) => {
             let dims = parse_dims(args.op_shape.as_deref().context("--op needs --op-shape")?)?;
-            let kind = match (op.as_str(), dims.as_slice()) {
-                ("matmul", [m, n, k]) => TemplateKind::Matmul { m: *m, n: *n, k: *k },
-                ("dense", [m, n, k]) => TemplateKind::Dense { m: *m, n: *n, k: *k },
-                ("conv2d", [n, h, w, ci, co, kh, kw]) => TemplateKind::Conv2dNhwc {
-                    n: *n,
-                    h: *h,
-                    w: *w,
-                    ci: *ci,
-                    co: *co,
-                    kh: *kh,
-                    kw: *kw,
-                    attrs: tessera_te::ops::Conv2dAttrs::new((1, 1), (kh / 2, kw / 2), (1, 1)),
-                },
-                _ => bail!("--op {op} --op-shape {dims:?}: matmul/dense take M,N,K, conv2d N,H,W,C_IN,C_OUT,KH,KW"),
-            };
+            let kind = op_kind(op, &dims, lanes)?;
             (
                 None,
                 vec![NetworkTemplateTask {
@@ -188,12 +254,14 @@ pub fn run(args: TuneArgs) -> Result<()> {
         }
     };
     if tasks.is_empty() {
-        bail!("no task fits a template (conv2d NHWC with one group, dense, matmul)");
+        bail!("no task fits a template (conv2d NHWC/NCHW with one group, depthwise conv2d NHWC, dense, matmul)");
     }
-    let mut writer = RecordWriter::open(&args.log)?;
     let opts = MeasureOptions {
         n_parallel: backend.hardware_params().num_cores.max(1),
-        run_timeout: Duration::from_secs(10),
+        run_timeout: Duration::try_from_secs_f64(args.run_timeout)
+            .ok()
+            .filter(|d| !d.is_zero())
+            .context("--run-timeout: a positive number of seconds")?,
         timer: TimerConfig {
             number: args.number.max(1),
             repeat: 1,
@@ -202,6 +270,7 @@ pub fn run(args: TuneArgs) -> Result<()> {
         },
         ..MeasureOptions::default()
     };
+    let mut writer = RecordWriter::open(&args.log)?;
     let mut measurer = Measurer::new(CpuBackend::new(target.clone()), opts)?;
     let target_str = target.to_string();
     let n_tasks = tasks.len();

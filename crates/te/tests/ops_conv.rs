@@ -642,3 +642,65 @@ fn default_schedules_of_the_conv_family_compute_the_same() {
         common::assert_same_as_unscheduled(&s, &[out], &args, ins.len());
     }
 }
+
+#[test]
+fn conv2d_nchwc_matches_reference() {
+    // groups = 1 cases, with input blocks ib = 2 and output blocks ob = 3 (or 2)
+    for (i, c) in cases().iter().filter(|c| c.a.groups == 1).enumerate() {
+        let (ib, ob) = (2, if c.co % 3 == 0 { 3 } else { 2 });
+        let (cb, ocb) = (c.ci / ib, c.co / ob);
+        let data = placeholder(
+            &[c.n as i64, cb as i64, c.h as i64, c.w as i64, ib as i64],
+            F32,
+            "data",
+        )
+        .unwrap();
+        let kern = placeholder(
+            &[
+                ocb as i64,
+                cb as i64,
+                c.kh as i64,
+                c.kw as i64,
+                ib as i64,
+                ob as i64,
+            ],
+            F32,
+            "kernel",
+        )
+        .unwrap();
+        let out = ops::conv2d_nchwc(&data, &kern, &c.a).unwrap();
+        let (dv, kv) = (
+            rand_vals(data.shape().iter().product::<i64>() as usize, i as u64),
+            rand_vals(kern.shape().iter().product::<i64>() as usize, 50 + i as u64),
+        );
+        let got = interpret(&out, &[(&data, &dv), (&kern, &kv)]);
+        let (oh, ow) = c.out_hw();
+        assert_eq!(
+            out.shape(),
+            &[c.n as i64, ocb as i64, oh as i64, ow as i64, ob as i64],
+            "case {i}"
+        );
+        let mut want = vec![0.0; got.len()];
+        conv_ref(
+            c,
+            |n, ch, y, x| {
+                if inside(y, c.h) && inside(x, c.w) {
+                    dv[(((n * cb + ch / ib) * c.h + y as usize) * c.w + x as usize) * ib + ch % ib]
+                } else {
+                    0.0
+                }
+            },
+            |o, cc, ky, kx| {
+                kv[((((o / ob * cb + cc / ib) * c.kh + ky) * c.kw + kx) * ib + cc % ib) * ob
+                    + o % ob]
+            },
+            |n, o, y, x, v| want[(((n * ocb + o / ob) * oh + y) * ow + x) * ob + o % ob] = v,
+        );
+        assert_close(&format!("conv2d_nchwc case {i} {c:?}"), &got, &want, 1e-4);
+    }
+    // a kernel whose input blocks differ from the data's is refused
+    let data = placeholder(&[1, 2, 5, 5, 2], F32, "data").unwrap();
+    let kern = placeholder(&[2, 2, 3, 3, 4, 4], F32, "kernel").unwrap();
+    let e = ops::conv2d_nchwc(&data, &kern, &Conv2dAttrs::default()).unwrap_err();
+    assert!(e.to_string().contains("input blocks"), "{e}");
+}

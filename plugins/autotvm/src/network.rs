@@ -13,8 +13,8 @@ use tessera_search::ScheduleDesc;
 use tessera_te::schedules::{computed_stages, schedule_stages, CpuParams};
 use tessera_te::Schedule;
 
-/// The template of an operator node, if one fits it: conv2d in NHWC with one group,
-/// dense, 2-D matmul.
+/// The template of an operator node, if one fits it: conv2d with one group (NHWC or
+/// NCHW), depthwise conv2d NHWC with multiplier 1, dense, 2-D matmul.
 pub fn template_kind_of(graph: &Graph, n: NodeIndex) -> Option<TemplateKind> {
     let node = graph.node(n);
     let args = graph.args(n);
@@ -31,6 +31,38 @@ pub fn template_kind_of(graph: &Graph, n: NodeIndex) -> Option<TemplateKind> {
                 w: d[2],
                 ci: d[3],
                 co: w[3],
+                kh: w[0],
+                kw: w[1],
+                attrs: *attrs,
+            })
+        }
+        Op::Conv2d {
+            attrs,
+            layout: Layout::Nchw,
+        } if attrs.groups == 1 => {
+            let (d, w) = (shape(0), shape(1));
+            Some(TemplateKind::Conv2dNchw {
+                n: d[0],
+                ci: d[1],
+                h: d[2],
+                w: d[3],
+                co: w[0],
+                kh: w[2],
+                kw: w[3],
+                attrs: *attrs,
+            })
+        }
+        // depthwise NHWC with multiplier 1: weight HWIO [KH, KW, 1, C]
+        Op::Conv2d {
+            attrs,
+            layout: Layout::Nhwc,
+        } if node.op.is_depthwise(&shape(0), &shape(1)) && shape(1)[3] == shape(0)[3] => {
+            let (d, w) = (shape(0), shape(1));
+            Some(TemplateKind::DepthwiseNhwc {
+                n: d[0],
+                h: d[1],
+                w: d[2],
+                c: d[3],
                 kh: w[0],
                 kw: w[1],
                 attrs: *attrs,

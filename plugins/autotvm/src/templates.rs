@@ -14,6 +14,8 @@ pub enum TemplateKind {
     Matmul { m: i64, n: i64, k: i64 },
     /// `out[M, N] = data[M, K] · weight[N, K]ᵀ` (TVM's dense).
     Dense { m: i64, n: i64, k: i64 },
+    /// `out[B, M, N] = x[B, M, K] · y[B, N, K]ᵀ` (TVM's batch_matmul, NT).
+    BatchMatmul { b: i64, m: i64, n: i64, k: i64 },
     /// NHWC data `[n, h, w, ci]`, HWIO kernel `[kh, kw, ci, co]`, one group.
     Conv2dNhwc {
         n: i64,
@@ -25,12 +27,61 @@ pub enum TemplateKind {
         kw: i64,
         attrs: Conv2dAttrs,
     },
+    /// NCHW data `[n, ci, h, w]`, OIHW kernel `[co, ci, kh, kw]`, one group.
+    Conv2dNchw {
+        n: i64,
+        h: i64,
+        w: i64,
+        ci: i64,
+        co: i64,
+        kh: i64,
+        kw: i64,
+        attrs: Conv2dAttrs,
+    },
+    /// The blocked NCHW{ib}c form: data `[n, ci/ib, h, w, ib]`, kernel
+    /// `[co/ob, ci/ib, kh, kw, ib, ob]`, output `[n, co/ob, oh, ow, ob]`.
+    Conv2dNchwc {
+        n: i64,
+        h: i64,
+        w: i64,
+        ci: i64,
+        co: i64,
+        kh: i64,
+        kw: i64,
+        ib: i64,
+        ob: i64,
+        attrs: Conv2dAttrs,
+    },
+    /// Depthwise NHWC: data `[n, h, w, c]`, kernel `[kh, kw, c, 1]` (multiplier 1).
+    DepthwiseNhwc {
+        n: i64,
+        h: i64,
+        w: i64,
+        c: i64,
+        kh: i64,
+        kw: i64,
+        attrs: Conv2dAttrs,
+    },
+}
+
+impl TemplateKind {
+    /// The NCHW{ib}c blocking of a conv2d for vectors of `lanes` float32: `ob` output
+    /// channels per block (the largest power of two up to `lanes` dividing `co`), `ib`
+    /// likewise for the input channels.
+    pub fn nchwc_blocks(ci: i64, co: i64, lanes: i64) -> (i64, i64) {
+        (
+            largest_pow2_divisor(ci, lanes),
+            largest_pow2_divisor(co, lanes),
+        )
+    }
 }
 
 /// A tuning task of a template: the operator, its space and its identity.
 #[derive(Clone, Debug)]
 pub struct TemplateTask {
-    /// The template's name (`matmul.x86`, `dense.x86`, `conv2d_nhwc.x86`).
+    /// The template's name (`matmul.x86`, `dense_nopack.x86`, `batch_matmul.x86`,
+    /// `conv2d_nhwc.x86`, `conv2d_nchw.x86`, `conv2d_NCHWc.x86`,
+    /// `depthwise_conv2d_nhwc.x86`).
     pub template: String,
     pub kind: TemplateKind,
     /// The kernel's arguments (inputs, then the output).
@@ -62,17 +113,10 @@ impl TemplateTask {
         let f32 = DataType::float32();
         let mut space = ConfigSpace::new();
         let (template, args) = match &kind {
-            TemplateKind::Matmul { m, n, k } | TemplateKind::Dense { m, n, k } => {
-                let dense = matches!(kind, TemplateKind::Dense { .. });
+            TemplateKind::Matmul { m, n, k } => {
                 let a = placeholder(&[*m, *k], f32, "A").map_err(op_err)?;
-                let b_shape = if dense { [*n, *k] } else { [*k, *n] };
-                let b = placeholder(&b_shape, f32, "B").map_err(op_err)?;
-                let c = if dense {
-                    ops::dense(&a, &b, None)
-                } else {
-                    ops::matmul(&a, &b)
-                }
-                .map_err(op_err)?;
+                let b = placeholder(&[*k, *n], f32, "B").map_err(op_err)?;
+                let c = ops::matmul(&a, &b).map_err(op_err)?;
                 space.define_split("tile_y", *m, SplitOptions::factors(2).with_max_factor(16))?;
                 space.define_split(
                     "tile_x",
@@ -83,7 +127,34 @@ impl TemplateTask {
                 )?;
                 space.define_split("tile_k", *k, SplitOptions::factors(2).with_max_factor(256))?;
                 space.define_reorder("reorder_outer", 2, None)?;
-                let name = if dense { "dense.x86" } else { "matmul.x86" };
+                ("matmul.x86", vec![a, b, c])
+            }
+            TemplateKind::Dense { m, n, k } | TemplateKind::BatchMatmul { m, n, k, .. } => {
+                // Both operands are contiguous along k: the reduction is split into
+                // vector-wide partial sums (rfactor), TVM's dense_nopack.
+                let (a, b, c, name) = match &kind {
+                    TemplateKind::BatchMatmul { b: batch, .. } => {
+                        let x = placeholder(&[*batch, *m, *k], f32, "x").map_err(op_err)?;
+                        let y = placeholder(&[*batch, *n, *k], f32, "y").map_err(op_err)?;
+                        let c = ops::batch_matmul(&x, &y).map_err(op_err)?;
+                        (x, y, c, "batch_matmul.x86")
+                    }
+                    _ => {
+                        let a = placeholder(&[*m, *k], f32, "A").map_err(op_err)?;
+                        let b = placeholder(&[*n, *k], f32, "B").map_err(op_err)?;
+                        let c = ops::dense(&a, &b, None).map_err(op_err)?;
+                        (a, b, c, "dense_nopack.x86")
+                    }
+                };
+                space.define_split("tile_y", *m, SplitOptions::factors(2).with_max_factor(8))?;
+                space.define_split("tile_x", *n, SplitOptions::factors(2).with_max_factor(16))?;
+                space.define_split(
+                    "tile_k",
+                    *k,
+                    SplitOptions::factors(2)
+                        .with_policy(SplitPolicy::Power2)
+                        .with_max_factor(64),
+                )?;
                 (name, vec![a, b, c])
             }
             TemplateKind::Conv2dNhwc {
@@ -96,9 +167,7 @@ impl TemplateTask {
                 kw,
                 attrs,
             } => {
-                if attrs.groups != 1 {
-                    return Err(TemplateError::Op("conv2d_nhwc.x86 takes one group".into()));
-                }
+                one_group("conv2d_nhwc.x86", attrs)?;
                 let d = placeholder(&[*n, *h, *w, *ci], f32, "data").map_err(op_err)?;
                 let kern = placeholder(&[*kh, *kw, *ci, *co], f32, "kernel").map_err(op_err)?;
                 let out = ops::conv2d_nhwc_with(&d, &kern, attrs).map_err(op_err)?;
@@ -115,6 +184,84 @@ impl TemplateTask {
                 space.define_reorder("reorder_outer", 3, None)?;
                 space.define_annotate("ann_reduce", 1, AnnotatePolicy::TryUnroll)?;
                 ("conv2d_nhwc.x86", vec![d, kern, out])
+            }
+            TemplateKind::Conv2dNchw {
+                n,
+                h,
+                w,
+                ci,
+                co,
+                kh,
+                kw,
+                attrs,
+            } => {
+                one_group("conv2d_nchw.x86", attrs)?;
+                let d = placeholder(&[*n, *ci, *h, *w], f32, "data").map_err(op_err)?;
+                let kern = placeholder(&[*co, *ci, *kh, *kw], f32, "kernel").map_err(op_err)?;
+                let out = ops::conv2d_nchw(&d, &kern, attrs).map_err(op_err)?;
+                let ow = out.shape()[3];
+                // rows of the register tile: output channels; columns (vectors): pixels
+                space.define_split("tile_co", *co, SplitOptions::factors(2).with_max_factor(8))?;
+                space.define_split("tile_ow", ow, SplitOptions::factors(2).with_max_factor(32))?;
+                space.define_split("tile_rc", *ci, SplitOptions::factors(2).with_max_factor(64))?;
+                space.define_reorder("reorder_outer", 3, None)?;
+                space.define_annotate("ann_reduce", 1, AnnotatePolicy::TryUnroll)?;
+                ("conv2d_nchw.x86", vec![d, kern, out])
+            }
+            TemplateKind::Conv2dNchwc {
+                n,
+                h,
+                w,
+                ci,
+                co,
+                kh,
+                kw,
+                ib,
+                ob,
+                attrs,
+            } => {
+                one_group("conv2d_NCHWc.x86", attrs)?;
+                if *ib <= 0 || *ob <= 0 || ci % ib != 0 || co % ob != 0 {
+                    return Err(TemplateError::Op(format!(
+                        "conv2d_NCHWc.x86: blocks {ib}i/{ob}o must divide the channels {ci}/{co}"
+                    )));
+                }
+                let d = placeholder(&[*n, ci / ib, *h, *w, *ib], f32, "data").map_err(op_err)?;
+                let kern = placeholder(&[co / ob, ci / ib, *kh, *kw, *ib, *ob], f32, "kernel")
+                    .map_err(op_err)?;
+                let out = ops::conv2d_nchwc(&d, &kern, attrs).map_err(op_err)?;
+                let ow = out.shape()[3];
+                // TVM's knobs once the blocking is fixed: reg_n (output pixels per
+                // register tile) and unroll_kw, plus where the input block is reduced.
+                space.define_split("tile_ow", ow, SplitOptions::factors(2).with_max_factor(16))?;
+                space.define_knob("unroll_kw", &[0, 1])?;
+                space.define_knob("reduce_order", &[0, 1])?;
+                ("conv2d_NCHWc.x86", vec![d, kern, out])
+            }
+            TemplateKind::DepthwiseNhwc {
+                n,
+                h,
+                w,
+                c,
+                kh,
+                kw,
+                attrs,
+            } => {
+                let d = placeholder(&[*n, *h, *w, *c], f32, "data").map_err(op_err)?;
+                let kern = placeholder(&[*kh, *kw, *c, 1], f32, "kernel").map_err(op_err)?;
+                let out = ops::depthwise_conv2d_nhwc(&d, &kern, attrs).map_err(op_err)?;
+                let ow = out.shape()[2];
+                space.define_split(
+                    "tile_c",
+                    *c,
+                    SplitOptions::factors(2)
+                        .with_policy(SplitPolicy::Power2)
+                        .with_max_factor(64),
+                )?;
+                space.define_split("tile_ow", ow, SplitOptions::factors(2).with_max_factor(16))?;
+                space.define_reorder("reorder_outer", 2, None)?;
+                space.define_annotate("ann_reduce", 1, AnnotatePolicy::TryUnroll)?;
+                ("depthwise_conv2d_nhwc.x86", vec![d, kern, out])
             }
         };
         let out = args.last().expect("an output").clone();
@@ -173,7 +320,7 @@ impl TemplateTask {
     ) -> Result<(), ScheduleError> {
         let out = out.clone();
         match &self.kind {
-            TemplateKind::Matmul { .. } | TemplateKind::Dense { .. } => {
+            TemplateKind::Matmul { .. } => {
                 let (ty, tx, tk) = (
                     self.split_of(config, "tile_y"),
                     self.split_of(config, "tile_x"),
@@ -199,6 +346,35 @@ impl TemplateTask {
                 let (ko, ki) = s.split(&cc, &k[0], tk[1])?;
                 self.register_tile(s, &cc, &[ko, ki], &cax[0], &cax[1], tx[1])?;
                 s.parallel(&out, &o0)?;
+            }
+            TemplateKind::Dense { .. } | TemplateKind::BatchMatmul { .. } => {
+                let (ty, tx, tk) = (
+                    self.split_of(config, "tile_y"),
+                    self.split_of(config, "tile_x"),
+                    self.split_of(config, "tile_k"),
+                );
+                let nd = out.ndim();
+                let k = s.reduce_axis(&out)?;
+                let (_ko, ki) = s.split(&out, &k[0], tk[1])?;
+                let rf = s.rfactor(&out, &ki, nd)?;
+                let ax = s.axis(&out)?;
+                let (io, jo, _ii, _ji) = s.tile(&out, &ax[nd - 2], &ax[nd - 1], ty[1], tx[1])?;
+                let mut par = s.fuse(&out, &io, &jo)?;
+                for b in ax[..nd - 2].iter().rev() {
+                    par = s.fuse(&out, b, &par)?;
+                }
+                s.compute_at(&rf, &out, &par)?;
+                // partial sums: rows × columns of vectors along k, the reduction outside
+                let rax = s.axis(&rf)?;
+                let mut order = s.reduce_axis(&rf)?;
+                order.extend([rax[nd - 2].clone(), rax[nd - 1].clone(), rax[nd].clone()]);
+                s.reorder(&rf, &order)?;
+                s.unroll(&rf, &rax[nd - 2])?;
+                s.unroll(&rf, &rax[nd - 1])?;
+                if tk[1] > 1 {
+                    s.vectorize(&rf, &rax[nd])?;
+                }
+                s.parallel(&out, &par)?;
             }
             TemplateKind::Conv2dNhwc { .. } => {
                 let (tco, tow, trc) = (
@@ -246,6 +422,126 @@ impl TemplateTask {
                 let fused = s.fuse(&out, &ax[0], &o[0])?;
                 s.parallel(&out, &fused)?;
             }
+            TemplateKind::Conv2dNchw { .. } => {
+                let (tco, tow, trc) = (
+                    self.split_of(config, "tile_co"),
+                    self.split_of(config, "tile_ow"),
+                    self.split_of(config, "tile_rc"),
+                );
+                let order = self.split_of(config, "reorder_outer");
+                let unroll_reduce = self.split_of(config, "ann_reduce")[0] != 0;
+                let cc = s.cache_write(&out, StorageScope::Local)?;
+                let ax = s.axis(&out)?; // n, co, oh, ow
+                let (coo, coi) = s.split(&out, &ax[1], tco[1])?;
+                let (owo, owi) = s.split(&out, &ax[3], tow[1])?;
+                let outer = [ax[2].clone(), owo.clone(), coo.clone()];
+                let o: Vec<IterVar> = order.iter().map(|&i| outer[i as usize].clone()).collect();
+                s.reorder(
+                    &out,
+                    &[
+                        ax[0].clone(),
+                        o[0].clone(),
+                        o[1].clone(),
+                        o[2].clone(),
+                        coi,
+                        owi.clone(),
+                    ],
+                )?;
+                if tow[1] > 1 {
+                    s.vectorize(&out, &owi)?;
+                }
+                s.compute_at(&cc, &out, &o[2])?;
+                let cax = s.axis(&cc)?;
+                let r = s.reduce_axis(&cc)?; // rc, ry, rx
+                let (rco, rci) = s.split(&cc, &r[0], trc[1])?;
+                if unroll_reduce {
+                    s.unroll(&cc, &r[2])?;
+                }
+                self.register_tile(
+                    s,
+                    &cc,
+                    &[rco, r[1].clone(), r[2].clone(), rci],
+                    &cax[1],
+                    &cax[3],
+                    tow[1],
+                )?;
+                let fused = s.fuse(&out, &ax[0], &o[0])?;
+                s.parallel(&out, &fused)?;
+            }
+            TemplateKind::Conv2dNchwc { ob, .. } => {
+                let tow = self.split_of(config, "tile_ow");
+                let unroll_kw = self.split_of(config, "unroll_kw")[0] != 0;
+                let block_inner = self.split_of(config, "reduce_order")[0] != 0;
+                let cc = s.cache_write(&out, StorageScope::Local)?;
+                let ax = s.axis(&out)?; // n, oc_chunk, oh, ow, oc_block
+                let (owo, owi) = s.split(&out, &ax[3], tow[1])?;
+                s.reorder(
+                    &out,
+                    &[
+                        ax[0].clone(),
+                        ax[1].clone(),
+                        ax[2].clone(),
+                        owo.clone(),
+                        owi,
+                        ax[4].clone(),
+                    ],
+                )?;
+                if *ob > 1 {
+                    s.vectorize(&out, &ax[4])?;
+                }
+                s.compute_at(&cc, &out, &owo)?;
+                let cax = s.axis(&cc)?;
+                let r = s.reduce_axis(&cc)?; // ic, kh, kw, ii
+                if unroll_kw {
+                    s.unroll(&cc, &r[2])?;
+                }
+                let reduce = if block_inner {
+                    vec![r[0].clone(), r[1].clone(), r[2].clone(), r[3].clone()]
+                } else {
+                    vec![r[1].clone(), r[2].clone(), r[0].clone(), r[3].clone()]
+                };
+                self.register_tile(s, &cc, &reduce, &cax[3], &cax[4], *ob)?;
+                let f = s.fuse(&out, &ax[0], &ax[1])?;
+                let f = s.fuse(&out, &f, &ax[2])?;
+                s.parallel(&out, &f)?;
+            }
+            TemplateKind::DepthwiseNhwc { .. } => {
+                let (tc, tow) = (
+                    self.split_of(config, "tile_c"),
+                    self.split_of(config, "tile_ow"),
+                );
+                let order = self.split_of(config, "reorder_outer");
+                let unroll_reduce = self.split_of(config, "ann_reduce")[0] != 0;
+                let cc = s.cache_write(&out, StorageScope::Local)?;
+                let ax = s.axis(&out)?; // b, i, j, c
+                let (jo, ji) = s.split(&out, &ax[2], tow[1])?;
+                let (co, ci) = s.split(&out, &ax[3], tc[1])?;
+                let outer = [jo.clone(), co.clone()];
+                let o: Vec<IterVar> = order.iter().map(|&i| outer[i as usize].clone()).collect();
+                s.reorder(
+                    &out,
+                    &[
+                        ax[0].clone(),
+                        ax[1].clone(),
+                        o[0].clone(),
+                        o[1].clone(),
+                        ji,
+                        ci.clone(),
+                    ],
+                )?;
+                if tc[1] > 1 {
+                    s.vectorize(&out, &ci)?;
+                }
+                s.compute_at(&cc, &out, &o[1])?;
+                let cax = s.axis(&cc)?;
+                let r = s.reduce_axis(&cc)?; // di, dj
+                if unroll_reduce {
+                    s.unroll(&cc, &r[1])?;
+                }
+                self.register_tile(s, &cc, &r, &cax[2], &cax[3], tc[1])?;
+                let fused = s.fuse(&out, &ax[0], &ax[1])?;
+                s.parallel(&out, &fused)?;
+            }
         }
         Ok(())
     }
@@ -273,6 +569,14 @@ impl TemplateTask {
         }
         Ok(())
     }
+}
+
+/// Templates of one-group convolutions refuse grouped ones.
+fn one_group(template: &str, attrs: &Conv2dAttrs) -> Result<(), TemplateError> {
+    if attrs.groups != 1 {
+        return Err(TemplateError::Op(format!("{template} takes one group")));
+    }
+    Ok(())
 }
 
 /// The largest power of two dividing `n` that is at most `lanes`.

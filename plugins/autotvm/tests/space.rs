@@ -144,7 +144,52 @@ fn template_spaces() {
         16,
     )
     .unwrap();
-    insta::assert_snapshot!(format!("{}\n{}\n{}", mm.space, conv.space, dense.space));
+    let a = tessera_te::ops::Conv2dAttrs::new((1, 1), (1, 1), (1, 1));
+    let more = [
+        TemplateKind::BatchMatmul {
+            b: 12,
+            m: 128,
+            n: 128,
+            k: 64,
+        },
+        TemplateKind::Conv2dNchw {
+            n: 1,
+            h: 56,
+            w: 56,
+            ci: 64,
+            co: 64,
+            kh: 3,
+            kw: 3,
+            attrs: a,
+        },
+        TemplateKind::Conv2dNchwc {
+            n: 1,
+            h: 56,
+            w: 56,
+            ci: 64,
+            co: 64,
+            kh: 3,
+            kw: 3,
+            ib: 16,
+            ob: 16,
+            attrs: a,
+        },
+        TemplateKind::DepthwiseNhwc {
+            n: 1,
+            h: 112,
+            w: 112,
+            c: 32,
+            kh: 3,
+            kw: 3,
+            attrs: a,
+        },
+    ];
+    let mut text = format!("{}\n{}\n{}", mm.space, conv.space, dense.space);
+    for k in more {
+        let t = TemplateTask::new(k, 16).unwrap();
+        text.push_str(&format!("\n{}:\n{}", t.template, t.space));
+    }
+    insta::assert_snapshot!(text);
     assert!(mm.workload_key.starts_with("matmul.x86:[\""));
     assert_eq!(mm.flop, 2.0 * 1024f64.powi(3));
 }

@@ -340,6 +340,84 @@ impl Layout {
     }
 }
 
+/// 2-D convolution in the blocked layout TVM's x86 schedules use (`conv2d_NCHWc`): data
+/// `[N, C/ib, H, W, ib]`, kernel `[CO/ob, C/ib, KH, KW, ib, ob]` (OIHW{ib}i{ob}o), output
+/// `[N, CO/ob, OH, OW, ob]`; one group. The blocks keep `ob` output channels contiguous,
+/// so a register tile of output pixels × `ob` channels is read and written as vectors.
+/// Stages `data_pad` and `conv2d_NCHWc`, reduce axes `ic`, `kh`, `kw`, `ii`.
+pub fn conv2d_nchwc(data: &Tensor, kernel: &Tensor, a: &Conv2dAttrs) -> Result<Tensor, TeError> {
+    let op = "conv2d_NCHWc";
+    if data.ndim() != 5 || kernel.ndim() != 6 {
+        return Err(shape_err(
+            op,
+            data.shape(),
+            format!(
+                "data {:?} must be 5-D [N, C/ib, H, W, ib] and kernel {:?} 6-D [CO/ob, C/ib, KH, KW, ib, ob]",
+                data.shape(),
+                kernel.shape()
+            ),
+        ));
+    }
+    if data.dtype() != kernel.dtype() {
+        return Err(attr_err(
+            op,
+            "dtype",
+            format!(
+                "data is {} but the kernel is {}",
+                data.dtype(),
+                kernel.dtype()
+            ),
+        ));
+    }
+    if a.groups != 1 {
+        return Err(attr_err(op, "groups", format!("{} (only 1)", a.groups)));
+    }
+    let (d, k) = (data.shape().to_vec(), kernel.shape().to_vec());
+    let (n, cb, h, w, ib) = (d[0], d[1], d[2], d[3], d[4]);
+    let (ocb, kcb, kh, kw, kib, ob) = (k[0], k[1], k[2], k[3], k[4], k[5]);
+    if kcb != cb || kib != ib {
+        return Err(shape_err(
+            op,
+            &k,
+            format!("the kernel's input blocks {kcb}x{kib} differ from the data's {cb}x{ib}"),
+        ));
+    }
+    let (oh, ow) = a.output_hw(op, h, w, kh, kw)?;
+    let p = a.padding;
+    let padded = pad(
+        data,
+        &[0, 0, p[0], p[1], 0],
+        &[0, 0, p[2], p[3], 0],
+        "data_pad",
+    )?;
+    let (ic, ry, rx, ii) = (
+        reduce_axis(cb, "ic"),
+        reduce_axis(kh, "kh"),
+        reduce_axis(kw, "kw"),
+        reduce_axis(ib, "ii"),
+    );
+    compute_tagged(
+        &[n, ocb, oh, ow, ob],
+        "conv2d_NCHWc",
+        op,
+        &["n", "oc_chunk", "oh", "ow", "oc_block"],
+        |ix| {
+            let y = scaled(&ix[2], a.stride.0) + scaled(&ry.expr(), a.dilation.0);
+            let x = scaled(&ix[3], a.stride.1) + scaled(&rx.expr(), a.dilation.1);
+            let v = padded.at(&[ix[0].clone(), ic.expr(), y, x, ii.expr()])
+                * kernel.at(&[
+                    ix[1].clone(),
+                    ic.expr(),
+                    ry.expr(),
+                    rx.expr(),
+                    ii.expr(),
+                    ix[4].clone(),
+                ]);
+            sum(v, &[ic.clone(), ry.clone(), rx.clone(), ii.clone()])
+        },
+    )
+}
+
 /// Depthwise conv2d in either layout: kernel `[KH, KW, C, M]` (NHWC) or `[C, M, KH, KW]`
 /// (NCHW), M the channel multiplier; the output has C·M channels. TVM's stage names:
 /// `PaddedInput`, `DepthwiseConv2d`.
