@@ -4,8 +4,11 @@ onnxruntime on the same machine and thread count, in alternating rounds, so that
 see the same machine load. Prints each round's medians and their ratio, then the median
 ratio over the rounds.
 
+With `--log FILE` each round also times the build with the history best of that record
+log (`tessera run --log`), so untuned, tuned and onnxruntime are compared in one run.
+
 Usage: bench/network_vs_ort.py MODEL.onnx [--tessera target/release/tessera]
-       [--threads 2] [--rounds 5] [--repeat 30] [--layout NHWC]
+       [--threads 2] [--rounds 5] [--repeat 30] [--layout NHWC] [--log FILE]
 """
 import argparse
 import re
@@ -28,15 +31,17 @@ def ort_median_ms(sess, feed, repeat):
     return statistics.median(ts)
 
 
-def tessera_median_ms(exe, model, threads, repeat, layout):
-    out = subprocess.run(
-        [exe, "run", "--onnx", model, "--benchmark", "--repeat", str(repeat),
-         "--layout", layout, "--target", f"cpu -num-cores={threads}"],
-        check=True, capture_output=True, text=True).stdout
+def tessera_median_ms(exe, model, threads, repeat, layout, log=None):
+    cmd = [exe, "run", "--onnx", model, "--benchmark", "--repeat", str(repeat),
+           "--layout", layout, "--target", f"cpu -num-cores={threads}"]
+    if log:
+        cmd += ["--log", log]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     lines = out.strip().splitlines()
     i = next(k for k, l in enumerate(lines) if "median (ms)" in l)
     mean, median = (float(v) for v in lines[i + 1].split()[:2])
-    return median, lines[0]
+    build = next(l for l in lines if l.startswith("built"))
+    return median, (lines[0] + "\n" + build) if log else build
 
 
 def main():
@@ -47,6 +52,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--repeat", type=int, default=30)
     ap.add_argument("--layout", default="NHWC")
+    ap.add_argument("--log", help="also time the build with this log's history best")
     a = ap.parse_args()
     so = ort.SessionOptions()
     so.intra_op_num_threads = a.threads
@@ -58,18 +64,31 @@ def main():
     feed = {inp.name: np.random.default_rng(0).uniform(-1, 1, shape).astype(np.float32)}
     print(f"model {a.model}, {a.threads} threads, onnxruntime {ort.__version__}, "
           f"{a.rounds} rounds of {a.repeat} runs each")
-    ratios = []
+    ratios, tuned_ratios, gains = [], [], []
     for r in range(a.rounds):
         t_ms, build_line = tessera_median_ms(a.tessera, a.model, a.threads, a.repeat, a.layout)
         o_ms = ort_median_ms(sess, feed, a.repeat)
         ratios.append(t_ms / o_ms)
         if r == 0:
             print(build_line)
-        print(f"round {r + 1}: tessera median {t_ms:8.2f} ms   onnxruntime median {o_ms:8.2f} ms"
-              f"   ratio {t_ms / o_ms:5.2f}")
+        line = (f"round {r + 1}: tessera median {t_ms:8.2f} ms   onnxruntime median {o_ms:8.2f} ms"
+                f"   ratio {t_ms / o_ms:5.2f}")
+        if a.log:
+            tt_ms, tuned_line = tessera_median_ms(a.tessera, a.model, a.threads, a.repeat,
+                                                  a.layout, a.log)
+            if r == 0:
+                print(tuned_line)
+            tuned_ratios.append(tt_ms / o_ms)
+            gains.append(t_ms / tt_ms)
+            line += f"   tuned {tt_ms:8.2f} ms (ratio {tt_ms / o_ms:5.2f}, {t_ms / tt_ms:4.2f}x untuned)"
+        print(line)
     print(f"median ratio tessera / onnxruntime: {statistics.median(ratios):.2f} "
           f"(min {min(ratios):.2f}, max {max(ratios):.2f})")
-
+    if a.log:
+        print(f"median ratio tuned tessera / onnxruntime: {statistics.median(tuned_ratios):.2f} "
+              f"(min {min(tuned_ratios):.2f}, max {max(tuned_ratios):.2f})")
+        print(f"median speed-up tuned / untuned: {statistics.median(gains):.2f} "
+              f"(min {min(gains):.2f}, max {max(gains):.2f})")
 
 if __name__ == "__main__":
     main()

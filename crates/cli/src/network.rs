@@ -184,13 +184,41 @@ pub struct RunArgs {
     /// slowest first.
     #[arg(long)]
     profile: bool,
+    /// Build with the best configurations of this record log (apply-history-best):
+    /// tasks without a record keep their default schedule, with one warning each.
+    #[arg(long, value_name = "FILE")]
+    log: Option<PathBuf>,
 }
 
 pub fn run(args: RunArgs) -> Result<()> {
     let target = args.net.target()?;
     let g = args.net.load()?;
     let start = std::time::Instant::now();
-    let mut m = build(&g, &target)?;
+    let mut m = match &args.log {
+        None => build(&g, &target)?,
+        Some(log) => {
+            use tessera_autotvm::network::TunedHook;
+            use tessera_backends::Backend;
+            let (best, skipped) = tessera_search::record::ApplyHistoryBest::from_file(log)
+                .with_context(|| format!("reading the record log {}", log.display()))?;
+            for (line, reason) in skipped {
+                eprintln!("warning: {}:{line}: {reason}", log.display());
+            }
+            let backend = tessera_backends::CpuBackend::new(target.clone());
+            let lanes = (backend.hardware_params().vector_unit_bytes / 4).max(1) as i64;
+            let hook = TunedHook::new(best, &target.to_string(), lanes);
+            let m = tessera_graph::build_with(&g, &target, Some(&hook))?;
+            for w in hook.warnings() {
+                eprintln!("warning: {w}");
+            }
+            println!(
+                "applied the history best of {} to {} distinct fused groups",
+                log.display(),
+                hook.applied()
+            );
+            m
+        }
+    };
     let s = m.summary();
     println!(
         "built `{}` for `{target}`: {} fused groups, {} kernels compiled in {:.1} s; \

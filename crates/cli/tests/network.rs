@@ -178,3 +178,95 @@ fn bad_input_is_one_line_and_a_non_zero_exit() {
         "gpu9",
     );
 }
+
+/// `tessera run --log`: a network built with the history best of a record log. One
+/// conv2d NCHW task of SqueezeNet is tuned on its own (`tune --op`), its records applied
+/// to the whole network: that group gets the tuned configuration, the other tasks keep
+/// their default schedule with one warning each, and the output still equals
+/// onnxruntime's.
+#[test]
+fn run_with_a_record_log_applies_the_tuned_configurations() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/onnx/make_models.py");
+    let status = Command::new("python3")
+        .arg(&script)
+        .arg(dir.path())
+        .status();
+    assert!(matches!(status, Ok(s) if s.success()));
+    let log = dir.path().join("fire.jsonl");
+    // fire2/fire3's expand 3x3: [1, 16, 55, 55] * [64, 16, 3, 3], stride 1, padding 1
+    let tuned = tessera(&[
+        "tune",
+        "--templates",
+        "--op",
+        "conv2d_nchw",
+        "--op-shape",
+        "1,55,55,16,64,3,3",
+        "--tuner",
+        "random",
+        "--trials",
+        "4",
+        "--min-repeat-ms",
+        "1",
+        "--log",
+        log.to_str().unwrap(),
+    ]);
+    assert!(tuned.status.success(), "{}", stdout_of(&tuned));
+    // keep the template configurations only, so that one of them is the history best
+    let text = std::fs::read_to_string(&log).unwrap();
+    let configs: String = text
+        .lines()
+        .filter(|l| !l.contains(r#""kind":"default""#))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(configs.lines().count(), 4);
+    std::fs::write(&log, configs).unwrap();
+
+    let model = dir.path().join("squeezenet1_1.onnx");
+    let input = dir.path().join("squeezenet1_1.input.npy");
+    let expected = dir.path().join("squeezenet1_1.expected.npy");
+    let output = dir.path().join("out.npy");
+    let out = tessera(&[
+        "run",
+        "--onnx",
+        model.to_str().unwrap(),
+        "--layout",
+        "NCHW",
+        "--input",
+        &format!("input={}", input.display()),
+        "--output",
+        output.to_str().unwrap(),
+        "--log",
+        log.to_str().unwrap(),
+    ]);
+    let stdout = stdout_of(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stdout.contains("to 1 distinct fused groups"),
+        "{stdout}\n{stderr}"
+    );
+    assert!(stderr.contains("warning"), "{stderr}");
+    assert!(!stderr.contains("did not apply"), "{stderr}");
+    let check = Command::new("python3")
+        .arg("-c")
+        .arg(format!(
+            "import numpy as n; a=n.load('{}'); b=n.load('{}'); r=b.max()-b.min(); \
+             assert a.shape==b.shape and abs(a-b).max() <= 1e-3*r, abs(a-b).max()",
+            output.display(),
+            expected.display()
+        ))
+        .status()
+        .unwrap();
+    assert!(check.success());
+    // a log that cannot be read is one line
+    assert_one_line_error(
+        &tessera(&[
+            "run",
+            "--network",
+            "mobilenet",
+            "--log",
+            "/nonexistent/log.jsonl",
+        ]),
+        "record log",
+    );
+}

@@ -520,10 +520,29 @@ impl ApplyHistoryBest {
         Ok((ApplyHistoryBest::new(&log.records), log.skipped))
     }
 
-    /// The best record of `workload_key` on `target`, if any.
+    /// The best record of `workload_key` on `target`, if any. Without a record on this
+    /// exact target, the fastest record on a target of the same kind (its first word:
+    /// records tuned on `cpu` apply to `cpu -num-cores=2`, as TVM matches by target
+    /// keys, not by every option).
     pub fn query(&self, workload_key: &str, target: &str) -> Option<&Record> {
-        self.best
+        if let Some(r) = self
+            .best
             .get(&(workload_key.to_string(), target.to_string()))
+        {
+            return Some(r);
+        }
+        let kind = |t: &str| t.split_whitespace().next().unwrap_or("").to_string();
+        let want = kind(target);
+        self.best
+            .iter()
+            .filter(|((w, t), _)| w == workload_key && kind(t) == want)
+            .map(|(_, r)| r)
+            .min_by(|a, b| {
+                a.result
+                    .mean_cost()
+                    .total_cmp(&b.result.mean_cost())
+                    .then_with(|| a.target.cmp(&b.target))
+            })
     }
 
     /// How many (workload key, target) pairs have a record.
