@@ -377,96 +377,30 @@ impl TemplateTask {
                 s.parallel(&out, &par)?;
             }
             TemplateKind::Conv2dNhwc { .. } => {
-                let (tco, tow, trc) = (
-                    self.split_of(config, "tile_co"),
-                    self.split_of(config, "tile_ow"),
-                    self.split_of(config, "tile_rc"),
-                );
-                let order = self.split_of(config, "reorder_outer");
-                let unroll_reduce = self.split_of(config, "ann_reduce")[0] != 0;
-                let cc = s.cache_write(&out, StorageScope::Local)?;
-                let ax = s.axis(&out)?;
-                let (owo, owi) = s.split(&out, &ax[2], tow[1])?;
-                let (coo, coi) = s.split(&out, &ax[3], tco[1])?;
-                let outer = [ax[1].clone(), owo.clone(), coo.clone()];
-                let o: Vec<IterVar> = order.iter().map(|&i| outer[i as usize].clone()).collect();
-                s.reorder(
-                    &out,
-                    &[
-                        ax[0].clone(),
-                        o[0].clone(),
-                        o[1].clone(),
-                        o[2].clone(),
-                        owi,
-                        coi.clone(),
-                    ],
-                )?;
-                if tco[1] > 1 {
-                    s.vectorize(&out, &coi)?;
-                }
-                s.compute_at(&cc, &out, &o[2])?;
-                let cax = s.axis(&cc)?;
-                let r = s.reduce_axis(&cc)?; // ry, rx, rc
-                let (rco, rci) = s.split(&cc, &r[2], trc[1])?;
-                if unroll_reduce {
-                    s.unroll(&cc, &r[1])?;
-                }
-                self.register_tile(
-                    s,
-                    &cc,
-                    &[rco, r[0].clone(), r[1].clone(), rci],
-                    &cax[2],
-                    &cax[3],
-                    tco[1],
-                )?;
-                let fused = s.fuse(&out, &ax[0], &o[0])?;
-                s.parallel(&out, &fused)?;
+                // n, oh, ow, co; reduce ry, rx, rc; vectors of output channels
+                let axes = ConvAxes {
+                    h: 1,
+                    w: 2,
+                    c: 3,
+                    ry: 0,
+                    rx: 1,
+                    rc: 2,
+                    vector_channels: true,
+                };
+                self.tile_conv(s, &out, config, &axes)?;
             }
             TemplateKind::Conv2dNchw { .. } => {
-                let (tco, tow, trc) = (
-                    self.split_of(config, "tile_co"),
-                    self.split_of(config, "tile_ow"),
-                    self.split_of(config, "tile_rc"),
-                );
-                let order = self.split_of(config, "reorder_outer");
-                let unroll_reduce = self.split_of(config, "ann_reduce")[0] != 0;
-                let cc = s.cache_write(&out, StorageScope::Local)?;
-                let ax = s.axis(&out)?; // n, co, oh, ow
-                let (coo, coi) = s.split(&out, &ax[1], tco[1])?;
-                let (owo, owi) = s.split(&out, &ax[3], tow[1])?;
-                let outer = [ax[2].clone(), owo.clone(), coo.clone()];
-                let o: Vec<IterVar> = order.iter().map(|&i| outer[i as usize].clone()).collect();
-                s.reorder(
-                    &out,
-                    &[
-                        ax[0].clone(),
-                        o[0].clone(),
-                        o[1].clone(),
-                        o[2].clone(),
-                        coi,
-                        owi.clone(),
-                    ],
-                )?;
-                if tow[1] > 1 {
-                    s.vectorize(&out, &owi)?;
-                }
-                s.compute_at(&cc, &out, &o[2])?;
-                let cax = s.axis(&cc)?;
-                let r = s.reduce_axis(&cc)?; // rc, ry, rx
-                let (rco, rci) = s.split(&cc, &r[0], trc[1])?;
-                if unroll_reduce {
-                    s.unroll(&cc, &r[2])?;
-                }
-                self.register_tile(
-                    s,
-                    &cc,
-                    &[rco, r[1].clone(), r[2].clone(), rci],
-                    &cax[1],
-                    &cax[3],
-                    tow[1],
-                )?;
-                let fused = s.fuse(&out, &ax[0], &o[0])?;
-                s.parallel(&out, &fused)?;
+                // n, co, oh, ow; reduce rc, ry, rx; vectors of output pixels
+                let axes = ConvAxes {
+                    h: 2,
+                    w: 3,
+                    c: 1,
+                    ry: 1,
+                    rx: 2,
+                    rc: 0,
+                    vector_channels: false,
+                };
+                self.tile_conv(s, &out, config, &axes)?;
             }
             TemplateKind::Conv2dNchwc { ob, .. } => {
                 let tow = self.split_of(config, "tile_ow");
@@ -546,6 +480,67 @@ impl TemplateTask {
         Ok(())
     }
 
+    /// The conv2d templates of both layouts: pixels and output channels tiled, the three
+    /// outer loops (rows, pixel tiles, channel tiles) in the configured order, a local
+    /// accumulator tile at the innermost of them, vectors along the channels (NHWC) or
+    /// the pixels (NCHW), the reduction over input channels split.
+    fn tile_conv(
+        &self,
+        s: &mut Schedule,
+        out: &Tensor,
+        config: &Config,
+        a: &ConvAxes,
+    ) -> Result<(), ScheduleError> {
+        let (tco, tow, trc) = (
+            self.split_of(config, "tile_co"),
+            self.split_of(config, "tile_ow"),
+            self.split_of(config, "tile_rc"),
+        );
+        let order = self.split_of(config, "reorder_outer");
+        let unroll_reduce = self.split_of(config, "ann_reduce")[0] != 0;
+        let cc = s.cache_write(out, StorageScope::Local)?;
+        let ax = s.axis(out)?;
+        let (owo, owi) = s.split(out, &ax[a.w], tow[1])?;
+        let (coo, coi) = s.split(out, &ax[a.c], tco[1])?;
+        let outer = [ax[a.h].clone(), owo, coo];
+        let o: Vec<IterVar> = order.iter().map(|&i| outer[i as usize].clone()).collect();
+        let (inner, ncols) = if a.vector_channels {
+            ([owi, coi], tco[1])
+        } else {
+            ([coi, owi], tow[1])
+        };
+        let mut leaves = vec![ax[0].clone()];
+        leaves.extend(o.iter().cloned());
+        leaves.extend(inner.iter().cloned());
+        s.reorder(out, &leaves)?;
+        if ncols > 1 {
+            s.vectorize(out, &inner[1])?;
+        }
+        s.compute_at(&cc, out, &o[2])?;
+        let cax = s.axis(&cc)?;
+        let r = s.reduce_axis(&cc)?;
+        let (rco, rci) = s.split(&cc, &r[a.rc], trc[1])?;
+        if unroll_reduce {
+            s.unroll(&cc, &r[a.rx])?;
+        }
+        let (rows, cols) = if a.vector_channels {
+            (&cax[a.w], &cax[a.c])
+        } else {
+            (&cax[a.c], &cax[a.w])
+        };
+        self.register_tile(
+            s,
+            &cc,
+            &[rco, r[a.ry].clone(), r[a.rx].clone(), rci],
+            rows,
+            cols,
+            ncols,
+        )?;
+        let fused = s.fuse(out, &ax[0], &o[0])?;
+        s.parallel(out, &fused)?;
+        Ok(())
+    }
+
     /// The accumulator tile: the reduction outermost, then rows (unrolled), then columns
     /// as register-wide vectors (unrolled over registers, vectorized within one).
     fn register_tile(
@@ -569,6 +564,18 @@ impl TemplateTask {
         }
         Ok(())
     }
+}
+
+/// Where a conv2d template's axes are: output axes (`h`, `w`, `c`; batch first) and
+/// reduce axes (`ry`, `rx`, `rc`), and whether vectors run along the channels.
+struct ConvAxes {
+    h: usize,
+    w: usize,
+    c: usize,
+    ry: usize,
+    rx: usize,
+    rc: usize,
+    vector_channels: bool,
 }
 
 /// Templates of one-group convolutions refuse grouped ones.

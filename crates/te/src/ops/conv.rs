@@ -192,6 +192,11 @@ pub(crate) fn check_conv_inputs(
             ),
         ));
     }
+    same_dtype(op, data, kernel)
+}
+
+/// A convolution's data and kernel are of one dtype.
+fn same_dtype(op: &str, data: &Tensor, kernel: &Tensor) -> Result<(), TeError> {
     if data.dtype() != kernel.dtype() {
         return Err(attr_err(
             op,
@@ -358,17 +363,7 @@ pub fn conv2d_nchwc(data: &Tensor, kernel: &Tensor, a: &Conv2dAttrs) -> Result<T
             ),
         ));
     }
-    if data.dtype() != kernel.dtype() {
-        return Err(attr_err(
-            op,
-            "dtype",
-            format!(
-                "data is {} but the kernel is {}",
-                data.dtype(),
-                kernel.dtype()
-            ),
-        ));
-    }
+    same_dtype(op, data, kernel)?;
     if a.groups != 1 {
         return Err(attr_err(op, "groups", format!("{} (only 1)", a.groups)));
     }
