@@ -190,6 +190,31 @@ pub struct RunArgs {
     log: Option<PathBuf>,
 }
 
+/// Builds `g` with the history best of the record log `log` (apply-history-best),
+/// printing the log's skipped lines and the hook's warnings; returns the module and how
+/// many distinct fused groups got a tuned configuration.
+pub fn build_tuned(
+    g: &Graph,
+    target: &Target,
+    log: &std::path::Path,
+) -> Result<(tessera_graph::GraphModule, usize)> {
+    use tessera_autotvm::network::TunedHook;
+    use tessera_backends::Backend;
+    let (best, skipped) = tessera_search::record::ApplyHistoryBest::from_file(log)
+        .with_context(|| format!("reading the record log {}", log.display()))?;
+    for (line, reason) in skipped {
+        eprintln!("warning: {}:{line}: {reason}", log.display());
+    }
+    let backend = tessera_backends::CpuBackend::new(target.clone());
+    let lanes = (backend.hardware_params().vector_unit_bytes / 4).max(1) as i64;
+    let hook = TunedHook::new(best, &target.to_string(), lanes);
+    let m = tessera_graph::build_with(g, target, Some(&hook))?;
+    for w in hook.warnings() {
+        eprintln!("warning: {w}");
+    }
+    Ok((m, hook.applied()))
+}
+
 pub fn run(args: RunArgs) -> Result<()> {
     let target = args.net.target()?;
     let g = args.net.load()?;
@@ -197,24 +222,10 @@ pub fn run(args: RunArgs) -> Result<()> {
     let mut m = match &args.log {
         None => build(&g, &target)?,
         Some(log) => {
-            use tessera_autotvm::network::TunedHook;
-            use tessera_backends::Backend;
-            let (best, skipped) = tessera_search::record::ApplyHistoryBest::from_file(log)
-                .with_context(|| format!("reading the record log {}", log.display()))?;
-            for (line, reason) in skipped {
-                eprintln!("warning: {}:{line}: {reason}", log.display());
-            }
-            let backend = tessera_backends::CpuBackend::new(target.clone());
-            let lanes = (backend.hardware_params().vector_unit_bytes / 4).max(1) as i64;
-            let hook = TunedHook::new(best, &target.to_string(), lanes);
-            let m = tessera_graph::build_with(&g, &target, Some(&hook))?;
-            for w in hook.warnings() {
-                eprintln!("warning: {w}");
-            }
+            let (m, applied) = build_tuned(&g, &target, log)?;
             println!(
-                "applied the history best of {} to {} distinct fused groups",
-                log.display(),
-                hook.applied()
+                "applied the history best of {} to {applied} distinct fused groups",
+                log.display()
             );
             m
         }

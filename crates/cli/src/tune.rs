@@ -7,17 +7,17 @@ use clap::Args;
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
-use tessera_autotvm::network::{extract_template_tasks, NetworkTemplateTask, TunedHook};
+use tessera_autotvm::network::{extract_template_tasks, NetworkTemplateTask};
 use tessera_autotvm::templates::{TemplateKind, TemplateTask};
 use tessera_autotvm::tune::{progress_line, tune, TuneOptions};
 use tessera_autotvm::tuners::{GaOptions, GaTuner, GridSearchTuner, RandomTuner, Tuner};
 use tessera_autotvm::xgb::{XgbOptions, XgbTuner};
 use tessera_backends::{Backend, CpuBackend};
-use tessera_graph::{build, build_with};
+use tessera_graph::build;
 use tessera_runtime::runner::TimerConfig;
 use tessera_runtime::{NDArray, TimeEvaluator, TimeResult};
 use tessera_search::measure::{MeasureOptions, Measurer, Reference};
-use tessera_search::record::{ApplyHistoryBest, Record, RecordWriter};
+use tessera_search::record::{Record, RecordWriter};
 use tessera_search::ScheduleDesc;
 
 #[derive(Args, Debug)]
@@ -378,22 +378,14 @@ pub fn run(args: TuneArgs) -> Result<()> {
         }
     }
     if let Some(g) = graph {
-        let (best, skipped) = ApplyHistoryBest::from_file(&args.log)?;
-        for (line, reason) in skipped {
-            eprintln!("warning: {}:{line}: {reason}", args.log.display());
-        }
         let mut untuned = build(&g, &target)?;
-        let hook = TunedHook::new(best, &target_str, lanes);
-        let mut tuned = build_with(&g, &target, Some(&hook))?;
-        for w in hook.warnings() {
-            eprintln!("warning: {w}");
-        }
+        let (mut tuned, applied) = crate::network::build_tuned(&g, &target, &args.log)?;
         let a = time_network(&mut untuned)?;
         let b = time_network(&mut tuned)?;
         println!(
             "network `{}`: {} distinct fused groups built with tuned configurations (the others: their default schedule, measured faster or untuned)",
             g.name,
-            hook.applied()
+            applied
         );
         println!(
             "{:>8}  {:>10}  {:>11}  {:>8}",
