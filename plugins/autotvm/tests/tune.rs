@@ -241,11 +241,11 @@ fn the_same_seed_and_measurements_give_the_same_proposals() {
     }
 }
 
-/// The whole template flow on dense (batch 1, as in a classifier's head) and on a conv2d
+/// The whole template flow on dense (batch 1, a classifier's head) and on a conv2d
 /// NHWC, with each tuner: tune a few dozen trials, write every measurement to a log,
 /// distill it, apply the history best, and time the applied configuration against the
 /// default schedule in the same run. On these shapes the template's good configurations
-/// are well ahead of the default schedule (about 2.5× for dense, 1.6× for the conv2d
+/// are well ahead of the default schedule (about 2× for dense, 1.6× for the conv2d
 /// when measured by hand), so "faster" is asserted with a margin that timing noise does
 /// not reach.
 #[test]
@@ -255,10 +255,13 @@ fn each_tuner_tunes_dense_and_conv2d_and_the_applied_best_beats_the_default_sche
     use tessera_search::ScheduleDesc;
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let kinds = [
+        // ResNet-50's classifier: large enough (~50 µs) that the timing is the kernel's,
+        // not the thread pool's wake-up (a 512×512 one ran in 5-12 µs and once measured
+        // the same for both)
         TemplateKind::Dense {
             m: 1,
-            n: 512,
-            k: 512,
+            n: 1000,
+            k: 2048,
         },
         TemplateKind::Conv2dNhwc {
             n: 1,
@@ -346,7 +349,7 @@ fn each_tuner_tunes_dense_and_conv2d_and_the_applied_best_beats_the_default_sche
             let config = task.space.from_entity(entity).unwrap();
             let applied = task.instantiate(&config, "applied").unwrap();
 
-            // the applied best and the default schedule, timed side by side, twice
+            // the applied best and the default schedule, timed side by side, three times
             let hw = m.backend().hardware_params().clone();
             let p = CpuParams {
                 vector_lanes: (hw.vector_unit_bytes / 4) as i64,
@@ -362,7 +365,7 @@ fn each_tuner_tunes_dense_and_conv2d_and_the_applied_best_beats_the_default_sche
             .unwrap();
             let mut tuned_cost = f64::INFINITY;
             let mut default_cost = f64::INFINITY;
-            for _ in 0..2 {
+            for _ in 0..3 {
                 let rs = m.measure(
                     &[
                         Candidate {
