@@ -349,7 +349,7 @@ fn each_tuner_tunes_dense_and_conv2d_and_the_applied_best_beats_the_default_sche
             let config = task.space.from_entity(entity).unwrap();
             let applied = task.instantiate(&config, "applied").unwrap();
 
-            // the applied best and the default schedule, timed side by side, three times
+            // the applied best and the default schedule, timed side by side
             let hw = m.backend().hardware_params().clone();
             let p = CpuParams {
                 vector_lanes: (hw.vector_unit_bytes / 4) as i64,
@@ -365,7 +365,13 @@ fn each_tuner_tunes_dense_and_conv2d_and_the_applied_best_beats_the_default_sche
             .unwrap();
             let mut tuned_cost = f64::INFINITY;
             let mut default_cost = f64::INFINITY;
-            for _ in 0..3 {
+            // Up to eight rounds, stopping once the gap is clear: on a shared VM a
+            // stretch of slow timings (both sides near 43 µs once, against their usual 22
+            // and 34) can last a few rounds, and the minimum over rounds sees past it.
+            for round in 0..8 {
+                if round >= 3 && default_cost / tuned_cost > 1.15 {
+                    break;
+                }
                 let rs = m.measure(
                     &[
                         Candidate {
