@@ -117,16 +117,19 @@ impl TemplateTask {
                 let a = placeholder(&[*m, *k], f32, "A").map_err(op_err)?;
                 let b = placeholder(&[*k, *n], f32, "B").map_err(op_err)?;
                 let c = ops::matmul(&a, &b).map_err(op_err)?;
-                space.define_split("tile_y", *m, SplitOptions::factors(2).with_max_factor(16))?;
+                // Two levels of tiles (TVM's dense_pack): a cache block of
+                // `ym·yi × xm·xi` outputs accumulated in a local buffer over k-blocks of
+                // `ki`, and inside it register tiles of `yi × xi`.
+                space.define_split("tile_y", *m, SplitOptions::factors(3).with_max_factor(32))?;
                 space.define_split(
                     "tile_x",
                     *n,
-                    SplitOptions::factors(2)
+                    SplitOptions::factors(3)
                         .with_policy(SplitPolicy::Power2)
                         .with_max_factor(64),
                 )?;
-                space.define_split("tile_k", *k, SplitOptions::factors(2).with_max_factor(256))?;
-                space.define_reorder("reorder_outer", 2, None)?;
+                space.define_split("tile_k", *k, SplitOptions::factors(2).with_max_factor(512))?;
+                space.define_reorder("reorder_inner", 2, None)?;
                 ("matmul.x86", vec![a, b, c])
             }
             TemplateKind::Dense { m, n, k } | TemplateKind::BatchMatmul { m, n, k, .. } => {
@@ -326,26 +329,43 @@ impl TemplateTask {
                     self.split_of(config, "tile_x"),
                     self.split_of(config, "tile_k"),
                 );
-                let order = self.split_of(config, "reorder_outer");
+                let order = self.split_of(config, "reorder_inner");
                 let cc = s.cache_write(&out, StorageScope::Local)?;
+                // the output: cache blocks, in parallel; each block copied out in vectors
                 let ax = s.axis(&out)?;
-                let (yo, yi) = s.split(&out, &ax[0], ty[1])?;
-                let (xo, xi) = s.split(&out, &ax[1], tx[1])?;
-                let outer = [yo.clone(), xo.clone()];
-                let (o0, o1) = (
-                    outer[order[0] as usize].clone(),
-                    outer[order[1] as usize].clone(),
-                );
-                s.reorder(&out, &[o0.clone(), o1.clone(), yi, xi.clone()])?;
-                if tx[1] > 1 {
-                    s.vectorize(&out, &xi)?;
+                let (yo, yr) = s.split(&out, &ax[0], ty[1] * ty[2])?;
+                let (xo, xr) = s.split(&out, &ax[1], tx[1] * tx[2])?;
+                s.reorder(&out, &[yo.clone(), xo.clone(), yr, xr.clone()])?;
+                let v = largest_pow2_divisor(tx[1] * tx[2], self.lanes);
+                if v > 1 {
+                    let (_xro, xv) = s.split(&out, &xr, v)?;
+                    s.vectorize(&out, &xv)?;
                 }
-                s.compute_at(&cc, &out, &o1)?;
+                let par = s.fuse(&out, &yo, &xo)?;
+                s.parallel(&out, &par)?;
+                // the block: k-blocks outside, register tiles inside
+                s.compute_at(&cc, &out, &par)?;
                 let cax = s.axis(&cc)?;
                 let k = s.reduce_axis(&cc)?;
+                let (cym, cyi) = s.split(&cc, &cax[0], ty[2])?;
+                let (cxm, cxi) = s.split(&cc, &cax[1], tx[2])?;
                 let (ko, ki) = s.split(&cc, &k[0], tk[1])?;
-                self.register_tile(s, &cc, &[ko, ki], &cax[0], &cax[1], tx[1])?;
-                s.parallel(&out, &o0)?;
+                let mid = [cym, cxm];
+                let (m0, m1) = (
+                    mid[order[0] as usize].clone(),
+                    mid[order[1] as usize].clone(),
+                );
+                let v = largest_pow2_divisor(tx[2], self.lanes);
+                let (cxo, cxv) = s.split(&cc, &cxi, v)?;
+                s.reorder(
+                    &cc,
+                    &[ko, m0, m1, ki, cyi.clone(), cxo.clone(), cxv.clone()],
+                )?;
+                s.unroll(&cc, &cyi)?;
+                s.unroll(&cc, &cxo)?;
+                if v > 1 {
+                    s.vectorize(&cc, &cxv)?;
+                }
             }
             TemplateKind::Dense { .. } | TemplateKind::BatchMatmul { .. } => {
                 let (ty, tx, tk) = (
