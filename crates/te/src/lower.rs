@@ -274,6 +274,40 @@ pub fn lower(sch: &Schedule, args: &[Tensor], name: &str) -> Result<PrimFunc, Lo
     Ok(PrimFunc::new(name, params, simplify_stmt(&body)))
 }
 
+/// The extents bound inference gives the leaf axes of every stage of `sch` (in the
+/// schedule's stage order, each stage's leaf axes in loop order; empty for placeholders
+/// and inlined stages): what a loop nest would run without lowering it. `args` as for
+/// [`lower`].
+pub fn leaf_extents(sch: &Schedule, args: &[Tensor]) -> Result<Vec<Vec<i64>>, LowerError> {
+    let mut lw = Lowerer {
+        sch,
+        bodies: Vec::new(),
+        bounds: vec![StageBounds::default(); sch.stages.len()],
+        an: Analyzer::new(),
+        unit_vars: HashMap::new(),
+    };
+    lw.effective_bodies();
+    lw.check_args(args)?;
+    lw.check_attachments()?;
+    for i in (0..sch.stages.len()).rev() {
+        lw.infer_bounds(i, args)?;
+    }
+    Ok(sch
+        .stages
+        .iter()
+        .enumerate()
+        .map(|(i, st)| {
+            if lw.bodies[i].is_none() {
+                return Vec::new();
+            }
+            st.leaf_iter_vars
+                .iter()
+                .map(|iv| lw.bounds[i].leaf_ext.get(iv).copied().unwrap_or(1))
+                .collect()
+        })
+        .collect())
+}
+
 impl Lowerer<'_> {
     fn effective_bodies(&mut self) {
         let mut inl = Inliner { sch: self.sch };
@@ -367,9 +401,27 @@ impl Lowerer<'_> {
                     nparts,
                 } => {
                     let e = ext[parent];
+                    // As TVM does, the part given by the factor (or nparts) is tightened
+                    // to the parent's extent when that is smaller (a tile of 8 over a
+                    // region of 4 runs 4, not 8 with a guard), unless a thread is bound
+                    // below it: a split may set an extent to the threads launched.
                     let (o, i) = match (factor, nparts) {
-                        (Some(f), _) => ((e + f - 1) / f, *f),
-                        (None, Some(n)) => (*n, (e + n - 1) / n),
+                        (Some(f), _) => {
+                            let f = if derives_thread(st, inner) {
+                                *f
+                            } else {
+                                (*f).min(e)
+                            };
+                            ((e + f - 1) / f, f)
+                        }
+                        (None, Some(n)) => {
+                            let n = if derives_thread(st, outer) {
+                                *n
+                            } else {
+                                (*n).min(e)
+                            };
+                            (n, (e + n - 1) / n)
+                        }
                         (None, None) => unreachable!("splits have a factor or nparts"),
                     };
                     ext.insert(outer.clone(), o);
@@ -828,6 +880,37 @@ impl Lowerer<'_> {
 }
 
 /// Whether a relation transforms reduction axes.
+/// Whether `iv` or an axis derived from it (by splits and fuses) is bound to a thread.
+fn derives_thread(st: &Stage, iv: &IterVar) -> bool {
+    let mut family = vec![iv.clone()];
+    for r in &st.relations {
+        match r {
+            Relation::Split {
+                parent,
+                outer,
+                inner,
+                ..
+            } => {
+                if family.contains(parent) {
+                    family.extend([outer.clone(), inner.clone()]);
+                }
+            }
+            Relation::Fuse {
+                outer,
+                inner,
+                fused,
+            } => {
+                if family.contains(outer) || family.contains(inner) {
+                    family.push(fused.clone());
+                }
+            }
+        }
+    }
+    family
+        .iter()
+        .any(|x| matches!(st.annotation(x), Annotation::Bind(_)))
+}
+
 pub(crate) fn relation_is_reduce(r: &Relation) -> bool {
     match r {
         Relation::Split { parent, .. } => parent.is_reduce(),
