@@ -1,8 +1,10 @@
 //! Measurement (parallel builds, runs in isolated processes with timeouts, correctness
-//! checks), the JSON-lines record log, and (later) the search drivers.
+//! checks), the JSON-lines record log, the schedule as a step history (`state`), and
+//! (later) the search drivers.
 
 pub mod measure;
 pub mod record;
+pub mod state;
 pub mod types;
 
 pub use types::{now, MeasureErrorNo, MeasureResult, ScheduleDesc, FAILED_COST};
