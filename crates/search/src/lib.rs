@@ -1,9 +1,11 @@
 //! Measurement (parallel builds, runs in isolated processes with timeouts, correctness
-//! checks), the JSON-lines record log, the schedule as a step history (`state`), and
+//! checks), the JSON-lines record log, the schedule as a step history (`state`), the
+//! task scheduler that splits a budget across a network's tasks (`scheduler`), and
 //! (later) the search drivers.
 
 pub mod measure;
 pub mod record;
+pub mod scheduler;
 pub mod state;
 pub mod types;
 

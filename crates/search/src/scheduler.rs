@@ -1,0 +1,391 @@
+//! The task scheduler (TVM's `auto_scheduler.TaskScheduler`): splits a tuning budget
+//! across the tasks of a network in rounds, giving the next round to the task whose
+//! improvement is expected to reduce the objective — Σ weight × latency, the network's
+//! estimated latency — the most.
+//!
+//! - A warm-up round for every task first; a task with no valid schedule after it, one
+//!   whose search has nothing left to propose, or (with per-task early stopping) one
+//!   that has not improved for that many trials, is dead and gets no more rounds.
+//! - `Gradient` (TVM's default; α 0.2, β 2, backward window 3): for each live task,
+//!   `∂f/∂g_i · (α·backward + (1−α)·forward)`, where `∂f/∂g_i` is the objective's
+//!   derivative by the task's latency (a finite difference, δ 1e-4), `backward` the
+//!   latency's slope over the last three rounds and `forward` the optimistic
+//!   `min(g_i − g_i/t_i, β·C_i/V) − g_i` (t_i the task's rounds, C_i its FLOPs and V the
+//!   best throughput among tasks of the same group). The most negative wins; when all
+//!   are equal, a seeded random choice. `RoundRobin` takes the live tasks in turn.
+//! - Global early stopping: no improvement of the objective for that many trials.
+//!
+//! What a round does is the caller's ([`RoundRunner`]): propose, measure, record. The
+//! scheduler only keeps counts and bests, so a resumed run starts from
+//! [`TaskScheduler::restore`] with what the log holds.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+
+/// A failed or missing latency (seconds), as TVM uses it.
+pub const NO_COST: f64 = 1e10;
+
+/// One task as the scheduler sees it.
+#[derive(Clone, Debug)]
+pub struct SchedTask {
+    /// How many times the task occurs in the network.
+    pub weight: f64,
+    /// Floating-point operations of one run.
+    pub flop: f64,
+    /// Tasks of one group (e.g. the same operator family) share a throughput estimate
+    /// in the forward gradient; `None`: no group.
+    pub group: Option<String>,
+}
+
+/// How the next task is chosen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Strategy {
+    Gradient,
+    RoundRobin,
+}
+
+/// Options (TVM's defaults).
+#[derive(Clone, Debug)]
+pub struct SchedulerOptions {
+    pub strategy: Strategy,
+    /// Measurements per round.
+    pub per_round: usize,
+    pub alpha: f64,
+    pub beta: f64,
+    pub backward_window: usize,
+    /// Stop when the objective has not improved for this many trials.
+    pub early_stopping: Option<usize>,
+    /// A task that has not improved for this many trials is dead.
+    pub early_stopping_per_task: Option<usize>,
+    /// Seeds the choice among equal gradients.
+    pub seed: u64,
+}
+
+impl Default for SchedulerOptions {
+    fn default() -> Self {
+        SchedulerOptions {
+            strategy: Strategy::Gradient,
+            per_round: 64,
+            alpha: 0.2,
+            beta: 2.0,
+            backward_window: 3,
+            early_stopping: None,
+            early_stopping_per_task: None,
+            seed: 0,
+        }
+    }
+}
+
+/// What one round of a task gave.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RoundOutcome {
+    /// Candidates measured (0: the search had nothing left to propose).
+    pub measured: usize,
+    /// The lowest latency among the round's successful measurements (seconds).
+    pub best_cost: Option<f64>,
+}
+
+/// Runs one round of a task: proposes and measures up to `n` candidates.
+pub trait RoundRunner {
+    fn run_round(&mut self, task: usize, n: usize) -> RoundOutcome;
+}
+
+/// Why tuning ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopReason {
+    /// The trial budget is spent.
+    Budget,
+    /// Every task is dead.
+    AllDead,
+    /// The objective did not improve for the global early-stopping window.
+    EarlyStopped,
+}
+
+/// The scheduler's state: per-task bests and counts, and the objective.
+#[derive(Clone, Debug)]
+pub struct TaskScheduler {
+    tasks: Vec<SchedTask>,
+    opts: SchedulerOptions,
+    best_costs: Vec<f64>,
+    /// Rounds per task, trials per task, and the task's trial count at its last
+    /// improvement.
+    rounds: Vec<usize>,
+    trials: Vec<usize>,
+    best_at: Vec<usize>,
+    /// The task's best latency after each of its rounds.
+    history: Vec<Vec<f64>>,
+    dead: BTreeSet<usize>,
+    /// Trials so far, and the trial count when the objective last improved.
+    ct: usize,
+    best_ct: usize,
+    best_score: f64,
+    next_rr: usize,
+    rng: u64,
+}
+
+impl TaskScheduler {
+    pub fn new(tasks: Vec<SchedTask>, opts: SchedulerOptions) -> TaskScheduler {
+        let n = tasks.len();
+        TaskScheduler {
+            tasks,
+            rng: opts.seed ^ 0x2545_F491_4F6C_DD1D,
+            opts,
+            best_costs: vec![NO_COST; n],
+            rounds: vec![0; n],
+            trials: vec![0; n],
+            best_at: vec![0; n],
+            history: vec![Vec::new(); n],
+            dead: BTreeSet::new(),
+            ct: 0,
+            best_ct: 0,
+            best_score: f64::INFINITY,
+            next_rr: 0,
+        }
+    }
+
+    /// Restores a task's progress from a log: `trials` measured, best latency
+    /// `best_cost`. Counts as the task's warm-up (and as whole rounds).
+    pub fn restore(&mut self, task: usize, trials: usize, best_cost: Option<f64>) {
+        if task >= self.tasks.len() || trials == 0 {
+            return;
+        }
+        let per = self.opts.per_round.max(1);
+        self.trials[task] += trials;
+        self.ct += trials;
+        self.rounds[task] += trials.div_ceil(per);
+        if let Some(c) = best_cost {
+            if c < self.best_costs[task] {
+                self.best_costs[task] = c;
+                self.best_at[task] = self.trials[task];
+            }
+        }
+        let best = self.best_costs[task];
+        let rounds = self.rounds[task];
+        self.history[task].resize(rounds, best);
+        let score = self.score(&self.best_costs);
+        if score < self.best_score {
+            self.best_score = score;
+            self.best_ct = self.ct;
+        }
+    }
+
+    pub fn best_costs(&self) -> &[f64] {
+        &self.best_costs
+    }
+    pub fn trials(&self) -> &[usize] {
+        &self.trials
+    }
+    pub fn total_trials(&self) -> usize {
+        self.ct
+    }
+    pub fn dead(&self) -> &BTreeSet<usize> {
+        &self.dead
+    }
+
+    /// Σ weight × latency.
+    fn score(&self, costs: &[f64]) -> f64 {
+        self.tasks
+            .iter()
+            .zip(costs)
+            .map(|(t, c)| t.weight * c)
+            .sum()
+    }
+
+    /// The objective with the current bests (seconds), `None` while a task has no
+    /// valid schedule.
+    pub fn estimated_latency(&self) -> Option<f64> {
+        if self.best_costs.iter().any(|&c| c >= NO_COST) {
+            return None;
+        }
+        Some(self.score(&self.best_costs))
+    }
+
+    fn next_random(&mut self, n: usize) -> usize {
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        (self.rng % n.max(1) as u64) as usize
+    }
+
+    /// The gradient of each task (0 for dead ones).
+    pub fn gradients(&self) -> Vec<f64> {
+        let o = &self.opts;
+        let base = self.score(&self.best_costs);
+        (0..self.tasks.len())
+            .map(|i| {
+                if self.dead.contains(&i) || self.rounds[i] == 0 {
+                    return 0.0;
+                }
+                let delta = 1e-4;
+                let mut moved = self.best_costs.clone();
+                moved[i] -= delta;
+                let chain = (base - self.score(&moved)) / delta;
+                let h = &self.history[i];
+                let t = self.rounds[i];
+                let w = o.backward_window;
+                let backward = if t >= 1 && t - 1 < h.len() && t > w {
+                    (h[t - 1] - h[t - 1 - w]) / w as f64
+                } else {
+                    0.0
+                };
+                let best = self.best_costs[i];
+                let next1 = best - best / t as f64;
+                let mut next2 = o.beta * 1e30;
+                if let Some(g) = &self.tasks[i].group {
+                    let members: Vec<usize> = (0..self.tasks.len())
+                        .filter(|&j| self.tasks[j].group.as_ref() == Some(g))
+                        .collect();
+                    if members.len() > 1 {
+                        let top = members
+                            .iter()
+                            .map(|&j| self.tasks[j].flop / self.best_costs[j])
+                            .fold(0.0, f64::max);
+                        if top > 0.0 {
+                            next2 = o.beta * self.tasks[i].flop / top;
+                        }
+                    }
+                }
+                let forward = next1.min(next2) - best;
+                chain * (o.alpha * backward + (1.0 - o.alpha) * forward)
+            })
+            .collect()
+    }
+
+    /// The task the next round goes to (`None` when every task is dead).
+    pub fn pick_next(&mut self) -> Option<usize> {
+        let n = self.tasks.len();
+        if self.dead.len() >= n {
+            return None;
+        }
+        // the warm-up: every task once, in order
+        if let Some(i) = (0..n).find(|&i| self.rounds[i] == 0 && !self.dead.contains(&i)) {
+            return Some(i);
+        }
+        match self.opts.strategy {
+            Strategy::RoundRobin => {
+                for k in 0..n {
+                    let i = (self.next_rr + k) % n;
+                    if !self.dead.contains(&i) {
+                        self.next_rr = (i + 1) % n;
+                        return Some(i);
+                    }
+                }
+                None
+            }
+            Strategy::Gradient => {
+                let g = self.gradients();
+                let live: Vec<usize> = (0..n).filter(|i| !self.dead.contains(i)).collect();
+                let (lo, hi) = live
+                    .iter()
+                    .fold((f64::INFINITY, f64::NEG_INFINITY), |acc, &i| {
+                        (acc.0.min(g[i]), acc.1.max(g[i]))
+                    });
+                if lo == hi {
+                    let k = self.next_random(live.len());
+                    return Some(live[k]);
+                }
+                live.into_iter()
+                    .min_by(|&a, &b| g[a].total_cmp(&g[b]).then(a.cmp(&b)))
+            }
+        }
+    }
+
+    /// Records the outcome of a round of `task`.
+    pub fn record_round(&mut self, task: usize, out: &RoundOutcome) {
+        let warmup = self.rounds[task] == 0;
+        self.trials[task] += out.measured;
+        self.ct += out.measured;
+        if let Some(c) = out.best_cost {
+            if c < self.best_costs[task] {
+                self.best_costs[task] = c;
+                self.best_at[task] = self.trials[task];
+            }
+        }
+        self.rounds[task] += 1;
+        self.history[task].push(self.best_costs[task]);
+        let stale = self.trials[task] - self.best_at[task];
+        if out.measured == 0
+            || (warmup && self.best_costs[task] >= NO_COST)
+            || self
+                .opts
+                .early_stopping_per_task
+                .is_some_and(|e| stale >= e)
+        {
+            self.dead.insert(task);
+        }
+        let score = self.score(&self.best_costs);
+        if score < self.best_score {
+            self.best_score = score;
+            self.best_ct = self.ct;
+        }
+    }
+
+    /// Tunes until `budget` trials in all (restored ones included) are spent, every
+    /// task is dead, or the global early stop; `report` gets the table after each round.
+    pub fn tune(
+        &mut self,
+        budget: usize,
+        runner: &mut dyn RoundRunner,
+        report: &mut dyn FnMut(&TaskScheduler, Option<usize>),
+    ) -> StopReason {
+        loop {
+            if self.ct >= budget {
+                return StopReason::Budget;
+            }
+            if let Some(e) = self.opts.early_stopping {
+                if self.ct - self.best_ct >= e && self.rounds.iter().all(|&r| r > 0) {
+                    return StopReason::EarlyStopped;
+                }
+            }
+            let Some(task) = self.pick_next() else {
+                return StopReason::AllDead;
+            };
+            let n = self.opts.per_round.max(1).min(budget - self.ct);
+            let out = runner.run_round(task, n);
+            self.record_round(task, &out);
+            let next = self.peek_next();
+            report(self, next);
+        }
+    }
+
+    /// The task the next round would go to, without consuming the random choice.
+    fn peek_next(&self) -> Option<usize> {
+        self.clone().pick_next()
+    }
+
+    /// TVM's table: one row per task, then the estimated total latency, the trials,
+    /// the time used and the next task.
+    pub fn table(&self, used_seconds: f64, next: Option<usize>) -> String {
+        let rule = "-".repeat(49);
+        let mut s = String::new();
+        let _ = writeln!(s, "|  ID  | Latency (ms) | Speed (GFLOPS) | Trials |");
+        let _ = writeln!(s, "{rule}");
+        for (i, t) in self.tasks.iter().enumerate() {
+            let c = self.best_costs[i];
+            let (lat, speed) = if c < NO_COST {
+                (
+                    format!("{:.3}", c * 1e3),
+                    format!("{:.2}", t.flop / c / 1e9),
+                )
+            } else {
+                ("-".to_string(), "-".to_string())
+            };
+            let _ = writeln!(
+                s,
+                "| {i:4} | {lat:>12} | {speed:>14} | {:6} |",
+                self.trials[i]
+            );
+        }
+        let _ = writeln!(s, "{rule}");
+        let total = self
+            .estimated_latency()
+            .map_or("-".to_string(), |l| format!("{:.3}", l * 1e3));
+        let next = next.map_or("-".to_string(), |n| n.to_string());
+        let _ = writeln!(
+            s,
+            "Estimated total latency: {total} ms\tTrials: {}\tUsed time : {used_seconds:.0} s\tNext ID: {next}\t",
+            self.ct
+        );
+        s
+    }
+}

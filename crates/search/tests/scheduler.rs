@@ -1,0 +1,255 @@
+//! The task scheduler on synthetic tasks whose best latency falls with the trials spent
+//! on them: the warm-up, where the gradient strategy sends the budget, dead tasks,
+//! early stopping, restoring from a log, determinism, and the printed table.
+
+use tessera_search::scheduler::{
+    RoundOutcome, RoundRunner, SchedTask, SchedulerOptions, StopReason, Strategy, TaskScheduler,
+    NO_COST,
+};
+
+/// A task whose best latency after `t` trials is `floor + (start − floor)·e^(−t/tau)`;
+/// `valid: false` never yields a schedule; `space` caps the trials it can propose.
+#[derive(Clone)]
+struct Synthetic {
+    start: f64,
+    floor: f64,
+    tau: f64,
+    valid: bool,
+    space: usize,
+}
+
+struct Runner {
+    tasks: Vec<Synthetic>,
+    spent: Vec<usize>,
+    order: Vec<usize>,
+}
+
+impl Runner {
+    fn new(tasks: Vec<Synthetic>) -> Runner {
+        let n = tasks.len();
+        Runner {
+            tasks,
+            spent: vec![0; n],
+            order: Vec::new(),
+        }
+    }
+}
+
+impl RoundRunner for Runner {
+    fn run_round(&mut self, task: usize, n: usize) -> RoundOutcome {
+        self.order.push(task);
+        let t = &self.tasks[task];
+        let n = n.min(t.space - self.spent[task]);
+        self.spent[task] += n;
+        let s = self.spent[task] as f64;
+        RoundOutcome {
+            measured: n,
+            best_cost: (t.valid && n > 0)
+                .then(|| t.floor + (t.start - t.floor) * (-s / t.tau).exp()),
+        }
+    }
+}
+
+fn task(start_ms: f64, floor_ms: f64, tau: f64) -> Synthetic {
+    Synthetic {
+        start: start_ms * 1e-3,
+        floor: floor_ms * 1e-3,
+        tau,
+        valid: true,
+        space: usize::MAX / 2,
+    }
+}
+
+fn sched(weights: &[f64], opts: SchedulerOptions) -> TaskScheduler {
+    TaskScheduler::new(
+        weights
+            .iter()
+            .map(|&w| SchedTask {
+                weight: w,
+                flop: 1e9,
+                group: None,
+            })
+            .collect(),
+        opts,
+    )
+}
+
+fn opts(strategy: Strategy) -> SchedulerOptions {
+    SchedulerOptions {
+        strategy,
+        per_round: 16,
+        ..SchedulerOptions::default()
+    }
+}
+
+#[test]
+fn every_task_warms_up_first_then_round_robin_takes_turns() {
+    let mut s = sched(&[1.0, 1.0, 1.0], opts(Strategy::RoundRobin));
+    let mut r = Runner::new(vec![task(5.0, 1.0, 50.0); 3]);
+    let why = s.tune(16 * 9, &mut r, &mut |_, _| {});
+    assert_eq!(why, StopReason::Budget);
+    assert_eq!(r.order, vec![0, 1, 2, 0, 1, 2, 0, 1, 2]);
+    assert_eq!(s.trials(), &[48, 48, 48]);
+}
+
+#[test]
+fn the_gradient_spends_the_budget_where_the_objective_falls_most() {
+    // task 0: heavy (weight 8) and far from its floor; task 1: light and already
+    // near its floor; task 2: heavy but flat
+    let tasks = vec![
+        task(10.0, 1.0, 200.0),
+        task(2.0, 1.9, 50.0),
+        task(3.0, 2.9, 50.0),
+    ];
+    let weights = [8.0, 1.0, 8.0];
+    let mut g = sched(&weights, opts(Strategy::Gradient));
+    let mut rg = Runner::new(tasks.clone());
+    g.tune(16 * 30, &mut rg, &mut |_, _| {});
+    let t = g.trials();
+    assert!(t[0] > t[1] + t[2], "trials {t:?}");
+    let mut rr = sched(&weights, opts(Strategy::RoundRobin));
+    let mut rrr = Runner::new(tasks);
+    rr.tune(16 * 30, &mut rrr, &mut |_, _| {});
+    let (lg, lr) = (
+        g.estimated_latency().unwrap(),
+        rr.estimated_latency().unwrap(),
+    );
+    assert!(lg < 0.9 * lr, "gradient {lg:.5} s vs round robin {lr:.5} s");
+    for gr in g.gradients() {
+        assert!(gr <= 0.0);
+    }
+}
+
+#[test]
+fn tasks_without_a_schedule_or_without_candidates_die_and_all_dead_ends_tuning() {
+    let mut tasks = vec![task(5.0, 1.0, 50.0); 3];
+    tasks[1].valid = false;
+    tasks[2].space = 20;
+    let mut s = sched(&[1.0; 3], opts(Strategy::Gradient));
+    let mut r = Runner::new(tasks);
+    let mut tables = Vec::new();
+    s.tune(16 * 10, &mut r, &mut |s, next| {
+        tables.push(s.table(0.0, next))
+    });
+    // task 1 died in its warm-up; task 2 after its space ran out (16 + 4, then 0)
+    assert!(s.dead().contains(&1) && s.dead().contains(&2));
+    assert_eq!(s.trials()[1], 16);
+    assert_eq!(s.trials()[2], 20);
+    assert!(!r.order[3..].contains(&1), "{:?}", r.order);
+    assert_eq!(s.best_costs()[1], NO_COST);
+    assert!(s.estimated_latency().is_none());
+    assert!(tables
+        .last()
+        .unwrap()
+        .contains("Estimated total latency: - ms"));
+
+    let mut s = sched(&[1.0; 2], opts(Strategy::Gradient));
+    let mut bad = vec![task(5.0, 1.0, 50.0); 2];
+    bad[0].valid = false;
+    bad[1].space = 16;
+    let why = s.tune(10_000, &mut Runner::new(bad), &mut |_, _| {});
+    assert_eq!(why, StopReason::AllDead);
+}
+
+#[test]
+fn early_stopping_globally_and_per_task() {
+    // flat tasks: nothing improves after the warm-up
+    let flat = vec![task(2.0, 2.0, 10.0); 2];
+    let mut s = sched(
+        &[1.0; 2],
+        SchedulerOptions {
+            early_stopping: Some(64),
+            ..opts(Strategy::Gradient)
+        },
+    );
+    let why = s.tune(10_000, &mut Runner::new(flat.clone()), &mut |_, _| {});
+    assert_eq!(why, StopReason::EarlyStopped);
+    assert!(s.total_trials() <= 32 + 64, "{}", s.total_trials());
+
+    let mut s = sched(
+        &[1.0; 2],
+        SchedulerOptions {
+            early_stopping_per_task: Some(32),
+            ..opts(Strategy::RoundRobin)
+        },
+    );
+    let why = s.tune(10_000, &mut Runner::new(flat), &mut |_, _| {});
+    assert_eq!(why, StopReason::AllDead);
+    // the first round set the best; two more without improvement kill each task
+    assert_eq!(s.trials(), &[48, 48]);
+}
+
+#[test]
+fn a_restored_scheduler_skips_the_warm_up_of_tuned_tasks_and_keeps_their_bests() {
+    let mut s = sched(&[1.0, 1.0], opts(Strategy::RoundRobin));
+    s.restore(0, 40, Some(2e-3));
+    s.restore(7, 40, Some(1e-3)); // no such task: ignored
+    assert_eq!(s.trials(), &[40, 0]);
+    assert_eq!(s.total_trials(), 40);
+    assert_eq!(s.best_costs()[0], 2e-3);
+    let mut r = Runner::new(vec![task(5.0, 1.0, 50.0); 2]);
+    s.tune(40 + 32, &mut r, &mut |_, _| {});
+    // task 1 warms up first; the restored budget counts towards the total
+    assert_eq!(r.order, vec![1, 0]);
+    assert_eq!(s.total_trials(), 72);
+    // a worse round does not replace a restored best
+    assert_eq!(s.best_costs()[0], 2e-3);
+}
+
+#[test]
+fn equal_gradients_are_broken_by_the_seed_and_a_seed_repeats_its_choices() {
+    let run = |seed| {
+        let mut s = sched(
+            &[1.0; 4],
+            SchedulerOptions {
+                seed,
+                ..opts(Strategy::Gradient)
+            },
+        );
+        // four identical flat tasks: every gradient is 0 after the warm-up
+        let mut r = Runner::new(vec![task(1.0, 1.0, 10.0); 4]);
+        s.tune(16 * 24, &mut r, &mut |_, _| {});
+        r.order
+    };
+    assert_eq!(run(3), run(3));
+    assert_ne!(run(3), run(4));
+}
+
+#[test]
+fn the_table_after_a_round() {
+    let mut s = TaskScheduler::new(
+        vec![
+            SchedTask {
+                weight: 2.0,
+                flop: 2.0 * 1024.0 * 1024.0 * 1024.0,
+                group: Some("matmul".into()),
+            },
+            SchedTask {
+                weight: 1.0,
+                flop: 231_211_008.0,
+                group: None,
+            },
+            SchedTask {
+                weight: 1.0,
+                flop: 1e6,
+                group: None,
+            },
+        ],
+        opts(Strategy::Gradient),
+    );
+    s.record_round(
+        0,
+        &RoundOutcome {
+            measured: 16,
+            best_cost: Some(0.0105),
+        },
+    );
+    s.record_round(
+        1,
+        &RoundOutcome {
+            measured: 16,
+            best_cost: Some(0.00113),
+        },
+    );
+    insta::assert_snapshot!(s.table(645.4, Some(2)));
+}
