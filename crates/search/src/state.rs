@@ -556,6 +556,54 @@ impl State {
         Ok(())
     }
 
+    /// Whether every split length is filled in (a sketch has unfilled ones, which
+    /// replay as 1; only a complete state is a program worth measuring).
+    pub fn is_complete(&self) -> bool {
+        self.steps.iter().all(|s| match s {
+            Step::Split { lengths, .. } => lengths.iter().all(Option::is_some),
+            _ => true,
+        })
+    }
+
+    /// The state with every unfilled split length set to `len`.
+    fn filled_with(&self, len: i64) -> State {
+        let steps = self
+            .steps
+            .iter()
+            .map(|s| match s {
+                Step::Split {
+                    stage,
+                    iter,
+                    extent,
+                    lengths,
+                    inner_to_outer,
+                } => Step::Split {
+                    stage: *stage,
+                    iter: *iter,
+                    extent: *extent,
+                    lengths: lengths.iter().map(|l| Some(l.unwrap_or(len))).collect(),
+                    inner_to_outer: *inner_to_outer,
+                },
+                other => other.clone(),
+            })
+            .collect();
+        State {
+            dag: self.dag.clone(),
+            steps,
+        }
+    }
+
+    /// Replaces the history by `steps` if it replays; otherwise leaves the state as it
+    /// was and says why.
+    pub fn set_steps(&mut self, steps: Vec<Step>) -> Result<(), StateError> {
+        let old = std::mem::replace(&mut self.steps, steps);
+        if let Err(e) = self.replay() {
+            self.steps = old;
+            return Err(e);
+        }
+        Ok(())
+    }
+
     /// The function's arguments: the DAG's inputs, then its outputs.
     pub fn args(&self) -> Vec<Tensor> {
         let mut args = self.dag.inputs();
@@ -596,10 +644,33 @@ impl State {
     /// then each stage computed at the root with its loops (annotation, name, range),
     /// the stages computed inside a loop printed inside it, and `name = ...` for each
     /// stage's body. Equal states print equally.
+    ///
+    /// A sketch's loops whose extent depends on an unfilled split length print as
+    /// `(0,?)`.
     pub fn print(&self) -> Result<String, StateError> {
         let r = self.replay()?;
-        let ext =
-            leaf_extents(&r.schedule, &r.args).map_err(|e| StateError::Bounds(e.to_string()))?;
+        let bounds = |r: &Replayed| {
+            leaf_extents(&r.schedule, &r.args).map_err(|e| StateError::Bounds(e.to_string()))
+        };
+        let ext = bounds(&r)?;
+        let ext: Vec<Vec<Option<i64>>> = if self.is_complete() {
+            ext.iter()
+                .map(|v| v.iter().map(|&e| Some(e)).collect())
+                .collect()
+        } else {
+            // replay again with every unfilled length 2: what changes is unknown
+            let probe = self.filled_with(2).replay()?;
+            let other = bounds(&probe)?;
+            ext.iter()
+                .zip(&other)
+                .map(|(a, b)| {
+                    a.iter()
+                        .zip(b)
+                        .map(|(x, y)| (x == y).then_some(*x))
+                        .collect()
+                })
+                .collect()
+        };
         let stages = r.schedule.stages();
         let mut out = String::new();
         let placeholders: Vec<&str> = stages
@@ -622,7 +693,7 @@ impl State {
 fn print_stage(
     out: &mut String,
     stages: &[tessera_te::Stage],
-    ext: &[Vec<i64>],
+    ext: &[Vec<Option<i64>>],
     i: usize,
     indent: usize,
 ) {
@@ -630,7 +701,11 @@ fn print_stage(
     let mut depth = indent;
     for (k, iv) in s.leaf_iter_vars.iter().enumerate() {
         let ann = IterAnnotation::of(s.annotation(iv));
-        let e = ext[i].get(k).copied().unwrap_or(1);
+        let e = match ext[i].get(k) {
+            Some(Some(e)) => e.to_string(),
+            Some(None) => "?".to_string(),
+            None => "1".to_string(),
+        };
         let _ = writeln!(
             out,
             "{:w$}{} {} (0,{e})",
@@ -707,10 +782,7 @@ fn split_lengths(steps: &[Step], step: usize, src: usize) -> Result<Vec<i64>, St
         ));
     }
     match &steps[src] {
-        Step::Split { lengths, .. } => lengths
-            .iter()
-            .map(|l| l.ok_or_else(|| bad(step, format!("split step {src} is not filled in"))))
-            .collect(),
+        Step::Split { lengths, .. } => Ok(lengths.iter().map(|l| l.unwrap_or(1)).collect()),
         other => Err(bad(
             step,
             format!(
@@ -826,10 +898,9 @@ fn apply(sch: &mut Schedule, steps: &[Step], i: usize, step: &Step) -> Result<()
         } => {
             let t = stage_tensor(sch, i, *stage)?;
             let iv = leaf(sch, i, *stage, *iter)?;
-            let ls = lengths
-                .iter()
-                .map(|l| l.ok_or_else(|| bad(i, "the split's lengths are not filled in")))
-                .collect::<Result<Vec<_>, _>>()?;
+            // a sketch's unfilled length replays as 1: the loop structure is what the
+            // sketch rules and printing need; measuring asks `is_complete` first
+            let ls: Vec<i64> = lengths.iter().map(|l| l.unwrap_or(1)).collect();
             split_by(sch, &t, &iv, &ls, *inner_to_outer, i)?;
         }
         Step::FollowSplit {

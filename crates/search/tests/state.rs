@@ -289,16 +289,6 @@ fn an_invalid_step_is_refused_and_the_state_is_unchanged() {
             "not a permutation",
         ),
         (
-            Step::Split {
-                stage: 2,
-                iter: 0,
-                extent: None,
-                lengths: vec![None],
-                inner_to_outer: true,
-            },
-            "not filled in",
-        ),
-        (
             Step::FollowSplit {
                 stage: 2,
                 iter: 2,
@@ -356,4 +346,38 @@ fn an_invalid_step_is_refused_and_the_state_is_unchanged() {
         assert_eq!(state.steps().len(), 1);
         assert_eq!(state.print().unwrap(), before);
     }
+}
+
+#[test]
+fn a_sketch_replays_with_unfilled_lengths_as_one_and_is_not_complete() {
+    let (dag, _) = matmul(64, 64, 32);
+    let mut state = State::new(&dag);
+    assert!(state.is_complete());
+    state
+        .push(Step::Split {
+            stage: 2,
+            iter: 0,
+            extent: Some(64),
+            lengths: vec![None, None],
+            inner_to_outer: true,
+        })
+        .unwrap();
+    assert!(!state.is_complete());
+    // i -> i.0 i.1 i.2, then j and k
+    assert_eq!(
+        state.replay().unwrap().schedule.stages()[2]
+            .leaf_iter_vars
+            .len(),
+        5
+    );
+    let mut filled = state.steps().to_vec();
+    filled[0] = sp(2, 0, 64, &[4, 2]);
+    state.set_steps(filled).unwrap();
+    assert!(state.is_complete());
+    // a history that does not replay is refused and the state kept
+    let kept = state.steps().to_vec();
+    assert!(state
+        .set_steps(vec![Step::ComputeInline { stage: 9 }])
+        .is_err());
+    assert_eq!(state.steps(), &kept[..]);
 }
