@@ -5,6 +5,7 @@
 
 pub mod measure;
 pub mod record;
+pub mod rng;
 pub mod scheduler;
 pub mod state;
 pub mod types;

@@ -19,6 +19,7 @@
 //! scheduler only keeps counts and bests, so a resumed run starts from
 //! [`TaskScheduler::restore`] with what the log holds.
 
+use crate::rng::Rng;
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
@@ -120,7 +121,7 @@ pub struct TaskScheduler {
     best_ct: usize,
     best_score: f64,
     next_rr: usize,
-    rng: u64,
+    rng: Rng,
 }
 
 impl TaskScheduler {
@@ -128,7 +129,7 @@ impl TaskScheduler {
         let n = tasks.len();
         TaskScheduler {
             tasks,
-            rng: opts.seed ^ 0x2545_F491_4F6C_DD1D,
+            rng: Rng::new(opts.seed),
             opts,
             best_costs: vec![NO_COST; n],
             rounds: vec![0; n],
@@ -201,10 +202,7 @@ impl TaskScheduler {
     }
 
     fn next_random(&mut self, n: usize) -> usize {
-        self.rng ^= self.rng << 13;
-        self.rng ^= self.rng >> 7;
-        self.rng ^= self.rng << 17;
-        (self.rng % n.max(1) as u64) as usize
+        self.rng.index(n)
     }
 
     /// The gradient of each task (0 for dead ones).

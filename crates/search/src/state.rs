@@ -848,10 +848,14 @@ fn apply(sch: &mut Schedule, steps: &[Step], i: usize, step: &Step) -> Result<()
             if iters.windows(2).any(|w| w[1] != w[0] + 1) {
                 return Err(bad(i, format!("loops {iters:?} are not consecutive")));
             }
-            let mut fused = leaf(sch, i, *stage, iters[0])?;
-            for &k in &iters[1..] {
-                let next = leaf(sch, i, *stage, k)?;
-                fused = sch.fuse(&t, &fused, &next).map_err(se)?;
+            // the loops by their positions before any of them is fused
+            let ivs = iters
+                .iter()
+                .map(|&k| leaf(sch, i, *stage, k))
+                .collect::<Result<Vec<_>, _>>()?;
+            let mut fused = ivs[0].clone();
+            for next in &ivs[1..] {
+                fused = sch.fuse(&t, &fused, next).map_err(se)?;
             }
         }
         Step::Pragma {

@@ -381,3 +381,24 @@ fn a_sketch_replays_with_unfilled_lengths_as_one_and_is_not_complete() {
         .is_err());
     assert_eq!(state.steps(), &kept[..]);
 }
+
+#[test]
+fn a_fuse_of_three_loops_takes_them_by_their_positions_before_fusing() {
+    let (dag, _) = matmul(64, 64, 32);
+    let mut state = State::new(&dag);
+    state.push(sp(2, 0, 64, &[4, 2])).unwrap(); // i.0 i.1 i.2 j k
+    state
+        .push(Step::Fuse {
+            stage: 2,
+            iters: vec![0, 1, 2],
+        })
+        .unwrap();
+    let r = state.replay().unwrap();
+    let names: Vec<String> = r.schedule.stages()[2]
+        .leaf_iter_vars
+        .iter()
+        .map(|iv| iv.name().to_string())
+        .collect();
+    assert_eq!(names.len(), 3, "{names:?}");
+    assert!(names[0].ends_with(".fused") && names[1] == "j" && names[2] == "k");
+}

@@ -311,8 +311,9 @@ impl Schedule {
         outer: &IterVar,
         inner: &IterVar,
     ) -> Result<IterVar, ScheduleError> {
+        // a stage computed at the inner loop is computed at the fused loop: per fused
+        // iteration both loops are fixed, as they were inside the inner one
         self.check_not_attach_point(t, outer)?;
-        self.check_not_attach_point(t, inner)?;
         let s = self.compute_stage_mut(t)?;
         let po = Self::leaf_pos(s, outer)?;
         let pi = Self::leaf_pos(s, inner)?;
@@ -342,6 +343,14 @@ impl Schedule {
         });
         s.all_iter_vars.push(fused.clone());
         s.leaf_iter_vars.splice(po..=pi, [fused.clone()]);
+        let b = t.buffer();
+        for st in &mut self.stages {
+            if let Attach::At { target, axis } = &mut st.attach {
+                if target == b && axis == inner {
+                    *axis = fused.clone();
+                }
+            }
+        }
         Ok(fused)
     }
 

@@ -2,6 +2,7 @@
 //! ([`sketch`]), over what [`analysis`] says of each stage.
 
 pub mod analysis;
+pub mod annotate;
 pub mod sketch;
 
 use tessera_plugin::{export_plugin, Plugin};

@@ -20,7 +20,7 @@ use crate::backend::BackendError;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt::Write;
 use tessera_ir::arith::simplify;
-use tessera_ir::transform::{unroll_loops, vectorize_loops};
+use tessera_ir::transform::{auto_unroll, unroll_loops, vectorize_loops};
 use tessera_ir::{
     BinOp, Buffer, CmpOp, DataType, Expr, ExprNode, ForKind, Intrinsic, PrimFunc, Stmt, StmtNode,
     TypeCode, Var,
@@ -124,7 +124,7 @@ fn unsupported(func: &str, reason: String) -> BackendError {
 
 /// Generates the C source of `func`; parallel loops use `num_threads` threads.
 pub fn generate_c(func: &PrimFunc, num_threads: usize) -> Result<String, BackendError> {
-    let (body, skipped) = vectorize_loops(&unroll_loops(&func.body));
+    let (body, skipped) = vectorize_loops(&unroll_loops(&auto_unroll(&func.body)));
     let mut g = Gen {
         body: String::new(),
         indent: 1,

@@ -1,7 +1,9 @@
 //! Passes that rewrite functions on their way to code generation, one pass per file.
 
+mod auto_unroll;
 mod unroll;
 mod vectorize;
 
+pub use auto_unroll::{auto_unroll, AUTO_MAX_DEPTH, AUTO_UNROLL_PRAGMA};
 pub use unroll::{unroll_loops, MAX_UNROLL};
 pub use vectorize::{vectorize_loops, NotVectorized};
