@@ -150,8 +150,8 @@ fn each_fault_is_its_candidates_error_and_the_batch_goes_on() {
         assert_eq!(good.costs.len(), 2);
         assert!(good.costs.iter().all(|&c| c > 0.0 && c < 1.0), "{good:?}");
     }
-    // the tuned schedule beats the naive loop nest
-    assert!(rs[0].mean_cost() < rs[5].mean_cost(), "{rs:#?}");
+    // (which of the two good kernels is faster is not asserted: on a 64×64 matmul timed
+    // for a few microseconds, a loaded machine decides it, and it once did)
 }
 
 #[test]
