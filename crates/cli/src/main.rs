@@ -1,5 +1,6 @@
 //! `tessera`: the command line of the Tessera tensor compiler.
 
+mod autosched;
 mod bench;
 mod network;
 mod op;

@@ -207,12 +207,15 @@ pub fn build_tuned(
     }
     let backend = tessera_backends::CpuBackend::new(target.clone());
     let lanes = (backend.hardware_params().vector_unit_bytes / 4).max(1) as i64;
-    let hook = TunedHook::new(best, &target.to_string(), lanes);
-    let m = tessera_graph::build_with(g, target, Some(&hook))?;
-    for w in hook.warnings() {
+    let target_str = target.to_string();
+    let templates = TunedHook::new(best.clone(), &target_str, lanes);
+    // Step histories (the auto-scheduler) first, template configurations for the rest.
+    let sketch = tessera_sketch::network::SketchHook::new(best, &target_str, Some(&templates));
+    let m = tessera_graph::build_with(g, target, Some(&sketch))?;
+    for w in sketch.warnings().into_iter().chain(templates.warnings()) {
         eprintln!("warning: {w}");
     }
-    Ok((m, hook.applied()))
+    Ok((m, sketch.applied() + templates.applied()))
 }
 
 pub fn run(args: RunArgs) -> Result<()> {

@@ -22,54 +22,91 @@ use tessera_search::ScheduleDesc;
 
 #[derive(Args, Debug)]
 pub struct TuneArgs {
-    /// Tune with schedule templates (AutoTVM). The template-free auto-scheduler comes
-    /// with a later release.
+    /// Tune with schedule templates (AutoTVM) instead of the auto-scheduler.
     #[arg(long)]
-    templates: bool,
+    pub(crate) templates: bool,
     #[command(flatten)]
-    net: crate::network::NetworkArgs,
+    pub(crate) net: crate::network::NetworkArgs,
     /// One operator instead of a network: `matmul` or `dense` (--op-shape M,N,K),
     /// `batch_matmul` (B,M,N,K), `conv2d` (NHWC), `conv2d_nchw` or `conv2d_nchwc` (the
     /// blocked NCHW{n}c form; N,H,W,C_IN,C_OUT,KH,KW), `depthwise_conv2d` (NHWC,
     /// N,H,W,C,KH,KW); convolutions have stride 1 and same padding.
     #[arg(long, conflicts_with_all = ["network", "onnx"])]
-    op: Option<String>,
+    pub(crate) op: Option<String>,
     #[arg(long, requires = "op")]
-    op_shape: Option<String>,
+    pub(crate) op_shape: Option<String>,
     /// The tuner: xgb (with TVM's variants: xgb_knob, xgb_itervar, xgb_curve, xgb_rank,
     /// xgb_rank_binary_curve, …), ga, random, gridsearch.
     #[arg(long, default_value = "xgb")]
-    tuner: String,
-    /// Measurements per task.
+    pub(crate) tuner: String,
+    /// Measurements: per task with --templates; in all (over every task, the log's
+    /// earlier ones included) for the auto-scheduler.
     #[arg(long, default_value_t = 64)]
-    trials: usize,
-    /// Stop a task when its best has not improved for this many measurements.
+    pub(crate) trials: usize,
+    /// Stop a task (--templates) or the whole run (the auto-scheduler) when its best
+    /// (the estimated network latency) has not improved for this many measurements.
     #[arg(long)]
-    early_stopping: Option<usize>,
+    pub(crate) early_stopping: Option<usize>,
     /// The record log (appended to).
     #[arg(long)]
-    log: PathBuf,
+    pub(crate) log: PathBuf,
     /// Seed of the tuner.
     #[arg(long, default_value_t = 0)]
-    tuner_seed: u64,
+    pub(crate) tuner_seed: u64,
     /// Candidates per measurement batch.
     #[arg(long, default_value_t = 8)]
-    measure_batch: usize,
+    pub(crate) measure_batch: usize,
     /// Timed runs per measurement.
     #[arg(long, default_value_t = 3)]
-    number: usize,
+    pub(crate) number: usize,
     #[arg(long = "min-repeat-ms", default_value_t = 50.0)]
-    min_repeat_ms: f64,
+    pub(crate) min_repeat_ms: f64,
     /// Seconds a candidate may run (all its timed runs together) before it is killed and
     /// recorded as a run timeout.
     #[arg(long = "run-timeout", default_value_t = 10.0)]
-    run_timeout: f64,
+    pub(crate) run_timeout: f64,
     /// Skip the correctness check of each candidate against the reference.
     #[arg(long)]
-    no_check: bool,
+    pub(crate) no_check: bool,
+    /// Auto-scheduler: measurements per round of the task scheduler.
+    #[arg(long, default_value_t = 64)]
+    pub(crate) per_round: usize,
+    /// Auto-scheduler: how rounds go to tasks, `gradient` (TVM's) or `round-robin`.
+    #[arg(long, default_value = "gradient")]
+    pub(crate) strategy: String,
+    /// Auto-scheduler: the cost model, `xgb` (pack-sum XGBoost) or `random`.
+    #[arg(long, default_value = "xgb")]
+    pub(crate) model: String,
+    /// Auto-scheduler: members of each generation of the evolutionary search.
+    #[arg(long, default_value_t = 256)]
+    pub(crate) population: usize,
+    /// Resume from the log (which must exist): its measurements count against
+    /// --trials and seed the search and the model. A log given again is read the same
+    /// way without this flag; with it, a missing log is an error.
+    #[arg(long)]
+    pub(crate) resume: bool,
 }
 
-fn parse_dims(s: &str) -> Result<Vec<i64>> {
+/// The measurement options of `tessera tune` (both modes): builds on every core, one
+/// timed repeat of `--number` runs, the run timeout.
+pub(crate) fn measure_options(args: &TuneArgs, backend: &CpuBackend) -> Result<MeasureOptions> {
+    Ok(MeasureOptions {
+        n_parallel: backend.hardware_params().num_cores.max(1),
+        run_timeout: Duration::try_from_secs_f64(args.run_timeout)
+            .ok()
+            .filter(|d| !d.is_zero())
+            .context("--run-timeout: a positive number of seconds")?,
+        timer: TimerConfig {
+            number: args.number.max(1),
+            repeat: 1,
+            min_repeat_ms: args.min_repeat_ms,
+            cache_flush: false,
+        },
+        ..MeasureOptions::default()
+    })
+}
+
+pub(crate) fn parse_dims(s: &str) -> Result<Vec<i64>> {
     s.split(',')
         .map(|d| d.trim().parse::<i64>().ok().filter(|&v| v > 0))
         .collect::<Option<Vec<i64>>>()
@@ -218,9 +255,7 @@ fn time_network(m: &mut tessera_graph::GraphModule) -> Result<TimeResult> {
 
 pub fn run(args: TuneArgs) -> Result<()> {
     if !args.templates {
-        bail!(
-            "only template tuning exists so far: pass --templates (the auto-scheduler comes later)"
-        );
+        return crate::autosched::run(args);
     }
     if !matches!(args.tuner.as_str(), "random" | "gridsearch" | "ga")
         && XgbOptions::parse(&args.tuner).is_none()
@@ -256,20 +291,7 @@ pub fn run(args: TuneArgs) -> Result<()> {
     if tasks.is_empty() {
         bail!("no task fits a template (conv2d NHWC/NCHW with one group, depthwise conv2d NHWC, dense, matmul)");
     }
-    let opts = MeasureOptions {
-        n_parallel: backend.hardware_params().num_cores.max(1),
-        run_timeout: Duration::try_from_secs_f64(args.run_timeout)
-            .ok()
-            .filter(|d| !d.is_zero())
-            .context("--run-timeout: a positive number of seconds")?,
-        timer: TimerConfig {
-            number: args.number.max(1),
-            repeat: 1,
-            min_repeat_ms: args.min_repeat_ms,
-            cache_flush: false,
-        },
-        ..MeasureOptions::default()
-    };
+    let opts = measure_options(&args, &backend)?;
     let mut writer = RecordWriter::open(&args.log)?;
     let mut measurer = Measurer::new(CpuBackend::new(target.clone()), opts)?;
     let target_str = target.to_string();
@@ -378,27 +400,37 @@ pub fn run(args: TuneArgs) -> Result<()> {
         }
     }
     if let Some(g) = graph {
-        let mut untuned = build(&g, &target)?;
-        let (mut tuned, applied) = crate::network::build_tuned(&g, &target, &args.log)?;
-        let a = time_network(&mut untuned)?;
-        let b = time_network(&mut tuned)?;
+        compare_untuned_and_tuned(&g, &target, &args.log)?;
+    }
+    Ok(())
+}
+
+/// Builds `g` untuned and with the history best of `log`, times both and prints the
+/// comparison (the end of both tuning modes).
+pub(crate) fn compare_untuned_and_tuned(
+    g: &tessera_graph::Graph,
+    target: &tessera_backends::Target,
+    log: &std::path::Path,
+) -> Result<()> {
+    let mut untuned = build(g, target)?;
+    let (mut tuned, applied) = crate::network::build_tuned(g, target, log)?;
+    let a = time_network(&mut untuned)?;
+    let b = time_network(&mut tuned)?;
+    println!(
+        "network `{}`: {applied} distinct fused groups built with tuned schedules (the others: their default schedule, measured faster or untuned)",
+        g.name
+    );
+    println!(
+        "{:>8}  {:>10}  {:>11}  {:>8}",
+        "", "mean (ms)", "median (ms)", "std (ms)"
+    );
+    for (name, r) in [("untuned", &a), ("tuned", &b)] {
         println!(
-            "network `{}`: {} distinct fused groups built with tuned configurations (the others: their default schedule, measured faster or untuned)",
-            g.name,
-            applied
+            "{name:>8}  {:>10.4}  {:>11.4}  {:>8.4}",
+            r.mean_ms(),
+            r.median_ms(),
+            r.std_ms()
         );
-        println!(
-            "{:>8}  {:>10}  {:>11}  {:>8}",
-            "", "mean (ms)", "median (ms)", "std (ms)"
-        );
-        for (name, r) in [("untuned", &a), ("tuned", &b)] {
-            println!(
-                "{name:>8}  {:>10.4}  {:>11.4}  {:>8.4}",
-                r.mean_ms(),
-                r.median_ms(),
-                r.std_ms()
-            );
-        }
     }
     Ok(())
 }

@@ -93,16 +93,17 @@ fn tune_errors_are_one_line() {
     let log = log.to_str().unwrap();
     for (args, needle) in [
         (
+            // without --templates: the auto-scheduler, which has no depthwise operator
             vec![
                 "tune",
                 "--op",
-                "matmul",
+                "depthwise_conv2d",
                 "--op-shape",
-                "8,8,8",
+                "1,8,8,4,3,3",
                 "--log",
                 log,
             ],
-            "--templates",
+            "the auto-scheduler takes",
         ),
         (
             vec![

@@ -337,7 +337,7 @@ fn touches(stmt: &Stmt, loops: &[Loop]) -> Vec<Touch> {
 
 /// The row-major flattened index of `buffer[indices]` with the variables of `env` bound
 /// (others 0).
-fn flat_index(buffer: &Buffer, indices: &[Expr], env: &HashMap<Var, i64>) -> i64 {
+pub(crate) fn flat_index(buffer: &Buffer, indices: &[Expr], env: &HashMap<Var, i64>) -> i64 {
     let shape: Vec<i64> = buffer
         .shape()
         .iter()

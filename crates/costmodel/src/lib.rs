@@ -19,14 +19,18 @@
 
 pub mod error;
 pub mod features;
+pub mod packsum;
 mod random;
+pub mod store_features;
 mod xgb;
 
 pub use error::CostModelError;
 pub use features::{
     curve_features, itervar_feature_names, itervar_features, knob_features, MAX_BUFFERS, MAX_LOOPS,
 };
+pub use packsum::{PackSumParams, PackSumXgb, ProgramCostModel, RandomProgramModel};
 pub use random::RandomModel;
+pub use store_features::{store_feature_names, store_features, STORE_FEATURE_LEN};
 pub use xgb::{LossType, XgbModel, XgbParams, RANK_BINARY_THRESHOLD};
 
 use std::path::Path;

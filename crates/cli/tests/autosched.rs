@@ -1,0 +1,147 @@
+//! `tessera tune` without `--templates` (the auto-scheduler) on a small matmul: the
+//! task's DAG and TVM's table are printed, every measurement is logged, and a run killed
+//! mid-way resumes from its log and ends with exactly the asked-for trials.
+
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn args(log: &std::path::Path, trials: &str) -> Vec<String> {
+    [
+        "tune",
+        "--op",
+        "matmul",
+        "--op-shape",
+        "64,64,64",
+        "--trials",
+        trials,
+        "--per-round",
+        "8",
+        "--population",
+        "16",
+        "--min-repeat-ms",
+        "1",
+        "--log",
+        log.to_str().unwrap(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+fn tessera(args: &[String]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args(args)
+        .output()
+        .expect("runs tessera")
+}
+
+fn step_records(text: &str) -> usize {
+    text.matches(r#""kind":"steps""#).count()
+}
+
+#[test]
+fn a_killed_auto_scheduler_run_resumes_from_its_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("mm.jsonl");
+    // a run asked for 64 trials, killed once two rounds are in the log
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args(args(&log, "64"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if step_records(&text) >= 16 || start.elapsed() > Duration::from_secs(300) {
+            break;
+        }
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let killed = std::fs::read_to_string(&log).unwrap();
+    let done = step_records(&killed);
+    assert!((16..64).contains(&done), "{done} step records when killed");
+    assert_eq!(done % 8, 0, "whole batches only");
+    // every line is a whole record
+    for line in killed.lines() {
+        serde_json::from_str::<serde_json::Value>(line).unwrap();
+    }
+
+    let out = tessera(&args(&log, "64"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("========== Task 0  (workload key:"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("C(i, j) += (A[i, k]*B[k, j])"), "{stdout}");
+    assert!(
+        stdout.contains(&format!(
+            "resumed from {}: {done} earlier measurements",
+            log.display()
+        )),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("|  ID  | Latency (ms) | Speed (GFLOPS) | Trials |"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("Estimated total latency: "), "{stdout}");
+    assert!(stdout.contains("Trials: 64\t"), "{stdout}");
+    assert!(
+        stdout.contains("cost model `xgb-pack-sum` trained on"),
+        "{stdout}"
+    );
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.starts_with(&killed),
+        "nothing already recorded is rewritten"
+    );
+    assert_eq!(step_records(&text), 64);
+    // the default schedule was measured by the first run only
+    assert_eq!(text.matches(r#""kind":"default""#).count(), 1);
+
+    // the records tools read it, and the best is a step history or the default
+    let best = tessera(&[
+        "records".into(),
+        "best".into(),
+        log.to_str().unwrap().into(),
+    ]);
+    assert!(
+        best.status.success(),
+        "{}",
+        String::from_utf8_lossy(&best.stderr)
+    );
+}
+
+#[test]
+fn bad_auto_scheduler_options_are_one_line_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("x.jsonl");
+    for (extra, want) in [
+        (vec!["--model", "svm"], "unknown --model `svm`"),
+        (
+            vec!["--strategy", "fastest"],
+            "unknown --strategy `fastest`",
+        ),
+        (vec!["--resume"], "does not exist"),
+        (vec!["--tuner", "ga"], "--templates"),
+    ] {
+        let mut a = args(&log, "8");
+        a.extend(extra.iter().map(|s| s.to_string()));
+        let out = tessera(&a);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success());
+        assert!(stderr.contains(want), "{extra:?}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    }
+}

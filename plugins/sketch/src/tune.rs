@@ -1,0 +1,361 @@
+//! The auto-scheduler's tuning loop over the tasks of a network (TVM's
+//! `auto_scheduler.TaskScheduler` + `SketchPolicy` + `XGBModel` together): a
+//! [`RoundRunner`] that, for the task the scheduler picks, proposes a batch with the
+//! task's [`SketchPolicy`], lowers and measures it, appends every measurement to the
+//! record log (one write + sync per batch), and retrains the one cost model shared by
+//! all tasks.
+//!
+//! The model learns from every task's programs, labelled per task with TVM's
+//! normalized throughput (the task's best cost over the program's cost; failures 0).
+//! The search samples at random until the model has `warmup` programs (TVM: 100).
+//! [`AutoTuner::restore`] feeds the records of a log back in (the measured set, the
+//! bests, the model's data), so a killed run resumes where its log ends.
+
+use crate::annotate::AnnotateParams;
+use crate::search::{SearchParams, SketchPolicy};
+use crate::sketch::{SketchError, SketchTarget};
+use tessera_costmodel::{store_features, ProgramCostModel};
+use tessera_ir::PrimFunc;
+use tessera_search::measure::{Candidate, Measurer, Reference};
+use tessera_search::record::{Record, RecordError, RecordWriter};
+use tessera_search::scheduler::{RoundOutcome, RoundRunner};
+use tessera_search::state::State;
+use tessera_search::{MeasureResult, ScheduleDesc};
+use tessera_te::{lower, ComputeDag};
+
+/// One task of the auto-scheduler.
+pub struct AutoTask {
+    /// The fused function's name, for messages.
+    pub name: String,
+    pub dag: ComputeDag,
+    pub workload_key: String,
+}
+
+/// What the driver needs besides the tasks.
+#[derive(Clone, Debug)]
+pub struct AutoTuneOptions {
+    pub num_cores: i64,
+    pub search: SearchParams,
+    /// Programs the model must have before it guides the search.
+    pub warmup: usize,
+    /// Check each candidate's output against the unscheduled program's.
+    pub check: bool,
+    pub seed: u64,
+    /// The target string written into records.
+    pub target: String,
+}
+
+/// The per-task state of the driver.
+struct TaskData {
+    policy: SketchPolicy,
+    reference: Option<Reference>,
+    /// Each measured program's feature rows and cost (seconds; `None`: failed).
+    programs: Vec<(Vec<Vec<f32>>, Option<f64>)>,
+    best: Option<f64>,
+}
+
+/// A failure that stops tuning (not one candidate's).
+#[derive(Debug, thiserror::Error)]
+pub enum AutoTuneError {
+    #[error("task `{task}`: {source}")]
+    Sketch {
+        task: String,
+        #[source]
+        source: SketchError,
+    },
+    #[error("task `{task}`: the reference outputs: {message}")]
+    Reference { task: String, message: String },
+    #[error("writing the record log: {0}")]
+    Log(#[from] RecordError),
+}
+
+/// The auto-scheduler over a set of tasks.
+pub struct AutoTuner<'a> {
+    tasks: Vec<AutoTask>,
+    data: Vec<TaskData>,
+    measurer: &'a mut Measurer,
+    writer: &'a mut RecordWriter,
+    model: Box<dyn ProgramCostModel>,
+    opts: AutoTuneOptions,
+    /// Whether the model has seen data since its last training.
+    stale: bool,
+    /// The first error writing the log; tuning stops at the next round.
+    pub log_error: Option<RecordError>,
+    /// Called with a line for each notable event (a model fit, an empty batch).
+    pub report: Box<dyn FnMut(&str) + 'a>,
+}
+
+/// Lowers a complete state into the function that is measured.
+pub fn lower_state(state: &State, name: &str) -> Result<PrimFunc, String> {
+    let r = state.replay().map_err(|e| e.to_string())?;
+    lower(&r.schedule, &r.args, name).map_err(|e| e.to_string())
+}
+
+/// The feature rows of each state (an empty bag for a state that does not lower),
+/// computed on all cores.
+pub fn features_of(states: &[State]) -> Vec<Vec<Vec<f32>>> {
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(states.len().max(1));
+    let chunk = states.len().div_ceil(threads).max(1);
+    std::thread::scope(|sc| {
+        let handles: Vec<_> = states
+            .chunks(chunk)
+            .map(|part| {
+                sc.spawn(move || {
+                    part.iter()
+                        .map(|s| {
+                            lower_state(s, "candidate")
+                                .map(|f| store_features(&f))
+                                .unwrap_or_default()
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        // a chunk whose thread panicked gives empty bags, one per state, so that the
+        // result stays aligned with `states`
+        handles
+            .into_iter()
+            .zip(states.chunks(chunk))
+            .flat_map(|(h, part)| h.join().unwrap_or_else(|_| vec![Vec::new(); part.len()]))
+            .collect()
+    })
+}
+
+impl<'a> AutoTuner<'a> {
+    pub fn new(
+        tasks: Vec<AutoTask>,
+        measurer: &'a mut Measurer,
+        writer: &'a mut RecordWriter,
+        model: Box<dyn ProgramCostModel>,
+        opts: AutoTuneOptions,
+    ) -> Result<AutoTuner<'a>, AutoTuneError> {
+        let target = SketchTarget::cpu(opts.num_cores);
+        let mut data = Vec::with_capacity(tasks.len());
+        for (i, t) in tasks.iter().enumerate() {
+            let policy = SketchPolicy::new(
+                &t.dag,
+                &target,
+                AnnotateParams::cpu(opts.num_cores),
+                opts.search.clone(),
+                opts.seed.wrapping_add(i as u64),
+            )
+            .map_err(|source| AutoTuneError::Sketch {
+                task: t.name.clone(),
+                source,
+            })?;
+            let reference = if opts.check {
+                let naive = lower_state(&State::new(&t.dag), "reference").map_err(|message| {
+                    AutoTuneError::Reference {
+                        task: t.name.clone(),
+                        message,
+                    }
+                })?;
+                Some(
+                    Reference::compute(measurer.backend(), &naive, t.dag.outputs.len(), 1)
+                        .map_err(|e| AutoTuneError::Reference {
+                            task: t.name.clone(),
+                            message: e.to_string(),
+                        })?,
+                )
+            } else {
+                None
+            };
+            data.push(TaskData {
+                policy,
+                reference,
+                programs: Vec::new(),
+                best: None,
+            });
+        }
+        Ok(AutoTuner {
+            tasks,
+            data,
+            measurer,
+            writer,
+            model,
+            opts,
+            stale: false,
+            log_error: None,
+            report: Box::new(|_| {}),
+        })
+    }
+
+    pub fn tasks(&self) -> &[AutoTask] {
+        &self.tasks
+    }
+
+    /// Each task's number of measured programs and best cost (seconds).
+    pub fn progress(&self) -> Vec<(usize, Option<f64>)> {
+        self.data
+            .iter()
+            .map(|d| (d.programs.len(), d.best))
+            .collect()
+    }
+
+    /// Feeds a log's records back in: every step-history record of a task on this
+    /// target is a measured program of that task. Returns how many were taken and the
+    /// records that named a task but did not replay (with why).
+    pub fn restore(&mut self, records: &[Record]) -> (usize, Vec<String>) {
+        let mut taken = 0;
+        let mut bad = Vec::new();
+        let mut states: Vec<(usize, State, MeasureResult)> = Vec::new();
+        for r in records {
+            let ScheduleDesc::Steps { steps } = &r.schedule else {
+                continue;
+            };
+            if r.target != self.opts.target {
+                continue;
+            }
+            let Some(i) = self
+                .tasks
+                .iter()
+                .position(|t| t.workload_key == r.workload_key)
+            else {
+                continue;
+            };
+            match State::from_json(&self.tasks[i].dag, steps) {
+                Ok(s) => states.push((i, s, r.result.clone())),
+                Err(e) => bad.push(format!("a record of task `{}`: {e}", self.tasks[i].name)),
+            }
+        }
+        let all: Vec<State> = states.iter().map(|(_, s, _)| s.clone()).collect();
+        let feats = features_of(&all);
+        for ((i, s, res), f) in states.into_iter().zip(feats) {
+            self.note(i, &s, &res, f);
+            taken += 1;
+        }
+        if taken > 0 {
+            self.retrain();
+        }
+        (taken, bad)
+    }
+
+    fn note(&mut self, task: usize, s: &State, res: &MeasureResult, feats: Vec<Vec<f32>>) {
+        let d = &mut self.data[task];
+        let cost = res.is_ok().then(|| res.mean_cost());
+        let flop = self.tasks[task].dag.flop_count();
+        d.policy.record(s, cost.map(|c| flop / c.max(1e-12)));
+        if let Some(c) = cost {
+            if d.best.is_none_or(|b| c < b) {
+                d.best = Some(c);
+            }
+        }
+        d.programs.push((feats, cost));
+        self.stale = true;
+    }
+
+    /// Programs with features, over all tasks.
+    fn num_programs(&self) -> usize {
+        self.data.iter().map(|d| d.programs.len()).sum()
+    }
+
+    fn retrain(&mut self) {
+        if !self.stale || self.num_programs() < self.opts.warmup {
+            return;
+        }
+        let mut xs = Vec::new();
+        let mut ys = Vec::new();
+        for d in &self.data {
+            let Some(best) = d.best else { continue };
+            for (f, c) in &d.programs {
+                if f.is_empty() {
+                    continue;
+                }
+                xs.push(f.clone());
+                ys.push(c.map_or(0.0, |c| (best / c) as f32));
+            }
+        }
+        if xs.is_empty() {
+            return;
+        }
+        match self.model.update(&xs, &ys) {
+            Ok(()) => {
+                self.stale = false;
+                (self.report)(&format!(
+                    "cost model `{}` trained on {} programs",
+                    self.model.name(),
+                    xs.len()
+                ));
+            }
+            Err(e) => (self.report)(&format!("cost model not trained: {e}")),
+        }
+    }
+}
+
+impl RoundRunner for AutoTuner<'_> {
+    fn run_round(&mut self, task: usize, n: usize) -> RoundOutcome {
+        if self.log_error.is_some() {
+            return RoundOutcome::default();
+        }
+        let use_model = self.model.is_trained() && self.num_programs() >= self.opts.warmup;
+        let model = &self.model;
+        let mut scorer = |states: &[State]| -> Vec<f32> {
+            let feats = features_of(states);
+            model
+                .predict(&feats)
+                .unwrap_or_else(|_| vec![f32::NEG_INFINITY; states.len()])
+        };
+        let d = &mut self.data[task];
+        let batch = if use_model {
+            d.policy.next_batch(n, Some(&mut scorer))
+        } else {
+            d.policy.next_batch(n, None)
+        };
+        if batch.is_empty() {
+            (self.report)(&format!(
+                "task `{}`: the search has nothing new to propose",
+                self.tasks[task].name
+            ));
+            return RoundOutcome::default();
+        }
+        let funcs: Vec<Result<PrimFunc, String>> = batch
+            .iter()
+            .enumerate()
+            .map(|(k, s)| lower_state(s, &format!("cand{k}")))
+            .collect();
+        let feats: Vec<Vec<Vec<f32>>> = funcs
+            .iter()
+            .map(|f| f.as_ref().map(store_features).unwrap_or_default())
+            .collect();
+        let cands: Vec<Candidate> = funcs.into_iter().map(|func| Candidate { func }).collect();
+        let n_out = self.tasks[task].dag.outputs.len();
+        let results = self
+            .measurer
+            .measure(&cands, n_out, self.data[task].reference.as_ref());
+        let t = &self.tasks[task];
+        let records: Vec<Record> = batch
+            .iter()
+            .zip(&results)
+            .map(|(s, r)| {
+                Record::new(
+                    &t.workload_key,
+                    &self.opts.target,
+                    &t.name,
+                    ScheduleDesc::Steps {
+                        steps: s.steps_json(),
+                    },
+                    r.clone(),
+                )
+            })
+            .collect();
+        if let Err(e) = self.writer.append_batch(&records) {
+            self.log_error = Some(e);
+        }
+        let mut best: Option<f64> = None;
+        for ((s, r), f) in batch.iter().zip(&results).zip(feats) {
+            if r.is_ok() {
+                let c = r.mean_cost();
+                best = Some(best.map_or(c, |b: f64| b.min(c)));
+            }
+            self.note(task, s, r, f);
+        }
+        self.retrain();
+        RoundOutcome {
+            measured: batch.len(),
+            best_cost: best,
+        }
+    }
+}
