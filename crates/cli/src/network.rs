@@ -200,9 +200,16 @@ pub fn build_tuned(
 ) -> Result<(tessera_graph::GraphModule, usize)> {
     use tessera_autotvm::network::TunedHook;
     use tessera_backends::Backend;
-    let (best, skipped) = tessera_search::record::ApplyHistoryBest::from_file(log)
+    let loaded = tessera_search::record::load(log)
         .with_context(|| format!("reading the record log {}", log.display()))?;
-    for (line, reason) in skipped {
+    let best = tessera_search::record::ApplyHistoryBest::new(&loaded.records);
+    // the template hook (and its warning per task without a record) only for a log
+    // that holds template configurations
+    let has_templates = loaded
+        .records
+        .iter()
+        .any(|r| matches!(r.schedule, tessera_search::ScheduleDesc::Config { .. }));
+    for (line, reason) in loaded.skipped {
         eprintln!("warning: {}:{line}: {reason}", log.display());
     }
     let backend = tessera_backends::CpuBackend::new(target.clone());
@@ -210,7 +217,12 @@ pub fn build_tuned(
     let target_str = target.to_string();
     let templates = TunedHook::new(best.clone(), &target_str, lanes);
     // Step histories (the auto-scheduler) first, template configurations for the rest.
-    let sketch = tessera_sketch::network::SketchHook::new(best, &target_str, Some(&templates));
+    let fallback: Option<&dyn tessera_graph::ScheduleHook> = if has_templates {
+        Some(&templates)
+    } else {
+        None
+    };
+    let sketch = tessera_sketch::network::SketchHook::new(best, &target_str, fallback);
     let m = tessera_graph::build_with(g, target, Some(&sketch))?;
     for w in sketch.warnings().into_iter().chain(templates.warnings()) {
         eprintln!("warning: {w}");
