@@ -294,22 +294,11 @@ fn touches(stmt: &Stmt, loops: &[Loop]) -> Vec<Touch> {
     });
     accesses.truncate(MAX_BUFFERS);
 
-    let start: HashMap<Var, i64> = loops.iter().map(|l| (l.var.clone(), l.min)).collect();
+    let heads: Vec<(Var, i64)> = loops.iter().map(|l| (l.var.clone(), l.min)).collect();
     accesses
         .into_iter()
         .map(|(buffer, indices)| {
-            let base = flat_index(&buffer, &indices, &start);
-            let stride: Vec<i64> = loops
-                .iter()
-                .map(|l| {
-                    let mut env = start.clone();
-                    env.insert(l.var.clone(), l.min.wrapping_add(1));
-                    flat_index(&buffer, &indices, &env)
-                        .wrapping_sub(base)
-                        .unsigned_abs()
-                        .min(i64::MAX as u64) as i64
-                })
-                .collect();
+            let stride = access_strides(&buffer, &indices, &heads);
             // TVM's ExitItervar_: walking outwards, a loop that moves the access
             // multiplies the count of itself and every loop around it, one that does not
             // multiplies their reuse.
@@ -335,9 +324,28 @@ fn touches(stmt: &Stmt, loops: &[Loop]) -> Vec<Touch> {
         .collect()
 }
 
+/// How far (in elements, absolute) the access `buffer[indices]` moves when each loop
+/// (its variable and start) advances by one with the other loops at their start: the
+/// index's coefficient when it is linear, a finite difference when it is not.
+pub(crate) fn access_strides(buffer: &Buffer, indices: &[Expr], loops: &[(Var, i64)]) -> Vec<i64> {
+    let start: HashMap<Var, i64> = loops.iter().cloned().collect();
+    let base = flat_index(buffer, indices, &start);
+    loops
+        .iter()
+        .map(|(var, min)| {
+            let mut env = start.clone();
+            env.insert(var.clone(), min.wrapping_add(1));
+            flat_index(buffer, indices, &env)
+                .wrapping_sub(base)
+                .unsigned_abs()
+                .min(i64::MAX as u64) as i64
+        })
+        .collect()
+}
+
 /// The row-major flattened index of `buffer[indices]` with the variables of `env` bound
 /// (others 0).
-pub(crate) fn flat_index(buffer: &Buffer, indices: &[Expr], env: &HashMap<Var, i64>) -> i64 {
+fn flat_index(buffer: &Buffer, indices: &[Expr], env: &HashMap<Var, i64>) -> i64 {
     let shape: Vec<i64> = buffer
         .shape()
         .iter()

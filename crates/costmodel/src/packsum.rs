@@ -76,22 +76,18 @@ impl PackSumXgb {
 
     fn config(&self) -> HashMap<String, String> {
         let p = &self.params;
-        [
-            ("booster", "gbtree".to_string()),
-            ("objective", "reg:squarederror".to_string()),
-            ("base_score", "0".to_string()),
-            ("tree_method", "exact".to_string()),
-            ("max_depth", p.max_depth.to_string()),
-            ("gamma", p.gamma.to_string()),
-            ("min_child_weight", p.min_child_weight.to_string()),
-            ("eta", p.eta.to_string()),
-            ("seed", p.seed.to_string()),
-            ("nthread", p.nthread.max(1).to_string()),
-            ("verbosity", "0".to_string()),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect()
+        crate::xgb::booster_config(
+            "reg:squarederror",
+            p.nthread,
+            &[
+                ("base_score", "0".to_string()),
+                ("max_depth", p.max_depth.to_string()),
+                ("gamma", p.gamma.to_string()),
+                ("min_child_weight", p.min_child_weight.to_string()),
+                ("eta", p.eta.to_string()),
+                ("seed", p.seed.to_string()),
+            ],
+        )
     }
 }
 

@@ -44,7 +44,7 @@
 //! along the loops around the store itself, and the intensity curve is sampled by loop
 //! level rather than by compute amount.
 
-use crate::features::flat_index;
+use crate::features::access_strides;
 use std::collections::HashMap;
 use tessera_ir::visit::{post_order_visit, walk_stmt, ExprVisitor, StmtVisitor};
 use tessera_ir::{BinOp, Buffer, Expr, ExprNode, ForKind, Intrinsic, PrimFunc, Stmt, StmtNode};
@@ -297,7 +297,7 @@ fn accesses(stmt: &Stmt, loops: &[Loop]) -> Vec<Access> {
             raw.push((buffer.clone(), indices.clone(), false));
         }
     });
-    let start: HashMap<Var, i64> = loops.iter().map(|l| (l.var.clone(), l.min)).collect();
+    let heads: Vec<(Var, i64)> = loops.iter().map(|l| (l.var.clone(), l.min)).collect();
     let mut out: Vec<Access> = Vec::new();
     for (buffer, indices, is_write) in raw {
         if let Some(a) = out.iter_mut().find(|a| a.buffer == buffer) {
@@ -306,18 +306,7 @@ fn accesses(stmt: &Stmt, loops: &[Loop]) -> Vec<Access> {
             a.count += 1;
             continue;
         }
-        let base = flat_index(&buffer, &indices, &start);
-        let stride = loops
-            .iter()
-            .map(|l| {
-                let mut env = start.clone();
-                env.insert(l.var.clone(), l.min.wrapping_add(1));
-                flat_index(&buffer, &indices, &env)
-                    .wrapping_sub(base)
-                    .unsigned_abs()
-                    .min(i64::MAX as u64) as i64
-            })
-            .collect();
+        let stride = access_strides(&buffer, &indices, &heads);
         out.push(Access {
             buffer,
             read: !is_write,

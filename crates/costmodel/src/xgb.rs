@@ -203,24 +203,20 @@ impl XgbModel {
 
     fn config(&self) -> HashMap<String, String> {
         let p = &self.params;
-        [
-            ("booster", "gbtree".to_string()),
-            ("objective", self.loss.objective().to_string()),
-            ("tree_method", "exact".to_string()),
-            ("max_depth", p.max_depth.to_string()),
-            ("gamma", p.gamma.to_string()),
-            ("min_child_weight", p.min_child_weight.to_string()),
-            ("subsample", p.subsample.to_string()),
-            ("eta", p.eta.to_string()),
-            ("lambda", p.lambda.to_string()),
-            ("alpha", p.alpha.to_string()),
-            ("seed", p.seed.to_string()),
-            ("nthread", p.nthread.max(1).to_string()),
-            ("verbosity", "0".to_string()),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect()
+        booster_config(
+            self.loss.objective(),
+            p.nthread,
+            &[
+                ("max_depth", p.max_depth.to_string()),
+                ("gamma", p.gamma.to_string()),
+                ("min_child_weight", p.min_child_weight.to_string()),
+                ("subsample", p.subsample.to_string()),
+                ("eta", p.eta.to_string()),
+                ("lambda", p.lambda.to_string()),
+                ("alpha", p.alpha.to_string()),
+                ("seed", p.seed.to_string()),
+            ],
+        )
     }
 
     /// Dense row-major rows as an XGBoost matrix, NaN meaning missing.
@@ -254,6 +250,28 @@ impl XgbModel {
                 .collect(),
         }
     }
+}
+
+/// The booster settings every model of this crate uses (gradient-boosted trees, the
+/// exact tree method, quiet, `nthread` threads) with `objective` and the model's own
+/// `params`.
+pub(crate) fn booster_config(
+    objective: &str,
+    nthread: u32,
+    params: &[(&str, String)],
+) -> HashMap<String, String> {
+    let mut c: HashMap<String, String> = [
+        ("booster", "gbtree".to_string()),
+        ("objective", objective.to_string()),
+        ("tree_method", "exact".to_string()),
+        ("nthread", nthread.max(1).to_string()),
+        ("verbosity", "0".to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    c.extend(params.iter().map(|(k, v)| (k.to_string(), v.clone())));
+    c
 }
 
 impl CostModel for XgbModel {

@@ -3,53 +3,21 @@
 //! program computes (in the reference interpreter, before and after the unroll and
 //! vectorize passes the CPU code generator runs).
 
-use tessera_ir::interp::{self, HostBuffer};
+mod common;
+use common::*;
+
 use tessera_ir::transform::{auto_unroll, unroll_loops, vectorize_loops};
-use tessera_ir::{DataType, PrimFunc};
+use tessera_ir::PrimFunc;
 use tessera_search::rng::Rng;
 use tessera_search::state::{State, Step};
 use tessera_sketch::annotate::{annotate, AnnotateParams, Factorizations};
 use tessera_sketch::sketch::{generate_sketches, SketchTarget};
 use tessera_te::ops::{bias_add, conv2d_nhwc, matmul, relu, softmax};
-use tessera_te::{lower, placeholder, ComputeDag, Tensor};
-
-fn f32p(shape: &[i64], name: &str) -> Tensor {
-    placeholder(shape, DataType::float32(), name).unwrap()
-}
-
-fn run(f: &PrimFunc, args: &[Tensor], n_inputs: usize) -> Vec<Vec<f64>> {
-    let mut bufs: Vec<HostBuffer> = args
-        .iter()
-        .enumerate()
-        .map(|(i, t)| {
-            let shape: Vec<usize> = t.shape().iter().map(|d| *d as usize).collect();
-            let n: usize = shape.iter().product();
-            let vals: Vec<f64> = (0..n)
-                .map(|k| {
-                    if i < n_inputs {
-                        ((k * 7 + i * 3) % 17) as f64 / 17.0 - 0.5
-                    } else {
-                        0.0
-                    }
-                })
-                .collect();
-            HostBuffer::from_f64(t.dtype(), &shape, &vals)
-        })
-        .collect();
-    interp::run(f, &mut bufs).unwrap_or_else(|e| panic!("interpreter: {e}\n{f}"));
-    bufs[n_inputs..].iter().map(|b| b.to_f64()).collect()
-}
+use tessera_te::{lower, ComputeDag};
 
 fn passes(f: &PrimFunc) -> PrimFunc {
     let (body, _) = vectorize_loops(&unroll_loops(&auto_unroll(&f.body)));
     PrimFunc::new(&f.name, f.params.clone(), body)
-}
-
-fn close(want: &[Vec<f64>], got: &[Vec<f64>]) -> bool {
-    want.iter()
-        .flatten()
-        .zip(got.iter().flatten())
-        .all(|(a, b)| (a - b).abs() <= 1e-4 * (1.0 + a.abs()))
 }
 
 /// Draws `per_sketch` states from each sketch and checks each; returns how many states

@@ -2,20 +2,17 @@
 //! mutation keeps a state valid and computing the same values; the evolutionary search
 //! climbs the scorer it is given; the same seed proposes the same batch.
 
+mod common;
+use common::*;
+
 use std::collections::HashSet;
-use tessera_ir::interp::{self, HostBuffer};
-use tessera_ir::{DataType, PrimFunc};
 use tessera_search::state::{State, Step};
 use tessera_sketch::annotate::AnnotateParams;
 use tessera_sketch::search::{SearchParams, SketchPolicy};
 use tessera_sketch::sketch::SketchTarget;
 use tessera_sketch::tune::lower_state;
 use tessera_te::ops::{bias_add, conv2d_nhwc, matmul, relu};
-use tessera_te::{placeholder, ComputeDag, Tensor};
-
-fn f32p(shape: &[i64], name: &str) -> Tensor {
-    placeholder(shape, DataType::float32(), name).unwrap()
-}
+use tessera_te::ComputeDag;
 
 fn matmul_dag(n: i64) -> ComputeDag {
     let c = matmul(&f32p(&[n, n], "A"), &f32p(&[n, n], "B")).unwrap();
@@ -43,29 +40,6 @@ fn policy(dag: &ComputeDag, seed: u64) -> SketchPolicy {
         seed,
     )
     .unwrap()
-}
-
-fn run(f: &PrimFunc, args: &[Tensor], n_in: usize) -> Vec<f64> {
-    let mut bufs: Vec<HostBuffer> = args
-        .iter()
-        .enumerate()
-        .map(|(i, t)| {
-            let shape: Vec<usize> = t.shape().iter().map(|d| *d as usize).collect();
-            let n: usize = shape.iter().product();
-            let v: Vec<f64> = (0..n)
-                .map(|k| {
-                    if i < n_in {
-                        ((k * 5 + i) % 11) as f64 / 11.0 - 0.5
-                    } else {
-                        0.0
-                    }
-                })
-                .collect();
-            HostBuffer::from_f64(t.dtype(), &shape, &v)
-        })
-        .collect();
-    interp::run(f, &mut bufs).unwrap_or_else(|e| panic!("{e}\n{f}"));
-    bufs.last().unwrap().to_f64()
 }
 
 #[test]
@@ -111,11 +85,7 @@ fn every_mutation_keeps_the_state_valid_and_computing_the_same() {
                 assert!(m.is_complete());
                 if (k + round) % 3 == 0 {
                     let got = run(&lower_state(&m, "m").unwrap(), &args, n_in);
-                    let ok = want
-                        .iter()
-                        .zip(&got)
-                        .all(|(a, b)| (a - b).abs() <= 1e-4 * (1.0 + a.abs()));
-                    assert!(ok, "{:?}", m.steps());
+                    assert!(close(&want, &got), "{:?}", m.steps());
                 }
             }
         }

@@ -1,15 +1,13 @@
 //! The sketches generated for the CPU, as TVM's sketch-generation tests count them, each
 //! printed (step history and loop nest, unfilled tile sizes shown `?`) in a snapshot.
 
-use tessera_ir::DataType;
+mod common;
+use common::*;
+
 use tessera_search::state::State;
 use tessera_sketch::sketch::{generate_sketches, SketchTarget};
 use tessera_te::ops::{bias_add, conv2d_nhwc, matmul, relu, softmax};
-use tessera_te::{placeholder, ComputeDag, Tensor};
-
-fn f32p(shape: &[i64], name: &str) -> Tensor {
-    placeholder(shape, DataType::float32(), name).unwrap()
-}
+use tessera_te::ComputeDag;
 
 fn show(sketches: &[State]) -> String {
     let mut out = String::new();

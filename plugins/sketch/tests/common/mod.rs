@@ -1,0 +1,45 @@
+//! Helpers shared by the sketch plugin's tests: placeholders and running a lowered
+//! function in the reference interpreter on fixed inputs.
+
+#![allow(dead_code)]
+
+use tessera_ir::interp::{self, HostBuffer};
+use tessera_ir::{DataType, PrimFunc};
+use tessera_te::{placeholder, Tensor};
+
+pub fn f32p(shape: &[i64], name: &str) -> Tensor {
+    placeholder(shape, DataType::float32(), name).unwrap()
+}
+
+/// Runs `f` in the interpreter on fixed inputs (the first `n_inputs` arguments) and
+/// returns every output.
+pub fn run(f: &PrimFunc, args: &[Tensor], n_inputs: usize) -> Vec<Vec<f64>> {
+    let mut bufs: Vec<HostBuffer> = args
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let shape: Vec<usize> = t.shape().iter().map(|d| *d as usize).collect();
+            let n: usize = shape.iter().product();
+            let vals: Vec<f64> = (0..n)
+                .map(|k| {
+                    if i < n_inputs {
+                        ((k * 7 + i * 3) % 17) as f64 / 17.0 - 0.5
+                    } else {
+                        0.0
+                    }
+                })
+                .collect();
+            HostBuffer::from_f64(t.dtype(), &shape, &vals)
+        })
+        .collect();
+    interp::run(f, &mut bufs).unwrap_or_else(|e| panic!("interpreter: {e}\n{f}"));
+    bufs[n_inputs..].iter().map(|b| b.to_f64()).collect()
+}
+
+/// Whether two runs' outputs agree within 1e-4 (relative to 1 + |value|).
+pub fn close(want: &[Vec<f64>], got: &[Vec<f64>]) -> bool {
+    want.iter()
+        .flatten()
+        .zip(got.iter().flatten())
+        .all(|(a, b)| (a - b).abs() <= 1e-4 * (1.0 + a.abs()))
+}
