@@ -1,7 +1,12 @@
 #!/usr/bin/env python3
-"""Search efficiency of the template tuners: the best GFLOPS reached after 64, 128, 256
-and 512 measured trials by xgb, ga and random (3 seeds each) on ResNet's conv2d NHWC
-1x56x56x64 (*) 3x3x64x64 and on a 1024^3 matmul.
+"""Search efficiency: the best GFLOPS reached after 64, 128, 256 and 512 (and 1000)
+measured trials, 3 seeds each, on ResNet's conv2d NHWC 1x56x56x64 (*) 3x3x64x64 and on a
+1024^3 matmul.
+
+--policy templates (the default): the template tuners xgb, ga and random
+(`tessera tune --templates --tuner T`).
+--policy sketch: the auto-scheduler with the pack-sum XGBoost model against the same
+search with the random model (`tessera tune --model xgb|random`), 1000 trials.
 
 Each run is one `tessera tune --templates --op ...` with its own log; the table is read
 back from the logs (records are in measurement order; the default schedule's record,
@@ -10,6 +15,8 @@ by tuner) so that a slow period of a shared machine hits every tuner alike.
 
     cargo build --release --workspace
     python3 bench/search_efficiency.py --bin target/release --out bench-out/efficiency
+    python3 bench/search_efficiency.py --policy sketch --trials 1000 --only conv2d \
+        --bin target/release --out bench-out/sketch-efficiency
 """
 import argparse
 import json
@@ -27,8 +34,8 @@ WORKLOADS = {
         "matmul", "1024,1024,1024", 2 * 1024 ** 3,
         ["--number", "1", "--min-repeat-ms", "0", "--run-timeout", "0.25"]),
 }
-TUNERS = ["xgb", "ga", "random"]
-CHECKPOINTS = [64, 128, 256, 512]
+TUNERS = {"templates": ["xgb", "ga", "random"], "sketch": ["xgb", "random"]}
+CHECKPOINTS = [64, 128, 256, 512, 1000]
 
 
 def best_curve(log, flop, checkpoints):
@@ -60,6 +67,7 @@ def main():
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--trials", type=int, default=512)
     ap.add_argument("--only", choices=["conv2d", "matmul"])
+    ap.add_argument("--policy", choices=["templates", "sketch"], default="templates")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     tessera = os.path.join(args.bin, "tessera")
@@ -69,12 +77,16 @@ def main():
         if args.only and op != args.only:
             continue
         for seed in range(1, args.seeds + 1):
-            for tuner in TUNERS:
+            for tuner in TUNERS[args.policy]:
                 log = os.path.join(args.out, f"{op}_{tuner}_{seed}.jsonl")
                 if not os.path.exists(log):
                     t0 = time.time()
-                    cmd = [tessera, "tune", "--templates", "--op", op, "--op-shape", shape,
-                           "--tuner", tuner, "--tuner-seed", str(seed), "--trials",
+                    if args.policy == "templates":
+                        how = ["--templates", "--tuner", tuner]
+                    else:
+                        how = ["--model", tuner, "--per-round", "64"]
+                    cmd = [tessera, "tune", "--op", op, "--op-shape", shape] + how + [
+                           "--tuner-seed", str(seed), "--trials",
                            str(args.trials), "--log", log + ".part"] + extra
                     p = subprocess.run(cmd, capture_output=True, text=True)
                     if p.returncode != 0:
@@ -85,6 +97,8 @@ def main():
                 curve, n = best_curve(log, flop, checkpoints)
                 results.setdefault(name, {}).setdefault(tuner, []).append(curve)
     print("Best GFLOPS after N trials (mean of %d seeds; min-max in brackets)\n" % args.seeds)
+    if args.policy == "sketch":
+        print("(tuner = the auto-scheduler's cost model)\n")
     print("| workload | tuner | " + " | ".join(f"{c} trials" for c in checkpoints) + " |")
     print("|---|---|" + "---|" * len(checkpoints))
     for name, by_tuner in results.items():

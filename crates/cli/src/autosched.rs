@@ -30,7 +30,7 @@ struct Job {
 }
 
 /// The compute DAG of `--op OP --op-shape DIMS` (stride 1, "same" padding).
-fn op_dag(op: &str, dims: &[i64]) -> Result<ComputeDag> {
+pub(crate) fn op_dag(op: &str, dims: &[i64]) -> Result<ComputeDag> {
     use tessera_ir::DataType;
     use tessera_te::{ops, placeholder};
     let f32 = DataType::float32();

@@ -19,6 +19,19 @@ pub struct BenchArgs {
     /// Timing: the least duration of one repeat, in milliseconds.
     #[arg(long, default_value_t = 200.0)]
     pub min_repeat_ms: f64,
+    /// Instead of the default schedules: time the best step history an auto-scheduler
+    /// log (--log) holds for one operator, `matmul` (--op-shape M,N,K) or `conv2d`
+    /// (NHWC, N=1,H,W,C_IN,C_OUT,KH,KW, stride 1, same padding), against its default
+    /// schedule and the gemm crate (im2col + gemm for conv2d) in the same run.
+    #[arg(long, requires_all = ["op_shape", "log"])]
+    pub op: Option<String>,
+    #[arg(long)]
+    pub op_shape: Option<String>,
+    #[arg(long)]
+    pub log: Option<std::path::PathBuf>,
+    /// Threads of the --op comparison (both sides).
+    #[arg(long, default_value_t = 2)]
+    pub threads: usize,
 }
 
 #[cfg(not(feature = "bench"))]
@@ -74,12 +87,7 @@ mod imp {
         variant: Variant,
         dir: &std::path::Path,
     ) -> Result<f64> {
-        let Case {
-            ins,
-            out,
-            inputs,
-            want,
-        } = *case;
+        let Case { ins, out, .. } = *case;
         let target: Target = format!("cpu -num-cores={threads}").parse()?;
         let backend = match variant {
             Variant::ScalarNoAutoVec => CpuBackend::new(target)
@@ -97,14 +105,26 @@ mod imp {
         let mut args = ins.to_vec();
         args.push(out.clone());
         let func = lower(&s, &args, &format!("{}_{threads}t_{variant:?}", out.name()))?;
-        let module = Module::load(&backend.build(&func, dir)?)?;
-        let mut arrays: Vec<NDArray> = inputs.to_vec();
-        arrays.push(NDArray::zeros(out.dtype(), want.shape())?);
+        time_func(ev, case, &backend, &func, dir)
+    }
+
+    /// Builds `func` (arguments: the case's inputs, then its output), checks its output
+    /// against the peer's and returns its median time.
+    fn time_func(
+        ev: &TimeEvaluator,
+        case: &Case,
+        backend: &CpuBackend,
+        func: &tessera_ir::PrimFunc,
+        dir: &std::path::Path,
+    ) -> Result<f64> {
+        let module = Module::load(&backend.build(func, dir)?)?;
+        let mut arrays: Vec<NDArray> = case.inputs.to_vec();
+        arrays.push(NDArray::zeros(case.out.dtype(), case.want.shape())?);
         let mut refs: Vec<&mut NDArray> = arrays.iter_mut().collect();
         module.call(&mut refs)?;
         refs.last()
             .expect("output")
-            .allclose(want, 1e-3, 1e-3)
+            .allclose(case.want, 1e-3, 1e-3)
             .context("our kernel differs from the gemm crate")?;
         Ok(module.time_with(ev, &mut refs)?.median_ms())
     }
@@ -212,6 +232,132 @@ mod imp {
         }
     }
 
+    /// The peer's computation, writing the output.
+    type Peer = Box<dyn FnMut(&mut [f32])>;
+
+    /// The best step history of `log` for `op` against the default schedule and the peer.
+    fn tuned(
+        ev: &TimeEvaluator,
+        op: &str,
+        shape: &str,
+        log: &std::path::Path,
+        threads: usize,
+    ) -> Result<()> {
+        use tessera_search::state::State;
+        use tessera_search::ScheduleDesc;
+        let dims = crate::tune::parse_dims(shape)?;
+        let dag = crate::autosched::op_dag(op, &dims)?;
+        let key = dag.workload_key();
+        let loaded = tessera_search::record::load(log)?;
+        let best = loaded
+            .records
+            .iter()
+            .filter(|r| {
+                r.workload_key == key
+                    && r.is_usable()
+                    && matches!(r.schedule, ScheduleDesc::Steps { .. })
+            })
+            .min_by(|x, y| x.result.mean_cost().total_cmp(&y.result.mean_cost()))
+            .with_context(|| {
+                format!(
+                    "{}: no successful step history for {op} {shape}",
+                    log.display()
+                )
+            })?;
+        let ScheduleDesc::Steps { steps } = &best.schedule else {
+            unreachable!("filtered to step histories")
+        };
+        let replayed = State::from_json(&dag, steps)?.replay()?;
+        let out = dag.outputs[0].clone();
+        let ins: Vec<Tensor> = replayed.args[..replayed.args.len() - 1].to_vec();
+        let func = lower(&replayed.schedule, &replayed.args, "tuned")?;
+        let f32t = DataType::float32();
+        let shape_of = |t: &Tensor| t.shape().iter().map(|&d| d as usize).collect::<Vec<_>>();
+        let inputs: Vec<NDArray> = ins
+            .iter()
+            .enumerate()
+            .map(|(i, t)| NDArray::random_uniform(f32t, &shape_of(t), 11 + i as u64, -1.0, 1.0))
+            .collect::<Result<_, _>>()?;
+        let vals: Vec<Vec<f32>> = inputs
+            .iter()
+            .map(|x| Ok(x.as_slice::<f32>()?.to_vec()))
+            .collect::<Result<_>>()?;
+        let mut ov = vec![0f32; shape_of(&out).iter().product()];
+        let (peer_name, mut peer): (&str, Peer) = match (op, &dims[..]) {
+            ("matmul", &[m, n, k]) => {
+                let (m, n, k) = (m as usize, n as usize, k as usize);
+                let (av, bv) = (vals[0].clone(), vals[1].clone());
+                (
+                    "gemm sgemm",
+                    Box::new(move |o| sgemm((m, n, k), &av, &bv, Rhs::KxN, o, threads)),
+                )
+            }
+            ("conv2d", &[1, h, w, ci, co, kh, kw]) if kh == kw && kh % 2 == 1 => {
+                let cs = ConvShape {
+                    h: h as usize,
+                    w: w as usize,
+                    c: ci as usize,
+                    kh: kh as usize,
+                    kw: kw as usize,
+                    pad: (kh / 2) as usize,
+                };
+                let (dv, kv) = (vals[0].clone(), vals[1].clone());
+                let mut cols = vec![0f32; cs.h * cs.w * cs.kh * cs.kw * cs.c];
+                let kdim = cs.kh * cs.kw * cs.c;
+                (
+                    "im2col + gemm sgemm",
+                    Box::new(move |o| {
+                        im2col(&dv, cs, &mut cols);
+                        sgemm(
+                            (cs.h * cs.w, co as usize, kdim),
+                            &cols,
+                            &kv,
+                            Rhs::KxN,
+                            o,
+                            threads,
+                        )
+                    }),
+                )
+            }
+            _ => anyhow::bail!(
+                "bench --op takes matmul M,N,K or conv2d 1,H,W,C_IN,C_OUT,K,K (odd K)"
+            ),
+        };
+        peer(&mut ov);
+        let want = NDArray::from_slice_f32(&shape_of(&out), &ov)?;
+        let case = Case {
+            ins: &ins,
+            out: &out,
+            inputs: &inputs,
+            want: &want,
+        };
+        let dir = tempfile::tempdir()?;
+        let backend = CpuBackend::new(format!("cpu -num-cores={threads}").parse()?);
+        let flops = dag.flop_count();
+        let peer_ms = time(ev, || {
+            peer(&mut ov);
+            Ok(())
+        })?;
+        let tuned_ms = time_func(ev, &case, &backend, &func, dir.path())?;
+        let default_ms = ours(ev, &case, threads, Variant::Vectorized, dir.path())?;
+        let g = |ms: f64| flops / (ms * 1e-3) / 1e9;
+        println!(
+            "{op} {shape}, {threads} threads; best of {log} (record measured at {:.3} ms)",
+            best.result.mean_cost() * 1e3,
+            log = log.display()
+        );
+        println!("| schedule | ms | GFLOPS | speed / {peer_name} |");
+        println!("|---|---|---|---|");
+        for (what, ms) in [
+            ("auto-scheduler best", tuned_ms),
+            ("default schedule", default_ms),
+            (peer_name, peer_ms),
+        ] {
+            println!("| {what} | {ms:.3} | {:.1} | {:.2} |", g(ms), peer_ms / ms);
+        }
+        Ok(())
+    }
+
     struct Row {
         what: String,
         threads: usize,
@@ -234,6 +380,9 @@ mod imp {
             min_repeat_ms: a.min_repeat_ms,
             cache_flush: false,
         };
+        if let (Some(op), Some(shape), Some(log)) = (&a.op, &a.op_shape, &a.log) {
+            return tuned(&ev, op, shape, log, a.threads.max(1));
+        }
         let dir = tempfile::tempdir()?;
         let f32t = DataType::float32();
         let mut rows: Vec<Row> = Vec::new();

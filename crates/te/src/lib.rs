@@ -25,6 +25,6 @@ pub use error::{LowerError, ScheduleError, TeError};
 pub use lower::lower;
 pub use schedule::{Annotation, Attach, Relation, Schedule, Stage};
 pub use tensor::{
-    compute, compute_tagged, max, min, placeholder, prod, reduce_axis, sum, ComputeBody, IterKind,
-    IterVar, OpKind, Reduce, ReduceOp, Tensor,
+    compute, compute_tagged, compute_with_attrs, max, min, placeholder, prod, reduce_axis, sum,
+    ComputeBody, IterKind, IterVar, OpKind, Reduce, ReduceOp, Tensor,
 };

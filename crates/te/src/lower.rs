@@ -240,6 +240,23 @@ fn loop_kind(ann: Annotation) -> ForKind {
 /// Lowers the schedule into a function whose parameters are `args` (inputs and outputs,
 /// in calling order).
 pub fn lower(sch: &Schedule, args: &[Tensor], name: &str) -> Result<PrimFunc, LowerError> {
+    for st in sch.stages() {
+        if let Some(iv) = st
+            .leaf_iter_vars
+            .iter()
+            .find(|iv| iv.is_reduce() && matches!(st.annotation(iv), Annotation::Bind(_)))
+        {
+            return Err(LowerError::Invalid {
+                stage: st.name().to_string(),
+                reason: format!(
+                    "reduction loop `{}` is bound to a thread axis (a cross-thread \
+                     reduction); it needs a GPU backend's allreduce, which this lowering \
+                     does not emit",
+                    iv.name()
+                ),
+            });
+        }
+    }
     let mut lw = Lowerer {
         sch,
         bodies: Vec::new(),

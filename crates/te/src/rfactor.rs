@@ -119,6 +119,7 @@ pub(crate) fn rfactor(
         rf_axis,
         rf_body,
         None,
+        Default::default(),
     )?;
 
     let r = IterVar::new(

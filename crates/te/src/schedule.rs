@@ -400,7 +400,10 @@ impl Schedule {
     ) -> Result<(), ScheduleError> {
         let s = self.compute_stage_mut(t)?;
         Self::leaf_pos(s, iv)?;
-        if iv.is_reduce() && ann != Annotation::Unroll {
+        // a reduction loop may be unrolled, or bound to threadIdx.x (a cross-thread
+        // reduction: the threads of a warp reduce together)
+        let cross_thread = ann == Annotation::Bind(ThreadAxis::ThreadIdxX);
+        if iv.is_reduce() && ann != Annotation::Unroll && !cross_thread {
             return Err(ScheduleError::ReduceAxis {
                 stage: s.name().to_string(),
                 axis: iv.name().to_string(),
@@ -644,6 +647,7 @@ impl Schedule {
             old.axis().to_vec(),
             body,
             Some(old.buffer().clone()),
+            old.attrs().clone(),
         )?;
         self.stages[i].op = op;
         Ok(())
@@ -780,6 +784,7 @@ impl Schedule {
             axis,
             body,
             None,
+            Default::default(),
         )?;
         let copy = cache.at(&op.axis().iter().map(|a| a.expr()).collect::<Vec<_>>());
         self.insert_stage(ti, cache.clone());

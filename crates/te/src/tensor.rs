@@ -3,7 +3,7 @@
 //! reduction).
 
 use crate::error::TeError;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -283,6 +283,10 @@ pub struct TensorNode {
     pub kind: OpKind,
     /// The tensors the body reads, in order of first appearance.
     pub inputs: Vec<Tensor>,
+    /// Hints for schedule search, TVM's `attrs` of a compute (e.g.
+    /// `auto_scheduler_simplify_const_tensor_indices`: the axes that index constant
+    /// matrices). Schedule rewrites of the body keep them.
+    pub attrs: BTreeMap<String, Vec<String>>,
 }
 
 impl PartialEq for Tensor {
@@ -346,6 +350,10 @@ impl Tensor {
     }
     pub fn tag(&self) -> &str {
         &self.0.tag
+    }
+    /// The compute's schedule-search hints (empty for most operations).
+    pub fn attrs(&self) -> &BTreeMap<String, Vec<String>> {
+        &self.0.attrs
     }
     pub fn shape(&self) -> &[i64] {
         &self.0.shape
@@ -425,6 +433,7 @@ pub fn placeholder(shape: &[i64], dtype: DataType, name: &str) -> Result<Tensor,
         buffer,
         kind: OpKind::Placeholder,
         inputs: Vec::new(),
+        attrs: BTreeMap::new(),
     }))
 }
 
@@ -458,6 +467,7 @@ pub(crate) fn make_compute(
     axis: Vec<IterVar>,
     body: ComputeBody,
     buffer: Option<Buffer>,
+    attrs: BTreeMap<String, Vec<String>>,
 ) -> Result<Tensor, TeError> {
     check_shape(name, &shape)?;
     let dtype = body.dtype();
@@ -504,6 +514,7 @@ pub(crate) fn make_compute(
         buffer,
         kind: OpKind::Compute { axis, body },
         inputs,
+        attrs,
     }))
 }
 
@@ -524,6 +535,19 @@ pub fn compute_tagged<B: Into<ComputeBody>>(
     name: &str,
     tag: &str,
     axis_names: &[&str],
+    f: impl FnOnce(&[Expr]) -> B,
+) -> Result<Tensor, TeError> {
+    compute_with_attrs(shape, name, tag, axis_names, &[], f)
+}
+
+/// [`compute_tagged`] with schedule-search hints (TVM's compute `attrs`): each a key and
+/// a list of names, e.g. `("auto_scheduler_simplify_const_tensor_indices", &["eps", "nu"])`.
+pub fn compute_with_attrs<B: Into<ComputeBody>>(
+    shape: &[i64],
+    name: &str,
+    tag: &str,
+    axis_names: &[&str],
+    attrs: &[(&str, &[&str])],
     f: impl FnOnce(&[Expr]) -> B,
 ) -> Result<Tensor, TeError> {
     check_shape(name, shape)?;
@@ -551,5 +575,9 @@ pub fn compute_tagged<B: Into<ComputeBody>>(
         .collect();
     let idx: Vec<Expr> = axis.iter().map(|a| a.expr()).collect();
     let body = f(&idx).into();
-    make_compute(name, tag, shape.to_vec(), axis, body, None)
+    let attrs = attrs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.iter().map(|s| s.to_string()).collect()))
+        .collect();
+    make_compute(name, tag, shape.to_vec(), axis, body, None, attrs)
 }

@@ -329,3 +329,18 @@ fn storage_align_pads_the_allocation() {
     );
     common::assert_same_as_unscheduled(&s, &[c], &args, 2);
 }
+
+#[test]
+fn a_cross_thread_reduction_schedules_but_does_not_lower_for_the_cpu() {
+    let (a, b, c) = matmul();
+    let mut s = Schedule::create(&[c.clone()]).unwrap();
+    let k = s.reduce_axis(&c).unwrap()[0].clone();
+    // threadIdx.x is the one thread axis a reduction loop may take
+    assert!(matches!(
+        s.bind(&c, &k, ThreadAxis::BlockIdxX),
+        Err(ScheduleError::ReduceAxis { .. })
+    ));
+    s.bind(&c, &k, ThreadAxis::ThreadIdxX).unwrap();
+    let e = tessera_te::lower(&s, &[a, b, c], "f").unwrap_err();
+    assert!(e.to_string().contains("cross-thread reduction"), "{e}");
+}

@@ -6,8 +6,10 @@
 
 use std::collections::HashSet;
 use tessera_ir::visit::post_order_visit;
+use tessera_ir::ThreadAxis;
 use tessera_ir::{Buffer, Expr, ExprNode, Var};
-use tessera_te::{Attach, Schedule, Tensor};
+use tessera_te::ops::SIMPLIFY_CONST_TENSOR_INDICES;
+use tessera_te::{Annotation, Attach, Schedule, Tensor};
 
 /// Every read of a tensor in `t`'s body: the buffer and the index expressions.
 pub fn reads(t: &Tensor) -> Vec<(Buffer, Vec<Expr>)> {
@@ -69,6 +71,11 @@ pub fn is_strictly_inlineable(t: &Tensor) -> bool {
     if t.is_placeholder() || !t.reduce_axis().is_empty() || t.axis().is_empty() {
         return false;
     }
+    // A constant table (reads nothing, e.g. a Winograd transform matrix): its selects
+    // fold away once the loops that index it are unrolled.
+    if t.inputs().is_empty() {
+        return true;
+    }
     let axes = axis_vars(t);
     reads(t).iter().all(|(_, ix)| is_simple_access(&axes, ix)) && !branches_or_expensive(t)
 }
@@ -77,7 +84,8 @@ pub fn is_strictly_inlineable(t: &Tensor) -> bool {
 /// spatial axes (the data it reads is reused across that axis), and the stage reduces,
 /// or two reads do.
 pub fn needs_multi_level_tiling(t: &Tensor) -> bool {
-    if t.is_placeholder() {
+    // TVM: no multi-level tiling for the "fake reductions" over constant matrices
+    if t.is_placeholder() || const_tensor_indices(t).is_some() {
         return false;
     }
     let axes = axis_vars(t);
@@ -193,4 +201,68 @@ pub fn is_cache_write_stage(sch: &Schedule, i: usize) -> bool {
 /// Whether stage `i` computes one of the DAG's outputs.
 pub fn is_output(sch: &Schedule, i: usize) -> bool {
     sch.stages()[i].is_output
+}
+
+/// The axes (by name) that index constant matrices in `t`, from its
+/// `auto_scheduler_simplify_const_tensor_indices` attribute (the Winograd transforms).
+pub fn const_tensor_indices(t: &Tensor) -> Option<&[String]> {
+    t.attrs()
+        .get(SIMPLIFY_CONST_TENSOR_INDICES)
+        .map(|v| v.as_slice())
+}
+
+/// The stages stage `i` reads, looking through inlined stages to what they read (TVM's
+/// `GetProducers`), in stage order.
+pub fn producers(sch: &Schedule, i: usize) -> Vec<usize> {
+    let stages = sch.stages();
+    let mut out = Vec::new();
+    let mut todo: Vec<Tensor> = stages[i].op.inputs().to_vec();
+    let mut seen = HashSet::new();
+    while let Some(t) = todo.pop() {
+        if !seen.insert(t.clone()) {
+            continue;
+        }
+        if let Some(j) = stages.iter().position(|s| s.op == t) {
+            if stages[j].attach == Attach::Inline {
+                todo.extend(stages[j].op.inputs().iter().cloned());
+            } else if !out.contains(&j) {
+                out.push(j);
+            }
+        }
+    }
+    out.sort_unstable();
+    out
+}
+
+/// The stages stage `i` reads directly (TVM's `GetDirectProducers`).
+pub fn direct_producers(sch: &Schedule, i: usize) -> Vec<usize> {
+    let stages = sch.stages();
+    let inputs = stages[i].op.inputs();
+    (0..stages.len())
+        .filter(|&j| inputs.contains(&stages[j].op))
+        .collect()
+}
+
+/// TVM's `HasCrossThreadReduction`: a reduction loop of stage `i` is bound to
+/// `threadIdx.x`.
+pub fn has_cross_thread_reduction(sch: &Schedule, i: usize) -> bool {
+    let st = &sch.stages()[i];
+    st.leaf_iter_vars
+        .iter()
+        .any(|iv| iv.is_reduce() && st.annotation(iv) == Annotation::Bind(ThreadAxis::ThreadIdxX))
+}
+
+/// TVM's `GetNumCommonOuterIterator` for a producer read directly by `consumer`: how
+/// many of the consumer's outer axes index the producer at the same position in every
+/// read (0 when it does not read it directly).
+pub fn num_common_outer(sch: &Schedule, producer: usize, consumer: usize) -> usize {
+    let stages = sch.stages();
+    let (p, c) = (&stages[producer].op, &stages[consumer].op);
+    let axes: Vec<Expr> = c.axis().iter().map(|a| a.expr()).collect();
+    reads(c)
+        .into_iter()
+        .filter(|(b, _)| b == p.buffer())
+        .map(|(_, ix)| ix.iter().zip(&axes).take_while(|(a, b)| a == b).count())
+        .min()
+        .unwrap_or(0)
 }

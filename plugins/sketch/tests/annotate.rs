@@ -12,7 +12,7 @@ use tessera_search::rng::Rng;
 use tessera_search::state::{State, Step};
 use tessera_sketch::annotate::{annotate, AnnotateParams, Factorizations};
 use tessera_sketch::sketch::{generate_sketches, SketchTarget};
-use tessera_te::ops::{bias_add, conv2d_nhwc, matmul, relu, softmax};
+use tessera_te::ops::{bias_add, conv2d_nhwc, conv2d_winograd_nhwc, matmul, relu, softmax};
 use tessera_te::{lower, ComputeDag};
 
 fn passes(f: &PrimFunc) -> PrimFunc {
@@ -103,4 +103,14 @@ fn factorizations_respect_the_innermost_limit() {
     // 12 has 6 divisors: pairs (a, b) with a·b | 12 and b ≤ 4
     assert!(s.contains(&vec![3, 4]) && s.contains(&vec![12, 1]) && !s.contains(&vec![1, 6]));
     assert_eq!(m.schemes(1, 3, 64), &[vec![1, 1, 1]]);
+}
+
+#[test]
+fn winograd_states_compute_the_convolution() {
+    // the transforms' constant-matrix loops unrolled, the matrices inlined as selects
+    let data = f32p(&[1, 6, 6, 4], "data");
+    let kernel_pack = f32p(&[4, 4, 4, 4], "kernel_pack");
+    let out = conv2d_winograd_nhwc(&data, &kernel_pack, [1, 1, 1, 1], 2).unwrap();
+    let dag = ComputeDag::new(&[out]).unwrap();
+    check(&dag, 4);
 }

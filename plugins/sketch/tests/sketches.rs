@@ -6,7 +6,7 @@ use common::*;
 
 use tessera_search::state::State;
 use tessera_sketch::sketch::{generate_sketches, SketchTarget};
-use tessera_te::ops::{bias_add, conv2d_nhwc, matmul, relu, softmax};
+use tessera_te::ops::{bias_add, conv2d_nhwc, conv2d_winograd_nhwc, matmul, relu, softmax};
 use tessera_te::ComputeDag;
 
 fn show(sketches: &[State]) -> String {
@@ -38,14 +38,19 @@ fn matmul_has_three_sketches() {
     insta::assert_snapshot!(show(&sk));
 }
 
-#[test]
-fn conv2d_nhwc_bias_relu_has_three_sketches() {
+/// ResNet's conv2d NHWC 1×56×56×64 ⊛ 3×3×64×64 + bias + relu.
+fn conv2d_bias_relu() -> ComputeDag {
     let data = f32p(&[1, 56, 56, 64], "data");
     let kernel = f32p(&[3, 3, 64, 64], "kernel");
     let bias = f32p(&[64], "bias");
     let conv = conv2d_nhwc(&data, &kernel, (1, 1), (1, 1), (1, 1)).unwrap();
     let out = relu(&bias_add(&conv, &bias, 3).unwrap()).unwrap();
-    let dag = ComputeDag::new(&[out]).unwrap();
+    ComputeDag::new(&[out]).unwrap()
+}
+
+#[test]
+fn conv2d_nhwc_bias_relu_has_three_sketches() {
+    let dag = conv2d_bias_relu();
     let sk = generate_sketches(&dag, &cpu()).unwrap();
     // relu fused at level 1, at level 2; tiled without fusion. bias_add always inlined;
     // the padding stays a stage (its place is tuned when sketches are annotated)
@@ -70,4 +75,94 @@ fn a_bad_structure_is_an_error() {
     let mut t = cpu();
     t.structure = "SXR".into();
     assert!(generate_sketches(&dag, &t).is_err());
+}
+
+fn gpu() -> SketchTarget {
+    SketchTarget::cuda(132)
+}
+
+fn winograd_dag() -> ComputeDag {
+    // F(4x4, 3x3) over a 28x28x128 input, 128 output channels, weight transformed ahead
+    let data = f32p(&[1, 28, 28, 128], "data");
+    let kernel_pack = f32p(&[6, 6, 128, 128], "kernel_pack");
+    let out = conv2d_winograd_nhwc(&data, &kernel_pack, [1, 1, 1, 1], 4).unwrap();
+    ComputeDag::new(&[out]).unwrap()
+}
+
+fn stage_names(s: &State) -> Vec<String> {
+    let sch = s.replay().unwrap().schedule;
+    sch.stages()
+        .iter()
+        .map(|st| st.name().to_string())
+        .collect()
+}
+
+#[test]
+fn winograd_cpu_has_three_sketches() {
+    let sk = generate_sketches(&winograd_dag(), &cpu()).unwrap();
+    // TVM's count: the batched GEMM tiled in place, or through a cache fused at level
+    // 1 or 2; the transforms over constant matrices unrolled and tiled in two levels;
+    // the matrices inlined
+    assert_eq!(sk.len(), 3);
+    for s in &sk {
+        let sch = s.replay().unwrap().schedule;
+        for st in sch.stages() {
+            if st.name() == "A" || st.name() == "B" {
+                assert_eq!(st.attach, tessera_te::Attach::Inline, "{}", st.name());
+            }
+        }
+    }
+    insta::assert_snapshot!(show(&sk));
+}
+
+#[test]
+fn gpu_matmul_has_one_sketch_with_shared_caches() {
+    let a = f32p(&[512, 512], "A");
+    let b = f32p(&[512, 512], "B");
+    let dag = ComputeDag::new(&[matmul(&a, &b).unwrap()]).unwrap();
+    let sk = generate_sketches(&dag, &gpu()).unwrap();
+    assert_eq!(sk.len(), 1);
+    assert_eq!(
+        stage_names(&sk[0]),
+        ["A", "A.shared", "B", "B.shared", "C.local", "C"]
+    );
+    insta::assert_snapshot!(show(&sk));
+}
+
+#[test]
+fn gpu_matmul_with_a_long_reduction_also_reduces_across_threads() {
+    let a = f32p(&[8, 1024], "A");
+    let b = f32p(&[1024, 8], "B");
+    let dag = ComputeDag::new(&[matmul(&a, &b).unwrap()]).unwrap();
+    let sk = generate_sketches(&dag, &gpu()).unwrap();
+    // TVM's count: a cross-thread reduction sketch and the tiled one
+    assert_eq!(sk.len(), 2);
+    insta::assert_snapshot!(show(&sk));
+}
+
+#[test]
+fn gpu_conv2d_nhwc_bias_relu_has_one_sketch() {
+    let dag = conv2d_bias_relu();
+    let sk = generate_sketches(&dag, &gpu()).unwrap();
+    // padding and bias inlined, the padded data and the kernel cached in shared memory,
+    // the conv computed in registers inside relu's thread tile
+    assert_eq!(sk.len(), 1);
+    insta::assert_snapshot!(show(&sk));
+}
+
+#[test]
+fn gpu_softmax_has_four_sketches() {
+    let x = f32p(&[2, 1024], "x");
+    let dag = ComputeDag::new(&[softmax(&x).unwrap()]).unwrap();
+    let sk = generate_sketches(&dag, &gpu()).unwrap();
+    // (cross-thread reduction or not) for the sum × the same for the max
+    assert_eq!(sk.len(), 4);
+    insta::assert_snapshot!(show(&sk));
+}
+
+#[test]
+fn gpu_winograd_has_one_sketch() {
+    let sk = generate_sketches(&winograd_dag(), &gpu()).unwrap();
+    assert_eq!(sk.len(), 1);
+    insta::assert_snapshot!(show(&sk));
 }

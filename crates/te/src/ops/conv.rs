@@ -5,7 +5,13 @@
 use super::attr_err;
 use super::injective::pad;
 use crate::error::TeError;
-use crate::tensor::{compute, compute_tagged, reduce_axis, sum, Tensor};
+use crate::tensor::{compute, compute_tagged, compute_with_attrs, reduce_axis, sum, Tensor};
+
+/// The compute attribute naming the axes that index constant matrices (TVM's
+/// `auto_scheduler_simplify_const_tensor_indices`): the auto-scheduler unrolls them so
+/// that the matrix entries fold to constants, and does not tile such a stage as a
+/// reduction.
+pub const SIMPLIFY_CONST_TENSOR_INDICES: &str = "auto_scheduler_simplify_const_tensor_indices";
 use tessera_ir::arith::simplify;
 use tessera_ir::{DataType, Expr};
 
@@ -659,10 +665,12 @@ pub fn conv2d_winograd_nhwc(
     )?;
     let bm = const_matrix(&b_m, "B", data.dtype())?;
     let (r_a, r_b) = (reduce_axis(alpha, "r_a"), reduce_axis(alpha, "r_b"));
-    let data_pack = compute(
+    let data_pack = compute_with_attrs(
         &[alpha, alpha, p, d[3]],
         "data_pack",
+        "",
         &["eps", "nu", "p", "ci"],
+        &[(SIMPLIFY_CONST_TENSOR_INDICES, &["eps", "nu", "r_a", "r_b"])],
         |ix| {
             let v = input_tile.at(&[r_a.expr(), r_b.expr(), ix[2].clone(), ix[3].clone()])
                 * bm.at(&[r_a.expr(), ix[0].clone()])
@@ -684,10 +692,12 @@ pub fn conv2d_winograd_nhwc(
     )?;
     let am = const_matrix(&a_m, "A", data.dtype())?;
     let (r_a2, r_b2) = (reduce_axis(alpha, "r_a"), reduce_axis(alpha, "r_b"));
-    let inverse = compute(
+    let inverse = compute_with_attrs(
         &[tile, tile, p, k[2]],
         "inverse",
+        "",
         &["vh", "vw", "p", "co"],
+        &[(SIMPLIFY_CONST_TENSOR_INDICES, &["vh", "vw", "r_a", "r_b"])],
         |ix| {
             let v = bgemm.at(&[r_a2.expr(), r_b2.expr(), ix[2].clone(), ix[3].clone()])
                 * am.at(&[r_a2.expr(), ix[0].clone()])
