@@ -68,6 +68,10 @@ pub struct TuneArgs {
     /// Skip the correctness check of each candidate against the reference.
     #[arg(long)]
     pub(crate) no_check: bool,
+    /// Measure nothing: each candidate's cost is a hash of its program, and its timestamp
+    /// 0 (a deterministic runner, for testing that a seed reproduces a search and its log).
+    #[arg(long)]
+    pub(crate) simulated_runner: bool,
     /// Auto-scheduler: measurements per round of the task scheduler.
     #[arg(long, default_value_t = 64)]
     pub(crate) per_round: usize,
@@ -102,6 +106,7 @@ pub(crate) fn measure_options(args: &TuneArgs, backend: &CpuBackend) -> Result<M
             min_repeat_ms: args.min_repeat_ms,
             cache_flush: false,
         },
+        simulated: args.simulated_runner,
         ..MeasureOptions::default()
     })
 }

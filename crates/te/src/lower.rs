@@ -147,6 +147,47 @@ struct Lowerer<'a> {
     an: Analyzer,
     /// Loop variables of extent one, replaced by zero.
     unit_vars: HashMap<Var, Expr>,
+    /// Each stage's storage scope as lowered (see [`storage_scopes`]).
+    scopes: Vec<StorageScope>,
+}
+
+/// Each stage's storage scope: the one the schedule set, except that a stage left in
+/// the default (global) scope and computed inside loops bound to GPU threads is local to
+/// a thread (under `threadIdx` or `vthread`) or shared by a block (under `blockIdx`
+/// only), as TVM infers it: no thread would read another's element of it.
+fn storage_scopes(sch: &Schedule) -> Vec<StorageScope> {
+    let stages = &sch.stages;
+    (0..stages.len())
+        .map(|i| {
+            let st = &stages[i];
+            if st.scope != StorageScope::Global || st.is_output {
+                return st.scope;
+            }
+            let mut rank: Option<u8> = None;
+            let mut cur = i;
+            for _ in 0..stages.len() {
+                let Attach::At { target, axis } = &stages[cur].attach else {
+                    break;
+                };
+                let Some(t) = sch.index_of_buffer(target) else {
+                    break;
+                };
+                let tst = &stages[t];
+                let pos = tst.leaf_iter_vars.iter().position(|x| x == axis);
+                for lv in &tst.leaf_iter_vars[..pos.map_or(0, |p| p + 1)] {
+                    if let Annotation::Bind(th) = tst.annotation(lv) {
+                        rank = Some(rank.map_or(th.rank(), |r| r.max(th.rank())));
+                    }
+                }
+                cur = t;
+            }
+            match rank {
+                Some(0) => StorageScope::Shared,
+                Some(_) => StorageScope::Local,
+                None => StorageScope::Global,
+            }
+        })
+        .collect()
 }
 
 /// Substitutes inlined stages into the expressions that read them.
@@ -263,6 +304,7 @@ pub fn lower(sch: &Schedule, args: &[Tensor], name: &str) -> Result<PrimFunc, Lo
         bounds: vec![StageBounds::default(); sch.stages.len()],
         an: Analyzer::new(),
         unit_vars: HashMap::new(),
+        scopes: storage_scopes(sch),
     };
     lw.effective_bodies();
     lw.check_args(args)?;
@@ -302,6 +344,7 @@ pub fn leaf_extents(sch: &Schedule, args: &[Tensor]) -> Result<Vec<Vec<i64>>, Lo
         bounds: vec![StageBounds::default(); sch.stages.len()],
         an: Analyzer::new(),
         unit_vars: HashMap::new(),
+        scopes: storage_scopes(sch),
     };
     lw.effective_bodies();
     lw.check_args(args)?;
@@ -583,7 +626,7 @@ impl Lowerer<'_> {
                 let e = tb.leaf_ext[lv];
                 let relax = p > pos
                     || match tst.annotation(lv) {
-                        Annotation::Bind(th) => th.rank() >= st.scope.rank(),
+                        Annotation::Bind(th) => th.rank() >= self.scopes[i].rank(),
                         _ => false,
                     };
                 leaf_iv.insert(
@@ -672,7 +715,7 @@ impl Lowerer<'_> {
                 st.name(),
                 st.op.dtype(),
                 dims.iter().map(|d| Expr::int(*d)).collect(),
-                st.scope,
+                self.scopes[i],
             );
             Some((buf, root_min[..ndim].to_vec()))
         };
@@ -872,7 +915,7 @@ impl Lowerer<'_> {
         // makes the writes visible before they are read.
         let shared = children
             .iter()
-            .any(|c| self.stage(*c).scope == StorageScope::Shared);
+            .any(|c| self.scopes[*c] == StorageScope::Shared);
         let mut parts = Vec::new();
         if shared {
             parts.push(Stmt::storage_sync(StorageScope::Shared));

@@ -5,15 +5,25 @@
 //! `auto_unroll_max_step` on every stage that reduces, and vectorize (fusing) the
 //! innermost spatial loops of every stage.
 //!
+//! On a GPU (TVM's GPU init rules): fill the tile sizes, bind threads (a tiled root
+//! stage's three outer spatial levels to `blockIdx.x`, `vthread` and `threadIdx.x`;
+//! other root stages' fused outer loops split by the warp size; shared-memory copies
+//! fetched cooperatively by the block's threads), put a random `auto_unroll_max_step`
+//! on every stage that reduces, then check the hardware's limits (threads per block,
+//! virtual threads, shared memory per block): a state that breaks one is an error, so
+//! it never costs a measurement.
+//!
 //! Each step is pushed onto the state, which replays it: a step the schedule refuses is
 //! skipped, never a panic, and what comes out always replays.
 
-use crate::analysis::{consumers, is_output, needs_multi_level_tiling};
-use std::collections::HashMap;
+use crate::analysis::{consumers, has_cross_thread_reduction, is_output, needs_multi_level_tiling};
+use crate::sketch::SketchTarget;
+use std::collections::{HashMap, HashSet};
+use tessera_ir::ThreadAxis;
 use tessera_search::rng::Rng;
 use tessera_search::state::{IterAnnotation, State, StateError, Step};
 use tessera_te::lower::leaf_extents;
-use tessera_te::{Attach, Schedule};
+use tessera_te::{Annotation, Attach, Schedule};
 
 /// The knobs of random annotation (TVM's `SketchParamKey` defaults for the CPU).
 #[derive(Clone, Debug)]
@@ -25,6 +35,17 @@ pub struct AnnotateParams {
     pub max_vectorize_size: i64,
     /// The `auto_unroll_max_step` values drawn from (CPU: 0, 16, 64, 512).
     pub unroll_steps: Vec<i64>,
+    /// A GPU's limits: thread binding instead of parallel and vectorized loops.
+    pub gpu: Option<GpuLimits>,
+}
+
+/// What a GPU allows one thread block (TVM's `HardwareParams`).
+#[derive(Clone, Debug)]
+pub struct GpuLimits {
+    pub warp_size: i64,
+    pub max_threads_per_block: i64,
+    pub max_shared_memory_per_block: i64,
+    pub max_vthread_extent: i64,
 }
 
 impl AnnotateParams {
@@ -34,6 +55,23 @@ impl AnnotateParams {
             max_innermost_split_factor: 64,
             max_vectorize_size: 16,
             unroll_steps: vec![0, 16, 64, 512],
+            gpu: None,
+        }
+    }
+
+    /// The GPU parameters of `target` (TVM's: unroll steps up to 1024).
+    pub fn gpu(target: &SketchTarget) -> AnnotateParams {
+        AnnotateParams {
+            num_cores: target.num_cores,
+            max_innermost_split_factor: 64,
+            max_vectorize_size: 16,
+            unroll_steps: vec![0, 16, 64, 512, 1024],
+            gpu: Some(GpuLimits {
+                warp_size: target.warp_size,
+                max_threads_per_block: target.max_threads_per_block,
+                max_shared_memory_per_block: target.max_shared_memory_per_block,
+                max_vthread_extent: target.max_vthread_extent,
+            }),
         }
     }
 }
@@ -82,6 +120,12 @@ pub fn annotate(
 ) -> Result<State, StateError> {
     let mut s = sketch.clone();
     fill_tile_sizes(&mut s, p, rng, memo)?;
+    if let Some(g) = &p.gpu {
+        bind_threads(&mut s, g)?;
+        unroll(&mut s, p, rng)?;
+        check_gpu_limits(&s, g)?;
+        return Ok(s);
+    }
     change_compute_location(&mut s, rng)?;
     parallelize(&mut s, p)?;
     unroll(&mut s, p, rng)?;
@@ -291,6 +335,297 @@ fn vectorize(s: &mut State, p: &AnnotateParams, rng: &mut Rng) -> Result<(), Sta
             iter: first,
             ann: IterAnnotation::Vectorize,
         })?;
+    }
+    Ok(())
+}
+
+// ----- GPU -----
+
+fn invalid(s: &State, reason: String) -> StateError {
+    StateError::Bad {
+        step: s.steps().len(),
+        reason,
+    }
+}
+
+/// The index of the stage whose tensor has buffer `b`.
+fn stage_of(sch: &Schedule, b: &tessera_ir::Buffer) -> Option<usize> {
+    sch.stages().iter().position(|st| st.op.buffer() == b)
+}
+
+/// The leading spatial, unannotated loops of stage `i` (up to and including the first
+/// attach point), fused into loop 0 (TVM's `FuseAllOuterSpaceIterators`); how many.
+fn fuse_outer_space(s: &mut State, i: usize) -> Result<usize, StateError> {
+    let sch = replay(s)?;
+    let st = &sch.stages()[i];
+    let mut k = 0;
+    while k < st.leaf_iter_vars.len() {
+        let iv = &st.leaf_iter_vars[k];
+        if iv.is_reduce() || st.annotation(iv) != Annotation::None {
+            break;
+        }
+        k += 1;
+        if is_attach_point(&sch, i, k - 1) {
+            break;
+        }
+    }
+    if k > 1 {
+        s.push(Step::Fuse {
+            stage: i,
+            iters: (0..k).collect(),
+        })?;
+    }
+    Ok(k)
+}
+
+fn bind(s: &mut State, stage: usize, iter: usize, t: ThreadAxis) -> Result<(), StateError> {
+    s.push(Step::Annotation {
+        stage,
+        iter,
+        ann: IterAnnotation::Thread(t),
+    })
+}
+
+/// The extent of loop `k` of stage `i`.
+fn extent_of(s: &State, i: usize, k: usize) -> Result<i64, StateError> {
+    let r = s.replay()?;
+    let ext = leaf_extents(&r.schedule, &r.args).map_err(|e| StateError::Bounds(e.to_string()))?;
+    Ok(ext[i][k])
+}
+
+/// The split steps made on stage `i` (as it is numbered after the whole history) that
+/// split spatial loops: each step's stage number is followed back through the steps that
+/// added stages (TVM's `GetSpatialSplitStepIds`; reduction loops are split last).
+fn spatial_split_steps(s: &State, sch: &Schedule, i: usize) -> Vec<usize> {
+    let mut idx = i;
+    let mut found = Vec::new();
+    for (k, step) in s.steps().iter().enumerate().rev() {
+        // where a stage-adding step put its new stage
+        let inserted = match step {
+            Step::CacheRead { stage, .. } => Some(stage + 1),
+            Step::CacheWrite { stage, .. } | Step::Rfactor { stage, .. } => Some(*stage),
+            _ => None,
+        };
+        if let Some(q) = inserted {
+            match idx.cmp(&q) {
+                std::cmp::Ordering::Greater => idx -= 1,
+                // the stage was made here: nothing before is about it
+                std::cmp::Ordering::Equal => break,
+                std::cmp::Ordering::Less => {}
+            }
+            continue;
+        }
+        if matches!(step, Step::Split { stage, .. } if *stage == idx) {
+            found.push(k);
+        }
+    }
+    found.reverse();
+    found.truncate(
+        found
+            .len()
+            .saturating_sub(sch.stages()[i].op.reduce_axis().len()),
+    );
+    found
+}
+
+/// TVM's `InitThreadBind`.
+fn bind_threads(s: &mut State, g: &GpuLimits) -> Result<(), StateError> {
+    let sch = replay(s)?;
+    // the stages that multi-level tiled stages are computed in
+    let mut tiled_roots = HashSet::new();
+    for st in sch.stages() {
+        if let Attach::At { target, .. } = &st.attach {
+            if needs_multi_level_tiling(&st.op) {
+                tiled_roots.extend(stage_of(&sch, target));
+            }
+        }
+    }
+    let n = sch.stages().len();
+    for i in (0..n).rev() {
+        let sch = replay(s)?;
+        let st = &sch.stages()[i];
+        if st.is_placeholder() || st.attach == Attach::Inline {
+            continue;
+        }
+        if has_cross_thread_reduction(&sch, i) {
+            if st.attach == Attach::Root && fuse_outer_space(s, i)? > 0 {
+                bind(s, i, 0, ThreadAxis::BlockIdxX)?;
+            }
+            continue;
+        }
+        let thread_x = Annotation::Bind(ThreadAxis::ThreadIdxX);
+        if st
+            .leaf_iter_vars
+            .iter()
+            .any(|iv| st.annotation(iv) == thread_x)
+        {
+            continue;
+        }
+        match &st.attach {
+            Attach::Root => {
+                let n_axis = st.op.axis().len();
+                let space: i64 = st
+                    .op
+                    .axis()
+                    .iter()
+                    .map(|a| a.extent().unwrap_or(1))
+                    .product();
+                if !tiled_roots.contains(&i) || space <= g.warp_size {
+                    if fuse_outer_space(s, i)? == 0 {
+                        continue;
+                    }
+                    if space <= g.warp_size || extent_of(s, i, 0)? <= g.warp_size {
+                        bind(s, i, 0, ThreadAxis::ThreadIdxX)?;
+                    } else {
+                        s.push(Step::Split {
+                            stage: i,
+                            iter: 0,
+                            extent: Some(extent_of(s, i, 0)?),
+                            lengths: vec![Some(g.warp_size)],
+                            inner_to_outer: true,
+                        })?;
+                        bind(s, i, 0, ThreadAxis::BlockIdxX)?;
+                        bind(s, i, 1, ThreadAxis::ThreadIdxX)?;
+                    }
+                    continue;
+                }
+                // a tiled root: its first three spatial levels, one loop per axis each
+                let levels = [
+                    ThreadAxis::BlockIdxX,
+                    ThreadAxis::VThread,
+                    ThreadAxis::ThreadIdxX,
+                ];
+                for (l, t) in levels.into_iter().enumerate() {
+                    if n_axis > 1 {
+                        s.push(Step::Fuse {
+                            stage: i,
+                            iters: (l..l + n_axis).collect(),
+                        })?;
+                    }
+                    let e = extent_of(s, i, l)?;
+                    if t == ThreadAxis::VThread && e > g.max_vthread_extent {
+                        return Err(invalid(
+                            s,
+                            format!("vthread extent {e} > {}", g.max_vthread_extent),
+                        ));
+                    }
+                    if t == ThreadAxis::ThreadIdxX && e < g.warp_size {
+                        return Err(invalid(s, format!("{e} threads, fewer than a warp")));
+                    }
+                    bind(s, i, l, t)?;
+                }
+            }
+            Attach::At { target, .. } if st.name().ends_with(".shared") => {
+                // cooperative fetching: all the block's threads copy the tile
+                let Some(t) = stage_of(&sch, target) else {
+                    continue;
+                };
+                let splits = spatial_split_steps(s, &sch, t);
+                let n_loops = st.leaf_iter_vars.len();
+                if n_loops > 1 {
+                    s.push(Step::Fuse {
+                        stage: i,
+                        iters: (0..n_loops).collect(),
+                    })?;
+                }
+                s.push(Step::Split {
+                    stage: i,
+                    iter: 0,
+                    extent: Some(extent_of(s, i, 0)?),
+                    lengths: vec![Some(1)],
+                    inner_to_outer: true,
+                })?;
+                s.push(Step::Annotation {
+                    stage: i,
+                    iter: 1,
+                    ann: IterAnnotation::Vectorize,
+                })?;
+                if !splits.is_empty() {
+                    s.push(Step::FollowFusedSplit {
+                        stage: i,
+                        iter: 0,
+                        src_steps: splits,
+                        level: 1,
+                        factor_or_nparts: true,
+                    })?;
+                    bind(s, i, 1, ThreadAxis::ThreadIdxX)?;
+                }
+            }
+            Attach::At { .. } | Attach::Inline => {}
+        }
+    }
+    Ok(())
+}
+
+/// The threads, virtual threads and shared memory of every kernel (root stage with the
+/// stages computed inside it) within `g`'s limits.
+pub fn check_gpu_limits(s: &State, g: &GpuLimits) -> Result<(), StateError> {
+    let r = s.replay()?;
+    let sch = &r.schedule;
+    let ext = leaf_extents(sch, &r.args).map_err(|e| StateError::Bounds(e.to_string()))?;
+    let root_of = |mut i: usize| {
+        let mut hops = 0;
+        while let Attach::At { target, .. } = &sch.stages()[i].attach {
+            match stage_of(sch, target) {
+                Some(t) if hops < sch.stages().len() => {
+                    i = t;
+                    hops += 1;
+                }
+                _ => break,
+            }
+        }
+        i
+    };
+    let mut shared: HashMap<usize, i64> = HashMap::new();
+    for (i, st) in sch.stages().iter().enumerate() {
+        if st.is_placeholder() || st.attach == Attach::Inline {
+            continue;
+        }
+        for (k, iv) in st.leaf_iter_vars.iter().enumerate() {
+            let e = ext[i][k];
+            match st.annotation(iv) {
+                Annotation::Bind(ThreadAxis::VThread) if e > g.max_vthread_extent => {
+                    return Err(invalid(
+                        s,
+                        format!(
+                            "`{}`: vthread extent {e} > {}",
+                            st.name(),
+                            g.max_vthread_extent
+                        ),
+                    ));
+                }
+                Annotation::Bind(
+                    ThreadAxis::ThreadIdxX | ThreadAxis::ThreadIdxY | ThreadAxis::ThreadIdxZ,
+                ) if e > g.max_threads_per_block => {
+                    return Err(invalid(
+                        s,
+                        format!(
+                            "`{}`: {e} threads per block > {}",
+                            st.name(),
+                            g.max_threads_per_block
+                        ),
+                    ));
+                }
+                _ => {}
+            }
+        }
+        if st.name().ends_with(".shared") {
+            let elems: i64 = ext[i].iter().product();
+            *shared.entry(root_of(i)).or_default() += elems * st.op.dtype().bytes() as i64;
+        }
+    }
+    if let Some((&root, &bytes)) = shared
+        .iter()
+        .find(|(_, &b)| b > g.max_shared_memory_per_block)
+    {
+        return Err(invalid(
+            s,
+            format!(
+                "kernel `{}` uses {bytes} bytes of shared memory > {}",
+                sch.stages()[root].name(),
+                g.max_shared_memory_per_block
+            ),
+        ));
     }
     Ok(())
 }

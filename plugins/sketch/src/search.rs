@@ -16,7 +16,7 @@
 //!   (negative scores count as zero), each mutated with `mutation_prob`; the best
 //!   unmeasured states over all generations are kept in an elite list.
 
-use crate::annotate::{annotate, AnnotateParams, Factorizations};
+use crate::annotate::{annotate, check_gpu_limits, AnnotateParams, Factorizations};
 use crate::sketch::{generate_sketches, SketchError, SketchTarget};
 use std::collections::HashSet;
 use tessera_search::rng::Rng;
@@ -273,10 +273,19 @@ impl SketchPolicy {
         out
     }
 
-    /// One random mutation of `s` (TVM's CPU weights), `None` when the chosen mutation
+    /// One random mutation of `s` (TVM's CPU or GPU weights), `None` when the chosen mutation
     /// has nothing to change or the schedule refuses the result.
     pub fn mutate(&mut self, s: &State) -> Option<State> {
         let x = self.rng.unit();
+        if let Some(g) = self.annotate.gpu.clone() {
+            // TVM's GPU weights; a child over the hardware's limits is dropped
+            let child = if x < 0.90 {
+                self.mutate_tile_size(s)
+            } else {
+                self.mutate_unroll(s)
+            };
+            return child.filter(|c| check_gpu_limits(c, &g).is_ok());
+        }
         if x < 0.90 {
             self.mutate_tile_size(s)
         } else if x < 0.94 {
