@@ -12,7 +12,7 @@ use tessera_search::rng::Rng;
 use tessera_search::state::{State, Step};
 use tessera_sketch::annotate::{annotate, AnnotateParams, Factorizations};
 use tessera_sketch::sketch::{generate_sketches, SketchTarget};
-use tessera_te::ops::{bias_add, conv2d_nhwc, conv2d_winograd_nhwc, matmul, relu, softmax};
+use tessera_te::ops::{conv2d_winograd_nhwc, matmul, softmax};
 use tessera_te::{lower, ComputeDag};
 
 fn passes(f: &PrimFunc) -> PrimFunc {
@@ -76,13 +76,7 @@ fn matmul_states_compute_the_product() {
 
 #[test]
 fn conv2d_bias_relu_states_compute_the_convolution() {
-    let data = f32p(&[1, 6, 6, 8], "data");
-    let kernel = f32p(&[3, 3, 8, 8], "kernel");
-    let bias = f32p(&[8], "bias");
-    let conv = conv2d_nhwc(&data, &kernel, (1, 1), (1, 1), (1, 1)).unwrap();
-    let out = relu(&bias_add(&conv, &bias, 3).unwrap()).unwrap();
-    let dag = ComputeDag::new(&[out]).unwrap();
-    let seen = check(&dag, 8);
+    let seen = check(&conv2d_bias_relu(6, 8, 8), 8);
     // the padding goes inside the convolution's loops now and then
     assert!(seen.iter().all(|&n| n > 0), "{seen:?}");
 }

@@ -10,7 +10,7 @@ use tessera_search::rng::Rng;
 use tessera_search::state::{IterAnnotation, State, Step};
 use tessera_sketch::annotate::{annotate, check_gpu_limits, AnnotateParams, Factorizations};
 use tessera_sketch::sketch::{generate_sketches, SketchTarget};
-use tessera_te::ops::{bias_add, conv2d_nhwc, matmul, relu};
+use tessera_te::ops::matmul;
 use tessera_te::{lower, ComputeDag};
 
 /// Draws `n` states per sketch; returns (valid, refused) and checks every valid one.
@@ -68,12 +68,7 @@ fn gpu_matmul_states_bind_threads_and_compute_the_product() {
 
 #[test]
 fn gpu_conv2d_states_bind_threads_and_compute_the_convolution() {
-    let data = f32p(&[1, 8, 8, 16], "data");
-    let kernel = f32p(&[3, 3, 16, 32], "kernel");
-    let bias = f32p(&[32], "bias");
-    let conv = conv2d_nhwc(&data, &kernel, (1, 1), (1, 1), (1, 1)).unwrap();
-    let out = relu(&bias_add(&conv, &bias, 3).unwrap()).unwrap();
-    let dag = ComputeDag::new(&[out]).unwrap();
+    let dag = conv2d_bias_relu(8, 16, 32);
     let (valid, _) = check(&dag, &SketchTarget::cuda(132), 12);
     assert!(valid > 0);
 }

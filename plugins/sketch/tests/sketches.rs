@@ -6,7 +6,7 @@ use common::*;
 
 use tessera_search::state::State;
 use tessera_sketch::sketch::{generate_sketches, SketchTarget};
-use tessera_te::ops::{bias_add, conv2d_nhwc, conv2d_winograd_nhwc, matmul, relu, softmax};
+use tessera_te::ops::{conv2d_winograd_nhwc, matmul, softmax};
 use tessera_te::ComputeDag;
 
 fn show(sketches: &[State]) -> String {
@@ -38,19 +38,9 @@ fn matmul_has_three_sketches() {
     insta::assert_snapshot!(show(&sk));
 }
 
-/// ResNet's conv2d NHWC 1×56×56×64 ⊛ 3×3×64×64 + bias + relu.
-fn conv2d_bias_relu() -> ComputeDag {
-    let data = f32p(&[1, 56, 56, 64], "data");
-    let kernel = f32p(&[3, 3, 64, 64], "kernel");
-    let bias = f32p(&[64], "bias");
-    let conv = conv2d_nhwc(&data, &kernel, (1, 1), (1, 1), (1, 1)).unwrap();
-    let out = relu(&bias_add(&conv, &bias, 3).unwrap()).unwrap();
-    ComputeDag::new(&[out]).unwrap()
-}
-
 #[test]
 fn conv2d_nhwc_bias_relu_has_three_sketches() {
-    let dag = conv2d_bias_relu();
+    let dag = conv2d_bias_relu(56, 64, 64);
     let sk = generate_sketches(&dag, &cpu()).unwrap();
     // relu fused at level 1, at level 2; tiled without fusion. bias_add always inlined;
     // the padding stays a stage (its place is tuned when sketches are annotated)
@@ -142,7 +132,7 @@ fn gpu_matmul_with_a_long_reduction_also_reduces_across_threads() {
 
 #[test]
 fn gpu_conv2d_nhwc_bias_relu_has_one_sketch() {
-    let dag = conv2d_bias_relu();
+    let dag = conv2d_bias_relu(56, 64, 64);
     let sk = generate_sketches(&dag, &gpu()).unwrap();
     // padding and bias inlined, the padded data and the kernel cached in shared memory,
     // the conv computed in registers inside relu's thread tile

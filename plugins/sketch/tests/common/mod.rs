@@ -5,10 +5,21 @@
 
 use tessera_ir::interp::{self, HostBuffer};
 use tessera_ir::{DataType, PrimFunc};
-use tessera_te::{placeholder, Tensor};
+use tessera_te::ops::{bias_add, conv2d_nhwc, relu};
+use tessera_te::{placeholder, ComputeDag, Tensor};
 
 pub fn f32p(shape: &[i64], name: &str) -> Tensor {
     placeholder(shape, DataType::float32(), name).unwrap()
+}
+
+/// conv2d NHWC (1×`hw`×`hw`×`ci` ⊛ 3×3×`ci`×`co`, stride 1, pad 1) + bias + relu.
+pub fn conv2d_bias_relu(hw: i64, ci: i64, co: i64) -> ComputeDag {
+    let data = f32p(&[1, hw, hw, ci], "data");
+    let kernel = f32p(&[3, 3, ci, co], "kernel");
+    let bias = f32p(&[co], "bias");
+    let conv = conv2d_nhwc(&data, &kernel, (1, 1), (1, 1), (1, 1)).unwrap();
+    let out = relu(&bias_add(&conv, &bias, 3).unwrap()).unwrap();
+    ComputeDag::new(&[out]).unwrap()
 }
 
 /// Runs `f` in the interpreter on fixed inputs (the first `n_inputs` arguments) and
