@@ -368,13 +368,13 @@ impl Measurer {
     }
 }
 
-/// Builds one candidate; every failure is that candidate's result.
 /// The simulated runner's result for `c`: a cost from a hash of the printed program.
 fn simulated_result(c: &Candidate) -> MeasureResult {
     use std::hash::{Hash, Hasher};
     let mut r = match &c.func {
         Ok(f) => {
-            // SipHash with fixed keys: the same program gives the same cost in every run
+            // `DefaultHasher::new` has fixed keys: the same program gets the same cost in
+            // every run of this binary
             let mut h = std::collections::hash_map::DefaultHasher::new();
             f.to_string().hash(&mut h);
             let unit = (h.finish() % 1_000_000) as f64 / 1e6;
@@ -392,6 +392,7 @@ fn simulated_result(c: &Candidate) -> MeasureResult {
     r
 }
 
+/// Builds one candidate; every failure is that candidate's result.
 fn build_one(backend: &CpuBackend, c: &Candidate, out_dir: &Path) -> Built {
     let start = Instant::now();
     let func = match &c.func {
