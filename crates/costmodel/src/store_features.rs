@@ -422,15 +422,8 @@ fn site_features(site: &Site) -> Vec<f32> {
         .iter()
         .any(|l| matches!(l.kind, ForKind::ThreadBinding(_)));
     row.push(any_gpu as u8 as f32);
-    for a in [
-        ThreadAxis::BlockIdxX,
-        ThreadAxis::BlockIdxY,
-        ThreadAxis::BlockIdxZ,
-        ThreadAxis::ThreadIdxX,
-        ThreadAxis::ThreadIdxY,
-        ThreadAxis::ThreadIdxZ,
-        ThreadAxis::VThread,
-    ] {
+    // TVM's order: blockIdx.x/y/z, threadIdx.x/y/z, vthread (`ThreadAxis::ALL`'s)
+    for a in ThreadAxis::ALL {
         let has = loops
             .iter()
             .any(|l| matches!(l.kind, ForKind::ThreadBinding(b) if b == a));
