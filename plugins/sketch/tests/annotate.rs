@@ -47,14 +47,7 @@ fn check(dag: &ComputeDag, per_sketch: u64) -> [usize; 4] {
             };
             seen[2] += ann("parallel") as usize;
             seen[3] += ann("vectorize") as usize;
-            let f = lower(&s.replay().unwrap().schedule, &args, "f")
-                .unwrap_or_else(|e| panic!("sketch {k} seed {seed}: {e}\n{}", s.print().unwrap()));
-            let got = run(&f, &args, n_in);
-            assert!(
-                close(&want, &got),
-                "sketch {k} seed {seed}:\n{}",
-                s.print().unwrap()
-            );
+            let f = assert_computes(&s, &args, n_in, &want, &format!("sketch {k} seed {seed}"));
             let got = run(&passes(&f), &args, n_in);
             assert!(
                 close(&want, &got),

@@ -44,14 +44,7 @@ fn check(dag: &ComputeDag, target: &SketchTarget, n: u64) -> (usize, usize) {
                 "sketch {k} seed {seed}:\n{}",
                 s.print().unwrap()
             );
-            let f = lower(&s.replay().unwrap().schedule, &args, "f")
-                .unwrap_or_else(|e| panic!("sketch {k} seed {seed}: {e}\n{}", s.print().unwrap()));
-            let got = run(&f, &args, n_in);
-            assert!(
-                close(&want, &got),
-                "sketch {k} seed {seed}:\n{}",
-                s.print().unwrap()
-            );
+            assert_computes(&s, &args, n_in, &want, &format!("sketch {k} seed {seed}"));
         }
     }
     (valid, refused)

@@ -5,8 +5,9 @@
 
 use tessera_ir::interp::{self, HostBuffer};
 use tessera_ir::{DataType, PrimFunc};
+use tessera_search::state::State;
 use tessera_te::ops::{bias_add, conv2d_nhwc, relu};
-use tessera_te::{placeholder, ComputeDag, Tensor};
+use tessera_te::{lower, placeholder, ComputeDag, Tensor};
 
 pub fn f32p(shape: &[i64], name: &str) -> Tensor {
     placeholder(shape, DataType::float32(), name).unwrap()
@@ -53,4 +54,20 @@ pub fn close(want: &[Vec<f64>], got: &[Vec<f64>]) -> bool {
         .flatten()
         .zip(got.iter().flatten())
         .all(|(a, b)| (a - b).abs() <= 1e-4 * (1.0 + a.abs()))
+}
+
+/// Lowers `s`, runs it in the interpreter and asserts it computes `want`; returns the
+/// lowered function. `what` names the state in a failure.
+pub fn assert_computes(
+    s: &State,
+    args: &[Tensor],
+    n_inputs: usize,
+    want: &[Vec<f64>],
+    what: &str,
+) -> PrimFunc {
+    let f = lower(&s.replay().unwrap().schedule, args, "f")
+        .unwrap_or_else(|e| panic!("{what}: {e}\n{}", s.print().unwrap()));
+    let got = run(&f, args, n_inputs);
+    assert!(close(want, &got), "{what}:\n{}", s.print().unwrap());
+    f
 }
