@@ -8,6 +8,15 @@
 //!   (`use_measured_ratio`), with `eps_greedy` of the batch left to random samples.
 //!   Every proposal is complete, replays, and has not been measured before (the dedup
 //!   key is the step history: equal histories are equal programs).
+//! - Every sketch keeps being explored, and so do new tile sizes, which TVM does not
+//!   do: the measured states seeded into the population are taken sketch by sketch
+//!   (the best of each in turn), and `sketch_share` of the model's picks is spread
+//!   evenly over the sketches, each sketch's best predicted states whose tile sizes
+//!   (every split's lengths) were never measured, one per tiling; the rest go to the
+//!   best predicted overall. Without it a model trained on a first round whose best
+//!   program came from a weak sketch (a conv2d without its cache write) proposes
+//!   variants of that program, and of one tiling of the strong sketch, for hundreds of
+//!   trials; see BENCHMARKS.md.
 //! - Mutations (TVM's CPU weights): a tile size (0.90, a factor moved between two levels
 //!   of one split), the `auto_unroll_max_step` (0.04), a compute location (0.05), the
 //!   number of loops fused for the parallel loop (0.01). A mutation that the schedule
@@ -40,6 +49,9 @@ pub struct SearchParams {
     /// Random annotations tried per wanted state before sampling gives up (duplicates
     /// and already-measured states are retried).
     pub sample_attempts_per_state: usize,
+    /// The fraction of the model's picks spread evenly over the sketches (each
+    /// sketch's best predicted states) before the rest go to the best overall.
+    pub sketch_share: f64,
 }
 
 impl Default for SearchParams {
@@ -51,6 +63,7 @@ impl Default for SearchParams {
             eps_greedy: 0.05,
             use_measured_ratio: 0.2,
             sample_attempts_per_state: 8,
+            sketch_share: 0.25,
         }
     }
 }
@@ -58,6 +71,9 @@ impl Default for SearchParams {
 /// Scores candidate states, higher is better (a cost model's prediction); a state that
 /// cannot be lowered scores `f32::NEG_INFINITY` and is never proposed.
 pub type Scorer<'a> = dyn FnMut(&[State]) -> Vec<f32> + 'a;
+
+/// A state's sketch and split lengths: what the exploration share wants new.
+pub type Tiling = (Option<usize>, Vec<Vec<Option<i64>>>);
 
 /// The search policy of one task.
 pub struct SketchPolicy {
@@ -68,8 +84,11 @@ pub struct SketchPolicy {
     rng: Rng,
     memo: Factorizations,
     measured: HashSet<Vec<Step>>,
-    /// Successful measurements: the state and its throughput (higher is better).
-    good: Vec<(State, f64)>,
+    /// The tilings measured so far (see [`SketchPolicy::tiling_of`]).
+    measured_tilings: HashSet<Tiling>,
+    /// Successful measurements: the state, its throughput (higher is better) and its
+    /// sketch.
+    good: Vec<(State, f64, Option<usize>)>,
 }
 
 impl SketchPolicy {
@@ -90,6 +109,7 @@ impl SketchPolicy {
             rng: Rng::new(seed),
             memo: Factorizations::default(),
             measured: HashSet::new(),
+            measured_tilings: HashSet::new(),
             good: Vec::new(),
         })
     }
@@ -114,9 +134,41 @@ impl SketchPolicy {
     /// Notes a measurement of `state`: `throughput` is `None` for a failure.
     pub fn record(&mut self, state: &State, throughput: Option<f64>) {
         self.measured.insert(state.steps().to_vec());
+        self.measured_tilings.insert(self.tiling_of(state));
         if let Some(t) = throughput.filter(|t| t.is_finite() && *t > 0.0) {
-            self.good.push((state.clone(), t));
+            let k = self.sketch_of(state);
+            self.good.push((state.clone(), t, k));
         }
+    }
+
+    /// The tiling of `s`: its sketch and the lengths of each of its splits.
+    pub fn tiling_of(&self, s: &State) -> Tiling {
+        let lengths = s
+            .steps()
+            .iter()
+            .filter_map(|st| match st {
+                Step::Split { lengths, .. } => Some(lengths.clone()),
+                _ => None,
+            })
+            .collect();
+        (self.sketch_of(s), lengths)
+    }
+
+    /// The sketch `s` was annotated from: the longest sketch whose steps begin `s`'s
+    /// history, up to what annotation and mutation change in place (split lengths,
+    /// compute-at loops, fused loops, pragma values). `None` for a history from
+    /// elsewhere (a record of another policy version).
+    pub fn sketch_of(&self, s: &State) -> Option<usize> {
+        let steps = s.steps();
+        self.sketches
+            .iter()
+            .enumerate()
+            .filter(|(_, k)| {
+                k.steps().len() <= steps.len()
+                    && k.steps().iter().zip(steps).all(|(a, b)| same_shape(a, b))
+            })
+            .max_by_key(|(i, k)| (k.steps().len(), std::cmp::Reverse(*i)))
+            .map(|(i, _)| i)
     }
 
     /// Up to `n` distinct complete states from random annotations of random sketches,
@@ -158,11 +210,28 @@ impl SketchPolicy {
         out
     }
 
-    /// The best `n` measured states, fastest first.
+    /// `n` of the best measured states, taken sketch by sketch: the best of each
+    /// sketch (fastest sketch first), then the second best of each, and so on.
     fn best_measured(&self, n: usize) -> Vec<State> {
-        let mut v: Vec<&(State, f64)> = self.good.iter().collect();
+        let mut v: Vec<&(State, f64, Option<usize>)> = self.good.iter().collect();
         v.sort_by(|a, b| b.1.total_cmp(&a.1));
-        v.into_iter().take(n).map(|(s, _)| s.clone()).collect()
+        let mut rank_in_sketch: std::collections::HashMap<Option<usize>, usize> =
+            std::collections::HashMap::new();
+        let mut ranked: Vec<(usize, usize, &State)> = v
+            .into_iter()
+            .enumerate()
+            .map(|(overall, (s, _, k))| {
+                let r = rank_in_sketch.entry(*k).or_insert(0);
+                *r += 1;
+                (*r, overall, s)
+            })
+            .collect();
+        ranked.sort_by_key(|&(r, overall, _)| (r, overall));
+        ranked
+            .into_iter()
+            .take(n)
+            .map(|(_, _, s)| s.clone())
+            .collect()
     }
 
     /// The next `n` states to measure. Without a scorer (the model is not trained
@@ -196,10 +265,19 @@ impl SketchPolicy {
     }
 
     /// Evolutionary search from `init`: `num_iters` generations of score-proportional
-    /// selection and mutation. Returns the best `out_size` unmeasured states seen, best
-    /// first.
+    /// selection and mutation. Returns `out_size` unmeasured states seen, best first:
+    /// the best predicted of each sketch in turn for `sketch_share` of them, the best
+    /// predicted overall for the rest.
     pub fn evolve(&mut self, init: Vec<State>, scorer: &mut Scorer, out_size: usize) -> Vec<State> {
-        let mut elite: Vec<(State, f32)> = Vec::new();
+        let n_sketches = self.sketches.len().max(1);
+        let per_sketch = if n_sketches > 1 {
+            (out_size as f64 * self.params.sketch_share / n_sketches as f64).floor() as usize
+        } else {
+            0
+        };
+        let keep_overall = out_size.max(1) * 2;
+        // (state, score, its tiling if never measured)
+        let mut elite: Vec<(State, f32, Option<Tiling>)> = Vec::new();
         let mut in_elite: HashSet<Vec<Step>> = HashSet::new();
         let mut pop = init;
         let size = self.params.population.max(out_size);
@@ -213,21 +291,43 @@ impl SketchPolicy {
                     continue;
                 }
                 if in_elite.insert(s.steps().to_vec()) {
-                    elite.push((s.clone(), sc));
+                    let t = self.tiling_of(s);
+                    let new = (t.0.is_some() && !self.measured_tilings.contains(&t)).then_some(t);
+                    elite.push((s.clone(), sc, new));
                 }
             }
             elite.sort_by(|a, b| b.1.total_cmp(&a.1));
-            if elite.len() > out_size.max(1) * 2 {
-                for (s, _) in elite.drain(out_size.max(1) * 2..) {
+            // keep the best overall, and the best of every sketch with a new tiling
+            let explore = exploration_picks(&elite, per_sketch);
+            let mut i = 0;
+            elite.retain(|(s, _, _)| {
+                let keep = i < keep_overall || explore.contains(&i);
+                i += 1;
+                if !keep {
                     in_elite.remove(s.steps());
                 }
-            }
+                keep
+            });
             if gen == self.params.num_iters {
                 break;
             }
             pop = self.next_generation(&pop, &scores, size);
         }
-        elite.into_iter().take(out_size).map(|(s, _)| s).collect()
+        let explore = exploration_picks(&elite, per_sketch);
+        let mut out: Vec<State> = explore
+            .iter()
+            .take(out_size)
+            .map(|&i| elite[i].0.clone())
+            .collect();
+        for (i, (s, _, _)) in elite.iter().enumerate() {
+            if out.len() >= out_size {
+                break;
+            }
+            if !explore.contains(&i) {
+                out.push(s.clone());
+            }
+        }
+        out
     }
 
     /// Draws `size` children of `pop`, parents by score, each mutated with
@@ -505,5 +605,73 @@ impl SketchPolicy {
             }
         }
         self.with_steps(s, steps)
+    }
+}
+
+/// The exploration share of a sorted elite list: for every sketch, the indices of its
+/// `per_sketch` best states with new tilings, one state per tiling.
+fn exploration_picks(elite: &[(State, f32, Option<Tiling>)], per_sketch: usize) -> Vec<usize> {
+    let mut out = Vec::new();
+    if per_sketch == 0 {
+        return out;
+    }
+    let mut taken: HashSet<&Tiling> = HashSet::new();
+    let mut per: std::collections::HashMap<Option<usize>, usize> = std::collections::HashMap::new();
+    for (i, (_, _, t)) in elite.iter().enumerate() {
+        let Some(t) = t else { continue };
+        let n = per.entry(t.0).or_insert(0);
+        if *n < per_sketch && taken.insert(t) {
+            *n += 1;
+            out.push(i);
+        }
+    }
+    out
+}
+
+/// Whether two steps are the same up to what annotation and mutation change in place.
+fn same_shape(a: &Step, b: &Step) -> bool {
+    match (a, b) {
+        (
+            Step::Split {
+                stage: s1,
+                iter: i1,
+                extent: e1,
+                lengths: l1,
+                inner_to_outer: o1,
+            },
+            Step::Split {
+                stage: s2,
+                iter: i2,
+                extent: e2,
+                lengths: l2,
+                inner_to_outer: o2,
+            },
+        ) => s1 == s2 && i1 == i2 && e1 == e2 && l1.len() == l2.len() && o1 == o2,
+        (
+            Step::ComputeAt {
+                stage: s1,
+                target_stage: t1,
+                ..
+            },
+            Step::ComputeAt {
+                stage: s2,
+                target_stage: t2,
+                ..
+            },
+        ) => s1 == s2 && t1 == t2,
+        (Step::Fuse { stage: s1, .. }, Step::Fuse { stage: s2, .. }) => s1 == s2,
+        (
+            Step::Pragma {
+                stage: s1,
+                iter: i1,
+                ..
+            },
+            Step::Pragma {
+                stage: s2,
+                iter: i2,
+                ..
+            },
+        ) => s1 == s2 && i1 == i2,
+        _ => a == b,
     }
 }

@@ -155,3 +155,80 @@ fn the_same_seed_and_measurements_give_the_same_guided_batch() {
     assert_eq!(batches[0].len(), 8);
     assert_eq!(batches[0], batches[1]);
 }
+
+/// Every random annotation, and every mutation of one, is traced back to the sketch it
+/// came from.
+#[test]
+fn states_are_traced_back_to_their_sketch() {
+    for dag in [matmul_dag(32), conv_dag()] {
+        let mut p = policy(&dag, 17);
+        let n = p.sketches().len();
+        assert!(n > 1);
+        for (k, sk) in p.sketches().to_vec().iter().enumerate() {
+            assert_eq!(p.sketch_of(sk), Some(k));
+        }
+        let mut found = vec![0usize; n];
+        for s in p.next_batch(48, None) {
+            let k = p.sketch_of(&s).expect("an annotated state has a sketch");
+            found[k] += 1;
+            for _ in 0..4 {
+                if let Some(m) = p.mutate(&s) {
+                    assert_eq!(p.sketch_of(&m), Some(k), "{:?}", m.steps());
+                }
+            }
+        }
+        assert!(found.iter().all(|&c| c > 0), "{found:?}");
+    }
+}
+
+/// A scorer that prefers one sketch by far still leaves every sketch a share of the
+/// guided batch, with tilings never measured before.
+#[test]
+fn a_biased_model_still_explores_every_sketch() {
+    let dag = conv_dag();
+    let mut p = policy(&dag, 9);
+    let n = p.sketches().len();
+    let first = p.next_batch(24, None);
+    for (i, s) in first.iter().enumerate() {
+        p.record(s, Some(1.0 + i as f64));
+    }
+    let favourite = p.sketch_of(&first[0]).unwrap();
+    // the same sketches, to tell them apart inside the scorer
+    let twin = policy(&dag, 0);
+    let mut scorer = |states: &[State]| -> Vec<f32> {
+        states
+            .iter()
+            .map(|s| {
+                if twin.sketch_of(s) == Some(favourite) {
+                    100.0
+                } else {
+                    1.0
+                }
+            })
+            .collect()
+    };
+    let measured: HashSet<_> = first.iter().map(|s| p.tiling_of(s)).collect();
+    let batch = p.next_batch(40, Some(&mut scorer));
+    let mut counts = vec![0usize; n];
+    let mut new_tilings = vec![HashSet::new(); n];
+    for s in &batch {
+        let k = p.sketch_of(s).unwrap();
+        counts[k] += 1;
+        let t = p.tiling_of(s);
+        if !measured.contains(&t) {
+            new_tilings[k].insert(t);
+        }
+    }
+    // 40 picks: 2 random, 38 guided, of which 25 % (3 per sketch) spread over the sketches
+    for (k, &c) in counts.iter().enumerate() {
+        if k != favourite {
+            assert!(c >= 3, "sketch {k} got {c} of {counts:?}");
+            assert!(
+                new_tilings[k].len() >= 3,
+                "sketch {k}: {:?}",
+                new_tilings[k]
+            );
+        }
+    }
+    assert!(counts[favourite] >= 28, "{counts:?}");
+}
