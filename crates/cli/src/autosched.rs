@@ -139,6 +139,9 @@ pub fn run(args: TuneArgs) -> Result<()> {
     if args.per_round == 0 || args.population == 0 {
         bail!("--per-round and --population must be positive");
     }
+    if !(0.0..=1.0).contains(&args.sketch_share) {
+        bail!("--sketch-share must be between 0 and 1");
+    }
     let net = &args.net;
     let target = net.target()?;
     let backend = CpuBackend::new(target.clone());
@@ -239,6 +242,7 @@ pub fn run(args: TuneArgs) -> Result<()> {
         num_cores,
         search: SearchParams {
             population: args.population,
+            sketch_share: args.sketch_share,
             ..SearchParams::default()
         },
         warmup: args.per_round.min(100),

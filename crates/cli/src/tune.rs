@@ -84,6 +84,11 @@ pub struct TuneArgs {
     /// Auto-scheduler: members of each generation of the evolutionary search.
     #[arg(long, default_value_t = 256)]
     pub(crate) population: usize,
+    /// Auto-scheduler: the fraction of the model's picks spread evenly over the
+    /// sketches, each sketch's best predicted states with tile sizes never measured
+    /// (0 picks the best predicted overall only, as TVM does).
+    #[arg(long, default_value_t = 0.25)]
+    pub(crate) sketch_share: f64,
     /// Resume from the log (which must exist): its measurements count against
     /// --trials and seed the search and the model. A log given again is read the same
     /// way without this flag; with it, a missing log is an error.

@@ -135,6 +135,10 @@ fn bad_auto_scheduler_options_are_one_line_errors() {
         ),
         (vec!["--resume"], "does not exist"),
         (vec!["--tuner", "ga"], "--templates"),
+        (
+            vec!["--sketch-share", "1.5"],
+            "--sketch-share must be between 0 and 1",
+        ),
     ] {
         let mut a = args(&log, "8");
         a.extend(extra.iter().map(|s| s.to_string()));
