@@ -50,7 +50,8 @@ pub struct SearchParams {
     /// and already-measured states are retried).
     pub sample_attempts_per_state: usize,
     /// The fraction of the model's picks spread evenly over the sketches (each
-    /// sketch's best predicted states) before the rest go to the best overall.
+    /// sketch's best predicted states with tilings never measured, one per tiling)
+    /// before the rest go to the best predicted overall. 0: TVM's choice.
     pub sketch_share: f64,
 }
 
