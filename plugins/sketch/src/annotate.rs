@@ -16,7 +16,10 @@
 //! Each step is pushed onto the state, which replays it: a step the schedule refuses is
 //! skipped, never a panic, and what comes out always replays.
 
-use crate::analysis::{consumers, has_cross_thread_reduction, is_output, needs_multi_level_tiling};
+use crate::analysis::{
+    consumers, has_cross_thread_reduction, is_output, needs_multi_level_tiling,
+    space_and_reduce_lengths,
+};
 use crate::sketch::SketchTarget;
 use std::collections::{HashMap, HashSet};
 use tessera_ir::ThreadAxis;
@@ -249,12 +252,7 @@ fn parallelize(s: &mut State, p: &AnnotateParams) -> Result<(), StateError> {
         if degree <= 1 || k == 0 {
             continue;
         }
-        if k > 1 {
-            s.push(Step::Fuse {
-                stage: i,
-                iters: (0..k).collect(),
-            })?;
-        }
+        fuse_first(s, i, k)?;
         s.push(Step::Annotation {
             stage: i,
             iter: 0,
@@ -369,13 +367,19 @@ fn fuse_outer_space(s: &mut State, i: usize) -> Result<usize, StateError> {
             break;
         }
     }
+    fuse_first(s, i, k)?;
+    Ok(k)
+}
+
+/// Fuses the first `k` loops of stage `i` into one (nothing to do for fewer than two).
+fn fuse_first(s: &mut State, i: usize, k: usize) -> Result<(), StateError> {
     if k > 1 {
         s.push(Step::Fuse {
             stage: i,
             iters: (0..k).collect(),
         })?;
     }
-    Ok(k)
+    Ok(())
 }
 
 fn bind(s: &mut State, stage: usize, iter: usize, t: ThreadAxis) -> Result<(), StateError> {
@@ -464,12 +468,7 @@ fn bind_threads(s: &mut State, g: &GpuLimits) -> Result<(), StateError> {
         match &st.attach {
             Attach::Root => {
                 let n_axis = st.op.axis().len();
-                let space: i64 = st
-                    .op
-                    .axis()
-                    .iter()
-                    .map(|a| a.extent().unwrap_or(1))
-                    .product();
+                let (space, _) = space_and_reduce_lengths(&st.op);
                 if !tiled_roots.contains(&i) || space <= g.warp_size {
                     if fuse_outer_space(s, i)? == 0 {
                         continue;
@@ -522,12 +521,7 @@ fn bind_threads(s: &mut State, g: &GpuLimits) -> Result<(), StateError> {
                 };
                 let splits = spatial_split_steps(s, &sch, t);
                 let n_loops = st.leaf_iter_vars.len();
-                if n_loops > 1 {
-                    s.push(Step::Fuse {
-                        stage: i,
-                        iters: (0..n_loops).collect(),
-                    })?;
-                }
+                fuse_first(s, i, n_loops)?;
                 s.push(Step::Split {
                     stage: i,
                     iter: 0,

@@ -135,10 +135,11 @@ impl SketchPolicy {
     /// Notes a measurement of `state`: `throughput` is `None` for a failure.
     pub fn record(&mut self, state: &State, throughput: Option<f64>) {
         self.measured.insert(state.steps().to_vec());
-        self.measured_tilings.insert(self.tiling_of(state));
+        let tiling = self.tiling_of(state);
+        let sketch = tiling.0;
+        self.measured_tilings.insert(tiling);
         if let Some(t) = throughput.filter(|t| t.is_finite() && *t > 0.0) {
-            let k = self.sketch_of(state);
-            self.good.push((state.clone(), t, k));
+            self.good.push((state.clone(), t, sketch));
         }
     }
 

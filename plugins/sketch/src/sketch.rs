@@ -733,12 +733,7 @@ fn apply_cross_thread(
     let st = &sch.stages()[i];
     let n_space = st.op.axis().len();
     let n_reduce = st.op.reduce_axis().len();
-    let reduce_extent: i64 = st
-        .op
-        .reduce_axis()
-        .iter()
-        .map(|a| a.extent().unwrap_or(1))
-        .product();
+    let (_, reduce_extent) = space_and_reduce_lengths(&st.op);
     let mut s = s.clone();
     if n_reduce > 1 {
         s.push(Step::Fuse {
