@@ -157,6 +157,25 @@ fn io_err(path: &Path, e: std::io::Error) -> BackendError {
     }
 }
 
+/// A directory removed (with what is in it) when dropped.
+struct ScratchDir(PathBuf);
+
+impl ScratchDir {
+    fn new(parent: &Path, stem: &str) -> Result<ScratchDir, BackendError> {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = parent.join(format!("{stem}.cc-tmp{}-{n}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(|e| io_err(&dir, e))?;
+        Ok(ScratchDir(dir))
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 impl Backend for CpuBackend {
     fn target(&self) -> &Target {
         &self.target
@@ -192,8 +211,14 @@ impl Backend for CpuBackend {
             tried: "$CC (empty)".into(),
         })?;
         let tmp_path = out_dir.join(format!("{stem}.so.tmp{}", std::process::id()));
+        // The compiler's own temporary files (`cc1`'s assembly, `as`'s object) go to a
+        // directory of this build's, removed whatever happens: a killed compiler
+        // leaves them behind otherwise.
+        let scratch = ScratchDir::new(out_dir, &stem)?;
         let mut cmd = Command::new(program);
-        cmd.args(words)
+        crate::process::own_process_group(&mut cmd);
+        cmd.env("TMPDIR", &scratch.0)
+            .args(words)
             .args([
                 "-O3",
                 &format!("-march={}", self.march()),
