@@ -84,7 +84,10 @@ def main():
                     if args.policy == "templates":
                         how = ["--templates", "--tuner", tuner]
                     else:
-                        how = ["--model", tuner, "--per-round", "64"]
+                        # no re-measurement at the end: the curve is of the
+                        # search's own measurements, and so is the wall time
+                        how = ["--model", tuner, "--per-round", "64",
+                               "--remeasure-top", "0"]
                     cmd = [tessera, "tune", "--op", op, "--op-shape", shape] + how + [
                            "--tuner-seed", str(seed), "--trials",
                            str(args.trials), "--log", log + ".part"] + extra

@@ -249,15 +249,12 @@ mod imp {
         let dag = crate::autosched::op_dag(op, &dims)?;
         let key = dag.workload_key();
         let loaded = tessera_search::record::load(log)?;
-        let best = loaded
-            .records
-            .iter()
-            .filter(|r| {
-                r.workload_key == key
-                    && r.is_usable()
-                    && matches!(r.schedule, ScheduleDesc::Steps { .. })
-            })
-            .min_by(|x, y| x.result.mean_cost().total_cmp(&y.result.mean_cost()))
+        // the history best among the step histories (the median of each one's
+        // measurements, as `tessera run --log` chooses)
+        let best =
+            tessera_search::record::best_of(loaded.records.iter().filter(|r| {
+                r.workload_key == key && matches!(r.schedule, ScheduleDesc::Steps { .. })
+            }))
             .with_context(|| {
                 format!(
                     "{}: no successful step history for {op} {shape}",

@@ -89,6 +89,14 @@ pub struct TuneArgs {
     /// (0 picks the best predicted overall only, as TVM does).
     #[arg(long, default_value_t = 0.25)]
     pub(crate) sketch_share: f64,
+    /// After tuning, measure the fastest N programs of every task again (0: not at all),
+    /// so that the history best is the program with the lowest median over all of its
+    /// measurements rather than the luckiest single one (auto-scheduler only).
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    pub(crate) remeasure_top: usize,
+    /// How many more runs each of those programs gets, each in a fresh process.
+    #[arg(long, default_value_t = 3, value_name = "RUNS")]
+    pub(crate) remeasure_runs: usize,
     /// Resume from the log (which must exist): its measurements count against
     /// --trials and seed the search and the model. A log given again is read the same
     /// way without this flag; with it, a missing log is an error.

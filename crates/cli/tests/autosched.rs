@@ -1,6 +1,7 @@
 //! `tessera tune` without `--templates` (the auto-scheduler) on a small matmul: the
 //! task's DAG and TVM's table are printed, every measurement is logged, and a run killed
-//! mid-way resumes from its log and ends with exactly the asked-for trials.
+//! mid-way resumes from its log and ends with exactly the asked-for trials, then the
+//! fastest programs are measured again.
 
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -106,9 +107,33 @@ fn a_killed_auto_scheduler_run_resumes_from_its_log() {
         text.starts_with(&killed),
         "nothing already recorded is rewritten"
     );
-    assert_eq!(step_records(&text), 64);
+    // the 64 trials, then the 3 fastest programs measured 3 more times each
+    assert_eq!(step_records(&text), 64 + 9);
+    assert!(
+        stdout.contains("re-measured the fastest programs of each task, 3 more runs each"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("| ID | Rank | First (ms) | Again (ms) | Median (ms) |"),
+        "{stdout}"
+    );
     // the default schedule was measured by the first run only
     assert_eq!(text.matches(r#""kind":"default""#).count(), 1);
+
+    // run again: the re-measurements are not trials, so nothing is left to search, and
+    // the fastest programs are measured once more
+    let out = tessera(&args(&log, "64"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains(&format!(
+            "resumed from {}: 64 earlier measurements",
+            log.display()
+        )),
+        "{stdout}"
+    );
+    let again = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(step_records(&again), 64 + 9 + 9);
 
     // the records tools read it, and the best is a step history or the default
     let best = tessera(&[
@@ -168,7 +193,8 @@ fn the_same_seed_with_a_deterministic_runner_gives_the_same_log() {
         std::fs::read_to_string(&log).unwrap()
     };
     let first = run("a.jsonl", "7");
-    assert_eq!(step_records(&first), 24, "{first}");
+    // 24 trials and 3 more runs of the 3 fastest programs
+    assert_eq!(step_records(&first), 24 + 9, "{first}");
     assert!(first.contains(r#""timestamp":0"#));
     assert_eq!(first, run("b.jsonl", "7"));
     assert_ne!(

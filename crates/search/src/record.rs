@@ -331,68 +331,116 @@ fn torn_reason(torn: bool, reason: String) -> String {
 // Picking the best
 // ---------------------------------------------------------------------------------------
 
-/// Keeps `r` in `best` if it is usable and strictly faster (ties keep the earlier).
-fn better<'a>(best: Option<&'a Record>, r: &'a Record) -> Option<&'a Record> {
-    if !r.is_usable() {
-        return best;
+/// The median of a schedule's measurements: the upper one of an even count, a failed
+/// measurement counting as infinitely slow. One measurement is its own median.
+pub fn stable_cost(mut costs: Vec<f64>) -> f64 {
+    if costs.is_empty() {
+        return f64::INFINITY;
     }
-    match best {
-        Some(b) if b.result.mean_cost() <= r.result.mean_cost() => Some(b),
-        _ => Some(r),
-    }
+    costs.sort_by(f64::total_cmp);
+    costs[costs.len() / 2]
 }
 
-/// The successful record with the lowest mean cost for `workload_key` on `target`
-/// (the target strings compared exactly); ties go to the earliest. Failures are never
-/// chosen.
+/// The best schedule among `records` (all of one workload key and target): the
+/// lowest [`stable_cost`] over each distinct schedule's records, so that a schedule
+/// re-measured in fresh processes (`tessera tune --remeasure-top`) is judged by all of
+/// its measurements, not by its luckiest one. Returns the schedule's record whose cost
+/// is that median; ties go to the schedule seen first. A schedule whose median is a
+/// failure is never chosen.
+pub fn best_of<'a>(records: impl IntoIterator<Item = &'a Record>) -> Option<&'a Record> {
+    let mut order: Vec<String> = Vec::new();
+    let mut by_schedule: HashMap<String, Vec<&'a Record>> = HashMap::new();
+    for r in records {
+        // records are read from JSON, so they serialize; a failure here only merges
+        // the schedule with others that fail alike
+        let key = serde_json::to_string(&r.schedule).unwrap_or_default();
+        by_schedule
+            .entry(key)
+            .or_insert_with_key(|k| {
+                order.push(k.clone());
+                Vec::new()
+            })
+            .push(r);
+    }
+    let mut best: Option<(f64, &'a Record)> = None;
+    for key in &order {
+        let group = &by_schedule[key];
+        let cost = |r: &Record| {
+            if r.is_usable() {
+                r.result.mean_cost()
+            } else {
+                f64::INFINITY
+            }
+        };
+        let median = stable_cost(group.iter().map(|r| cost(r)).collect());
+        if !median.is_finite() || best.is_some_and(|(b, _)| b <= median) {
+            continue;
+        }
+        if let Some(r) = group.iter().find(|r| cost(r) == median) {
+            best = Some((median, r));
+        }
+    }
+    best.map(|(_, r)| r)
+}
+
+/// The best record for `workload_key` on `target` (the target strings compared
+/// exactly): see [`best_of`]. Failures are never chosen.
 pub fn pick_best<'a>(
     records: &'a [Record],
     workload_key: &str,
     target: &str,
 ) -> Option<&'a Record> {
-    records
-        .iter()
-        .filter(|r| r.workload_key == workload_key && r.target == target)
-        .fold(None, better)
+    best_of(
+        records
+            .iter()
+            .filter(|r| r.workload_key == workload_key && r.target == target),
+    )
 }
 
-/// The best successful record of every (workload key, target) pair, of one target or of
-/// all.
+/// The records of each (workload key, target) pair, in the order the pairs first
+/// appear.
+fn by_pair(records: &[Record]) -> Vec<((&str, &str), Vec<&Record>)> {
+    let mut order: Vec<(&str, &str)> = Vec::new();
+    let mut groups: HashMap<(&str, &str), Vec<&Record>> = HashMap::new();
+    for r in records {
+        let key = (r.workload_key.as_str(), r.target.as_str());
+        groups
+            .entry(key)
+            .or_insert_with(|| {
+                order.push(key);
+                Vec::new()
+            })
+            .push(r);
+    }
+    order
+        .into_iter()
+        .map(|k| {
+            let g = groups.remove(&k).unwrap_or_default();
+            (k, g)
+        })
+        .collect()
+}
+
+/// The best record of every (workload key, target) pair (see [`best_of`]), of one
+/// target or of all.
 pub fn best_by_workload<'a>(
     records: &'a [Record],
     target: Option<&str>,
 ) -> BTreeMap<(String, String), &'a Record> {
-    let mut best: BTreeMap<(String, String), &'a Record> = BTreeMap::new();
-    for r in records {
-        if target.is_some_and(|t| r.target != t) || !r.is_usable() {
-            continue;
-        }
-        let key = (r.workload_key.clone(), r.target.clone());
-        let cur = best.get(&key).copied();
-        if let Some(b) = better(cur, r) {
-            best.insert(key, b);
-        }
-    }
-    best
+    by_pair(records)
+        .into_iter()
+        .filter(|((_, t), _)| target.is_none_or(|want| *t == want))
+        .filter_map(|((w, t), group)| best_of(group).map(|r| ((w.to_string(), t.to_string()), r)))
+        .collect()
 }
 
-/// TVM's distill: the best successful record of each (workload key, target), in the
-/// order in which the pairs first appear in `records`. Pairs without a successful
-/// record are dropped.
+/// TVM's distill: the best record of each (workload key, target) (see
+/// [`best_of`]), in the order in which the pairs first appear in `records`. Pairs
+/// without a successful record are dropped.
 pub fn distill(records: &[Record]) -> Vec<Record> {
-    let mut order: Vec<(&str, &str)> = Vec::new();
-    let mut best: HashMap<(&str, &str), Option<&Record>> = HashMap::new();
-    for r in records {
-        let key = (r.workload_key.as_str(), r.target.as_str());
-        let slot = best.entry(key).or_insert_with(|| {
-            order.push(key);
-            None
-        });
-        *slot = better(*slot, r);
-    }
-    order
+    by_pair(records)
         .into_iter()
-        .filter_map(|k| best[&k].cloned())
+        .filter_map(|(_, group)| best_of(group).cloned())
         .collect()
 }
 

@@ -7,8 +7,8 @@ use std::fs;
 use std::io::Write;
 use std::path::Path;
 use tessera_search::record::{
-    best_by_workload, distill, distill_file, load, pick_best, ApplyHistoryBest, Record,
-    RecordError, RecordWriter, RECORD_VERSION,
+    best_by_workload, distill, distill_file, load, pick_best, stable_cost, ApplyHistoryBest,
+    Record, RecordError, RecordWriter, RECORD_VERSION,
 };
 use tessera_search::{MeasureErrorNo, MeasureResult, ScheduleDesc, FAILED_COST};
 
@@ -370,6 +370,44 @@ fn pick_best_takes_the_fastest_success_of_the_workload_and_target() {
     let cpu = best_by_workload(&recs, Some("cpu"));
     assert_eq!(cpu.len(), 2);
     assert!(cpu.keys().all(|(_, t)| t == "cpu"));
+}
+
+#[test]
+fn a_re_measured_schedule_is_judged_by_the_median_of_its_measurements() {
+    assert_eq!(stable_cost(vec![]), f64::INFINITY);
+    assert_eq!(stable_cost(vec![3.0]), 3.0);
+    assert_eq!(stable_cost(vec![2.0, 1.0]), 2.0);
+    assert_eq!(stable_cost(vec![3.0, 1.0, 2.0]), 2.0);
+    assert_eq!(stable_cost(vec![1.0, f64::INFINITY]), f64::INFINITY);
+
+    let recs = vec![
+        // fast once, slow in the three fresh processes after: median 1.6 ms
+        rec(WK_A, "cpu", 0, ok(&[1.0e-3])),
+        // steady: median 1.25 ms
+        rec(WK_A, "cpu", 1, ok(&[1.2e-3])),
+        // fast, then failed twice: its median is a failure
+        rec(WK_A, "cpu", 2, ok(&[1.1e-3])),
+        // never re-measured: its one measurement
+        rec(WK_A, "cpu", 3, ok(&[1.3e-3])),
+        rec(WK_A, "cpu", 0, ok(&[1.6e-3])),
+        rec(WK_A, "cpu", 1, ok(&[1.25e-3])),
+        rec(WK_A, "cpu", 2, failed(MeasureErrorNo::RunTimeout)),
+        rec(WK_A, "cpu", 0, ok(&[1.5e-3])),
+        rec(WK_A, "cpu", 1, ok(&[1.2e-3])),
+        rec(WK_A, "cpu", 2, failed(MeasureErrorNo::RunTimeout)),
+        rec(WK_A, "cpu", 0, ok(&[1.7e-3])),
+        rec(WK_A, "cpu", 1, ok(&[1.3e-3])),
+        rec(WK_A, "cpu", 2, ok(&[1.1e-3])),
+    ];
+    // the record of schedule 1 whose cost is its median
+    let best = pick_best(&recs, WK_A, "cpu").unwrap();
+    assert_eq!(best, &recs[5]);
+    assert_eq!(distill(&recs), vec![recs[5].clone()]);
+    let h = ApplyHistoryBest::new(&recs);
+    assert_eq!(h.query(WK_A, "cpu"), Some(&recs[5]));
+
+    // without the re-measurements, the fastest single measurement wins
+    assert_eq!(pick_best(&recs[..4], WK_A, "cpu"), Some(&recs[0]));
 }
 
 #[test]

@@ -212,6 +212,17 @@ impl SketchPolicy {
         out
     }
 
+    /// The `n` fastest measured states with their throughputs, fastest first (ties:
+    /// the first measured).
+    pub fn fastest(&self, n: usize) -> Vec<(State, f64)> {
+        let mut v: Vec<&(State, f64, Option<usize>)> = self.good.iter().collect();
+        v.sort_by(|a, b| b.1.total_cmp(&a.1));
+        v.into_iter()
+            .take(n)
+            .map(|(s, t, _)| (s.clone(), *t))
+            .collect()
+    }
+
     /// `n` of the best measured states, taken sketch by sketch: the best of each
     /// sketch (fastest sketch first), then the second best of each, and so on.
     fn best_measured(&self, n: usize) -> Vec<State> {

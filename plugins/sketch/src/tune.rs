@@ -10,6 +10,9 @@
 //! The search samples at random until the model has `warmup` programs (TVM: 100).
 //! [`AutoTuner::restore`] feeds the records of a log back in (the measured set, the
 //! bests, the model's data), so a killed run resumes where its log ends.
+//! [`AutoTuner::remeasure`] measures each task's fastest programs again, each run in a
+//! fresh process, so that the history best is judged by the median of several
+//! measurements (`tessera_search::record::stable_cost`), not by its luckiest one.
 
 use crate::annotate::AnnotateParams;
 use crate::search::{SearchParams, SketchPolicy};
@@ -202,6 +205,7 @@ impl<'a> AutoTuner<'a> {
         let mut taken = 0;
         let mut bad = Vec::new();
         let mut states: Vec<(usize, State, MeasureResult)> = Vec::new();
+        let mut seen: std::collections::HashSet<(usize, String)> = Default::default();
         for r in records {
             let ScheduleDesc::Steps { steps } = &r.schedule else {
                 continue;
@@ -216,6 +220,11 @@ impl<'a> AutoTuner<'a> {
             else {
                 continue;
             };
+            // the search never measures a program twice: a repeat is a re-measurement
+            // (see `remeasure`), not a trial
+            if !seen.insert((i, steps.to_string())) {
+                continue;
+            }
             match State::from_json(&self.tasks[i].dag, steps) {
                 Ok(s) => states.push((i, s, r.result.clone())),
                 Err(e) => bad.push(format!("a record of task `{}`: {e}", self.tasks[i].name)),
@@ -285,6 +294,104 @@ impl<'a> AutoTuner<'a> {
     }
 }
 
+/// One program measured again by [`AutoTuner::remeasure`].
+#[derive(Clone, Debug)]
+pub struct Remeasured {
+    pub task: usize,
+    /// The program's rank among the task's measured programs (0: the fastest).
+    pub rank: usize,
+    /// Its cost when the search measured it (seconds).
+    pub first: f64,
+    /// Its costs in the runs made now (`None`: the run failed).
+    pub again: Vec<Option<f64>>,
+}
+
+impl Remeasured {
+    /// The median of all its measurements (`stable_cost`).
+    pub fn median(&self) -> f64 {
+        let mut all = vec![self.first];
+        all.extend(self.again.iter().map(|c| c.unwrap_or(f64::INFINITY)));
+        tessera_search::record::stable_cost(all)
+    }
+}
+
+impl AutoTuner<'_> {
+    /// Measures `states` of `task` (lowered: `funcs`) and appends the batch to the log.
+    fn measure_and_log(
+        &mut self,
+        task: usize,
+        states: &[State],
+        funcs: Vec<Result<PrimFunc, String>>,
+    ) -> (Vec<MeasureResult>, Result<(), RecordError>) {
+        let cands: Vec<Candidate> = funcs.into_iter().map(|func| Candidate { func }).collect();
+        let t = &self.tasks[task];
+        let results = self.measurer.measure(
+            &cands,
+            t.dag.outputs.len(),
+            self.data[task].reference.as_ref(),
+        );
+        let records: Vec<Record> = states
+            .iter()
+            .zip(&results)
+            .map(|(s, r)| {
+                Record::new(
+                    &t.workload_key,
+                    &self.opts.target,
+                    &t.name,
+                    ScheduleDesc::Steps {
+                        steps: s.steps_json(),
+                    },
+                    r.clone(),
+                )
+            })
+            .collect();
+        let logged = self.writer.append_batch(&records);
+        (results, logged)
+    }
+
+    /// Measures the `top` fastest programs of every task `runs` more times, each run
+    /// in a fresh process (one batch per run, so a program's runs are spread over the
+    /// batches), and appends every measurement to the log.
+    pub fn remeasure(&mut self, top: usize, runs: usize) -> Result<Vec<Remeasured>, AutoTuneError> {
+        let mut out = Vec::new();
+        if top == 0 || runs == 0 {
+            return Ok(out);
+        }
+        for task in 0..self.tasks.len() {
+            let leaders = self.data[task].policy.fastest(top);
+            if leaders.is_empty() {
+                continue;
+            }
+            let flop = self.tasks[task].dag.flop_count();
+            let mut rows: Vec<Remeasured> = leaders
+                .iter()
+                .enumerate()
+                .map(|(rank, (_, throughput))| Remeasured {
+                    task,
+                    rank,
+                    first: flop / throughput,
+                    again: Vec::new(),
+                })
+                .collect();
+            let states: Vec<State> = leaders.into_iter().map(|(s, _)| s).collect();
+            for _ in 0..runs {
+                let funcs = states
+                    .iter()
+                    .enumerate()
+                    .map(|(k, s)| lower_state(s, &format!("cand{k}")))
+                    .collect();
+                let (results, logged) = self.measure_and_log(task, &states, funcs);
+                logged?;
+                for (row, r) in rows.iter_mut().zip(&results) {
+                    row.again.push(r.is_ok().then(|| r.mean_cost()));
+                }
+            }
+            out.extend(rows);
+        }
+        Ok(out)
+    }
+}
+
 impl RoundRunner for AutoTuner<'_> {
     fn run_round(&mut self, task: usize, n: usize) -> RoundOutcome {
         if self.log_error.is_some() {
@@ -320,28 +427,8 @@ impl RoundRunner for AutoTuner<'_> {
             .iter()
             .map(|f| f.as_ref().map(store_features).unwrap_or_default())
             .collect();
-        let cands: Vec<Candidate> = funcs.into_iter().map(|func| Candidate { func }).collect();
-        let n_out = self.tasks[task].dag.outputs.len();
-        let results = self
-            .measurer
-            .measure(&cands, n_out, self.data[task].reference.as_ref());
-        let t = &self.tasks[task];
-        let records: Vec<Record> = batch
-            .iter()
-            .zip(&results)
-            .map(|(s, r)| {
-                Record::new(
-                    &t.workload_key,
-                    &self.opts.target,
-                    &t.name,
-                    ScheduleDesc::Steps {
-                        steps: s.steps_json(),
-                    },
-                    r.clone(),
-                )
-            })
-            .collect();
-        if let Err(e) = self.writer.append_batch(&records) {
+        let (results, logged) = self.measure_and_log(task, &batch, funcs);
+        if let Err(e) = logged {
             self.log_error = Some(e);
         }
         let mut best: Option<f64> = None;
