@@ -243,6 +243,7 @@ pub fn run(args: TuneArgs) -> Result<()> {
         search: SearchParams {
             population: args.population,
             sketch_share: args.sketch_share,
+            max_code_size: args.max_code_size,
             ..SearchParams::default()
         },
         warmup: args.per_round.min(100),

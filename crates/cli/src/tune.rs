@@ -89,6 +89,10 @@ pub struct TuneArgs {
     /// (0 picks the best predicted overall only, as TVM does).
     #[arg(long, default_value_t = 0.25)]
     pub(crate) sketch_share: f64,
+    /// Auto-scheduler: the largest program proposed, in IR nodes once its unrolled
+    /// loops are expanded (0: no limit). Larger ones compile for seconds and run slowly.
+    #[arg(long, default_value_t = 4096, value_name = "NODES")]
+    pub(crate) max_code_size: u64,
     /// After tuning, measure the fastest N programs of every task again (0: not at all),
     /// so that the history best is the program with the lowest median over all of its
     /// measurements rather than the luckiest single one (auto-scheduler only).

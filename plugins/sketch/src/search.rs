@@ -7,7 +7,8 @@
 //!   initial population is fresh random annotations plus the best measured states
 //!   (`use_measured_ratio`), with `eps_greedy` of the batch left to random samples.
 //!   Every proposal is complete, replays, and has not been measured before (the dedup
-//!   key is the step history: equal histories are equal programs).
+//!   key is the step history: equal histories are equal programs), and its program is
+//!   within `max_code_size` once its unrolled loops are expanded.
 //! - Every sketch keeps being explored, and so do new tile sizes, which TVM does not
 //!   do: the measured states seeded into the population are taken sketch by sketch
 //!   (the best of each in turn), and `sketch_share` of the model's picks is spread
@@ -28,6 +29,7 @@
 use crate::annotate::{annotate, check_gpu_limits, AnnotateParams, Factorizations};
 use crate::sketch::{generate_sketches, SketchError, SketchTarget};
 use std::collections::HashSet;
+use tessera_ir::transform::expanded_size;
 use tessera_search::rng::Rng;
 use tessera_search::state::{IterAnnotation, State, Step};
 use tessera_te::ComputeDag;
@@ -53,6 +55,14 @@ pub struct SearchParams {
     /// sketch's best predicted states with tilings never measured, one per tiling)
     /// before the rest go to the best predicted overall. 0: TVM's choice.
     pub sketch_share: f64,
+    /// The largest program proposed for measurement, in IR nodes once its unrolled
+    /// loops are expanded ([`expanded_size`]); 0: no limit. Larger programs are
+    /// dropped before they cost a measurement: on the CPU they take seconds to
+    /// compile, often hit the build timeout, and run at half the best speed or less.
+    /// In our benchmark logs (9 tasks, 8000 programs) no program within 0.8 of its
+    /// task's best was over 267 nodes, while the programs over 4096 took half or more
+    /// of the tuning time; see BENCHMARKS.md.
+    pub max_code_size: u64,
 }
 
 impl Default for SearchParams {
@@ -65,6 +75,7 @@ impl Default for SearchParams {
             use_measured_ratio: 0.2,
             sample_attempts_per_state: 8,
             sketch_share: 0.25,
+            max_code_size: 4096,
         }
     }
 }
@@ -174,12 +185,28 @@ impl SketchPolicy {
     }
 
     /// Up to `n` distinct complete states from random annotations of random sketches,
-    /// none of them measured before and none in `exclude`.
+    /// none of them measured before, none in `exclude`, and each within
+    /// `max_code_size` ([`SketchPolicy::code_fits`]).
     pub fn sample_initial_population(
         &mut self,
         n: usize,
         exclude: &HashSet<Vec<Step>>,
     ) -> Vec<State> {
+        self.sample(n, exclude, true)
+    }
+
+    /// Whether the program of `s` is within `max_code_size`. A state that does not
+    /// lower fits: its measurement records why it failed.
+    pub fn code_fits(&self, s: &State) -> bool {
+        let max = self.params.max_code_size;
+        max == 0
+            || crate::tune::lower_state(s, "candidate")
+                .map_or(true, |f| expanded_size(&f.body) <= max)
+    }
+
+    /// [`SketchPolicy::sample_initial_population`]; `check_size: false` skips the code
+    /// size check, for a population the scorer checks (the evolution's start).
+    fn sample(&mut self, n: usize, exclude: &HashSet<Vec<Step>>, check_size: bool) -> Vec<State> {
         let mut out = Vec::new();
         let mut seen: HashSet<Vec<Step>> = HashSet::new();
         if self.sketches.is_empty() {
@@ -204,6 +231,7 @@ impl SketchPolicy {
                 || self.measured.contains(&key)
                 || exclude.contains(&key)
                 || !seen.insert(key)
+                || (check_size && !self.code_fits(&s))
             {
                 continue;
             }
@@ -263,7 +291,7 @@ impl SketchPolicy {
         let pop = self.params.population.max(n);
         let n_measured_seed =
             ((pop as f64 * self.params.use_measured_ratio) as usize).min(self.good.len());
-        let mut init = self.sample_initial_population(pop - n_measured_seed, &HashSet::new());
+        let mut init = self.sample(pop - n_measured_seed, &HashSet::new(), false);
         init.extend(self.best_measured(n_measured_seed));
         let best = self.evolve(init, scorer, n - n_random);
         let mut chosen: HashSet<Vec<Step>> = best.iter().map(|s| s.steps().to_vec()).collect();
@@ -278,9 +306,9 @@ impl SketchPolicy {
     }
 
     /// Evolutionary search from `init`: `num_iters` generations of score-proportional
-    /// selection and mutation. Returns `out_size` unmeasured states seen, best first:
-    /// the best predicted of each sketch in turn for `sketch_share` of them, the best
-    /// predicted overall for the rest.
+    /// selection and mutation. Returns up to `out_size` unmeasured states seen whose
+    /// code fits, best first: the best predicted of each sketch in turn for
+    /// `sketch_share` of them, the best predicted overall for the rest.
     pub fn evolve(&mut self, init: Vec<State>, scorer: &mut Scorer, out_size: usize) -> Vec<State> {
         let n_sketches = self.sketches.len().max(1);
         let per_sketch = if n_sketches > 1 {
@@ -327,16 +355,20 @@ impl SketchPolicy {
             pop = self.next_generation(&pop, &scores, size);
         }
         let explore = exploration_picks(&elite, per_sketch);
-        let mut out: Vec<State> = explore
-            .iter()
-            .take(out_size)
-            .map(|&i| elite[i].0.clone())
-            .collect();
+        let mut out: Vec<State> = Vec::new();
+        for &i in &explore {
+            if out.len() >= out_size {
+                break;
+            }
+            if self.code_fits(&elite[i].0) {
+                out.push(elite[i].0.clone());
+            }
+        }
         for (i, (s, _, _)) in elite.iter().enumerate() {
             if out.len() >= out_size {
                 break;
             }
-            if !explore.contains(&i) {
+            if !explore.contains(&i) && self.code_fits(s) {
                 out.push(s.clone());
             }
         }

@@ -18,6 +18,7 @@ use crate::annotate::AnnotateParams;
 use crate::search::{SearchParams, SketchPolicy};
 use crate::sketch::{SketchError, SketchTarget};
 use tessera_costmodel::{store_features, ProgramCostModel};
+use tessera_ir::transform::expanded_size;
 use tessera_ir::PrimFunc;
 use tessera_search::measure::{Candidate, Measurer, Reference};
 use tessera_search::record::{Record, RecordError, RecordWriter};
@@ -94,9 +95,10 @@ pub fn lower_state(state: &State, name: &str) -> Result<PrimFunc, String> {
     lower(&r.schedule, &r.args, name).map_err(|e| e.to_string())
 }
 
-/// The feature rows of each state (an empty bag for a state that does not lower),
-/// computed on all cores.
-pub fn features_of(states: &[State]) -> Vec<Vec<Vec<f32>>> {
+/// The feature rows of each state, computed on all cores: an empty bag for a state
+/// that does not lower, or (with `max_code_size` above 0) whose program is larger
+/// than that ([`SearchParams::max_code_size`](crate::search::SearchParams)).
+pub fn features_of(states: &[State], max_code_size: u64) -> Vec<Vec<Vec<f32>>> {
     let threads = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)
@@ -110,6 +112,10 @@ pub fn features_of(states: &[State]) -> Vec<Vec<Vec<f32>>> {
                     part.iter()
                         .map(|s| {
                             lower_state(s, "candidate")
+                                .ok()
+                                .filter(|f| {
+                                    max_code_size == 0 || expanded_size(&f.body) <= max_code_size
+                                })
                                 .map(|f| store_features(&f))
                                 .unwrap_or_default()
                         })
@@ -231,7 +237,7 @@ impl<'a> AutoTuner<'a> {
             }
         }
         let all: Vec<State> = states.iter().map(|(_, s, _)| s.clone()).collect();
-        let feats = features_of(&all);
+        let feats = features_of(&all, 0);
         for ((i, s, res), f) in states.into_iter().zip(feats) {
             self.note(i, &s, &res, f);
             taken += 1;
@@ -399,13 +405,26 @@ impl RoundRunner for AutoTuner<'_> {
         }
         let use_model = self.model.is_trained() && self.num_programs() >= self.opts.warmup;
         let model = &self.model;
-        let mut scorer = |states: &[State]| -> Vec<f32> {
-            let feats = features_of(states);
-            model
-                .predict(&feats)
-                .unwrap_or_else(|_| vec![f32::NEG_INFINITY; states.len()])
-        };
         let d = &mut self.data[task];
+        let max_code_size = d.policy.params().max_code_size;
+        // a program that does not lower, or is too large, is never proposed
+        let mut scorer = |states: &[State]| -> Vec<f32> {
+            let feats = features_of(states, max_code_size);
+            let scores = model
+                .predict(&feats)
+                .unwrap_or_else(|_| vec![f32::NEG_INFINITY; states.len()]);
+            scores
+                .into_iter()
+                .zip(&feats)
+                .map(|(score, f)| {
+                    if f.is_empty() {
+                        f32::NEG_INFINITY
+                    } else {
+                        score
+                    }
+                })
+                .collect()
+        };
         let batch = if use_model {
             d.policy.next_batch(n, Some(&mut scorer))
         } else {

@@ -29,12 +29,17 @@ fn conv_dag() -> ComputeDag {
 }
 
 fn policy(dag: &ComputeDag, seed: u64) -> SketchPolicy {
+    policy_limited(dag, seed, SearchParams::default().max_code_size)
+}
+
+fn policy_limited(dag: &ComputeDag, seed: u64, max_code_size: u64) -> SketchPolicy {
     SketchPolicy::new(
         dag,
         &SketchTarget::cpu(2),
         AnnotateParams::cpu(2),
         SearchParams {
             population: 32,
+            max_code_size,
             ..SearchParams::default()
         },
         seed,
@@ -231,4 +236,54 @@ fn a_biased_model_still_explores_every_sketch() {
         }
     }
     assert!(counts[favourite] >= 28, "{counts:?}");
+}
+
+/// The program size the limit is about: IR nodes once unrolled loops are expanded.
+fn code_size(s: &State) -> u64 {
+    tessera_ir::transform::expanded_size(&lower_state(s, "f").unwrap().body)
+}
+
+/// No proposal is over `max_code_size`, whether drawn at random or picked by a scorer
+/// that prefers the largest programs; the batch is still full.
+#[test]
+fn programs_over_the_code_size_limit_are_never_proposed() {
+    let dag = matmul_dag(64);
+    // a limit that random annotation often exceeds: the median size
+    let mut sizes: Vec<u64> = policy_limited(&dag, 7, 0)
+        .next_batch(64, None)
+        .iter()
+        .map(code_size)
+        .collect();
+    sizes.sort_unstable();
+    let limit = sizes[sizes.len() / 2];
+    assert!(
+        sizes.last().unwrap() > &(2 * limit),
+        "the sizes must spread for this test to mean something: {sizes:?}"
+    );
+    let mut bigger_is_better = |states: &[State]| {
+        states
+            .iter()
+            .map(|s| code_size(s) as f32)
+            .collect::<Vec<f32>>()
+    };
+    for (max_code_size, over_allowed) in [(0, true), (limit, false)] {
+        let mut p = policy_limited(&dag, 7, max_code_size);
+        let first = p.next_batch(16, None);
+        for s in &first {
+            p.record(s, Some(1.0));
+        }
+        let guided = p.next_batch(16, Some(&mut bigger_is_better));
+        assert_eq!(guided.len(), 16);
+        let over = first
+            .iter()
+            .chain(&guided)
+            .filter(|s| code_size(s) > limit)
+            .count();
+        if over_allowed {
+            // without the limit, that scorer gets programs over it
+            assert!(over > 8, "{over} over {limit} without a limit");
+        } else {
+            assert_eq!(over, 0, "{over} over the limit of {limit}");
+        }
+    }
 }
