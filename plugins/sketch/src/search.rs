@@ -29,7 +29,6 @@
 use crate::annotate::{annotate, check_gpu_limits, AnnotateParams, Factorizations};
 use crate::sketch::{generate_sketches, SketchError, SketchTarget};
 use std::collections::HashSet;
-use tessera_ir::transform::expanded_size;
 use tessera_search::rng::Rng;
 use tessera_search::state::{IterAnnotation, State, Step};
 use tessera_te::ComputeDag;
@@ -56,12 +55,13 @@ pub struct SearchParams {
     /// before the rest go to the best predicted overall. 0: TVM's choice.
     pub sketch_share: f64,
     /// The largest program proposed for measurement, in IR nodes once its unrolled
-    /// loops are expanded ([`expanded_size`]); 0: no limit. Larger programs are
-    /// dropped before they cost a measurement: on the CPU they take seconds to
-    /// compile, often hit the build timeout, and run at half the best speed or less.
-    /// In our benchmark logs (9 tasks, 8000 programs) no program within 0.8 of its
-    /// task's best was over 267 nodes, while the programs over 4096 took half or more
-    /// of the tuning time; see BENCHMARKS.md.
+    /// loops are expanded (`tessera_ir::transform::expanded_size`); 0: no limit.
+    /// Larger programs are dropped before they cost a measurement: on the CPU they
+    /// take seconds to compile, often hit the build timeout, and run at half the best
+    /// speed or less.
+    /// In our benchmark logs (12,072 programs of 9 tasks) no program within 0.8 of its
+    /// task's best was over 267 nodes, while the programs over 4096 took 28–82 % of
+    /// each run's build and run time; see BENCHMARKS.md.
     pub max_code_size: u64,
 }
 
@@ -201,7 +201,7 @@ impl SketchPolicy {
         let max = self.params.max_code_size;
         max == 0
             || crate::tune::lower_state(s, "candidate")
-                .map_or(true, |f| expanded_size(&f.body) <= max)
+                .map_or(true, |f| crate::tune::code_within(&f, max))
     }
 
     /// [`SketchPolicy::sample_initial_population`]; `check_size: false` skips the code

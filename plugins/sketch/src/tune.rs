@@ -95,6 +95,12 @@ pub fn lower_state(state: &State, name: &str) -> Result<PrimFunc, String> {
     lower(&r.schedule, &r.args, name).map_err(|e| e.to_string())
 }
 
+/// Whether `func` is within `max_code_size` IR nodes once its unrolled loops are
+/// expanded (0: no limit).
+pub(crate) fn code_within(func: &PrimFunc, max_code_size: u64) -> bool {
+    max_code_size == 0 || expanded_size(&func.body) <= max_code_size
+}
+
 /// The feature rows of each state, computed on all cores: an empty bag for a state
 /// that does not lower, or (with `max_code_size` above 0) whose program is larger
 /// than that ([`SearchParams::max_code_size`](crate::search::SearchParams)).
@@ -113,9 +119,7 @@ pub fn features_of(states: &[State], max_code_size: u64) -> Vec<Vec<Vec<f32>>> {
                         .map(|s| {
                             lower_state(s, "candidate")
                                 .ok()
-                                .filter(|f| {
-                                    max_code_size == 0 || expanded_size(&f.body) <= max_code_size
-                                })
+                                .filter(|f| code_within(f, max_code_size))
                                 .map(|f| store_features(&f))
                                 .unwrap_or_default()
                         })
