@@ -348,23 +348,13 @@ pub fn stable_cost(mut costs: Vec<f64>) -> f64 {
 /// is that median; ties go to the schedule seen first. A schedule whose median is a
 /// failure is never chosen.
 pub fn best_of<'a>(records: impl IntoIterator<Item = &'a Record>) -> Option<&'a Record> {
-    let mut order: Vec<String> = Vec::new();
-    let mut by_schedule: HashMap<String, Vec<&'a Record>> = HashMap::new();
-    for r in records {
-        // records are read from JSON, so they serialize; a failure here only merges
-        // the schedule with others that fail alike
-        let key = serde_json::to_string(&r.schedule).unwrap_or_default();
-        by_schedule
-            .entry(key)
-            .or_insert_with_key(|k| {
-                order.push(k.clone());
-                Vec::new()
-            })
-            .push(r);
-    }
+    // records are read from JSON, so they serialize; a failure here only merges the
+    // schedule with others that fail alike
+    let by_schedule = group_in_order(records, |r| {
+        serde_json::to_string(&r.schedule).unwrap_or_default()
+    });
     let mut best: Option<(f64, &'a Record)> = None;
-    for key in &order {
-        let group = &by_schedule[key];
+    for (_, group) in &by_schedule {
         let cost = |r: &Record| {
             if r.is_usable() {
                 r.result.mean_cost()
@@ -397,28 +387,29 @@ pub fn pick_best<'a>(
     )
 }
 
+/// `records` grouped by `key`, the groups in the order their keys first appear and
+/// each group in the records' order.
+fn group_in_order<'a, K: Clone + Eq + std::hash::Hash>(
+    records: impl IntoIterator<Item = &'a Record>,
+    key: impl Fn(&'a Record) -> K,
+) -> Vec<(K, Vec<&'a Record>)> {
+    let mut groups: Vec<(K, Vec<&'a Record>)> = Vec::new();
+    let mut index: HashMap<K, usize> = HashMap::new();
+    for r in records {
+        let k = key(r);
+        let i = *index.entry(k.clone()).or_insert_with(|| {
+            groups.push((k, Vec::new()));
+            groups.len() - 1
+        });
+        groups[i].1.push(r);
+    }
+    groups
+}
+
 /// The records of each (workload key, target) pair, in the order the pairs first
 /// appear.
 fn by_pair(records: &[Record]) -> Vec<((&str, &str), Vec<&Record>)> {
-    let mut order: Vec<(&str, &str)> = Vec::new();
-    let mut groups: HashMap<(&str, &str), Vec<&Record>> = HashMap::new();
-    for r in records {
-        let key = (r.workload_key.as_str(), r.target.as_str());
-        groups
-            .entry(key)
-            .or_insert_with(|| {
-                order.push(key);
-                Vec::new()
-            })
-            .push(r);
-    }
-    order
-        .into_iter()
-        .map(|k| {
-            let g = groups.remove(&k).unwrap_or_default();
-            (k, g)
-        })
-        .collect()
+    group_in_order(records, |r| (r.workload_key.as_str(), r.target.as_str()))
 }
 
 /// The best record of every (workload key, target) pair (see [`best_of`]), of one

@@ -384,13 +384,13 @@ impl AutoTuner<'_> {
                 })
                 .collect();
             let states: Vec<State> = leaders.into_iter().map(|(s, _)| s).collect();
+            let funcs: Vec<Result<PrimFunc, String>> = states
+                .iter()
+                .enumerate()
+                .map(|(k, s)| lower_state(s, &format!("cand{k}")))
+                .collect();
             for _ in 0..runs {
-                let funcs = states
-                    .iter()
-                    .enumerate()
-                    .map(|(k, s)| lower_state(s, &format!("cand{k}")))
-                    .collect();
-                let (results, logged) = self.measure_and_log(task, &states, funcs);
+                let (results, logged) = self.measure_and_log(task, &states, funcs.clone());
                 logged?;
                 for (row, r) in rows.iter_mut().zip(&results) {
                     row.again.push(r.is_ok().then(|| r.mean_cost()));
