@@ -1,10 +1,8 @@
 //! The `Backend` trait every device implements (the CPU here, plugins for the others).
 
-use crate::artifact::{Artifact, DeviceKind};
-use crate::hardware::HardwareParams;
-use crate::target::{Target, TargetKind};
 use std::path::{Path, PathBuf};
 use tessera_ir::PrimFunc;
+use tessera_target::{Artifact, HardwareParams, Target, TargetKind};
 
 /// Why a backend could not generate or build code.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -39,26 +37,34 @@ pub enum BackendError {
 pub trait Backend: Send + Sync {
     /// The target this backend compiles for.
     fn target(&self) -> &Target;
-    /// The device the artifacts run on.
-    fn device(&self) -> DeviceKind;
+    /// The kind of device the artifacts run on.
+    fn device(&self) -> TargetKind {
+        self.target().kind.clone()
+    }
     /// The hardware parameters of that device.
     fn hardware_params(&self) -> &HardwareParams;
     /// The source code of `func` for this device.
     fn codegen(&self, func: &PrimFunc) -> Result<String, BackendError>;
     /// Generates and compiles `func` into a loadable artifact inside `out_dir`.
     fn build(&self, func: &PrimFunc, out_dir: &Path) -> Result<Artifact, BackendError>;
+    /// Stops a build that takes longer than `timeout` (a `CompileTimeout` error), where
+    /// the backend can; measurement also stops waiting for one that cannot.
+    fn set_build_timeout(&mut self, timeout: std::time::Duration) {
+        let _ = timeout;
+    }
 }
 
 /// The built-in backend for `target` (the CPU); other kinds come from plugins.
 pub fn builtin_backend(target: &Target) -> Result<Box<dyn Backend>, BackendError> {
-    match target.kind {
-        TargetKind::Cpu => Ok(Box::new(crate::cpu::CpuBackend::new(target.clone()))),
-        other => Err(BackendError::NoBackend {
-            target: target.to_string(),
-            reason: format!(
-                "the {} backend is a plugin that is not built into this binary",
-                other.name()
-            ),
-        }),
+    if target.kind.is_cpu() {
+        return Ok(Box::new(crate::cpu::CpuBackend::new(target.clone())));
     }
+    Err(BackendError::NoBackend {
+        target: target.to_string(),
+        reason: format!(
+            "no backend plugin for `{}` is loaded (put one in `plugins/` beside the binary \
+             or in a directory of TESSERA_PLUGIN_PATH)",
+            target.kind
+        ),
+    })
 }

@@ -10,7 +10,7 @@ use crate::tune::{measure_options, parse_dims, TuneArgs};
 use anyhow::{bail, Context, Result};
 use std::collections::HashSet;
 use std::io::Write;
-use tessera_backends::{Backend, CpuBackend};
+use tessera_backends::Backend;
 use tessera_costmodel::{PackSumParams, PackSumXgb, ProgramCostModel, RandomProgramModel};
 use tessera_graph::{extract_tasks, fuse, group_compute, Graph};
 use tessera_search::measure::{Candidate, Measurer};
@@ -64,7 +64,7 @@ pub(crate) fn op_dag(op: &str, dims: &[i64]) -> Result<ComputeDag> {
 fn network_jobs(
     g: &Graph,
     target: &tessera_backends::Target,
-    backend: &CpuBackend,
+    backend: &dyn Backend,
 ) -> Result<Vec<Job>> {
     let (tasks, weights) = extract_tasks(g, target)?;
     let p = tessera_graph::executor::cpu_params(backend);
@@ -97,7 +97,7 @@ fn network_jobs(
     Ok(jobs)
 }
 
-fn op_job(dag: ComputeDag, backend: &CpuBackend, op: &str) -> Job {
+fn op_job(dag: ComputeDag, backend: &dyn Backend, op: &str) -> Job {
     let p = tessera_graph::executor::cpu_params(backend);
     let default = tessera_te::schedules::default_schedule(&dag.outputs, p)
         .map_err(|e| e.to_string())
@@ -144,17 +144,17 @@ pub fn run(args: TuneArgs) -> Result<()> {
     }
     let net = &args.net;
     let target = net.target()?;
-    let backend = CpuBackend::new(target.clone());
+    let backend = crate::plugins::registry().backend_for(&target)?;
     let num_cores = backend.hardware_params().num_cores.max(1) as i64;
     let (graph, jobs) = match &args.op {
         Some(op) => {
             let dims = parse_dims(args.op_shape.as_deref().context("--op needs --op-shape")?)?;
             let dag = op_dag(op, &dims)?;
-            (None, vec![op_job(dag, &backend, op)])
+            (None, vec![op_job(dag, backend.as_ref(), op)])
         }
         None => {
             let g = net.load()?;
-            let jobs = network_jobs(&g, &target, &backend)?;
+            let jobs = network_jobs(&g, &target, backend.as_ref())?;
             (Some(g), jobs)
         }
     };
@@ -188,8 +188,8 @@ pub fn run(args: TuneArgs) -> Result<()> {
         Vec::new()
     };
     let mut writer = RecordWriter::open(&args.log)?;
-    let opts = measure_options(&args, &backend)?;
-    let mut measurer = Measurer::new(CpuBackend::new(target.clone()), opts)?;
+    let opts = measure_options(&args, backend.as_ref())?;
+    let mut measurer = Measurer::with_backend(backend, opts)?;
 
     // each task's default schedule, measured once per log: the baseline of the history best
     let has_default: HashSet<&str> = earlier

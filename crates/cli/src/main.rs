@@ -54,9 +54,18 @@ enum Command {
     /// Tuning record logs: list records, the best per workload, distill.
     #[command(subcommand)]
     Records(records::RecordsCmd),
+    /// Runs one measurement job (what `tessera tune` starts, one process per kernel) and
+    /// prints its reply as one JSON line.
+    #[command(hide = true)]
+    Runner {
+        /// The job file the tuner wrote.
+        job: std::path::PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
+    // This binary runs its own measurement jobs (`tessera runner`): no second binary.
+    tessera_search::measure::use_this_binary_as_runner();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Op(args) => op::run(args),
@@ -66,6 +75,7 @@ fn main() -> ExitCode {
         Command::Tune(args) => tune::run(args),
         Command::Plugins(cmd) => plugins::run(cmd),
         Command::Records(cmd) => records::run(cmd),
+        Command::Runner { job } => return plugins::serve_job(&job),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -5,7 +5,7 @@ use clap::Args;
 use std::path::PathBuf;
 use tessera_backends::Target;
 use tessera_graph::zoo::{self, ZooOptions};
-use tessera_graph::{build, extract_tasks, passes, print_tasks, Graph, Layout};
+use tessera_graph::{extract_tasks, passes, print_tasks, Graph, GraphModule, Layout, ScheduleHook};
 use tessera_runtime::{NDArray, TimeEvaluator};
 
 /// Where the network comes from, and how to prepare it.
@@ -29,10 +29,14 @@ pub struct NetworkArgs {
     /// Seed of a zoo network's random weights.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// Image height and width of a zoo network (default: the network's own, 224 for
+    /// most; smaller sizes give quick builds and tunes).
+    #[arg(long, value_name = "PIXELS", conflicts_with = "onnx")]
+    image_size: Option<i64>,
     /// Input shape of an ONNX model whose input shape is symbolic: NAME=D0,D1,…
     #[arg(long = "shape", value_name = "NAME=DIMS")]
     shapes: Vec<String>,
-    /// The target.
+    /// The target: `cpu` (built in) or a kind a loaded backend plugin provides.
     #[arg(long, default_value = "cpu")]
     target: String,
 }
@@ -48,7 +52,9 @@ impl NetworkArgs {
     }
 
     pub(crate) fn target(&self) -> Result<Target> {
-        Target::parse_with(&self.target, &[]).map_err(Into::into)
+        crate::plugins::registry()
+            .parse_target(&self.target)
+            .map_err(Into::into)
     }
 
     /// The network, optimized (batch norms and constants folded, layout converted).
@@ -66,6 +72,7 @@ impl NetworkArgs {
                     batch: self.batch,
                     layout: built,
                     seed: self.seed,
+                    image_size: self.image_size,
                     ..ZooOptions::default()
                 };
                 zoo::network(name, &opts)?
@@ -112,8 +119,7 @@ pub fn tasks(args: TasksArgs) -> Result<()> {
     let target = args.net.target()?;
     let g = args.net.load()?;
     if args.templates {
-        use tessera_backends::Backend;
-        let backend = tessera_backends::CpuBackend::new(target.clone());
+        let backend = crate::plugins::registry().backend_for(&target)?;
         let lanes = (backend.hardware_params().vector_unit_bytes / 4).max(1) as i64;
         let tasks = tessera_autotvm::network::extract_template_tasks(&g, lanes);
         for (i, t) in tasks.iter().enumerate() {
@@ -190,6 +196,19 @@ pub struct RunArgs {
     log: Option<PathBuf>,
 }
 
+/// Builds `g` for `target` with the target's backend and device (the CPU's, or a
+/// plugin's), asking `hook` for schedules first.
+pub fn build_network(
+    g: &Graph,
+    target: &Target,
+    hook: Option<&dyn ScheduleHook>,
+) -> Result<GraphModule> {
+    let registry = crate::plugins::registry();
+    let backend = registry.backend_for(target)?;
+    let device = registry.device_for(target)?;
+    Ok(tessera_graph::build_on(g, backend.as_ref(), device, hook)?)
+}
+
 /// Builds `g` with the history best of the record log `log` (apply-history-best),
 /// printing the log's skipped lines and the hook's warnings; returns the module and how
 /// many distinct fused groups got a tuned configuration.
@@ -199,7 +218,6 @@ pub fn build_tuned(
     log: &std::path::Path,
 ) -> Result<(tessera_graph::GraphModule, usize)> {
     use tessera_autotvm::network::TunedHook;
-    use tessera_backends::Backend;
     let loaded = tessera_search::record::load(log)
         .with_context(|| format!("reading the record log {}", log.display()))?;
     let best = tessera_search::record::ApplyHistoryBest::new(&loaded.records);
@@ -212,7 +230,7 @@ pub fn build_tuned(
     for (line, reason) in loaded.skipped {
         eprintln!("warning: {}:{line}: {reason}", log.display());
     }
-    let backend = tessera_backends::CpuBackend::new(target.clone());
+    let backend = crate::plugins::registry().backend_for(target)?;
     let lanes = (backend.hardware_params().vector_unit_bytes / 4).max(1) as i64;
     let target_str = target.to_string();
     let templates = TunedHook::new(best.clone(), &target_str, lanes);
@@ -223,7 +241,7 @@ pub fn build_tuned(
         None
     };
     let sketch = tessera_sketch::network::SketchHook::new(best, &target_str, fallback);
-    let m = tessera_graph::build_with(g, target, Some(&sketch))?;
+    let m = build_network(g, target, Some(&sketch))?;
     for w in sketch.warnings().into_iter().chain(templates.warnings()) {
         eprintln!("warning: {w}");
     }
@@ -235,7 +253,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     let g = args.net.load()?;
     let start = std::time::Instant::now();
     let mut m = match &args.log {
-        None => build(&g, &target)?,
+        None => build_network(&g, &target, None)?,
         Some(log) => {
             let (m, applied) = build_tuned(&g, &target, log)?;
             println!(
@@ -255,6 +273,11 @@ pub fn run(args: RunArgs) -> Result<()> {
         start.elapsed().as_secs_f64(),
         s.planned_bytes as f64 / (1 << 20) as f64,
         s.unplanned_bytes as f64 / (1 << 20) as f64
+    );
+    println!(
+        "weights: {:.1} MiB ({} bytes), on the device from the build on",
+        s.weight_bytes as f64 / (1 << 20) as f64,
+        s.weight_bytes
     );
     let inputs: Vec<(String, tessera_graph::TensorType)> = m
         .inputs()

@@ -3,11 +3,11 @@
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, ValueEnum};
 use serde_json::json;
-use tessera_backends::{builtin_backend, Backend, HardwareParams, Target};
+use std::sync::Arc;
+use tessera_backends::{Backend, HardwareParams, LaunchDims};
 use tessera_ir::interp::{self, HostBuffer};
 use tessera_ir::{DataType, PrimFunc};
-use tessera_plugin::{LoadedPlugin, Registry, TimeConfig};
-use tessera_runtime::{Module, NDArray, TimeEvaluator, TimeResult};
+use tessera_runtime::{Device, DeviceArray, FunctionId, NDArray, TimeEvaluator, TimeResult};
 use tessera_te::schedules::{default_schedule, CpuParams};
 use tessera_te::{compute, lower, ops, placeholder, ComputeDag, Schedule, Tensor};
 
@@ -172,120 +172,57 @@ fn make_schedule(out: &Tensor, kind: ScheduleKind, hw: &HardwareParams) -> Resul
     Ok(default_schedule(&[out.clone()], p)?)
 }
 
-/// Where kernels are built and run: the built-in CPU backend, or a plugin's backend and
-/// device.
-enum Device {
-    Builtin(Box<dyn Backend>),
-    Plugin {
-        plugin: LoadedPlugin,
-        target: String,
-    },
-}
-
-/// A built kernel, ready to run.
-enum Kernel {
-    Native(Module),
-    Plugin {
-        plugin: LoadedPlugin,
-        target: String,
-        artifact: Vec<u8>,
-        func: PrimFunc,
-    },
-}
-
-impl Device {
-    fn select(target: &Target, registry: &Registry) -> Result<Device> {
-        if let Ok(b) = builtin_backend(target) {
-            return Ok(Device::Builtin(b));
-        }
-        let kind = target
-            .plugin
-            .clone()
-            .unwrap_or_else(|| target.kind.name().to_string());
-        match registry.backend(&kind) {
-            Some(p) => Ok(Device::Plugin {
-                plugin: p.clone(),
-                target: target.to_string(),
-            }),
-            None => Ok(Device::Builtin(builtin_backend(target)?)),
-        }
-    }
-    fn hardware_params(&self) -> Result<HardwareParams> {
-        Ok(match self {
-            Device::Builtin(b) => b.hardware_params().clone(),
-            Device::Plugin { plugin, target } => plugin.hardware_params(target)?,
-        })
-    }
-    fn codegen(&self, func: &PrimFunc) -> Result<String> {
-        Ok(match self {
-            Device::Builtin(b) => b.codegen(func)?,
-            Device::Plugin { plugin, target } => plugin.codegen(target, func)?,
-        })
-    }
-    fn build(&self, func: &PrimFunc, dir: &std::path::Path) -> Result<Kernel> {
-        Ok(match self {
-            Device::Builtin(b) => Kernel::Native(Module::load(&b.build(func, dir)?)?),
-            Device::Plugin { plugin, target } => {
-                let artifact = plugin.build(target, func)?;
-                Kernel::Plugin {
-                    plugin: plugin.clone(),
-                    target: target.clone(),
-                    artifact,
-                    func: func.clone(),
-                }
-            }
-        })
-    }
+/// A kernel built by the target's backend and loaded on its device (the CPU's, or a
+/// plugin's).
+struct Kernel {
+    device: Arc<dyn Device>,
+    function: FunctionId,
+    launch: Option<LaunchDims>,
 }
 
 impl Kernel {
+    fn build(
+        backend: &dyn Backend,
+        device: &Arc<dyn Device>,
+        func: &PrimFunc,
+        dir: &std::path::Path,
+    ) -> Result<Kernel> {
+        let artifact = backend.build(func, dir)?;
+        let module = device.load_module(&artifact)?;
+        Ok(Kernel {
+            device: Arc::clone(device),
+            function: device.get_function(module, &artifact.entry)?,
+            launch: artifact.launch,
+        })
+    }
+
+    /// The arrays, copied to the device.
+    fn upload(&self, arrays: &[NDArray]) -> Result<Vec<DeviceArray>> {
+        Ok(arrays
+            .iter()
+            .map(|a| DeviceArray::from_host(&self.device, a))
+            .collect::<Result<_, _>>()?)
+    }
+
+    /// Runs the kernel on `arrays` (the last one is the output, copied back).
     fn call(&self, arrays: &mut [NDArray]) -> Result<()> {
-        match self {
-            Kernel::Native(m) => {
-                let mut refs: Vec<&mut NDArray> = arrays.iter_mut().collect();
-                m.call(&mut refs)?;
-            }
-            Kernel::Plugin {
-                plugin,
-                target,
-                artifact,
-                func,
-            } => {
-                let mut bytes: Vec<Vec<u8>> =
-                    arrays.iter().map(|a| a.as_bytes().to_vec()).collect();
-                plugin.run(target, artifact, func, &mut bytes)?;
-                for (a, b) in arrays.iter_mut().zip(bytes) {
-                    a.as_bytes_mut().copy_from_slice(&b);
-                }
-            }
+        let on_device = self.upload(arrays)?;
+        let buffers: Vec<_> = on_device.iter().map(DeviceArray::buffer).collect();
+        self.device
+            .launch(self.function, &buffers, self.launch.as_ref())?;
+        self.device.synchronize()?;
+        if let (Some(out), Some(dev)) = (arrays.last_mut(), on_device.last()) {
+            *out = dev.to_host()?;
         }
         Ok(())
     }
-    fn time(&self, ev: &TimeEvaluator, arrays: &mut [NDArray]) -> Result<TimeResult> {
-        Ok(match self {
-            Kernel::Native(m) => {
-                let mut refs: Vec<&mut NDArray> = arrays.iter_mut().collect();
-                m.time_with(ev, &mut refs)?
-            }
-            Kernel::Plugin {
-                plugin,
-                target,
-                artifact,
-                func,
-            } => {
-                let bytes: Vec<Vec<u8>> = arrays.iter().map(|a| a.as_bytes().to_vec()).collect();
-                let config = TimeConfig {
-                    number: ev.number as u32,
-                    repeat: ev.repeat as u32,
-                    min_repeat_ms: ev.min_repeat_ms,
-                };
-                let results = plugin.time(target, artifact, func, &bytes, config)?;
-                TimeResult {
-                    results,
-                    number: ev.number,
-                }
-            }
-        })
+
+    fn time(&self, ev: &TimeEvaluator, arrays: &[NDArray]) -> Result<TimeResult> {
+        let on_device = self.upload(arrays)?;
+        let buffers: Vec<_> = on_device.iter().map(DeviceArray::buffer).collect();
+        Ok(self
+            .device
+            .time(self.function, &buffers, self.launch.as_ref(), ev)?)
     }
 }
 
@@ -296,18 +233,19 @@ pub fn run(a: OpArgs) -> Result<()> {
         }
     }
     let registry = crate::plugins::registry();
-    let target = Target::parse_with(&a.target, &registry.backend_kinds())?;
-    let device = Device::select(&target, &registry)?;
-    let hw = device.hardware_params()?;
+    let target = registry.parse_target(&a.target)?;
+    let backend = registry.backend_for(&target)?;
+    let device = registry.device_for(&target)?;
+    let hw = backend.hardware_params().clone();
     let (inputs, out) = build_op(&a)?;
     let dag = ComputeDag::new(&[out.clone()])?;
     let mut args: Vec<Tensor> = inputs.clone();
     args.push(out.clone());
     let sched = make_schedule(&out, a.schedule, &hw)?;
     let func = lower(&sched, &args, &format!("{:?}", a.op).to_lowercase())?;
-    let source = device.codegen(&func)?;
+    let source = backend.codegen(&func)?;
     let dir = tempfile::tempdir().context("creating a build directory")?;
-    let kernel = device.build(&func, dir.path())?;
+    let kernel = Kernel::build(backend.as_ref(), &device, &func, dir.path())?;
 
     // Inputs, the kernel's output, and the reference output.
     let mut arrays: Vec<NDArray> = Vec::new();
@@ -336,7 +274,7 @@ pub fn run(a: OpArgs) -> Result<()> {
         }
         CheckKind::Naive => {
             let naive = lower(&Schedule::create(&[out.clone()])?, &args, "reference")?;
-            let m = device.build(&naive, dir.path())?;
+            let m = Kernel::build(backend.as_ref(), &device, &naive, dir.path())?;
             let mut copy: Vec<NDArray> = arrays.clone();
             let last = copy.len() - 1;
             copy[last] = NDArray::zeros(out.dtype(), copy[last].shape())?;
@@ -355,7 +293,7 @@ pub fn run(a: OpArgs) -> Result<()> {
         min_repeat_ms: a.min_repeat_ms,
         cache_flush: a.cache_flush,
     };
-    let timing = kernel.time(&evaluator, &mut arrays)?;
+    let timing = kernel.time(&evaluator, &arrays)?;
     let stats = timing.stats_ms();
     let gflops = dag.flop_count() / (stats.median * 1e-3) / 1e9;
     let checked_against = match check {

@@ -32,9 +32,10 @@ fn builtins() -> Vec<PluginRootRef> {
     v
 }
 
-/// Every plugin available to this process.
-pub fn registry() -> Registry {
-    discover(&builtins(), &plugin_dirs())
+/// Every plugin available to this process, discovered once.
+pub fn registry() -> &'static Registry {
+    static REGISTRY: std::sync::OnceLock<Registry> = std::sync::OnceLock::new();
+    REGISTRY.get_or_init(|| discover(&builtins(), &plugin_dirs()))
 }
 
 fn provides(p: &LoadedPlugin) -> String {
@@ -90,5 +91,25 @@ pub fn run(cmd: PluginsCmd) -> Result<()> {
             }
             Err(e) => bail!("{e}"),
         },
+    }
+}
+
+/// `tessera runner JOB.json`: runs one measurement job on its target's device (the CPU,
+/// or a plugin's) and prints the reply as one JSON line for the tuner.
+pub fn serve_job(job: &std::path::Path) -> std::process::ExitCode {
+    let reply = tessera_search::measure::serve_job(job, |target| {
+        let r = registry();
+        let t = r.parse_target(target).map_err(|e| e.to_string())?;
+        r.device_for(&t).map_err(|e| e.to_string())
+    });
+    match serde_json::to_string(&reply) {
+        Ok(line) => {
+            println!("{line}");
+            std::process::ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("cannot encode the reply: {e}");
+            std::process::ExitCode::from(3)
+        }
     }
 }

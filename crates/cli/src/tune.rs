@@ -12,8 +12,7 @@ use tessera_autotvm::templates::{TemplateKind, TemplateTask};
 use tessera_autotvm::tune::{progress_line, tune, TuneOptions};
 use tessera_autotvm::tuners::{GaOptions, GaTuner, GridSearchTuner, RandomTuner, Tuner};
 use tessera_autotvm::xgb::{XgbOptions, XgbTuner};
-use tessera_backends::{Backend, CpuBackend};
-use tessera_graph::build;
+use tessera_backends::Backend;
 use tessera_runtime::runner::TimerConfig;
 use tessera_runtime::{NDArray, TimeEvaluator, TimeResult};
 use tessera_search::measure::{MeasureOptions, Measurer, Reference};
@@ -110,7 +109,7 @@ pub struct TuneArgs {
 
 /// The measurement options of `tessera tune` (both modes): builds on every core, one
 /// timed repeat of `--number` runs, the run timeout.
-pub(crate) fn measure_options(args: &TuneArgs, backend: &CpuBackend) -> Result<MeasureOptions> {
+pub(crate) fn measure_options(args: &TuneArgs, backend: &dyn Backend) -> Result<MeasureOptions> {
     Ok(MeasureOptions {
         n_parallel: backend.hardware_params().num_cores.max(1),
         run_timeout: Duration::try_from_secs_f64(args.run_timeout)
@@ -290,7 +289,7 @@ pub fn run(args: TuneArgs) -> Result<()> {
     }
     let net = &args.net;
     let target = net.target()?;
-    let backend = CpuBackend::new(target.clone());
+    let backend = crate::plugins::registry().backend_for(&target)?;
     let lanes = (backend.hardware_params().vector_unit_bytes / 4).max(1) as i64;
     let (graph, tasks): (Option<tessera_graph::Graph>, Vec<NetworkTemplateTask>) = match &args.op {
         Some(op) => {
@@ -313,9 +312,9 @@ pub fn run(args: TuneArgs) -> Result<()> {
     if tasks.is_empty() {
         bail!("no task fits a template (conv2d NHWC/NCHW with one group, depthwise conv2d NHWC, dense, matmul)");
     }
-    let opts = measure_options(&args, &backend)?;
+    let opts = measure_options(&args, backend.as_ref())?;
     let mut writer = RecordWriter::open(&args.log)?;
-    let mut measurer = Measurer::new(CpuBackend::new(target.clone()), opts)?;
+    let mut measurer = Measurer::with_backend(backend, opts)?;
     let target_str = target.to_string();
     let n_tasks = tasks.len();
     for (i, t) in tasks.iter().enumerate() {
@@ -434,7 +433,7 @@ pub(crate) fn compare_untuned_and_tuned(
     target: &tessera_backends::Target,
     log: &std::path::Path,
 ) -> Result<()> {
-    let mut untuned = build(g, target)?;
+    let mut untuned = crate::network::build_network(g, target, None)?;
     let (mut tuned, applied) = crate::network::build_tuned(g, target, log)?;
     let a = time_network(&mut untuned)?;
     let b = time_network(&mut tuned)?;

@@ -140,7 +140,10 @@ fn bad_input_is_one_line_and_a_non_zero_exit() {
         &["op", "matmul", "--shape", "8,8,8", "--target", "cuda"],
         &[],
     );
-    assert_one_line_error(&no_plugin, "no backend for target `cuda`");
+    assert_one_line_error(
+        &no_plugin,
+        "no backend plugin for target kind `cuda` is loaded",
+    );
     let wrong_count = tessera(&["op", "matmul", "--shape", "8,8"], &[]);
     assert_one_line_error(&wrong_count, "--shape M,N,K (3 numbers), got 2");
     let not_positive = tessera(&["op", "matmul", "--shape", "8,0,8"], &[]);

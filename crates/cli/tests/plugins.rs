@@ -108,7 +108,8 @@ fn a_panicking_plugin_is_an_error_not_a_crash() {
     );
     let err = one_line_error(&out);
     assert!(
-        err.contains("plugin `testdev`: panicked in build: testdev was asked to panic"),
+        err.contains("plugin `testdev`")
+            && err.contains("panicked in build: testdev was asked to panic"),
         "{err}"
     );
 }

@@ -59,6 +59,8 @@ pub enum GraphError {
     /// Loading or running a compiled kernel failed.
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
+    #[error(transparent)]
+    Device(#[from] tessera_runtime::DeviceError),
     /// A file could not be read or written.
     #[error("{path}: {source}")]
     Io {

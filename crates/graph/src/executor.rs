@@ -1,10 +1,14 @@
-//! Network build and the graph executor.
+//! Network build and the graph executor, on any device.
 //!
-//! [`build`] fuses the network, compiles every distinct fused group once (with its
-//! default schedule, the groups compiled in parallel), and plans memory: each
-//! intermediate value gets a storage that is reused once all its consumers have run
-//! (best fit by size, TVM's graph-plan-memory idea). [`GraphModule`] is the executor:
-//! `set_input`, `run`, `get_output`, and timing of whole runs.
+//! [`build_on`] fuses the network, compiles every distinct fused group once with the
+//! given backend (its default schedule, or a hook's; the groups compiled in parallel),
+//! loads the kernels on the given device, and plans memory: each intermediate value
+//! gets a storage that is reused once all its consumers have run (best fit by size,
+//! TVM's graph-plan-memory idea). Every storage is a buffer of the device: the weights
+//! are uploaded once, at build; intermediates never leave the device. [`GraphModule`]
+//! is the executor: `set_input` (one copy in), `run` (launches only), `get_output` (one
+//! copy out), and timing of whole runs. [`build`] and [`build_with`] do the same for the
+//! host CPU.
 
 use crate::error::GraphError;
 use crate::fuse::{fuse, group_compute, group_name, GroupCompute};
@@ -12,9 +16,11 @@ use crate::ir::{Graph, TensorType};
 use petgraph::stable_graph::NodeIndex;
 use std::collections::HashMap;
 use std::sync::Arc;
-use tessera_backends::{Backend, CpuBackend, Target, TargetKind};
+use tessera_backends::{Artifact, Backend, CpuBackend, HardwareParams, LaunchDims, Target};
 use tessera_ir::{DataType, PrimFunc};
-use tessera_runtime::{Module, NDArray, TimeEvaluator, TimeResult};
+use tessera_runtime::{
+    BufferId, CpuDevice, Device, DeviceArray, FunctionId, NDArray, TimeEvaluator, TimeResult,
+};
 use tessera_te::schedules::{default_schedule_inlined, CpuParams};
 use tessera_te::{lower, Schedule};
 
@@ -24,27 +30,36 @@ struct Step {
     /// The fused group's name.
     name: String,
     kernel: usize,
-    /// Storage ids of the arguments (inputs, then the output).
-    args: Vec<usize>,
+    /// The device buffers of the arguments (inputs, then the output).
+    buffers: Vec<BufferId>,
+}
+
+/// A loaded kernel: its function on the device and how it is launched.
+struct Kernel {
+    function: FunctionId,
+    launch: Option<LaunchDims>,
 }
 
 /// A compiled network, ready to run.
 pub struct GraphModule {
-    // Kept so the shared objects stay on disk as long as the modules are used.
+    // Kept so the artifacts stay on disk as long as the modules are used.
     _dir: tempfile::TempDir,
-    kernels: Vec<Arc<Module>>,
+    device: Arc<dyn Device>,
+    kernels: Vec<Kernel>,
     steps: Vec<Step>,
-    storages: Vec<NDArray>,
+    storages: Vec<DeviceArray>,
     inputs: Vec<(String, TensorType, usize)>,
     outputs: Vec<(TensorType, usize)>,
     /// Bytes of intermediate values with and without storage reuse.
     planned_bytes: usize,
     unplanned_bytes: usize,
+    weight_bytes: usize,
 }
 
 impl std::fmt::Debug for GraphModule {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GraphModule")
+            .field("device", &self.device.kind())
             .field("kernels", &self.kernels.len())
             .field("steps", &self.steps.len())
             .field("storages", &self.storages.len())
@@ -62,22 +77,46 @@ pub struct BuildSummary {
     /// Bytes of intermediate values with storage reuse, and without.
     pub planned_bytes: usize,
     pub unplanned_bytes: usize,
+    /// Bytes of the constants (weights) uploaded to the device at build.
+    pub weight_bytes: usize,
 }
 
 /// The CPU parameters of the default schedules for a backend.
 pub fn cpu_params(backend: &dyn Backend) -> CpuParams {
-    let hw = backend.hardware_params();
-    CpuParams {
-        vector_lanes: (hw.vector_unit_bytes / 4).max(1) as i64,
-        num_cores: hw.num_cores.max(1),
-        vectorize: true,
+    BuildContext::of(backend).cpu_params()
+}
+
+/// What a schedule is chosen for: the target and its hardware parameters.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BuildContext {
+    pub target: Target,
+    pub hardware: HardwareParams,
+}
+
+impl BuildContext {
+    /// The context of `backend`'s target.
+    pub fn of(backend: &dyn Backend) -> BuildContext {
+        BuildContext {
+            target: backend.target().clone(),
+            hardware: backend.hardware_params().clone(),
+        }
+    }
+
+    /// The parameters of the default (CPU-style) schedules on this target.
+    pub fn cpu_params(&self) -> CpuParams {
+        CpuParams {
+            vector_lanes: (self.hardware.vector_unit_bytes / 4).max(1) as i64,
+            num_cores: self.hardware.num_cores.max(1),
+            vectorize: true,
+        }
     }
 }
 
 /// Chooses schedules other than the default ones: how tuned records are applied when a
 /// network is built. Returning `None` keeps the group's default schedule.
 pub trait ScheduleHook: Sync {
-    fn schedule(&self, graph: &Graph, group: &GroupCompute, p: CpuParams) -> Option<Schedule>;
+    fn schedule(&self, graph: &Graph, group: &GroupCompute, ctx: &BuildContext)
+        -> Option<Schedule>;
 }
 
 /// Lowers a fused group with its default schedule.
@@ -103,26 +142,40 @@ pub fn lower_scheduled(
     })
 }
 
-/// Compiles `graph` for `target` (the CPU) with default schedules.
+/// Compiles `graph` for `target` (the host CPU) with default schedules.
 pub fn build(graph: &Graph, target: &Target) -> Result<GraphModule, GraphError> {
     build_with(graph, target, None)
 }
 
-/// Compiles `graph` for `target`, asking `hook` (if any) for each distinct group's
-/// schedule first (e.g. the tuned history best), the default schedule otherwise.
+/// Compiles `graph` for `target` (the host CPU), asking `hook` (if any) for each
+/// distinct group's schedule first (e.g. the tuned history best), the default schedule
+/// otherwise. Other targets are built with [`build_on`] and their plugin's backend and
+/// device.
 pub fn build_with(
     graph: &Graph,
     target: &Target,
     hook: Option<&dyn ScheduleHook>,
 ) -> Result<GraphModule, GraphError> {
-    graph.validate()?;
-    if target.kind != TargetKind::Cpu {
+    if !target.kind.is_cpu() {
         return Err(GraphError::Invalid(format!(
-            "network build supports the cpu target for now, not `{target}`"
+            "`{target}` is not the host CPU: build it with `build_on` and its plugin's backend and device"
         )));
     }
     let backend = CpuBackend::new(target.clone());
-    let p = cpu_params(&backend);
+    build_on(graph, &backend, Arc::new(CpuDevice::new()), hook)
+}
+
+/// Compiles `graph` with `backend` and loads it on `device` (a device of the backend's
+/// target kind), asking `hook` (if any) for each distinct group's schedule first.
+pub fn build_on(
+    graph: &Graph,
+    backend: &dyn Backend,
+    device: Arc<dyn Device>,
+    hook: Option<&dyn ScheduleHook>,
+) -> Result<GraphModule, GraphError> {
+    graph.validate()?;
+    let ctx = BuildContext::of(backend);
+    let p = ctx.cpu_params();
     let groups = fuse(graph);
 
     // Lower each distinct group once.
@@ -137,7 +190,7 @@ pub fn build_with(
             Some(&k) => k,
             None => {
                 let name = format!("{}_{}", group_name(graph, g), funcs.len());
-                let func = match hook.and_then(|h| h.schedule(graph, &gc, p)) {
+                let func = match hook.and_then(|h| h.schedule(graph, &gc, &ctx)) {
                     Some(s) => lower_scheduled(&gc, &name, &s)?,
                     None => lower_group(&gc, &name, p)?,
                 };
@@ -158,7 +211,10 @@ pub fn build_with(
             path: std::env::temp_dir().display().to_string(),
             source,
         })?;
-    let kernels = compile_all(&backend, &funcs, dir.path())?;
+    let kernels = compile_all(backend, &funcs, dir.path())?
+        .into_iter()
+        .map(|a| load_kernel(&device, &a))
+        .collect::<Result<Vec<_>, _>>()?;
 
     // Plan storage and steps.
     let mut plan = Planner::default();
@@ -217,11 +273,7 @@ pub fn build_with(
                 plan.release(storage_of[&a]);
             }
         }
-        steps.push(Step {
-            name: group_name(graph, g),
-            kernel: k,
-            args,
-        });
+        steps.push((group_name(graph, g), k, args));
     }
     let mut outputs = Vec::new();
     for &o in graph.outputs() {
@@ -233,13 +285,24 @@ pub fn build_with(
     }
     let mut storages = Vec::with_capacity(plan.sizes.len());
     for &bytes in &plan.sizes {
-        storages.push(NDArray::zeros(DataType::uint(8), &[bytes])?);
+        storages.push(DeviceArray::empty(&device, DataType::uint(8), &[bytes])?);
     }
+    // The weights go to the device once, here.
+    let weight_bytes = constants.iter().map(|(_, v)| v.nbytes()).sum();
     for (s, v) in constants {
-        storages[s].as_bytes_mut()[..v.nbytes()].copy_from_slice(v.as_bytes());
+        device.copy_from_host(storages[s].buffer(), 0, v.as_bytes())?;
     }
+    let steps = steps
+        .into_iter()
+        .map(|(name, kernel, args)| Step {
+            name,
+            kernel,
+            buffers: args.iter().map(|&s| storages[s].buffer()).collect(),
+        })
+        .collect();
     Ok(GraphModule {
         _dir: dir,
+        device,
         kernels,
         steps,
         storages,
@@ -247,21 +310,31 @@ pub fn build_with(
         outputs,
         planned_bytes: plan.reused_bytes(),
         unplanned_bytes: plan.requested_reusable,
+        weight_bytes,
+    })
+}
+
+/// Loads a built kernel on the device.
+fn load_kernel(device: &Arc<dyn Device>, artifact: &Artifact) -> Result<Kernel, GraphError> {
+    let module = device.load_module(artifact)?;
+    Ok(Kernel {
+        function: device.get_function(module, &artifact.entry)?,
+        launch: artifact.launch,
     })
 }
 
 /// Compiles the functions on up to `available_parallelism` threads, in order.
 fn compile_all(
-    backend: &CpuBackend,
+    backend: &dyn Backend,
     funcs: &[(String, PrimFunc)],
     dir: &std::path::Path,
-) -> Result<Vec<Arc<Module>>, GraphError> {
+) -> Result<Vec<Artifact>, GraphError> {
     let workers = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)
         .min(funcs.len().max(1));
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let mut results: Vec<Option<Result<Arc<Module>, GraphError>>> =
+    let mut results: Vec<Option<Result<Artifact, GraphError>>> =
         (0..funcs.len()).map(|_| None).collect();
     let slots = std::sync::Mutex::new(&mut results);
     std::thread::scope(|scope| {
@@ -276,8 +349,7 @@ fn compile_all(
                     .map_err(|source| GraphError::Backend {
                         group: name.clone(),
                         source: Box::new(source),
-                    })
-                    .and_then(|a| Ok(Arc::new(Module::load(&a)?)));
+                    });
                 slots.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
             });
         }
@@ -371,38 +443,35 @@ impl GraphModule {
                 ),
             });
         }
-        self.storages[*s].as_bytes_mut()[..value.nbytes()].copy_from_slice(value.as_bytes());
+        self.device
+            .copy_from_host(self.storages[*s].buffer(), 0, value.as_bytes())?;
         Ok(())
     }
 
-    /// Runs every kernel once, in order.
+    /// Runs every kernel once, in order, and waits for the device.
     pub fn run(&mut self) -> Result<(), GraphError> {
-        let mut ptrs = Vec::new();
         for i in 0..self.steps.len() {
-            self.call_step(i, &mut ptrs)?;
+            self.launch_step(i)?;
         }
+        self.device.synchronize()?;
         Ok(())
     }
 
-    /// Calls step `i`'s kernel on its storages (`ptrs` is scratch space, reused across
-    /// calls so that a run allocates nothing).
-    fn call_step(
-        &mut self,
-        i: usize,
-        ptrs: &mut Vec<*mut std::ffi::c_void>,
-    ) -> Result<(), GraphError> {
+    /// Launches step `i`'s kernel on its buffers. The build checked every group's
+    /// parameter types against the values planned for them; each storage is at least
+    /// as large as any value given to it, and a step's output storage is never one of
+    /// its inputs' (it is taken before they are released).
+    fn launch_step(&self, i: usize) -> Result<(), GraphError> {
         let step = &self.steps[i];
-        ptrs.clear();
-        for &s in &step.args {
-            ptrs.push(self.storages[s].as_mut_ptr());
-        }
-        // SAFETY: the build checked every group's parameter types against the values
-        // planned for them; each storage is at least as large as any value given to it,
-        // 64-byte aligned, and a step's output storage is never one of its inputs' (it is
-        // taken before they are released). Inputs may share a storage only when the same
-        // value is read twice, which the kernel only reads.
-        unsafe { self.kernels[step.kernel].call_raw(ptrs) }?;
+        let k = &self.kernels[step.kernel];
+        self.device
+            .launch(k.function, &step.buffers, k.launch.as_ref())?;
         Ok(())
+    }
+
+    /// The device the network runs on.
+    pub fn device(&self) -> &Arc<dyn Device> {
+        &self.device
     }
 
     /// A copy of output `index`.
@@ -415,9 +484,8 @@ impl GraphModule {
         })?;
         let shape: Vec<usize> = ty.shape.iter().map(|&d| d as usize).collect();
         let mut out = NDArray::zeros(ty.dtype, &shape)?;
-        let n = out.nbytes();
-        out.as_bytes_mut()
-            .copy_from_slice(&self.storages[*s].as_bytes()[..n]);
+        self.device
+            .copy_to_host(self.storages[*s].buffer(), 0, out.as_bytes_mut())?;
         Ok(out)
     }
 
@@ -431,11 +499,11 @@ impl GraphModule {
     /// caches its predecessors left (what a run costs, unlike timing a kernel alone).
     pub fn profile(&mut self, repeat: usize) -> Result<Vec<(String, f64)>, GraphError> {
         let mut total = vec![0.0f64; self.steps.len()];
-        let mut ptrs = Vec::new();
         for _ in 0..repeat.max(1) {
             for (i, t) in total.iter_mut().enumerate() {
                 let start = std::time::Instant::now();
-                self.call_step(i, &mut ptrs)?;
+                self.launch_step(i)?;
+                self.device.synchronize()?;
                 *t += start.elapsed().as_secs_f64() * 1e3;
             }
         }
@@ -454,6 +522,7 @@ impl GraphModule {
             kernels: self.kernels.len(),
             planned_bytes: self.planned_bytes,
             unplanned_bytes: self.unplanned_bytes,
+            weight_bytes: self.weight_bytes,
         }
     }
 }

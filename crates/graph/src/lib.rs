@@ -18,7 +18,9 @@ pub mod tasks;
 pub mod zoo;
 
 pub use error::GraphError;
-pub use executor::{build, build_with, BuildSummary, GraphModule, ScheduleHook};
+pub use executor::{
+    build, build_on, build_with, BuildContext, BuildSummary, GraphModule, ScheduleHook,
+};
 pub use fuse::{fuse, group_compute, Group, GroupCompute};
 pub use ir::{Binary, Graph, Layout, Layout3d, Node, Op, Pattern, TensorType, Unary};
 pub use tasks::{extract_tasks, print_tasks, Task};

@@ -7,26 +7,41 @@
 //! `abi_stable` is in this crate; a plugin's logic only sees [`Plugin`].
 //!
 //! The [`loader`] checks a file before trusting it (a shared object; exports a root
-//! module; layouts match; schema version matches) and never unloads what it loaded.
+//! module; schema version matches; layouts match) and never unloads what it loaded.
 //! Every entry point catches panics, so a panicking plugin becomes an error here.
+//!
+//! A backend plugin's device implements the runtime's `Device` on its side; the core
+//! sees it as a [`PluginDevice`] (the same trait over the boundary's handles) and its
+//! compiler as a [`PluginBackend`] (the backends' `Backend`). [`Registry::backend_for`]
+//! and [`Registry::device_for`] give either for any target, the CPU's built-ins included.
 
 pub mod loader;
 
 pub use abi_stable;
-use abi_stable::std_types::{RResult, RSlice, RStr, RString, RVec};
+use abi_stable::std_types::{RResult, RSlice, RSliceMut, RStr, RString, RVec};
 use abi_stable::{
     declare_root_module_statics, library::RootModule, package_version_strings,
     sabi_types::VersionStrings, StableAbi,
 };
 use serde::{Deserialize, Serialize};
-use tessera_backends::HardwareParams;
+use std::sync::Arc;
 use tessera_ir::PrimFunc;
+use tessera_runtime::{Device, TimeEvaluator};
+use tessera_target::HardwareParams;
 
+pub mod backend;
+pub mod device;
+mod export_device;
+
+pub use backend::PluginBackend;
+pub use device::PluginDevice;
 pub use loader::{discover, load_file, plugin_dirs, LoadedPlugin, Origin, PluginError, Registry};
 
 /// The version of everything that crosses the boundary: the root module's functions and
 /// the serialized core values. A plugin built against another version is refused.
-pub const PLUGIN_SCHEMA_VERSION: u32 = 1000 + tessera_ir::SCHEMA_VERSION;
+///
+/// History: 1000 + IR: run/time over host bytes; 2000 + IR: devices behind handles.
+pub const PLUGIN_SCHEMA_VERSION: u32 = 2000 + tessera_ir::SCHEMA_VERSION;
 
 /// A serialized core value with the schema version it was written with.
 #[derive(Serialize, Deserialize)]
@@ -56,12 +71,36 @@ pub fn unseal<T: for<'de> Deserialize<'de>>(text: &str) -> Result<T, String> {
     Ok(e.value)
 }
 
-/// How to time a kernel (TVM's conventions).
+/// How to time a kernel across the boundary (the runtime's `TimeEvaluator`).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TimeConfig {
     pub number: u32,
     pub repeat: u32,
     pub min_repeat_ms: f64,
+    #[serde(default)]
+    pub cache_flush: bool,
+}
+
+impl From<&TimeEvaluator> for TimeConfig {
+    fn from(e: &TimeEvaluator) -> TimeConfig {
+        TimeConfig {
+            number: u32::try_from(e.number).unwrap_or(u32::MAX),
+            repeat: u32::try_from(e.repeat).unwrap_or(u32::MAX),
+            min_repeat_ms: e.min_repeat_ms,
+            cache_flush: e.cache_flush,
+        }
+    }
+}
+
+impl From<TimeConfig> for TimeEvaluator {
+    fn from(c: TimeConfig) -> TimeEvaluator {
+        TimeEvaluator {
+            number: c.number as usize,
+            repeat: c.repeat as usize,
+            min_repeat_ms: c.min_repeat_ms,
+            cache_flush: c.cache_flush,
+        }
+    }
 }
 
 /// The callback a search strategy measures through: `call(ctx, candidates)` measures a
@@ -74,6 +113,15 @@ pub struct Measure {
 }
 
 /// The root module every plugin exports.
+///
+/// Its first three fields (`schema_version`, `name`, `version`) keep their place and type
+/// in every schema version, so that the loader can read them from a plugin of any
+/// version and refuse an old one by name, before checking the rest of the layout.
+///
+/// A device is reached through opaque handles: `device_open` gives a device handle, and
+/// buffers, modules and functions are handles the plugin gives out and owns. Arguments
+/// of a launch are buffer handles: no data crosses the boundary except in the explicit
+/// copies.
 #[repr(C)]
 #[derive(StableAbi)]
 #[sabi(kind(Prefix(prefix_ref = PluginRootRef)))]
@@ -90,21 +138,50 @@ pub struct PluginRoot {
     pub hardware_params: extern "C" fn(target: RStr<'_>) -> RResult<RString, RString>,
     /// Source code of a sealed `PrimFunc`.
     pub codegen: extern "C" fn(target: RStr<'_>, func: RStr<'_>) -> RResult<RString, RString>,
-    /// A loadable artifact (bytes) of a sealed `PrimFunc`.
+    /// The loadable artifact (bytes of the file a device of the kind loads) of a sealed
+    /// `PrimFunc`.
     pub build: extern "C" fn(target: RStr<'_>, func: RStr<'_>) -> RResult<RVec<u8>, RString>,
-    /// Runs an artifact on the device: arguments in (host bytes), arguments out.
-    pub run: extern "C" fn(
-        target: RStr<'_>,
-        artifact: RSlice<'_, u8>,
-        func: RStr<'_>,
-        args: RVec<RVec<u8>>,
-    ) -> RResult<RVec<RVec<u8>>, RString>,
-    /// Times an artifact: seconds per call of each repeat.
-    pub time: extern "C" fn(
-        target: RStr<'_>,
-        artifact: RSlice<'_, u8>,
-        func: RStr<'_>,
-        args: RVec<RVec<u8>>,
+    /// Opens the device of a target string: a device handle.
+    pub device_open: extern "C" fn(target: RStr<'_>) -> RResult<u64, RString>,
+    /// Allocates `nbytes` on a device: a buffer handle.
+    pub device_alloc: extern "C" fn(device: u64, nbytes: u64) -> RResult<u64, RString>,
+    pub device_free: extern "C" fn(device: u64, buffer: u64) -> RResult<(), RString>,
+    /// Copies host bytes into a buffer at a byte offset.
+    pub device_copy_from_host: extern "C" fn(
+        device: u64,
+        buffer: u64,
+        offset: u64,
+        src: RSlice<'_, u8>,
+    ) -> RResult<(), RString>,
+    /// Copies bytes of a buffer from a byte offset into host memory.
+    pub device_copy_to_host: extern "C" fn(
+        device: u64,
+        buffer: u64,
+        offset: u64,
+        dst: RSliceMut<'_, u8>,
+    ) -> RResult<(), RString>,
+    /// Copies `nbytes` from one buffer to another on the device.
+    pub device_copy_on_device:
+        extern "C" fn(device: u64, src: u64, dst: u64, nbytes: u64) -> RResult<(), RString>,
+    /// Loads a sealed `Artifact` (its file is on this machine): a module handle.
+    pub device_load_module: extern "C" fn(device: u64, artifact: RStr<'_>) -> RResult<u64, RString>,
+    /// A function of a module by entry name: a function handle.
+    pub device_get_function:
+        extern "C" fn(device: u64, module: u64, name: RStr<'_>) -> RResult<u64, RString>,
+    /// Launches a function on buffers; `dims` is sealed `LaunchDims` or empty.
+    pub device_launch: extern "C" fn(
+        device: u64,
+        function: u64,
+        args: RSlice<'_, u64>,
+        dims: RStr<'_>,
+    ) -> RResult<(), RString>,
+    pub device_synchronize: extern "C" fn(device: u64) -> RResult<(), RString>,
+    /// Times a launch (sealed `TimeConfig`): seconds per call of each repeat.
+    pub device_time: extern "C" fn(
+        device: u64,
+        function: u64,
+        args: RSlice<'_, u64>,
+        dims: RStr<'_>,
         config: RStr<'_>,
     ) -> RResult<RVec<f64>, RString>,
     /// Runs a search strategy on a sealed task within `budget` trials, measuring
@@ -157,30 +234,9 @@ pub trait Plugin: Send + Sync + 'static {
             self.name()
         ))
     }
-    /// Runs `artifact` with the arguments' bytes, in place.
-    fn run(
-        &self,
-        target: &str,
-        artifact: &[u8],
-        func: &PrimFunc,
-        args: &mut [Vec<u8>],
-    ) -> Result<(), String> {
-        let _ = (artifact, func, args);
-        Err(format!(
-            "`{}` provides no device for `{target}`",
-            self.name()
-        ))
-    }
-    /// Times `artifact`: seconds per call of each repeat.
-    fn time(
-        &self,
-        target: &str,
-        artifact: &[u8],
-        func: &PrimFunc,
-        args: &mut [Vec<u8>],
-        config: TimeConfig,
-    ) -> Result<Vec<f64>, String> {
-        let _ = (artifact, func, args, config);
+    /// Opens the device of `target`: the plugin implements the runtime's `Device` (it
+    /// owns the device's memory and modules); the core reaches it through handles.
+    fn open_device(&self, target: &str) -> Result<Arc<dyn Device>, String> {
         Err(format!(
             "`{}` provides no device for `{target}`",
             self.name()
@@ -305,35 +361,14 @@ pub mod export {
             I::get().build(target.as_str(), &f).map(RVec::from)
         })
     }
-    extern "C" fn run<I: Instance>(
-        target: RStr<'_>,
-        artifact: RSlice<'_, u8>,
-        func: RStr<'_>,
-        args: RVec<RVec<u8>>,
-    ) -> RResult<RVec<RVec<u8>>, RString> {
-        guard("run", || {
-            let f: PrimFunc = unseal(func.as_str())?;
-            let mut a: Vec<Vec<u8>> = args.into_iter().map(|v| v.into_vec()).collect();
-            I::get().run(target.as_str(), artifact.as_slice(), &f, &mut a)?;
-            Ok(a.into_iter().map(RVec::from).collect())
-        })
-    }
-    extern "C" fn time<I: Instance>(
-        target: RStr<'_>,
-        artifact: RSlice<'_, u8>,
-        func: RStr<'_>,
-        args: RVec<RVec<u8>>,
-        config: RStr<'_>,
-    ) -> RResult<RVec<f64>, RString> {
-        guard("time", || {
-            let f: PrimFunc = unseal(func.as_str())?;
-            let c: TimeConfig = unseal(config.as_str())?;
-            let mut a: Vec<Vec<u8>> = args.into_iter().map(|v| v.into_vec()).collect();
+    extern "C" fn device_open<I: Instance>(target: RStr<'_>) -> RResult<u64, RString> {
+        guard("device_open", || {
             I::get()
-                .time(target.as_str(), artifact.as_slice(), &f, &mut a, c)
-                .map(RVec::from)
+                .open_device(target.as_str())
+                .map(crate::export_device::register)
         })
     }
+
     extern "C" fn search<I: Instance>(
         strategy: RStr<'_>,
         task: RStr<'_>,
@@ -365,8 +400,17 @@ pub mod export {
             hardware_params: hardware_params::<I>,
             codegen: codegen::<I>,
             build: build::<I>,
-            run: run::<I>,
-            time: time::<I>,
+            device_open: device_open::<I>,
+            device_alloc: crate::export_device::alloc,
+            device_free: crate::export_device::free,
+            device_copy_from_host: crate::export_device::copy_from_host,
+            device_copy_to_host: crate::export_device::copy_to_host,
+            device_copy_on_device: crate::export_device::copy_on_device,
+            device_load_module: crate::export_device::load_module,
+            device_get_function: crate::export_device::get_function,
+            device_launch: crate::export_device::launch,
+            device_synchronize: crate::export_device::synchronize,
+            device_time: crate::export_device::time,
             search: search::<I>,
         }
         .leak_into_prefix()

@@ -1,11 +1,14 @@
 //! Finding, checking and loading plugins. A loaded plugin is never unloaded.
 
-use crate::{seal, unseal, Measure, PluginRootRef, TimeConfig, PLUGIN_SCHEMA_VERSION};
+use crate::{seal, unseal, Measure, PluginRootRef, PLUGIN_SCHEMA_VERSION};
 use abi_stable::library::{lib_header_from_raw_library, RawLibrary};
-use abi_stable::std_types::{RResult, RStr, RString, RVec};
+use abi_stable::std_types::{RResult, RStr, RString};
 use std::path::{Path, PathBuf};
-use tessera_backends::HardwareParams;
+use std::sync::Arc;
+use tessera_backends::{Backend, CpuBackend};
 use tessera_ir::PrimFunc;
+use tessera_runtime::{CpuDevice, Device};
+use tessera_target::{HardwareParams, Target, TargetError};
 
 /// Why a file is not used as a plugin.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -32,6 +35,8 @@ pub enum PluginError {
     },
     #[error("plugin `{plugin}`: {message}")]
     Call { plugin: String, message: String },
+    #[error("no backend plugin for target kind `{kind}` is loaded (plugin kinds loaded: {loaded}); put its .so in `plugins/` beside the tessera binary or in a directory of TESSERA_PLUGIN_PATH")]
+    NoBackend { kind: String, loaded: String },
 }
 
 /// Where a plugin came from.
@@ -46,7 +51,7 @@ pub enum Origin {
 /// A plugin whose root module passed every check.
 #[derive(Clone)]
 pub struct LoadedPlugin {
-    root: PluginRootRef,
+    pub(crate) root: PluginRootRef,
     pub name: String,
     pub version: String,
     pub origin: Origin,
@@ -74,12 +79,13 @@ fn one_line(s: impl std::fmt::Display) -> String {
         .join(" ")
 }
 
-fn check(root: PluginRootRef, origin: Origin) -> Result<LoadedPlugin, PluginError> {
-    let name = (root.name())().into_string();
-    let version = (root.version())().into_string();
+/// Refuses a root module of another schema version, naming the plugin and both versions.
+fn check_schema(root: PluginRootRef, origin: &Origin) -> Result<(), PluginError> {
     let found = (root.schema_version())();
     if found != PLUGIN_SCHEMA_VERSION {
-        let path = match &origin {
+        let name = (root.name())().into_string();
+        let version = (root.version())().into_string();
+        let path = match origin {
             Origin::File(p) => p.clone(),
             Origin::BuiltIn => PathBuf::from("<built-in>"),
         };
@@ -91,6 +97,13 @@ fn check(root: PluginRootRef, origin: Origin) -> Result<LoadedPlugin, PluginErro
             expected: PLUGIN_SCHEMA_VERSION,
         });
     }
+    Ok(())
+}
+
+fn check(root: PluginRootRef, origin: Origin) -> Result<LoadedPlugin, PluginError> {
+    check_schema(root, &origin)?;
+    let name = (root.name())().into_string();
+    let version = (root.version())().into_string();
     let backends = (root.backends())()
         .into_iter()
         .map(|s| s.into_string())
@@ -195,14 +208,27 @@ pub fn load_file(path: &Path) -> Result<LoadedPlugin, PluginError> {
             path: path.to_path_buf(),
             reason: one_line(e),
         })?;
-    let root =
-        header
-            .init_root_module::<PluginRootRef>()
-            .map_err(|e| PluginError::Incompatible {
-                path: path.to_path_buf(),
-                reason: one_line(e),
-            })?;
-    check(root, Origin::File(path.to_path_buf()))
+    // The root module's first three fields (schema version, name, version) are the same
+    // in every schema version: read them before the layout check, so that a plugin
+    // built for another schema is refused by name, version and schema, not as an
+    // opaque layout mismatch.
+    // SAFETY: only those three leading fields are read before `ensure_layout` below
+    // has checked the whole layout.
+    let root = unsafe { header.unchecked_layout::<PluginRootRef>() }.map_err(|e| {
+        PluginError::NotAPlugin {
+            path: path.to_path_buf(),
+            reason: one_line(e),
+        }
+    })?;
+    let origin = Origin::File(path.to_path_buf());
+    check_schema(root, &origin)?;
+    header
+        .ensure_layout::<PluginRootRef>()
+        .map_err(|e| PluginError::Incompatible {
+            path: path.to_path_buf(),
+            reason: one_line(e),
+        })?;
+    check(root, origin)
 }
 
 /// Registers a statically linked plugin.
@@ -234,6 +260,41 @@ pub struct Registry {
 }
 
 impl Registry {
+    /// Parses a target string; the kinds of the loaded backend plugins are known too.
+    pub fn parse_target(&self, s: &str) -> Result<Target, TargetError> {
+        Target::parse_with(s, &self.backend_kinds())
+    }
+
+    /// The compiler for `target`: the built-in CPU backend, or a plugin's.
+    pub fn backend_for(&self, target: &Target) -> Result<Box<dyn Backend>, PluginError> {
+        if target.kind.is_cpu() && self.backend(target.kind.name()).is_none() {
+            return Ok(Box::new(CpuBackend::new(target.clone())));
+        }
+        let plugin = self.backend_plugin(target)?;
+        Ok(Box::new(crate::PluginBackend::new(plugin, target)?))
+    }
+
+    /// The device of `target`: the host CPU, or a plugin's device (opened now).
+    pub fn device_for(&self, target: &Target) -> Result<Arc<dyn Device>, PluginError> {
+        if target.kind.is_cpu() && self.backend(target.kind.name()).is_none() {
+            return Ok(Arc::new(CpuDevice::new()));
+        }
+        let plugin = self.backend_plugin(target)?;
+        Ok(Arc::new(crate::PluginDevice::open(plugin, target)?))
+    }
+
+    fn backend_plugin(&self, target: &Target) -> Result<&LoadedPlugin, PluginError> {
+        self.backend(target.kind.name())
+            .ok_or_else(|| PluginError::NoBackend {
+                kind: target.kind.to_string(),
+                loaded: if self.backend_kinds().is_empty() {
+                    "none".into()
+                } else {
+                    self.backend_kinds().join(", ")
+                },
+            })
+    }
+
     /// The plugin providing a backend for target kind `kind`.
     pub fn backend(&self, kind: &str) -> Option<&LoadedPlugin> {
         self.plugins
@@ -290,7 +351,7 @@ pub fn discover(builtins: &[PluginRootRef], dirs: &[PathBuf]) -> Registry {
 }
 
 impl LoadedPlugin {
-    fn call_err(&self, message: impl Into<String>) -> PluginError {
+    pub(crate) fn call_err(&self, message: impl Into<String>) -> PluginError {
         PluginError::Call {
             plugin: self.name.clone(),
             message: message.into(),
@@ -318,63 +379,6 @@ impl LoadedPlugin {
             .into_result()
             .map(|v| v.into_vec())
             .map_err(|e| self.call_err(e.into_string()))
-    }
-
-    /// Runs `artifact` on the plugin's device with the arguments' bytes, in place.
-    pub fn run(
-        &self,
-        target: &str,
-        artifact: &[u8],
-        func: &PrimFunc,
-        args: &mut [Vec<u8>],
-    ) -> Result<(), PluginError> {
-        let f = seal(func);
-        let a: RVec<RVec<u8>> = args.iter().map(|v| RVec::from(v.clone())).collect();
-        let out = (self.root.run())(
-            RStr::from_str(target),
-            artifact.into(),
-            RStr::from_str(&f),
-            a,
-        )
-        .into_result()
-        .map_err(|e| self.call_err(e.into_string()))?;
-        if out.len() != args.len() {
-            return Err(self.call_err(format!(
-                "run returned {} buffers for {} arguments",
-                out.len(),
-                args.len()
-            )));
-        }
-        for (dst, src) in args.iter_mut().zip(out) {
-            if dst.len() != src.len() {
-                return Err(self.call_err("run changed the size of an argument"));
-            }
-            dst.copy_from_slice(src.as_slice());
-        }
-        Ok(())
-    }
-
-    /// Times `artifact` on the plugin's device: seconds per call of each repeat.
-    pub fn time(
-        &self,
-        target: &str,
-        artifact: &[u8],
-        func: &PrimFunc,
-        args: &[Vec<u8>],
-        config: TimeConfig,
-    ) -> Result<Vec<f64>, PluginError> {
-        let (f, c) = (seal(func), seal(&config));
-        let a: RVec<RVec<u8>> = args.iter().map(|v| RVec::from(v.clone())).collect();
-        (self.root.time())(
-            RStr::from_str(target),
-            artifact.into(),
-            RStr::from_str(&f),
-            a,
-            RStr::from_str(&c),
-        )
-        .into_result()
-        .map(|v| v.into_vec())
-        .map_err(|e| self.call_err(e.into_string()))
     }
 
     /// Runs search strategy `strategy` on `task` (JSON) within `budget` trials; the

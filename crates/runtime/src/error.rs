@@ -47,10 +47,10 @@ pub enum RuntimeError {
 
     // ---- modules ----
     /// The artifact is for a device this runtime cannot run.
-    #[error("artifact `{entry}` is for {device:?}; this runtime runs CPU artifacts only")]
+    #[error("artifact `{entry}` is for `{device}`; a host Module loads CPU artifacts only (load it on its device)")]
     UnsupportedDevice {
         entry: String,
-        device: tessera_backends::DeviceKind,
+        device: tessera_target::TargetKind,
     },
     /// The shared object could not be loaded.
     #[error("cannot load shared object {}: {source}", path.display())]

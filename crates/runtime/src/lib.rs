@@ -1,19 +1,24 @@
-//! `tessera-runtime`: runs what a backend built.
+//! `tessera-runtime`: runs what a backend built, on any device.
 //!
+//! - [`device`]: the [`Device`] trait (memory, copies, module loading, launches,
+//!   synchronization, timing) every device implements, and [`DeviceArray`].
+//! - [`cpu_device`]: [`CpuDevice`], the host CPU as a device.
 //! - [`ndarray`]: [`NDArray`], a dense row-major host array with 64-byte-aligned data;
 //!   conversions to and from the interpreter's [`HostBuffer`](tessera_ir::interp::HostBuffer),
 //!   deterministic random filling, `allclose` and the NumPy `.npy` format.
-//! - [`module`]: [`Module`], a CPU [`Artifact`](tessera_backends::Artifact)'s shared
+//! - [`module`]: [`Module`], a CPU [`Artifact`](tessera_target::Artifact)'s shared
 //!   object loaded with its entry point, called with one array per parameter after the
 //!   arrays' types, shapes and distinctness are checked.
 //! - [`timer`]: [`TimeEvaluator`], TVM's time evaluator (`number`, `repeat`,
 //!   `min_repeat_ms`, cache flush) and its [`TimeResult`].
+//! - [`runner`]: one kernel run as measurement runs it (seeded inputs, check, timing),
+//!   on any device: what a runner process (`tessera runner JOB.json`) executes.
 //! - [`error`]: [`RuntimeError`], [`NpyError`] and [`CompareError`].
 //!
 //! ```no_run
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use tessera_runtime::{Module, NDArray, TimeEvaluator};
-//! # let artifact: tessera_backends::Artifact = unimplemented!();
+//! # let artifact: tessera_target::Artifact = unimplemented!();
 //! let module = Module::load(&artifact)?;
 //! let f32 = tessera_ir::DataType::float32();
 //! let mut a = NDArray::random_uniform(f32, &[64, 64], 0, -1.0, 1.0)?;
@@ -26,6 +31,8 @@
 //! # }
 //! ```
 
+pub mod cpu_device;
+pub mod device;
 pub mod error;
 pub mod module;
 pub mod ndarray;
@@ -33,6 +40,8 @@ mod npy;
 pub mod runner;
 pub mod timer;
 
+pub use cpu_device::CpuDevice;
+pub use device::{BufferId, Device, DeviceArray, DeviceError, FunctionId, ModuleId};
 pub use error::{CompareError, NpyError, RuntimeError};
 pub use module::{EntryFn, Module};
 pub use ndarray::{Element, NDArray, ALIGNMENT};

@@ -4,7 +4,7 @@ use crate::error::RuntimeError;
 use crate::ndarray::NDArray;
 use crate::timer::{TimeEvaluator, TimeResult};
 use std::ffi::c_void;
-use tessera_backends::{Artifact, DeviceKind, ParamSpec};
+use tessera_target::{Artifact, ParamSpec};
 
 /// The entry point's C signature: `int32_t entry(void** args, int32_t num_args)`.
 pub type EntryFn = unsafe extern "C" fn(*mut *mut c_void, i32) -> i32;
@@ -56,10 +56,10 @@ unsafe fn open_never_unloaded(
 impl Module {
     /// Loads the artifact's shared object and looks up its entry symbol.
     pub fn load(artifact: &Artifact) -> Result<Module, RuntimeError> {
-        if artifact.device != DeviceKind::Cpu {
+        if !artifact.device.is_cpu() {
             return Err(RuntimeError::UnsupportedDevice {
                 entry: artifact.entry.clone(),
-                device: artifact.device,
+                device: artifact.device.clone(),
             });
         }
         // SAFETY: loading runs the library's initializers; artifacts are shared objects

@@ -263,6 +263,22 @@ unsafe impl Send for NDArray {}
 unsafe impl Sync for NDArray {}
 
 impl NDArray {
+    /// The bytes an array of `dtype` and `shape` holds, or why it cannot exist (a dtype
+    /// arrays do not store, a size that overflows). Device arrays follow the same rules.
+    pub fn byte_size(dtype: DataType, shape: &[usize]) -> Result<usize, RuntimeError> {
+        Kind::of(dtype).ok_or(RuntimeError::UnsupportedDtype(dtype))?;
+        let too_large = || RuntimeError::TooLarge {
+            dtype,
+            shape: shape.to_vec(),
+        };
+        shape
+            .iter()
+            .try_fold(1usize, |acc, &d| acc.checked_mul(d))
+            .and_then(|len| len.checked_mul(dtype.bytes()))
+            .filter(|&n| n <= isize::MAX as usize)
+            .ok_or_else(too_large)
+    }
+
     /// An array of zeros.
     pub fn zeros(dtype: DataType, shape: &[usize]) -> Result<NDArray, RuntimeError> {
         let kind = Kind::of(dtype).ok_or(RuntimeError::UnsupportedDtype(dtype))?;
@@ -270,11 +286,9 @@ impl NDArray {
             dtype,
             shape: shape.to_vec(),
         };
-        let len = shape
-            .iter()
-            .try_fold(1usize, |acc, &d| acc.checked_mul(d))
-            .ok_or_else(too_large)?;
-        let nbytes = len.checked_mul(dtype.bytes()).ok_or_else(too_large)?;
+        let nbytes = Self::byte_size(dtype, shape)?;
+        // `byte_size` checked that the product does not overflow.
+        let len: usize = shape.iter().product();
         let data = if nbytes == 0 {
             NonNull::<Aligned64>::dangling().cast::<u8>()
         } else {

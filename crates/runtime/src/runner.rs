@@ -1,20 +1,22 @@
-//! Running one built kernel in a process of its own: the job a tuner hands to the
-//! `tessera-runner` binary, and what comes back.
+//! Running one built kernel in a process of its own: the job a tuner hands to a runner
+//! process, and what comes back.
 //!
-//! The tuner writes a [`RunJob`] as JSON, starts `tessera-runner JOB.json` with a
-//! timeout and reads one [`RunReply`] from its standard output. A kernel that crashes
-//! kills only the runner (the tuner sees the signal), one that hangs is killed at the
-//! timeout, and one that computes a wrong result is caught by the optional check. The
-//! inputs are seeded random arrays made by [`make_args`], so the tuner can compute the
-//! expected outputs on the very same inputs.
+//! The tuner writes a [`RunJob`] as JSON, starts `tessera runner JOB.json` with a
+//! timeout and reads one [`RunReply`] from its standard output. The runner opens the
+//! job's target as a [`Device`] (the CPU, or a plugin's device) and calls [`execute`].
+//! A kernel that crashes kills only the runner (the tuner sees the signal), one that
+//! hangs is killed at the timeout, and one that computes a wrong result is caught by the
+//! optional check. The inputs are seeded random arrays made by [`make_args`], so the
+//! tuner can compute the expected outputs on the very same inputs.
 
-use crate::module::Module;
+use crate::device::{Device, DeviceArray, DeviceError};
 use crate::ndarray::NDArray;
 use crate::timer::TimeEvaluator;
 use crate::RuntimeError;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
-use tessera_backends::{Artifact, ParamSpec};
+use std::sync::Arc;
+use tessera_target::{Artifact, ParamSpec};
 
 /// How to time a kernel (TVM's `number`, `repeat`, `min_repeat_ms`, cache flush).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -50,6 +52,9 @@ pub struct CheckSpec {
 /// One kernel to run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunJob {
+    /// The target string whose device runs it (`cpu`, `testdev -lanes=8`, …).
+    #[serde(default = "cpu_target")]
+    pub target: String,
     pub artifact: Artifact,
     pub timer: TimerConfig,
     /// Seed of the random inputs (see [`make_args`]).
@@ -58,6 +63,10 @@ pub struct RunJob {
     pub num_outputs: usize,
     #[serde(default)]
     pub check: Option<CheckSpec>,
+}
+
+fn cpu_target() -> String {
+    "cpu".into()
 }
 
 /// What the runner prints.
@@ -95,9 +104,10 @@ pub fn make_args(
         .collect()
 }
 
-/// Runs `job` in this process (what the `tessera-runner` binary does).
-pub fn execute(job: &RunJob) -> RunReply {
-    match execute_inner(job) {
+/// Runs `job` on `device` in this process (what a runner process does once it has
+/// opened the job's device).
+pub fn execute(device: &Arc<dyn Device>, job: &RunJob) -> RunReply {
+    match execute_inner(device, job) {
         Ok(reply) => reply,
         Err(e) => RunReply::Failed {
             message: e.to_string(),
@@ -105,18 +115,33 @@ pub fn execute(job: &RunJob) -> RunReply {
     }
 }
 
-fn execute_inner(job: &RunJob) -> Result<RunReply, RuntimeError> {
-    let module = Module::load(&job.artifact)?;
-    let mut args = make_args(&job.artifact.params, job.seed, job.num_outputs)?;
+/// Why a job failed before it could be timed.
+#[derive(Debug, thiserror::Error)]
+enum JobError {
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    #[error(transparent)]
+    Device(#[from] DeviceError),
+}
+
+fn execute_inner(device: &Arc<dyn Device>, job: &RunJob) -> Result<RunReply, JobError> {
+    let module = device.load_module(&job.artifact)?;
+    let function = device.get_function(module, &job.artifact.entry)?;
+    let host = make_args(&job.artifact.params, job.seed, job.num_outputs)?;
+    let args = host
+        .iter()
+        .map(|a| DeviceArray::from_host(device, a))
+        .collect::<Result<Vec<_>, _>>()?;
+    let buffers: Vec<_> = args.iter().map(DeviceArray::buffer).collect();
+    let dims = job.artifact.launch.as_ref();
     if let Some(check) = &job.check {
-        {
-            let mut refs: Vec<&mut NDArray> = args.iter_mut().collect();
-            module.call(&mut refs)?;
-        }
+        device.launch(function, &buffers, dims)?;
+        device.synchronize()?;
         let first = args.len().saturating_sub(check.expected.len());
         for (k, path) in check.expected.iter().enumerate() {
             let want = NDArray::load_npy(path)?;
-            if let Err(e) = args[first + k].allclose(&want, check.rtol, check.atol) {
+            let got = args[first + k].to_host()?;
+            if let Err(e) = got.allclose(&want, check.rtol, check.atol) {
                 return Ok(RunReply::WrongAnswer {
                     message: format!("output {k}: {e}"),
                 });
@@ -129,9 +154,9 @@ fn execute_inner(job: &RunJob) -> Result<RunReply, RuntimeError> {
         min_repeat_ms: job.timer.min_repeat_ms,
         cache_flush: job.timer.cache_flush,
     };
-    let mut refs: Vec<&mut NDArray> = args.iter_mut().collect();
-    // One warm-up run, as TVM's runner does.
-    module.call(&mut refs)?;
-    let t = module.time_with(&evaluator, &mut refs)?;
+    // One warm-up run, as TVM's runner does (the evaluator adds its own untimed call).
+    device.launch(function, &buffers, dims)?;
+    device.synchronize()?;
+    let t = device.time(function, &buffers, dims, &evaluator)?;
     Ok(RunReply::Ok { costs: t.results })
 }

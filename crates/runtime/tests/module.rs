@@ -2,9 +2,9 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use tessera_backends::{Artifact, DeviceKind, ParamSpec};
 use tessera_ir::DataType;
 use tessera_runtime::{Module, NDArray, RuntimeError, TimeEvaluator};
+use tessera_target::{Artifact, ParamSpec, TargetKind};
 
 const SOURCE: &str = r#"
 #include <stdint.h>
@@ -80,11 +80,12 @@ fn param(name: &str, dtype: DataType, shape: &[i64]) -> ParamSpec {
 
 fn artifact(path: &Path, src: &Path, entry: &str, params: Vec<ParamSpec>) -> Artifact {
     Artifact {
-        device: DeviceKind::Cpu,
+        device: TargetKind::CPU,
         path: path.to_path_buf(),
         source_path: src.to_path_buf(),
         entry: entry.to_string(),
         params,
+        launch: None,
     }
 }
 
@@ -308,14 +309,11 @@ fn missing_file_symbol_and_device_are_errors() {
         other => panic!("{other:?}"),
     }
     let mut cuda = artifact(&b.so, &b.src, "add", add_params());
-    cuda.device = DeviceKind::Cuda;
-    assert!(matches!(
-        Module::load(&cuda),
-        Err(RuntimeError::UnsupportedDevice {
-            device: DeviceKind::Cuda,
-            ..
-        })
-    ));
+    cuda.device = TargetKind::CUDA;
+    match Module::load(&cuda) {
+        Err(RuntimeError::UnsupportedDevice { device, .. }) => assert_eq!(device, TargetKind::CUDA),
+        other => panic!("{other:?}"),
+    }
 }
 
 #[test]

@@ -1,27 +1,30 @@
 //! Measurement of candidate kernels, as TVM's LocalBuilder + LocalRunner do it.
 //!
-//! A batch of candidates is built in parallel (`n_parallel` threads, each running the C
-//! compiler as a child process with a build timeout), then each built kernel is run in a
-//! process of its own (`tessera-runner`, see `tessera_runtime::runner`) with a run
-//! timeout, optionally checked against reference outputs first. Every failure becomes
-//! the typed error of that one candidate ([`MeasureErrorNo`]) with its message, and the
-//! batch goes on. After `verbose_after` consecutive failures the measurer reports each
-//! further error's message, so a broken setup never looks like a silent stream of
-//! "0.00 GFLOPS".
+//! A batch of candidates is built in parallel (`n_parallel` workers; any backend, the
+//! CPU's or a plugin's, each build under a build timeout), then each built kernel is run
+//! in a process of its own (`tessera runner JOB.json`, see `tessera_runtime::runner`) on
+//! the target's device with a run timeout, optionally checked against reference outputs
+//! first. A plugin's kernels therefore run in the runner process, never in the tuner's:
+//! a hang, a crash or a device fault is that one candidate's error. Every failure
+//! becomes the typed error of that one candidate ([`MeasureErrorNo`]) with its message,
+//! and the batch goes on. After `verbose_after` consecutive failures the measurer
+//! reports each further error's message, so a broken setup never looks like a silent
+//! stream of "0.00 GFLOPS".
 
 use crate::types::{now, MeasureErrorNo, MeasureResult};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
-use tessera_backends::{Artifact, Backend, BackendError, CpuBackend};
+use tessera_backends::{Artifact, Backend, BackendError, CpuBackend, Target};
 use tessera_ir::PrimFunc;
 use tessera_runtime::runner::{make_args, CheckSpec, RunJob, RunReply, TimerConfig};
-use tessera_runtime::{Module, NDArray};
+use tessera_runtime::{Device, Module, NDArray};
 
 /// What can stop measurement as a whole (not one candidate).
 #[derive(Debug, thiserror::Error)]
 pub enum MeasureError {
-    #[error("the runner binary `tessera-runner` was not found (looked in: {looked}); build it with `cargo build --workspace` or set TESSERA_RUNNER")]
+    #[error("no `tessera` binary to run kernels in was found (looked in: {looked}); build it with `cargo build -p tessera-cli` or set TESSERA_RUNNER to its path")]
     RunnerNotFound { looked: String },
     #[error("{0}")]
     Io(String),
@@ -42,8 +45,10 @@ pub struct MeasureOptions {
     pub atol: f64,
     /// Consecutive errors after which each error's message is reported.
     pub verbose_after: usize,
-    /// The runner binary (default: `$TESSERA_RUNNER`, else `tessera-runner` beside the
-    /// current executable or one folder up).
+    /// The `tessera` binary whose `runner` subcommand runs each kernel (default:
+    /// `$TESSERA_RUNNER`, else the running binary if it said it can
+    /// ([`use_this_binary_as_runner`]), else `tessera` beside the current executable or
+    /// one folder up).
     pub runner: Option<PathBuf>,
     /// A simulated, deterministic runner: nothing is built or run; a candidate's cost is
     /// a hash of its lowered program (1–2 ms), its `all_cost` and timestamp 0. Two
@@ -87,14 +92,22 @@ pub struct Reference {
 impl Reference {
     /// Runs `func` (a trusted schedule of the task, e.g. the unscheduled one) natively,
     /// in this process, on the inputs `make_args(.., seed, num_outputs)` gives, and keeps
-    /// its last `num_outputs` results.
+    /// its last `num_outputs` results. The reference is computed on the host CPU: with
+    /// `backend`'s flags when it is the CPU's, else with the default CPU backend.
     pub fn compute(
-        backend: &CpuBackend,
+        backend: &dyn Backend,
         func: &PrimFunc,
         num_outputs: usize,
         seed: u64,
     ) -> Result<Reference, MeasureError> {
         let err = |e: &dyn std::fmt::Display| MeasureError::Reference(e.to_string());
+        let host;
+        let backend: &dyn Backend = if backend.target().kind.is_cpu() {
+            backend
+        } else {
+            host = CpuBackend::new(Target::cpu());
+            &host
+        };
         let dir = tempfile::Builder::new()
             .prefix("tessera-reference-")
             .tempdir()
@@ -124,7 +137,7 @@ type Built = Result<(Artifact, f64), MeasureResult>;
 
 /// Builds and runs candidates.
 pub struct Measurer {
-    backend: CpuBackend,
+    backend: Arc<dyn Backend>,
     opts: MeasureOptions,
     runner: PathBuf,
     dir: tempfile::TempDir,
@@ -133,7 +146,19 @@ pub struct Measurer {
     batches: usize,
 }
 
-/// Where the runner binary is.
+/// The binary this process runs, registered by a `tessera` binary at start-up.
+static THIS_BINARY: OnceLock<PathBuf> = OnceLock::new();
+
+/// Says that the running binary is `tessera` (it has the `runner` subcommand), so that
+/// measurement re-executes it instead of looking for another binary: one installed
+/// binary is a complete tuner.
+pub fn use_this_binary_as_runner() {
+    if let Ok(exe) = std::env::current_exe() {
+        let _ = THIS_BINARY.set(exe);
+    }
+}
+
+/// Where the `tessera` binary that runs kernels is (see [`MeasureOptions::runner`]).
 pub fn find_runner(explicit: Option<&Path>) -> Result<PathBuf, MeasureError> {
     let mut looked = Vec::new();
     let mut candidates: Vec<PathBuf> = Vec::new();
@@ -143,11 +168,14 @@ pub fn find_runner(explicit: Option<&Path>) -> Result<PathBuf, MeasureError> {
     if let Some(p) = std::env::var_os("TESSERA_RUNNER") {
         candidates.push(PathBuf::from(p));
     }
+    if let Some(p) = THIS_BINARY.get() {
+        candidates.push(p.clone());
+    }
     if let Ok(exe) = std::env::current_exe() {
         let mut dir = exe.parent().map(Path::to_path_buf);
         for _ in 0..2 {
             if let Some(d) = dir {
-                candidates.push(d.join("tessera-runner"));
+                candidates.push(d.join("tessera"));
                 dir = d.parent().map(Path::to_path_buf);
             }
         }
@@ -163,16 +191,50 @@ pub fn find_runner(explicit: Option<&Path>) -> Result<PathBuf, MeasureError> {
     })
 }
 
+/// What a runner process does with `tessera runner JOB.json`: reads the job, opens its
+/// target's device with `open_device` (the CPU, or a plugin's device) and runs it. Every
+/// failure is a reply, never a panic.
+pub fn serve_job(
+    job_path: &Path,
+    open_device: impl FnOnce(&str) -> Result<Arc<dyn Device>, String>,
+) -> RunReply {
+    let failed = |message: String| RunReply::Failed { message };
+    let job = match std::fs::read(job_path)
+        .map_err(|e| e.to_string())
+        .and_then(|b| serde_json::from_slice::<RunJob>(&b).map_err(|e| e.to_string()))
+    {
+        Ok(job) => job,
+        Err(e) => return failed(format!("{}: {e}", job_path.display())),
+    };
+    match open_device(&job.target) {
+        Ok(device) => tessera_runtime::runner::execute(&device, &job),
+        Err(e) => failed(format!("opening the device of `{}`: {e}", job.target)),
+    }
+}
+
 impl Measurer {
-    /// A measurer for the CPU backend `backend` (its build timeout is set from `opts`).
-    pub fn new(backend: CpuBackend, opts: MeasureOptions) -> Result<Measurer, MeasureError> {
+    /// A measurer for `backend` (its build timeout is set from `opts`).
+    pub fn new(
+        backend: impl Backend + 'static,
+        opts: MeasureOptions,
+    ) -> Result<Measurer, MeasureError> {
+        Measurer::with_backend(Box::new(backend), opts)
+    }
+
+    /// A measurer for any backend, the CPU's or a plugin's (its build timeout is set
+    /// from `opts`). Kernels run on the backend's target's device, in runner processes.
+    pub fn with_backend(
+        mut backend: Box<dyn Backend>,
+        opts: MeasureOptions,
+    ) -> Result<Measurer, MeasureError> {
         let runner = find_runner(opts.runner.as_deref())?;
         let dir = tempfile::Builder::new()
             .prefix("tessera-measure-")
             .tempdir()
             .map_err(|e| MeasureError::Io(e.to_string()))?;
+        backend.set_build_timeout(opts.build_timeout);
         Ok(Measurer {
-            backend: backend.with_build_timeout(opts.build_timeout),
+            backend: Arc::from(backend),
             opts,
             runner,
             dir,
@@ -188,8 +250,8 @@ impl Measurer {
         self
     }
 
-    pub fn backend(&self) -> &CpuBackend {
-        &self.backend
+    pub fn backend(&self) -> &dyn Backend {
+        self.backend.as_ref()
     }
 
     /// Measures a batch: builds in parallel, then runs each built kernel in its own
@@ -247,13 +309,13 @@ impl Measurer {
             .iter()
             .map(|_| std::sync::Mutex::new(None))
             .collect();
-        let backend = &self.backend;
+        let (backend, timeout) = (&self.backend, self.opts.build_timeout);
         std::thread::scope(|scope| {
             for _ in 0..workers {
                 scope.spawn(|| loop {
                     let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                     let Some(c) = candidates.get(i) else { break };
-                    let r = build_one(backend, c, out_dir);
+                    let r = build_guarded(backend, c, out_dir, timeout);
                     *slots[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
                 });
             }
@@ -280,6 +342,7 @@ impl Measurer {
         let start = Instant::now();
         let total = |start: Instant| build_s + start.elapsed().as_secs_f64();
         let job = RunJob {
+            target: self.backend.target().to_string(),
             artifact: artifact.clone(),
             timer: self.opts.timer,
             seed: reference.map_or(0, |r| r.seed),
@@ -302,6 +365,7 @@ impl Measurer {
             );
         }
         let child = Command::new(&self.runner)
+            .arg("runner")
             .arg(&job_path)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -392,8 +456,51 @@ fn simulated_result(c: &Candidate) -> MeasureResult {
     r
 }
 
+/// How long past the build timeout a build may take before the measurer stops waiting
+/// for it: the CPU backend kills its compiler at the timeout itself, so this guard only
+/// fires for a backend (a plugin's) that cannot stop its own build.
+const BUILD_GRACE: Duration = Duration::from_secs(2);
+
+/// Builds one candidate on a thread of its own and waits at most the build timeout (and
+/// a grace period) for it: a plugin compiler that hangs costs that candidate a
+/// `BuildTimeout` and a thread that finishes (or not) in the background, never the batch.
+fn build_guarded(
+    backend: &Arc<dyn Backend>,
+    c: &Candidate,
+    out_dir: &Path,
+    timeout: Duration,
+) -> Built {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (b, c2, dir) = (Arc::clone(backend), c.clone(), out_dir.to_path_buf());
+    let start = Instant::now();
+    let spawned = std::thread::Builder::new()
+        .name("tessera-build".into())
+        .spawn(move || {
+            let _ = tx.send(build_one(b.as_ref(), &c2, &dir));
+        });
+    if let Err(e) = spawned {
+        return Err(MeasureResult::failed(
+            MeasureErrorNo::CompileHost,
+            format!("cannot start a build thread: {e}"),
+            0.0,
+        ));
+    }
+    match rx.recv_timeout(timeout + BUILD_GRACE) {
+        Ok(built) => built,
+        Err(_) => Err(MeasureResult::failed(
+            MeasureErrorNo::BuildTimeout,
+            format!(
+                "the {} backend did not finish building within {} s",
+                backend.target().kind,
+                timeout.as_secs_f64()
+            ),
+            start.elapsed().as_secs_f64(),
+        )),
+    }
+}
+
 /// Builds one candidate; every failure is that candidate's result.
-fn build_one(backend: &CpuBackend, c: &Candidate, out_dir: &Path) -> Built {
+fn build_one(backend: &dyn Backend, c: &Candidate, out_dir: &Path) -> Built {
     let start = Instant::now();
     let func = match &c.func {
         Ok(f) => f,

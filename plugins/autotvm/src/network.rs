@@ -6,11 +6,11 @@ use crate::templates::{TemplateKind, TemplateTask};
 use petgraph::stable_graph::NodeIndex;
 use std::collections::HashMap;
 use std::sync::Mutex;
-use tessera_graph::executor::ScheduleHook;
+use tessera_graph::executor::{BuildContext, ScheduleHook};
 use tessera_graph::{fuse, Graph, GroupCompute, Layout, Op};
 use tessera_search::record::ApplyHistoryBest;
 use tessera_search::ScheduleDesc;
-use tessera_te::schedules::{computed_stages, schedule_stages, CpuParams};
+use tessera_te::schedules::{computed_stages, schedule_stages};
 use tessera_te::Schedule;
 
 /// The template of an operator node, if one fits it: conv2d with one group (NHWC or
@@ -162,7 +162,7 @@ impl TunedHook {
 }
 
 impl ScheduleHook for TunedHook {
-    fn schedule(&self, graph: &Graph, gc: &GroupCompute, p: CpuParams) -> Option<Schedule> {
+    fn schedule(&self, graph: &Graph, gc: &GroupCompute, ctx: &BuildContext) -> Option<Schedule> {
         let (node, anchor) = gc.anchor.clone()?;
         let kind = template_kind_of(graph, node)?;
         let task = TemplateTask::new(kind, self.lanes).ok()?;
@@ -195,7 +195,8 @@ impl ScheduleHook for TunedHook {
             let rest = computed_stages(&s, &skip);
             task.apply_to(&mut s, &anchor, &config)
                 .map_err(|e| e.to_string())?;
-            schedule_stages(&mut s, &outputs, &rest, p).map_err(|e| e.to_string())?;
+            schedule_stages(&mut s, &outputs, &rest, ctx.cpu_params())
+                .map_err(|e| e.to_string())?;
             Ok(s)
         })();
         match built {

@@ -4,11 +4,10 @@
 //! fallback hook (template records) or their default schedule.
 
 use std::sync::Mutex;
-use tessera_graph::{Graph, GroupCompute, ScheduleHook};
+use tessera_graph::{BuildContext, Graph, GroupCompute, ScheduleHook};
 use tessera_search::record::ApplyHistoryBest;
 use tessera_search::state::State;
 use tessera_search::ScheduleDesc;
-use tessera_te::schedules::CpuParams;
 use tessera_te::Schedule;
 
 /// Builds fused groups with their best auto-scheduler records.
@@ -50,8 +49,8 @@ impl<'a> SketchHook<'a> {
 }
 
 impl ScheduleHook for SketchHook<'_> {
-    fn schedule(&self, graph: &Graph, gc: &GroupCompute, p: CpuParams) -> Option<Schedule> {
-        let fallback = || self.fallback.and_then(|f| f.schedule(graph, gc, p));
+    fn schedule(&self, graph: &Graph, gc: &GroupCompute, ctx: &BuildContext) -> Option<Schedule> {
+        let fallback = || self.fallback.and_then(|f| f.schedule(graph, gc, ctx));
         let Ok(dag) = gc.dag() else {
             return fallback();
         };

@@ -5,13 +5,11 @@ mod codegen;
 
 pub use codegen::{entry_symbol, generate_c};
 
-use crate::artifact::{Artifact, DeviceKind, ParamSpec};
 use crate::backend::{Backend, BackendError};
-use crate::hardware::HardwareParams;
-use crate::target::Target;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use tessera_ir::PrimFunc;
+use tessera_target::{Artifact, HardwareParams, ParamSpec, Target, TargetKind};
 
 /// Compiles IR functions for the host CPU.
 pub struct CpuBackend {
@@ -177,12 +175,11 @@ impl Drop for ScratchDir {
 }
 
 impl Backend for CpuBackend {
+    fn set_build_timeout(&mut self, timeout: std::time::Duration) {
+        self.timeout = Some(timeout);
+    }
     fn target(&self) -> &Target {
         &self.target
-    }
-
-    fn device(&self) -> DeviceKind {
-        DeviceKind::Cpu
     }
 
     fn hardware_params(&self) -> &HardwareParams {
@@ -286,11 +283,12 @@ impl Backend for CpuBackend {
         std::fs::rename(&tmp_path, &path).map_err(|e| io_err(&path, e))?;
         let params = ParamSpec::of(func);
         Ok(Artifact {
-            device: DeviceKind::Cpu,
+            device: TargetKind::CPU,
             path,
             source_path,
             entry: entry_symbol(&func.name),
             params,
+            launch: None,
         })
     }
 }

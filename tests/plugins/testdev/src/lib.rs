@@ -1,73 +1,78 @@
 //! A backend plugin for the target kind `testdev`, written the way a hardware vendor
 //! would write one (see ARCHITECTURE.md, "Writing a backend plugin"): implement
-//! `tessera_plugin::Plugin`, call `export_plugin!`. The "device" is the host CPU: code
-//! generation reuses the C generator, the artifact is the compiled shared object's bytes,
-//! and running writes them to a file and calls the kernel.
+//! `tessera_plugin::Plugin` (its compiler) and the runtime's `Device` (its device), and
+//! call `export_plugin!`.
 //!
-//! For the refusal tests, `build` panics when `TESSERA_TESTDEV_PANIC` is set.
+//! The "device" computes on the host CPU, but owns its memory as a device would: buffers
+//! live in its own arena, the core holds only handles, and data moves only through the
+//! copy calls. It counts every copy and launch, and with `TESSERA_TESTDEV_COUNTERS=FILE`
+//! writes the counts to FILE (JSON, rewritten after each counted call), so tests can
+//! prove where data lives.
+//!
+//! Its artifact is its own format: a header line `TESTDEV1 <fault>` followed by the
+//! kernel's shared object. For the fault tests, `TESSERA_TESTDEV_FAULTS=1` at build time
+//! marks the 2nd, 3rd and 4th kernels this plugin builds (in one process) to hang, to
+//! crash the process, and to compute a wrong answer when launched. For the refusal
+//! tests, `build` panics when `TESSERA_TESTDEV_PANIC` is set.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
-use tessera_backends::{
-    Artifact, Backend, CpuBackend, DeviceKind, HardwareParams, ParamSpec, Target,
-};
-use tessera_ir::PrimFunc;
-use tessera_plugin::{export_plugin, Plugin, TimeConfig};
-use tessera_runtime::{Module, NDArray, TimeEvaluator};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use tessera_backends::{Backend, CpuBackend, HardwareParams, Target};
+use tessera_ir::{DataType, PrimFunc};
+use tessera_plugin::{export_plugin, Plugin};
+use tessera_runtime::{BufferId, Device, DeviceError, FunctionId, Module, ModuleId, NDArray};
+use tessera_target::{Artifact, LaunchDims, TargetKind};
 
-struct TestDev;
+const MAGIC: &str = "TESTDEV1";
+
+/// What a launched kernel does wrong on purpose.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fault {
+    None,
+    Hang,
+    Crash,
+    Wrong,
+}
+
+impl Fault {
+    fn name(self) -> &'static str {
+        match self {
+            Fault::None => "none",
+            Fault::Hang => "hang",
+            Fault::Crash => "crash",
+            Fault::Wrong => "wrong",
+        }
+    }
+    fn parse(s: &str) -> Option<Fault> {
+        [Fault::None, Fault::Hang, Fault::Crash, Fault::Wrong]
+            .into_iter()
+            .find(|f| f.name() == s)
+    }
+}
+
+struct TestDev {
+    builds: AtomicU64,
+}
 
 fn cpu() -> CpuBackend {
     CpuBackend::new(Target::cpu())
 }
 
 impl TestDev {
-    /// Writes the artifact bytes to a file named after their content, and loads it.
-    fn module(&self, artifact: &[u8], func: &PrimFunc) -> Result<Module, String> {
-        let mut h: u64 = 0xcbf29ce484222325;
-        for b in artifact {
-            h = (h ^ *b as u64).wrapping_mul(0x100000001b3);
+    /// The fault of the next kernel built (see the module doc).
+    fn next_fault(&self) -> Fault {
+        let n = self.builds.fetch_add(1, Ordering::SeqCst) + 1;
+        if std::env::var_os("TESSERA_TESTDEV_FAULTS").is_none() {
+            return Fault::None;
         }
-        let path: PathBuf = std::env::temp_dir().join(format!("tessera-testdev-{h:016x}.so"));
-        if !path.exists() {
-            let tmp = path.with_extension(format!("so.{}", std::process::id()));
-            std::fs::write(&tmp, artifact).map_err(|e| e.to_string())?;
-            std::fs::rename(&tmp, &path).map_err(|e| e.to_string())?;
+        match n {
+            2 => Fault::Hang,
+            3 => Fault::Crash,
+            4 => Fault::Wrong,
+            _ => Fault::None,
         }
-        let params = ParamSpec::of(func);
-        let art = Artifact {
-            device: DeviceKind::Cpu,
-            path: path.clone(),
-            source_path: path,
-            entry: tessera_backends::cpu::entry_symbol(&func.name),
-            params,
-        };
-        Module::load(&art).map_err(|e| e.to_string())
-    }
-
-    fn arrays(func: &PrimFunc, args: &[Vec<u8>]) -> Result<Vec<NDArray>, String> {
-        func.params
-            .iter()
-            .zip(args)
-            .map(|(p, bytes)| {
-                let shape: Vec<usize> = p
-                    .const_shape()
-                    .unwrap_or_default()
-                    .iter()
-                    .map(|d| *d as usize)
-                    .collect();
-                let mut a = NDArray::zeros(p.dtype(), &shape).map_err(|e| e.to_string())?;
-                if a.nbytes() != bytes.len() {
-                    return Err(format!(
-                        "argument `{}`: {} bytes, expected {}",
-                        p.name(),
-                        bytes.len(),
-                        a.nbytes()
-                    ));
-                }
-                a.as_bytes_mut().copy_from_slice(bytes);
-                Ok(a)
-            })
-            .collect()
     }
 }
 
@@ -116,45 +121,309 @@ impl Plugin for TestDev {
         }
         let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
         let art = cpu().build(func, dir.path()).map_err(|e| e.to_string())?;
-        std::fs::read(&art.path).map_err(|e| e.to_string())
+        let so = std::fs::read(&art.path).map_err(|e| e.to_string())?;
+        let mut bytes = format!("{MAGIC} {}\n", self.next_fault().name()).into_bytes();
+        bytes.extend_from_slice(&so);
+        Ok(bytes)
     }
-    fn run(
-        &self,
-        _target: &str,
-        artifact: &[u8],
-        func: &PrimFunc,
-        args: &mut [Vec<u8>],
-    ) -> Result<(), String> {
-        let m = self.module(artifact, func)?;
-        let mut arrays = Self::arrays(func, args)?;
-        let mut refs: Vec<&mut NDArray> = arrays.iter_mut().collect();
-        m.call(&mut refs).map_err(|e| e.to_string())?;
-        for (dst, a) in args.iter_mut().zip(&arrays) {
-            dst.copy_from_slice(a.as_bytes());
-        }
-        Ok(())
-    }
-    fn time(
-        &self,
-        _target: &str,
-        artifact: &[u8],
-        func: &PrimFunc,
-        args: &mut [Vec<u8>],
-        c: TimeConfig,
-    ) -> Result<Vec<f64>, String> {
-        let m = self.module(artifact, func)?;
-        let mut arrays = Self::arrays(func, args)?;
-        let mut refs: Vec<&mut NDArray> = arrays.iter_mut().collect();
-        let ev = TimeEvaluator {
-            number: c.number.max(1) as usize,
-            repeat: c.repeat.max(1) as usize,
-            min_repeat_ms: c.min_repeat_ms,
-            cache_flush: false,
-        };
-        m.time_with(&ev, &mut refs)
-            .map(|t| t.results)
-            .map_err(|e| e.to_string())
+    fn open_device(&self, _target: &str) -> Result<Arc<dyn Device>, String> {
+        Ok(Arc::new(TestDevice::default()))
     }
 }
 
-export_plugin!(TestDev);
+/// What the device has done, for tests.
+#[derive(Default, Clone, Copy, Debug)]
+struct Counters {
+    allocs: u64,
+    frees: u64,
+    copies_in: u64,
+    bytes_in: u64,
+    copies_out: u64,
+    bytes_out: u64,
+    copies_on_device: u64,
+    modules: u64,
+    launches: u64,
+}
+
+impl Counters {
+    fn json(&self) -> String {
+        format!(
+            "{{\"allocs\":{},\"frees\":{},\"copies_in\":{},\"bytes_in\":{},\"copies_out\":{},\"bytes_out\":{},\"copies_on_device\":{},\"modules\":{},\"launches\":{}}}\n",
+            self.allocs,
+            self.frees,
+            self.copies_in,
+            self.bytes_in,
+            self.copies_out,
+            self.bytes_out,
+            self.copies_on_device,
+            self.modules,
+            self.launches
+        )
+    }
+}
+
+struct Kernel {
+    module: Arc<Module>,
+    fault: Fault,
+}
+
+/// The device: an arena of its own buffers, loaded kernels, counters.
+#[derive(Default)]
+struct TestDevice {
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    next: u64,
+    arena: HashMap<u64, NDArray>,
+    modules: HashMap<u64, Arc<Kernel>>,
+    functions: HashMap<u64, Arc<Kernel>>,
+    counters: Counters,
+}
+
+impl State {
+    fn fresh(&mut self) -> u64 {
+        self.next += 1;
+        self.next
+    }
+    /// Rewrites the counters file, if tests asked for one.
+    fn publish(&self) {
+        if let Some(path) = std::env::var_os("TESSERA_TESTDEV_COUNTERS") {
+            let _ = std::fs::write(path, self.counters.json());
+        }
+    }
+    fn buffer(&mut self, id: BufferId) -> Result<&mut NDArray, DeviceError> {
+        self.arena
+            .get_mut(&id.0)
+            .ok_or_else(|| fail(format!("no buffer {}", id.0)))
+    }
+}
+
+fn fail(message: String) -> DeviceError {
+    DeviceError::Failed {
+        device: "testdev".into(),
+        message,
+    }
+}
+
+fn span(offset: usize, len: usize, size: usize) -> Result<std::ops::Range<usize>, DeviceError> {
+    match offset.checked_add(len) {
+        Some(end) if end <= size => Ok(offset..end),
+        _ => Err(fail(format!(
+            "{len} bytes at offset {offset} overrun a buffer of {size}"
+        ))),
+    }
+}
+
+impl TestDevice {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Splits an artifact file into its fault and the shared object, written to a file named
+/// after its content (the dynamic loader caches objects by path).
+fn unpack(artifact: &Artifact) -> Result<(Fault, PathBuf), DeviceError> {
+    let bytes = std::fs::read(&artifact.path)
+        .map_err(|e| fail(format!("{}: {e}", artifact.path.display())))?;
+    let nl = bytes
+        .iter()
+        .position(|&b| b == b'\n')
+        .ok_or_else(|| fail("not a testdev artifact (no header)".into()))?;
+    let header = String::from_utf8_lossy(&bytes[..nl]).to_string();
+    let fault = header
+        .strip_prefix(MAGIC)
+        .and_then(|f| Fault::parse(f.trim()))
+        .ok_or_else(|| fail(format!("not a testdev artifact (header `{header}`)")))?;
+    let so = &bytes[nl + 1..];
+    let h = so.iter().fold(0xcbf29ce484222325u64, |h, b| {
+        (h ^ *b as u64).wrapping_mul(0x100000001b3)
+    });
+    let path = std::env::temp_dir().join(format!("tessera-testdev-{h:016x}.so"));
+    if !path.exists() {
+        let tmp = path.with_extension(format!("so.{}", std::process::id()));
+        std::fs::write(&tmp, so).map_err(|e| fail(e.to_string()))?;
+        std::fs::rename(&tmp, &path).map_err(|e| fail(e.to_string()))?;
+    }
+    Ok((fault, path))
+}
+
+impl Device for TestDevice {
+    fn kind(&self) -> TargetKind {
+        TargetKind::new("testdev")
+    }
+
+    fn alloc(&self, nbytes: usize) -> Result<BufferId, DeviceError> {
+        let a = NDArray::zeros(DataType::uint(8), &[nbytes]).map_err(|e| fail(e.to_string()))?;
+        let mut s = self.lock();
+        let id = s.fresh();
+        s.arena.insert(id, a);
+        s.counters.allocs += 1;
+        Ok(BufferId(id))
+    }
+
+    fn free(&self, buffer: BufferId) -> Result<(), DeviceError> {
+        let mut s = self.lock();
+        s.arena
+            .remove(&buffer.0)
+            .ok_or_else(|| fail(format!("no buffer {}", buffer.0)))?;
+        s.counters.frees += 1;
+        Ok(())
+    }
+
+    fn copy_from_host(&self, dst: BufferId, offset: usize, src: &[u8]) -> Result<(), DeviceError> {
+        let mut s = self.lock();
+        let b = s.buffer(dst)?;
+        let r = span(offset, src.len(), b.nbytes())?;
+        b.as_bytes_mut()[r].copy_from_slice(src);
+        s.counters.copies_in += 1;
+        s.counters.bytes_in += src.len() as u64;
+        s.publish();
+        Ok(())
+    }
+
+    fn copy_to_host(
+        &self,
+        src: BufferId,
+        offset: usize,
+        dst: &mut [u8],
+    ) -> Result<(), DeviceError> {
+        let mut s = self.lock();
+        let b = s.buffer(src)?;
+        let r = span(offset, dst.len(), b.nbytes())?;
+        dst.copy_from_slice(&b.as_bytes()[r]);
+        s.counters.copies_out += 1;
+        s.counters.bytes_out += dst.len() as u64;
+        s.publish();
+        Ok(())
+    }
+
+    fn copy_on_device(
+        &self,
+        src: BufferId,
+        dst: BufferId,
+        nbytes: usize,
+    ) -> Result<(), DeviceError> {
+        let mut s = self.lock();
+        let from = s.buffer(src)?;
+        let r = span(0, nbytes, from.nbytes())?;
+        let bytes = from.as_bytes()[r].to_vec();
+        let to = s.buffer(dst)?;
+        let w = span(0, nbytes, to.nbytes())?;
+        to.as_bytes_mut()[w].copy_from_slice(&bytes);
+        s.counters.copies_on_device += 1;
+        s.publish();
+        Ok(())
+    }
+
+    fn load_module(&self, artifact: &Artifact) -> Result<ModuleId, DeviceError> {
+        let (fault, so) = unpack(artifact)?;
+        // The kernel inside is a host shared object with the CPU's calling convention.
+        let host = Artifact {
+            device: TargetKind::CPU,
+            path: so.clone(),
+            source_path: so,
+            entry: tessera_backends::cpu::entry_symbol(&artifact.entry),
+            params: artifact.params.clone(),
+            launch: None,
+        };
+        let module = Module::load(&host).map_err(|e| fail(e.to_string()))?;
+        let mut s = self.lock();
+        let id = s.fresh();
+        s.modules.insert(
+            id,
+            Arc::new(Kernel {
+                module: Arc::new(module),
+                fault,
+            }),
+        );
+        s.counters.modules += 1;
+        s.publish();
+        Ok(ModuleId(id))
+    }
+
+    fn get_function(&self, module: ModuleId, name: &str) -> Result<FunctionId, DeviceError> {
+        let mut s = self.lock();
+        let k = s
+            .modules
+            .get(&module.0)
+            .cloned()
+            .ok_or_else(|| fail(format!("no module {}", module.0)))?;
+        if tessera_backends::cpu::entry_symbol(name) != k.module.entry() {
+            return Err(fail(format!(
+                "module {} has no function `{name}`",
+                module.0
+            )));
+        }
+        let id = s.fresh();
+        s.functions.insert(id, k);
+        Ok(FunctionId(id))
+    }
+
+    fn launch(
+        &self,
+        function: FunctionId,
+        args: &[BufferId],
+        dims: Option<&LaunchDims>,
+    ) -> Result<(), DeviceError> {
+        if dims.is_some() {
+            return Err(fail("testdev kernels take no launch dimensions".into()));
+        }
+        let mut s = self.lock();
+        let k = s
+            .functions
+            .get(&function.0)
+            .cloned()
+            .ok_or_else(|| fail(format!("no function {}", function.0)))?;
+        match k.fault {
+            Fault::Hang => loop {
+                std::thread::sleep(std::time::Duration::from_secs(1));
+            },
+            Fault::Crash => std::process::abort(),
+            Fault::None | Fault::Wrong => {}
+        }
+        let params = k.module.params();
+        if args.len() != params.len() {
+            return Err(fail(format!(
+                "{} buffers for {} parameters",
+                args.len(),
+                params.len()
+            )));
+        }
+        let mut ptrs = Vec::with_capacity(args.len());
+        for (b, p) in args.iter().zip(params) {
+            let need = p.shape.iter().product::<i64>().max(0) as usize * p.dtype.bytes();
+            let a = s.buffer(*b)?;
+            if a.nbytes() < need {
+                return Err(fail(format!("buffer {} is smaller than `{}`", b.0, p.name)));
+            }
+            ptrs.push(a.as_mut_ptr());
+        }
+        // SAFETY: every pointer is a live buffer of this device's arena, large enough and
+        // 64-byte aligned; the lock keeps them alive and untouched during the call.
+        unsafe { k.module.call_raw(&mut ptrs) }.map_err(|e| fail(e.to_string()))?;
+        if k.fault == Fault::Wrong {
+            if let Some(out) = args.last() {
+                let b = s.buffer(*out)?;
+                if let Some(first) = b.as_bytes_mut().first_mut() {
+                    *first ^= 0x5a;
+                }
+                for x in b.as_bytes_mut().iter_mut().skip(1).step_by(7) {
+                    *x = x.wrapping_add(0x40);
+                }
+            }
+        }
+        s.counters.launches += 1;
+        s.publish();
+        Ok(())
+    }
+
+    fn synchronize(&self) -> Result<(), DeviceError> {
+        Ok(())
+    }
+}
+
+export_plugin!(TestDev {
+    builds: AtomicU64::new(0)
+});

@@ -2,61 +2,98 @@
 //! `cuda -arch=sm_90`, `opencl -device=mali`, `vta`.
 
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 
-/// The kind of device a target compiles for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub enum TargetKind {
-    Cpu,
-    Cuda,
-    OpenCl,
-    Vta,
-    /// A kind only a plugin knows; its name is `Target::plugin`.
-    Plugin,
+/// The kind of device a target compiles for: `cpu` (built in), or any kind a backend
+/// plugin provides. The set is open: `cuda`, `opencl`, `vta` and a vendor's own kind are
+/// all plugin kinds, equal in every way to `cpu` once their plugin is loaded.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct TargetKind(Cow<'static, str>);
+
+/// A kind the core documents (its options and their meaning), whether or not a backend
+/// for it is loaded.
+struct KnownKind {
+    name: &'static str,
+    options: &'static [(&'static str, &'static str)],
 }
 
-impl TargetKind {
-    /// The kinds the core knows.
-    pub const ALL: [TargetKind; 4] = [
-        TargetKind::Cpu,
-        TargetKind::Cuda,
-        TargetKind::OpenCl,
-        TargetKind::Vta,
-    ];
+const KNOWN: &[KnownKind] = &[
+    KnownKind {
+        name: "cpu",
+        options: &[
+            (
+                "mcpu",
+                "the CPU to compile for, passed to the C compiler as -march (default: native)",
+            ),
+            (
+                "num-cores",
+                "threads for parallel loops (default: the cores of this machine)",
+            ),
+        ],
+    },
+    KnownKind {
+        name: "cuda",
+        options: &[
+            ("arch", "the GPU architecture, e.g. sm_80, sm_90"),
+            ("max-threads-per-block", "threads per block limit"),
+        ],
+    },
+    KnownKind {
+        name: "opencl",
+        options: &[("device", "the device family, e.g. mali")],
+    },
+    KnownKind {
+        name: "vta",
+        options: &[],
+    },
+];
 
-    pub fn name(self) -> &'static str {
-        match self {
-            TargetKind::Cpu => "cpu",
-            TargetKind::Cuda => "cuda",
-            TargetKind::OpenCl => "opencl",
-            TargetKind::Vta => "vta",
-            TargetKind::Plugin => "plugin",
+impl TargetKind {
+    /// The host CPU, built into the core.
+    pub const CPU: TargetKind = TargetKind(Cow::Borrowed("cpu"));
+    pub const CUDA: TargetKind = TargetKind(Cow::Borrowed("cuda"));
+    pub const OPENCL: TargetKind = TargetKind(Cow::Borrowed("opencl"));
+    pub const VTA: TargetKind = TargetKind(Cow::Borrowed("vta"));
+
+    /// A kind by name (`llvm` is the CPU, as in TVM).
+    pub fn new(name: &str) -> TargetKind {
+        match name {
+            "cpu" | "llvm" => TargetKind::CPU,
+            "cuda" => TargetKind::CUDA,
+            "opencl" => TargetKind::OPENCL,
+            "vta" => TargetKind::VTA,
+            other => TargetKind(Cow::Owned(other.to_string())),
         }
     }
 
-    /// The options this kind accepts, with a word on each.
-    pub fn known_options(self) -> &'static [(&'static str, &'static str)] {
-        match self {
-            TargetKind::Cpu => &[
-                (
-                    "mcpu",
-                    "the CPU to compile for, passed to the C compiler as -march (default: native)",
-                ),
-                (
-                    "num-cores",
-                    "threads for parallel loops (default: the cores of this machine)",
-                ),
-            ],
-            TargetKind::Cuda => &[
-                ("arch", "the GPU architecture, e.g. sm_80, sm_90"),
-                ("max-threads-per-block", "threads per block limit"),
-            ],
-            TargetKind::OpenCl => &[("device", "the device family, e.g. mali")],
-            TargetKind::Vta => &[],
-            TargetKind::Plugin => &[],
-        }
+    pub fn name(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether this is the host CPU (the only kind without a plugin).
+    pub fn is_cpu(&self) -> bool {
+        self.0 == "cpu"
+    }
+
+    /// The options the core documents for this kind, with a word on each; `None` for a
+    /// kind only a plugin knows (the plugin owns its options).
+    pub fn known_options(&self) -> Option<&'static [(&'static str, &'static str)]> {
+        KNOWN.iter().find(|k| k.name == self.0).map(|k| k.options)
+    }
+
+    /// The kinds the core documents.
+    pub fn documented() -> Vec<TargetKind> {
+        KNOWN.iter().map(|k| TargetKind::new(k.name)).collect()
+    }
+}
+
+impl fmt::Display for TargetKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
     }
 }
 
@@ -65,9 +102,6 @@ impl TargetKind {
 pub struct Target {
     pub kind: TargetKind,
     pub options: BTreeMap<String, String>,
-    /// For `TargetKind::Plugin`: the kind's name, as the plugin declares it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub plugin: Option<String>,
 }
 
 /// A target string that does not parse.
@@ -98,8 +132,9 @@ pub enum TargetError {
 }
 
 fn known_kinds() -> String {
-    let mut v: Vec<&str> = TargetKind::ALL.iter().map(|k| k.name()).collect();
+    let mut v: Vec<&str> = KNOWN.iter().map(|k| k.name).collect();
     v.push("llvm (= cpu)");
+    v.push("or a kind a loaded backend plugin provides");
     v.join(", ")
 }
 
@@ -107,9 +142,8 @@ impl Target {
     /// The host CPU with default options.
     pub fn cpu() -> Target {
         Target {
-            kind: TargetKind::Cpu,
+            kind: TargetKind::CPU,
             options: BTreeMap::new(),
-            plugin: None,
         }
     }
 
@@ -133,23 +167,41 @@ impl FromStr for Target {
 
 impl Target {
     /// Parses a target string where `plugin_kinds` (the kinds loaded plugins provide) are
-    /// known too. A plugin kind's options are passed on unchecked: the plugin owns them.
+    /// known too. The core checks the options of the kinds it documents; a plugin kind's
+    /// options are passed on unchecked: the plugin owns them. A documented kind that a
+    /// plugin also provides is checked by the plugin, not here.
     pub fn parse_with(s: &str, plugin_kinds: &[String]) -> Result<Target, TargetError> {
         let mut words = s.split_whitespace();
         let kind_word = words.next().ok_or(TargetError::Empty)?;
-        let kind = match kind_word {
-            "cpu" | "llvm" => TargetKind::Cpu,
-            "cuda" => TargetKind::Cuda,
-            "opencl" => TargetKind::OpenCl,
-            "vta" => TargetKind::Vta,
-            other if plugin_kinds.iter().any(|k| k == other) => TargetKind::Plugin,
-            other => {
-                return Err(TargetError::UnknownKind {
-                    kind: other.to_string(),
-                })
-            }
+        let kind = TargetKind::new(kind_word);
+        let by_plugin = plugin_kinds.iter().any(|k| k == kind.name());
+        let checked = if by_plugin {
+            None
+        } else {
+            kind.known_options()
         };
-        let plugin = (kind == TargetKind::Plugin).then(|| kind_word.to_string());
+        if checked.is_none() && !by_plugin {
+            return Err(TargetError::UnknownKind {
+                kind: kind_word.to_string(),
+            });
+        }
+        Target::parse_options(kind, words, checked)
+    }
+
+    /// Parses a target string of any kind, checking only the options of the kinds the
+    /// core documents: for targets read back from files the core wrote (records, jobs).
+    pub fn parse_any(s: &str) -> Result<Target, TargetError> {
+        let mut words = s.split_whitespace();
+        let kind = TargetKind::new(words.next().ok_or(TargetError::Empty)?);
+        let checked = kind.known_options();
+        Target::parse_options(kind, words, checked)
+    }
+
+    fn parse_options<'a>(
+        kind: TargetKind,
+        words: impl Iterator<Item = &'a str>,
+        known: Option<&[(&str, &str)]>,
+    ) -> Result<Target, TargetError> {
         let mut options = BTreeMap::new();
         for w in words {
             let kname = kind.name().to_string();
@@ -163,18 +215,20 @@ impl Target {
                 option: body.to_string(),
                 text: w.to_string(),
             })?;
-            if kind != TargetKind::Plugin && !kind.known_options().iter().any(|(k, _)| *k == key) {
-                let known: Vec<&str> = kind.known_options().iter().map(|(k, _)| *k).collect();
-                let known = if known.is_empty() {
-                    "none".to_string()
-                } else {
-                    known.join(", ")
-                };
-                return Err(TargetError::UnknownOption {
-                    kind: kname,
-                    option: key.to_string(),
-                    known,
-                });
+            if let Some(known) = known {
+                if !known.iter().any(|(k, _)| *k == key) {
+                    let names: Vec<&str> = known.iter().map(|(k, _)| *k).collect();
+                    let known = if names.is_empty() {
+                        "none".to_string()
+                    } else {
+                        names.join(", ")
+                    };
+                    return Err(TargetError::UnknownOption {
+                        kind: kname,
+                        option: key.to_string(),
+                        known,
+                    });
+                }
             }
             if value.is_empty() {
                 return Err(TargetError::BadValue {
@@ -197,17 +251,13 @@ impl Target {
             }
             options.insert(key.to_string(), value.to_string());
         }
-        Ok(Target {
-            kind,
-            options,
-            plugin,
-        })
+        Ok(Target { kind, options })
     }
 }
 
 impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.plugin.as_deref().unwrap_or(self.kind.name()))?;
+        f.write_str(self.kind.name())?;
         for (k, v) in &self.options {
             write!(f, " -{k}={v}")?;
         }
@@ -234,7 +284,7 @@ mod tests {
             assert_eq!(t, again, "{s}");
         }
         let t: Target = "llvm -num-cores=4".parse().unwrap();
-        assert_eq!(t.kind, TargetKind::Cpu);
+        assert_eq!(t.kind, TargetKind::CPU);
         assert_eq!(t.num_cores(), Some(4));
     }
 
@@ -281,10 +331,7 @@ mod plugin_kind_tests {
             Err(TargetError::UnknownKind { .. })
         ));
         let t = Target::parse_with("testdev -lanes=8", &["testdev".to_string()]).unwrap();
-        assert_eq!(
-            (t.kind, t.plugin.as_deref(), t.option("lanes")),
-            (TargetKind::Plugin, Some("testdev"), Some("8"))
-        );
+        assert_eq!((t.kind.name(), t.option("lanes")), ("testdev", Some("8")));
         assert_eq!(t.to_string(), "testdev -lanes=8");
         assert!(matches!(
             Target::parse_with("cpu -lanes=8", &["testdev".to_string()]),

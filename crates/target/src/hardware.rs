@@ -1,6 +1,6 @@
 //! Hardware parameters that schedules and search rules depend on.
 
-use crate::target::{Target, TargetKind};
+use crate::target::Target;
 use serde::{Deserialize, Serialize};
 
 /// The facts about a device that the search needs (TVM's `HardwareParams`).
@@ -36,12 +36,12 @@ impl HardwareParams {
     }
 
     /// The parameters of a target: detected for the CPU, the usual limits of the device
-    /// family for the others, with the target's options applied on top.
+    /// family for the GPU kinds the core documents (TVM's defaults for compiling without
+    /// the device), with the target's options applied on top. A plugin's backend reports
+    /// its own; for a kind the core does not know, the host's stand in here.
     pub fn for_target(target: &Target) -> HardwareParams {
-        let mut p = match target.kind {
-            // A plugin's own parameters come from the plugin; the host's stand in here.
-            TargetKind::Cpu | TargetKind::Plugin => Self::detect_host(),
-            TargetKind::Cuda => HardwareParams {
+        let mut p = match target.kind.name() {
+            "cuda" => HardwareParams {
                 num_cores: 1,
                 vector_unit_bytes: 16,
                 cache_line_bytes: 64,
@@ -51,7 +51,7 @@ impl HardwareParams {
                 max_vthread_extent: 8,
                 warp_size: 32,
             },
-            TargetKind::OpenCl => HardwareParams {
+            "opencl" => HardwareParams {
                 num_cores: 1,
                 vector_unit_bytes: 16,
                 cache_line_bytes: 64,
@@ -61,7 +61,7 @@ impl HardwareParams {
                 max_vthread_extent: 4,
                 warp_size: 1,
             },
-            TargetKind::Vta => HardwareParams {
+            "vta" => HardwareParams {
                 num_cores: 1,
                 vector_unit_bytes: 16,
                 cache_line_bytes: 64,
@@ -71,6 +71,7 @@ impl HardwareParams {
                 max_vthread_extent: 0,
                 warp_size: 0,
             },
+            _ => Self::detect_host(),
         };
         if let Some(n) = target.num_cores() {
             p.num_cores = n;

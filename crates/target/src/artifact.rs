@@ -1,16 +1,17 @@
-//! What a backend's build produces and the runtime loads.
+//! What a backend's build produces and a device loads.
 
+use crate::target::TargetKind;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use tessera_ir::{DataType, PrimFunc};
 
-/// The kind of device an artifact runs on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum DeviceKind {
-    Cpu,
-    Cuda,
-    OpenCl,
-    Vta,
+/// How a GPU kernel is launched (TVM's thread extents): grid and block dimensions and the
+/// dynamic shared memory per block. Host kernels (the CPU's) take none.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct LaunchDims {
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub dynamic_shared_bytes: u32,
 }
 
 /// One parameter of a compiled function: what the caller must pass.
@@ -35,7 +36,7 @@ impl ParamSpec {
     }
 }
 
-/// A built kernel.
+/// A built kernel: a file a device of `device`'s kind can load, and how to call it.
 ///
 /// For the CPU the artifact is a shared object exporting
 /// `int32_t <entry>(void** args, int32_t num_args)`: `args[i]` points to the data of
@@ -43,12 +44,17 @@ impl ParamSpec {
 /// success, non-zero on failure (e.g. a temporary allocation failed, or a wrong count).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Artifact {
-    pub device: DeviceKind,
-    /// The loadable file (a shared object for the CPU).
+    /// The kind of target it was built for; only a device of that kind loads it.
+    pub device: TargetKind,
+    /// The loadable file (a shared object for the CPU; whatever the plugin's device
+    /// loads for a plugin's kind). A device reads it when it loads the module.
     pub path: PathBuf,
     /// The generated source it was built from.
     pub source_path: PathBuf,
     /// The exported entry symbol.
     pub entry: String,
     pub params: Vec<ParamSpec>,
+    /// Launch dimensions of a GPU kernel (none for host kernels).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launch: Option<LaunchDims>,
 }

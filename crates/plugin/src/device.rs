@@ -1,0 +1,178 @@
+//! [`PluginDevice`]: a loaded plugin's device, seen by the core as a runtime `Device`.
+//! Every call crosses the boundary with handles; only the explicit copies carry data.
+
+use crate::{seal, LoadedPlugin, TimeConfig};
+use abi_stable::std_types::{RResult, RSlice, RSliceMut, RStr, RString};
+use tessera_runtime::{
+    BufferId, Device, DeviceError, FunctionId, ModuleId, TimeEvaluator, TimeResult,
+};
+use tessera_target::{Artifact, LaunchDims, Target, TargetKind};
+
+/// A device opened through a plugin.
+pub struct PluginDevice {
+    plugin: LoadedPlugin,
+    kind: TargetKind,
+    handle: u64,
+}
+
+impl std::fmt::Debug for PluginDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PluginDevice")
+            .field("plugin", &self.plugin.name)
+            .field("kind", &self.kind)
+            .field("handle", &self.handle)
+            .finish()
+    }
+}
+
+impl PluginDevice {
+    /// Opens `target`'s device through `plugin`.
+    pub fn open(
+        plugin: &LoadedPlugin,
+        target: &Target,
+    ) -> Result<PluginDevice, crate::PluginError> {
+        let handle = (plugin.root.device_open())(RStr::from_str(&target.to_string()))
+            .into_result()
+            .map_err(|e| plugin.call_err(e.into_string()))?;
+        Ok(PluginDevice {
+            plugin: plugin.clone(),
+            kind: target.kind.clone(),
+            handle,
+        })
+    }
+
+    fn err(&self, e: RString) -> DeviceError {
+        DeviceError::Failed {
+            device: format!("{} (plugin `{}`)", self.kind, self.plugin.name),
+            message: e.into_string(),
+        }
+    }
+
+    fn done<T>(&self, r: RResult<T, RString>) -> Result<T, DeviceError> {
+        r.into_result().map_err(|e| self.err(e))
+    }
+}
+
+fn sealed_dims(dims: Option<&LaunchDims>) -> String {
+    dims.map(seal).unwrap_or_default()
+}
+
+fn handles(args: &[BufferId]) -> Vec<u64> {
+    args.iter().map(|b| b.0).collect()
+}
+
+impl Device for PluginDevice {
+    fn kind(&self) -> TargetKind {
+        self.kind.clone()
+    }
+
+    fn alloc(&self, nbytes: usize) -> Result<BufferId, DeviceError> {
+        let r = (self.plugin.root.device_alloc())(self.handle, nbytes as u64);
+        self.done(r).map(BufferId)
+    }
+
+    fn free(&self, buffer: BufferId) -> Result<(), DeviceError> {
+        let r = (self.plugin.root.device_free())(self.handle, buffer.0);
+        self.done(r)
+    }
+
+    fn copy_from_host(&self, dst: BufferId, offset: usize, src: &[u8]) -> Result<(), DeviceError> {
+        let r = (self.plugin.root.device_copy_from_host())(
+            self.handle,
+            dst.0,
+            offset as u64,
+            RSlice::from_slice(src),
+        );
+        self.done(r)
+    }
+
+    fn copy_to_host(
+        &self,
+        src: BufferId,
+        offset: usize,
+        dst: &mut [u8],
+    ) -> Result<(), DeviceError> {
+        let r = (self.plugin.root.device_copy_to_host())(
+            self.handle,
+            src.0,
+            offset as u64,
+            RSliceMut::from_mut_slice(dst),
+        );
+        self.done(r)
+    }
+
+    fn copy_on_device(
+        &self,
+        src: BufferId,
+        dst: BufferId,
+        nbytes: usize,
+    ) -> Result<(), DeviceError> {
+        let r =
+            (self.plugin.root.device_copy_on_device())(self.handle, src.0, dst.0, nbytes as u64);
+        self.done(r)
+    }
+
+    fn load_module(&self, artifact: &Artifact) -> Result<ModuleId, DeviceError> {
+        if artifact.device != self.kind {
+            return Err(DeviceError::WrongKind {
+                device: self.kind.to_string(),
+                entry: artifact.entry.clone(),
+                artifact_kind: artifact.device.clone(),
+            });
+        }
+        let a = seal(artifact);
+        let r = (self.plugin.root.device_load_module())(self.handle, RStr::from_str(&a));
+        self.done(r).map(ModuleId)
+    }
+
+    fn get_function(&self, module: ModuleId, name: &str) -> Result<FunctionId, DeviceError> {
+        let r =
+            (self.plugin.root.device_get_function())(self.handle, module.0, RStr::from_str(name));
+        self.done(r).map(FunctionId)
+    }
+
+    fn launch(
+        &self,
+        function: FunctionId,
+        args: &[BufferId],
+        dims: Option<&LaunchDims>,
+    ) -> Result<(), DeviceError> {
+        let (a, d) = (handles(args), sealed_dims(dims));
+        let r = (self.plugin.root.device_launch())(
+            self.handle,
+            function.0,
+            RSlice::from_slice(&a),
+            RStr::from_str(&d),
+        );
+        self.done(r)
+    }
+
+    fn synchronize(&self) -> Result<(), DeviceError> {
+        let r = (self.plugin.root.device_synchronize())(self.handle);
+        self.done(r)
+    }
+
+    /// Timed on the plugin's side, with the device's own timer if it has one.
+    fn time(
+        &self,
+        function: FunctionId,
+        args: &[BufferId],
+        dims: Option<&LaunchDims>,
+        evaluator: &TimeEvaluator,
+    ) -> Result<TimeResult, DeviceError> {
+        let (a, d) = (handles(args), sealed_dims(dims));
+        let c = seal(&TimeConfig::from(evaluator));
+        let r = (self.plugin.root.device_time())(
+            self.handle,
+            function.0,
+            RSlice::from_slice(&a),
+            RStr::from_str(&d),
+            RStr::from_str(&c),
+        );
+        let results = self.done(r)?.into_vec();
+        Ok(TimeResult {
+            results,
+            number: evaluator.number.max(1),
+        })
+    }
+}
