@@ -7,8 +7,12 @@ ratio over the rounds.
 With `--log FILE` each round also times the build with the history best of that record
 log (`tessera run --log`), so untuned, tuned and onnxruntime are compared in one run.
 
+With `--baseline EXE` each round also times another tessera binary (e.g. one built from
+an earlier commit) on the same model, untuned: before/after a change in one run.
+
 Usage: bench/network_vs_ort.py MODEL.onnx [--tessera target/release/tessera]
        [--threads 2] [--rounds 5] [--repeat 30] [--layout NHWC] [--log FILE]
+       [--baseline EXE]
 """
 import argparse
 import re
@@ -53,6 +57,7 @@ def main():
     ap.add_argument("--repeat", type=int, default=30)
     ap.add_argument("--layout", default="NHWC")
     ap.add_argument("--log", help="also time the build with this log's history best")
+    ap.add_argument("--baseline", help="also time this tessera binary, untuned")
     a = ap.parse_args()
     so = ort.SessionOptions()
     so.intra_op_num_threads = a.threads
@@ -64,7 +69,7 @@ def main():
     feed = {inp.name: np.random.default_rng(0).uniform(-1, 1, shape).astype(np.float32)}
     print(f"model {a.model}, {a.threads} threads, onnxruntime {ort.__version__}, "
           f"{a.rounds} rounds of {a.repeat} runs each")
-    ratios, tuned_ratios, gains = [], [], []
+    ratios, tuned_ratios, gains, base_ratios = [], [], [], []
     for r in range(a.rounds):
         t_ms, build_line = tessera_median_ms(a.tessera, a.model, a.threads, a.repeat, a.layout)
         o_ms = ort_median_ms(sess, feed, a.repeat)
@@ -81,7 +86,17 @@ def main():
             tuned_ratios.append(tt_ms / o_ms)
             gains.append(t_ms / tt_ms)
             line += f"   tuned {tt_ms:8.2f} ms (ratio {tt_ms / o_ms:5.2f}, {t_ms / tt_ms:4.2f}x untuned)"
+        if a.baseline:
+            b_ms, base_line = tessera_median_ms(a.baseline, a.model, a.threads, a.repeat,
+                                                a.layout)
+            if r == 0:
+                print("baseline " + base_line)
+            base_ratios.append(t_ms / b_ms)
+            line += f"   baseline {b_ms:8.2f} ms (ratio {b_ms / o_ms:5.2f})"
         print(line)
+    if a.baseline:
+        print(f"median ratio tessera / baseline: {statistics.median(base_ratios):.2f} "
+              f"(min {min(base_ratios):.2f}, max {max(base_ratios):.2f})")
     print(f"median ratio tessera / onnxruntime: {statistics.median(ratios):.2f} "
           f"(min {min(ratios):.2f}, max {max(ratios):.2f})")
     if a.log:

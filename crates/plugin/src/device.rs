@@ -1,7 +1,7 @@
 //! [`PluginDevice`]: a loaded plugin's device, seen by the core as a runtime `Device`.
 //! Every call crosses the boundary with handles; only the explicit copies carry data.
 
-use crate::{seal, LoadedPlugin, TimeConfig};
+use crate::{seal, unseal, LoadedPlugin, TimeConfig, Timing};
 use abi_stable::std_types::{RResult, RSlice, RSliceMut, RStr, RString};
 use tessera_runtime::{
     BufferId, Device, DeviceError, FunctionId, ModuleId, TimeEvaluator, TimeResult,
@@ -169,10 +169,14 @@ impl Device for PluginDevice {
             RStr::from_str(&d),
             RStr::from_str(&c),
         );
-        let results = self.done(r)?.into_vec();
+        let timing: Timing =
+            unseal(self.done(r)?.as_str()).map_err(|message| DeviceError::Failed {
+                device: self.kind.to_string(),
+                message,
+            })?;
         Ok(TimeResult {
-            results,
-            number: evaluator.number.max(1),
+            results: timing.results,
+            number: timing.number,
         })
     }
 }

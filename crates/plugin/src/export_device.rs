@@ -3,8 +3,8 @@
 //! method that looks the device up, calls it, and turns its error (or a panic) into the
 //! boundary's error string. Buffer, module and function handles are the device's own.
 
-use crate::{guard, unseal, TimeConfig};
-use abi_stable::std_types::{RResult, RSlice, RSliceMut, RStr, RString, RVec};
+use crate::{guard, seal, unseal, TimeConfig, Timing};
+use abi_stable::std_types::{RResult, RSlice, RSliceMut, RStr, RString};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use tessera_runtime::{BufferId, Device, FunctionId, ModuleId, TimeEvaluator};
@@ -147,7 +147,7 @@ pub(crate) extern "C" fn time(
     args: RSlice<'_, u64>,
     launch_dims: RStr<'_>,
     config: RStr<'_>,
-) -> RResult<RVec<f64>, RString> {
+) -> RResult<RString, RString> {
     guard("device_time", || {
         let dims = dims(launch_dims)?;
         let c: TimeConfig = unseal(config.as_str())?;
@@ -158,7 +158,12 @@ pub(crate) extern "C" fn time(
             dims.as_ref(),
             &TimeEvaluator::from(c),
         )
-        .map(|t| RVec::from(t.results))
+        .map(|t| {
+            RString::from(seal(&Timing {
+                results: t.results,
+                number: t.number,
+            }))
+        })
         .map_err(|e| e.to_string())
     })
 }

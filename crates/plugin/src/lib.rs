@@ -92,6 +92,15 @@ impl From<&TimeEvaluator> for TimeConfig {
     }
 }
 
+/// A time evaluator's result across the boundary (the runtime's `TimeResult`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Timing {
+    /// Seconds per call, one per repeat.
+    pub results: Vec<f64>,
+    /// Calls per repeat at the end (grown by `min_repeat_ms`).
+    pub number: usize,
+}
+
 impl From<TimeConfig> for TimeEvaluator {
     fn from(c: TimeConfig) -> TimeEvaluator {
         TimeEvaluator {
@@ -176,14 +185,15 @@ pub struct PluginRoot {
         dims: RStr<'_>,
     ) -> RResult<(), RString>,
     pub device_synchronize: extern "C" fn(device: u64) -> RResult<(), RString>,
-    /// Times a launch (sealed `TimeConfig`): seconds per call of each repeat.
+    /// Times a launch (sealed `TimeConfig`): a sealed `Timing` (seconds per call of
+    /// each repeat, and the calls per repeat the evaluator grew to).
     pub device_time: extern "C" fn(
         device: u64,
         function: u64,
         args: RSlice<'_, u64>,
         dims: RStr<'_>,
         config: RStr<'_>,
-    ) -> RResult<RVec<f64>, RString>,
+    ) -> RResult<RString, RString>,
     /// Runs a search strategy on a sealed task within `budget` trials, measuring
     /// candidates through `measure`; returns the best found (sealed JSON).
     #[sabi(last_prefix_field)]

@@ -3,11 +3,10 @@
 //! direct call of the kernel's entry point, synchronization is a no-op.
 
 use crate::device::{BufferId, Device, DeviceError, FunctionId, ModuleId};
+use crate::error::RuntimeError;
 use crate::module::Module;
 use crate::ndarray::NDArray;
-use crate::timer::{TimeEvaluator, TimeResult};
 use std::collections::HashMap;
-use std::ffi::c_void;
 use std::sync::{Arc, Mutex};
 use tessera_ir::DataType;
 use tessera_target::{Artifact, LaunchDims, TargetKind};
@@ -215,52 +214,30 @@ impl Device for CpuDevice {
         if dims.is_some() {
             return Err(bad("host kernels take no launch dimensions".into()));
         }
-        let params = m.params();
-        if args.len() != params.len() {
-            return Err(bad(format!(
-                "{} buffers given for {} parameters",
-                args.len(),
-                params.len()
-            )));
-        }
-        let mut ptrs: Vec<*mut c_void> = Vec::with_capacity(args.len());
-        for (i, (b, p)) in args.iter().zip(params).enumerate() {
-            let need = p.shape.iter().product::<i64>().max(0) as usize * p.dtype.bytes();
+        let mut bufs = Vec::with_capacity(args.len());
+        for b in args {
             let a = s
                 .buffers
                 .get_mut(&b.0)
                 .ok_or_else(|| unknown("buffer", b.0))?;
-            if a.nbytes() < need {
-                return Err(bad(format!(
-                    "argument {i} (`{}`) needs {need} bytes, buffer {} has {}",
-                    p.name,
-                    b.0,
-                    a.nbytes()
-                )));
-            }
-            ptrs.push(a.as_mut_ptr());
+            bufs.push((a.as_mut_ptr(), a.nbytes()));
         }
-        // SAFETY: each pointer is a live buffer of this device, large enough for its
-        // parameter, 64-byte aligned; the lock keeps every buffer alive and unaliased by
-        // other callers during the call. Two arguments may name the same buffer only as
-        // inputs (the graph executor reads one value twice), which the kernel only reads.
-        unsafe { m.call_raw(&mut ptrs) }.map_err(|source| DeviceError::Runtime {
-            device: NAME.into(),
-            source,
+        // SAFETY: each pointer is a live buffer of this device with its true size,
+        // 64-byte aligned; the lock keeps every buffer alive and unaliased by other
+        // callers during the call. Two arguments may name the same buffer only as inputs
+        // (the graph executor reads one value twice), which the kernel only reads.
+        unsafe { m.call_sized(&bufs) }.map_err(|e| match e {
+            RuntimeError::ArgCount { .. } | RuntimeError::BufferTooSmall { .. } => {
+                bad(e.to_string())
+            }
+            source => DeviceError::Runtime {
+                device: NAME.into(),
+                source,
+            },
         })
     }
 
     fn synchronize(&self) -> Result<(), DeviceError> {
         Ok(())
-    }
-
-    fn time(
-        &self,
-        function: FunctionId,
-        args: &[BufferId],
-        dims: Option<&LaunchDims>,
-        evaluator: &TimeEvaluator,
-    ) -> Result<TimeResult, DeviceError> {
-        evaluator.evaluate(|| self.launch(function, args, dims))
     }
 }

@@ -100,6 +100,14 @@ pub enum RuntimeError {
         second: usize,
         second_name: String,
     },
+    /// A buffer smaller than its parameter's data.
+    #[error("argument {index} (`{name}`) needs {need} bytes, its buffer has {size}")]
+    BufferTooSmall {
+        index: usize,
+        name: String,
+        need: usize,
+        size: usize,
+    },
     /// The kernel returned a non-zero status.
     #[error("`{entry}` failed with status {code}")]
     CallFailed { entry: String, code: i32 },

@@ -194,6 +194,40 @@ impl Module {
         self.call_ptrs(ptrs)
     }
 
+    /// Calls the kernel on raw buffers given with their sizes in bytes, after checking
+    /// their count and that each is large enough for its parameter: for devices that
+    /// keep host kernels' arguments in buffers of their own (the CPU device, a plugin
+    /// device computing on the host). A too-small buffer is
+    /// [`RuntimeError::BufferTooSmall`].
+    ///
+    /// # Safety
+    /// Each pointer must point to live, writable memory of at least its given size,
+    /// aligned for its parameter's dtype, untouched by anyone else during the call; two
+    /// arguments may share memory only if the kernel only reads both.
+    pub unsafe fn call_sized(&self, args: &[(*mut c_void, usize)]) -> Result<(), RuntimeError> {
+        let params = &self.artifact.params;
+        if args.len() != params.len() {
+            return Err(RuntimeError::ArgCount {
+                entry: self.artifact.entry.clone(),
+                expected: params.len(),
+                got: args.len(),
+            });
+        }
+        for (index, ((_, size), p)) in args.iter().zip(params).enumerate() {
+            let need = p.shape.iter().product::<i64>().max(0) as usize * p.dtype.bytes();
+            if *size < need {
+                return Err(RuntimeError::BufferTooSmall {
+                    index,
+                    name: p.name.clone(),
+                    need,
+                    size: *size,
+                });
+            }
+        }
+        let mut ptrs: Vec<*mut c_void> = args.iter().map(|(p, _)| *p).collect();
+        self.call_ptrs(&mut ptrs)
+    }
+
     fn prepare(&self, args: &mut [&mut NDArray]) -> Result<Vec<*mut c_void>, RuntimeError> {
         let shared: Vec<&NDArray> = args.iter().map(|a| &**a).collect();
         self.check_args(&shared)?;
