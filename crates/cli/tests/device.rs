@@ -197,6 +197,40 @@ fn tuning_on_the_test_device_survives_hanging_crashing_and_wrong_kernels() {
 }
 
 #[test]
+fn template_tuning_measures_on_the_test_device() {
+    let plugins = plugin_dir();
+    let log = plugins.path().join("tpl.jsonl");
+    let args = [
+        "tune",
+        "--templates",
+        "--op",
+        "matmul",
+        "--op-shape",
+        "64,64,64",
+        "--target",
+        "testdev",
+        "--tuner",
+        "random",
+        "--trials",
+        "8",
+        "--log",
+        log.to_str().unwrap(),
+    ];
+    let counts = plugins.path().join("counters.json");
+    let env = [
+        ("TESSERA_PLUGIN_PATH", plugins.path()),
+        ("TESSERA_TESTDEV_COUNTERS", counts.as_path()),
+    ];
+    let out = ok(tessera(&bin(), &args, &env, &[]));
+    assert!(out.contains("after 8 trials"), "{out}");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(text.matches(r#""target":"testdev""#).count(), 9, "{text}");
+    assert!(error_codes(&log).iter().all(|&c| c == 0), "{text}");
+    // the kernels ran on the device (in the runner processes, which share the file)
+    assert!(counters(&counts)["launches"].as_u64().unwrap() > 0);
+}
+
+#[test]
 fn a_network_tuned_on_the_test_device_is_built_with_its_log() {
     let plugins = plugin_dir();
     let log = plugins.path().join("net.jsonl");
