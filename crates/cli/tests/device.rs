@@ -119,6 +119,8 @@ fn resnet18_on_the_test_device_matches_the_cpu_and_copies_only_input_and_output(
         assert_eq!(c["bytes_out"], 1000 * 4, "{c}");
         assert_eq!(c["copies_on_device"], 0, "{c}");
         assert_eq!(c["modules"], 30, "{c}");
+        // everything the network allocated on the device was freed when it was dropped
+        assert_eq!(c["frees"], c["allocs"], "{c}");
     }
     assert_eq!(many["copies_in"], once["copies_in"], "{many} vs {once}");
     assert_eq!(once["launches"], 32, "{once}");

@@ -53,6 +53,13 @@ impl PluginDevice {
     }
 }
 
+impl Drop for PluginDevice {
+    fn drop(&mut self) {
+        // A failed close (the plugin lost the handle) leaks the device, nothing worse.
+        let _ = (self.plugin.root.device_close())(self.handle);
+    }
+}
+
 fn sealed_dims(dims: Option<&LaunchDims>) -> String {
     dims.map(seal).unwrap_or_default()
 }

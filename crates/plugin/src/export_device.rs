@@ -26,6 +26,20 @@ pub(crate) fn register(device: Arc<dyn Device>) -> u64 {
     id
 }
 
+pub(crate) extern "C" fn close(id: u64) -> RResult<(), RString> {
+    guard("device_close", || {
+        // Taken out under the lock, dropped after it: a device's drop may take time.
+        let removed = table()
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .1
+            .remove(&id);
+        removed
+            .map(drop)
+            .ok_or_else(|| format!("no device with handle {id}"))
+    })
+}
+
 fn device(id: u64) -> Result<Arc<dyn Device>, String> {
     let t = table().lock().unwrap_or_else(|e| e.into_inner());
     t.1.get(&id)

@@ -152,6 +152,9 @@ pub struct PluginRoot {
     pub build: extern "C" fn(target: RStr<'_>, func: RStr<'_>) -> RResult<RVec<u8>, RString>,
     /// Opens the device of a target string: a device handle.
     pub device_open: extern "C" fn(target: RStr<'_>) -> RResult<u64, RString>,
+    /// Closes a device handle (the core's last reference to it is gone); the plugin's
+    /// device is dropped once nothing of the plugin's own holds it.
+    pub device_close: extern "C" fn(device: u64) -> RResult<(), RString>,
     /// Allocates `nbytes` on a device: a buffer handle.
     pub device_alloc: extern "C" fn(device: u64, nbytes: u64) -> RResult<u64, RString>,
     pub device_free: extern "C" fn(device: u64, buffer: u64) -> RResult<(), RString>,
@@ -411,6 +414,7 @@ pub mod export {
             codegen: codegen::<I>,
             build: build::<I>,
             device_open: device_open::<I>,
+            device_close: crate::export_device::close,
             device_alloc: crate::export_device::alloc,
             device_free: crate::export_device::free,
             device_copy_from_host: crate::export_device::copy_from_host,

@@ -260,6 +260,7 @@ impl Device for TestDevice {
         let id = s.fresh();
         s.arena.insert(id, a);
         s.counters.allocs += 1;
+        s.publish();
         Ok(BufferId(id))
     }
 
@@ -269,6 +270,7 @@ impl Device for TestDevice {
             .remove(&buffer.0)
             .ok_or_else(|| fail(format!("no buffer {}", buffer.0)))?;
         s.counters.frees += 1;
+        s.publish();
         Ok(())
     }
 
