@@ -27,6 +27,12 @@ pub enum BackendError {
         source_path: PathBuf,
         seconds: f64,
     },
+    #[error("{backend}: building `{func}` failed: {message}")]
+    PluginBuild {
+        backend: String,
+        func: String,
+        message: String,
+    },
     #[error("I/O error at {}: {message}", path.display())]
     Io { path: PathBuf, message: String },
     #[error("no backend for target `{target}`: {reason}")]

@@ -26,9 +26,13 @@ impl PluginBackend {
         })
     }
 
+    fn name(&self) -> String {
+        format!("{} (plugin `{}`)", self.target.kind, self.plugin.name)
+    }
+
     fn unsupported(&self, func: &PrimFunc, e: PluginError) -> BackendError {
         BackendError::Unsupported {
-            backend: format!("{} (plugin `{}`)", self.target.kind, self.plugin.name),
+            backend: self.name(),
             func: func.name.clone(),
             reason: match e {
                 PluginError::Call { message, .. } => message,
@@ -58,10 +62,18 @@ impl Backend for PluginBackend {
             .map_err(|e| self.unsupported(func, e))
     }
     fn build(&self, func: &PrimFunc, out_dir: &Path) -> Result<Artifact, BackendError> {
-        let bytes = self
+        let built = self
             .plugin
             .build(&self.target.to_string(), func)
-            .map_err(|e| self.unsupported(func, e))?;
+            .map_err(|e| BackendError::PluginBuild {
+                backend: self.name(),
+                func: func.name.clone(),
+                message: match e {
+                    PluginError::Call { message, .. } => message,
+                    other => other.to_string(),
+                },
+            })?;
+        let bytes = &built.bytes;
         let io = |path: &Path, e: std::io::Error| BackendError::Io {
             path: path.to_path_buf(),
             message: e.to_string(),
@@ -70,21 +82,29 @@ impl Backend for PluginBackend {
         let path = out_dir.join(format!(
             "{}-{:016x}.{}",
             func.name,
-            content_hash(&bytes),
+            content_hash(bytes),
             self.target.kind
         ));
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let tmp = path.with_extension(format!("tmp{}-{n}", std::process::id()));
-        std::fs::write(&tmp, &bytes).map_err(|e| io(&tmp, e))?;
+        std::fs::write(&tmp, bytes).map_err(|e| io(&tmp, e))?;
         std::fs::rename(&tmp, &path).map_err(|e| io(&path, e))?;
+        // The source beside it, when the plugin gave one (else the artifact stands in).
+        let source_path = if built.source.is_empty() {
+            path.clone()
+        } else {
+            let src = path.with_extension(format!("{}.src", self.target.kind));
+            std::fs::write(&src, &built.source).map_err(|e| io(&src, e))?;
+            src
+        };
         Ok(Artifact {
             device: self.target.kind.clone(),
-            source_path: path.clone(),
+            source_path,
             path,
             entry: func.name.clone(),
             params: ParamSpec::of(func),
-            launch: None,
+            launch: built.launch,
         })
     }
 }

@@ -181,6 +181,23 @@ impl Device for PluginDevice {
                 device: self.kind.to_string(),
                 message,
             })?;
+        // A plugin's timings are checked like any input: one finite, non-negative time
+        // per repeat, and at least the calls per repeat that were asked for.
+        let repeats = evaluator.repeat;
+        let sane = timing.results.len() == repeats
+            && timing.results.iter().all(|t| t.is_finite() && *t >= 0.0)
+            && timing.number >= evaluator.number.max(1);
+        if !sane {
+            return Err(DeviceError::Failed {
+                device: self.kind.to_string(),
+                message: format!(
+                    "the plugin's timer returned {:?} with {} calls per repeat for {repeats} repeats of at least {} calls",
+                    timing.results,
+                    timing.number,
+                    evaluator.number.max(1)
+                ),
+            });
+        }
         Ok(TimeResult {
             results: timing.results,
             number: timing.number,

@@ -71,15 +71,17 @@ fn buffers(args: RSlice<'_, u64>) -> Vec<BufferId> {
     args.iter().map(|&b| BufferId(b)).collect()
 }
 
-fn size(n: u64) -> Result<usize, tessera_runtime::DeviceError> {
+fn size(d: &dyn Device, n: u64) -> Result<usize, tessera_runtime::DeviceError> {
     usize::try_from(n).map_err(|_| tessera_runtime::DeviceError::Failed {
-        device: "plugin".into(),
+        device: d.kind().to_string(),
         message: format!("{n} does not fit this machine's address space"),
     })
 }
 
 pub(crate) extern "C" fn alloc(id: u64, nbytes: u64) -> RResult<u64, RString> {
-    with("device_alloc", id, |d| d.alloc(size(nbytes)?).map(|b| b.0))
+    with("device_alloc", id, |d| {
+        d.alloc(size(d, nbytes)?).map(|b| b.0)
+    })
 }
 
 pub(crate) extern "C" fn free(id: u64, buffer: u64) -> RResult<(), RString> {
@@ -93,7 +95,7 @@ pub(crate) extern "C" fn copy_from_host(
     src: RSlice<'_, u8>,
 ) -> RResult<(), RString> {
     with("device_copy_from_host", id, |d| {
-        d.copy_from_host(BufferId(buffer), size(offset)?, src.as_slice())
+        d.copy_from_host(BufferId(buffer), size(d, offset)?, src.as_slice())
     })
 }
 
@@ -104,7 +106,7 @@ pub(crate) extern "C" fn copy_to_host(
     mut dst: RSliceMut<'_, u8>,
 ) -> RResult<(), RString> {
     with("device_copy_to_host", id, |d| {
-        d.copy_to_host(BufferId(buffer), size(offset)?, dst.as_mut_slice())
+        d.copy_to_host(BufferId(buffer), size(d, offset)?, dst.as_mut_slice())
     })
 }
 
@@ -115,7 +117,7 @@ pub(crate) extern "C" fn copy_on_device(
     nbytes: u64,
 ) -> RResult<(), RString> {
     with("device_copy_on_device", id, |d| {
-        d.copy_on_device(BufferId(src), BufferId(dst), size(nbytes)?)
+        d.copy_on_device(BufferId(src), BufferId(dst), size(d, nbytes)?)
     })
 }
 

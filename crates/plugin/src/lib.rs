@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use tessera_ir::PrimFunc;
 use tessera_runtime::{Device, TimeEvaluator};
-use tessera_target::HardwareParams;
+use tessera_target::{HardwareParams, LaunchDims};
 
 pub mod backend;
 pub mod device;
@@ -112,6 +112,27 @@ impl From<TimeConfig> for TimeEvaluator {
     }
 }
 
+/// What a plugin's build returns across the boundary.
+#[repr(C)]
+#[derive(StableAbi)]
+pub struct BuildOutput {
+    /// The bytes of the file the plugin's device loads.
+    pub bytes: RVec<u8>,
+    /// Sealed `LaunchDims` of a GPU kernel, or empty.
+    pub launch: RString,
+    /// The generated source (for reports), or empty.
+    pub source: RString,
+}
+
+/// A kernel a plugin built: the bytes of the file its device loads, how a GPU kernel is
+/// launched (the thread extents of the host/device split), and the generated source.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct BuiltKernel {
+    pub bytes: Vec<u8>,
+    pub launch: Option<LaunchDims>,
+    pub source: String,
+}
+
 /// The callback a search strategy measures through: `call(ctx, candidates)` measures a
 /// batch of candidates (JSON) and returns their results (JSON).
 #[repr(C)]
@@ -147,9 +168,9 @@ pub struct PluginRoot {
     pub hardware_params: extern "C" fn(target: RStr<'_>) -> RResult<RString, RString>,
     /// Source code of a sealed `PrimFunc`.
     pub codegen: extern "C" fn(target: RStr<'_>, func: RStr<'_>) -> RResult<RString, RString>,
-    /// The loadable artifact (bytes of the file a device of the kind loads) of a sealed
-    /// `PrimFunc`.
-    pub build: extern "C" fn(target: RStr<'_>, func: RStr<'_>) -> RResult<RVec<u8>, RString>,
+    /// The loadable artifact of a sealed `PrimFunc`: the bytes of the file a device of
+    /// the kind loads, its launch dimensions and its source.
+    pub build: extern "C" fn(target: RStr<'_>, func: RStr<'_>) -> RResult<BuildOutput, RString>,
     /// Opens the device of a target string: a device handle.
     pub device_open: extern "C" fn(target: RStr<'_>) -> RResult<u64, RString>,
     /// Closes a device handle (the core's last reference to it is gone); the plugin's
@@ -240,7 +261,7 @@ pub trait Plugin: Send + Sync + 'static {
             self.name()
         ))
     }
-    fn build(&self, target: &str, func: &PrimFunc) -> Result<Vec<u8>, String> {
+    fn build(&self, target: &str, func: &PrimFunc) -> Result<BuiltKernel, String> {
         let _ = func;
         Err(format!(
             "`{}` provides no backend for `{target}`",
@@ -368,10 +389,14 @@ pub mod export {
     extern "C" fn build<I: Instance>(
         target: RStr<'_>,
         func: RStr<'_>,
-    ) -> RResult<RVec<u8>, RString> {
+    ) -> RResult<BuildOutput, RString> {
         guard("build", || {
             let f: PrimFunc = unseal(func.as_str())?;
-            I::get().build(target.as_str(), &f).map(RVec::from)
+            I::get().build(target.as_str(), &f).map(|k| BuildOutput {
+                bytes: RVec::from(k.bytes),
+                launch: k.launch.as_ref().map(seal).unwrap_or_default().into(),
+                source: k.source.into(),
+            })
         })
     }
     extern "C" fn device_open<I: Instance>(target: RStr<'_>) -> RResult<u64, RString> {

@@ -1,7 +1,7 @@
 //! Finding, checking and loading plugins. A loaded plugin is never unloaded.
 
-use crate::{seal, unseal, Measure, PluginRootRef, PLUGIN_SCHEMA_VERSION};
-use abi_stable::library::{lib_header_from_raw_library, RawLibrary};
+use crate::{seal, unseal, BuiltKernel, Measure, PluginRootRef, PLUGIN_SCHEMA_VERSION};
+use abi_stable::library::{lib_header_from_raw_library, RawLibrary, RootModule};
 use abi_stable::std_types::{RResult, RStr, RString};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -128,17 +128,17 @@ fn check(root: PluginRootRef, origin: Origin) -> Result<LoadedPlugin, PluginErro
 fn check_elf(bytes: &[u8]) -> Result<(), String> {
     let u16_at = |o: usize| {
         bytes
-            .get(o..o + 2)
+            .get(o..o.checked_add(2)?)
             .map(|b| u16::from_le_bytes([b[0], b[1]]) as u64)
     };
     let u32_at = |o: usize| {
         bytes
-            .get(o..o + 4)
+            .get(o..o.checked_add(4)?)
             .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as u64)
     };
     let u64_at = |o: usize| {
         bytes
-            .get(o..o + 8)
+            .get(o..o.checked_add(8)?)
             .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
     };
     let short = || "the ELF header is cut short".to_string();
@@ -165,11 +165,15 @@ fn check_elf(bytes: &[u8]) -> Result<(), String> {
         ));
     }
     for i in 0..phnum {
-        let h = (phoff + i * phentsize) as usize;
+        let h = phentsize
+            .checked_mul(i)
+            .and_then(|o| o.checked_add(phoff))
+            .and_then(|o| usize::try_from(o).ok())
+            .ok_or_else(|| "a program header lies beyond the address space".to_string())?;
         let p_type = u32_at(h).ok_or_else(|| "a program header is cut short".to_string())?;
         let (off, filesz) = (
-            u64_at(h + 8).ok_or_else(short)?,
-            u64_at(h + 0x20).ok_or_else(short)?,
+            u64_at(h.saturating_add(8)).ok_or_else(short)?,
+            u64_at(h.saturating_add(0x20)).ok_or_else(short)?,
         );
         if p_type == 1 && off.saturating_add(filesz) > len {
             return Err(format!(
@@ -208,11 +212,32 @@ pub fn load_file(path: &Path) -> Result<LoadedPlugin, PluginError> {
             path: path.to_path_buf(),
             reason: one_line(e),
         })?;
+    // Every abi_stable library exports the same root-module symbol: before anything of
+    // it is called, it must say it is a Tessera plugin root module and carry a layout
+    // to check against.
+    let consts = header.root_mod_consts();
+    if consts.base_name().as_str() != <PluginRootRef as RootModule>::BASE_NAME {
+        return Err(PluginError::NotAPlugin {
+            path: path.to_path_buf(),
+            reason: format!(
+                "its root module is `{}`, not `{}`",
+                consts.base_name(),
+                <PluginRootRef as RootModule>::BASE_NAME
+            ),
+        });
+    }
+    if consts.layout().into_option().is_none() {
+        return Err(PluginError::Incompatible {
+            path: path.to_path_buf(),
+            reason: "its root module carries no layout to check".into(),
+        });
+    }
     // The root module's first three fields (schema version, name, version) are the same
     // in every schema version: read them before the layout check, so that a plugin
     // built for another schema is refused by name, version and schema, not as an
     // opaque layout mismatch.
-    // SAFETY: only those three leading fields are read before `ensure_layout` below
+    // SAFETY: it is a `tessera_plugin` root module (checked above) and only its three
+    // leading fields, the same in every version, are read before `ensure_layout` below
     // has checked the whole layout.
     let root = unsafe { header.unchecked_layout::<PluginRootRef>() }.map_err(|e| {
         PluginError::NotAPlugin {
@@ -373,12 +398,21 @@ impl LoadedPlugin {
             .map_err(|e| self.call_err(e.into_string()))
     }
 
-    pub fn build(&self, target: &str, func: &PrimFunc) -> Result<Vec<u8>, PluginError> {
+    pub fn build(&self, target: &str, func: &PrimFunc) -> Result<BuiltKernel, PluginError> {
         let f = seal(func);
-        (self.root.build())(RStr::from_str(target), RStr::from_str(&f))
+        let out = (self.root.build())(RStr::from_str(target), RStr::from_str(&f))
             .into_result()
-            .map(|v| v.into_vec())
-            .map_err(|e| self.call_err(e.into_string()))
+            .map_err(|e| self.call_err(e.into_string()))?;
+        let launch = if out.launch.is_empty() {
+            None
+        } else {
+            Some(unseal(out.launch.as_str()).map_err(|e| self.call_err(e))?)
+        };
+        Ok(BuiltKernel {
+            bytes: out.bytes.into_vec(),
+            launch,
+            source: out.source.into_string(),
+        })
     }
 
     /// Runs search strategy `strategy` on `task` (JSON) within `budget` trials; the

@@ -227,9 +227,9 @@ impl Device for CpuDevice {
         // callers during the call. Two arguments may name the same buffer only as inputs
         // (the graph executor reads one value twice), which the kernel only reads.
         unsafe { m.call_sized(&bufs) }.map_err(|e| match e {
-            RuntimeError::ArgCount { .. } | RuntimeError::BufferTooSmall { .. } => {
-                bad(e.to_string())
-            }
+            RuntimeError::ArgCount { .. }
+            | RuntimeError::BufferTooSmall { .. }
+            | RuntimeError::Aliased { .. } => bad(e.to_string()),
             source => DeviceError::Runtime {
                 device: NAME.into(),
                 source,

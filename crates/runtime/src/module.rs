@@ -195,15 +195,16 @@ impl Module {
     }
 
     /// Calls the kernel on raw buffers given with their sizes in bytes, after checking
-    /// their count and that each is large enough for its parameter: for devices that
-    /// keep host kernels' arguments in buffers of their own (the CPU device, a plugin
-    /// device computing on the host). A too-small buffer is
-    /// [`RuntimeError::BufferTooSmall`].
+    /// their count, that each is large enough for its parameter
+    /// ([`RuntimeError::BufferTooSmall`]) and that no parameter the kernel writes shares
+    /// its buffer with another argument ([`RuntimeError::Aliased`]; inputs may share
+    /// one, e.g. a value read twice): for devices that keep host kernels' arguments in
+    /// buffers of their own (the CPU device, a plugin device computing on the host).
     ///
     /// # Safety
-    /// Each pointer must point to live, writable memory of at least its given size,
-    /// aligned for its parameter's dtype, untouched by anyone else during the call; two
-    /// arguments may share memory only if the kernel only reads both.
+    /// Each pointer must be the start of a distinct allocation (or the same pointer
+    /// again) of live, writable memory of at least its given size, aligned for its
+    /// parameter's dtype, untouched by anyone else during the call.
     pub unsafe fn call_sized(&self, args: &[(*mut c_void, usize)]) -> Result<(), RuntimeError> {
         let params = &self.artifact.params;
         if args.len() != params.len() {
@@ -214,7 +215,7 @@ impl Module {
             });
         }
         for (index, ((_, size), p)) in args.iter().zip(params).enumerate() {
-            let need = p.shape.iter().product::<i64>().max(0) as usize * p.dtype.bytes();
+            let need = p.nbytes().unwrap_or(usize::MAX);
             if *size < need {
                 return Err(RuntimeError::BufferTooSmall {
                     index,
@@ -222,6 +223,18 @@ impl Module {
                     need,
                     size: *size,
                 });
+            }
+        }
+        for (j, (pj, _)) in args.iter().enumerate() {
+            for (i, (pi, _)) in args[..j].iter().enumerate() {
+                if pi == pj && (params[i].written || params[j].written) {
+                    return Err(RuntimeError::Aliased {
+                        first: i,
+                        first_name: params[i].name.clone(),
+                        second: j,
+                        second_name: params[j].name.clone(),
+                    });
+                }
             }
         }
         let mut ptrs: Vec<*mut c_void> = args.iter().map(|(p, _)| *p).collect();

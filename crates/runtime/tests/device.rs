@@ -42,6 +42,7 @@ fn add_kernel(dir: &std::path::Path) -> Artifact {
         name: name.into(),
         dtype: DataType::float32(),
         shape: vec![2, 3],
+        written: name == "C",
     };
     Artifact {
         device: TargetKind::CPU,
@@ -156,6 +157,12 @@ fn misuse_is_a_typed_error_naming_the_device() {
         Err(DeviceError::BadLaunch { .. })
     ));
     dev.launch(f, &big, None).unwrap();
+    // an input read twice is fine; the output sharing an input's buffer is not (the
+    // kernel's parameters are `restrict`)
+    dev.launch(f, &[big[0], big[0], big[2]], None).unwrap();
+    let e = dev.launch(f, &[big[0], big[1], big[0]], None).unwrap_err();
+    assert!(matches!(e, DeviceError::BadLaunch { .. }), "{e}");
+    assert!(e.to_string().contains("are the same array"), "{e}");
 }
 
 #[test]

@@ -75,6 +75,7 @@ fn param(name: &str, dtype: DataType, shape: &[i64]) -> ParamSpec {
         name: name.to_string(),
         dtype,
         shape: shape.to_vec(),
+        written: false,
     }
 }
 

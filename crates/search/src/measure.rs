@@ -408,7 +408,13 @@ impl Measurer {
                 total(start),
             );
         }
-        let line = String::from_utf8_lossy(&out.stdout);
+        // The reply is the last line: a device library may print to standard output too.
+        let text = String::from_utf8_lossy(&out.stdout);
+        let line = text
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("");
         match serde_json::from_str::<RunReply>(line.trim()) {
             Ok(RunReply::Ok { costs }) => MeasureResult {
                 costs,
@@ -487,13 +493,20 @@ fn build_guarded(
     }
     match rx.recv_timeout(timeout + BUILD_GRACE) {
         Ok(built) => built,
-        Err(_) => Err(MeasureResult::failed(
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(MeasureResult::failed(
             MeasureErrorNo::BuildTimeout,
             format!(
-                "the {} backend did not finish building within {} s",
+                "the {} backend did not finish building within {} s (waited {:.1} s; the \
+                 build goes on in the background until it ends)",
                 backend.target().kind,
-                timeout.as_secs_f64()
+                timeout.as_secs_f64(),
+                start.elapsed().as_secs_f64()
             ),
+            start.elapsed().as_secs_f64(),
+        )),
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(MeasureResult::failed(
+            MeasureErrorNo::CompileHost,
+            "the build thread ended without a result".to_string(),
             start.elapsed().as_secs_f64(),
         )),
     }

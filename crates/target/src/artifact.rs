@@ -3,7 +3,8 @@
 use crate::target::TargetKind;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
-use tessera_ir::{DataType, PrimFunc};
+use tessera_ir::visit::{walk_stmt, ExprVisitor, StmtVisitor};
+use tessera_ir::{Buffer, DataType, PrimFunc, Stmt, StmtNode};
 
 /// How a GPU kernel is launched (TVM's thread extents): grid and block dimensions and the
 /// dynamic shared memory per block. Host kernels (the CPU's) take none.
@@ -20,19 +21,46 @@ pub struct ParamSpec {
     pub name: String,
     pub dtype: DataType,
     pub shape: Vec<i64>,
+    /// Whether the function writes it (an output): its memory must not be shared with
+    /// any other argument.
+    #[serde(default)]
+    pub written: bool,
 }
 
 impl ParamSpec {
-    /// The parameter specs of a function (constant shapes; a symbolic one reads as empty).
+    /// The parameter specs of a function (constant shapes; a symbolic one reads as
+    /// empty), each marked written if the body stores to it.
     pub fn of(func: &PrimFunc) -> Vec<ParamSpec> {
+        struct Stores(Vec<Buffer>);
+        impl ExprVisitor for Stores {}
+        impl StmtVisitor for Stores {
+            fn visit_stmt(&mut self, s: &Stmt) {
+                if let StmtNode::Store { buffer, .. } = s.node() {
+                    if !self.0.contains(buffer) {
+                        self.0.push(buffer.clone());
+                    }
+                }
+                walk_stmt(self, s)
+            }
+        }
+        let mut stores = Stores(Vec::new());
+        stores.visit_stmt(&func.body);
         func.params
             .iter()
             .map(|p| ParamSpec {
                 name: p.name().to_string(),
                 dtype: p.dtype(),
                 shape: p.const_shape().unwrap_or_default(),
+                written: stores.0.contains(p),
             })
             .collect()
+    }
+
+    /// The bytes of the parameter's data, or `None` for a negative or overflowing size.
+    pub fn nbytes(&self) -> Option<usize> {
+        self.shape.iter().try_fold(self.dtype.bytes(), |acc, &d| {
+            usize::try_from(d).ok().and_then(|d| acc.checked_mul(d))
+        })
     }
 }
 

@@ -16,12 +16,13 @@
 //! tests, `build` panics when `TESSERA_TESTDEV_PANIC` is set.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use tessera_backends::{Backend, CpuBackend, HardwareParams, Target};
 use tessera_ir::{DataType, PrimFunc};
-use tessera_plugin::{export_plugin, Plugin};
+use tessera_plugin::{export_plugin, BuiltKernel, Plugin};
 use tessera_runtime::{BufferId, Device, DeviceError, FunctionId, Module, ModuleId, NDArray};
 use tessera_target::{Artifact, LaunchDims, TargetKind};
 
@@ -115,16 +116,21 @@ impl Plugin for TestDev {
     fn codegen(&self, _target: &str, func: &PrimFunc) -> Result<String, String> {
         cpu().codegen(func).map_err(|e| e.to_string())
     }
-    fn build(&self, _target: &str, func: &PrimFunc) -> Result<Vec<u8>, String> {
+    fn build(&self, _target: &str, func: &PrimFunc) -> Result<BuiltKernel, String> {
         if std::env::var_os("TESSERA_TESTDEV_PANIC").is_some() {
             panic!("testdev was asked to panic");
         }
         let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
         let art = cpu().build(func, dir.path()).map_err(|e| e.to_string())?;
         let so = std::fs::read(&art.path).map_err(|e| e.to_string())?;
+        let source = std::fs::read_to_string(&art.source_path).map_err(|e| e.to_string())?;
         let mut bytes = format!("{MAGIC} {}\n", self.next_fault().name()).into_bytes();
         bytes.extend_from_slice(&so);
-        Ok(bytes)
+        Ok(BuiltKernel {
+            bytes,
+            launch: None,
+            source,
+        })
     }
     fn open_device(&self, _target: &str) -> Result<Arc<dyn Device>, String> {
         Ok(Arc::new(TestDevice::default()))
@@ -240,11 +246,14 @@ fn unpack(artifact: &Artifact) -> Result<(Fault, PathBuf), DeviceError> {
     let h = so.iter().fold(0xcbf29ce484222325u64, |h, b| {
         (h ^ *b as u64).wrapping_mul(0x100000001b3)
     });
-    let path = std::env::temp_dir().join(format!("tessera-testdev-{h:016x}.so"));
+    // Beside the artifact, named by content: a loaded object is never replaced under
+    // its loader, and each writer publishes a complete file of its own by rename.
+    let dir = artifact.path.parent().unwrap_or(Path::new("."));
+    let path = dir.join(format!("testdev-{h:016x}.so"));
     if !path.exists() {
-        let tmp = path.with_extension(format!("so.{}", std::process::id()));
-        std::fs::write(&tmp, so).map_err(|e| fail(e.to_string()))?;
-        std::fs::rename(&tmp, &path).map_err(|e| fail(e.to_string()))?;
+        let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| fail(e.to_string()))?;
+        tmp.write_all(so).map_err(|e| fail(e.to_string()))?;
+        tmp.persist(&path).map_err(|e| fail(e.to_string()))?;
     }
     Ok((fault, path))
 }
