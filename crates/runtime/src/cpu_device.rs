@@ -1,14 +1,13 @@
 //! [`CpuDevice`]: the host CPU as a [`Device`]. Buffers are 64-byte-aligned host
-//! allocations, modules are the CPU backend's shared objects ([`Module`]), a launch is a
+//! allocations (a [`HostArena`]), modules are the CPU backend's shared objects ([`Module`]), a launch is a
 //! direct call of the kernel's entry point, synchronization is a no-op.
 
 use crate::device::{BufferId, Device, DeviceError, FunctionId, ModuleId};
 use crate::error::RuntimeError;
+use crate::host_arena::HostArena;
 use crate::module::Module;
-use crate::ndarray::NDArray;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use tessera_ir::DataType;
 use tessera_target::{Artifact, LaunchDims, TargetKind};
 
 /// The host CPU.
@@ -17,12 +16,22 @@ pub struct CpuDevice {
     state: Mutex<State>,
 }
 
-#[derive(Default)]
 struct State {
     next: u64,
-    buffers: HashMap<u64, NDArray>,
+    arena: HostArena,
     modules: HashMap<u64, Arc<Module>>,
     functions: HashMap<u64, Arc<Module>>,
+}
+
+impl Default for State {
+    fn default() -> State {
+        State {
+            next: 0,
+            arena: HostArena::new(NAME),
+            modules: HashMap::new(),
+            functions: HashMap::new(),
+        }
+    }
 }
 
 impl State {
@@ -42,29 +51,6 @@ fn unknown(what: &'static str, id: u64) -> DeviceError {
     }
 }
 
-fn out_of_bounds(id: u64, offset: usize, len: usize, size: usize) -> DeviceError {
-    DeviceError::OutOfBounds {
-        device: NAME.into(),
-        id,
-        offset,
-        len,
-        size,
-    }
-}
-
-/// `offset..offset + len` inside a buffer of `size` bytes.
-fn range(
-    id: u64,
-    offset: usize,
-    len: usize,
-    size: usize,
-) -> Result<std::ops::Range<usize>, DeviceError> {
-    match offset.checked_add(len) {
-        Some(end) if end <= size => Ok(offset..end),
-        _ => Err(out_of_bounds(id, offset, len, size)),
-    }
-}
-
 impl CpuDevice {
     pub fn new() -> CpuDevice {
         CpuDevice::default()
@@ -81,35 +67,15 @@ impl Device for CpuDevice {
     }
 
     fn alloc(&self, nbytes: usize) -> Result<BufferId, DeviceError> {
-        let a = NDArray::zeros(DataType::uint(8), &[nbytes]).map_err(|source| {
-            DeviceError::Runtime {
-                device: NAME.into(),
-                source,
-            }
-        })?;
-        let mut s = self.lock();
-        let id = s.fresh();
-        s.buffers.insert(id, a);
-        Ok(BufferId(id))
+        self.lock().arena.alloc(nbytes)
     }
 
     fn free(&self, buffer: BufferId) -> Result<(), DeviceError> {
-        self.lock()
-            .buffers
-            .remove(&buffer.0)
-            .map(drop)
-            .ok_or_else(|| unknown("buffer", buffer.0))
+        self.lock().arena.free(buffer)
     }
 
     fn copy_from_host(&self, dst: BufferId, offset: usize, src: &[u8]) -> Result<(), DeviceError> {
-        let mut s = self.lock();
-        let b = s
-            .buffers
-            .get_mut(&dst.0)
-            .ok_or_else(|| unknown("buffer", dst.0))?;
-        let r = range(dst.0, offset, src.len(), b.nbytes())?;
-        b.as_bytes_mut()[r].copy_from_slice(src);
-        Ok(())
+        self.lock().arena.copy_from_host(dst, offset, src)
     }
 
     fn copy_to_host(
@@ -118,14 +84,7 @@ impl Device for CpuDevice {
         offset: usize,
         dst: &mut [u8],
     ) -> Result<(), DeviceError> {
-        let s = self.lock();
-        let b = s
-            .buffers
-            .get(&src.0)
-            .ok_or_else(|| unknown("buffer", src.0))?;
-        let r = range(src.0, offset, dst.len(), b.nbytes())?;
-        dst.copy_from_slice(&b.as_bytes()[r]);
-        Ok(())
+        self.lock().arena.copy_to_host(src, offset, dst)
     }
 
     fn copy_on_device(
@@ -134,23 +93,7 @@ impl Device for CpuDevice {
         dst: BufferId,
         nbytes: usize,
     ) -> Result<(), DeviceError> {
-        let mut s = self.lock();
-        let from = s
-            .buffers
-            .get(&src.0)
-            .ok_or_else(|| unknown("buffer", src.0))?;
-        let r = range(src.0, 0, nbytes, from.nbytes())?;
-        if src == dst {
-            return Ok(());
-        }
-        let bytes = from.as_bytes()[r.clone()].to_vec();
-        let to = s
-            .buffers
-            .get_mut(&dst.0)
-            .ok_or_else(|| unknown("buffer", dst.0))?;
-        let w = range(dst.0, 0, nbytes, to.nbytes())?;
-        to.as_bytes_mut()[w].copy_from_slice(&bytes);
-        Ok(())
+        self.lock().arena.copy_on_device(src, dst, nbytes)
     }
 
     fn load_module(&self, artifact: &Artifact) -> Result<ModuleId, DeviceError> {
@@ -214,14 +157,7 @@ impl Device for CpuDevice {
         if dims.is_some() {
             return Err(bad("host kernels take no launch dimensions".into()));
         }
-        let mut bufs = Vec::with_capacity(args.len());
-        for b in args {
-            let a = s
-                .buffers
-                .get_mut(&b.0)
-                .ok_or_else(|| unknown("buffer", b.0))?;
-            bufs.push((a.as_mut_ptr(), a.nbytes()));
-        }
+        let bufs = s.arena.raw_args(args)?;
         // SAFETY: each pointer is a live buffer of this device with its true size,
         // 64-byte aligned; the lock keeps every buffer alive and unaliased by other
         // callers during the call. Two arguments may name the same buffer only as inputs

@@ -3,6 +3,8 @@
 //! - [`device`]: the [`Device`] trait (memory, copies, module loading, launches,
 //!   synchronization, timing) every device implements, and [`DeviceArray`].
 //! - [`cpu_device`]: [`CpuDevice`], the host CPU as a device.
+//! - [`host_arena`]: [`HostArena`], device memory in host allocations, for devices that
+//!   compute on the host (the CPU's; a plugin's emulated device).
 //! - [`ndarray`]: [`NDArray`], a dense row-major host array with 64-byte-aligned data;
 //!   conversions to and from the interpreter's [`HostBuffer`](tessera_ir::interp::HostBuffer),
 //!   deterministic random filling, `allclose` and the NumPy `.npy` format.
@@ -34,6 +36,7 @@
 pub mod cpu_device;
 pub mod device;
 pub mod error;
+pub mod host_arena;
 pub mod module;
 pub mod ndarray;
 mod npy;
@@ -43,6 +46,7 @@ pub mod timer;
 pub use cpu_device::CpuDevice;
 pub use device::{BufferId, Device, DeviceArray, DeviceError, FunctionId, ModuleId};
 pub use error::{CompareError, NpyError, RuntimeError};
+pub use host_arena::HostArena;
 pub use module::{EntryFn, Module};
 pub use ndarray::{Element, NDArray, ALIGNMENT};
 pub use timer::{

@@ -21,9 +21,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use tessera_backends::{Backend, CpuBackend, HardwareParams, Target};
-use tessera_ir::{DataType, PrimFunc};
+use tessera_ir::PrimFunc;
 use tessera_plugin::{export_plugin, BuiltKernel, Plugin};
-use tessera_runtime::{BufferId, Device, DeviceError, FunctionId, Module, ModuleId, NDArray};
+use tessera_runtime::{BufferId, Device, DeviceError, FunctionId, HostArena, Module, ModuleId};
 use tessera_target::{Artifact, LaunchDims, TargetKind};
 
 const MAGIC: &str = "TESTDEV1";
@@ -174,15 +174,28 @@ struct Kernel {
 }
 
 /// The device: an arena of its own buffers, loaded kernels, counters.
-#[derive(Default)]
 struct TestDevice {
     state: Mutex<State>,
 }
 
-#[derive(Default)]
+impl Default for TestDevice {
+    fn default() -> TestDevice {
+        TestDevice {
+            state: Mutex::new(State {
+                next: 0,
+                arena: HostArena::new("testdev"),
+                modules: HashMap::new(),
+                functions: HashMap::new(),
+                counters: Counters::default(),
+            }),
+        }
+    }
+}
+
 struct State {
     next: u64,
-    arena: HashMap<u64, NDArray>,
+    /// The device's memory: host allocations of its own, reached by handles only.
+    arena: HostArena,
     modules: HashMap<u64, Arc<Kernel>>,
     functions: HashMap<u64, Arc<Kernel>>,
     counters: Counters,
@@ -199,26 +212,12 @@ impl State {
             let _ = std::fs::write(path, self.counters.json());
         }
     }
-    fn buffer(&mut self, id: BufferId) -> Result<&mut NDArray, DeviceError> {
-        self.arena
-            .get_mut(&id.0)
-            .ok_or_else(|| fail(format!("no buffer {}", id.0)))
-    }
 }
 
 fn fail(message: String) -> DeviceError {
     DeviceError::Failed {
         device: "testdev".into(),
         message,
-    }
-}
-
-fn span(offset: usize, len: usize, size: usize) -> Result<std::ops::Range<usize>, DeviceError> {
-    match offset.checked_add(len) {
-        Some(end) if end <= size => Ok(offset..end),
-        _ => Err(fail(format!(
-            "{len} bytes at offset {offset} overrun a buffer of {size}"
-        ))),
     }
 }
 
@@ -264,20 +263,16 @@ impl Device for TestDevice {
     }
 
     fn alloc(&self, nbytes: usize) -> Result<BufferId, DeviceError> {
-        let a = NDArray::zeros(DataType::uint(8), &[nbytes]).map_err(|e| fail(e.to_string()))?;
         let mut s = self.lock();
-        let id = s.fresh();
-        s.arena.insert(id, a);
+        let id = s.arena.alloc(nbytes)?;
         s.counters.allocs += 1;
         s.publish();
-        Ok(BufferId(id))
+        Ok(id)
     }
 
     fn free(&self, buffer: BufferId) -> Result<(), DeviceError> {
         let mut s = self.lock();
-        s.arena
-            .remove(&buffer.0)
-            .ok_or_else(|| fail(format!("no buffer {}", buffer.0)))?;
+        s.arena.free(buffer)?;
         s.counters.frees += 1;
         s.publish();
         Ok(())
@@ -285,9 +280,7 @@ impl Device for TestDevice {
 
     fn copy_from_host(&self, dst: BufferId, offset: usize, src: &[u8]) -> Result<(), DeviceError> {
         let mut s = self.lock();
-        let b = s.buffer(dst)?;
-        let r = span(offset, src.len(), b.nbytes())?;
-        b.as_bytes_mut()[r].copy_from_slice(src);
+        s.arena.copy_from_host(dst, offset, src)?;
         s.counters.copies_in += 1;
         s.counters.bytes_in += src.len() as u64;
         s.publish();
@@ -301,9 +294,7 @@ impl Device for TestDevice {
         dst: &mut [u8],
     ) -> Result<(), DeviceError> {
         let mut s = self.lock();
-        let b = s.buffer(src)?;
-        let r = span(offset, dst.len(), b.nbytes())?;
-        dst.copy_from_slice(&b.as_bytes()[r]);
+        s.arena.copy_to_host(src, offset, dst)?;
         s.counters.copies_out += 1;
         s.counters.bytes_out += dst.len() as u64;
         s.publish();
@@ -317,12 +308,7 @@ impl Device for TestDevice {
         nbytes: usize,
     ) -> Result<(), DeviceError> {
         let mut s = self.lock();
-        let from = s.buffer(src)?;
-        let r = span(0, nbytes, from.nbytes())?;
-        let bytes = from.as_bytes()[r].to_vec();
-        let to = s.buffer(dst)?;
-        let w = span(0, nbytes, to.nbytes())?;
-        to.as_bytes_mut()[w].copy_from_slice(&bytes);
+        s.arena.copy_on_device(src, dst, nbytes)?;
         s.counters.copies_on_device += 1;
         s.publish();
         Ok(())
@@ -394,21 +380,17 @@ impl Device for TestDevice {
             Fault::Crash => std::process::abort(),
             Fault::None | Fault::Wrong => {}
         }
-        let mut bufs = Vec::with_capacity(args.len());
-        for b in args {
-            let a = s.buffer(*b)?;
-            bufs.push((a.as_mut_ptr(), a.nbytes()));
-        }
+        let bufs = s.arena.raw_args(args)?;
         // SAFETY: every pointer is a live buffer of this device's arena with its true
         // size, 64-byte aligned; the lock keeps them alive and untouched during the call.
         unsafe { k.module.call_sized(&bufs) }.map_err(|e| fail(e.to_string()))?;
         if k.fault == Fault::Wrong {
             if let Some(out) = args.last() {
-                let b = s.buffer(*out)?;
-                if let Some(first) = b.as_bytes_mut().first_mut() {
+                let b = s.arena.bytes_mut(*out)?;
+                if let Some(first) = b.first_mut() {
                     *first ^= 0x5a;
                 }
-                for x in b.as_bytes_mut().iter_mut().skip(1).step_by(7) {
+                for x in b.iter_mut().skip(1).step_by(7) {
                     *x = x.wrapping_add(0x40);
                 }
             }
