@@ -251,9 +251,27 @@ pub fn run(args: TuneArgs) -> Result<()> {
         seed: args.tuner_seed,
         target: target_str.clone(),
     };
+    let workload_keys: Vec<String> = jobs.iter().map(|j| j.task.workload_key.clone()).collect();
     let tasks: Vec<AutoTask> = jobs.into_iter().map(|j| j.task).collect();
     let mut tuner = AutoTuner::new(tasks, &mut measurer, &mut writer, model, auto_opts)?;
     tuner.report = Box::new(|line| println!("    {line}"));
+    // Each task's default schedule (this run's baseline or the log's) stands in for it
+    // in the estimate until it has a tuned latency.
+    for (i, key) in workload_keys.iter().enumerate() {
+        let costs: Vec<f64> = earlier
+            .iter()
+            .chain(&baselines)
+            .filter(|r| {
+                matches!(r.schedule, ScheduleDesc::Default)
+                    && r.target == target_str
+                    && &r.workload_key == key
+            })
+            .map(|r| r.result.mean_cost())
+            .collect();
+        if !costs.is_empty() {
+            scheduler.set_baseline(i, tessera_search::record::stable_cost(costs));
+        }
+    }
     let (taken, bad) = tuner.restore(&earlier);
     for b in &bad {
         eprintln!("warning: {}: {b}", args.log.display());
@@ -298,8 +316,14 @@ pub fn run(args: TuneArgs) -> Result<()> {
         .zip(scheduler.best_costs())
         .enumerate()
     {
-        if *c >= tessera_search::scheduler::NO_COST {
-            println!("    task {i} `{name}` (weight {w}): no valid schedule");
+        if *c < tessera_search::scheduler::NO_COST {
+            continue;
+        }
+        match scheduler.trials()[i] {
+            0 => println!(
+                "    task {i} `{name}` (weight {w}): not reached by the budget (it keeps its default schedule)"
+            ),
+            n => println!("    task {i} `{name}` (weight {w}): no valid schedule in {n} trials"),
         }
     }
     if let Some(g) = graph {

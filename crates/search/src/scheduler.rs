@@ -108,6 +108,9 @@ pub struct TaskScheduler {
     tasks: Vec<SchedTask>,
     opts: SchedulerOptions,
     best_costs: Vec<f64>,
+    /// Each task's default-schedule latency, measured before tuning (seconds), where
+    /// known: the estimate's stand-in until the task has a tuned latency.
+    baselines: Vec<Option<f64>>,
     /// Rounds per task, trials per task, and the task's trial count at its last
     /// improvement.
     rounds: Vec<usize>,
@@ -132,6 +135,7 @@ impl TaskScheduler {
             rng: Rng::new(opts.seed),
             opts,
             best_costs: vec![NO_COST; n],
+            baselines: vec![None; n],
             rounds: vec![0; n],
             trials: vec![0; n],
             best_at: vec![0; n],
@@ -192,13 +196,35 @@ impl TaskScheduler {
             .sum()
     }
 
-    /// The objective with the current bests (seconds), `None` while a task has no
-    /// valid schedule.
-    pub fn estimated_latency(&self) -> Option<f64> {
-        if self.best_costs.iter().any(|&c| c >= NO_COST) {
-            return None;
+    /// Sets task `task`'s baseline: the latency (seconds) of its default schedule, what
+    /// an untuned build runs. It stands in for the task in the estimate until the task
+    /// has a tuned latency; it is no trial and does not steer the rounds.
+    pub fn set_baseline(&mut self, task: usize, seconds: f64) {
+        if let Some(b) = self.baselines.get_mut(task) {
+            *b = (seconds.is_finite() && seconds > 0.0 && seconds < NO_COST).then_some(seconds);
         }
-        Some(self.score(&self.best_costs))
+    }
+
+    /// The latency the estimate counts for `task`: its tuned best, else its baseline.
+    /// The flag says whether it is the baseline.
+    fn estimate_of(&self, task: usize) -> Option<(f64, bool)> {
+        let best = self.best_costs[task];
+        let tuned = best < NO_COST;
+        match (tuned, self.baselines[task]) {
+            (true, Some(b)) if b < best => Some((b, true)),
+            (true, _) => Some((best, false)),
+            (false, Some(b)) => Some((b, true)),
+            (false, None) => None,
+        }
+    }
+
+    /// The network's estimated latency (seconds): Σ weight × (each task's best, or its
+    /// default schedule's latency where that is faster or the task has none yet);
+    /// `None` while a task has neither.
+    pub fn estimated_latency(&self) -> Option<f64> {
+        (0..self.tasks.len())
+            .map(|i| self.estimate_of(i).map(|(c, _)| self.tasks[i].weight * c))
+            .sum()
     }
 
     fn next_random(&mut self, n: usize) -> usize {
@@ -358,15 +384,18 @@ impl TaskScheduler {
         let mut s = String::new();
         let _ = writeln!(s, "|  ID  | Latency (ms) | Speed (GFLOPS) | Trials |");
         let _ = writeln!(s, "{rule}");
+        let mut marked = false;
         for (i, t) in self.tasks.iter().enumerate() {
-            let c = self.best_costs[i];
-            let (lat, speed) = if c < NO_COST {
-                (
-                    format!("{:.3}", c * 1e3),
-                    format!("{:.2}", t.flop / c / 1e9),
-                )
-            } else {
-                ("-".to_string(), "-".to_string())
+            let (lat, speed) = match self.estimate_of(i) {
+                Some((c, baseline)) => {
+                    marked |= baseline;
+                    let mark = if baseline { "*" } else { "" };
+                    (
+                        format!("{:.3}{mark}", c * 1e3),
+                        format!("{:.2}{mark}", t.flop / c / 1e9),
+                    )
+                }
+                None => ("-".to_string(), "-".to_string()),
             };
             let _ = writeln!(
                 s,
@@ -379,6 +408,12 @@ impl TaskScheduler {
             .estimated_latency()
             .map_or("-".to_string(), |l| format!("{:.3}", l * 1e3));
         let next = next.map_or("-".to_string(), |n| n.to_string());
+        if marked {
+            let _ = writeln!(
+                s,
+                "* the default schedule (not tuned yet, or faster than every tuned one)"
+            );
+        }
         let _ = writeln!(
             s,
             "Estimated total latency: {total} ms\tTrials: {}\tUsed time : {used_seconds:.0} s\tNext ID: {next}\t",

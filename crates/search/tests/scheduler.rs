@@ -253,3 +253,72 @@ fn the_table_after_a_round() {
     );
     insta::assert_snapshot!(s.table(645.4, Some(2)));
 }
+
+#[test]
+fn the_estimate_counts_each_tasks_default_schedule_until_it_is_tuned() {
+    let tasks = || {
+        vec![
+            SchedTask {
+                weight: 2.0,
+                flop: 2e9,
+                group: None,
+            },
+            SchedTask {
+                weight: 1.0,
+                flop: 1e6,
+                group: None,
+            },
+        ]
+    };
+    // without baselines, no estimate until every task has a latency
+    let mut plain = TaskScheduler::new(tasks(), opts(Strategy::RoundRobin));
+    assert_eq!(plain.estimated_latency(), None);
+    plain.record_round(
+        0,
+        &RoundOutcome {
+            measured: 16,
+            best_cost: Some(0.004),
+        },
+    );
+    assert_eq!(plain.estimated_latency(), None);
+
+    let mut s = TaskScheduler::new(tasks(), opts(Strategy::RoundRobin));
+    s.set_baseline(0, 0.010);
+    s.set_baseline(1, 0.002);
+    // a number before the first round: 2 × 10 ms + 2 ms
+    assert!((s.estimated_latency().unwrap() - 0.022).abs() < 1e-12);
+    s.record_round(
+        0,
+        &RoundOutcome {
+            measured: 16,
+            best_cost: Some(0.004),
+        },
+    );
+    // task 0 tuned (4 ms), task 1 still its default schedule (marked)
+    assert!((s.estimated_latency().unwrap() - 0.010).abs() < 1e-12);
+    let table = s.table(1.0, Some(1));
+    assert!(
+        table.contains("|    1 |       2.000* |          0.50* |      0 |"),
+        "{table}"
+    );
+    assert!(table.contains("|    0 |        4.000 |"), "{table}");
+    assert!(
+        table.contains("Estimated total latency: 10.000 ms"),
+        "{table}"
+    );
+    assert!(table.contains("* the default schedule"), "{table}");
+    // a tuned latency slower than the default schedule does not raise the estimate:
+    // the history best keeps the default schedule
+    s.record_round(
+        1,
+        &RoundOutcome {
+            measured: 16,
+            best_cost: Some(0.003),
+        },
+    );
+    assert!((s.estimated_latency().unwrap() - 0.010).abs() < 1e-12);
+    assert_eq!(s.trials(), &[16, 16]);
+    // nonsense baselines are ignored
+    s.set_baseline(1, f64::NAN);
+    assert!((s.estimated_latency().unwrap() - 0.011).abs() < 1e-12);
+}
