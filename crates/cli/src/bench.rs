@@ -97,7 +97,7 @@ mod imp {
         let vectorize = variant == Variant::Vectorized;
         let hw = backend.hardware_params();
         let p = CpuParams {
-            vector_lanes: (hw.vector_unit_bytes / 4) as i64,
+            vector_lanes: hw.f32_lanes(),
             num_cores: threads,
             vectorize,
         };

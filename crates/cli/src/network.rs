@@ -120,7 +120,7 @@ pub fn tasks(args: TasksArgs) -> Result<()> {
     let g = args.net.load()?;
     if args.templates {
         let backend = crate::plugins::registry().backend_for(&target)?;
-        let lanes = (backend.hardware_params().vector_unit_bytes / 4).max(1) as i64;
+        let lanes = backend.hardware_params().f32_lanes();
         let tasks = tessera_autotvm::network::extract_template_tasks(&g, lanes);
         for (i, t) in tasks.iter().enumerate() {
             println!(
@@ -231,7 +231,7 @@ pub fn build_tuned(
         eprintln!("warning: {}:{line}: {reason}", log.display());
     }
     let backend = crate::plugins::registry().backend_for(target)?;
-    let lanes = (backend.hardware_params().vector_unit_bytes / 4).max(1) as i64;
+    let lanes = backend.hardware_params().f32_lanes();
     let target_str = target.to_string();
     let templates = TunedHook::new(best.clone(), &target_str, lanes);
     // Step histories (the auto-scheduler) first, template configurations for the rest.

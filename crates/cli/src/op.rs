@@ -165,7 +165,7 @@ fn make_schedule(out: &Tensor, kind: ScheduleKind, hw: &HardwareParams) -> Resul
         return Ok(Schedule::create(&[out.clone()])?);
     }
     let p = CpuParams {
-        vector_lanes: (hw.vector_unit_bytes / 4).max(1) as i64,
+        vector_lanes: hw.f32_lanes(),
         num_cores: hw.num_cores,
         vectorize: true,
     };

@@ -290,7 +290,7 @@ pub fn run(args: TuneArgs) -> Result<()> {
     let net = &args.net;
     let target = net.target()?;
     let backend = crate::plugins::registry().backend_for(&target)?;
-    let lanes = (backend.hardware_params().vector_unit_bytes / 4).max(1) as i64;
+    let lanes = backend.hardware_params().f32_lanes();
     let (graph, tasks): (Option<tessera_graph::Graph>, Vec<NetworkTemplateTask>) = match &args.op {
         Some(op) => {
             let dims = parse_dims(args.op_shape.as_deref().context("--op needs --op-shape")?)?;

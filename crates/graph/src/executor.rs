@@ -105,7 +105,7 @@ impl BuildContext {
     /// The parameters of the default (CPU-style) schedules on this target.
     pub fn cpu_params(&self) -> CpuParams {
         CpuParams {
-            vector_lanes: (self.hardware.vector_unit_bytes / 4).max(1) as i64,
+            vector_lanes: self.hardware.f32_lanes(),
             num_cores: self.hardware.num_cores.max(1),
             vectorize: true,
         }

@@ -18,6 +18,12 @@ pub struct HardwareParams {
 }
 
 impl HardwareParams {
+    /// How many float32 values the widest vector register holds (at least 1): the
+    /// vector width the default schedules and templates split for.
+    pub fn f32_lanes(&self) -> i64 {
+        (self.vector_unit_bytes / 4).max(1) as i64
+    }
+
     /// The host CPU: its core count and its widest vector unit.
     pub fn detect_host() -> HardwareParams {
         let num_cores = std::thread::available_parallelism()

@@ -304,7 +304,7 @@ fn each_tuner_tunes_dense_and_conv2d_and_the_applied_best_beats_the_default_sche
     ];
     let lanes = {
         let hw = CpuBackend::new(Target::cpu()).hardware_params().clone();
-        (hw.vector_unit_bytes / 4).max(1) as i64
+        hw.f32_lanes()
     };
     let mut m = measurer();
     let dir = tempfile::tempdir().unwrap();
@@ -380,7 +380,7 @@ fn each_tuner_tunes_dense_and_conv2d_and_the_applied_best_beats_the_default_sche
             // the applied best and the default schedule, timed side by side
             let hw = m.backend().hardware_params().clone();
             let p = CpuParams {
-                vector_lanes: (hw.vector_unit_bytes / 4) as i64,
+                vector_lanes: hw.f32_lanes(),
                 num_cores: hw.num_cores,
                 vectorize: true,
             };
