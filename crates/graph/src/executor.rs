@@ -175,22 +175,85 @@ pub fn build_on(
 ) -> Result<GraphModule, GraphError> {
     graph.validate()?;
     let ctx = BuildContext::of(backend);
-    let p = ctx.cpu_params();
     let groups = fuse(graph);
+    let lowered = lower_distinct(graph, &groups, &ctx, hook)?;
 
-    // Lower each distinct group once.
+    // Compile the distinct kernels in parallel and load them on the device.
+    let dir = tempfile::Builder::new()
+        .prefix("tessera-graph-")
+        .tempdir()
+        .map_err(|source| GraphError::Io {
+            path: std::env::temp_dir().display().to_string(),
+            source,
+        })?;
+    let kernels = compile_all(backend, &lowered.funcs, dir.path())?
+        .into_iter()
+        .map(|a| load_kernel(&device, &a))
+        .collect::<Result<Vec<_>, _>>()?;
+
+    let plan = plan_storage(graph, &groups, &lowered);
+    let mut storages = Vec::with_capacity(plan.sizes.sizes.len());
+    for &bytes in &plan.sizes.sizes {
+        storages.push(DeviceArray::empty(&device, DataType::uint(8), &[bytes])?);
+    }
+    // The weights go to the device once, here.
+    let weight_bytes = plan.constants.iter().map(|(_, v)| v.nbytes()).sum();
+    for (s, v) in &plan.constants {
+        device.copy_from_host(storages[*s].buffer(), 0, v.as_bytes())?;
+    }
+    let steps = plan
+        .steps
+        .into_iter()
+        .map(|(name, kernel, args)| Step {
+            name,
+            kernel,
+            buffers: args.iter().map(|&s| storages[s].buffer()).collect(),
+        })
+        .collect();
+    Ok(GraphModule {
+        _dir: dir,
+        device,
+        kernels,
+        steps,
+        storages,
+        inputs: plan.inputs,
+        outputs: plan.outputs,
+        planned_bytes: plan.sizes.reused_bytes(),
+        unplanned_bytes: plan.sizes.requested_reusable,
+        weight_bytes,
+    })
+}
+
+/// The fused groups lowered, each distinct workload once.
+struct Lowered {
+    /// The distinct kernels: name and function.
+    funcs: Vec<(String, PrimFunc)>,
+    /// Each group's kernel (an index into `funcs`) and its compute.
+    group_kernels: Vec<usize>,
+    computes: Vec<GroupCompute>,
+}
+
+/// Lowers each distinct group (by workload key) once: with `hook`'s schedule when it
+/// has one, else the default schedule.
+fn lower_distinct(
+    graph: &Graph,
+    groups: &[crate::fuse::Group],
+    ctx: &BuildContext,
+    hook: Option<&dyn ScheduleHook>,
+) -> Result<Lowered, GraphError> {
+    let p = ctx.cpu_params();
     let mut funcs: Vec<(String, PrimFunc)> = Vec::new();
     let mut kernel_of_key: HashMap<String, usize> = HashMap::new();
     let mut group_kernels = Vec::with_capacity(groups.len());
     let mut computes = Vec::with_capacity(groups.len());
-    for g in &groups {
+    for g in groups {
         let gc = group_compute(graph, g)?;
         let key = gc.dag()?.workload_key();
         let k = match kernel_of_key.get(&key) {
             Some(&k) => k,
             None => {
                 let name = format!("{}_{}", group_name(graph, g), funcs.len());
-                let func = match hook.and_then(|h| h.schedule(graph, &gc, &ctx)) {
+                let func = match hook.and_then(|h| h.schedule(graph, &gc, ctx)) {
                     Some(s) => lower_scheduled(&gc, &name, &s)?,
                     None => lower_group(&gc, &name, p)?,
                 };
@@ -202,21 +265,27 @@ pub fn build_on(
         group_kernels.push(k);
         computes.push(gc);
     }
+    Ok(Lowered {
+        funcs,
+        group_kernels,
+        computes,
+    })
+}
 
-    // Compile them in parallel.
-    let dir = tempfile::Builder::new()
-        .prefix("tessera-graph-")
-        .tempdir()
-        .map_err(|source| GraphError::Io {
-            path: std::env::temp_dir().display().to_string(),
-            source,
-        })?;
-    let kernels = compile_all(backend, &funcs, dir.path())?
-        .into_iter()
-        .map(|a| load_kernel(&device, &a))
-        .collect::<Result<Vec<_>, _>>()?;
+/// Where every value of a run lives: storage sizes, the network's inputs and outputs,
+/// the constants to upload, and each step's (name, kernel, argument storages).
+struct StoragePlan {
+    sizes: Planner,
+    inputs: Vec<(String, TensorType, usize)>,
+    outputs: Vec<(TensorType, usize)>,
+    constants: Vec<(usize, Arc<NDArray>)>,
+    steps: Vec<(String, usize, Vec<usize>)>,
+}
 
-    // Plan storage and steps.
+/// Plans the storages: fresh ones for inputs, outputs and constants, reused ones for
+/// intermediates (a group's output storage is taken before its inputs' are released, so
+/// no kernel's output aliases its inputs).
+fn plan_storage(graph: &Graph, groups: &[crate::fuse::Group], lowered: &Lowered) -> StoragePlan {
     let mut plan = Planner::default();
     let mut storage_of: HashMap<NodeIndex, usize> = HashMap::new();
     let mut inputs = Vec::new();
@@ -235,14 +304,18 @@ pub fn build_on(
     };
     // How many kernel reads of each value are still to come.
     let mut pending: HashMap<NodeIndex, usize> = HashMap::new();
-    for gc in &computes {
+    for gc in &lowered.computes {
         for &a in &gc.params {
             *pending.entry(a).or_insert(0) += 1;
         }
     }
     let is_output = |n: NodeIndex| graph.outputs().contains(&n);
     let mut steps = Vec::with_capacity(groups.len());
-    for ((g, gc), &k) in groups.iter().zip(&computes).zip(&group_kernels) {
+    for ((g, gc), &k) in groups
+        .iter()
+        .zip(&lowered.computes)
+        .zip(&lowered.group_kernels)
+    {
         let mut args = Vec::with_capacity(gc.params.len() + 1);
         for &a in &gc.params {
             let s = match storage_of.get(&a) {
@@ -283,35 +356,13 @@ pub fn build_on(
         };
         outputs.push((graph.node(o).ty.clone(), s));
     }
-    let mut storages = Vec::with_capacity(plan.sizes.len());
-    for &bytes in &plan.sizes {
-        storages.push(DeviceArray::empty(&device, DataType::uint(8), &[bytes])?);
-    }
-    // The weights go to the device once, here.
-    let weight_bytes = constants.iter().map(|(_, v)| v.nbytes()).sum();
-    for (s, v) in constants {
-        device.copy_from_host(storages[s].buffer(), 0, v.as_bytes())?;
-    }
-    let steps = steps
-        .into_iter()
-        .map(|(name, kernel, args)| Step {
-            name,
-            kernel,
-            buffers: args.iter().map(|&s| storages[s].buffer()).collect(),
-        })
-        .collect();
-    Ok(GraphModule {
-        _dir: dir,
-        device,
-        kernels,
-        steps,
-        storages,
+    StoragePlan {
+        sizes: plan,
         inputs,
         outputs,
-        planned_bytes: plan.reused_bytes(),
-        unplanned_bytes: plan.requested_reusable,
-        weight_bytes,
-    })
+        constants,
+        steps,
+    }
 }
 
 /// Loads a built kernel on the device.
