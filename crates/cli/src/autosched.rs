@@ -178,12 +178,7 @@ pub fn run(args: TuneArgs) -> Result<()> {
 
     // the log so far
     let earlier = if args.log.exists() {
-        let l = tessera_search::record::load(&args.log)
-            .with_context(|| format!("reading the record log {}", args.log.display()))?;
-        for (line, reason) in &l.skipped {
-            eprintln!("warning: {}:{line}: skipped: {reason}", args.log.display());
-        }
-        l.records
+        crate::records::load_warn(&args.log)?.records
     } else {
         Vec::new()
     };

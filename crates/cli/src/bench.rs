@@ -248,7 +248,7 @@ mod imp {
         let dims = crate::tune::parse_dims(shape)?;
         let dag = crate::autosched::op_dag(op, &dims)?;
         let key = dag.workload_key();
-        let loaded = tessera_search::record::load(log)?;
+        let loaded = crate::records::load_warn(log)?;
         // the history best among the step histories (the median of each one's
         // measurements, as `tessera run --log` chooses)
         let best =

@@ -218,8 +218,7 @@ pub fn build_tuned(
     log: &std::path::Path,
 ) -> Result<(tessera_graph::GraphModule, usize)> {
     use tessera_autotvm::network::TunedHook;
-    let loaded = tessera_search::record::load(log)
-        .with_context(|| format!("reading the record log {}", log.display()))?;
+    let loaded = crate::records::load_warn(log)?;
     let best = tessera_search::record::ApplyHistoryBest::new(&loaded.records);
     // the template hook (and its warning per task without a record) only for a log
     // that holds template configurations
@@ -227,9 +226,6 @@ pub fn build_tuned(
         .records
         .iter()
         .any(|r| matches!(r.schedule, tessera_search::ScheduleDesc::Config { .. }));
-    for (line, reason) in loaded.skipped {
-        eprintln!("warning: {}:{line}: {reason}", log.display());
-    }
     let backend = crate::plugins::registry().backend_for(target)?;
     let lanes = backend.hardware_params().f32_lanes();
     let target_str = target.to_string();

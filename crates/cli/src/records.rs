@@ -1,6 +1,6 @@
 //! `tessera records`: look into a tuning record log, pick the best schedules, distill it.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::Subcommand;
 use std::path::{Path, PathBuf};
 use tessera_search::record::{best_by_workload, distill_file, load, LoadedLog, Record};
@@ -84,16 +84,17 @@ fn plural(n: usize) -> &'static str {
     }
 }
 
-/// Loads the log and prints its skipped lines as warnings.
-fn load_warn(file: &Path) -> Result<LoadedLog> {
-    let log = load(file)?;
+/// Loads a record log and prints its skipped lines as warnings: every command that
+/// reads a log reads it through here.
+pub(crate) fn load_warn(file: &Path) -> Result<LoadedLog> {
+    let log = load(file).with_context(|| format!("reading the record log {}", file.display()))?;
     warn_skipped(file, &log.skipped);
     Ok(log)
 }
 
 fn warn_skipped(file: &Path, skipped: &[(usize, String)]) {
     for (line, reason) in skipped {
-        eprintln!("warning: {}:{line}: {reason}", file.display());
+        eprintln!("warning: {}:{line}: skipped: {reason}", file.display());
     }
 }
 

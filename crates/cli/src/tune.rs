@@ -229,16 +229,13 @@ fn history_of(
     task: &TemplateTask,
     target: &str,
 ) -> Vec<tessera_autotvm::tuners::Observation> {
-    let loaded = match tessera_search::record::load(log) {
+    let loaded = match crate::records::load_warn(log) {
         Ok(l) => l,
         Err(e) => {
-            eprintln!("warning: the earlier measurements are not used: {e}");
+            eprintln!("warning: the earlier measurements are not used: {e:#}");
             return Vec::new();
         }
     };
-    for (line, reason) in &loaded.skipped {
-        eprintln!("warning: {}:{line}: skipped: {reason}", log.display());
-    }
     loaded
         .records
         .iter()

@@ -311,7 +311,7 @@ fn a_torn_last_line_is_a_warning() {
         let err = stderr(&out);
         assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
         assert!(
-            err.starts_with(&format!("warning: {log}:9: torn last line")),
+            err.starts_with(&format!("warning: {log}:9: skipped: torn last line")),
             "{args:?}: {err}"
         );
     }
@@ -339,11 +339,13 @@ fn garbage_lines_are_warnings_with_their_line_numbers() {
     let lines: Vec<&str> = err.lines().collect();
     assert_eq!(lines.len(), 2, "{err}");
     assert!(
-        lines[0].starts_with(&format!("warning: {log}:2: not JSON")),
+        lines[0].starts_with(&format!("warning: {log}:2: skipped: not JSON")),
         "{err}"
     );
     assert!(
-        lines[1].starts_with(&format!("warning: {log}:3: record format version 7")),
+        lines[1].starts_with(&format!(
+            "warning: {log}:3: skipped: record format version 7"
+        )),
         "{err}"
     );
 }
