@@ -1,7 +1,7 @@
 //! [`PluginDevice`]: a loaded plugin's device, seen by the core as a runtime `Device`.
 //! Every call crosses the boundary with handles; only the explicit copies carry data.
 
-use crate::{seal, unseal, LoadedPlugin, TimeConfig, Timing};
+use crate::{seal, unseal, LoadedPlugin};
 use abi_stable::std_types::{RResult, RSlice, RSliceMut, RStr, RString};
 use tessera_runtime::{
     BufferId, Device, DeviceError, FunctionId, ModuleId, TimeEvaluator, TimeResult,
@@ -168,7 +168,7 @@ impl Device for PluginDevice {
         evaluator: &TimeEvaluator,
     ) -> Result<TimeResult, DeviceError> {
         let (a, d) = (handles(args), sealed_dims(dims));
-        let c = seal(&TimeConfig::from(evaluator));
+        let c = seal(evaluator);
         let r = (self.plugin.root.device_time())(
             self.handle,
             function.0,
@@ -176,7 +176,7 @@ impl Device for PluginDevice {
             RStr::from_str(&d),
             RStr::from_str(&c),
         );
-        let timing: Timing =
+        let timing: TimeResult =
             unseal(self.done(r)?.as_str()).map_err(|message| DeviceError::Failed {
                 device: self.kind.to_string(),
                 message,
@@ -198,9 +198,6 @@ impl Device for PluginDevice {
                 ),
             });
         }
-        Ok(TimeResult {
-            results: timing.results,
-            number: timing.number,
-        })
+        Ok(timing)
     }
 }

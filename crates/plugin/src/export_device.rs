@@ -3,7 +3,7 @@
 //! method that looks the device up, calls it, and turns its error (or a panic) into the
 //! boundary's error string. Buffer, module and function handles are the device's own.
 
-use crate::{guard, seal, unseal, TimeConfig, Timing};
+use crate::{guard, seal, unseal};
 use abi_stable::std_types::{RResult, RSlice, RSliceMut, RStr, RString};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -166,20 +166,15 @@ pub(crate) extern "C" fn time(
 ) -> RResult<RString, RString> {
     guard("device_time", || {
         let dims = dims(launch_dims)?;
-        let c: TimeConfig = unseal(config.as_str())?;
+        let evaluator: TimeEvaluator = unseal(config.as_str())?;
         let d = device(id)?;
         d.time(
             FunctionId(function),
             &buffers(args),
             dims.as_ref(),
-            &TimeEvaluator::from(c),
+            &evaluator,
         )
-        .map(|t| {
-            RString::from(seal(&Timing {
-                results: t.results,
-                number: t.number,
-            }))
-        })
+        .map(|t| RString::from(seal(&t)))
         .map_err(|e| e.to_string())
     })
 }

@@ -26,7 +26,7 @@ use abi_stable::{
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use tessera_ir::PrimFunc;
-use tessera_runtime::{Device, TimeEvaluator};
+use tessera_runtime::Device;
 use tessera_target::{HardwareParams, LaunchDims};
 
 pub mod backend;
@@ -69,47 +69,6 @@ pub fn unseal<T: for<'de> Deserialize<'de>>(text: &str) -> Result<T, String> {
         ));
     }
     Ok(e.value)
-}
-
-/// How to time a kernel across the boundary (the runtime's `TimeEvaluator`).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-pub struct TimeConfig {
-    pub number: u32,
-    pub repeat: u32,
-    pub min_repeat_ms: f64,
-    #[serde(default)]
-    pub cache_flush: bool,
-}
-
-impl From<&TimeEvaluator> for TimeConfig {
-    fn from(e: &TimeEvaluator) -> TimeConfig {
-        TimeConfig {
-            number: u32::try_from(e.number).unwrap_or(u32::MAX),
-            repeat: u32::try_from(e.repeat).unwrap_or(u32::MAX),
-            min_repeat_ms: e.min_repeat_ms,
-            cache_flush: e.cache_flush,
-        }
-    }
-}
-
-/// A time evaluator's result across the boundary (the runtime's `TimeResult`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Timing {
-    /// Seconds per call, one per repeat.
-    pub results: Vec<f64>,
-    /// Calls per repeat at the end (grown by `min_repeat_ms`).
-    pub number: usize,
-}
-
-impl From<TimeConfig> for TimeEvaluator {
-    fn from(c: TimeConfig) -> TimeEvaluator {
-        TimeEvaluator {
-            number: c.number as usize,
-            repeat: c.repeat as usize,
-            min_repeat_ms: c.min_repeat_ms,
-            cache_flush: c.cache_flush,
-        }
-    }
 }
 
 /// What a plugin's build returns across the boundary.
@@ -209,8 +168,8 @@ pub struct PluginRoot {
         dims: RStr<'_>,
     ) -> RResult<(), RString>,
     pub device_synchronize: extern "C" fn(device: u64) -> RResult<(), RString>,
-    /// Times a launch (sealed `TimeConfig`): a sealed `Timing` (seconds per call of
-    /// each repeat, and the calls per repeat the evaluator grew to).
+    /// Times a launch (a sealed runtime `TimeEvaluator`): a sealed runtime `TimeResult`
+    /// (seconds per call of each repeat, and the calls per repeat the evaluator grew to).
     pub device_time: extern "C" fn(
         device: u64,
         function: u64,

@@ -40,6 +40,17 @@ impl Default for TimerConfig {
     }
 }
 
+impl From<TimerConfig> for TimeEvaluator {
+    fn from(t: TimerConfig) -> TimeEvaluator {
+        TimeEvaluator {
+            number: t.number,
+            repeat: t.repeat,
+            min_repeat_ms: t.min_repeat_ms,
+            cache_flush: t.cache_flush,
+        }
+    }
+}
+
 /// Check the outputs against expected arrays before timing.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CheckSpec {
@@ -148,12 +159,7 @@ fn execute_inner(device: &Arc<dyn Device>, job: &RunJob) -> Result<RunReply, Job
             }
         }
     }
-    let evaluator = TimeEvaluator {
-        number: job.timer.number,
-        repeat: job.timer.repeat,
-        min_repeat_ms: job.timer.min_repeat_ms,
-        cache_flush: job.timer.cache_flush,
-    };
+    let evaluator = TimeEvaluator::from(job.timer);
     // One warm-up run, as TVM's runner does (the evaluator adds its own untimed call).
     device.launch(function, &buffers, dims)?;
     device.synchronize()?;

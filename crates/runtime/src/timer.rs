@@ -1,6 +1,7 @@
 //! The time evaluator, with TVM's conventions (`time_evaluator(number, repeat,
 //! min_repeat_ms, f_preproc="cache_flush_cpu_non_first_arg")`).
 
+use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
@@ -19,7 +20,7 @@ const LIMIT_ZERO_TIME_ITERATIONS: usize = 100;
 /// repeat took less than `min_repeat_ms`, `number` grows (see [`next_number`]) and the
 /// repeat is run again; the grown `number` is kept for later repeats. With `cache_flush`
 /// the CPU caches are flushed before each repeat (not between the calls of a repeat).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TimeEvaluator {
     /// Calls per repeat (0 counts as 1).
     pub number: usize,
@@ -119,7 +120,7 @@ pub fn flush_cpu_cache() {
 }
 
 /// The measurements of one evaluation.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TimeResult {
     /// Each repeat's mean time per call, in seconds.
     pub results: Vec<f64>,
