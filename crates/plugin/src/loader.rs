@@ -292,7 +292,7 @@ impl Registry {
 
     /// The compiler for `target`: the built-in CPU backend, or a plugin's.
     pub fn backend_for(&self, target: &Target) -> Result<Box<dyn Backend>, PluginError> {
-        if target.kind.is_cpu() && self.backend(target.kind.name()).is_none() {
+        if self.is_builtin_cpu(target) {
             return Ok(Box::new(CpuBackend::new(target.clone())));
         }
         let plugin = self.backend_plugin(target)?;
@@ -301,11 +301,17 @@ impl Registry {
 
     /// The device of `target`: the host CPU, or a plugin's device (opened now).
     pub fn device_for(&self, target: &Target) -> Result<Arc<dyn Device>, PluginError> {
-        if target.kind.is_cpu() && self.backend(target.kind.name()).is_none() {
+        if self.is_builtin_cpu(target) {
             return Ok(Arc::new(CpuDevice::new()));
         }
         let plugin = self.backend_plugin(target)?;
         Ok(Arc::new(crate::PluginDevice::open(plugin, target)?))
+    }
+
+    /// Whether `target` is served by the built-in CPU backend and device (no plugin
+    /// claims the `cpu` kind).
+    fn is_builtin_cpu(&self, target: &Target) -> bool {
+        target.kind.is_cpu() && self.backend(target.kind.name()).is_none()
     }
 
     fn backend_plugin(&self, target: &Target) -> Result<&LoadedPlugin, PluginError> {
