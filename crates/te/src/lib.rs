@@ -11,6 +11,7 @@
 //!   the operator library proper grows on top of these.
 
 pub mod dag;
+mod dag_serde;
 pub mod error;
 pub mod lower;
 pub mod ops;

@@ -39,6 +39,11 @@ impl IterVar {
             kind,
         }))
     }
+    /// The iteration variable of an existing variable (a DAG read back from data keeps
+    /// its variables' identities).
+    pub fn from_var(var: Var, extent: Option<i64>, kind: IterKind) -> Self {
+        IterVar(Arc::new(IterVarNode { var, extent, kind }))
+    }
     pub fn var(&self) -> &Var {
         &self.0.var
     }

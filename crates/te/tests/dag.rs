@@ -147,3 +147,37 @@ fn default_cpu_schedules_compute_the_same() {
         common::assert_same_as_unscheduled(&s, &[y.clone()], &[x, y], 1);
     }
 }
+
+/// A DAG read back from JSON (how a task reaches a strategy plugin) is the same DAG:
+/// the same print, workload key and FLOPs, and it lowers to the same program.
+#[test]
+fn a_dag_read_back_from_json_is_the_same_dag() {
+    let x = placeholder(&[4, 6], DataType::float32(), "X").unwrap();
+    let y = ops::softmax(&x).unwrap();
+    let conv_relu = {
+        let c = conv(("data", "weight"), 14).outputs[0].clone();
+        compute(c.shape(), "T_relu", &[], |ix| {
+            Expr::max(c.at(ix), Expr::float(0.0))
+        })
+        .unwrap()
+    };
+    for dag in [
+        ComputeDag::new(&[y]).unwrap(),
+        ComputeDag::new(&[conv_relu]).unwrap(),
+    ] {
+        let text = serde_json::to_string(&dag).unwrap();
+        let back: ComputeDag = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.to_string(), dag.to_string());
+        assert_eq!(back.workload_key(), dag.workload_key());
+        assert_eq!(back.flop_count(), dag.flop_count());
+        let lowered = |d: &ComputeDag| {
+            let s = Schedule::create(&d.outputs).unwrap();
+            let mut args = d.inputs();
+            args.extend(d.outputs.iter().cloned());
+            lower(&s, &args, "f").unwrap().to_string()
+        };
+        assert_eq!(lowered(&back), lowered(&dag));
+    }
+    let bad = serde_json::from_str::<ComputeDag>(r#"{"ops":[],"outputs":[0]}"#);
+    assert!(bad.unwrap_err().to_string().contains("output 0"));
+}
