@@ -23,4 +23,4 @@ pub use executor::{
 };
 pub use fuse::{fuse, group_compute, Group, GroupCompute};
 pub use ir::{Binary, Graph, Layout, Layout3d, Node, Op, Pattern, TensorType, Unary};
-pub use tasks::{extract_tasks, print_tasks, Task};
+pub use tasks::{default_programs, extract_tasks, print_tasks, Task};

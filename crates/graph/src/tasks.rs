@@ -78,3 +78,26 @@ pub fn print_tasks(tasks: &[Task], weights: &[usize]) -> String {
     }
     s
 }
+
+/// Each task's default-schedule program (what an untuned build runs for it), lowered
+/// from its first fused group; `None` for a task no group of `graph` computes.
+pub fn default_programs(
+    graph: &Graph,
+    tasks: &[Task],
+    p: tessera_te::schedules::CpuParams,
+) -> Result<Vec<Option<Result<tessera_ir::PrimFunc, GraphError>>>, GraphError> {
+    let mut out: Vec<Option<Result<tessera_ir::PrimFunc, GraphError>>> =
+        (0..tasks.len()).map(|_| None).collect();
+    for group in fuse(graph) {
+        let gc = group_compute(graph, &group)?;
+        let key = gc.dag()?.workload_key();
+        if let Some(i) = tasks
+            .iter()
+            .enumerate()
+            .position(|(i, t)| t.workload_key == key && out[i].is_none())
+        {
+            out[i] = Some(crate::executor::lower_group(&gc, "default_schedule", p));
+        }
+    }
+    Ok(out)
+}

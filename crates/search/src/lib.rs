@@ -4,10 +4,14 @@
 //! (later) the search drivers.
 
 pub mod measure;
+pub mod policy;
 pub mod record;
 pub mod rng;
 pub mod scheduler;
+pub mod session;
+pub mod session_report;
 pub mod state;
+pub mod tasks;
 pub mod types;
 
 pub use types::{now, MeasureErrorNo, MeasureResult, ScheduleDesc, FAILED_COST};

@@ -200,8 +200,8 @@ impl SketchPolicy {
     pub fn code_fits(&self, s: &State) -> bool {
         let max = self.params.max_code_size;
         max == 0
-            || crate::tune::lower_state(s, "candidate")
-                .map_or(true, |f| crate::tune::code_within(&f, max))
+            || crate::strategy::lower_state(s, "candidate")
+                .map_or(true, |f| crate::strategy::code_within(&f, max))
     }
 
     /// [`SketchPolicy::sample_initial_population`]; `check_size: false` skips the code

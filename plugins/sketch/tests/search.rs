@@ -10,7 +10,7 @@ use tessera_search::state::{State, Step};
 use tessera_sketch::annotate::AnnotateParams;
 use tessera_sketch::search::{SearchParams, SketchPolicy};
 use tessera_sketch::sketch::SketchTarget;
-use tessera_sketch::tune::lower_state;
+use tessera_sketch::strategy::lower_state;
 use tessera_te::ops::{bias_add, conv2d_nhwc, matmul, relu};
 use tessera_te::ComputeDag;
 
@@ -284,6 +284,24 @@ fn programs_over_the_code_size_limit_are_never_proposed() {
             assert!(over > 8, "{over} over {limit} without a limit");
         } else {
             assert_eq!(over, 0, "{over} over the limit of {limit}");
+        }
+    }
+}
+
+/// A state read back from its record lowers to the same program as the state itself
+/// (what a re-measurement of a logged candidate measures).
+#[test]
+fn a_state_read_back_from_its_record_lowers_to_the_same_program() {
+    for dag in [matmul_dag(64), conv_dag()] {
+        let mut p = policy(&dag, 3);
+        for s in p.next_batch(16, None) {
+            let back = State::from_json(&dag, &s.steps_json()).unwrap();
+            assert_eq!(
+                lower_state(&back, "f").unwrap().to_string(),
+                lower_state(&s, "f").unwrap().to_string(),
+                "{}",
+                s.steps_json()
+            );
         }
     }
 }

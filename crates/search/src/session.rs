@@ -1,0 +1,664 @@
+//! A tuning session (TVM's `auto_scheduler.TaskScheduler.tune` with its measure
+//! callbacks, for any strategy): the tasks of a network (or one operator), one
+//! [`SearchPolicy`] per task, the task scheduler that gives rounds to tasks, the
+//! measurer, the record log and the cost model shared by every task. In order:
+//!
+//! 1. each task's default schedule is measured once per log, as its baseline (what an
+//!    untuned build runs, the estimate's stand-in until the task has a tuned latency);
+//! 2. the log's earlier measurements of these tasks are read back: they count against
+//!    the budget, go to the policies and train the model, so a killed run resumes where
+//!    its log ends;
+//! 3. rounds: the scheduler picks a task, its policy proposes (ranked by the model once
+//!    it has `warmup` programs), the candidates are measured, appended to the log (one
+//!    write + sync per batch) and observed; TVM's table after every round;
+//! 4. each task's fastest programs are measured again, each run in a fresh process, so
+//!    the history best is the steadiest, not the luckiest (`record::stable_cost`).
+//!
+//! The model learns from every task's programs, labelled per task with TVM's normalized
+//! throughput (the task's best cost over the program's cost; failures 0).
+
+use crate::measure::{Candidate, MeasureError, Measurer, Reference};
+use crate::policy::{
+    Observation, PolicyError, PolicyInfo, PolicyOptions, SearchPolicy, SearchTask, StrategyFactory,
+};
+use crate::record::{stable_cost, Record, RecordError, RecordWriter};
+use crate::scheduler::{RoundOutcome, RoundRunner, SchedTask, SchedulerOptions, TaskScheduler};
+use crate::session_report::{remeasure_table, task_list, Remeasured};
+use crate::{MeasureResult, ScheduleDesc};
+use std::cell::RefCell;
+use std::collections::HashSet;
+use std::path::PathBuf;
+use tessera_costmodel::{store_features, ProgramCostModel};
+use tessera_ir::PrimFunc;
+
+/// One task of a session.
+pub struct TuningTask {
+    pub task: SearchTask,
+    /// How many times the network computes it.
+    pub weight: usize,
+    /// Its default schedule's program (what an untuned build runs), or why it does not
+    /// lower; `None`: no baseline.
+    pub default: Option<Result<PrimFunc, String>>,
+}
+
+/// How a session runs.
+#[derive(Clone, Debug)]
+pub struct SessionOptions {
+    pub scheduler: SchedulerOptions,
+    /// Measurements in all, the log's earlier ones included.
+    pub trials: usize,
+    /// Programs the model must have before it ranks proposals (TVM: 100).
+    pub warmup: usize,
+    /// Check each candidate's outputs against the task's reference program.
+    pub check: bool,
+    /// After tuning, measure each task's fastest N programs again (0: not at all) …
+    pub remeasure_top: usize,
+    /// … this many more runs each.
+    pub remeasure_runs: usize,
+}
+
+/// A failure that stops a session (not one candidate's).
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error("there is no task to tune")]
+    NoTasks,
+    #[error("task `{task}`: {source}")]
+    Policy {
+        task: String,
+        #[source]
+        source: PolicyError,
+    },
+    #[error("task `{task}`: the reference outputs: {message}")]
+    Reference { task: String, message: String },
+    #[error(transparent)]
+    Measure(#[from] MeasureError),
+    #[error(transparent)]
+    Log(#[from] RecordError),
+}
+
+/// Where a session's text goes: `out` the tables and progress, `warn` what the user
+/// should know (skipped log lines, records that do not replay).
+pub trait SessionReport {
+    fn out(&mut self, text: &str);
+    fn warn(&mut self, text: &str);
+}
+
+/// What a session ends with.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SessionSummary {
+    /// Trials in all (the log's earlier ones included).
+    pub trials: usize,
+    /// Each task's best latency (seconds; `scheduler::NO_COST` when none).
+    pub best_costs: Vec<f64>,
+    /// The network's estimated latency (seconds), where every task has a number.
+    pub estimated_latency: Option<f64>,
+}
+
+/// The per-task state of a session.
+struct TaskState {
+    policy: Box<dyn SearchPolicy>,
+    info: PolicyInfo,
+    reference: Option<Reference>,
+    /// Each measured program's feature rows and cost (when the model learns).
+    programs: Vec<(Vec<Vec<f32>>, Option<f64>)>,
+    best: Option<f64>,
+    /// Successful measurements in order (for re-measurement), each candidate once.
+    good: Vec<(ScheduleDesc, f64)>,
+    /// Measurements taken (failures included).
+    measured: usize,
+}
+
+/// The rounds' side of a session: what [`RoundRunner`] needs.
+struct Rounds<'r, 's> {
+    tasks: Vec<TuningTask>,
+    states: Vec<TaskState>,
+    measurer: Measurer,
+    writer: RecordWriter,
+    model: Box<dyn ProgramCostModel>,
+    /// Whether some policy ranks through the model (else it is never trained).
+    learn: bool,
+    stale: bool,
+    warmup: usize,
+    log_error: Option<RecordError>,
+    /// Shared with the scheduler's table callback (one borrow at a time).
+    report: &'r RefCell<&'s mut dyn SessionReport>,
+}
+
+/// A tuning session over tasks.
+pub struct TuningSession {
+    tasks: Vec<TuningTask>,
+    states: Vec<TaskState>,
+    measurer: Measurer,
+    log: PathBuf,
+    model: Box<dyn ProgramCostModel>,
+    opts: SessionOptions,
+}
+
+impl TuningSession {
+    /// A session whose policies `strategy` creates, one per task; task `i`'s policy is
+    /// seeded with `options.seed + i`. The reference outputs are computed here, so a task
+    /// that cannot be checked fails early.
+    pub fn new(
+        tasks: Vec<TuningTask>,
+        strategy: &dyn StrategyFactory,
+        options: &PolicyOptions,
+        measurer: Measurer,
+        log: impl Into<PathBuf>,
+        model: Box<dyn ProgramCostModel>,
+        opts: SessionOptions,
+    ) -> Result<TuningSession, SessionError> {
+        if tasks.is_empty() {
+            return Err(SessionError::NoTasks);
+        }
+        let mut states = Vec::with_capacity(tasks.len());
+        for (i, t) in tasks.iter().enumerate() {
+            let policy_err = |source| SessionError::Policy {
+                task: t.task.name.clone(),
+                source,
+            };
+            let seeded = PolicyOptions {
+                seed: options.seed.wrapping_add(i as u64),
+                ..options.clone()
+            };
+            let policy = strategy.create(&t.task, &seeded).map_err(policy_err)?;
+            let info = policy.info();
+            let reference = if opts.check {
+                let naive = policy.reference().map_err(policy_err)?;
+                let outputs = t.task.dag.outputs.len();
+                Some(
+                    Reference::compute(measurer.backend(), &naive, outputs, 1).map_err(|e| {
+                        SessionError::Reference {
+                            task: t.task.name.clone(),
+                            message: e.to_string(),
+                        }
+                    })?,
+                )
+            } else {
+                None
+            };
+            states.push(TaskState {
+                policy,
+                info,
+                reference,
+                programs: Vec::new(),
+                best: None,
+                good: Vec::new(),
+                measured: 0,
+            });
+        }
+        Ok(TuningSession {
+            tasks,
+            states,
+            measurer,
+            log: log.into(),
+            model,
+            opts,
+        })
+    }
+
+    /// Runs the session to its end (see the module's steps).
+    pub fn run(self, report: &mut dyn SessionReport) -> Result<SessionSummary, SessionError> {
+        let TuningSession {
+            tasks,
+            states,
+            measurer,
+            log,
+            model,
+            opts,
+        } = self;
+        report.out(&task_list(&tasks));
+        let earlier = read_log(&log, report)?;
+        let report = RefCell::new(report);
+        let learn = states.iter().any(|s| s.info.uses_scorer);
+        let mut rounds = Rounds {
+            tasks,
+            states,
+            measurer,
+            writer: RecordWriter::open(&log)?,
+            model,
+            learn,
+            stale: false,
+            warmup: opts.warmup,
+            log_error: None,
+            report: &report,
+        };
+        let mut scheduler = TaskScheduler::new(rounds.sched_tasks(), opts.scheduler.clone());
+        let baselines = rounds.measure_baselines(&earlier)?;
+        for (i, cost) in rounds.baseline_costs(&earlier, &baselines) {
+            scheduler.set_baseline(i, cost);
+        }
+        let taken = rounds.restore(&earlier);
+        if taken > 0 {
+            rounds.out(&format!(
+                "resumed from {}: {taken} earlier measurements of these tasks\n",
+                log.display()
+            ));
+            for (i, s) in rounds.states.iter().enumerate() {
+                scheduler.restore(i, s.measured, s.best);
+            }
+        }
+        let start = std::time::Instant::now();
+        let reason = scheduler.tune(opts.trials, &mut rounds, &mut |s, next| {
+            let table = s.table(start.elapsed().as_secs_f64(), next);
+            report.borrow_mut().out(&table);
+        });
+        if let Some(e) = rounds.log_error.take() {
+            return Err(e.into());
+        }
+        rounds.out(&format!(
+            "tuning ended ({reason:?}) after {} trials in {:.0} s; dead tasks: {:?}\n",
+            scheduler.total_trials(),
+            start.elapsed().as_secs_f64(),
+            scheduler.dead()
+        ));
+        let again_start = std::time::Instant::now();
+        let again = rounds.remeasure(opts.remeasure_top, opts.remeasure_runs)?;
+        if !again.is_empty() {
+            let names: Vec<String> = rounds.tasks.iter().map(|t| t.task.name.clone()).collect();
+            let seconds = again_start.elapsed().as_secs_f64();
+            rounds.out(&remeasure_table(&again, &names, seconds));
+        }
+        rounds.out(&crate::session_report::unreached(&rounds.tasks, &scheduler));
+        Ok(SessionSummary {
+            trials: scheduler.total_trials(),
+            best_costs: scheduler.best_costs().to_vec(),
+            estimated_latency: scheduler.estimated_latency(),
+        })
+    }
+}
+
+/// The log's records so far (none when it does not exist yet); skipped lines are
+/// warnings.
+fn read_log(
+    log: &std::path::Path,
+    report: &mut dyn SessionReport,
+) -> Result<Vec<Record>, SessionError> {
+    if !log.exists() {
+        return Ok(Vec::new());
+    }
+    let loaded = crate::record::load(log)?;
+    for (line, reason) in &loaded.skipped {
+        report.warn(&format!("{}:{line}: skipped: {reason}", log.display()));
+    }
+    Ok(loaded.records)
+}
+
+/// The feature rows of each program, computed on all cores.
+pub fn features_of_programs(funcs: &[PrimFunc]) -> Vec<Vec<Vec<f32>>> {
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(funcs.len().max(1));
+    let chunk = funcs.len().div_ceil(threads).max(1);
+    std::thread::scope(|sc| {
+        let handles: Vec<_> = funcs
+            .chunks(chunk)
+            .map(|part| sc.spawn(move || part.iter().map(store_features).collect::<Vec<_>>()))
+            .collect();
+        // a chunk whose thread panicked gives empty bags, so the result stays aligned
+        handles
+            .into_iter()
+            .zip(funcs.chunks(chunk))
+            .flat_map(|(h, part)| h.join().unwrap_or_else(|_| vec![Vec::new(); part.len()]))
+            .collect()
+    })
+}
+
+impl Rounds<'_, '_> {
+    fn out(&self, text: &str) {
+        self.report.borrow_mut().out(text);
+    }
+    fn warn(&self, text: &str) {
+        self.report.borrow_mut().warn(text);
+    }
+
+    fn sched_tasks(&self) -> Vec<SchedTask> {
+        self.tasks
+            .iter()
+            .map(|t| SchedTask {
+                weight: t.weight as f64,
+                flop: t.task.dag.flop_count(),
+                group: None,
+            })
+            .collect()
+    }
+
+    fn record(&self, task: usize, schedule: ScheduleDesc, result: MeasureResult) -> Record {
+        let info = &self.states[task].info;
+        Record::new(
+            &info.workload_key,
+            &self.tasks[task].task.target,
+            &info.record_name,
+            schedule,
+            result,
+        )
+    }
+
+    /// Measures the default schedule of every task the log has no baseline of, and
+    /// appends them.
+    fn measure_baselines(&mut self, earlier: &[Record]) -> Result<Vec<Record>, SessionError> {
+        let mut out = Vec::new();
+        for i in 0..self.tasks.len() {
+            let key = &self.states[i].info.workload_key;
+            let target = &self.tasks[i].task.target;
+            let known = earlier.iter().any(|r| {
+                matches!(r.schedule, ScheduleDesc::Default)
+                    && &r.target == target
+                    && &r.workload_key == key
+            });
+            let Some(func) = self.tasks[i].default.clone().filter(|_| !known) else {
+                continue;
+            };
+            let outputs = self.tasks[i].task.dag.outputs.len();
+            let r = self.measurer.measure(
+                &[Candidate { func }],
+                outputs,
+                self.states[i].reference.as_ref(),
+            );
+            if let Some(r) = r.into_iter().next() {
+                out.push(self.record(i, ScheduleDesc::Default, r));
+            }
+        }
+        self.writer.append_batch(&out)?;
+        Ok(out)
+    }
+
+    /// Each task's baseline latency: the steadiest of its default schedule's
+    /// measurements (the log's and this run's).
+    fn baseline_costs(&self, earlier: &[Record], now: &[Record]) -> Vec<(usize, f64)> {
+        (0..self.tasks.len())
+            .filter_map(|i| {
+                let key = &self.states[i].info.workload_key;
+                let target = &self.tasks[i].task.target;
+                let costs: Vec<f64> = earlier
+                    .iter()
+                    .chain(now)
+                    .filter(|r| {
+                        matches!(r.schedule, ScheduleDesc::Default)
+                            && &r.target == target
+                            && &r.workload_key == key
+                    })
+                    .map(|r| r.result.mean_cost())
+                    .collect();
+                (!costs.is_empty()).then(|| (i, stable_cost(costs)))
+            })
+            .collect()
+    }
+
+    /// Feeds the log's measurements of these tasks back in (each distinct candidate
+    /// once: a repeat is a re-measurement, not a trial). Returns how many were taken.
+    fn restore(&mut self, records: &[Record]) -> usize {
+        let mut seen: HashSet<(usize, String)> = HashSet::new();
+        let mut per_task: Vec<Vec<(usize, Observation)>> = vec![Vec::new(); self.tasks.len()];
+        for (k, r) in records.iter().enumerate() {
+            if matches!(r.schedule, ScheduleDesc::Default) {
+                continue;
+            }
+            let Some(i) = (0..self.tasks.len()).find(|&i| {
+                self.states[i].info.workload_key == r.workload_key
+                    && self.tasks[i].task.target == r.target
+            }) else {
+                continue;
+            };
+            let text = serde_json::to_string(&r.schedule).unwrap_or_default();
+            if !seen.insert((i, text)) {
+                continue;
+            }
+            let cost = r.result.is_ok().then(|| r.result.mean_cost());
+            per_task[i].push((
+                k,
+                Observation {
+                    schedule: r.schedule.clone(),
+                    cost,
+                },
+            ));
+        }
+        // what each task's policy took, then noted in the log's order
+        let mut taken: Vec<(usize, usize, Observation, Vec<Vec<f32>>)> = Vec::new();
+        for (i, obs) in per_task.into_iter().enumerate() {
+            let list: Vec<Observation> = obs.iter().map(|(_, o)| o.clone()).collect();
+            let verdicts = self.states[i].policy.observe(&list);
+            let name = self.tasks[i].task.name.clone();
+            let mut kept: Vec<(usize, Observation)> = Vec::new();
+            for ((k, o), v) in obs.into_iter().zip(verdicts) {
+                match v {
+                    Ok(()) => kept.push((k, o)),
+                    Err(e) => self.warn(&format!("a record of task `{name}`: {e}")),
+                }
+            }
+            let feats = self.features_of_candidates(i, &kept);
+            taken.extend(kept.into_iter().zip(feats).map(|((k, o), f)| (k, i, o, f)));
+        }
+        taken.sort_by_key(|(k, ..)| *k);
+        let n = taken.len();
+        for (_, i, o, f) in taken {
+            self.note(i, o, f);
+        }
+        if n > 0 {
+            self.retrain();
+        }
+        n
+    }
+
+    /// The feature rows of candidates of task `i` (empty when the model does not learn
+    /// or a candidate does not lower).
+    fn features_of_candidates(&self, i: usize, obs: &[(usize, Observation)]) -> Vec<Vec<Vec<f32>>> {
+        if !self.learn {
+            return vec![Vec::new(); obs.len()];
+        }
+        let descs: Vec<ScheduleDesc> = obs.iter().map(|(_, o)| o.schedule.clone()).collect();
+        let lowered = self.states[i].policy.lower(&descs);
+        let ok: Vec<PrimFunc> = lowered
+            .iter()
+            .filter_map(|f| f.as_ref().ok().cloned())
+            .collect();
+        let mut feats = features_of_programs(&ok).into_iter();
+        lowered
+            .iter()
+            .map(|f| match f {
+                Ok(_) => feats.next().unwrap_or_default(),
+                Err(_) => Vec::new(),
+            })
+            .collect()
+    }
+
+    /// Notes one measured candidate of task `i` (after its policy observed it).
+    fn note(&mut self, i: usize, o: Observation, feats: Vec<Vec<f32>>) {
+        let s = &mut self.states[i];
+        s.measured += 1;
+        if let Some(c) = o.cost {
+            if s.best.is_none_or(|b| c < b) {
+                s.best = Some(c);
+            }
+            s.good.push((o.schedule, c));
+        }
+        if self.learn {
+            s.programs.push((feats, o.cost));
+            self.stale = true;
+        }
+    }
+
+    fn num_programs(&self) -> usize {
+        self.states.iter().map(|s| s.programs.len()).sum()
+    }
+
+    fn retrain(&mut self) {
+        if !self.learn || !self.stale || self.num_programs() < self.warmup {
+            return;
+        }
+        let mut xs = Vec::new();
+        let mut ys = Vec::new();
+        for s in &self.states {
+            let Some(best) = s.best else { continue };
+            for (f, c) in &s.programs {
+                if f.is_empty() {
+                    continue;
+                }
+                xs.push(f.clone());
+                ys.push(c.map_or(0.0, |c| (best / c) as f32));
+            }
+        }
+        if xs.is_empty() {
+            return;
+        }
+        match self.model.update(&xs, &ys) {
+            Ok(()) => {
+                self.stale = false;
+                let line = format!(
+                    "    cost model `{}` trained on {} programs\n",
+                    self.model.name(),
+                    xs.len()
+                );
+                self.out(&line);
+            }
+            Err(e) => self.out(&format!("    cost model not trained: {e}\n")),
+        }
+    }
+
+    /// Measures candidates of task `i` and appends them to the log.
+    fn measure_and_log(
+        &mut self,
+        i: usize,
+        descs: &[ScheduleDesc],
+        funcs: Vec<Result<PrimFunc, String>>,
+    ) -> (Vec<MeasureResult>, Result<(), RecordError>) {
+        let cands: Vec<Candidate> = funcs.into_iter().map(|func| Candidate { func }).collect();
+        let outputs = self.tasks[i].task.dag.outputs.len();
+        let results = self
+            .measurer
+            .measure(&cands, outputs, self.states[i].reference.as_ref());
+        let records: Vec<Record> = descs
+            .iter()
+            .zip(&results)
+            .map(|(d, r)| self.record(i, d.clone(), r.clone()))
+            .collect();
+        let logged = self.writer.append_batch(&records);
+        (results, logged)
+    }
+
+    /// Measures the `top` fastest candidates of every task `runs` more times, each run in
+    /// a fresh process (one batch per run), appending every measurement to the log.
+    fn remeasure(&mut self, top: usize, runs: usize) -> Result<Vec<Remeasured>, SessionError> {
+        let mut out = Vec::new();
+        if top == 0 || runs == 0 {
+            return Ok(out);
+        }
+        for task in 0..self.tasks.len() {
+            let mut leaders: Vec<&(ScheduleDesc, f64)> = self.states[task].good.iter().collect();
+            leaders.sort_by(|a, b| a.1.total_cmp(&b.1));
+            leaders.truncate(top);
+            if leaders.is_empty() {
+                continue;
+            }
+            let descs: Vec<ScheduleDesc> = leaders.iter().map(|(d, _)| d.clone()).collect();
+            let mut rows: Vec<Remeasured> = leaders
+                .iter()
+                .enumerate()
+                .map(|(rank, (_, first))| Remeasured {
+                    task,
+                    rank,
+                    first: *first,
+                    again: Vec::new(),
+                })
+                .collect();
+            let funcs: Vec<Result<PrimFunc, String>> = self.states[task]
+                .policy
+                .lower(&descs)
+                .into_iter()
+                .map(|f| f.map_err(|e| e.to_string()))
+                .collect();
+            for _ in 0..runs {
+                let (results, logged) = self.measure_and_log(task, &descs, funcs.clone());
+                logged?;
+                for (row, r) in rows.iter_mut().zip(&results) {
+                    row.again.push(r.is_ok().then(|| r.mean_cost()));
+                }
+            }
+            out.extend(rows);
+        }
+        Ok(out)
+    }
+
+    /// The core's scorer over the shared model: feature rows, then the prediction; a
+    /// program without rows scores `f32::NEG_INFINITY`.
+    fn score(model: &dyn ProgramCostModel, funcs: &[PrimFunc]) -> Vec<f32> {
+        let feats = features_of_programs(funcs);
+        let scores = model
+            .predict(&feats)
+            .unwrap_or_else(|_| vec![f32::NEG_INFINITY; funcs.len()]);
+        scores
+            .into_iter()
+            .zip(&feats)
+            .map(|(s, f)| if f.is_empty() { f32::NEG_INFINITY } else { s })
+            .collect()
+    }
+}
+
+impl RoundRunner for Rounds<'_, '_> {
+    fn run_round(&mut self, task: usize, n: usize) -> RoundOutcome {
+        if self.log_error.is_some() {
+            return RoundOutcome::default();
+        }
+        let use_model = self.learn && self.model.is_trained() && self.num_programs() >= self.warmup;
+        let model = &*self.model;
+        let mut scorer = |funcs: &[PrimFunc]| Rounds::score(model, funcs);
+        let policy = &mut self.states[task].policy;
+        let proposed = if use_model {
+            policy.propose(n, Some(&mut scorer))
+        } else {
+            policy.propose(n, None)
+        };
+        let name = self.tasks[task].task.name.clone();
+        let proposals = match proposed {
+            Ok(p) if p.is_empty() => {
+                self.out(&format!(
+                    "    task `{name}`: the search has nothing new to propose\n"
+                ));
+                return RoundOutcome::default();
+            }
+            Ok(p) => p,
+            Err(e) => {
+                self.warn(&format!("task `{name}`: {e}"));
+                return RoundOutcome::default();
+            }
+        };
+        let (descs, funcs): (Vec<ScheduleDesc>, Vec<Result<PrimFunc, String>>) = proposals
+            .into_iter()
+            .map(|p| (p.schedule, p.program))
+            .unzip();
+        let feats: Vec<Vec<Vec<f32>>> = funcs
+            .iter()
+            .map(|f| match f {
+                Ok(f) if self.learn => store_features(f),
+                _ => Vec::new(),
+            })
+            .collect();
+        let (results, logged) = self.measure_and_log(task, &descs, funcs);
+        if let Err(e) = logged {
+            self.log_error = Some(e);
+        }
+        let obs: Vec<Observation> = descs
+            .into_iter()
+            .zip(&results)
+            .map(|(schedule, r)| Observation {
+                schedule,
+                cost: r.is_ok().then(|| r.mean_cost()),
+            })
+            .collect();
+        for v in self.states[task].policy.observe(&obs) {
+            if let Err(e) = v {
+                self.warn(&format!("task `{name}`: {e}"));
+            }
+        }
+        let best = obs.iter().filter_map(|o| o.cost).reduce(f64::min);
+        let measured = obs.len();
+        for (o, f) in obs.into_iter().zip(feats) {
+            self.note(task, o, f);
+        }
+        self.retrain();
+        RoundOutcome {
+            measured,
+            best_cost: best,
+        }
+    }
+}

@@ -1,0 +1,137 @@
+//! What a tuning session prints besides TVM's table (`scheduler::TaskScheduler::table`):
+//! the task list, the re-measurement table and the tasks the budget left untuned.
+
+use crate::scheduler::{TaskScheduler, NO_COST};
+use crate::session::TuningTask;
+use std::fmt::Write as _;
+
+/// Each task's header and compute DAG, as TVM prints them before tuning.
+pub fn task_list(tasks: &[TuningTask]) -> String {
+    let mut s = String::new();
+    for (i, t) in tasks.iter().enumerate() {
+        let task = &t.task;
+        let _ = writeln!(
+            s,
+            "========== Task {i}  (workload key: {}) ==========",
+            task.workload_key
+        );
+        let _ = writeln!(
+            s,
+            "# {}  weight: {}  FLOPs: {:.0}",
+            task.name,
+            t.weight,
+            task.dag.flop_count()
+        );
+        let _ = writeln!(s, "{}", task.dag);
+    }
+    s
+}
+
+/// One program measured again after tuning.
+#[derive(Clone, Debug)]
+pub struct Remeasured {
+    pub task: usize,
+    /// The program's rank among the task's measured programs (0: the fastest).
+    pub rank: usize,
+    /// Its cost when the search measured it (seconds).
+    pub first: f64,
+    /// Its costs in the runs made now (`None`: the run failed).
+    pub again: Vec<Option<f64>>,
+}
+
+impl Remeasured {
+    /// The median of all its measurements (`record::stable_cost`).
+    pub fn median(&self) -> f64 {
+        let mut all = vec![self.first];
+        all.extend(self.again.iter().map(|c| c.unwrap_or(f64::INFINITY)));
+        crate::record::stable_cost(all)
+    }
+}
+
+/// Milliseconds with four significant digits at least, for microsecond kernels too.
+fn ms(c: f64) -> String {
+    let v = c * 1e3;
+    let decimals = if v > 0.0 && v < 1.0 {
+        (3 - v.log10().floor() as i32).clamp(3, 9) as usize
+    } else {
+        3
+    };
+    format!("{v:.decimals$}")
+}
+
+/// The re-measurements of each task's fastest programs, and which one is now the best.
+pub fn remeasure_table(rows: &[Remeasured], names: &[String], seconds: f64) -> String {
+    let runs = rows.first().map_or(0, |r| r.again.len());
+    let mut out = format!(
+        "re-measured the fastest programs of each task, {runs} more runs each in fresh processes ({seconds:.0} s):\n"
+    );
+    out.push_str("| ID | Rank | First (ms) | Again (ms) | Median (ms) |\n");
+    out.push_str("|---|---|---|---|---|\n");
+    let ms_or_failed = |c: f64| {
+        if c.is_finite() {
+            ms(c)
+        } else {
+            "failed".to_string()
+        }
+    };
+    for r in rows {
+        let again: Vec<String> = r
+            .again
+            .iter()
+            .map(|c| c.map_or_else(|| "failed".to_string(), ms))
+            .collect();
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} |",
+            r.task,
+            r.rank + 1,
+            ms(r.first),
+            again.join(" "),
+            ms_or_failed(r.median())
+        );
+    }
+    for (task, name) in names.iter().enumerate() {
+        let of_task: Vec<&Remeasured> = rows.iter().filter(|r| r.task == task).collect();
+        let Some(best) = of_task
+            .iter()
+            .filter(|r| r.median().is_finite())
+            .min_by(|a, b| a.median().total_cmp(&b.median()))
+        else {
+            continue;
+        };
+        if best.rank != 0 {
+            let rank1 = of_task.first().map_or(f64::INFINITY, |r| r.median());
+            let _ = writeln!(
+                out,
+                "task {task} `{name}`: rank {} is the steadier best ({} ms median against rank 1's {})",
+                best.rank + 1,
+                ms(best.median()),
+                ms_or_failed(rank1)
+            );
+        }
+    }
+    out
+}
+
+/// A line for each task without a tuned latency: never reached by the budget (it keeps
+/// its default schedule), or no valid schedule in its trials.
+pub fn unreached(tasks: &[TuningTask], scheduler: &TaskScheduler) -> String {
+    let mut out = String::new();
+    for (i, (t, c)) in tasks.iter().zip(scheduler.best_costs()).enumerate() {
+        if *c < NO_COST {
+            continue;
+        }
+        let (name, w) = (&t.task.name, t.weight);
+        let _ = match scheduler.trials()[i] {
+            0 => writeln!(
+                out,
+                "    task {i} `{name}` (weight {w}): not reached by the budget (it keeps its default schedule)"
+            ),
+            n => writeln!(
+                out,
+                "    task {i} `{name}` (weight {w}): no valid schedule in {n} trials"
+            ),
+        };
+    }
+    out
+}

@@ -1,0 +1,192 @@
+//! The sketch search as a core search strategy: [`SketchStrategy`] creates, for each
+//! task, a [`SketchSearch`] — the task's [`SketchPolicy`] behind the core's
+//! [`SearchPolicy`]. Candidates are step histories (`ScheduleDesc::Steps`); the
+//! evolutionary search ranks states through the core's scorer by lowering them (on all
+//! cores) and passing the programs, so the session's shared cost model decides.
+//!
+//! Parameters (`PolicyOptions::params`): `population`, `sketch_share`,
+//! `max_code_size` (see [`SearchParams`]).
+
+use crate::annotate::AnnotateParams;
+use crate::search::{SearchParams, SketchPolicy};
+use crate::sketch::SketchTarget;
+use tessera_ir::transform::expanded_size;
+use tessera_ir::PrimFunc;
+use tessera_search::policy::{
+    Observation, PolicyError, PolicyInfo, PolicyOptions, Proposal, Scorer, SearchPolicy,
+    SearchTask, StrategyFactory,
+};
+use tessera_search::state::State;
+use tessera_search::ScheduleDesc;
+use tessera_te::{lower, ComputeDag};
+
+/// Lowers a complete state into the function that is measured.
+pub fn lower_state(state: &State, name: &str) -> Result<PrimFunc, String> {
+    let r = state.replay().map_err(|e| e.to_string())?;
+    lower(&r.schedule, &r.args, name).map_err(|e| e.to_string())
+}
+
+/// Whether `func` is within `max_code_size` IR nodes once its unrolled loops are
+/// expanded (0: no limit).
+pub(crate) fn code_within(func: &PrimFunc, max_code_size: u64) -> bool {
+    max_code_size == 0 || expanded_size(&func.body) <= max_code_size
+}
+
+/// Maps `f` over `items` on all cores, keeping the order.
+fn par_map<T: Sync, U: Send>(items: &[T], f: impl Fn(&T) -> U + Sync) -> Vec<U> {
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(items.len().max(1));
+    let chunk = items.len().div_ceil(threads).max(1);
+    let f = &f;
+    std::thread::scope(|sc| {
+        let handles: Vec<_> = items
+            .chunks(chunk)
+            .map(|part| sc.spawn(move || part.iter().map(f).collect::<Vec<U>>()))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_default())
+            .collect()
+    })
+}
+
+/// The sketch auto-scheduler (TVM's `SketchPolicy`) as a strategy.
+pub struct SketchStrategy;
+
+impl StrategyFactory for SketchStrategy {
+    fn name(&self) -> &str {
+        "sketch"
+    }
+
+    fn create(
+        &self,
+        task: &SearchTask,
+        options: &PolicyOptions,
+    ) -> Result<Box<dyn SearchPolicy>, PolicyError> {
+        let d = SearchParams::default();
+        let params = SearchParams {
+            population: options.param("population", d.population)?,
+            sketch_share: options.param("sketch_share", d.sketch_share)?,
+            max_code_size: options.param("max_code_size", d.max_code_size)?,
+            ..d
+        };
+        let cores = task.hardware.num_cores.max(1) as i64;
+        let policy = SketchPolicy::new(
+            &task.dag,
+            &SketchTarget::cpu(cores),
+            AnnotateParams::cpu(cores),
+            params,
+            options.seed,
+        )
+        .map_err(|e| PolicyError::Unsupported {
+            strategy: "sketch".into(),
+            task: task.name.clone(),
+            reason: e.to_string(),
+        })?;
+        Ok(Box::new(SketchSearch {
+            policy,
+            info: PolicyInfo {
+                workload_key: task.workload_key.clone(),
+                record_name: task.name.clone(),
+                uses_scorer: true,
+            },
+        }))
+    }
+}
+
+/// One task's sketch search behind the core's interface.
+pub struct SketchSearch {
+    policy: SketchPolicy,
+    info: PolicyInfo,
+}
+
+impl SketchSearch {
+    fn dag(&self) -> &ComputeDag {
+        self.policy.dag()
+    }
+
+    fn state_of(&self, desc: &ScheduleDesc) -> Result<State, PolicyError> {
+        let ScheduleDesc::Steps { steps } = desc else {
+            return Err(PolicyError::BadCandidate(
+                "not a step history (ScheduleDesc::Steps)".into(),
+            ));
+        };
+        State::from_json(self.dag(), steps).map_err(|e| PolicyError::BadCandidate(e.to_string()))
+    }
+}
+
+impl SearchPolicy for SketchSearch {
+    fn info(&self) -> PolicyInfo {
+        self.info.clone()
+    }
+
+    fn propose(
+        &mut self,
+        n: usize,
+        scorer: Option<&mut dyn Scorer>,
+    ) -> Result<Vec<Proposal>, PolicyError> {
+        let max_code_size = self.policy.params().max_code_size;
+        let batch = match scorer {
+            None => self.policy.next_batch(n, None),
+            Some(core) => {
+                // a state that does not lower, or lowers too large, is never proposed
+                let mut by_state = |states: &[State]| -> Vec<f32> {
+                    let funcs = par_map(states, |s| {
+                        lower_state(s, "candidate")
+                            .ok()
+                            .filter(|f| code_within(f, max_code_size))
+                    });
+                    let (at, ok): (Vec<usize>, Vec<PrimFunc>) = funcs
+                        .into_iter()
+                        .enumerate()
+                        .filter_map(|(i, f)| f.map(|f| (i, f)))
+                        .unzip();
+                    let mut scores = vec![f32::NEG_INFINITY; states.len()];
+                    for (i, s) in at.into_iter().zip(core.score(&ok)) {
+                        scores[i] = s;
+                    }
+                    scores
+                };
+                self.policy.next_batch(n, Some(&mut by_state))
+            }
+        };
+        Ok(batch
+            .iter()
+            .enumerate()
+            .map(|(k, s)| Proposal {
+                schedule: ScheduleDesc::Steps {
+                    steps: s.steps_json(),
+                },
+                program: lower_state(s, &format!("cand{k}")),
+            })
+            .collect())
+    }
+
+    fn observe(&mut self, measured: &[Observation]) -> Vec<Result<(), PolicyError>> {
+        let flop = self.dag().flop_count();
+        measured
+            .iter()
+            .map(|o| {
+                let s = self.state_of(&o.schedule)?;
+                self.policy.record(&s, o.cost.map(|c| flop / c.max(1e-12)));
+                Ok(())
+            })
+            .collect()
+    }
+
+    fn lower(&self, candidates: &[ScheduleDesc]) -> Vec<Result<PrimFunc, PolicyError>> {
+        candidates
+            .iter()
+            .map(|d| {
+                let s = self.state_of(d)?;
+                lower_state(&s, "candidate").map_err(PolicyError::Failed)
+            })
+            .collect()
+    }
+
+    fn reference(&self) -> Result<PrimFunc, PolicyError> {
+        lower_state(&State::new(self.dag()), "reference").map_err(PolicyError::Failed)
+    }
+}
