@@ -48,10 +48,10 @@ mod imp {
     use anyhow::{Context, Result};
     use gemm::Parallelism;
     use tessera_backends::{Backend, CpuBackend, Target};
-    use tessera_ir::DataType;
     use tessera_runtime::{Module, NDArray, TimeEvaluator};
-    use tessera_te::schedules::{default_schedule, CpuParams};
-    use tessera_te::{lower, ops, placeholder, ComputeDag, Tensor};
+    use tessera_te::catalog::{OpAttrs, OpSpec};
+    use tessera_te::lower;
+    use tessera_te::schedules::CpuParams;
 
     /// Which build of our schedule to time.
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,16 +70,15 @@ mod imp {
         Ok(ev.evaluate(&mut f)?.median_ms())
     }
 
-    /// Builds `out` (inputs `ins`) with our default schedule for `threads` threads and
-    /// returns its median time, checking it against the reference values `want`.
-    /// One workload: its tensors, input values and the peer's output.
+    /// One workload: the catalog operator, its input values and the peer's output.
     struct Case<'a> {
-        ins: &'a [Tensor],
-        out: &'a Tensor,
+        spec: &'a OpSpec,
         inputs: &'a [NDArray],
         want: &'a NDArray,
     }
 
+    /// Builds the case's operator with our default schedule for `threads` threads and
+    /// returns its median time, checking it against the peer's output.
     fn ours(
         ev: &TimeEvaluator,
         case: &Case,
@@ -87,7 +86,6 @@ mod imp {
         variant: Variant,
         dir: &std::path::Path,
     ) -> Result<f64> {
-        let Case { ins, out, .. } = *case;
         let target: Target = format!("cpu -num-cores={threads}").parse()?;
         let backend = match variant {
             Variant::ScalarNoAutoVec => CpuBackend::new(target)
@@ -101,10 +99,8 @@ mod imp {
             num_cores: threads,
             vectorize,
         };
-        let s = default_schedule(&[out.clone()], p)?;
-        let mut args = ins.to_vec();
-        args.push(out.clone());
-        let func = lower(&s, &args, &format!("{}_{threads}t_{variant:?}", out.name()))?;
+        let name = format!("{}_{threads}t_{variant:?}", case.spec.name);
+        let func = case.spec.default_func(p, &name)?;
         time_func(ev, case, &backend, &func, dir)
     }
 
@@ -119,7 +115,7 @@ mod imp {
     ) -> Result<f64> {
         let module = Module::load(&backend.build(func, dir)?)?;
         let mut arrays: Vec<NDArray> = case.inputs.to_vec();
-        arrays.push(NDArray::zeros(case.out.dtype(), case.want.shape())?);
+        arrays.push(NDArray::zeros(case.want.dtype(), case.want.shape())?);
         let mut refs: Vec<&mut NDArray> = arrays.iter_mut().collect();
         module.call(&mut refs)?;
         refs.last()
@@ -235,6 +231,47 @@ mod imp {
     /// The peer's computation, writing the output.
     type Peer = Box<dyn FnMut(&mut [f32])>;
 
+    /// The peer of a tuned operator: `gemm` for matmul, im2col + `gemm` for a conv2d of
+    /// one image with an odd square kernel and "same" padding; `vals` are its inputs.
+    fn peer_for(spec: &OpSpec, vals: &[Vec<f32>], threads: usize) -> Result<(&'static str, Peer)> {
+        let (av, bv) = match vals {
+            [a, b] => (a.clone(), b.clone()),
+            _ => anyhow::bail!("bench --op takes an operator of two inputs"),
+        };
+        Ok(match (spec.name.as_str(), &spec.shape[..]) {
+            ("matmul", &[m, n, k]) => {
+                let (m, n, k) = (m as usize, n as usize, k as usize);
+                (
+                    "gemm sgemm",
+                    Box::new(move |o| sgemm((m, n, k), &av, &bv, Rhs::KxN, o, threads)),
+                )
+            }
+            ("conv2d", &[1, h, w, ci, co, kh, kw]) if kh == kw && kh % 2 == 1 => {
+                let cs = ConvShape {
+                    h: h as usize,
+                    w: w as usize,
+                    c: ci as usize,
+                    kh: kh as usize,
+                    kw: kw as usize,
+                    pad: (kh / 2) as usize,
+                };
+                let mut cols = vec![0f32; cs.h * cs.w * cs.kh * cs.kw * cs.c];
+                let kdim = cs.kh * cs.kw * cs.c;
+                (
+                    "im2col + gemm sgemm",
+                    Box::new(move |o| {
+                        im2col(&av, cs, &mut cols);
+                        let mnk = (cs.h * cs.w, co as usize, kdim);
+                        sgemm(mnk, &cols, &bv, Rhs::KxN, o, threads)
+                    }),
+                )
+            }
+            _ => anyhow::bail!(
+                "bench --op takes matmul M,N,K or conv2d 1,H,W,C_IN,C_OUT,K,K (odd K)"
+            ),
+        })
+    }
+
     /// The best step history of `log` for `op` against the default schedule and the peer.
     fn tuned(
         ev: &TimeEvaluator,
@@ -246,7 +283,9 @@ mod imp {
         use tessera_search::state::State;
         use tessera_search::ScheduleDesc;
         let dims = crate::tune::parse_dims(shape)?;
-        let dag = crate::autosched::op_dag(op, &dims)?;
+        // stride 1, "same" padding: the workload `tessera tune --op` tunes
+        let spec = OpSpec::new(op, &dims, OpAttrs::default())?;
+        let dag = spec.dag()?;
         let key = dag.workload_key();
         let loaded = crate::records::load_warn(log)?;
         // the history best among the step histories (the median of each one's
@@ -265,79 +304,36 @@ mod imp {
             unreachable!("filtered to step histories")
         };
         let replayed = State::from_json(&dag, steps)?.replay()?;
-        let out = dag.outputs[0].clone();
-        let ins: Vec<Tensor> = replayed.args[..replayed.args.len() - 1].to_vec();
         let func = lower(&replayed.schedule, &replayed.args, "tuned")?;
-        let f32t = DataType::float32();
-        let shape_of = |t: &Tensor| t.shape().iter().map(|&d| d as usize).collect::<Vec<_>>();
+        let (ins, outs) = spec.tensors()?;
+        let out = outs.first().context("the operator has no output")?;
         let inputs: Vec<NDArray> = ins
             .iter()
             .enumerate()
-            .map(|(i, t)| NDArray::random_uniform(f32t, &shape_of(t), 11 + i as u64, -1.0, 1.0))
+            .map(|(i, t)| random_like(t, 11 + i as u64))
             .collect::<Result<_, _>>()?;
         let vals: Vec<Vec<f32>> = inputs
             .iter()
             .map(|x| Ok(x.as_slice::<f32>()?.to_vec()))
             .collect::<Result<_>>()?;
-        let mut ov = vec![0f32; shape_of(&out).iter().product()];
-        let (peer_name, mut peer): (&str, Peer) = match (op, &dims[..]) {
-            ("matmul", &[m, n, k]) => {
-                let (m, n, k) = (m as usize, n as usize, k as usize);
-                let (av, bv) = (vals[0].clone(), vals[1].clone());
-                (
-                    "gemm sgemm",
-                    Box::new(move |o| sgemm((m, n, k), &av, &bv, Rhs::KxN, o, threads)),
-                )
-            }
-            ("conv2d", &[1, h, w, ci, co, kh, kw]) if kh == kw && kh % 2 == 1 => {
-                let cs = ConvShape {
-                    h: h as usize,
-                    w: w as usize,
-                    c: ci as usize,
-                    kh: kh as usize,
-                    kw: kw as usize,
-                    pad: (kh / 2) as usize,
-                };
-                let (dv, kv) = (vals[0].clone(), vals[1].clone());
-                let mut cols = vec![0f32; cs.h * cs.w * cs.kh * cs.kw * cs.c];
-                let kdim = cs.kh * cs.kw * cs.c;
-                (
-                    "im2col + gemm sgemm",
-                    Box::new(move |o| {
-                        im2col(&dv, cs, &mut cols);
-                        sgemm(
-                            (cs.h * cs.w, co as usize, kdim),
-                            &cols,
-                            &kv,
-                            Rhs::KxN,
-                            o,
-                            threads,
-                        )
-                    }),
-                )
-            }
-            _ => anyhow::bail!(
-                "bench --op takes matmul M,N,K or conv2d 1,H,W,C_IN,C_OUT,K,K (odd K)"
-            ),
-        };
+        let (peer_name, mut peer) = peer_for(&spec, &vals, threads)?;
+        let mut ov = vec![0f32; shape_of(out).iter().product()];
         peer(&mut ov);
-        let want = NDArray::from_slice_f32(&shape_of(&out), &ov)?;
+        let want = NDArray::from_slice_f32(&shape_of(out), &ov)?;
         let case = Case {
-            ins: &ins,
-            out: &out,
+            spec: &spec,
             inputs: &inputs,
             want: &want,
         };
         let dir = tempfile::tempdir()?;
         let backend = CpuBackend::new(format!("cpu -num-cores={threads}").parse()?);
-        let flops = dag.flop_count();
         let peer_ms = time(ev, || {
             peer(&mut ov);
             Ok(())
         })?;
         let tuned_ms = time_func(ev, &case, &backend, &func, dir.path())?;
         let default_ms = ours(ev, &case, threads, Variant::Vectorized, dir.path())?;
-        let g = |ms: f64| flops / (ms * 1e-3) / 1e9;
+        let g = |ms: f64| dag.flop_count() / (ms * 1e-3) / 1e9;
         println!(
             "{op} {shape}, {threads} threads; best of {log} (record measured at {:.3} ms)",
             best.result.mean_cost() * 1e3,
@@ -355,6 +351,21 @@ mod imp {
         Ok(())
     }
 
+    fn shape_of(t: &tessera_te::Tensor) -> Vec<usize> {
+        t.shape().iter().map(|&d| d as usize).collect()
+    }
+
+    /// Seeded random values in [-1, 1) of the tensor's type and shape.
+    fn random_like(t: &tessera_te::Tensor, seed: u64) -> Result<NDArray> {
+        Ok(NDArray::random_uniform(
+            t.dtype(),
+            &shape_of(t),
+            seed,
+            -1.0,
+            1.0,
+        )?)
+    }
+
     struct Row {
         what: String,
         threads: usize,
@@ -362,6 +373,117 @@ mod imp {
         peer: String,
         peer_ms: f64,
         flops: f64,
+    }
+
+    /// matmul and dense 1024³ (dense's weight stored [N, K]) against sgemm; matmul also
+    /// against its own loop nest unvectorized.
+    fn gemm_rows(ev: &TimeEvaluator, dir: &std::path::Path) -> Result<Vec<Row>> {
+        let n = 1024usize;
+        let nn = n as i64;
+        let mm_spec = OpSpec::new("matmul", &[nn, nn, nn], OpAttrs::default())?;
+        let dense_spec = OpSpec::new("dense", &[nn, nn, nn], OpAttrs::default())?;
+        let (ins, _) = mm_spec.tensors()?;
+        let inputs = [random_like(&ins[0], 1)?, random_like(&ins[1], 2)?];
+        let (av, bv) = (
+            inputs[0].as_slice::<f32>()?.to_vec(),
+            inputs[1].as_slice::<f32>()?.to_vec(),
+        );
+        let mut rows = Vec::new();
+        for (spec, rhs, peer) in [
+            (&mm_spec, Rhs::KxN, "gemm sgemm"),
+            (&dense_spec, Rhs::NxK, "gemm sgemm (B transposed)"),
+        ] {
+            let flops = spec.dag()?.flop_count();
+            let mut cv = vec![0f32; n * n];
+            sgemm((n, n, n), &av, &bv, rhs, &mut cv, 1);
+            let want = NDArray::from_slice_f32(&[n, n], &cv)?;
+            let case = Case {
+                spec,
+                inputs: &inputs,
+                want: &want,
+            };
+            for threads in [1, 2] {
+                let peer_ms = time(ev, || {
+                    sgemm((n, n, n), &av, &bv, rhs, &mut cv, threads);
+                    Ok(())
+                })?;
+                let mm = |v: Variant| ours(ev, &case, threads, v, dir);
+                let ours_ms = mm(Variant::Vectorized)?;
+                let row = |what: &str, peer: &str, peer_ms: f64| Row {
+                    what: what.into(),
+                    threads,
+                    ours_ms,
+                    peer: peer.into(),
+                    peer_ms,
+                    flops,
+                };
+                rows.push(row(&format!("{} {n}x{n}x{n}", spec.name), peer, peer_ms));
+                if spec.name == "matmul" {
+                    let what = "matmul, same loop nest";
+                    let on = "unvectorized (C auto-vectorization on)";
+                    rows.push(row(what, on, mm(Variant::Scalar)?));
+                    let off = "unvectorized (C auto-vectorization off)";
+                    rows.push(row(what, off, mm(Variant::ScalarNoAutoVec)?));
+                }
+            }
+        }
+        Ok(rows)
+    }
+
+    /// ResNet's conv2d NHWC 1×56×56×64 ⊛ 3×3×64×64, pad 1, against im2col + sgemm.
+    fn conv2d_rows(ev: &TimeEvaluator, dir: &std::path::Path) -> Result<Vec<Row>> {
+        let (h, w, ci, co, k, pad) = (56usize, 56usize, 64usize, 64usize, 3usize, 1usize);
+        let conv_spec = OpSpec::new(
+            "conv2d",
+            &[1, h, w, ci, co, k, k].map(|d| d as i64),
+            OpAttrs {
+                pad: Some(pad as i64),
+                ..OpAttrs::default()
+            },
+        )?;
+        let cs = ConvShape {
+            h,
+            w,
+            c: ci,
+            kh: k,
+            kw: k,
+            pad,
+        };
+        let flops = conv_spec.dag()?.flop_count();
+        let (ins, _) = conv_spec.tensors()?;
+        let inputs = [random_like(&ins[0], 3)?, random_like(&ins[1], 4)?];
+        let (dv, kv) = (
+            inputs[0].as_slice::<f32>()?.to_vec(),
+            inputs[1].as_slice::<f32>()?.to_vec(),
+        );
+        let mut cols = vec![0f32; h * w * k * k * ci];
+        let mut ov = vec![0f32; h * w * co];
+        let mnk = (h * w, co, k * k * ci);
+        im2col(&dv, cs, &mut cols);
+        sgemm(mnk, &cols, &kv, Rhs::KxN, &mut ov, 1);
+        let want = NDArray::from_slice_f32(&[1, h, w, co], &ov)?;
+        let case = Case {
+            spec: &conv_spec,
+            inputs: &inputs,
+            want: &want,
+        };
+        let mut rows = Vec::new();
+        for threads in [1, 2] {
+            let peer_ms = time(ev, || {
+                im2col(&dv, cs, &mut cols);
+                sgemm(mnk, &cols, &kv, Rhs::KxN, &mut ov, threads);
+                Ok(())
+            })?;
+            rows.push(Row {
+                what: "conv2d NHWC 1x56x56x64, 3x3x64x64, pad 1".into(),
+                threads,
+                ours_ms: ours(ev, &case, threads, Variant::Vectorized, dir)?,
+                peer: "im2col + gemm sgemm".into(),
+                peer_ms,
+                flops,
+            });
+        }
+        Ok(rows)
     }
 
     pub fn run(a: BenchArgs) -> Result<()> {
@@ -381,157 +503,8 @@ mod imp {
             return tuned(&ev, op, shape, log, a.threads.max(1));
         }
         let dir = tempfile::tempdir()?;
-        let f32t = DataType::float32();
-        let mut rows: Vec<Row> = Vec::new();
-
-        // ----- matmul 1024³ -----
-        let n = 1024usize;
-        let (ta, tb) = (
-            placeholder(&[n as i64, n as i64], f32t, "A")?,
-            placeholder(&[n as i64, n as i64], f32t, "B")?,
-        );
-        let tc = ops::matmul(&ta, &tb)?;
-        let flops = ComputeDag::new(&[tc.clone()])?.flop_count();
-        let a_arr = NDArray::random_uniform(f32t, &[n, n], 1, -1.0, 1.0)?;
-        let b_arr = NDArray::random_uniform(f32t, &[n, n], 2, -1.0, 1.0)?;
-        let (av, bv) = (
-            a_arr.as_slice::<f32>()?.to_vec(),
-            b_arr.as_slice::<f32>()?.to_vec(),
-        );
-        let mut cv = vec![0f32; n * n];
-        sgemm((n, n, n), &av, &bv, Rhs::KxN, &mut cv, 1);
-        let want = NDArray::from_slice_f32(&[n, n], &cv)?;
-        for threads in [1, 2] {
-            let peer_ms = time(&ev, || {
-                sgemm((n, n, n), &av, &bv, Rhs::KxN, &mut cv, threads);
-                Ok(())
-            })?;
-            let (ins, inputs) = ([ta.clone(), tb.clone()], [a_arr.clone(), b_arr.clone()]);
-            let case = Case {
-                ins: &ins,
-                out: &tc,
-                inputs: &inputs,
-                want: &want,
-            };
-            let mm = |v: Variant| ours(&ev, &case, threads, v, dir.path());
-            let ours_ms = mm(Variant::Vectorized)?;
-            rows.push(Row {
-                what: "matmul 1024x1024x1024".into(),
-                threads,
-                ours_ms,
-                peer: "gemm sgemm".into(),
-                peer_ms,
-                flops,
-            });
-            let scalar_ms = mm(Variant::Scalar)?;
-            rows.push(Row {
-                what: "matmul, same loop nest".into(),
-                threads,
-                ours_ms,
-                peer: "unvectorized (C auto-vectorization on)".into(),
-                peer_ms: scalar_ms,
-                flops,
-            });
-            let novec_ms = mm(Variant::ScalarNoAutoVec)?;
-            rows.push(Row {
-                what: "matmul, same loop nest".into(),
-                threads,
-                ours_ms,
-                peer: "unvectorized (C auto-vectorization off)".into(),
-                peer_ms: novec_ms,
-                flops,
-            });
-        }
-
-        // ----- dense 1024×1024×1024 (weight stored [N, K]) -----
-        let (td, tw) = (
-            placeholder(&[n as i64, n as i64], f32t, "data")?,
-            placeholder(&[n as i64, n as i64], f32t, "weight")?,
-        );
-        let tdense = ops::dense(&td, &tw, None)?;
-        let dflops = ComputeDag::new(&[tdense.clone()])?.flop_count();
-        let mut dv = vec![0f32; n * n];
-        sgemm((n, n, n), &av, &bv, Rhs::NxK, &mut dv, 1);
-        let dwant = NDArray::from_slice_f32(&[n, n], &dv)?;
-        for threads in [1, 2] {
-            let peer_ms = time(&ev, || {
-                sgemm((n, n, n), &av, &bv, Rhs::NxK, &mut dv, threads);
-                Ok(())
-            })?;
-            let (ins, inputs) = ([td.clone(), tw.clone()], [a_arr.clone(), b_arr.clone()]);
-            let case = Case {
-                ins: &ins,
-                out: &tdense,
-                inputs: &inputs,
-                want: &dwant,
-            };
-            let ours_ms = ours(&ev, &case, threads, Variant::Vectorized, dir.path())?;
-            rows.push(Row {
-                what: "dense 1024x1024x1024".into(),
-                threads,
-                ours_ms,
-                peer: "gemm sgemm (B transposed)".into(),
-                peer_ms,
-                flops: dflops,
-            });
-        }
-
-        // ----- conv2d 1×56×56×64 ⊛ 3×3×64×64, pad 1 -----
-        let (h, w, ci, co, k, pad) = (56usize, 56usize, 64usize, 64usize, 3usize, 1usize);
-        let td = placeholder(&[1, h as i64, w as i64, ci as i64], f32t, "data")?;
-        let tk = placeholder(&[k as i64, k as i64, ci as i64, co as i64], f32t, "kernel")?;
-        let tconv = ops::conv2d_nhwc(&td, &tk, (1, 1), (pad as i64, pad as i64), (1, 1))?;
-        let cs = ConvShape {
-            h,
-            w,
-            c: ci,
-            kh: k,
-            kw: k,
-            pad,
-        };
-        let cflops = ComputeDag::new(&[tconv.clone()])?.flop_count();
-        let d_arr = NDArray::random_uniform(f32t, &[1, h, w, ci], 3, -1.0, 1.0)?;
-        let k_arr = NDArray::random_uniform(f32t, &[k, k, ci, co], 4, -1.0, 1.0)?;
-        let (dv, kv) = (
-            d_arr.as_slice::<f32>()?.to_vec(),
-            k_arr.as_slice::<f32>()?.to_vec(),
-        );
-        let mut cols = vec![0f32; h * w * k * k * ci];
-        let mut ov = vec![0f32; h * w * co];
-        im2col(&dv, cs, &mut cols);
-        sgemm((h * w, co, k * k * ci), &cols, &kv, Rhs::KxN, &mut ov, 1);
-        let cwant = NDArray::from_slice_f32(&[1, h, w, co], &ov)?;
-        for threads in [1, 2] {
-            let peer_ms = time(&ev, || {
-                im2col(&dv, cs, &mut cols);
-                sgemm(
-                    (h * w, co, k * k * ci),
-                    &cols,
-                    &kv,
-                    Rhs::KxN,
-                    &mut ov,
-                    threads,
-                );
-                Ok(())
-            })?;
-            let (ins, inputs) = ([td.clone(), tk.clone()], [d_arr.clone(), k_arr.clone()]);
-            let case = Case {
-                ins: &ins,
-                out: &tconv,
-                inputs: &inputs,
-                want: &cwant,
-            };
-            let ours_ms = ours(&ev, &case, threads, Variant::Vectorized, dir.path())?;
-            rows.push(Row {
-                what: "conv2d NHWC 1x56x56x64, 3x3x64x64, pad 1".into(),
-                threads,
-                ours_ms,
-                peer: "im2col + gemm sgemm".into(),
-                peer_ms,
-                flops: cflops,
-            });
-        }
-
+        let mut rows = gemm_rows(&ev, dir.path())?;
+        rows.extend(conv2d_rows(&ev, dir.path())?);
         println!("| workload | threads | tessera (ms) | tessera GFLOPS | peer | peer (ms) | peer GFLOPS | tessera speed / peer speed |");
         println!("|---|---|---|---|---|---|---|---|");
         for r in &rows {

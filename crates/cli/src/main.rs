@@ -20,9 +20,11 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Build one operator for a target, check it against the reference, time it.
+    /// Build one operator for a target, check it against the reference, time it
+    /// (`--list`: the operators).
     #[command(
-        after_help = "Examples:\n  tessera op matmul --shape 1024,1024,1024\n  tessera op conv2d --shape 1,56,56,64,64,3,3 --pad 1 --show source\n  tessera op softmax --shape 1,1000 --schedule naive --json\n  tessera op dense --shape 1,1000,512 --target \"cpu -num-cores=1\""
+        after_help = "Examples:\n  tessera op --list\n  tessera op matmul --shape 1024,1024,1024\n  tessera op conv2d --shape 1,56,56,64,64,3,3 --pad 1 --show source\n  tessera op softmax --shape 1,1000 --schedule naive --json\n  tessera op dense --shape 1,1000,512 --target \"cpu -num-cores=1\"\n\nThe operators and their --shape: --help or --list.",
+        after_long_help = op::long_help()
     )]
     Op(op::OpArgs),
     /// Time the default CPU schedules against the `gemm` crate (matmul 1024³, ResNet

@@ -1,4 +1,5 @@
-//! `tessera op`: build one operator, check it, time it.
+//! `tessera op`: build one operator of the catalog (`tessera_te::catalog`), check it,
+//! time it; `tessera op --list` prints the catalog.
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, ValueEnum};
@@ -6,24 +7,11 @@ use serde_json::json;
 use std::sync::Arc;
 use tessera_backends::{Backend, HardwareParams, LaunchDims};
 use tessera_ir::interp::{self, HostBuffer};
-use tessera_ir::{DataType, PrimFunc};
+use tessera_ir::PrimFunc;
 use tessera_runtime::{Device, DeviceArray, FunctionId, NDArray, TimeEvaluator, TimeResult};
-use tessera_te::schedules::{default_schedule, CpuParams};
-use tessera_te::{compute, lower, ops, placeholder, ComputeDag, Schedule, Tensor};
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum OpKind {
-    /// C[M, N] = A[M, K] · B[K, N]; --shape M,N,K
-    Matmul,
-    /// out[M, N] = data[M, K] · weight[N, K]ᵀ (TVM's dense); --shape M,N,K
-    Dense,
-    /// NHWC data ⊛ HWIO kernel; --shape N,H,W,C_IN,C_OUT,KH,KW with --stride/--pad/--dilation
-    Conv2d,
-    /// softmax over the last axis of a 2-D tensor; --shape ROWS,COLS
-    Softmax,
-    /// max(x, 0) elementwise; --shape D0,D1,…
-    Relu,
-}
+use tessera_te::catalog::{self, OpAttrs, OpSpec};
+use tessera_te::schedules::CpuParams;
+use tessera_te::{ComputeDag, Tensor};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum ScheduleKind {
@@ -47,21 +35,35 @@ pub enum CheckKind {
 
 #[derive(Args, Debug)]
 pub struct OpArgs {
-    /// The operator.
-    #[arg(value_enum)]
-    pub op: OpKind,
-    /// Comma-separated sizes; their meaning depends on the operator (see above).
-    #[arg(long, value_delimiter = ',', required = true)]
+    /// The operator: a name of the catalog (`tessera op --list`).
+    #[arg(required_unless_present = "list")]
+    pub op: Option<String>,
+    /// Print the catalog (each operator's name, --shape and what it computes) and exit.
+    #[arg(long, exclusive = true)]
+    pub list: bool,
+    /// Comma-separated sizes; their meaning depends on the operator (`--list`).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        allow_hyphen_values = true,
+        required_unless_present = "list"
+    )]
     pub shape: Vec<i64>,
-    /// conv2d stride (both spatial axes).
+    /// Stride of every spatial axis (convolutions, pooling).
     #[arg(long, default_value_t = 1)]
     pub stride: i64,
-    /// conv2d zero padding (both sides of both spatial axes).
-    #[arg(long, default_value_t = 0)]
+    /// Zero padding on both sides of every spatial axis (convolutions, pooling, pad).
+    #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
     pub pad: i64,
-    /// conv2d dilation (both spatial axes).
+    /// Dilation of every spatial axis (convolutions, pooling).
     #[arg(long, default_value_t = 1)]
     pub dilation: i64,
+    /// Pooling: round the output size up.
+    #[arg(long)]
+    pub ceil_mode: bool,
+    /// conv2d_nchwc: the input and output channel blocks, IB,OB.
+    #[arg(long, value_delimiter = ',')]
+    pub block: Option<Vec<i64>>,
     /// The target, e.g. `cpu` or `cpu -mcpu=native -num-cores=2`.
     #[arg(long, default_value = "cpu")]
     pub target: String,
@@ -94,82 +96,43 @@ pub struct OpArgs {
 /// Interpreter checks above this many FLOPs take too long; `auto` uses the naive kernel.
 const INTERP_FLOP_LIMIT: f64 = 5e7;
 
-/// The operator's tensors: `(inputs, output)`.
-fn build_op(a: &OpArgs) -> Result<(Vec<Tensor>, Tensor)> {
-    let f32 = DataType::float32();
-    let want = |n: usize, what: &str| -> Result<()> {
-        if a.shape.len() != n {
-            bail!(
-                "{:?} takes --shape {what} ({n} numbers), got {} number(s)",
-                a.op,
-                a.shape.len()
-            );
-        }
-        if let Some(d) = a.shape.iter().find(|d| **d <= 0) {
-            bail!("--shape: every size must be positive, got {d}");
-        }
-        Ok(())
-    };
-    Ok(match a.op {
-        OpKind::Matmul => {
-            want(3, "M,N,K")?;
-            let (m, n, k) = (a.shape[0], a.shape[1], a.shape[2]);
-            let x = placeholder(&[m, k], f32, "A")?;
-            let y = placeholder(&[k, n], f32, "B")?;
-            let c = ops::matmul(&x, &y)?;
-            (vec![x, y], c)
-        }
-        OpKind::Dense => {
-            want(3, "M,N,K")?;
-            let (m, n, k) = (a.shape[0], a.shape[1], a.shape[2]);
-            let x = placeholder(&[m, k], f32, "data")?;
-            let w = placeholder(&[n, k], f32, "weight")?;
-            let c = ops::dense(&x, &w, None)?;
-            (vec![x, w], c)
-        }
-        OpKind::Conv2d => {
-            want(7, "N,H,W,C_IN,C_OUT,KH,KW")?;
-            let s = &a.shape;
-            let d = placeholder(&[s[0], s[1], s[2], s[3]], f32, "data")?;
-            let w = placeholder(&[s[5], s[6], s[3], s[4]], f32, "kernel")?;
-            let c = ops::conv2d_nhwc(
-                &d,
-                &w,
-                (a.stride, a.stride),
-                (a.pad, a.pad),
-                (a.dilation, a.dilation),
-            )?;
-            (vec![d, w], c)
-        }
-        OpKind::Softmax => {
-            want(2, "ROWS,COLS")?;
-            let x = placeholder(&a.shape, f32, "X")?;
-            let y = ops::softmax(&x)?;
-            (vec![x], y)
-        }
-        OpKind::Relu => {
-            if a.shape.is_empty() || a.shape.iter().any(|d| *d <= 0) {
-                bail!("relu takes --shape D0,D1,… with positive sizes");
-            }
-            let x = placeholder(&a.shape, f32, "X")?;
-            let y = compute(&a.shape, "T_relu", &[], |ix| {
-                tessera_ir::Expr::max(x.at(ix), tessera_ir::Expr::float(0.0))
-            })?;
-            (vec![x], y)
-        }
-    })
+/// The long help of `tessera op`: examples, then the catalog.
+pub fn long_help() -> String {
+    format!(
+        "Examples:\n  tessera op matmul --shape 1024,1024,1024\n  tessera op conv2d --shape 1,56,56,64,64,3,3 --pad 1 --show source\n  tessera op max_pool2d --shape 1,112,112,64,3,3 --stride 2 --pad 1\n  tessera op softmax --shape 1,1000 --schedule naive --json\n  tessera op dense --shape 1,1000,512 --target \"cpu -num-cores=1\"\n\n\
+         Operators (--shape lists sizes in this order whatever the layout; --pad defaults to 0):\n{}",
+        catalog::table()
+    )
 }
 
-fn make_schedule(out: &Tensor, kind: ScheduleKind, hw: &HardwareParams) -> Result<Schedule> {
+/// The operator the arguments ask for.
+fn spec_of(a: &OpArgs) -> Result<OpSpec> {
+    let name = a.op.as_deref().context("no operator given (see --list)")?;
+    let block = match a.block.as_deref() {
+        None => None,
+        Some(&[ib, ob]) => Some((ib, ob)),
+        Some(v) => bail!("--block takes IB,OB (2 numbers), got {}", v.len()),
+    };
+    let attrs = OpAttrs {
+        stride: a.stride,
+        pad: Some(a.pad),
+        dilation: a.dilation,
+        ceil_mode: a.ceil_mode,
+        block,
+    };
+    Ok(OpSpec::new(name, &a.shape, attrs)?)
+}
+
+fn make_func(spec: &OpSpec, kind: ScheduleKind, hw: &HardwareParams) -> Result<PrimFunc> {
     if kind == ScheduleKind::Naive {
-        return Ok(Schedule::create(&[out.clone()])?);
+        return Ok(spec.naive_func(&spec.name)?);
     }
     let p = CpuParams {
         vector_lanes: hw.f32_lanes(),
         num_cores: hw.num_cores,
         vectorize: true,
     };
-    Ok(default_schedule(&[out.clone()], p)?)
+    Ok(spec.default_func(p, &spec.name)?)
 }
 
 /// A kernel built by the target's backend and loaded on its device (the CPU's, or a
@@ -226,148 +189,216 @@ impl Kernel {
     }
 }
 
+/// The operator's arguments on the host: seeded random inputs (in the ranges the
+/// operator is defined on), then zero outputs.
+fn make_arrays(spec: &OpSpec) -> Result<Vec<NDArray>> {
+    let (inputs, outputs) = spec.tensors()?;
+    let dims = |t: &Tensor| -> Vec<usize> { t.shape().iter().map(|d| *d as usize).collect() };
+    let mut arrays = Vec::new();
+    for (i, t) in inputs.iter().enumerate() {
+        let (lo, hi) = spec.input_range(i);
+        arrays.push(NDArray::random_uniform(
+            t.dtype(),
+            &dims(t),
+            42 + i as u64,
+            lo,
+            hi,
+        )?);
+    }
+    for t in &outputs {
+        arrays.push(NDArray::zeros(t.dtype(), &dims(t))?);
+    }
+    Ok(arrays)
+}
+
+/// The reference output for `arrays` (the kernel's arguments), computed as `check`
+/// says; `None` for no check.
+fn reference(
+    spec: &OpSpec,
+    check: CheckKind,
+    arrays: &[NDArray],
+    build: impl FnOnce(&PrimFunc) -> Result<Kernel>,
+) -> Result<Option<NDArray>> {
+    let last = arrays.len() - 1;
+    match check {
+        CheckKind::Interp => {
+            let naive = spec.naive_func("reference")?;
+            let mut host: Vec<HostBuffer> = arrays.iter().map(|x| x.to_host_buffer()).collect();
+            host[last] = HostBuffer::zeros(arrays[last].dtype(), arrays[last].shape());
+            interp::run(&naive, &mut host).map_err(|e| anyhow!("reference interpreter: {e}"))?;
+            Ok(Some(NDArray::from_host_buffer(&host[last])?))
+        }
+        CheckKind::Naive => {
+            let m = build(&spec.naive_func("reference")?)?;
+            let mut copy: Vec<NDArray> = arrays.to_vec();
+            copy[last] = NDArray::zeros(arrays[last].dtype(), arrays[last].shape())?;
+            m.call(&mut copy)?;
+            Ok(copy.pop())
+        }
+        _ => Ok(None),
+    }
+}
+
+/// What `tessera op` found: printed as text or JSON.
+struct Report<'a> {
+    a: &'a OpArgs,
+    spec: &'a OpSpec,
+    target: String,
+    target_kind: String,
+    dag: &'a ComputeDag,
+    func: &'a PrimFunc,
+    source: &'a str,
+    correct: Option<Result<(), String>>,
+    checked_against: &'static str,
+    timing: TimeResult,
+}
+
+impl Report<'_> {
+    fn shows(&self, k: &str) -> bool {
+        self.a.show.iter().any(|s| s == k)
+    }
+
+    fn gflops(&self) -> f64 {
+        self.dag.flop_count() / (self.timing.stats_ms().median * 1e-3) / 1e9
+    }
+
+    fn print_json(&self) {
+        let stats = self.timing.stats_ms();
+        let mut obj = json!({
+            "op": self.spec.name,
+            "shape": self.spec.shape,
+            "target": self.target,
+            "schedule": format!("{:?}", self.a.schedule).to_lowercase(),
+            "workload_key": self.dag.workload_key(),
+            "flops": self.dag.flop_count(),
+            "correct": self.correct.as_ref().map(|c| c.is_ok()),
+            "checked_against": self.checked_against,
+            "median_ms": stats.median,
+            "mean_ms": stats.mean,
+            "min_ms": stats.min,
+            "max_ms": stats.max,
+            "std_ms": stats.std,
+            "number": self.timing.number,
+            "repeat": self.timing.results.len(),
+            "gflops": self.gflops(),
+        });
+        if let Some(Err(e)) = &self.correct {
+            obj["mismatch"] = json!(e);
+        }
+        if self.shows("dag") {
+            obj["dag"] = json!(self.dag.to_string());
+        }
+        if self.shows("ir") {
+            obj["ir"] = json!(self.func.to_string());
+        }
+        if self.shows("source") {
+            obj["source"] = json!(self.source);
+        }
+        println!("{obj}");
+    }
+
+    fn print_text(&self) {
+        if self.shows("dag") {
+            println!("== compute DAG ==\n{}", self.dag);
+        }
+        if self.shows("ir") {
+            println!("== lowered IR ==\n{}", self.func);
+        }
+        if self.shows("source") {
+            println!("== {} source ==\n{}", self.target_kind, self.source);
+        }
+        let shape: Vec<String> = self.spec.shape.iter().map(|d| d.to_string()).collect();
+        println!(
+            "{} {} on `{}`, {:?} schedule",
+            self.spec.name,
+            shape.join("x"),
+            self.target,
+            self.a.schedule
+        );
+        let against = self.checked_against;
+        match &self.correct {
+            Some(Ok(())) => println!("correct: yes (checked against the {against})"),
+            Some(Err(e)) => println!("correct: NO (checked against the {against}): {e}"),
+            None => println!("correct: not checked"),
+        }
+        println!(
+            "time: {:.4} ms median ({} repeats of {} runs)  {:.2} GFLOPS",
+            self.timing.stats_ms().median,
+            self.timing.results.len(),
+            self.timing.number,
+            self.gflops()
+        );
+        println!("{}", self.timing);
+    }
+}
+
 pub fn run(a: OpArgs) -> Result<()> {
+    if a.list {
+        print!("{}", catalog::table());
+        return Ok(());
+    }
     for s in &a.show {
         if !["dag", "ir", "source"].contains(&s.as_str()) {
             bail!("--show: unknown item `{s}` (known: dag, ir, source)");
         }
     }
+    let spec = spec_of(&a)?;
     let registry = crate::plugins::registry();
     let target = registry.parse_target(&a.target)?;
     let backend = registry.backend_for(&target)?;
     let device = registry.device_for(&target)?;
     let hw = backend.hardware_params().clone();
-    let (inputs, out) = build_op(&a)?;
-    let dag = ComputeDag::new(&[out.clone()])?;
-    let mut args: Vec<Tensor> = inputs.clone();
-    args.push(out.clone());
-    let sched = make_schedule(&out, a.schedule, &hw)?;
-    let func = lower(&sched, &args, &format!("{:?}", a.op).to_lowercase())?;
+    let dag = spec.dag()?;
+    let func = make_func(&spec, a.schedule, &hw)?;
     let source = backend.codegen(&func)?;
     let dir = tempfile::tempdir().context("creating a build directory")?;
-    let kernel = Kernel::build(backend.as_ref(), &device, &func, dir.path())?;
+    let build = |f: &PrimFunc| Kernel::build(backend.as_ref(), &device, f, dir.path());
+    let kernel = build(&func)?;
 
-    // Inputs, the kernel's output, and the reference output.
-    let mut arrays: Vec<NDArray> = Vec::new();
-    for (i, t) in args.iter().enumerate() {
-        let shape: Vec<usize> = t.shape().iter().map(|d| *d as usize).collect();
-        arrays.push(if i < inputs.len() {
-            NDArray::random_uniform(t.dtype(), &shape, 42 + i as u64, -1.0, 1.0)?
-        } else {
-            NDArray::zeros(t.dtype(), &shape)?
-        });
-    }
+    let mut arrays = make_arrays(&spec)?;
     kernel.call(&mut arrays)?;
     let check = match a.check {
         CheckKind::Auto if dag.flop_count() <= INTERP_FLOP_LIMIT => CheckKind::Interp,
         CheckKind::Auto => CheckKind::Naive,
         c => c,
     };
-    let reference: Option<NDArray> = match check {
-        CheckKind::Interp => {
-            let naive = lower(&Schedule::create(&[out.clone()])?, &args, "reference")?;
-            let mut host: Vec<HostBuffer> = arrays.iter().map(|x| x.to_host_buffer()).collect();
-            let last = host.len() - 1;
-            host[last] = HostBuffer::zeros(out.dtype(), arrays[last].shape());
-            interp::run(&naive, &mut host).map_err(|e| anyhow!("reference interpreter: {e}"))?;
-            Some(NDArray::from_host_buffer(&host[last])?)
-        }
-        CheckKind::Naive => {
-            let naive = lower(&Schedule::create(&[out.clone()])?, &args, "reference")?;
-            let m = Kernel::build(backend.as_ref(), &device, &naive, dir.path())?;
-            let mut copy: Vec<NDArray> = arrays.clone();
-            let last = copy.len() - 1;
-            copy[last] = NDArray::zeros(out.dtype(), copy[last].shape())?;
-            m.call(&mut copy)?;
-            Some(copy.pop().expect("the output"))
-        }
-        _ => None,
-    };
-    let correct = reference
-        .as_ref()
-        .map(|r| arrays.last().expect("the output").allclose(r, 1e-3, 1e-4));
-
+    let correct = reference(&spec, check, &arrays, build)?.map(|r| {
+        let out = arrays.last().context("the operator has no output")?;
+        out.allclose(&r, 1e-3, 1e-4).map_err(|e| anyhow!("{e}"))
+    });
+    let correct = correct.map(|c| c.map_err(|e| e.to_string()));
     let evaluator = TimeEvaluator {
         number: a.number.max(1),
         repeat: a.repeat.max(1),
         min_repeat_ms: a.min_repeat_ms,
         cache_flush: a.cache_flush,
     };
-    let timing = kernel.time(&evaluator, &arrays)?;
-    let stats = timing.stats_ms();
-    let gflops = dag.flop_count() / (stats.median * 1e-3) / 1e9;
-    let checked_against = match check {
-        CheckKind::Interp => "interpreter",
-        CheckKind::Naive => "naive kernel",
-        _ => "nothing",
+    let report = Report {
+        a: &a,
+        spec: &spec,
+        target: target.to_string(),
+        target_kind: target.kind.name().to_string(),
+        dag: &dag,
+        func: &func,
+        source: &source,
+        correct,
+        checked_against: match check {
+            CheckKind::Interp => "interpreter",
+            CheckKind::Naive => "naive kernel",
+            _ => "nothing",
+        },
+        timing: kernel.time(&evaluator, &arrays)?,
     };
-    let shows = |k: &str| a.show.iter().any(|s| s == k);
-
     if a.json {
-        let mut obj = json!({
-            "op": format!("{:?}", a.op).to_lowercase(),
-            "shape": a.shape,
-            "target": target.to_string(),
-            "schedule": format!("{:?}", a.schedule).to_lowercase(),
-            "workload_key": dag.workload_key(),
-            "flops": dag.flop_count(),
-            "correct": correct.as_ref().map(|c| c.is_ok()),
-            "checked_against": checked_against,
-            "median_ms": stats.median,
-            "mean_ms": stats.mean,
-            "min_ms": stats.min,
-            "max_ms": stats.max,
-            "std_ms": stats.std,
-            "number": timing.number,
-            "repeat": timing.results.len(),
-            "gflops": gflops,
-        });
-        if let Some(Err(e)) = &correct {
-            obj["mismatch"] = json!(e.to_string());
-        }
-        if shows("dag") {
-            obj["dag"] = json!(dag.to_string());
-        }
-        if shows("ir") {
-            obj["ir"] = json!(func.to_string());
-        }
-        if shows("source") {
-            obj["source"] = json!(source);
-        }
-        println!("{obj}");
+        report.print_json();
     } else {
-        if shows("dag") {
-            println!("== compute DAG ==\n{dag}");
-        }
-        if shows("ir") {
-            println!("== lowered IR ==\n{func}");
-        }
-        if shows("source") {
-            println!("== {} source ==\n{source}", target.kind.name());
-        }
-        let shape: Vec<String> = a.shape.iter().map(|d| d.to_string()).collect();
-        println!(
-            "{:?} {} on `{target}`, {:?} schedule",
-            a.op,
-            shape.join("x"),
-            a.schedule
-        );
-        match &correct {
-            Some(Ok(())) => println!("correct: yes (checked against the {checked_against})"),
-            Some(Err(e)) => println!("correct: NO (checked against the {checked_against}): {e}"),
-            None => println!("correct: not checked"),
-        }
-        println!(
-            "time: {:.4} ms median ({} repeats of {} runs)  {:.2} GFLOPS",
-            stats.median,
-            timing.results.len(),
-            timing.number,
-            gflops
-        );
-        println!("{timing}");
+        report.print_text();
     }
-    if let Some(Err(e)) = correct {
-        bail!("the kernel's output differs from the {checked_against}: {e}");
+    if let Some(Err(e)) = report.correct {
+        bail!(
+            "the kernel's output differs from the {}: {e}",
+            report.checked_against
+        );
     }
     Ok(())
 }

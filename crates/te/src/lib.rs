@@ -7,9 +7,12 @@
 //! - [`lower`](mod@lower): bound inference and lowering into a [`tessera_ir::PrimFunc`].
 //! - [`schedules`]: default CPU schedules (register-blocked matmul and conv2d, injective).
 //! - [`testing`]: random valid schedules for property tests.
-//! - [`ops`]: a few operators (matmul, conv2d NHWC, softmax) used by tests and examples;
-//!   the operator library proper grows on top of these.
+//! - [`ops`]: the operator library (TVM's TOPI: convolutions, pooling, dense, softmax and
+//!   normalizations, elementwise and injective operators).
+//! - [`catalog`]: the operators that make sense as one kernel, by name and `--shape`
+//!   (what `tessera op` and `tessera bench` build).
 
+pub mod catalog;
 pub mod dag;
 mod dag_serde;
 pub mod error;
