@@ -11,36 +11,13 @@ use tessera_search::policy::PolicyOptions;
 use tessera_search::scheduler::{SchedulerOptions, Strategy};
 use tessera_search::session::{SessionOptions, SessionReport, TuningSession};
 use tessera_search::tasks::{network_tasks, operator_task};
-use tessera_te::ComputeDag;
+use tessera_te::catalog::{OpAttrs, OpSpec};
 
-/// The compute DAG of `--op OP --op-shape DIMS` (stride 1, "same" padding).
-pub(crate) fn op_dag(op: &str, dims: &[i64]) -> Result<ComputeDag> {
-    use tessera_ir::DataType;
-    use tessera_te::{ops, placeholder};
-    let f32 = DataType::float32();
-    let out = match (op, dims) {
-        ("matmul", [m, n, k]) => ops::matmul(
-            &placeholder(&[*m, *k], f32, "A")?,
-            &placeholder(&[*k, *n], f32, "B")?,
-        )?,
-        ("dense", [m, n, k]) => ops::dense(
-            &placeholder(&[*m, *k], f32, "A")?,
-            &placeholder(&[*n, *k], f32, "B")?,
-            None,
-        )?,
-        ("conv2d" | "conv2d_nhwc", [n, h, w, ci, co, kh, kw]) => ops::conv2d_nhwc(
-            &placeholder(&[*n, *h, *w, *ci], f32, "data")?,
-            &placeholder(&[*kh, *kw, *ci, *co], f32, "kernel")?,
-            (1, 1),
-            (kh / 2, kw / 2),
-            (1, 1),
-        )?,
-        _ => bail!(
-            "--op {op} --op-shape {dims:?}: the auto-scheduler takes matmul and dense M,N,K, \
-             conv2d (NHWC) N,H,W,C_IN,C_OUT,KH,KW (or a whole network)"
-        ),
-    };
-    Ok(ComputeDag::new(&[out])?)
+/// The catalog operator of `--op OP --op-shape DIMS` (convolutions and pools: stride 1,
+/// "same" padding).
+pub(crate) fn op_spec(op: &str, shape: Option<&str>) -> Result<OpSpec> {
+    let dims = parse_dims(shape.context("--op needs --op-shape")?)?;
+    Ok(OpSpec::new(op, &dims, OpAttrs::default())?)
 }
 
 /// The session's text on the terminal: tables to stdout, warnings to stderr.
@@ -120,9 +97,8 @@ pub fn run(args: TuneArgs) -> Result<()> {
     let hw = backend.hardware_params().clone();
     let (graph, tasks) = match &args.op {
         Some(op) => {
-            let dims = parse_dims(args.op_shape.as_deref().context("--op needs --op-shape")?)?;
-            let dag = op_dag(op, &dims)?;
-            (None, vec![operator_task(dag, op, &target, &hw)])
+            let spec = op_spec(op, args.op_shape.as_deref())?;
+            (None, vec![operator_task(&spec, &target, &hw)?])
         }
         None => {
             let g = net.load()?;

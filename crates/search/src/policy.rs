@@ -18,6 +18,7 @@
 use serde::{Deserialize, Serialize};
 use tessera_backends::HardwareParams;
 use tessera_ir::PrimFunc;
+use tessera_te::catalog::OpSpec;
 use tessera_te::ComputeDag;
 
 use crate::ScheduleDesc;
@@ -35,6 +36,10 @@ pub struct SearchTask {
     pub target: String,
     /// The target's hardware parameters.
     pub hardware: HardwareParams,
+    /// The task as one catalog operator, where it is one (what template strategies
+    /// tune: they refuse a task without it).
+    #[serde(default)]
+    pub op: Option<OpSpec>,
 }
 
 /// Options every strategy takes; strategy-specific knobs travel as `params`

@@ -7,8 +7,8 @@ use crate::session::TuningTask;
 use tessera_backends::{HardwareParams, Target};
 use tessera_graph::executor::BuildContext;
 use tessera_graph::{default_programs, extract_tasks, Graph, GraphError};
-use tessera_te::schedules::{default_schedule, CpuParams};
-use tessera_te::ComputeDag;
+use tessera_te::catalog::{CatalogError, OpSpec};
+use tessera_te::schedules::CpuParams;
 
 /// The default schedules' parameters for `target` on `hw`.
 fn cpu_params(target: &Target, hw: &HardwareParams) -> CpuParams {
@@ -38,6 +38,7 @@ pub fn network_tasks(
                 workload_key: t.workload_key,
                 target: target.to_string(),
                 hardware: hw.clone(),
+                op: None,
             },
             weight,
             default: default.map(|d| d.map_err(|e| e.to_string())),
@@ -45,29 +46,39 @@ pub fn network_tasks(
         .collect())
 }
 
-/// The one task of an operator's compute DAG (`name` names it in messages and records).
+/// The one task of a catalog operator, with the operator's default schedule as its
+/// baseline.
 pub fn operator_task(
-    dag: ComputeDag,
-    name: &str,
+    spec: &OpSpec,
     target: &Target,
     hw: &HardwareParams,
-) -> TuningTask {
-    let default = default_schedule(&dag.outputs, cpu_params(target, hw))
-        .map_err(|e| e.to_string())
-        .and_then(|s| {
-            let mut args = dag.inputs();
-            args.extend(dag.outputs.iter().cloned());
-            tessera_te::lower(&s, &args, "default_schedule").map_err(|e| e.to_string())
-        });
-    TuningTask {
+) -> Result<TuningTask, CatalogError> {
+    let dag = spec.dag()?;
+    let default = spec
+        .default_func(cpu_params(target, hw), "default_schedule")
+        .map_err(|e| with_causes(&e));
+    Ok(TuningTask {
         task: SearchTask {
-            name: name.to_string(),
+            name: spec.name.clone(),
             workload_key: dag.workload_key(),
             dag,
             target: target.to_string(),
             hardware: hw.clone(),
+            op: Some(spec.clone()),
         },
         weight: 1,
         default: Some(default),
+    })
+}
+
+/// An error with its causes on one line (`a: b: c`).
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
     }
+    s
 }
