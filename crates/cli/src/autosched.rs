@@ -36,10 +36,10 @@ impl SessionReport for Terminal {
 
 /// The session's options from the arguments.
 fn session_options(args: &TuneArgs) -> Result<(SessionOptions, PolicyOptions)> {
-    let strategy = match args.strategy.as_str() {
+    let strategy = match args.task_scheduler.as_str() {
         "gradient" => Strategy::Gradient,
         "round-robin" | "round_robin" => Strategy::RoundRobin,
-        s => bail!("unknown --strategy `{s}` (gradient or round-robin)"),
+        s => bail!("unknown --task-scheduler `{s}` (gradient or round-robin)"),
     };
     if args.per_round == 0 || args.population == 0 {
         bail!("--per-round and --population must be positive");
@@ -108,7 +108,8 @@ pub fn run(args: TuneArgs) -> Result<()> {
     };
     let opts = measure_options(&args, backend.as_ref())?;
     let measurer = Measurer::with_backend(backend, opts)?;
-    let strategy = tessera_sketch::strategy::SketchStrategy;
+    let strategy =
+        crate::plugins::registry().strategy(args.strategy.as_deref().unwrap_or("sketch"))?;
     let session = TuningSession::new(
         tasks,
         &strategy,

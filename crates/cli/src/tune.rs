@@ -74,9 +74,15 @@ pub struct TuneArgs {
     /// Auto-scheduler: measurements per round of the task scheduler.
     #[arg(long, default_value_t = 64)]
     pub(crate) per_round: usize,
-    /// Auto-scheduler: how rounds go to tasks, `gradient` (TVM's) or `round-robin`.
+    /// The search strategy, by name, from the plugins (`tessera plugins list`):
+    /// `sketch` (the auto-scheduler, the default), a template tuner with --templates
+    /// (xgb, ga, random, gridsearch, …), or a third party's.
+    #[arg(long)]
+    pub(crate) strategy: Option<String>,
+    /// How rounds go to tasks (TVM's task scheduler): `gradient` (TVM's) or
+    /// `round-robin`.
     #[arg(long, default_value = "gradient")]
-    pub(crate) strategy: String,
+    pub(crate) task_scheduler: String,
     /// Auto-scheduler: the cost model, `xgb` (pack-sum XGBoost) or `random`.
     #[arg(long, default_value = "xgb")]
     pub(crate) model: String,

@@ -155,8 +155,12 @@ fn bad_auto_scheduler_options_are_one_line_errors() {
     for (extra, want) in [
         (vec!["--model", "svm"], "unknown --model `svm`"),
         (
-            vec!["--strategy", "fastest"],
-            "unknown --strategy `fastest`",
+            vec!["--task-scheduler", "fastest"],
+            "unknown --task-scheduler `fastest`",
+        ),
+        (
+            vec!["--strategy", "annealing"],
+            "no search strategy `annealing` is loaded (strategies loaded: sketch, xgb,",
         ),
         (vec!["--resume"], "does not exist"),
         (vec!["--tuner", "ga"], "--templates"),

@@ -27,21 +27,26 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use tessera_ir::PrimFunc;
 use tessera_runtime::Device;
+use tessera_search::policy::{PolicyError, PolicyOptions, SearchPolicy, SearchTask};
 use tessera_target::{HardwareParams, LaunchDims};
 
 pub mod backend;
 pub mod device;
 mod export_device;
+mod export_strategy;
+pub mod strategy;
 
 pub use backend::PluginBackend;
 pub use device::PluginDevice;
 pub use loader::{discover, load_file, plugin_dirs, LoadedPlugin, Origin, PluginError, Registry};
+pub use strategy::{PluginPolicy, PluginStrategy};
 
 /// The version of everything that crosses the boundary: the root module's functions and
 /// the serialized core values. A plugin built against another version is refused.
 ///
-/// History: 1000 + IR: run/time over host bytes; 2000 + IR: devices behind handles.
-pub const PLUGIN_SCHEMA_VERSION: u32 = 2000 + tessera_ir::SCHEMA_VERSION;
+/// History: 1000 + IR: run/time over host bytes; 2000 + IR: devices behind handles;
+/// 3000 + IR: search policies behind handles, proposing round by round.
+pub const PLUGIN_SCHEMA_VERSION: u32 = 3000 + tessera_ir::SCHEMA_VERSION;
 
 /// A serialized core value with the schema version it was written with.
 #[derive(Serialize, Deserialize)]
@@ -92,13 +97,13 @@ pub struct BuiltKernel {
     pub source: String,
 }
 
-/// The callback a search strategy measures through: `call(ctx, candidates)` measures a
-/// batch of candidates (JSON) and returns their results (JSON).
+/// The core's scorer as a plugin's policy calls it: `call(ctx, programs)` takes sealed
+/// `Vec<PrimFunc>` and gives sealed `Vec<Option<f32>>` (`None`: cannot be scored).
 #[repr(C)]
 #[derive(StableAbi, Clone, Copy)]
-pub struct Measure {
+pub struct ScorerCallback {
     pub ctx: usize,
-    pub call: extern "C" fn(ctx: usize, candidates: RString) -> RResult<RString, RString>,
+    pub call: extern "C" fn(ctx: usize, programs: RString) -> RResult<RString, RString>,
 }
 
 /// The root module every plugin exports.
@@ -177,15 +182,31 @@ pub struct PluginRoot {
         dims: RStr<'_>,
         config: RStr<'_>,
     ) -> RResult<RString, RString>,
-    /// Runs a search strategy on a sealed task within `budget` trials, measuring
-    /// candidates through `measure`; returns the best found (sealed JSON).
-    #[sabi(last_prefix_field)]
-    pub search: extern "C" fn(
+    /// Creates a policy of strategy `strategy` for a sealed `SearchTask` with sealed
+    /// `PolicyOptions`: its handle. The handle's calls follow; `policy_drop` ends it.
+    pub policy_create: extern "C" fn(
         strategy: RStr<'_>,
         task: RStr<'_>,
-        budget: u32,
-        measure: Measure,
+        options: RStr<'_>,
+    ) -> RResult<u64, RString>,
+    /// Sealed `PolicyInfo`.
+    pub policy_info: extern "C" fn(policy: u64) -> RResult<RString, RString>,
+    /// Up to `n` proposals (sealed `Vec<Proposal>`), ranked through `scorer` when
+    /// `with_scorer`.
+    pub policy_propose: extern "C" fn(
+        policy: u64,
+        n: u64,
+        scorer: ScorerCallback,
+        with_scorer: bool,
     ) -> RResult<RString, RString>,
+    /// Sealed `Vec<Observation>` in, sealed `Vec<Result<(), PolicyError>>` out.
+    pub policy_observe: extern "C" fn(policy: u64, measured: RStr<'_>) -> RResult<RString, RString>,
+    /// Sealed `Vec<ScheduleDesc>` in, sealed `Vec<Result<PrimFunc, PolicyError>>` out.
+    pub policy_lower: extern "C" fn(policy: u64, candidates: RStr<'_>) -> RResult<RString, RString>,
+    /// The sealed unscheduled `PrimFunc`.
+    pub policy_reference: extern "C" fn(policy: u64) -> RResult<RString, RString>,
+    #[sabi(last_prefix_field)]
+    pub policy_drop: extern "C" fn(policy: u64) -> RResult<(), RString>,
 }
 
 impl RootModule for PluginRootRef {
@@ -235,19 +256,19 @@ pub trait Plugin: Send + Sync + 'static {
             self.name()
         ))
     }
-    /// Searches `task` with `strategy`, measuring batches through `measure`.
-    fn search(
+    /// Creates a policy of search strategy `strategy` (one of [`Plugin::strategies`])
+    /// for `task`.
+    fn create_policy(
         &self,
         strategy: &str,
-        task: &str,
-        budget: u32,
-        measure: &mut dyn FnMut(&str) -> Result<String, String>,
-    ) -> Result<String, String> {
-        let _ = (task, budget, measure);
-        Err(format!(
-            "`{}` provides no search strategy `{strategy}`",
-            self.name()
-        ))
+        task: &SearchTask,
+        options: &PolicyOptions,
+    ) -> Result<Box<dyn SearchPolicy>, PolicyError> {
+        let _ = (task, options);
+        Err(PolicyError::UnknownStrategy {
+            name: strategy.to_string(),
+            known: self.strategies().join(", "),
+        })
     }
 }
 
@@ -366,22 +387,18 @@ pub mod export {
         })
     }
 
-    extern "C" fn search<I: Instance>(
+    extern "C" fn policy_create<I: Instance>(
         strategy: RStr<'_>,
         task: RStr<'_>,
-        budget: u32,
-        measure: Measure,
-    ) -> RResult<RString, RString> {
-        guard("search", || {
-            let mut m = |c: &str| -> Result<String, String> {
-                (measure.call)(measure.ctx, RString::from(c))
-                    .into_result()
-                    .map(|s| s.into())
-                    .map_err(|e| e.into())
-            };
+        options: RStr<'_>,
+    ) -> RResult<u64, RString> {
+        guard("policy_create", || {
+            let task: SearchTask = unseal(task.as_str())?;
+            let options: PolicyOptions = unseal(options.as_str())?;
             I::get()
-                .search(strategy.as_str(), task.as_str(), budget, &mut m)
-                .map(RString::from)
+                .create_policy(strategy.as_str(), &task, &options)
+                .map(crate::export_strategy::register)
+                .map_err(|e| seal(&e))
         })
     }
 
@@ -409,7 +426,13 @@ pub mod export {
             device_launch: crate::export_device::launch,
             device_synchronize: crate::export_device::synchronize,
             device_time: crate::export_device::time,
-            search: search::<I>,
+            policy_create: policy_create::<I>,
+            policy_info: crate::export_strategy::info,
+            policy_propose: crate::export_strategy::propose,
+            policy_observe: crate::export_strategy::observe,
+            policy_lower: crate::export_strategy::lower,
+            policy_reference: crate::export_strategy::reference,
+            policy_drop: crate::export_strategy::drop_policy,
         }
         .leak_into_prefix()
     }

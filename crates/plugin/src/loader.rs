@@ -1,8 +1,8 @@
 //! Finding, checking and loading plugins. A loaded plugin is never unloaded.
 
-use crate::{seal, unseal, BuiltKernel, Measure, PluginRootRef, PLUGIN_SCHEMA_VERSION};
+use crate::{seal, unseal, BuiltKernel, PluginRootRef, PLUGIN_SCHEMA_VERSION};
 use abi_stable::library::{lib_header_from_raw_library, RawLibrary, RootModule};
-use abi_stable::std_types::{RResult, RStr, RString};
+use abi_stable::std_types::RStr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tessera_backends::{Backend, CpuBackend};
@@ -37,6 +37,8 @@ pub enum PluginError {
     Call { plugin: String, message: String },
     #[error("no backend plugin for target kind `{kind}` is loaded (plugin kinds loaded: {loaded}); put its .so in `plugins/` beside the tessera binary or in a directory of TESSERA_PLUGIN_PATH")]
     NoBackend { kind: String, loaded: String },
+    #[error("no search strategy `{name}` is loaded (strategies loaded: {loaded}); put the .so of the plugin that provides it in `plugins/` beside the tessera binary or in a directory of TESSERA_PLUGIN_PATH")]
+    NoStrategy { name: String, loaded: String },
 }
 
 /// Where a plugin came from.
@@ -332,6 +334,31 @@ impl Registry {
             .iter()
             .find(|p| p.backends.iter().any(|b| b == kind))
     }
+    /// The search strategy `name`, from the plugin that provides it.
+    pub fn strategy(&self, name: &str) -> Result<crate::PluginStrategy, PluginError> {
+        self.plugins
+            .iter()
+            .find(|p| p.strategies.iter().any(|s| s == name))
+            .map(|p| crate::PluginStrategy::new(p.clone(), name))
+            .ok_or_else(|| PluginError::NoStrategy {
+                name: name.to_string(),
+                loaded: {
+                    let all = self.strategy_names();
+                    if all.is_empty() {
+                        "none".into()
+                    } else {
+                        all.join(", ")
+                    }
+                },
+            })
+    }
+    /// Every search strategy some plugin provides.
+    pub fn strategy_names(&self) -> Vec<String> {
+        self.plugins
+            .iter()
+            .flat_map(|p| p.strategies.iter().cloned())
+            .collect()
+    }
     /// Every target kind some plugin provides.
     pub fn backend_kinds(&self) -> Vec<String> {
         self.plugins
@@ -419,38 +446,5 @@ impl LoadedPlugin {
             launch,
             source: out.source.into_string(),
         })
-    }
-
-    /// Runs search strategy `strategy` on `task` (JSON) within `budget` trials; the
-    /// plugin measures batches of candidates through `measure` (JSON in, JSON out).
-    /// Returns what the strategy reports as best (JSON).
-    pub fn search(
-        &self,
-        strategy: &str,
-        task: &str,
-        budget: u32,
-        measure: &mut dyn FnMut(&str) -> Result<String, String>,
-    ) -> Result<String, PluginError> {
-        type Callback<'a> = &'a mut dyn FnMut(&str) -> Result<String, String>;
-        extern "C" fn trampoline(ctx: usize, candidates: RString) -> RResult<RString, RString> {
-            // SAFETY: `ctx` is the address of the `Callback` below, alive for the whole
-            // `search` call that hands it out, and only used on this thread.
-            let f = unsafe { &mut *(ctx as *mut Callback<'_>) };
-            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(candidates.as_str())))
-            {
-                Ok(Ok(s)) => RResult::ROk(s.into()),
-                Ok(Err(e)) => RResult::RErr(e.into()),
-                Err(_) => RResult::RErr("the measure callback panicked".into()),
-            }
-        }
-        let mut cb: Callback<'_> = measure;
-        let m = Measure {
-            ctx: &mut cb as *mut Callback<'_> as usize,
-            call: trampoline,
-        };
-        (self.root.search())(RStr::from_str(strategy), RStr::from_str(task), budget, m)
-            .into_result()
-            .map(|s| s.into_string())
-            .map_err(|e| self.call_err(e.into_string()))
     }
 }

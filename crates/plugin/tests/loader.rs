@@ -105,36 +105,91 @@ fn refusals_name_the_file_and_the_reason_and_the_rest_still_load() {
 }
 
 #[test]
-fn a_search_strategy_measures_through_the_callback_across_the_boundary() {
+fn a_third_party_strategy_is_driven_round_by_round_across_the_boundary() {
+    use tessera_search::policy::{Observation, PolicyError, PolicyOptions, StrategyFactory};
     let dir = tempfile::tempdir().unwrap();
-    let p = copy_to(dir.path(), &fixture("tessera_testdev_plugin"), "testdev.so");
-    let plug = load_file(&p).unwrap();
-    assert_eq!(plug.strategies, vec!["first-fit".to_string()]);
-    let mut seen = Vec::new();
-    let mut measure = |c: &str| -> Result<String, String> {
-        seen.push(c.to_string());
-        Ok(if c == "[3]" {
-            "ok".into()
-        } else {
-            "slow".into()
-        })
+    let p = copy_to(
+        dir.path(),
+        &fixture("tessera_tilewalk_plugin"),
+        "tilewalk.so",
+    );
+    let reg = tessera_plugin::discover(&[], &[dir.path().to_path_buf()]);
+    assert_eq!(reg.strategy_names(), vec!["tilewalk".to_string()], "{p:?}");
+    let strategy = reg.strategy("tilewalk").unwrap();
+    let dag = {
+        use tessera_te::{ops, placeholder};
+        let f32 = tessera_ir::DataType::float32();
+        let a = placeholder(&[16, 8], f32, "A").unwrap();
+        let b = placeholder(&[8, 12], f32, "B").unwrap();
+        tessera_te::ComputeDag::new(&[ops::matmul(&a, &b).unwrap()]).unwrap()
     };
+    let task = tessera_search::policy::SearchTask {
+        name: "matmul".into(),
+        workload_key: dag.workload_key(),
+        dag,
+        target: "cpu".into(),
+        hardware: tessera_target::HardwareParams::detect_host(),
+        op: None,
+    };
+    let opts = PolicyOptions {
+        seed: 3,
+        ..PolicyOptions::default()
+    };
+    let mut policy = strategy.create(&task, &opts).unwrap();
+    assert_eq!(policy.info().workload_key, task.workload_key);
+    assert!(!policy.info().uses_scorer);
+    // 12 has 6 divisors, each with and without a parallel outer loop: 12 points
+    let first = policy.propose(5, None).unwrap();
+    assert_eq!(first.len(), 5);
+    let obs: Vec<Observation> = first
+        .iter()
+        .map(|p| Observation {
+            schedule: p.schedule.clone(),
+            cost: Some(1e-3),
+        })
+        .collect();
+    assert!(policy.observe(&obs).iter().all(Result::is_ok));
+    let rest = policy.propose(100, None).unwrap();
+    assert_eq!(rest.len(), 7, "every point once");
+    assert!(policy.propose(4, None).unwrap().is_empty(), "exhausted");
+    for p in first.iter().chain(&rest) {
+        let program = p.program.as_ref().unwrap();
+        assert_eq!(program.params.len(), 3);
+        assert!(
+            first
+                .iter()
+                .chain(&rest)
+                .filter(|q| q.schedule == p.schedule)
+                .count()
+                == 1
+        );
+    }
+    // the same program again from the candidate, and the reference
+    let again = policy.lower(&[first[0].schedule.clone()]);
     assert_eq!(
-        plug.search("first-fit", "{}", 10, &mut measure).unwrap(),
-        "3"
+        again[0].as_ref().unwrap().body.to_string(),
+        first[0].program.as_ref().unwrap().body.to_string()
     );
-    assert_eq!(seen, ["[0]", "[1]", "[2]", "[3]"]);
-    // The budget bounds the trials; the callback's errors come back as errors.
-    let mut always_slow = |_: &str| -> Result<String, String> { Ok("slow".into()) };
+    assert_eq!(policy.reference().unwrap().params.len(), 3);
+    // a candidate it does not understand, and a strategy the plugin does not have
+    let bad = policy.observe(&[Observation {
+        schedule: tessera_search::ScheduleDesc::Default,
+        cost: None,
+    }]);
+    assert!(
+        matches!(&bad[0], Err(PolicyError::BadCandidate(_))),
+        "{bad:?}"
+    );
+    let e = reg.strategy("annealing").unwrap_err().to_string();
+    assert!(
+        e.contains("no search strategy `annealing`") && e.contains("tilewalk"),
+        "{e}"
+    );
+    // the same seed walks the same way through the boundary
+    let mut twin = strategy.create(&task, &opts).unwrap();
+    let twin_first = twin.propose(5, None).unwrap();
     assert_eq!(
-        plug.search("first-fit", "{}", 2, &mut always_slow).unwrap(),
-        "none"
+        twin_first.iter().map(|p| &p.schedule).collect::<Vec<_>>(),
+        first.iter().map(|p| &p.schedule).collect::<Vec<_>>()
     );
-    let mut failing = |_: &str| -> Result<String, String> { Err("device lost".into()) };
-    let e = plug
-        .search("first-fit", "{}", 2, &mut failing)
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("testdev") && e.contains("device lost"), "{e}");
-    assert!(plug.search("annealing", "{}", 2, &mut always_slow).is_err());
 }

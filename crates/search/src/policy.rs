@@ -106,7 +106,7 @@ impl<F: FnMut(&[PrimFunc]) -> Vec<f32>> Scorer for F {
 }
 
 /// Why a strategy could not do what it was asked.
-#[derive(Debug, Clone, thiserror::Error, PartialEq)]
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Serialize, Deserialize)]
 pub enum PolicyError {
     #[error("no search strategy `{name}` (known: {known})")]
     UnknownStrategy { name: String, known: String },

@@ -26,17 +26,6 @@ impl Plugin for AutoTvm {
             .map(String::from)
             .to_vec()
     }
-    fn search(
-        &self,
-        strategy: &str,
-        _task: &str,
-        _budget: u32,
-        _measure: &mut dyn FnMut(&str) -> Result<String, String>,
-    ) -> Result<String, String> {
-        Err(format!(
-            "tuner `{strategy}` is not reachable through the plugin interface yet: use `tessera tune --templates --tuner {strategy}`"
-        ))
-    }
 }
 
 export_plugin!(AutoTvm);

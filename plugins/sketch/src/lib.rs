@@ -11,6 +11,9 @@ pub mod sketch;
 pub mod strategy;
 
 use tessera_plugin::{export_plugin, Plugin};
+use tessera_search::policy::{
+    PolicyError, PolicyOptions, SearchPolicy, SearchTask, StrategyFactory,
+};
 
 struct Sketch;
 
@@ -24,16 +27,19 @@ impl Plugin for Sketch {
     fn strategies(&self) -> Vec<String> {
         vec!["sketch".into()]
     }
-    fn search(
+    fn create_policy(
         &self,
         strategy: &str,
-        _task: &str,
-        _budget: u32,
-        _measure: &mut dyn FnMut(&str) -> Result<String, String>,
-    ) -> Result<String, String> {
-        Err(format!(
-            "search strategy `{strategy}` is not reachable through the plugin interface yet: use `tessera tune` (the auto-scheduler links this crate as a library)"
-        ))
+        task: &SearchTask,
+        options: &PolicyOptions,
+    ) -> Result<Box<dyn SearchPolicy>, PolicyError> {
+        if strategy != "sketch" {
+            return Err(PolicyError::UnknownStrategy {
+                name: strategy.to_string(),
+                known: "sketch".into(),
+            });
+        }
+        strategy::SketchStrategy.create(task, options)
     }
 }
 

@@ -87,29 +87,6 @@ impl Plugin for TestDev {
     fn backends(&self) -> Vec<String> {
         vec!["testdev".into()]
     }
-    fn strategies(&self) -> Vec<String> {
-        vec!["first-fit".into()]
-    }
-    /// A toy strategy that exercises the measure callback: proposes candidates
-    /// `0, 1, …` one per batch until the budget is spent, and reports the first whose
-    /// measured result is `"ok"` (or `"none"`).
-    fn search(
-        &self,
-        strategy: &str,
-        _task: &str,
-        budget: u32,
-        measure: &mut dyn FnMut(&str) -> Result<String, String>,
-    ) -> Result<String, String> {
-        if strategy != "first-fit" {
-            return Err(format!("no strategy `{strategy}`"));
-        }
-        for i in 0..budget {
-            if measure(&format!("[{i}]"))? == "ok" {
-                return Ok(i.to_string());
-            }
-        }
-        Ok("none".into())
-    }
     fn hardware_params(&self, _target: &str) -> Result<HardwareParams, String> {
         Ok(HardwareParams::detect_host())
     }
