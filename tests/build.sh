@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Builds everything the test suite runs (`cargo test` alone builds no cdylib):
+#
+# 1. target/debug/dynamic/: a `tessera` built without its statically linked strategy
+#    plugins, with the sketch and autotvm plugins beside it as .so files (plugins/).
+#    The strategy-plugin test checks that it writes the same log as the default binary.
+#    Each crate is built on its own so that cargo does not unify the `static` feature
+#    the default binary turns on.
+# 2. the workspace (the default `tessera`, the fixture plugins' .so files).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+target="${CARGO_TARGET_DIR:-target}/debug"
+cargo build -p tessera-sketch -p tessera-autotvm --lib
+cargo build -p tessera-cli --no-default-features
+mkdir -p "$target/dynamic/plugins"
+cp "$target/tessera" "$target/dynamic/tessera"
+cp "$target/libtessera_sketch.so" "$target/dynamic/plugins/sketch.so"
+cp "$target/libtessera_autotvm.so" "$target/dynamic/plugins/autotvm.so"
+cargo build --workspace
