@@ -52,8 +52,22 @@ fn built_in_and_shared_object_strategies_write_the_same_log() {
         "{listed}"
     );
     let cases: [&[&str]; 2] = [
-        &["--op", "matmul", "--op-shape", "64,64,64", "--population", "16"],
-        &["--op", "conv2d", "--op-shape", "1,8,8,8,16,3,3", "--population", "16"],
+        &[
+            "--op",
+            "matmul",
+            "--op-shape",
+            "64,64,64",
+            "--population",
+            "16",
+        ],
+        &[
+            "--op",
+            "conv2d",
+            "--op-shape",
+            "1,8,8,8,16,3,3",
+            "--population",
+            "16",
+        ],
     ];
     for (k, case) in cases.iter().enumerate() {
         let log_of = |b: &Path, name: &str| {

@@ -315,7 +315,17 @@ impl Measurer {
                 scope.spawn(|| loop {
                     let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                     let Some(c) = candidates.get(i) else { break };
-                    let r = build_guarded(backend, c, out_dir, timeout);
+                    // a folder per candidate: two candidates whose programs (and so
+                    // their artifacts' names) are the same never build into one file
+                    let dir = out_dir.join(format!("c{i}"));
+                    let r = match std::fs::create_dir_all(&dir) {
+                        Ok(()) => build_guarded(backend, c, &dir, timeout),
+                        Err(e) => Err(MeasureResult::failed(
+                            MeasureErrorNo::CompileHost,
+                            format!("creating {}: {e}", dir.display()),
+                            0.0,
+                        )),
+                    };
                     *slots[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
                 });
             }
