@@ -115,3 +115,40 @@ fn apply_history_best_finds_a_tuned_configuration_for_every_template_group() {
         assert!(hook.warnings().is_empty(), "{:?}", hook.warnings());
     }
 }
+
+#[test]
+fn operator_tasks_are_the_template_tasks_of_a_network() {
+    use tessera_autotvm::strategy::TemplateStrategy;
+    use tessera_search::policy::{PolicyOptions, StrategyFactory};
+    use tessera_search::tasks::operator_tasks;
+    let target = Target::cpu();
+    let hw = HardwareParams {
+        vector_unit_bytes: 32,
+        ..HardwareParams::detect_host()
+    };
+    let strategy = TemplateStrategy::new("random").unwrap();
+    for (name, layout) in [
+        ("mobilenet", Layout::Nhwc),
+        ("resnet-18", Layout::Nhwc),
+        ("resnet-18", Layout::Nchw),
+    ] {
+        let g = network(name, layout);
+        let want: Vec<(String, String, usize)> = extract_template_tasks(&g, hw.f32_lanes())
+            .into_iter()
+            .map(|t| (t.task.workload_key, t.task.template, t.weight))
+            .collect();
+        let got: Vec<(String, String, usize)> = operator_tasks(&g, &target, &hw)
+            .unwrap()
+            .into_iter()
+            .map(|t| {
+                let p = strategy
+                    .create(&t.task, &PolicyOptions::default())
+                    .unwrap_or_else(|e| panic!("{name}: {e}"));
+                let info = p.info();
+                assert!(matches!(t.default, Some(Ok(_))), "{}", t.task.name);
+                (info.workload_key, info.record_name, t.weight)
+            })
+            .collect();
+        assert_eq!(got, want, "{name} {layout}");
+    }
+}
