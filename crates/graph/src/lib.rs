@@ -12,6 +12,7 @@ pub mod executor;
 pub mod fuse;
 pub mod ir;
 pub mod onnx;
+pub mod op_spec;
 pub mod passes;
 pub mod reference;
 pub mod tasks;
@@ -23,4 +24,5 @@ pub use executor::{
 };
 pub use fuse::{fuse, group_compute, Group, GroupCompute};
 pub use ir::{Binary, Graph, Layout, Layout3d, Node, Op, Pattern, TensorType, Unary};
+pub use op_spec::op_spec_of;
 pub use tasks::{default_programs, extract_tasks, print_tasks, Task};

@@ -1,12 +1,14 @@
 //! The tuning tasks of a session: a network's (one per distinct fused group, weighted
-//! by how many groups compute it) or one operator's, each with the target's hardware
-//! parameters and its default-schedule program, the baseline it is measured against.
+//! by how many groups compute it, or — for template tuning — one per distinct anchor
+//! operator) or one operator's, each with the target's hardware parameters and its
+//! default-schedule program, the baseline it is measured against.
 
 use crate::policy::SearchTask;
 use crate::session::TuningTask;
+use std::collections::HashMap;
 use tessera_backends::{HardwareParams, Target};
 use tessera_graph::executor::BuildContext;
-use tessera_graph::{default_programs, extract_tasks, Graph, GraphError};
+use tessera_graph::{default_programs, extract_tasks, fuse, op_spec_of, Graph, GraphError};
 use tessera_te::catalog::{CatalogError, OpSpec};
 use tessera_te::schedules::CpuParams;
 
@@ -69,6 +71,36 @@ pub fn operator_task(
         weight: 1,
         default: Some(default),
     })
+}
+
+/// The tasks of `graph` as catalog operators ([`op_spec_of`]: the conv2d, depthwise
+/// conv2d, dense and matmul nodes of its fused groups that the catalog can express —
+/// what schedule templates tune), one per distinct operator (by its DAG's workload key)
+/// in order of first occurrence, weighted by how many groups compute it; each task's
+/// baseline is the operator's default schedule, as in [`operator_task`]. Each task is
+/// named after its operator and sizes (`conv2d 1,56,56,64,64,3,3`).
+pub fn operator_tasks(
+    graph: &Graph,
+    target: &Target,
+    hw: &HardwareParams,
+) -> Result<Vec<TuningTask>, CatalogError> {
+    let mut out: Vec<TuningTask> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
+    for group in fuse(graph) {
+        for spec in group.nodes.iter().filter_map(|&n| op_spec_of(graph, n)) {
+            let key = spec.dag()?.workload_key();
+            if let Some(&i) = index.get(&key) {
+                out[i].weight += 1;
+                continue;
+            }
+            let mut task = operator_task(&spec, target, hw)?;
+            let sizes: Vec<String> = spec.shape.iter().map(i64::to_string).collect();
+            task.task.name = format!("{} {}", spec.name, sizes.join(","));
+            index.insert(key, out.len());
+            out.push(task);
+        }
+    }
+    Ok(out)
 }
 
 /// An error with its causes on one line (`a: b: c`).

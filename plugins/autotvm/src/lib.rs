@@ -5,6 +5,7 @@
 
 pub mod network;
 pub mod space;
+pub mod strategy;
 pub mod templates;
 pub mod tune;
 pub mod tuners;

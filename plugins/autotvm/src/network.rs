@@ -7,85 +7,18 @@ use petgraph::stable_graph::NodeIndex;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use tessera_graph::executor::{BuildContext, ScheduleHook};
-use tessera_graph::{fuse, Graph, GroupCompute, Layout, Op};
+use tessera_graph::{fuse, op_spec_of, Graph, GroupCompute};
 use tessera_search::record::ApplyHistoryBest;
 use tessera_search::ScheduleDesc;
 use tessera_te::schedules::{computed_stages, schedule_stages};
 use tessera_te::Schedule;
 
-/// The template of an operator node, if one fits it: conv2d with one group (NHWC or
-/// NCHW), depthwise conv2d NHWC with multiplier 1, dense, 2-D matmul.
-pub fn template_kind_of(graph: &Graph, n: NodeIndex) -> Option<TemplateKind> {
-    let node = graph.node(n);
-    let args = graph.args(n);
-    let shape = |i: usize| graph.node(args[i]).ty.shape.clone();
-    match &node.op {
-        Op::Conv2d {
-            attrs,
-            layout: Layout::Nhwc,
-        } if attrs.groups == 1 => {
-            let (d, w) = (shape(0), shape(1));
-            Some(TemplateKind::Conv2dNhwc {
-                n: d[0],
-                h: d[1],
-                w: d[2],
-                ci: d[3],
-                co: w[3],
-                kh: w[0],
-                kw: w[1],
-                attrs: *attrs,
-            })
-        }
-        Op::Conv2d {
-            attrs,
-            layout: Layout::Nchw,
-        } if attrs.groups == 1 => {
-            let (d, w) = (shape(0), shape(1));
-            Some(TemplateKind::Conv2dNchw {
-                n: d[0],
-                ci: d[1],
-                h: d[2],
-                w: d[3],
-                co: w[0],
-                kh: w[2],
-                kw: w[3],
-                attrs: *attrs,
-            })
-        }
-        // depthwise NHWC with multiplier 1: weight HWIO [KH, KW, 1, C]
-        Op::Conv2d {
-            attrs,
-            layout: Layout::Nhwc,
-        } if node.op.is_depthwise(&shape(0), &shape(1)) && shape(1)[3] == shape(0)[3] => {
-            let (d, w) = (shape(0), shape(1));
-            Some(TemplateKind::DepthwiseNhwc {
-                n: d[0],
-                h: d[1],
-                w: d[2],
-                c: d[3],
-                kh: w[0],
-                kw: w[1],
-                attrs: *attrs,
-            })
-        }
-        Op::Dense if shape(0).len() == 2 => {
-            let (d, w) = (shape(0), shape(1));
-            Some(TemplateKind::Dense {
-                m: d[0],
-                n: w[0],
-                k: d[1],
-            })
-        }
-        Op::MatMul if shape(0).len() == 2 && shape(1).len() == 2 => {
-            let (a, b) = (shape(0), shape(1));
-            Some(TemplateKind::Matmul {
-                m: a[0],
-                n: b[1],
-                k: a[1],
-            })
-        }
-        _ => None,
-    }
+/// The template of an operator node, if one fits it: the node as a catalog operator
+/// ([`op_spec_of`]: conv2d with one group, NHWC or NCHW, depthwise conv2d NHWC with
+/// multiplier 1, 2-D dense and matmul, with attributes the catalog can express), then
+/// [`TemplateKind::from_op`]; `lanes`: float32 lanes of the target's vectors.
+pub fn template_kind_of(graph: &Graph, n: NodeIndex, lanes: i64) -> Option<TemplateKind> {
+    TemplateKind::from_op(&op_spec_of(graph, n)?, lanes)
 }
 
 /// One template task of a network and how many fused groups use it.
@@ -101,7 +34,7 @@ pub fn extract_template_tasks(graph: &Graph, lanes: i64) -> Vec<NetworkTemplateT
     let mut index: HashMap<String, usize> = HashMap::new();
     for g in fuse(graph) {
         for &n in &g.nodes {
-            let Some(kind) = template_kind_of(graph, n) else {
+            let Some(kind) = template_kind_of(graph, n, lanes) else {
                 continue;
             };
             let Ok(task) = TemplateTask::new(kind, lanes) else {
@@ -164,7 +97,7 @@ impl TunedHook {
 impl ScheduleHook for TunedHook {
     fn schedule(&self, graph: &Graph, gc: &GroupCompute, ctx: &BuildContext) -> Option<Schedule> {
         let (node, anchor) = gc.anchor.clone()?;
-        let kind = template_kind_of(graph, node)?;
+        let kind = template_kind_of(graph, node, self.lanes)?;
         let task = TemplateTask::new(kind, self.lanes).ok()?;
         let record = {
             let mut best = self.best.lock().unwrap_or_else(|e| e.into_inner());

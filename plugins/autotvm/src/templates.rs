@@ -4,6 +4,7 @@
 
 use crate::space::{AnnotatePolicy, Config, ConfigSpace, SpaceError, SplitOptions, SplitPolicy};
 use tessera_ir::{DataType, PrimFunc, StorageScope};
+use tessera_te::catalog::OpSpec;
 use tessera_te::ops::Conv2dAttrs;
 use tessera_te::{lower, ops, placeholder, ComputeDag, IterVar, Schedule, ScheduleError, Tensor};
 
@@ -65,6 +66,77 @@ pub enum TemplateKind {
 }
 
 impl TemplateKind {
+    /// The template of a catalog operator, if one fits: `matmul`, `dense`,
+    /// `batch_matmul`, `conv2d` (NHWC), `conv2d_nchw`, `conv2d_nchwc` and
+    /// `depthwise_conv2d` (NHWC, multiplier 1). The spec's attributes carry over (`pad:
+    /// None` is "same" padding, `kernel / 2`, as in the catalog); `conv2d_nchwc` takes
+    /// the spec's `block`, else [`TemplateKind::nchwc_blocks`] for `lanes` — which
+    /// differ from the catalog's default blocks (powers of two up to 16) on machines
+    /// with fewer than 16 lanes: see [`op_spec_for_lanes`].
+    pub fn from_op(spec: &OpSpec, lanes: i64) -> Option<TemplateKind> {
+        let name = spec.entry().ok()?.name;
+        let a = &spec.attrs;
+        let conv = |kh: i64, kw: i64| {
+            Conv2dAttrs::new(
+                (a.stride, a.stride),
+                (a.pad.unwrap_or(kh / 2), a.pad.unwrap_or(kw / 2)),
+                (a.dilation, a.dilation),
+            )
+        };
+        Some(match (name, &spec.shape[..]) {
+            ("matmul", &[m, n, k]) => TemplateKind::Matmul { m, n, k },
+            ("dense", &[m, n, k]) => TemplateKind::Dense { m, n, k },
+            ("batch_matmul", &[b, m, n, k]) => TemplateKind::BatchMatmul { b, m, n, k },
+            ("conv2d", &[n, h, w, ci, co, kh, kw]) => TemplateKind::Conv2dNhwc {
+                n,
+                h,
+                w,
+                ci,
+                co,
+                kh,
+                kw,
+                attrs: conv(kh, kw),
+            },
+            ("conv2d_nchw", &[n, h, w, ci, co, kh, kw]) => TemplateKind::Conv2dNchw {
+                n,
+                h,
+                w,
+                ci,
+                co,
+                kh,
+                kw,
+                attrs: conv(kh, kw),
+            },
+            ("conv2d_nchwc", &[n, h, w, ci, co, kh, kw]) => {
+                let (ib, ob) = a
+                    .block
+                    .unwrap_or_else(|| TemplateKind::nchwc_blocks(ci, co, lanes));
+                TemplateKind::Conv2dNchwc {
+                    n,
+                    h,
+                    w,
+                    ci,
+                    co,
+                    kh,
+                    kw,
+                    ib,
+                    ob,
+                    attrs: conv(kh, kw),
+                }
+            }
+            ("depthwise_conv2d", &[n, h, w, c, kh, kw]) => TemplateKind::DepthwiseNhwc {
+                n,
+                h,
+                w,
+                c,
+                kh,
+                kw,
+                attrs: conv(kh, kw),
+            },
+            _ => return None,
+        })
+    }
+
     /// The NCHW{ib}c blocking of a conv2d for vectors of `lanes` float32: `ob` output
     /// channels per block (the largest power of two up to `lanes` dividing `co`), `ib`
     /// likewise for the input channels.
@@ -74,6 +146,20 @@ impl TemplateKind {
             largest_pow2_divisor(co, lanes),
         )
     }
+}
+
+/// `spec` as template tuning tunes it on a machine with `lanes` float32 lanes:
+/// `conv2d_nchwc` without `block` gets [`TemplateKind::nchwc_blocks`] (what
+/// `tessera tune --templates --op conv2d_nchwc` has always tuned), so that the catalog's
+/// default program of the spec (a tuning session's baseline) and the template's
+/// programs take the same tensors; any other spec is returned unchanged.
+pub fn op_spec_for_lanes(spec: &OpSpec, lanes: i64) -> OpSpec {
+    let mut out = spec.clone();
+    let is_nchwc = spec.entry().is_ok_and(|e| e.name == "conv2d_nchwc");
+    if let (true, None, [_, _, _, ci, co, ..]) = (is_nchwc, spec.attrs.block, &spec.shape[..]) {
+        out.attrs.block = Some(TemplateKind::nchwc_blocks(*ci, *co, lanes));
+    }
+    out
 }
 
 /// A tuning task of a template: the operator, its space and its identity.
