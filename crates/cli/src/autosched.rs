@@ -1,6 +1,7 @@
-//! `tessera tune` without `--templates`: the auto-scheduler (TVM's Ansor) over every
-//! task of a network (or one operator), as a tuning session of the library
-//! (`tessera_search::session`) with the strategy the registry finds. This file only
+//! `tessera tune`: a tuning session of the library (`tessera_search::session`) over
+//! every task of a network (or one operator) with the strategy the registry finds — the
+//! auto-scheduler (`sketch`, TVM's Ansor) over fused-group tasks, or with `--templates`
+//! a template tuner (AutoTVM: `xgb`, `ga`, …) over the anchor operators. This file only
 //! turns arguments into the session's inputs.
 
 use crate::tune::{measure_options, parse_dims, TuneArgs};
@@ -10,7 +11,7 @@ use tessera_search::measure::Measurer;
 use tessera_search::policy::PolicyOptions;
 use tessera_search::scheduler::{SchedulerOptions, Strategy};
 use tessera_search::session::{SessionOptions, SessionReport, TuningSession};
-use tessera_search::tasks::{network_tasks, operator_task};
+use tessera_search::tasks::{network_tasks, operator_task, operator_tasks};
 use tessera_te::catalog::{OpAttrs, OpSpec};
 
 /// The catalog operator of `--op OP --op-shape DIMS` (convolutions and pools: stride 1,
@@ -18,6 +19,20 @@ use tessera_te::catalog::{OpAttrs, OpSpec};
 pub(crate) fn op_spec(op: &str, shape: Option<&str>) -> Result<OpSpec> {
     let dims = parse_dims(shape.context("--op needs --op-shape")?)?;
     Ok(OpSpec::new(op, &dims, OpAttrs::default())?)
+}
+
+/// The strategy's name: `--strategy`, else `--tuner` (the familiar spelling with
+/// `--templates`, `xgb` by default), else the auto-scheduler's `sketch`.
+fn strategy_name(args: &TuneArgs) -> Result<String> {
+    Ok(match (&args.strategy, &args.tuner) {
+        (Some(s), Some(t)) if s != t => {
+            bail!("--strategy `{s}` and --tuner `{t}` disagree: give one")
+        }
+        (Some(s), _) => s.clone(),
+        (None, Some(t)) => t.clone(),
+        (None, None) if args.templates => "xgb".into(),
+        (None, None) => "sketch".into(),
+    })
 }
 
 /// The session's text on the terminal: tables to stdout, warnings to stderr.
@@ -82,7 +97,7 @@ pub fn run(args: TuneArgs) -> Result<()> {
         "random" => Box::new(RandomProgramModel::new(args.tuner_seed)),
         m => bail!("unknown --model `{m}` (xgb or random)"),
     };
-    if args.tuner != "xgb" {
+    if !args.templates && args.tuner.is_some() {
         bail!(
             "--tuner picks a template tuner: give --templates, or --model for the auto-scheduler"
         );
@@ -102,14 +117,17 @@ pub fn run(args: TuneArgs) -> Result<()> {
         }
         None => {
             let g = net.load()?;
-            let tasks = network_tasks(&g, &target, &hw)?;
+            let tasks = if args.templates {
+                operator_tasks(&g, &target, &hw)?
+            } else {
+                network_tasks(&g, &target, &hw)?
+            };
             (Some(g), tasks)
         }
     };
     let opts = measure_options(&args, backend.as_ref())?;
     let measurer = Measurer::with_backend(backend, opts)?;
-    let strategy =
-        crate::plugins::registry().strategy(args.strategy.as_deref().unwrap_or("sketch"))?;
+    let strategy = crate::plugins::registry().strategy(&strategy_name(&args)?)?;
     let session = TuningSession::new(
         tasks,
         &strategy,

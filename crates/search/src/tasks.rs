@@ -49,12 +49,13 @@ pub fn network_tasks(
 }
 
 /// The one task of a catalog operator, with the operator's default schedule as its
-/// baseline.
+/// baseline (the spec as tuned on `hw`'s vectors: `OpSpec::for_vector_lanes`).
 pub fn operator_task(
     spec: &OpSpec,
     target: &Target,
     hw: &HardwareParams,
 ) -> Result<TuningTask, CatalogError> {
+    let spec = &spec.for_vector_lanes(hw.f32_lanes());
     let dag = spec.dag()?;
     let default = spec
         .default_func(cpu_params(target, hw), "default_schedule")

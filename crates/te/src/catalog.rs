@@ -353,6 +353,23 @@ pub fn table() -> String {
 }
 
 impl OpSpec {
+    /// The spec as it is tuned on a device with vectors of `lanes` float32:
+    /// `conv2d_nchwc` without `block` blocks its channels by the largest power of two up
+    /// to `lanes` dividing each count (TVM's choice for x86), so that a task's default
+    /// program and its template's programs take the same tensors; any other spec is
+    /// returned unchanged.
+    pub fn for_vector_lanes(&self, lanes: i64) -> OpSpec {
+        let mut out = self.clone();
+        let nchwc = self.entry().is_ok_and(|e| e.name == "conv2d_nchwc");
+        if let (true, None, [_, _, _, ci, co, ..]) = (nchwc, self.attrs.block, &self.shape[..]) {
+            out.attrs.block = Some((
+                largest_pow2_divisor(*ci, lanes),
+                largest_pow2_divisor(*co, lanes),
+            ));
+        }
+        out
+    }
+
     /// Checks the name (aliases allowed; the spec gets the catalog name), the number of
     /// sizes and that each is positive, and the attributes' ranges.
     pub fn new(name: &str, shape: &[i64], attrs: OpAttrs) -> Result<OpSpec, CatalogError> {
@@ -809,4 +826,13 @@ fn elementwise(family: Family, s: &OpSpec) -> Result<Built, TeError> {
             (vec![x], out)
         }
     })
+}
+
+/// The largest power of two up to `limit` that divides `n`.
+pub fn largest_pow2_divisor(n: i64, limit: i64) -> i64 {
+    let mut v = 1;
+    while v * 2 <= limit && n % (v * 2) == 0 {
+        v *= 2;
+    }
+    v
 }

@@ -12,6 +12,9 @@ pub mod tuners;
 pub mod xgb;
 
 use tessera_plugin::{export_plugin, Plugin};
+use tessera_search::policy::{
+    PolicyError, PolicyOptions, SearchPolicy, SearchTask, StrategyFactory,
+};
 
 struct AutoTvm;
 
@@ -23,9 +26,15 @@ impl Plugin for AutoTvm {
         env!("CARGO_PKG_VERSION").into()
     }
     fn strategies(&self) -> Vec<String> {
-        ["xgb", "ga", "random", "gridsearch"]
-            .map(String::from)
-            .to_vec()
+        strategy::tuner_names()
+    }
+    fn create_policy(
+        &self,
+        strategy: &str,
+        task: &SearchTask,
+        options: &PolicyOptions,
+    ) -> Result<Box<dyn SearchPolicy>, PolicyError> {
+        strategy::TemplateStrategy::new(strategy)?.create(task, options)
     }
 }
 

@@ -142,8 +142,8 @@ impl TemplateKind {
     /// likewise for the input channels.
     pub fn nchwc_blocks(ci: i64, co: i64, lanes: i64) -> (i64, i64) {
         (
-            largest_pow2_divisor(ci, lanes),
-            largest_pow2_divisor(co, lanes),
+            tessera_te::catalog::largest_pow2_divisor(ci, lanes),
+            tessera_te::catalog::largest_pow2_divisor(co, lanes),
         )
     }
 }
@@ -154,12 +154,7 @@ impl TemplateKind {
 /// default program of the spec (a tuning session's baseline) and the template's
 /// programs take the same tensors; any other spec is returned unchanged.
 pub fn op_spec_for_lanes(spec: &OpSpec, lanes: i64) -> OpSpec {
-    let mut out = spec.clone();
-    let is_nchwc = spec.entry().is_ok_and(|e| e.name == "conv2d_nchwc");
-    if let (true, None, [_, _, _, ci, co, ..]) = (is_nchwc, spec.attrs.block, &spec.shape[..]) {
-        out.attrs.block = Some(TemplateKind::nchwc_blocks(*ci, *co, lanes));
-    }
-    out
+    spec.for_vector_lanes(lanes)
 }
 
 /// A tuning task of a template: the operator, its space and its identity.
@@ -422,7 +417,7 @@ impl TemplateTask {
                 let (yo, yr) = s.split(&out, &ax[0], ty[1] * ty[2])?;
                 let (xo, xr) = s.split(&out, &ax[1], tx[1] * tx[2])?;
                 s.reorder(&out, &[yo.clone(), xo.clone(), yr, xr.clone()])?;
-                let v = largest_pow2_divisor(tx[1] * tx[2], self.lanes);
+                let v = tessera_te::catalog::largest_pow2_divisor(tx[1] * tx[2], self.lanes);
                 if v > 1 {
                     let (_xro, xv) = s.split(&out, &xr, v)?;
                     s.vectorize(&out, &xv)?;
@@ -441,7 +436,7 @@ impl TemplateTask {
                     mid[order[0] as usize].clone(),
                     mid[order[1] as usize].clone(),
                 );
-                let v = largest_pow2_divisor(tx[2], self.lanes);
+                let v = tessera_te::catalog::largest_pow2_divisor(tx[2], self.lanes);
                 let (cxo, cxv) = s.split(&cc, &cxi, v)?;
                 s.reorder(
                     &cc,
@@ -658,7 +653,7 @@ impl TemplateTask {
         cols: &IterVar,
         ncols: i64,
     ) -> Result<(), ScheduleError> {
-        let v = largest_pow2_divisor(ncols, self.lanes);
+        let v = tessera_te::catalog::largest_pow2_divisor(ncols, self.lanes);
         let (co, ci) = s.split(cc, cols, v)?;
         let mut order = reduce.to_vec();
         order.extend([rows.clone(), co.clone(), ci.clone()]);
@@ -690,13 +685,4 @@ fn one_group(template: &str, attrs: &Conv2dAttrs) -> Result<(), TemplateError> {
         return Err(TemplateError::Op(format!("{template} takes one group")));
     }
     Ok(())
-}
-
-/// The largest power of two dividing `n` that is at most `lanes`.
-fn largest_pow2_divisor(n: i64, lanes: i64) -> i64 {
-    let mut v = 1;
-    while v * 2 <= lanes && n % (v * 2) == 0 {
-        v *= 2;
-    }
-    v
 }
