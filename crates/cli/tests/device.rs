@@ -215,6 +215,8 @@ fn template_tuning_measures_on_the_test_device() {
         "random",
         "--trials",
         "8",
+        "--remeasure-top",
+        "0",
         "--log",
         log.to_str().unwrap(),
     ];

@@ -208,6 +208,8 @@ fn run_with_a_record_log_applies_the_tuned_configurations() {
         "4",
         "--min-repeat-ms",
         "1",
+        "--remeasure-top",
+        "0",
         "--log",
         log.to_str().unwrap(),
     ]);

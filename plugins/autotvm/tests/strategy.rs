@@ -405,16 +405,23 @@ fn the_catalogs_default_program_takes_the_templates_parameters() {
 
 #[test]
 fn conv2d_nchwc_without_blocks_is_refused_when_the_template_blocks_otherwise() {
-    // the catalog blocks 32 channels by 16, the template for 8 lanes by 8
+    // the catalog blocks 32 channels by 16, the template for 8 lanes by 8: a task made
+    // by hand from the spec as it is is refused ...
     let s = spec("conv2d_nchwc", &[1, 8, 8, 32, 32, 3, 3]);
-    match create_err("random", &task_of(&s)) {
+    let mut raw = task_of(&s);
+    raw.dag = s.dag().unwrap();
+    raw.workload_key = raw.dag.workload_key();
+    raw.op = Some(s.clone());
+    match create_err("random", &raw) {
         PolicyError::Unsupported { reason, .. } => {
             assert!(reason.contains("op_spec_for_lanes"), "{reason}")
         }
         other => panic!("{other:?}"),
     }
+    // ... while `operator_task` blocks it for the device's lanes, as the template does
     let fixed = op_spec_for_lanes(&s, 8);
     assert_eq!(fixed.attrs.block, Some((8, 8)));
+    assert_eq!(task_of(&s).op, Some(fixed.clone()));
     let mut p = create("random", &task_of(&fixed), 0);
     let want = run(&p.reference().unwrap());
     for prop in p.propose(3, None).unwrap() {
