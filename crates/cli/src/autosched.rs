@@ -9,7 +9,7 @@ use anyhow::{bail, Context, Result};
 use tessera_costmodel::{PackSumParams, PackSumXgb, ProgramCostModel, RandomProgramModel};
 use tessera_search::measure::Measurer;
 use tessera_search::policy::PolicyOptions;
-use tessera_search::scheduler::{SchedulerOptions, Strategy};
+use tessera_search::scheduler::{SchedulerOptions, TaskSelection};
 use tessera_search::session::{SessionOptions, SessionReport, TuningSession};
 use tessera_search::tasks::{network_tasks, operator_task, operator_tasks};
 use tessera_te::catalog::{OpAttrs, OpSpec};
@@ -51,9 +51,9 @@ impl SessionReport for Terminal {
 
 /// The session's options from the arguments.
 fn session_options(args: &TuneArgs) -> Result<(SessionOptions, PolicyOptions)> {
-    let strategy = match args.task_scheduler.as_str() {
-        "gradient" => Strategy::Gradient,
-        "round-robin" | "round_robin" => Strategy::RoundRobin,
+    let selection = match args.task_scheduler.as_str() {
+        "gradient" => TaskSelection::Gradient,
+        "round-robin" | "round_robin" => TaskSelection::RoundRobin,
         s => bail!("unknown --task-scheduler `{s}` (gradient or round-robin)"),
     };
     if args.per_round == 0 || args.population == 0 {
@@ -64,7 +64,7 @@ fn session_options(args: &TuneArgs) -> Result<(SessionOptions, PolicyOptions)> {
     }
     let session = SessionOptions {
         scheduler: SchedulerOptions {
-            strategy,
+            selection,
             per_round: args.per_round,
             early_stopping: args.early_stopping,
             seed: args.tuner_seed,

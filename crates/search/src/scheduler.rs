@@ -40,7 +40,7 @@ pub struct SchedTask {
 
 /// How the next task is chosen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Strategy {
+pub enum TaskSelection {
     Gradient,
     RoundRobin,
 }
@@ -48,7 +48,7 @@ pub enum Strategy {
 /// Options (TVM's defaults).
 #[derive(Clone, Debug)]
 pub struct SchedulerOptions {
-    pub strategy: Strategy,
+    pub selection: TaskSelection,
     /// Measurements per round.
     pub per_round: usize,
     pub alpha: f64,
@@ -65,7 +65,7 @@ pub struct SchedulerOptions {
 impl Default for SchedulerOptions {
     fn default() -> Self {
         SchedulerOptions {
-            strategy: Strategy::Gradient,
+            selection: TaskSelection::Gradient,
             per_round: 64,
             alpha: 0.2,
             beta: 2.0,
@@ -285,8 +285,8 @@ impl TaskScheduler {
         if let Some(i) = (0..n).find(|&i| self.rounds[i] == 0 && !self.dead.contains(&i)) {
             return Some(i);
         }
-        match self.opts.strategy {
-            Strategy::RoundRobin => {
+        match self.opts.selection {
+            TaskSelection::RoundRobin => {
                 for k in 0..n {
                     let i = (self.next_rr + k) % n;
                     if !self.dead.contains(&i) {
@@ -296,7 +296,7 @@ impl TaskScheduler {
                 }
                 None
             }
-            Strategy::Gradient => {
+            TaskSelection::Gradient => {
                 let g = self.gradients();
                 let live: Vec<usize> = (0..n).filter(|i| !self.dead.contains(i)).collect();
                 let (lo, hi) = live

@@ -1,10 +1,10 @@
 //! The task scheduler on synthetic tasks whose best latency falls with the trials spent
-//! on them: the warm-up, where the gradient strategy sends the budget, dead tasks,
+//! on them: the warm-up, where the gradient selection sends the budget, dead tasks,
 //! early stopping, restoring from a log, determinism, and the printed table.
 
 use tessera_search::scheduler::{
-    RoundOutcome, RoundRunner, SchedTask, SchedulerOptions, StopReason, Strategy, TaskScheduler,
-    NO_COST,
+    RoundOutcome, RoundRunner, SchedTask, SchedulerOptions, StopReason, TaskScheduler,
+    TaskSelection, NO_COST,
 };
 
 /// A task whose best latency after `t` trials is `floor + (start − floor)·e^(−t/tau)`;
@@ -74,9 +74,9 @@ fn sched(weights: &[f64], opts: SchedulerOptions) -> TaskScheduler {
     )
 }
 
-fn opts(strategy: Strategy) -> SchedulerOptions {
+fn opts(selection: TaskSelection) -> SchedulerOptions {
     SchedulerOptions {
-        strategy,
+        selection,
         per_round: 16,
         ..SchedulerOptions::default()
     }
@@ -84,7 +84,7 @@ fn opts(strategy: Strategy) -> SchedulerOptions {
 
 #[test]
 fn every_task_warms_up_first_then_round_robin_takes_turns() {
-    let mut s = sched(&[1.0, 1.0, 1.0], opts(Strategy::RoundRobin));
+    let mut s = sched(&[1.0, 1.0, 1.0], opts(TaskSelection::RoundRobin));
     let mut r = Runner::new(vec![task(5.0, 1.0, 50.0); 3]);
     let why = s.tune(16 * 9, &mut r, &mut |_, _| {});
     assert_eq!(why, StopReason::Budget);
@@ -102,12 +102,12 @@ fn the_gradient_spends_the_budget_where_the_objective_falls_most() {
         task(3.0, 2.9, 50.0),
     ];
     let weights = [8.0, 1.0, 8.0];
-    let mut g = sched(&weights, opts(Strategy::Gradient));
+    let mut g = sched(&weights, opts(TaskSelection::Gradient));
     let mut rg = Runner::new(tasks.clone());
     g.tune(16 * 30, &mut rg, &mut |_, _| {});
     let t = g.trials();
     assert!(t[0] > t[1] + t[2], "trials {t:?}");
-    let mut rr = sched(&weights, opts(Strategy::RoundRobin));
+    let mut rr = sched(&weights, opts(TaskSelection::RoundRobin));
     let mut rrr = Runner::new(tasks);
     rr.tune(16 * 30, &mut rrr, &mut |_, _| {});
     let (lg, lr) = (
@@ -125,7 +125,7 @@ fn tasks_without_a_schedule_or_without_candidates_die_and_all_dead_ends_tuning()
     let mut tasks = vec![task(5.0, 1.0, 50.0); 3];
     tasks[1].valid = false;
     tasks[2].space = 20;
-    let mut s = sched(&[1.0; 3], opts(Strategy::Gradient));
+    let mut s = sched(&[1.0; 3], opts(TaskSelection::Gradient));
     let mut r = Runner::new(tasks);
     let mut tables = Vec::new();
     s.tune(16 * 10, &mut r, &mut |s, next| {
@@ -143,7 +143,7 @@ fn tasks_without_a_schedule_or_without_candidates_die_and_all_dead_ends_tuning()
         .unwrap()
         .contains("Estimated total latency: - ms"));
 
-    let mut s = sched(&[1.0; 2], opts(Strategy::Gradient));
+    let mut s = sched(&[1.0; 2], opts(TaskSelection::Gradient));
     let mut bad = vec![task(5.0, 1.0, 50.0); 2];
     bad[0].valid = false;
     bad[1].space = 16;
@@ -159,7 +159,7 @@ fn early_stopping_globally_and_per_task() {
         &[1.0; 2],
         SchedulerOptions {
             early_stopping: Some(64),
-            ..opts(Strategy::Gradient)
+            ..opts(TaskSelection::Gradient)
         },
     );
     let why = s.tune(10_000, &mut Runner::new(flat.clone()), &mut |_, _| {});
@@ -170,7 +170,7 @@ fn early_stopping_globally_and_per_task() {
         &[1.0; 2],
         SchedulerOptions {
             early_stopping_per_task: Some(32),
-            ..opts(Strategy::RoundRobin)
+            ..opts(TaskSelection::RoundRobin)
         },
     );
     let why = s.tune(10_000, &mut Runner::new(flat), &mut |_, _| {});
@@ -181,7 +181,7 @@ fn early_stopping_globally_and_per_task() {
 
 #[test]
 fn a_restored_scheduler_skips_the_warm_up_of_tuned_tasks_and_keeps_their_bests() {
-    let mut s = sched(&[1.0, 1.0], opts(Strategy::RoundRobin));
+    let mut s = sched(&[1.0, 1.0], opts(TaskSelection::RoundRobin));
     s.restore(0, 40, Some(2e-3));
     s.restore(7, 40, Some(1e-3)); // no such task: ignored
     assert_eq!(s.trials(), &[40, 0]);
@@ -203,7 +203,7 @@ fn equal_gradients_are_broken_by_the_seed_and_a_seed_repeats_its_choices() {
             &[1.0; 4],
             SchedulerOptions {
                 seed,
-                ..opts(Strategy::Gradient)
+                ..opts(TaskSelection::Gradient)
             },
         );
         // four identical flat tasks: every gradient is 0 after the warm-up
@@ -235,7 +235,7 @@ fn the_table_after_a_round() {
                 group: None,
             },
         ],
-        opts(Strategy::Gradient),
+        opts(TaskSelection::Gradient),
     );
     s.record_round(
         0,
@@ -271,7 +271,7 @@ fn the_estimate_counts_each_tasks_default_schedule_until_it_is_tuned() {
         ]
     };
     // without baselines, no estimate until every task has a latency
-    let mut plain = TaskScheduler::new(tasks(), opts(Strategy::RoundRobin));
+    let mut plain = TaskScheduler::new(tasks(), opts(TaskSelection::RoundRobin));
     assert_eq!(plain.estimated_latency(), None);
     plain.record_round(
         0,
@@ -282,7 +282,7 @@ fn the_estimate_counts_each_tasks_default_schedule_until_it_is_tuned() {
     );
     assert_eq!(plain.estimated_latency(), None);
 
-    let mut s = TaskScheduler::new(tasks(), opts(Strategy::RoundRobin));
+    let mut s = TaskScheduler::new(tasks(), opts(TaskSelection::RoundRobin));
     s.set_baseline(0, 0.010);
     s.set_baseline(1, 0.002);
     // a number before the first round: 2 × 10 ms + 2 ms
