@@ -43,11 +43,13 @@ enum Command {
         after_help = "Examples:\n  tessera run --network resnet-18 --benchmark\n  tessera run --onnx resnet18.onnx --input input=image.npy --benchmark --repeat 20\n  tessera run --network mobilenet --layout NCHW --batch 4 --profile"
     )]
     Run(network::RunArgs),
-    /// Tune a network's (or one operator's) tasks, appending every measurement to a
+    /// Tune a network's (or one operator's) tasks with a search strategy (the
+    /// auto-scheduler `sketch` by default; with --templates a template tuner; any
+    /// strategy a plugin provides with --strategy), appending every measurement to a
     /// record log; for a network, then build it untuned and with the history best and
     /// compare their latency.
     #[command(
-        after_help = "Examples:\n  tessera tune --templates --network resnet-18 --tuner ga --trials 32 --log resnet18.jsonl\n  tessera tune --templates --op matmul --op-shape 1024,1024,1024 --tuner random --trials 64 --log mm.jsonl"
+        after_help = "Examples:\n  tessera tune --network resnet-18 --trials 900 --log r18.jsonl\n  tessera tune --templates --network resnet-18 --tuner ga --trials 320 --log resnet18.jsonl\n  tessera tune --op matmul --op-shape 1024,1024,1024 --trials 256 --log mm.jsonl\n  tessera tune --op matmul --op-shape 256,256,256 --strategy tilewalk --trials 64 --log tw.jsonl"
     )]
     Tune(tune::TuneArgs),
     /// Plugins: list what is found, check a file.

@@ -18,10 +18,11 @@ pub struct TuneArgs {
     pub(crate) templates: bool,
     #[command(flatten)]
     pub(crate) net: crate::network::NetworkArgs,
-    /// One operator instead of a network: `matmul` or `dense` (--op-shape M,N,K),
-    /// `batch_matmul` (B,M,N,K), `conv2d` (NHWC), `conv2d_nchw` or `conv2d_nchwc` (the
-    /// blocked NCHW{n}c form; N,H,W,C_IN,C_OUT,KH,KW), `depthwise_conv2d` (NHWC,
-    /// N,H,W,C,KH,KW); convolutions have stride 1 and same padding.
+    /// One operator instead of a network: any name of the operator catalog
+    /// (`tessera op --list`), e.g. `matmul` (--op-shape M,N,K), `conv2d` (NHWC,
+    /// N,H,W,C_IN,C_OUT,KH,KW), `max_pool2d` (N,H,W,C,KH,KW); convolutions and pools
+    /// have stride 1 and same padding. Templates fit matmul, dense, batch_matmul,
+    /// conv2d, conv2d_nchw, conv2d_nchwc and depthwise_conv2d.
     #[arg(long, conflicts_with_all = ["network", "onnx"])]
     pub(crate) op: Option<String>,
     #[arg(long, requires = "op")]

@@ -1,13 +1,12 @@
-//! The AutoTVM template tuner: configuration spaces, CPU templates, tuners and the tuning
-//! loop (used by `tessera tune --templates` as a library), registered through the plugin
-//! interface as well. Its plugin `search` entry is not wired to the tuners yet: it says
-//! so when asked.
+//! The AutoTVM template tuner: configuration spaces, CPU templates and tuners, offered
+//! to the core as search strategies (`strategy`: one per tuner name, each a
+//! `SearchPolicy` per task that the core's tuning session drives round by round) through
+//! the plugin interface, and apply-history-best for networks (`network`).
 
 pub mod network;
 pub mod space;
 pub mod strategy;
 pub mod templates;
-pub mod tune;
 pub mod tuners;
 pub mod xgb;
 

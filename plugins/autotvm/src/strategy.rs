@@ -153,12 +153,7 @@ impl StrategyFactory for TemplateStrategy {
                 known: tuner_names().join(", "),
             }
         })?;
-        Ok(Box::new(TemplatePolicy {
-            task: t,
-            tuner,
-            seen: HashSet::new(),
-            proposed: false,
-        }))
+        Ok(Box::new(TemplatePolicy::new(t, tuner)))
     }
 }
 
@@ -173,6 +168,17 @@ pub struct TemplatePolicy {
 }
 
 impl TemplatePolicy {
+    /// The policy of `tuner` over `task` (what the strategy creates by name; a caller
+    /// with a tuner of its own settings makes one directly).
+    pub fn new(task: TemplateTask, tuner: Box<dyn Tuner + Send>) -> TemplatePolicy {
+        TemplatePolicy {
+            task,
+            tuner,
+            seen: HashSet::new(),
+            proposed: false,
+        }
+    }
+
     /// The template task it tunes.
     pub fn task(&self) -> &TemplateTask {
         &self.task
@@ -269,7 +275,7 @@ impl SearchPolicy for TemplatePolicy {
                     self.seen.insert(c.index);
                     taken.push(tuners::Observation {
                         index: c.index,
-                        // GFLOPS as `tune::gflops_of`: failures 0
+                        // GFLOPS; a failure 0
                         gflops: o.cost.map_or(0.0, |s| flop / s.max(1e-12) / 1e9),
                     });
                     verdicts.push(Ok(()));

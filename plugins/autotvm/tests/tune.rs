@@ -3,13 +3,14 @@
 //! distilled and applied, beats the default schedule measured in the same run.
 
 use std::time::Duration;
+use tessera_autotvm::strategy::TemplatePolicy;
 use tessera_autotvm::templates::{TemplateKind, TemplateTask};
-use tessera_autotvm::tune::{tune, Trial, TuneOptions};
 use tessera_autotvm::tuners::{GaOptions, GaTuner, GridSearchTuner, RandomTuner, Tuner};
 use tessera_backends::{Backend, CpuBackend, Target};
 use tessera_runtime::runner::TimerConfig;
 use tessera_search::measure::{Candidate, MeasureOptions, Measurer, Reference};
-use tessera_search::MeasureErrorNo;
+use tessera_search::policy::{Observation, SearchPolicy};
+use tessera_search::{MeasureErrorNo, MeasureResult, ScheduleDesc};
 use tessera_te::lower;
 use tessera_te::schedules::{default_schedule, CpuParams};
 
@@ -47,37 +48,66 @@ fn matmul_setup() -> (TemplateTask, Measurer, Reference) {
     (task, m, reference)
 }
 
+/// One measured configuration.
+struct Trial {
+    schedule: ScheduleDesc,
+    result: MeasureResult,
+    gflops: f64,
+}
+
+/// `n` configurations of `tuner` over `task`, proposed and observed through the core's
+/// interface (`TemplatePolicy`, as a tuning session drives it) in batches of 8, each
+/// measured and checked against `reference`. Returns the trials and the best GFLOPS.
 fn run(
     task: &TemplateTask,
-    tuner: &mut dyn Tuner,
+    tuner: Box<dyn Tuner + Send>,
     m: &mut Measurer,
     reference: &Reference,
     n: usize,
 ) -> (Vec<Trial>, f64) {
-    let mut log = Vec::new();
-    let opts = TuneOptions {
-        n_trial: n,
-        early_stopping: None,
-        batch: 8,
-    };
-    let summary = tune(
-        task,
-        tuner,
-        m,
-        Some(reference),
-        &opts,
-        &mut |b| log.extend_from_slice(b),
-        &mut |_, _, _, _, _| {},
-    );
-    assert_eq!(summary.trials, n);
-    (log, summary.best.map_or(0.0, |b| b.gflops))
+    let mut policy = TemplatePolicy::new(task.clone(), tuner);
+    let mut log: Vec<Trial> = Vec::new();
+    while log.len() < n {
+        let batch = policy.propose(8.min(n - log.len()), None).unwrap();
+        assert!(!batch.is_empty(), "the space ran out");
+        let candidates: Vec<Candidate> = batch
+            .iter()
+            .map(|p| Candidate {
+                func: p.program.clone(),
+            })
+            .collect();
+        let results = m.measure(&candidates, 1, Some(reference));
+        let observed: Vec<Observation> = batch
+            .iter()
+            .zip(&results)
+            .map(|(p, r)| Observation {
+                schedule: p.schedule.clone(),
+                cost: r.is_ok().then(|| r.mean_cost()),
+            })
+            .collect();
+        assert!(policy.observe(&observed).iter().all(Result::is_ok));
+        for (p, r) in batch.into_iter().zip(results) {
+            let gflops = if r.is_ok() {
+                task.flop / r.mean_cost() / 1e9
+            } else {
+                0.0
+            };
+            log.push(Trial {
+                schedule: p.schedule,
+                result: r,
+                gflops,
+            });
+        }
+    }
+    let best = log.iter().map(|t| t.gflops).fold(0.0, f64::max);
+    (log, best)
 }
 
 #[test]
 fn every_tuner_measures_correct_configurations_of_the_matmul_template() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let (task, mut m, reference) = matmul_setup();
-    let mut tuners: Vec<Box<dyn Tuner>> = vec![
+    let tuners: Vec<Box<dyn Tuner + Send>> = vec![
         Box::new(RandomTuner::new(1)),
         Box::new(GridSearchTuner::new()),
         Box::new(GaTuner::new(
@@ -88,22 +118,22 @@ fn every_tuner_measures_correct_configurations_of_the_matmul_template() {
             1,
         )),
     ];
-    for t in tuners.iter_mut() {
-        let (log, best) = run(&task, t.as_mut(), &mut m, &reference, 24);
+    for t in tuners {
+        let name = t.name();
+        let (log, best) = run(&task, t, &mut m, &reference, 24);
         let wrong = log
             .iter()
             .filter(|t| t.result.error_no == MeasureErrorNo::WrongAnswer)
             .count();
         assert_eq!(
-            wrong,
-            0,
+            wrong, 0,
             "{}: a template configuration computed a wrong answer",
-            t.name()
+            name
         );
         let ok = log.iter().filter(|t| t.result.is_ok()).count();
-        eprintln!("{}: {ok}/24 ok, best {best:.1} GFLOPS", t.name());
-        assert!(ok >= 20, "{}: {ok} of 24 measured", t.name());
-        assert!(best > 0.0, "{}: nothing measured", t.name());
+        eprintln!("{}: {ok}/24 ok, best {best:.1} GFLOPS", name);
+        assert!(ok >= 20, "{}: {ok} of 24 measured", name);
+        assert!(best > 0.0, "{}: nothing measured", name);
     }
     // Whether 24 trials reach the default schedule depends on the tuner and the space
     // (33k matmul configurations): that the tuned kernels beat it is shown by
@@ -133,8 +163,8 @@ fn the_model_based_tuner_learns_and_its_names_parse() {
         plan_size: 16,
         ..XgbOptions::default()
     };
-    let mut t = XgbTuner::new(&task, opts, 5);
-    let (log, best) = run(&task, &mut t, &mut m, &reference, 32);
+    let t = XgbTuner::new(&task, opts, 5);
+    let (log, best) = run(&task, Box::new(t), &mut m, &reference, 32);
     let ok = log.iter().filter(|t| t.result.is_ok()).count();
     assert!(ok >= 28, "{ok} of 32 measured");
     // after the first fit (16 measurements) the model's picks beat the random warm-up
@@ -275,7 +305,6 @@ fn the_annealing_plan_beats_random_proposals_on_a_synthetic_objective() {
 fn each_tuner_tunes_dense_and_conv2d_and_the_applied_best_beats_the_default_schedule() {
     use tessera_autotvm::xgb::{FeatureType, XgbOptions, XgbTuner};
     use tessera_search::record::{distill_file, ApplyHistoryBest, Record, RecordWriter};
-    use tessera_search::ScheduleDesc;
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let kinds = [
         // ResNet-50's classifier: large enough (~50 µs) that the timing is the kernel's,
@@ -312,7 +341,7 @@ fn each_tuner_tunes_dense_and_conv2d_and_the_applied_best_beats_the_default_sche
         let task = TemplateTask::new(kind, lanes).unwrap();
         let naive = task.naive("reference").unwrap();
         let reference = Reference::compute(m.backend(), &naive, 1, 3).unwrap();
-        let tuners: Vec<(&str, Box<dyn Tuner>)> = vec![
+        let tuners: Vec<(&str, Box<dyn Tuner + Send>)> = vec![
             (
                 "xgb",
                 Box::new(XgbTuner::new(
@@ -338,10 +367,10 @@ fn each_tuner_tunes_dense_and_conv2d_and_the_applied_best_beats_the_default_sche
             ("random", Box::new(RandomTuner::new(1))),
             ("gridsearch", Box::new(GridSearchTuner::new())),
         ];
-        for (name, mut tuner) in tuners {
+        for (name, tuner) in tuners {
             let log = dir.path().join(format!("{}_{name}.jsonl", task.template));
             let mut writer = RecordWriter::open(&log).unwrap();
-            let (trials, best) = run(&task, tuner.as_mut(), &mut m, &reference, 32);
+            let (trials, best) = run(&task, tuner, &mut m, &reference, 32);
             let records: Vec<Record> = trials
                 .iter()
                 .map(|t| {
