@@ -14,6 +14,11 @@
 //! sees it as a [`PluginDevice`] (the same trait over the boundary's handles) and its
 //! compiler as a [`PluginBackend`] (the backends' `Backend`). [`Registry::backend_for`]
 //! and [`Registry::device_for`] give either for any target, the CPU's built-ins included.
+//!
+//! A strategy plugin creates a `tessera_search::policy::SearchPolicy` per task on its
+//! side; the core sees it as a [`PluginPolicy`] behind a handle, driven round by round
+//! (propose with a scoring callback into the core's cost model, observe, lower), and
+//! finds it by name with [`Registry::strategy`].
 
 pub mod loader;
 
