@@ -283,25 +283,10 @@ fn read_log(
     Ok(loaded.records)
 }
 
-/// The feature rows of each program, computed on all cores.
+/// The feature rows of each program, computed on all cores (empty for a program whose
+/// thread panicked).
 pub fn features_of_programs(funcs: &[PrimFunc]) -> Vec<Vec<Vec<f32>>> {
-    let threads = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-        .min(funcs.len().max(1));
-    let chunk = funcs.len().div_ceil(threads).max(1);
-    std::thread::scope(|sc| {
-        let handles: Vec<_> = funcs
-            .chunks(chunk)
-            .map(|part| sc.spawn(move || part.iter().map(store_features).collect::<Vec<_>>()))
-            .collect();
-        // a chunk whose thread panicked gives empty bags, so the result stays aligned
-        handles
-            .into_iter()
-            .zip(funcs.chunks(chunk))
-            .flat_map(|(h, part)| h.join().unwrap_or_else(|_| vec![Vec::new(); part.len()]))
-            .collect()
-    })
+    crate::par::par_map(funcs, Vec::new(), store_features)
 }
 
 impl Rounds<'_, '_> {

@@ -12,6 +12,7 @@ use crate::search::{SearchParams, SketchPolicy};
 use crate::sketch::SketchTarget;
 use tessera_ir::transform::expanded_size;
 use tessera_ir::PrimFunc;
+use tessera_search::par::par_map;
 use tessera_search::policy::{
     Observation, PolicyError, PolicyInfo, PolicyOptions, Proposal, Scorer, SearchPolicy,
     SearchTask, StrategyFactory,
@@ -30,26 +31,6 @@ pub fn lower_state(state: &State, name: &str) -> Result<PrimFunc, String> {
 /// expanded (0: no limit).
 pub(crate) fn code_within(func: &PrimFunc, max_code_size: u64) -> bool {
     max_code_size == 0 || expanded_size(&func.body) <= max_code_size
-}
-
-/// Maps `f` over `items` on all cores, keeping the order.
-fn par_map<T: Sync, U: Send>(items: &[T], f: impl Fn(&T) -> U + Sync) -> Vec<U> {
-    let threads = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-        .min(items.len().max(1));
-    let chunk = items.len().div_ceil(threads).max(1);
-    let f = &f;
-    std::thread::scope(|sc| {
-        let handles: Vec<_> = items
-            .chunks(chunk)
-            .map(|part| sc.spawn(move || part.iter().map(f).collect::<Vec<U>>()))
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().unwrap_or_default())
-            .collect()
-    })
 }
 
 /// The sketch auto-scheduler (TVM's `SketchPolicy`) as a strategy.
@@ -133,7 +114,7 @@ impl SearchPolicy for SketchSearch {
             Some(core) => {
                 // a state that does not lower, or lowers too large, is never proposed
                 let mut by_state = |states: &[State]| -> Vec<f32> {
-                    let funcs = par_map(states, |s| {
+                    let funcs = par_map(states, None, |s| {
                         lower_state(s, "candidate")
                             .ok()
                             .filter(|f| code_within(f, max_code_size))
