@@ -120,7 +120,7 @@ impl TemplateStrategy {
             let hint = match t.kind {
                 TemplateKind::Conv2dNchwc { ib, ob, .. } => format!(
                     " (the template blocks channels by {ib}/{ob} for {lanes} lanes: give the \
-                     operator `block` ({ib}, {ob}), see `templates::op_spec_for_lanes`)"
+                     operator `block` ({ib}, {ob}), see `OpSpec::for_vector_lanes`)"
                 ),
                 _ => String::new(),
             };

@@ -72,7 +72,7 @@ impl TemplateKind {
     /// None` is "same" padding, `kernel / 2`, as in the catalog); `conv2d_nchwc` takes
     /// the spec's `block`, else [`TemplateKind::nchwc_blocks`] for `lanes` — which
     /// differ from the catalog's default blocks (powers of two up to 16) on machines
-    /// with fewer than 16 lanes: see [`op_spec_for_lanes`].
+    /// with fewer than 16 lanes: see `OpSpec::for_vector_lanes`.
     pub fn from_op(spec: &OpSpec, lanes: i64) -> Option<TemplateKind> {
         let name = spec.entry().ok()?.name;
         let a = &spec.attrs;
@@ -146,15 +146,6 @@ impl TemplateKind {
             tessera_te::catalog::largest_pow2_divisor(co, lanes),
         )
     }
-}
-
-/// `spec` as template tuning tunes it on a machine with `lanes` float32 lanes:
-/// `conv2d_nchwc` without `block` gets [`TemplateKind::nchwc_blocks`] (what
-/// `tessera tune --templates --op conv2d_nchwc` has always tuned), so that the catalog's
-/// default program of the spec (a tuning session's baseline) and the template's
-/// programs take the same tensors; any other spec is returned unchanged.
-pub fn op_spec_for_lanes(spec: &OpSpec, lanes: i64) -> OpSpec {
-    spec.for_vector_lanes(lanes)
 }
 
 /// A tuning task of a template: the operator, its space and its identity.

@@ -7,7 +7,7 @@
 
 use std::collections::HashSet;
 use tessera_autotvm::strategy::{tuner_names, TemplateStrategy};
-use tessera_autotvm::templates::{op_spec_for_lanes, TemplateKind, TemplateTask};
+use tessera_autotvm::templates::{TemplateKind, TemplateTask};
 use tessera_autotvm::xgb::XgbOptions;
 use tessera_backends::{HardwareParams, Target};
 use tessera_costmodel::RandomProgramModel;
@@ -381,7 +381,7 @@ fn the_catalogs_default_program_takes_the_templates_parameters() {
     ];
     for lanes in [4, 8, 16] {
         for s in &specs {
-            let s = op_spec_for_lanes(s, lanes);
+            let s = s.for_vector_lanes(lanes);
             let kind = TemplateKind::from_op(&s, lanes).unwrap();
             let t = TemplateTask::new(kind, lanes).unwrap();
             let p = CpuParams {
@@ -414,12 +414,12 @@ fn conv2d_nchwc_without_blocks_is_refused_when_the_template_blocks_otherwise() {
     raw.op = Some(s.clone());
     match create_err("random", &raw) {
         PolicyError::Unsupported { reason, .. } => {
-            assert!(reason.contains("op_spec_for_lanes"), "{reason}")
+            assert!(reason.contains("for_vector_lanes"), "{reason}")
         }
         other => panic!("{other:?}"),
     }
     // ... while `operator_task` blocks it for the device's lanes, as the template does
-    let fixed = op_spec_for_lanes(&s, 8);
+    let fixed = s.for_vector_lanes(8);
     assert_eq!(fixed.attrs.block, Some((8, 8)));
     assert_eq!(task_of(&s).op, Some(fixed.clone()));
     let mut p = create("random", &task_of(&fixed), 0);
