@@ -93,8 +93,8 @@ pub(crate) fn load_warn(file: &Path) -> Result<LoadedLog> {
 }
 
 fn warn_skipped(file: &Path, skipped: &[(usize, String)]) {
-    for (line, reason) in skipped {
-        eprintln!("warning: {}:{line}: skipped: {reason}", file.display());
+    for w in tessera_search::record::skipped_warnings(file, skipped) {
+        eprintln!("warning: {w}");
     }
 }
 

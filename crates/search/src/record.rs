@@ -274,6 +274,15 @@ pub struct LoadedLog {
     pub skipped: Vec<(usize, String)>,
 }
 
+/// The warning lines of a log's skipped lines, `PATH:LINE: skipped: REASON` (what every
+/// reader of a log reports).
+pub fn skipped_warnings(path: &Path, skipped: &[(usize, String)]) -> Vec<String> {
+    skipped
+        .iter()
+        .map(|(line, reason)| format!("{}:{line}: skipped: {reason}", path.display()))
+        .collect()
+}
+
 /// Reads a log. Blank lines are ignored; a torn last line (no newline at the end and
 /// not a record), junk lines and records of a newer version are skipped and reported
 /// in [`LoadedLog::skipped`]; only a file that cannot be read is an error.

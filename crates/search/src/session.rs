@@ -277,8 +277,8 @@ fn read_log(
         return Ok(Vec::new());
     }
     let loaded = crate::record::load(log)?;
-    for (line, reason) in &loaded.skipped {
-        report.warn(&format!("{}:{line}: skipped: {reason}", log.display()));
+    for w in crate::record::skipped_warnings(log, &loaded.skipped) {
+        report.warn(&w);
     }
     Ok(loaded.records)
 }
