@@ -28,11 +28,6 @@ impl PluginStrategy {
             name: name.to_string(),
         }
     }
-
-    /// The plugin that provides it.
-    pub fn plugin(&self) -> &LoadedPlugin {
-        &self.plugin
-    }
 }
 
 fn failed(plugin: &LoadedPlugin, message: impl std::fmt::Display) -> PolicyError {
