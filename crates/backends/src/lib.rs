@@ -1,13 +1,15 @@
 //! `tessera-backends`: the `Backend` trait and the built-in CPU backend.
 //!
 //! - [`backend`]: the `Backend` trait (codegen, build, hardware parameters) and its errors.
-//! - [`cpu`]: C code generation and compilation with the system C compiler.
+//! - [`cfamily`]: the C-family printer and its dialects (C, OpenCL C), the device passes.
+//! - [`cpu`]: the CPU's C and its compilation with the system C compiler.
 //! - [`process`]: running a compiler as a child process with a timeout.
 //!
 //! `Target`, `HardwareParams` and `Artifact` live below, in `tessera-target` (the
 //! runtime shares them without linking the compiler); they are re-exported here.
 
 pub mod backend;
+pub mod cfamily;
 pub mod cpu;
 pub mod process;
 

@@ -1,11 +1,22 @@
 //! Passes that rewrite functions on their way to code generation, one pass per file.
+//!
+//! For the CPU: `auto_unroll`, `unroll_loops`, `vectorize_loops`. For a GPU, before
+//! those: `split_host_device` (the kernels and their launch extents), then per kernel
+//! `storage_sync` (barriers for shared memory) and `lower_thread_allreduce` (reductions
+//! across the threads of a block).
 
 mod auto_unroll;
 mod code_size;
+mod error;
+mod split_host_device;
+mod storage_sync;
 mod unroll;
 mod vectorize;
 
 pub use auto_unroll::{auto_unroll, AUTO_MAX_DEPTH, AUTO_UNROLL_PRAGMA};
 pub use code_size::expanded_size;
+pub use error::TransformError;
+pub use split_host_device::{split_host_device, DeviceKernel, SplitFunc, ThreadExtents};
+pub use storage_sync::storage_sync;
 pub use unroll::{unroll_loops, MAX_UNROLL};
 pub use vectorize::{vectorize_loops, NotVectorized};

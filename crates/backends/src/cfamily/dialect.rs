@@ -1,0 +1,145 @@
+//! What differs between the C-family languages the printer writes: the [`Dialect`]
+//! trait, and [`CDialect`], the host C of the CPU backend (GCC/Clang vector extensions,
+//! OpenMP). A backend — built in or a plugin — picks one, or writes its own by overriding
+//! the hooks that differ; every default is the C dialect's.
+
+use super::names::vec_name;
+use tessera_ir::{DataType, StorageScope, ThreadAxis};
+
+/// How an allocation is declared.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AllocDecl {
+    /// A declaration where the allocation is (an array in scope for its body).
+    Here(String),
+    /// A declaration at the top of the function (OpenCL's `__local` arrays must be at
+    /// kernel scope; CUDA's `__shared__` may be anywhere but is hoisted alike).
+    Hoisted(String),
+    /// Heap memory: `aligned_alloc` and `free` around the body, a failure reported by
+    /// the function's status (the CPU's large allocations).
+    Heap,
+}
+
+/// A C-family language: the hooks the printer calls where languages differ.
+pub trait Dialect: Sync {
+    /// The backend named in errors (`cpu`, `opencl`, `cuda`).
+    fn backend(&self) -> &str;
+
+    /// Identifiers of the language or its built-ins a variable may not be named (beyond
+    /// C's keywords and the C library's names, which every dialect avoids).
+    fn reserved(&self) -> &[&str] {
+        &[]
+    }
+
+    /// Refuses a type the language (or the device) cannot compute in.
+    fn check_type(&self, t: DataType) -> Result<(), String> {
+        let _ = t;
+        Ok(())
+    }
+
+    /// Refuses a number of vector lanes the language has no type for.
+    fn check_lanes(&self, lanes: u16) -> Result<(), String> {
+        if lanes.is_power_of_two() {
+            Ok(())
+        } else {
+            Err(format!(
+                "a vector of {lanes} lanes (C vector types need a power of two)"
+            ))
+        }
+    }
+
+    /// The name of a math function on `t` (`expf` for float in C).
+    fn math_fn(&self, base: &str, t: DataType) -> String {
+        match t.bits {
+            64 => base.to_string(),
+            _ => format!("{base}f"),
+        }
+    }
+
+    /// The declaration of the vector type `name` of `lanes` lanes of `elem` (the C type
+    /// of `t`; bool lanes are `int8_t`).
+    fn vector_typedef(&self, elem: &str, t: DataType, lanes: u16) -> String {
+        let bytes = t.bytes() * lanes as usize;
+        let name = vec_name(t, lanes);
+        format!(
+            "typedef {elem} {name} __attribute__((vector_size({bytes})));\n\
+             typedef {elem} {name}_u __attribute__((vector_size({bytes}), aligned({})));\n",
+            t.bytes()
+        )
+    }
+
+    /// `code` (a vector) with its bits read as the vector type `to` of the same size.
+    fn reinterpret(&self, code: &str, to: &str) -> String {
+        format!("({to}){code}")
+    }
+
+    /// A load of `lanes` contiguous elements at `buf[offset]`, as the vector type `vt`.
+    fn vector_load(&self, vt: &str, buf: &str, offset: &str, lanes: u16) -> String {
+        let _ = lanes;
+        format!("(*({vt}_u*)(&{buf}[{offset}]))")
+    }
+
+    /// A store of the vector `value` to `lanes` contiguous elements at `buf[offset]`.
+    fn vector_store(&self, vt: &str, buf: &str, offset: &str, value: &str, lanes: u16) -> String {
+        let _ = lanes;
+        format!("*({vt}_u*)(&{buf}[{offset}]) = {value};")
+    }
+
+    /// The line before a loop unrolled by the compiler.
+    fn unroll_pragma(&self, factor: i64) -> String {
+        format!("#pragma GCC unroll {factor}")
+    }
+
+    /// The line before a parallel loop (`None`: the language has no parallel loop, the
+    /// loop runs serially).
+    fn parallel_pragma(&self, num_threads: usize) -> Option<String> {
+        Some(format!(
+            "#pragma omp parallel for num_threads({num_threads}) schedule(static)"
+        ))
+    }
+
+    /// The index of the calling thread along `axis` (`None`: not a GPU language).
+    fn thread_index(&self, axis: ThreadAxis) -> Option<String> {
+        let _ = axis;
+        None
+    }
+
+    /// The barrier for memory of `scope` (`None`: the language has none).
+    fn storage_sync(&self, scope: StorageScope) -> Option<String> {
+        let _ = scope;
+        None
+    }
+
+    /// How an allocation of `n` elements of the C type `elem` in `scope` is declared
+    /// (`Err`: it cannot be, with the reason).
+    fn allocation(
+        &self,
+        scope: StorageScope,
+        elem: &str,
+        name: &str,
+        n: i64,
+        bytes: usize,
+    ) -> Result<AllocDecl, String> {
+        let _ = scope;
+        if bytes <= super::STACK_LIMIT {
+            Ok(AllocDecl::Here(format!(
+                "{elem} {name}[{n}] __attribute__((aligned(64)));"
+            )))
+        } else {
+            Ok(AllocDecl::Heap)
+        }
+    }
+
+    /// The declaration of a parameter: a pointer to elements of the C type `elem`.
+    fn param(&self, elem: &str, name: &str) -> String {
+        format!("{elem}* __restrict__ {name}")
+    }
+}
+
+/// The host C of the CPU backend.
+pub struct CDialect;
+
+impl Dialect for CDialect {
+    fn backend(&self) -> &str {
+        "cpu"
+    }
+}

@@ -1,0 +1,186 @@
+//! The C-family code generator every backend composes: C for the CPU, OpenCL C, and
+//! (a plugin's) CUDA C are one printer with [`Dialect`]s.
+//!
+//! The pipeline, as one list (Halide's `Lower.cpp` style):
+//!
+//! - every function: [`host_passes`] — `auto_unroll` (the auto-scheduler's pragma),
+//!   `unroll_loops`, `vectorize_loops`;
+//! - a GPU function first: [`device_passes`] — `split_host_device` (kernels, their
+//!   launch extents, workspaces), then per kernel `storage_sync` (barriers for shared
+//!   memory, refused inside a condition) and the host passes;
+//! - then [`print_function`] per function or kernel, and the backend assembles the
+//!   source: [`crate::cpu::generate_c`] (a C function and its exported entry) or
+//!   [`device_source`] (kernels one after another, each after a `// Function: <name>`
+//!   line, with the launch list a device needs).
+//!
+//! Everything here is public so that a backend plugin prints its language by writing a
+//! `Dialect` rather than a printer.
+
+pub mod dialect;
+pub mod flatten;
+pub mod names;
+pub mod opencl;
+mod printer;
+mod vector;
+
+pub use dialect::{AllocDecl, CDialect, Dialect};
+pub use opencl::OpenClDialect;
+pub use printer::{print_function, vector_typedefs, PrintedFunction, VectorTypes};
+
+use crate::backend::BackendError;
+use serde::{Deserialize, Serialize};
+use tessera_ir::transform::{
+    auto_unroll, split_host_device, storage_sync, unroll_loops, vectorize_loops, DeviceKernel,
+    NotVectorized, TransformError,
+};
+use tessera_ir::{Buffer, PrimFunc, Stmt};
+
+/// Allocations up to this many bytes live on the stack (the C dialect).
+pub const STACK_LIMIT: usize = 32 * 1024;
+
+/// The passes every body takes before it is printed; returns the loops left scalar.
+pub fn host_passes(body: &Stmt) -> (Stmt, Vec<NotVectorized>) {
+    let body = auto_unroll(body);
+    let body = unroll_loops(&body);
+    vectorize_loops(&body)
+}
+
+/// A GPU function after the device passes: its kernels, in launch order, and the global
+/// intermediates the launcher allocates.
+#[derive(Clone, Debug)]
+pub struct DeviceFunc {
+    pub workspaces: Vec<Buffer>,
+    pub kernels: Vec<DeviceKernel>,
+    /// Loops left scalar, per kernel.
+    pub skipped: Vec<Vec<NotVectorized>>,
+}
+
+fn transform_err(backend: &str, e: TransformError) -> BackendError {
+    let TransformError::Unsupported { pass, func, reason } = e;
+    BackendError::Unsupported {
+        backend: backend.to_string(),
+        func,
+        reason: format!("{pass}: {reason}"),
+    }
+}
+
+/// Splits `func` into kernels and runs the per-kernel passes (see the module list).
+pub fn device_passes(backend: &str, func: &PrimFunc) -> Result<DeviceFunc, BackendError> {
+    let split = split_host_device(func).map_err(|e| transform_err(backend, e))?;
+    let mut kernels = Vec::new();
+    let mut skipped = Vec::new();
+    for k in split.kernels {
+        let synced =
+            storage_sync(&k.name, &k.body, &k.launch).map_err(|e| transform_err(backend, e))?;
+        let (body, sk) = host_passes(&synced);
+        skipped.push(sk);
+        kernels.push(DeviceKernel { body, ..k });
+    }
+    Ok(DeviceFunc {
+        workspaces: split.workspaces,
+        kernels,
+        skipped,
+    })
+}
+
+/// How a device runs one kernel of a function: its name in the source, its arguments
+/// (indices into the function's parameters followed by its workspaces) and its launch
+/// extents.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KernelLaunch {
+    pub name: String,
+    pub args: Vec<usize>,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub shared_bytes: u64,
+}
+
+/// A global intermediate the launcher allocates: its name and size.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Workspace {
+    pub name: String,
+    pub bytes: u64,
+}
+
+/// A GPU function's source and what a device needs to run it: the kernels, launched in
+/// order, and the workspaces.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceSource {
+    pub source: String,
+    pub kernels: Vec<KernelLaunch>,
+    pub workspaces: Vec<Workspace>,
+}
+
+/// What a device dialect adds around the printed kernels.
+pub trait KernelLanguage: Dialect {
+    /// The text before the kernels (type definitions, helpers, extensions).
+    fn preamble(&self) -> String;
+    /// A kernel's signature line, ending in `{`.
+    fn kernel_signature(&self, kernel: &DeviceKernel, params: &[String]) -> String;
+}
+
+/// The source of `func` for a GPU in `lang`: the device passes, each kernel printed, and
+/// the launch list.
+pub fn device_source(
+    lang: &dyn KernelLanguage,
+    func: &PrimFunc,
+) -> Result<DeviceSource, BackendError> {
+    let dev = device_passes(lang.backend(), func)?;
+    let all: Vec<&Buffer> = func.params.iter().chain(&dev.workspaces).collect();
+    let mut types = VectorTypes::new();
+    let mut bodies = String::new();
+    let mut kernels = Vec::new();
+    for (k, skipped) in dev.kernels.iter().zip(&dev.skipped) {
+        let printed = print_function(lang, &k.name, &k.params, &k.body, Some(&k.launch), 1)?;
+        types.extend(printed.vector_types.iter().cloned());
+        bodies.push_str(&format!("// Function: {}\n", k.name));
+        for s in skipped {
+            bodies.push_str(&format!(
+                "// loop `{}` stays scalar: {}\n",
+                names::comment(&s.var),
+                names::comment(&s.reason)
+            ));
+        }
+        bodies.push_str(&lang.kernel_signature(k, &printed.params));
+        bodies.push('\n');
+        for h in &printed.hoisted {
+            bodies.push_str(&format!("  {h}\n"));
+        }
+        bodies.push_str(&printed.body);
+        bodies.push_str("}\n\n");
+        let dim = |v: [i64; 3]| v.map(|x| x.clamp(1, u32::MAX as i64) as u32);
+        kernels.push(KernelLaunch {
+            name: k.name.clone(),
+            args: k
+                .params
+                .iter()
+                .map(|p| all.iter().position(|b| *b == p).unwrap_or(usize::MAX))
+                .collect(),
+            grid: dim(k.launch.grid),
+            block: dim(k.launch.block),
+            shared_bytes: k.launch.shared_bytes.max(0) as u64,
+        });
+    }
+    let mut source = lang.preamble();
+    source.push_str(&vector_typedefs(lang, &types));
+    source.push_str(&bodies);
+    let workspaces = dev
+        .workspaces
+        .iter()
+        .map(|b| Workspace {
+            name: b.name().to_string(),
+            bytes: b
+                .const_shape()
+                .unwrap_or_default()
+                .iter()
+                .product::<i64>()
+                .max(1) as u64
+                * b.dtype().bytes() as u64,
+        })
+        .collect();
+    Ok(DeviceSource {
+        source,
+        kernels,
+        workspaces,
+    })
+}

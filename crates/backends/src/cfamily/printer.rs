@@ -1,0 +1,1040 @@
+//! The C-family printer: one function body (or device kernel) from the IR, in the
+//! language a [`Dialect`] describes.
+//!
+//! Buffers are flattened row-major ([`super::flatten`]). Vectorized loops arrive as
+//! vector expressions (`tessera_ir::transform::vectorize_loops`) and are printed with
+//! vector types ([`super::vector`]): contiguous accesses become the dialect's vector
+//! loads and stores, other accesses gathers and scatters, arithmetic the vector
+//! operators. Parallel loops take the dialect's pragma (OpenMP in C, outermost only),
+//! unrolled loops its unroll pragma; loops bound to GPU threads become the thread's index
+//! (guarded when the axis is launched wider), virtual threads serial loops; allocations
+//! are declared as the dialect says (the stack or the heap on the CPU, hoisted `__local`
+//! arrays in OpenCL).
+//!
+//! The code computes what the interpreter computes: offsets are int64 for buffers beyond
+//! int32's range; narrow integers and float16 are rounded after each scalar operation and
+//! signed vector lanes wrap; comparisons (masks of -1/0) and bool vectors (bytes of 0/1)
+//! are converted wherever a value of another type is needed; min/max ignore a NaN
+//! operand. Scalar int32/int64 arithmetic is assumed not to overflow (as the simplifier
+//! assumes). What the language cannot express is refused with
+//! [`BackendError::Unsupported`].
+
+use super::dialect::{AllocDecl, Dialect};
+use super::flatten::{flat_expr, flat_ramp, offset_type};
+use super::names::{comment, sanitize, scalar_c, suffix, vec_name, RESERVED};
+use crate::backend::BackendError;
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::fmt::Write;
+use tessera_ir::transform::ThreadExtents;
+use tessera_ir::{
+    BinOp, Buffer, DataType, Expr, ExprNode, ForKind, Intrinsic, Stmt, StmtNode, ThreadAxis,
+    TypeCode, Var,
+};
+
+/// The C type of a generated expression.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Ty {
+    /// A scalar.
+    S(DataType),
+    /// A vector of `lanes` elements of a scalar type.
+    V(DataType, u16),
+    /// A comparison mask: lanes of signed integers of `bits` bits, all ones or zero.
+    M(u8, u16),
+}
+
+/// The vector types a printed function uses (sorted, so their typedefs print in a fixed
+/// order).
+pub type VectorTypes = BTreeSet<(String, u16, DataType)>;
+
+/// A printed function: its parameter declarations, its body (indented one level), the
+/// declarations hoisted to its top and the vector types it uses.
+#[derive(Clone, Debug, Default)]
+pub struct PrintedFunction {
+    pub params: Vec<String>,
+    pub hoisted: Vec<String>,
+    pub body: String,
+    pub vector_types: VectorTypes,
+}
+
+/// Prints the body of a function of `params` in `dialect`. `launch`: the kernel's launch
+/// extents when it is a device kernel (thread-bound loops are refused without);
+/// `num_threads`: the threads of a parallel loop.
+pub fn print_function(
+    dialect: &dyn Dialect,
+    name: &str,
+    params: &[Buffer],
+    body: &Stmt,
+    launch: Option<&ThreadExtents>,
+    num_threads: usize,
+) -> Result<PrintedFunction, BackendError> {
+    let mut g = Gen {
+        dialect,
+        launch,
+        body: String::new(),
+        indent: 1,
+        names: HashMap::new(),
+        used: HashSet::new(),
+        in_scope: HashSet::new(),
+        vec_types: BTreeSet::new(),
+        hoisted: Vec::new(),
+        in_parallel: false,
+        num_threads: num_threads.max(1),
+        tmp: 0,
+        func: name.to_string(),
+    };
+    let mut decls = Vec::new();
+    for p in params {
+        if p.const_shape().is_none() {
+            return Err(g.err(format!(
+                "parameter `{}` has a shape that is not constant",
+                p.name()
+            )));
+        }
+        dialect.check_type(p.dtype()).map_err(|r| g.err(r))?;
+        let n = g.declare(p.data());
+        decls.push(dialect.param(scalar_c(p.dtype()), &n));
+    }
+    g.stmt(body)?;
+    Ok(PrintedFunction {
+        params: decls,
+        hoisted: g.hoisted,
+        body: g.body,
+        vector_types: g.vec_types,
+    })
+}
+
+/// The typedefs of `types` in `dialect`, one block.
+pub fn vector_typedefs(dialect: &dyn Dialect, types: &VectorTypes) -> String {
+    let mut out = String::new();
+    for (_, l, t) in types {
+        // GCC has no vectors of `bool`: bool lanes are bytes holding 0 or 1.
+        let c = if t.is_bool() { "int8_t" } else { scalar_c(*t) };
+        out.push_str(&dialect.vector_typedef(c, *t, *l));
+    }
+    if !types.is_empty() {
+        out.push('\n');
+    }
+    out
+}
+
+pub(super) fn unsupported(backend: &str, func: &str, reason: String) -> BackendError {
+    BackendError::Unsupported {
+        backend: backend.into(),
+        func: func.to_string(),
+        reason,
+    }
+}
+
+/// The printer's state while it prints one function.
+pub(super) struct Gen<'a> {
+    pub(super) dialect: &'a dyn Dialect,
+    launch: Option<&'a ThreadExtents>,
+    body: String,
+    indent: usize,
+    names: HashMap<u64, String>,
+    used: HashSet<String>,
+    /// The variables (and buffer handles) declared where the code is being emitted.
+    in_scope: HashSet<u64>,
+    vec_types: VectorTypes,
+    hoisted: Vec<String>,
+    in_parallel: bool,
+    num_threads: usize,
+    tmp: usize,
+    func: String,
+}
+
+impl Gen<'_> {
+    pub(super) fn name_of(&mut self, v: &Var) -> String {
+        if let Some(n) = self.names.get(&v.id()) {
+            return n.clone();
+        }
+        let mut base = sanitize(v.name());
+        // The generator's own names start with `tsr_` and `v_`, the implementation's with
+        // `_`: a variable named so gets a prefix (a suffix would keep the prefix).
+        if base.starts_with("tsr_") || base.starts_with("v_") || base.starts_with('_') {
+            base.insert(0, 'u');
+        }
+        let mut n = base.clone();
+        let mut k = 1;
+        while self.used.contains(&n)
+            || RESERVED.contains(&n.as_str())
+            || self.dialect.reserved().contains(&n.as_str())
+        {
+            n = format!("{base}_{k}");
+            k += 1;
+        }
+        self.used.insert(n.clone());
+        self.names.insert(v.id(), n.clone());
+        n
+    }
+
+    /// Declares `v` in the current scope; returns its C name.
+    pub(super) fn declare(&mut self, v: &Var) -> String {
+        self.in_scope.insert(v.id());
+        self.name_of(v)
+    }
+
+    /// The C name of a use of `v`, which must be declared: an unbound variable or an
+    /// unknown buffer is refused here rather than by the C compiler.
+    pub(super) fn use_var(&mut self, v: &Var) -> Result<String, BackendError> {
+        if !self.in_scope.contains(&v.id()) {
+            return Err(self.err(format!("variable `{}` is used but not bound", v.name())));
+        }
+        Ok(self.name_of(v))
+    }
+
+    pub(super) fn use_buffer(&mut self, b: &Buffer) -> Result<String, BackendError> {
+        if !self.in_scope.contains(&b.data().id()) {
+            return Err(self.err(format!(
+                "buffer `{}` is neither a parameter nor allocated here",
+                b.name()
+            )));
+        }
+        Ok(self.name_of(b.data()))
+    }
+
+    /// Emits `body` with `v` declared, then ends `v`'s scope.
+    pub(super) fn scoped(&mut self, v: &Var, body: &Stmt) -> Result<(), BackendError> {
+        let fresh = self.in_scope.insert(v.id());
+        let r = self.stmt(body);
+        if fresh {
+            self.in_scope.remove(&v.id());
+        }
+        r
+    }
+
+    pub(super) fn fresh(&mut self) -> String {
+        self.tmp += 1;
+        format!("tsr_t{}", self.tmp)
+    }
+
+    pub(super) fn line(&mut self, s: &str) {
+        for _ in 0..self.indent {
+            self.body.push_str("  ");
+        }
+        self.body.push_str(s);
+        self.body.push('\n');
+    }
+
+    pub(super) fn vt(&mut self, t: DataType, lanes: u16) -> String {
+        self.vec_types.insert((suffix(t), lanes, t.element_of()));
+        vec_name(t.element_of(), lanes)
+    }
+
+    pub(super) fn err(&self, reason: impl Into<String>) -> BackendError {
+        unsupported(self.dialect.backend(), &self.func, reason.into())
+    }
+
+    // ----- expressions -----
+
+    pub(super) fn literal(&self, e: &Expr) -> Option<String> {
+        match e.node() {
+            ExprNode::IntImm { dtype, value } => Some(match (dtype.code, dtype.bits) {
+                (TypeCode::Bool, _) => {
+                    if *value != 0 {
+                        "true".into()
+                    } else {
+                        "false".into()
+                    }
+                }
+                (TypeCode::Int, 32) => {
+                    if *value == i32::MIN as i64 {
+                        "(-2147483647 - 1)".into()
+                    } else {
+                        format!("{value}")
+                    }
+                }
+                (TypeCode::Int, 64) if *value == i64::MIN => "INT64_MIN".into(),
+                (TypeCode::UInt, 64) => format!("UINT64_C({})", *value as u64),
+                _ => format!("(({}){value}LL)", scalar_c(*dtype)),
+            }),
+            ExprNode::FloatImm { dtype, value } => Some(float_literal(*dtype, *value)),
+            _ => None,
+        }
+    }
+
+    pub(super) fn expr(&mut self, e: &Expr) -> Result<(String, Ty), BackendError> {
+        let t = e.dtype();
+        if t.is_scalar() {
+            return Ok((self.scalar(e)?, Ty::S(t)));
+        }
+        self.vector(e)
+    }
+
+    /// A scalar expression.
+    pub(super) fn scalar(&mut self, e: &Expr) -> Result<String, BackendError> {
+        if let Some(l) = self.literal(e) {
+            return Ok(l);
+        }
+        if operands(e).iter().any(|x| x.dtype().is_vector()) {
+            return Err(self.err(format!("`{e}` has a scalar type and vector operands")));
+        }
+        let t = e.dtype();
+        Ok(match e.node() {
+            ExprNode::Var(v) => self.use_var(v)?,
+            ExprNode::Binary { op, a, b } => {
+                let (x, y) = (self.scalar(a)?, self.scalar(b)?);
+                let n = suffix(t);
+                let code = match (op, t.is_float()) {
+                    // Types narrower than int are promoted: wrap through uint32_t, which
+                    // cannot overflow (uint16 * uint16 would overflow int).
+                    (BinOp::Add | BinOp::Sub | BinOp::Mul, false) if t.bits < 32 => {
+                        let sym = match op {
+                            BinOp::Add => "+",
+                            BinOp::Sub => "-",
+                            _ => "*",
+                        };
+                        format!("((uint32_t)({x}) {sym} (uint32_t)({y}))")
+                    }
+                    (BinOp::Add, _) => format!("({x} + {y})"),
+                    (BinOp::Sub, _) => format!("({x} - {y})"),
+                    (BinOp::Mul, _) => format!("({x} * {y})"),
+                    (BinOp::Div, _) => format!("({x} / {y})"),
+                    (BinOp::Mod, false) => format!("({x} % {y})"),
+                    (BinOp::Mod, true) => format!("{}({x}, {y})", self.dialect.math_fn("fmod", t)),
+                    (BinOp::FloorDiv, false) => format!("tsr_floordiv_{n}({x}, {y})"),
+                    (BinOp::FloorDiv, true) => {
+                        format!("{}(({x}) / ({y}))", self.dialect.math_fn("floor", t))
+                    }
+                    (BinOp::FloorMod, false) => format!("tsr_floormod_{n}({x}, {y})"),
+                    (BinOp::FloorMod, true) => {
+                        let (tx, ty) = (self.fresh(), self.fresh());
+                        let c = scalar_c(t);
+                        format!("({{ {c} {tx} = {x}; {c} {ty} = {y}; {tx} - {}({tx} / {ty}) * {ty}; }})", self.dialect.math_fn("floor", t))
+                    }
+                    (BinOp::Min, _) => format!("tsr_min_{n}({x}, {y})"),
+                    (BinOp::Max, _) => format!("tsr_max_{n}({x}, {y})"),
+                };
+                // C computes on types narrower than int (and on _Float16) in a wider type:
+                // round the result to its type as the interpreter does after each operation.
+                if t.bits < 32 {
+                    format!("(({})({code}))", scalar_c(t))
+                } else {
+                    code
+                }
+            }
+            ExprNode::Cmp { op, a, b } => {
+                format!("({} {} {})", self.scalar(a)?, op.symbol(), self.scalar(b)?)
+            }
+            ExprNode::And(a, b) => format!("({} && {})", self.scalar(a)?, self.scalar(b)?),
+            ExprNode::Or(a, b) => format!("({} || {})", self.scalar(a)?, self.scalar(b)?),
+            ExprNode::Not(a) => format!("(!{})", self.scalar(a)?),
+            ExprNode::Select {
+                cond,
+                then_value,
+                else_value,
+            } => {
+                format!(
+                    "({} ? {} : {})",
+                    self.scalar(cond)?,
+                    self.scalar(then_value)?,
+                    self.scalar(else_value)?
+                )
+            }
+            ExprNode::Cast { dtype, value } => {
+                self.dialect.check_type(*dtype).map_err(|r| self.err(r))?;
+                format!("(({})({}))", scalar_c(*dtype), self.scalar(value)?)
+            }
+            ExprNode::Load { buffer, indices } => {
+                let idx = self.flat_scalar(buffer, indices)?;
+                format!("{}[{idx}]", self.use_buffer(buffer)?)
+            }
+            ExprNode::Call {
+                op: Intrinsic::IfThenElse,
+                args,
+                ..
+            } => {
+                format!(
+                    "({} ? {} : {})",
+                    self.scalar(&args[0])?,
+                    self.scalar(&args[1])?,
+                    self.scalar(&args[2])?
+                )
+            }
+            ExprNode::Call { op, args, .. } => {
+                let a: Vec<String> = args
+                    .iter()
+                    .map(|x| self.scalar(x))
+                    .collect::<Result<_, _>>()?;
+                math_call(self.dialect, *op, t, &a)
+            }
+            ExprNode::Ramp { .. } | ExprNode::Broadcast { .. } => {
+                return Err(self.err("a one-lane vector expression"))
+            }
+            ExprNode::IntImm { .. } | ExprNode::FloatImm { .. } => {
+                unreachable!("literals are handled above")
+            }
+        })
+    }
+
+    /// The flat row-major offset of a scalar access.
+    pub(super) fn flat_scalar(
+        &mut self,
+        buffer: &Buffer,
+        indices: &[Expr],
+    ) -> Result<String, BackendError> {
+        let f = flat_expr(buffer, indices).map_err(|r| self.err(r))?;
+        self.scalar(&f)
+    }
+
+    /// The C expression of the flat offsets of a vector access, as an int vector, and the
+    /// type of its lanes (int64 for buffers with more elements than int32 holds).
+    pub(super) fn flat_vector(
+        &mut self,
+        buffer: &Buffer,
+        indices: &[Expr],
+        lanes: u16,
+    ) -> Result<(String, DataType), BackendError> {
+        let shape = buffer
+            .const_shape()
+            .ok_or_else(|| self.err("a buffer shape is not constant"))?;
+        if shape.len() != indices.len() {
+            return Err(self.err(format!(
+                "buffer `{}` has {} dimensions, accessed with {} indices",
+                buffer.name(),
+                shape.len(),
+                indices.len()
+            )));
+        }
+        let offset_t = if indices
+            .iter()
+            .any(|i| i.dtype().element_of() == DataType::int64())
+        {
+            DataType::int64()
+        } else {
+            offset_type(&shape)
+        };
+        let mut terms = Vec::new();
+        for (i, idx) in indices.iter().enumerate() {
+            let k: i64 = shape[i + 1..].iter().product();
+            let widened = if idx.dtype().is_scalar() {
+                Expr::broadcast(idx.clone(), lanes)
+            } else {
+                idx.clone()
+            };
+            let widened = if widened.dtype().element_of() != offset_t {
+                Expr::cast(offset_t.with_lanes(lanes), widened)
+            } else {
+                widened
+            };
+            let (c, _) = self.vector(&widened)?;
+            terms.push(if k == 1 { c } else { format!("({c} * {k})") });
+        }
+        Ok((format!("({})", terms.join(" + ")), offset_t))
+    }
+
+    // ----- statements -----
+
+    pub(super) fn stmt(&mut self, s: &Stmt) -> Result<(), BackendError> {
+        match s.node() {
+            StmtNode::For {
+                var,
+                min,
+                extent,
+                kind,
+                body,
+            } => {
+                if let ForKind::ThreadBinding(axis) = kind {
+                    if *axis != ThreadAxis::VThread {
+                        return self.thread_loop(var, extent, *axis, body);
+                    }
+                }
+                let v = self.name_of(var);
+                let c = scalar_c(var.dtype());
+                let (lo, ext) = (self.scalar(min)?, self.scalar(extent)?);
+                let end = if min.is_const_int(0) {
+                    ext
+                } else {
+                    format!("{lo} + {ext}")
+                };
+                let mut entered_parallel = false;
+                match kind {
+                    ForKind::Parallel if !self.in_parallel => {
+                        match self.dialect.parallel_pragma(self.num_threads) {
+                            Some(p) => {
+                                self.line(&p);
+                                self.in_parallel = true;
+                                entered_parallel = true;
+                            }
+                            None => self.line("// parallel loop runs serially"),
+                        }
+                    }
+                    ForKind::Parallel => self.line("// nested parallel loop runs serially"),
+                    ForKind::Unrolled => {
+                        let f = extent.as_int().filter(|n| *n <= 512).unwrap_or(16);
+                        let p = self.dialect.unroll_pragma(f);
+                        self.line(&p);
+                    }
+                    // A virtual thread is a serial loop inside the thread.
+                    ForKind::Serial | ForKind::Vectorized | ForKind::ThreadBinding(_) => {}
+                }
+                self.line(&format!("for ({c} {v} = {lo}; {v} < {end}; ++{v}) {{"));
+                self.indent += 1;
+                let r = self.scoped(var, body);
+                self.indent -= 1;
+                if entered_parallel {
+                    self.in_parallel = false;
+                }
+                r?;
+                self.line("}");
+            }
+            StmtNode::Store {
+                buffer,
+                indices,
+                value,
+            } => {
+                let name = self.use_buffer(buffer)?;
+                let t = value.dtype();
+                if t.is_scalar() && indices.iter().all(|i| i.dtype().is_scalar()) {
+                    let idx = self.flat_scalar(buffer, indices)?;
+                    let v = self.scalar(value)?;
+                    self.line(&format!("{name}[{idx}] = {v};"));
+                } else {
+                    let lanes = indices
+                        .iter()
+                        .map(|i| i.dtype().lanes)
+                        .max()
+                        .unwrap_or(1)
+                        .max(t.lanes);
+                    self.check_lanes(lanes)?;
+                    if indices
+                        .iter()
+                        .map(|i| i.dtype().lanes)
+                        .chain([t.lanes])
+                        .any(|l| l != 1 && l != lanes)
+                    {
+                        return Err(self.err(format!(
+                            "the store to `{}` mixes vectors of different lanes",
+                            buffer.name()
+                        )));
+                    }
+                    let el = buffer.dtype();
+                    let (v, vty) = if t.is_scalar() {
+                        (self.scalar(value)?, Ty::S(t))
+                    } else {
+                        self.vector(value)?
+                    };
+                    // The interpreter converts stored values to the buffer's type.
+                    let v = self.convert(v, vty, el, lanes);
+                    let vt = self.vt(el, lanes);
+                    match flat_ramp(buffer, indices) {
+                        Some((base, 1)) => {
+                            let b = self.scalar(&base)?;
+                            let st = self.dialect.vector_store(&vt, &name, &b, &v, lanes);
+                            self.line(&st);
+                        }
+                        _ => {
+                            let (idx, idx_t) = self.flat_vector(buffer, indices, lanes)?;
+                            let it = self.vt(idx_t, lanes);
+                            let (ti, tv) = (self.fresh(), self.fresh());
+                            let mut line = format!("{{ {it} {ti} = {idx}; {vt} {tv} = {v};");
+                            for i in 0..lanes {
+                                write!(line, " {name}[{ti}[{i}]] = {tv}[{i}];").unwrap();
+                            }
+                            line.push_str(" }");
+                            self.line(&line);
+                        }
+                    }
+                }
+            }
+            StmtNode::Allocate { buffer, body } => {
+                let name = self.name_of(buffer.data());
+                let shape = buffer.const_shape().ok_or_else(|| {
+                    self.err(format!(
+                        "allocation `{}` has a shape that is not constant",
+                        buffer.name()
+                    ))
+                })?;
+                self.dialect
+                    .check_type(buffer.dtype())
+                    .map_err(|r| self.err(r))?;
+                let n: i64 = shape.iter().product::<i64>().max(1);
+                let c = scalar_c(buffer.dtype());
+                let bytes = n as usize * buffer.dtype().bytes();
+                let decl = self
+                    .dialect
+                    .allocation(buffer.scope(), c, &name, n, bytes)
+                    .map_err(|r| self.err(format!("allocation `{}`: {r}", buffer.name())))?;
+                match decl {
+                    AllocDecl::Here(d) => {
+                        self.line("{");
+                        self.indent += 1;
+                        self.line(&d);
+                        self.scoped(buffer.data(), body)?;
+                        self.indent -= 1;
+                        self.line("}");
+                    }
+                    AllocDecl::Hoisted(d) => {
+                        self.hoisted.push(d);
+                        self.scoped(buffer.data(), body)?;
+                    }
+                    AllocDecl::Heap => {
+                        let rounded = bytes.div_ceil(64) * 64;
+                        self.line("{");
+                        self.indent += 1;
+                        self.line(&format!(
+                            "{c}* {name} = ({c}*)aligned_alloc(64, {rounded});"
+                        ));
+                        self.line(&format!("if ({name} == NULL) {{"));
+                        self.line("  #pragma omp atomic write");
+                        self.line("  tsr_status = -1;");
+                        self.line("} else {");
+                        self.indent += 1;
+                        self.scoped(buffer.data(), body)?;
+                        self.line(&format!("free({name});"));
+                        self.indent -= 1;
+                        self.line("}");
+                        self.indent -= 1;
+                        self.line("}");
+                    }
+                }
+            }
+            StmtNode::IfThenElse {
+                cond,
+                then_case,
+                else_case,
+            } => {
+                let c = self.scalar(cond)?;
+                self.line(&format!("if ({c}) {{"));
+                self.indent += 1;
+                self.stmt(then_case)?;
+                self.indent -= 1;
+                if let Some(e) = else_case {
+                    self.line("} else {");
+                    self.indent += 1;
+                    self.stmt(e)?;
+                    self.indent -= 1;
+                }
+                self.line("}");
+            }
+            StmtNode::Seq(v) => {
+                for x in v {
+                    self.stmt(x)?;
+                }
+            }
+            StmtNode::Attr { key, value, body } => {
+                let text = comment(&format!("{key} = {value}"));
+                self.line(&format!("// {text}"));
+                self.stmt(body)?;
+            }
+            StmtNode::Let { var, value, body } => {
+                let v = self.name_of(var);
+                let val = self.scalar(value)?;
+                self.line("{");
+                self.indent += 1;
+                self.line(&format!("{} {v} = {val};", scalar_c(var.dtype())));
+                self.scoped(var, body)?;
+                self.indent -= 1;
+                self.line("}");
+            }
+            StmtNode::Evaluate(e) => {
+                let (c, _) = self.expr(e)?;
+                self.line(&format!("(void)({c});"));
+            }
+            StmtNode::StorageSync(scope) => match self.dialect.storage_sync(*scope) {
+                Some(code) => self.line(&code),
+                None => return Err(self.err(format!("a {scope} storage sync needs a GPU target"))),
+            },
+        }
+        Ok(())
+    }
+    /// A loop bound to a GPU thread axis: the thread's index along the axis, guarded when
+    /// the axis is launched wider than the loop.
+    fn thread_loop(
+        &mut self,
+        var: &Var,
+        extent: &Expr,
+        axis: ThreadAxis,
+        body: &Stmt,
+    ) -> Result<(), BackendError> {
+        let Some(index) = self.dialect.thread_index(axis) else {
+            return Err(self.err(format!(
+                "loop `{}` is bound to {axis}, which needs a GPU target",
+                var.name()
+            )));
+        };
+        let n = extent.as_int().ok_or_else(|| {
+            self.err(format!(
+                "loop `{}` is bound to {axis} with an extent that is not a constant",
+                var.name()
+            ))
+        })?;
+        let guarded = match self.launch {
+            Some(l) => l.guarded(axis, n),
+            None => return Err(self.err("a thread-bound loop outside a device kernel")),
+        };
+        let v = self.name_of(var);
+        let c = scalar_c(var.dtype());
+        self.line("{");
+        self.indent += 1;
+        self.line(&format!("{c} {v} = ({c})({index});"));
+        if guarded {
+            self.line(&format!("if ({v} < {n}) {{"));
+            self.indent += 1;
+        }
+        self.scoped(var, body)?;
+        if guarded {
+            self.indent -= 1;
+            self.line("}");
+        }
+        self.indent -= 1;
+        self.line("}");
+        Ok(())
+    }
+}
+
+/// The operands of an expression (a load's indices, a ramp's base and stride).
+pub(super) fn operands(e: &Expr) -> Vec<&Expr> {
+    match e.node() {
+        ExprNode::Binary { a, b, .. } | ExprNode::Cmp { a, b, .. } => vec![a, b],
+        ExprNode::And(a, b) | ExprNode::Or(a, b) => vec![a, b],
+        ExprNode::Not(a) | ExprNode::Cast { value: a, .. } => vec![a],
+        ExprNode::Select {
+            cond,
+            then_value,
+            else_value,
+        } => vec![cond, then_value, else_value],
+        ExprNode::Call { args, .. } => args.iter().collect(),
+        ExprNode::Load { indices, .. } => indices.iter().collect(),
+        ExprNode::Ramp { base, stride, .. } => vec![base, stride],
+        ExprNode::Broadcast { value, .. } => vec![value],
+        ExprNode::Var(_) | ExprNode::IntImm { .. } | ExprNode::FloatImm { .. } => Vec::new(),
+    }
+}
+
+pub(super) fn math_call(d: &dyn Dialect, op: Intrinsic, t: DataType, a: &[String]) -> String {
+    let c = scalar_c(t.element_of());
+    let f = |n: &str| d.math_fn(n, t);
+    let one = if t.bits == 64 { "1.0" } else { "1.0f" };
+    let call = match op {
+        Intrinsic::Exp => format!("{}({})", f("exp"), a[0]),
+        Intrinsic::Log => format!("{}({})", f("log"), a[0]),
+        Intrinsic::Sqrt => format!("{}({})", f("sqrt"), a[0]),
+        Intrinsic::Rsqrt => format!("({one} / {}({}))", f("sqrt"), a[0]),
+        Intrinsic::Tanh => format!("{}({})", f("tanh"), a[0]),
+        Intrinsic::Sigmoid => format!("({one} / ({one} + {}(-({}))))", f("exp"), a[0]),
+        Intrinsic::Pow => format!("{}({}, {})", f("pow"), a[0], a[1]),
+        Intrinsic::Fabs => format!("{}({})", f("fabs"), a[0]),
+        Intrinsic::Erf => format!("{}({})", f("erf"), a[0]),
+        Intrinsic::Floor => format!("{}({})", f("floor"), a[0]),
+        Intrinsic::Ceil => format!("{}({})", f("ceil"), a[0]),
+        Intrinsic::Round => format!("{}({})", f("round"), a[0]),
+        Intrinsic::IfThenElse => format!("({} ? {} : {})", a[0], a[1], a[2]),
+    };
+    if t.is_float() && t.bits != 16 {
+        call
+    } else {
+        format!("(({c})({call}))")
+    }
+}
+
+fn float_literal(t: DataType, v: f64) -> String {
+    // Narrower literals are written as floats: one beyond float's range is infinite
+    // (Rust would print `inf`, which C does not read).
+    let v = if t.bits == 64 { v } else { v as f32 as f64 };
+    let (inf, nan) = match t.bits {
+        64 => ("((double)INFINITY)", "((double)NAN)"),
+        _ => ("INFINITY", "NAN"),
+    };
+    let text = if v.is_nan() {
+        nan.to_string()
+    } else if v.is_infinite() {
+        if v > 0.0 {
+            inf.to_string()
+        } else {
+            format!("(-{inf})")
+        }
+    } else {
+        match t.bits {
+            64 => format!("{v:?}"),
+            _ => format!("{:?}f", v as f32),
+        }
+    };
+    let text = if text.starts_with('-') {
+        format!("({text})")
+    } else {
+        text
+    };
+    if t.bits == 16 {
+        format!("((_Float16){text})")
+    } else {
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cpu::generate_c;
+    use tessera_ir::PrimFunc;
+    use tessera_ir::StorageScope;
+
+    fn ivar(name: &str) -> Var {
+        Var::int(name)
+    }
+
+    fn serial(v: &Var, extent: i64, body: Stmt) -> Stmt {
+        Stmt::for_loop(
+            v.clone(),
+            Expr::int(0),
+            Expr::int(extent),
+            ForKind::Serial,
+            body,
+        )
+    }
+
+    fn vectorized(v: &Var, extent: i64, body: Stmt) -> Stmt {
+        Stmt::for_loop(
+            v.clone(),
+            Expr::int(0),
+            Expr::int(extent),
+            ForKind::Vectorized,
+            body,
+        )
+    }
+
+    /// The flat offsets of a buffer with more than 2^31 elements are int64 all the way:
+    /// no term, and no partial sum, is narrowed back to int32.
+    #[test]
+    fn offsets_into_huge_buffers_are_int64() {
+        let a = Buffer::global("A", DataType::float32(), &[4, 1 << 30]);
+        let (i, j) = (ivar("i"), ivar("j"));
+        let scalar = serial(
+            &i,
+            4,
+            serial(
+                &j,
+                1 << 30,
+                Stmt::store(&a, vec![i.to_expr(), j.to_expr()], Expr::float(1.0)),
+            ),
+        );
+        // Along the outer dimension: a gather and a scatter.
+        let (r, c) = (ivar("r"), ivar("c"));
+        let vector = serial(
+            &c,
+            1 << 30,
+            vectorized(
+                &r,
+                4,
+                Stmt::store(
+                    &a,
+                    vec![r.to_expr(), c.to_expr()],
+                    Expr::load(&a, vec![Expr::int(3) - r.to_expr(), c.to_expr()]),
+                ),
+            ),
+        );
+        let f = PrimFunc::new("huge", vec![a], Stmt::seq(vec![scalar, vector]));
+        let src = generate_c(&f, 1).unwrap();
+        assert!(!src.contains("(int32_t)("), "an offset is narrowed:\n{src}");
+        assert!(
+            src.contains("A[((((int64_t)(i)) * ((int64_t)1073741824LL)) + ((int64_t)(j)))]"),
+            "{src}"
+        );
+        assert!(
+            src.contains("{ v_int64x4 tsr_t"),
+            "int64 scatter indices:\n{src}"
+        );
+        assert!(
+            src.contains("({ v_int64x4 tsr_t"),
+            "int64 gather indices:\n{src}"
+        );
+
+        // A buffer that int32 offsets cover keeps them.
+        let b = Buffer::global("B", DataType::float32(), &[4, 1 << 20]);
+        let small = serial(
+            &i,
+            4,
+            serial(
+                &j,
+                1 << 20,
+                Stmt::store(&b, vec![i.to_expr(), j.to_expr()], Expr::float(1.0)),
+            ),
+        );
+        let src = generate_c(&PrimFunc::new("small", vec![b], small), 1).unwrap();
+        assert!(src.contains("B[((i * 1048576) + j)] = 1.0f;"), "{src}");
+    }
+
+    fn refused(f: &PrimFunc, needle: &str) {
+        match generate_c(f, 1) {
+            Err(BackendError::Unsupported { reason, .. }) => {
+                assert!(reason.contains(needle), "`{needle}` not in: {reason}")
+            }
+            Err(e) => panic!("expected Unsupported ({needle}), got {e}"),
+            Ok(src) => panic!("expected Unsupported ({needle}), got C:\n{src}"),
+        }
+    }
+
+    /// What the backend cannot express is refused with a typed error, never left to the C
+    /// compiler (or worse, compiled into something else).
+    #[test]
+    fn unsupported_constructs_are_typed_errors() {
+        let f32t = DataType::float32();
+        let a = Buffer::global("A", f32t, &[8]);
+        let m = Buffer::global("M", DataType::bool(), &[8]);
+        let ramp = |lanes: u16| Expr::ramp(Expr::int(0), Expr::int(1), lanes);
+        let func = |body: Stmt| PrimFunc::new("f", vec![a.clone(), m.clone()], body);
+        let store8 = |v: Expr| Stmt::store(&a, vec![ramp(8)], v);
+
+        refused(
+            &func(Stmt::storage_sync(StorageScope::Shared)),
+            "storage sync",
+        );
+        // An if_then_else whose condition varies across lanes (the vectorizer never makes
+        // one; a hand-written one must not compile to `vector ? a : b`).
+        let lanes_cond = Expr::load(&a, vec![ramp(8)]).gt(Expr::broadcast(Expr::float(0.0), 8));
+        refused(
+            &func(store8(Expr::if_then_else(
+                lanes_cond,
+                Expr::load(&a, vec![ramp(8)]),
+                Expr::broadcast(Expr::float(0.0), 8),
+            ))),
+            "vector condition",
+        );
+        // Arithmetic on bool vectors.
+        let mb = Expr::load(&m, vec![ramp(8)]);
+        let reversed = Expr::load(&m, vec![Expr::ramp(Expr::int(7), Expr::int(-1), 8)]);
+        refused(
+            &func(Stmt::store(&m, vec![ramp(8)], Expr::max(mb, reversed))),
+            "bool vectors",
+        );
+        // Vectors GCC cannot type.
+        refused(
+            &func(Stmt::store(
+                &a,
+                vec![ramp(3)],
+                Expr::broadcast(Expr::float(1.0), 3),
+            )),
+            "power of two",
+        );
+        // Mixed lane counts, and a scalar operation on a vector.
+        refused(
+            &func(store8(
+                Expr::load(&a, vec![ramp(8)]) + Expr::load(&a, vec![ramp(4)]),
+            )),
+            "different lanes",
+        );
+        refused(
+            &func(Stmt::store(
+                &a,
+                vec![ramp(4)],
+                Expr::broadcast(Expr::float(1.0), 8),
+            )),
+            "different lanes",
+        );
+        refused(
+            &func(Stmt::store(
+                &a,
+                vec![Expr::int(0)],
+                Expr::float(1.0) + Expr::load(&a, vec![ramp(8)]),
+            )),
+            "vector operands",
+        );
+        // Unbound variables and buffers that are neither parameters nor allocated.
+        let free = ivar("free_var");
+        refused(
+            &func(Stmt::store(&a, vec![free.to_expr()], Expr::float(1.0))),
+            "not bound",
+        );
+        let stranger = Buffer::global("stranger", f32t, &[8]);
+        refused(
+            &func(Stmt::store(&stranger, vec![Expr::int(0)], Expr::float(1.0))),
+            "neither a parameter nor allocated",
+        );
+        let i = ivar("i");
+        let scoped = Stmt::seq(vec![
+            serial(&i, 8, Stmt::store(&a, vec![i.to_expr()], Expr::float(1.0))),
+            Stmt::store(&a, vec![i.to_expr()], Expr::float(2.0)),
+        ]);
+        refused(&func(scoped), "not bound");
+        // Wrong number of indices, scalar and vector.
+        refused(
+            &func(Stmt::store(
+                &a,
+                vec![Expr::int(0), Expr::int(0)],
+                Expr::float(1.0),
+            )),
+            "accessed with 2 indices",
+        );
+        refused(
+            &func(Stmt::store(
+                &a,
+                vec![ramp(8), Expr::broadcast(Expr::int(0), 8)],
+                Expr::broadcast(Expr::float(1.0), 8),
+            )),
+            "accessed with 2 indices",
+        );
+        // Shapes that are not constant.
+        let n = ivar("n");
+        let sym = Buffer::new("S", f32t, vec![n.to_expr()], StorageScope::Global);
+        refused(
+            &PrimFunc::new("f", vec![sym.clone()], Stmt::no_op()),
+            "not constant",
+        );
+        refused(
+            &func(Stmt::let_stmt(
+                n.clone(),
+                Expr::int(4),
+                Stmt::allocate(sym, Stmt::no_op()),
+            )),
+            "not constant",
+        );
+    }
+
+    /// Variables named like the generator's own names, C keywords or header macros get
+    /// other names (and a name that keeps its prefix after a suffix does not loop).
+    #[test]
+    fn names_are_renamed_away_from_c_and_generated_names() {
+        let names = [
+            "tsr_t1",
+            "v_float32x4",
+            "_x",
+            "linux",
+            "INFINITY",
+            "for",
+            "a.b",
+            "a_b",
+        ];
+        let bufs: Vec<Buffer> = names
+            .iter()
+            .map(|n| Buffer::global(*n, DataType::float32(), &[4]))
+            .collect();
+        let f = PrimFunc::new("f", bufs, Stmt::no_op());
+        // On another thread: a renaming that never ends must fail the test, not hang it.
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(generate_c(&f, 1));
+        });
+        let src = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("generate_c returns")
+            .unwrap();
+        let sig = src
+            .lines()
+            .find(|l| l.starts_with("static int32_t f_impl("))
+            .unwrap();
+        for want in [
+            "utsr_t1",
+            "uv_float32x4",
+            "u_x",
+            "linux_1",
+            "INFINITY_1",
+            "for_1",
+            "a_b,",
+            "a_b_1)",
+        ] {
+            assert!(sig.contains(want), "{want} not in {sig}");
+        }
+    }
+
+    #[test]
+    fn comments_stay_comments() {
+        let a = Buffer::global("A", DataType::float32(), &[1]);
+        let body = Stmt::attr(
+            "key\nA[0] = 2.0f; \\",
+            Expr::int(1),
+            Stmt::store(&a, vec![Expr::int(0)], Expr::float(1.0)),
+        );
+        let src = generate_c(&PrimFunc::new("f", vec![a], body), 1).unwrap();
+        assert!(src.contains("  // key A[0] = 2.0f;   = 1\n"), "{src}");
+    }
+}
