@@ -29,6 +29,8 @@ fn builtins() -> Vec<PluginRootRef> {
     v.push(tessera_sketch::tessera_plugin_root());
     #[cfg(feature = "autotvm")]
     v.push(tessera_autotvm::tessera_plugin_root());
+    #[cfg(feature = "opencl")]
+    v.push(tessera_opencl::tessera_plugin_root());
     v
 }
 

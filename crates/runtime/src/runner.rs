@@ -86,7 +86,10 @@ fn cpu_target() -> String {
 pub enum RunReply {
     /// Seconds per run, one per repeat.
     Ok { costs: Vec<f64> },
-    /// The kernel could not be loaded or returned a failure status.
+    /// The kernel could not be loaded on the device (a device compiler's error, e.g.
+    /// OpenCL's build log): TVM's `COMPILE_DEVICE`.
+    LoadFailed { message: String },
+    /// The kernel failed when run (a failure status, a device error).
     Failed { message: String },
     /// The check found a wrong output.
     WrongAnswer { message: String },
@@ -136,8 +139,17 @@ enum JobError {
 }
 
 fn execute_inner(device: &Arc<dyn Device>, job: &RunJob) -> Result<RunReply, JobError> {
-    let module = device.load_module(&job.artifact)?;
-    let function = device.get_function(module, &job.artifact.entry)?;
+    let loaded = device
+        .load_module(&job.artifact)
+        .and_then(|m| device.get_function(m, &job.artifact.entry));
+    let function = match loaded {
+        Ok(f) => f,
+        Err(e) => {
+            return Ok(RunReply::LoadFailed {
+                message: e.to_string(),
+            })
+        }
+    };
     let host = make_args(&job.artifact.params, job.seed, job.num_outputs)?;
     let args = host
         .iter()

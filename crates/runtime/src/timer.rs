@@ -63,8 +63,24 @@ impl TimeEvaluator {
     /// Times `f`: one untimed warm-up call, then `repeat` timed repeats. The first error
     /// `f` returns stops the evaluation and is returned.
     pub fn evaluate<E>(&self, mut f: impl FnMut() -> Result<(), E>) -> Result<TimeResult, E> {
+        self.evaluate_with(|number| {
+            let start = Instant::now();
+            for _ in 0..number {
+                f()?;
+            }
+            Ok(start.elapsed().as_secs_f64())
+        })
+    }
+
+    /// The same protocol over a device's own clock: `run(n)` makes `n` calls and returns
+    /// the seconds they took as the device measured them (e.g. OpenCL profiling events,
+    /// CUDA events); `run(1)` first is the untimed warm-up.
+    pub fn evaluate_with<E>(
+        &self,
+        mut run: impl FnMut(usize) -> Result<f64, E>,
+    ) -> Result<TimeResult, E> {
         let mut number = self.number.max(1);
-        f()?;
+        run(1)?;
         let mut results = Vec::with_capacity(self.repeat);
         for _ in 0..self.repeat {
             if self.cache_flush {
@@ -76,15 +92,11 @@ impl TimeEvaluator {
                 if duration_ms > 0.0 {
                     number = next_number(number, duration_ms, self.min_repeat_ms);
                 }
-                let start = Instant::now();
-                for _ in 0..number {
-                    f()?;
-                }
-                let elapsed = start.elapsed();
-                if elapsed.is_zero() {
+                let seconds = run(number)?;
+                if seconds <= 0.0 {
                     zero_times += 1;
                 }
-                duration_ms = elapsed.as_secs_f64() * 1e3;
+                duration_ms = seconds.max(0.0) * 1e3;
                 if !(duration_ms < self.min_repeat_ms && zero_times < LIMIT_ZERO_TIME_ITERATIONS) {
                     break;
                 }

@@ -210,7 +210,7 @@ fn a_measurement_job_runs_and_checks_on_a_device() {
     let mut missing = job(&good);
     missing.artifact.path = dir.path().join("gone.so");
     match execute(&cpu(), &missing) {
-        RunReply::Failed { message } => assert!(message.contains("gone.so"), "{message}"),
+        RunReply::LoadFailed { message } => assert!(message.contains("gone.so"), "{message}"),
         other => panic!("{other:?}"),
     }
 }

@@ -436,6 +436,9 @@ impl Measurer {
             Ok(RunReply::WrongAnswer { message }) => {
                 MeasureResult::failed(MeasureErrorNo::WrongAnswer, message, total(start))
             }
+            Ok(RunReply::LoadFailed { message }) => {
+                MeasureResult::failed(MeasureErrorNo::CompileDevice, message, total(start))
+            }
             Ok(RunReply::Failed { message }) => {
                 MeasureResult::failed(MeasureErrorNo::RuntimeDevice, message, total(start))
             }

@@ -44,7 +44,18 @@ const KNOWN: &[KnownKind] = &[
     },
     KnownKind {
         name: "opencl",
-        options: &[("device", "the device family, e.g. mali")],
+        options: &[
+            ("device", "the device family, e.g. mali"),
+            (
+                "model",
+                "the board or GPU model, e.g. rk3399 (informational)",
+            ),
+            ("max-threads-per-block", "threads per block limit"),
+            (
+                "max-shared-memory-per-block",
+                "shared (__local) memory per block limit, in bytes",
+            ),
+        ],
     },
     KnownKind {
         name: "vta",

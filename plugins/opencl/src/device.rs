@@ -1,0 +1,476 @@
+//! The OpenCL device behind the core's `Device`: buffers are `cl_mem` objects of the
+//! first device of the first platform that has one, copies are blocking transfers on
+//! one in-order queue with profiling on, a module is a program built from its source
+//! when loaded (the compiler's build log in the error; programs cached by source, so a
+//! network's identical kernels build once), a function is its kernels (created once
+//! and kept), and a launch enqueues them in order with their own grid and block sizes.
+//! [`Device::time`] uses the profiling events: each repeat is measured from the first
+//! kernel's start to the last kernel's end, on the device's clock.
+
+use crate::module::DeviceModule;
+use opencl3::command_queue::{CommandQueue, CL_QUEUE_PROFILING_ENABLE};
+use opencl3::context::Context;
+use opencl3::device::{Device as ClDevice, CL_DEVICE_TYPE_ALL};
+use opencl3::event::Event;
+use opencl3::kernel::Kernel;
+use opencl3::memory::{Buffer, ClMem, CL_MEM_READ_WRITE};
+use opencl3::platform::get_platforms;
+use opencl3::program::Program;
+use opencl3::types::{cl_mem, CL_BLOCKING};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use tessera_runtime::timer::{TimeEvaluator, TimeResult};
+use tessera_runtime::{BufferId, Device, DeviceError, FunctionId, ModuleId};
+use tessera_target::{Artifact, LaunchDims, ParamSpec, TargetKind};
+
+/// What to install when there is no OpenCL.
+pub const INSTALL_HINT: &str = "install an OpenCL ICD loader and a driver, e.g. \
+    `apt-get install ocl-icd-libopencl1 pocl-opencl-icd` for the CPU's OpenCL device";
+
+/// The first OpenCL device of the first platform that has one.
+pub fn first_device() -> Result<ClDevice, String> {
+    if !cl3::is_opencl_runtime_available() {
+        return Err(format!(
+            "no OpenCL runtime: libOpenCL.so.1 could not be loaded ({INSTALL_HINT})"
+        ));
+    }
+    let platforms =
+        get_platforms().map_err(|e| format!("no OpenCL platform ({e}); {INSTALL_HINT}"))?;
+    for p in &platforms {
+        if let Ok(ids) = p.get_devices(CL_DEVICE_TYPE_ALL) {
+            if let Some(id) = ids.first() {
+                return Ok(ClDevice::new(*id));
+            }
+        }
+    }
+    Err(format!(
+        "no OpenCL device on {} platform(s); {INSTALL_HINT}",
+        platforms.len()
+    ))
+}
+
+struct LoadedModule {
+    module: DeviceModule,
+    params: Vec<ParamSpec>,
+    entry: String,
+    program: Arc<Program>,
+    workspaces: Vec<Buffer<u8>>,
+}
+
+struct Function {
+    module: u64,
+    kernels: Vec<Kernel>,
+}
+
+#[derive(Default)]
+struct State {
+    next: u64,
+    buffers: HashMap<u64, (Buffer<u8>, usize)>,
+    modules: HashMap<u64, LoadedModule>,
+    functions: HashMap<u64, Function>,
+    programs: HashMap<String, Arc<Program>>,
+}
+
+impl State {
+    fn handle(&mut self) -> u64 {
+        self.next += 1;
+        self.next
+    }
+}
+
+/// An OpenCL device.
+pub struct OpenClDevice {
+    name: String,
+    kind: TargetKind,
+    context: Context,
+    queue: CommandQueue,
+    state: Mutex<State>,
+}
+
+impl OpenClDevice {
+    /// Opens the first OpenCL device (see [`first_device`]) for targets of `kind`.
+    pub fn open(kind: TargetKind) -> Result<OpenClDevice, String> {
+        let dev = first_device()?;
+        let name = format!(
+            "opencl:{}",
+            dev.name().unwrap_or_else(|_| "unknown device".into())
+        );
+        let context = Context::from_device(&dev)
+            .map_err(|e| format!("{name}: cannot create a context: {e}"))?;
+        let queue =
+            CommandQueue::create_default_with_properties(&context, CL_QUEUE_PROFILING_ENABLE, 0)
+                .map_err(|e| format!("{name}: cannot create a command queue: {e}"))?;
+        Ok(OpenClDevice {
+            name,
+            kind,
+            context,
+            queue,
+            state: Mutex::new(State::default()),
+        })
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn failed(&self, message: impl Into<String>) -> DeviceError {
+        DeviceError::Failed {
+            device: self.name.clone(),
+            message: message.into(),
+        }
+    }
+
+    fn unknown(&self, what: &'static str, id: u64) -> DeviceError {
+        DeviceError::UnknownHandle {
+            device: self.name.clone(),
+            what,
+            id,
+        }
+    }
+
+    fn new_buffer(&self, nbytes: usize) -> Result<Buffer<u8>, DeviceError> {
+        // SAFETY: no host pointer is passed; OpenCL owns the memory.
+        unsafe {
+            Buffer::<u8>::create(
+                &self.context,
+                CL_MEM_READ_WRITE,
+                nbytes.max(1),
+                std::ptr::null_mut(),
+            )
+        }
+        .map_err(|e| self.failed(format!("cannot allocate {nbytes} bytes: {e}")))
+    }
+
+    /// Enqueues every kernel of `function` once; returns the first kernel's event and
+    /// the last one's when there are several.
+    fn enqueue(
+        &self,
+        st: &mut State,
+        function: FunctionId,
+        args: &[BufferId],
+    ) -> Result<(Event, Option<Event>), DeviceError> {
+        let f = st
+            .functions
+            .get(&function.0)
+            .ok_or_else(|| self.unknown("function", function.0))?;
+        let m = st
+            .modules
+            .get(&f.module)
+            .ok_or_else(|| self.unknown("module", f.module))?;
+        if args.len() != m.params.len() {
+            return Err(self.bad_launch(
+                &m.entry,
+                format!("{} arguments for {} parameters", args.len(), m.params.len()),
+            ));
+        }
+        let mut mems: Vec<cl_mem> = Vec::with_capacity(args.len() + m.workspaces.len());
+        for (a, p) in args.iter().zip(&m.params) {
+            let (b, size) = st
+                .buffers
+                .get(&a.0)
+                .ok_or_else(|| self.unknown("buffer", a.0))?;
+            let need = p.nbytes().unwrap_or(usize::MAX);
+            if *size < need {
+                return Err(self.bad_launch(
+                    &m.entry,
+                    format!(
+                        "parameter `{}` needs {need} bytes, buffer {} has {size}",
+                        p.name, a.0
+                    ),
+                ));
+            }
+            mems.push(b.get());
+        }
+        mems.extend(m.workspaces.iter().map(|w| w.get()));
+        let mut first = None;
+        let mut last = None;
+        for (k, launch) in f.kernels.iter().zip(&m.module.kernels) {
+            for (j, &i) in launch.args.iter().enumerate() {
+                let mem = mems.get(i).ok_or_else(|| {
+                    self.bad_launch(&m.entry, format!("kernel argument {i} does not exist"))
+                })?;
+                // SAFETY: the argument is a live cl_mem of this context, as the kernel's
+                // parameter `j` expects (both come from the same module description).
+                unsafe { k.set_arg(j as u32, mem) }
+                    .map_err(|e| self.failed(format!("{}: argument {j}: {e}", launch.name)))?;
+            }
+            let local = launch.block.map(|x| x as usize);
+            let global: Vec<usize> = (0..3).map(|d| launch.grid[d] as usize * local[d]).collect();
+            // SAFETY: three-dimensional sizes, every argument set above.
+            let ev = unsafe {
+                self.queue.enqueue_nd_range_kernel(
+                    k.get(),
+                    3,
+                    std::ptr::null(),
+                    global.as_ptr(),
+                    local.as_ptr(),
+                    &[],
+                )
+            }
+            .map_err(|e| self.failed(format!("{}: launch failed: {e}", launch.name)))?;
+            if first.is_none() {
+                first = Some(ev);
+            } else {
+                last = Some(ev);
+            }
+        }
+        let first = first.ok_or_else(|| self.failed(format!("`{}` has no kernel", m.entry)))?;
+        Ok((first, last))
+    }
+
+    fn bad_launch(&self, function: &str, reason: String) -> DeviceError {
+        DeviceError::BadLaunch {
+            device: self.name.clone(),
+            function: function.to_string(),
+            reason,
+        }
+    }
+}
+
+impl Device for OpenClDevice {
+    fn kind(&self) -> TargetKind {
+        self.kind.clone()
+    }
+
+    fn alloc(&self, nbytes: usize) -> Result<BufferId, DeviceError> {
+        let b = self.new_buffer(nbytes)?;
+        let mut st = self.state();
+        let id = st.handle();
+        st.buffers.insert(id, (b, nbytes));
+        Ok(BufferId(id))
+    }
+
+    fn free(&self, buffer: BufferId) -> Result<(), DeviceError> {
+        self.state()
+            .buffers
+            .remove(&buffer.0)
+            .map(|_| ())
+            .ok_or_else(|| self.unknown("buffer", buffer.0))
+    }
+
+    fn copy_from_host(&self, dst: BufferId, offset: usize, src: &[u8]) -> Result<(), DeviceError> {
+        let mut st = self.state();
+        let (b, size) = st
+            .buffers
+            .get_mut(&dst.0)
+            .ok_or_else(|| self.unknown("buffer", dst.0))?;
+        check_range(&self.name, dst.0, offset, src.len(), *size)?;
+        if src.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: a blocking write of `src` within the buffer's bounds (checked above).
+        unsafe {
+            self.queue
+                .enqueue_write_buffer(b, CL_BLOCKING, offset, src, &[])
+        }
+        .map(|_| ())
+        .map_err(|e| self.failed(format!("copy to buffer {}: {e}", dst.0)))
+    }
+
+    fn copy_to_host(
+        &self,
+        src: BufferId,
+        offset: usize,
+        dst: &mut [u8],
+    ) -> Result<(), DeviceError> {
+        let st = self.state();
+        let (b, size) = st
+            .buffers
+            .get(&src.0)
+            .ok_or_else(|| self.unknown("buffer", src.0))?;
+        check_range(&self.name, src.0, offset, dst.len(), *size)?;
+        if dst.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: a blocking read into `dst` within the buffer's bounds (checked above).
+        unsafe {
+            self.queue
+                .enqueue_read_buffer(b, CL_BLOCKING, offset, dst, &[])
+        }
+        .map(|_| ())
+        .map_err(|e| self.failed(format!("copy from buffer {}: {e}", src.0)))
+    }
+
+    fn copy_on_device(
+        &self,
+        src: BufferId,
+        dst: BufferId,
+        nbytes: usize,
+    ) -> Result<(), DeviceError> {
+        let mut st = self.state();
+        let src_size = st
+            .buffers
+            .get(&src.0)
+            .ok_or_else(|| self.unknown("buffer", src.0))?
+            .1;
+        check_range(&self.name, src.0, 0, nbytes, src_size)?;
+        if src == dst || nbytes == 0 {
+            return Ok(());
+        }
+        let (mut d, dst_size) = st
+            .buffers
+            .remove(&dst.0)
+            .ok_or_else(|| self.unknown("buffer", dst.0))?;
+        let r = check_range(&self.name, dst.0, 0, nbytes, dst_size).and_then(|_| {
+            let s = &st.buffers[&src.0].0;
+            // SAFETY: both ranges are within their buffers (checked above).
+            unsafe { self.queue.enqueue_copy_buffer(s, &mut d, 0, 0, nbytes, &[]) }
+                .and_then(|e| e.wait())
+                .map_err(|e| self.failed(format!("copy on device: {e}")))
+        });
+        st.buffers.insert(dst.0, (d, dst_size));
+        r
+    }
+
+    fn load_module(&self, artifact: &Artifact) -> Result<ModuleId, DeviceError> {
+        if artifact.device != self.kind {
+            return Err(DeviceError::WrongKind {
+                device: self.name.clone(),
+                entry: artifact.entry.clone(),
+                artifact_kind: artifact.device.clone(),
+            });
+        }
+        let module = DeviceModule::read(&artifact.path).map_err(|m| self.failed(m))?;
+        let cached = self.state().programs.get(&module.source).cloned();
+        let program = match cached {
+            Some(p) => p,
+            None => {
+                let p = Program::create_and_build_from_source(&self.context, &module.source, "")
+                    .map_err(|log| {
+                        self.failed(format!(
+                            "building `{}` failed (OpenCL build log follows):\n{log}",
+                            artifact.entry
+                        ))
+                    })?;
+                let p = Arc::new(p);
+                self.state()
+                    .programs
+                    .insert(module.source.clone(), p.clone());
+                p
+            }
+        };
+        let workspaces = module
+            .workspaces
+            .iter()
+            .map(|w| self.new_buffer(w.bytes as usize))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut st = self.state();
+        let id = st.handle();
+        st.modules.insert(
+            id,
+            LoadedModule {
+                module,
+                params: artifact.params.clone(),
+                entry: artifact.entry.clone(),
+                program,
+                workspaces,
+            },
+        );
+        Ok(ModuleId(id))
+    }
+
+    fn get_function(&self, module: ModuleId, name: &str) -> Result<FunctionId, DeviceError> {
+        let mut st = self.state();
+        let m = st
+            .modules
+            .get(&module.0)
+            .ok_or_else(|| self.unknown("module", module.0))?;
+        if m.entry != name {
+            return Err(self.failed(format!(
+                "module {} has no function `{name}` (it holds `{}`)",
+                module.0, m.entry
+            )));
+        }
+        let kernels = m
+            .module
+            .kernels
+            .iter()
+            .map(|k| {
+                Kernel::create(&m.program, &k.name)
+                    .map_err(|e| self.failed(format!("kernel `{}`: {e}", k.name)))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let id = st.handle();
+        st.functions.insert(
+            id,
+            Function {
+                module: module.0,
+                kernels,
+            },
+        );
+        Ok(FunctionId(id))
+    }
+
+    fn launch(
+        &self,
+        function: FunctionId,
+        args: &[BufferId],
+        _dims: Option<&LaunchDims>,
+    ) -> Result<(), DeviceError> {
+        let mut st = self.state();
+        self.enqueue(&mut st, function, args).map(|_| ())
+    }
+
+    fn synchronize(&self) -> Result<(), DeviceError> {
+        self.queue
+            .finish()
+            .map_err(|e| self.failed(format!("synchronize: {e}")))
+    }
+
+    fn time(
+        &self,
+        function: FunctionId,
+        args: &[BufferId],
+        _dims: Option<&LaunchDims>,
+        evaluator: &TimeEvaluator,
+    ) -> Result<TimeResult, DeviceError> {
+        evaluator.evaluate_with(|n| {
+            let mut st = self.state();
+            let mut start: Option<Event> = None;
+            let mut end: Option<Event> = None;
+            for _ in 0..n {
+                let (first, last) = self.enqueue(&mut st, function, args)?;
+                match start {
+                    None => {
+                        start = Some(first);
+                        end = last;
+                    }
+                    Some(_) => end = Some(last.unwrap_or(first)),
+                }
+            }
+            drop(st);
+            let Some(start) = start else {
+                return Ok(0.0);
+            };
+            let end = end.as_ref().unwrap_or(&start);
+            end.wait()
+                .map_err(|e| self.failed(format!("waiting for the kernels: {e}")))?;
+            let t0 = start
+                .profiling_command_start()
+                .map_err(|e| self.failed(format!("profiling: {e}")))?;
+            let t1 = end
+                .profiling_command_end()
+                .map_err(|e| self.failed(format!("profiling: {e}")))?;
+            Ok(t1.saturating_sub(t0) as f64 * 1e-9)
+        })
+    }
+}
+
+fn check_range(
+    device: &str,
+    id: u64,
+    offset: usize,
+    len: usize,
+    size: usize,
+) -> Result<(), DeviceError> {
+    if offset.checked_add(len).is_none_or(|end| end > size) {
+        return Err(DeviceError::OutOfBounds {
+            device: device.to_string(),
+            id,
+            offset,
+            len,
+            size,
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,76 @@
+//! The `opencl` targets' hardware parameters.
+//!
+//! - `opencl -device=mali`: TVM's Ansor parameters for Mali, fixed because the board is
+//!   usually remote: 256 threads per block, 32768 bytes of shared memory, warp size 1, no
+//!   virtual threads.
+//! - `opencl`: the first device's limits (`CL_DEVICE_MAX_WORK_GROUP_SIZE`,
+//!   `CL_DEVICE_LOCAL_MEM_SIZE`, compute units); the warp size from
+//!   `TESSERA_OPENCL_WARP_SIZE` (TVM's `TVM_OPENCL_WARP_SIZE`), 1 by default. Without an
+//!   OpenCL platform (compiling for a device elsewhere) TVM's `opencl` kind defaults
+//!   stand in: 256 threads, 16384 bytes of shared memory.
+//!
+//! Options `-max-threads-per-block` and `-max-shared-memory-per-block` override either.
+
+use crate::device::first_device;
+use tessera_target::{HardwareParams, Target};
+
+/// Whether `target` is the Mali variant.
+pub fn is_mali(target: &Target) -> bool {
+    target.option("device") == Some("mali")
+}
+
+/// The hardware parameters of an `opencl` target string.
+pub fn hardware_params(target: &str) -> Result<HardwareParams, String> {
+    let t = Target::parse_any(target).map_err(|e| e.to_string())?;
+    let mut p = if is_mali(&t) {
+        HardwareParams {
+            num_cores: 1,
+            vector_unit_bytes: 16,
+            cache_line_bytes: 64,
+            max_shared_memory_per_block: 32768,
+            max_local_memory_per_block: 2147483647,
+            max_threads_per_block: 256,
+            max_vthread_extent: 1,
+            warp_size: 1,
+        }
+    } else {
+        queried().unwrap_or(HardwareParams {
+            num_cores: 1,
+            vector_unit_bytes: 16,
+            cache_line_bytes: 64,
+            max_shared_memory_per_block: 16384,
+            max_local_memory_per_block: 2147483647,
+            max_threads_per_block: 256,
+            max_vthread_extent: 1,
+            warp_size: 1,
+        })
+    };
+    let opt = |name: &str| t.option(name).and_then(|v| v.parse::<usize>().ok());
+    if let Some(n) = opt("max-threads-per-block") {
+        p.max_threads_per_block = n;
+    }
+    if let Some(n) = opt("max-shared-memory-per-block") {
+        p.max_shared_memory_per_block = n;
+    }
+    Ok(p)
+}
+
+/// The first OpenCL device's limits, if there is one.
+fn queried() -> Option<HardwareParams> {
+    let dev = first_device().ok()?;
+    let warp = std::env::var("TESSERA_OPENCL_WARP_SIZE")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(1)
+        .max(1);
+    Some(HardwareParams {
+        num_cores: dev.max_compute_units().ok()? as usize,
+        vector_unit_bytes: 16,
+        cache_line_bytes: 64,
+        max_shared_memory_per_block: dev.local_mem_size().ok()? as usize,
+        max_local_memory_per_block: 2147483647,
+        max_threads_per_block: dev.max_work_group_size().ok()?,
+        max_vthread_extent: (warp / 4).max(1),
+        warp_size: warp,
+    })
+}
