@@ -83,6 +83,7 @@ fn default_schedules_run_natively_for_every_family() {
         vector_lanes: 8,
         num_cores: 2,
         vectorize: true,
+        gpu_threads: 0,
     };
     let d = placeholder(&[1, 6, 8, 8], f, "data").unwrap();
     let cases: Vec<(Vec<tessera_te::Tensor>, tessera_te::Tensor)> = {

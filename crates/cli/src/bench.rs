@@ -98,6 +98,7 @@ mod imp {
             vector_lanes: hw.f32_lanes(),
             num_cores: threads,
             vectorize,
+            gpu_threads: 0,
         };
         let name = format!("{}_{threads}t_{variant:?}", case.spec.name);
         let func = case.spec.default_func(p, &name)?;

@@ -131,6 +131,7 @@ fn make_func(spec: &OpSpec, kind: ScheduleKind, hw: &HardwareParams) -> Result<P
         vector_lanes: hw.f32_lanes(),
         num_cores: hw.num_cores,
         vectorize: true,
+        gpu_threads: hw.max_threads_per_block as i64,
     };
     Ok(spec.default_func(p, &spec.name)?)
 }

@@ -12,6 +12,7 @@ const P: CpuParams = CpuParams {
     vector_lanes: 16,
     num_cores: 2,
     vectorize: true,
+    gpu_threads: 0,
 };
 
 fn matmul(n: i64) -> (Vec<Tensor>, Tensor) {

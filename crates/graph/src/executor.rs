@@ -102,12 +102,14 @@ impl BuildContext {
         }
     }
 
-    /// The parameters of the default (CPU-style) schedules on this target.
+    /// The parameters of the default schedules on this target (GPU ones where the
+    /// target has threads per block).
     pub fn cpu_params(&self) -> CpuParams {
         CpuParams {
             vector_lanes: self.hardware.f32_lanes(),
             num_cores: self.hardware.num_cores.max(1),
             vectorize: true,
+            gpu_threads: self.hardware.max_threads_per_block as i64,
         }
     }
 }

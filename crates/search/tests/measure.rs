@@ -33,6 +33,7 @@ fn tuned(name: &str) -> PrimFunc {
         vector_lanes: 16,
         num_cores: 2,
         vectorize: true,
+        gpu_threads: 0,
     };
     lower(
         &default_schedule(&[c.clone()], p).unwrap(),

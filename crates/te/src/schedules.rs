@@ -6,7 +6,7 @@
 use crate::error::ScheduleError;
 use crate::schedule::Schedule;
 use crate::tensor::{IterVar, Tensor};
-use tessera_ir::StorageScope;
+use tessera_ir::{StorageScope, ThreadAxis};
 
 /// What the CPU schedules need to know about the machine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -16,6 +16,9 @@ pub struct CpuParams {
     pub num_cores: usize,
     /// Whether to vectorize (off only to measure what vectorization brings).
     pub vectorize: bool,
+    /// A GPU's threads per block (its `max_threads_per_block`); 0 on a CPU. When set,
+    /// every stage gets [`schedule_gpu`] instead of its CPU schedule.
+    pub gpu_threads: i64,
 }
 
 /// The largest divisor of `extent` that is at most `target` (at least 1).
@@ -333,6 +336,10 @@ pub fn schedule_stages(
     p: CpuParams,
 ) -> Result<(), ScheduleError> {
     for t in stages {
+        if p.gpu_threads > 0 {
+            schedule_gpu(s, t, p)?;
+            continue;
+        }
         let tag = t.tag().to_string();
         let reduces = !t.reduce_axis().is_empty();
         match tag.as_str() {
@@ -351,5 +358,31 @@ pub fn schedule_stages(
             _ => {}
         }
     }
+    Ok(())
+}
+
+/// Threads per block of the GPU default schedule (at most): enough to fill a warp many
+/// times over, few enough for every device's limit.
+pub const GPU_DEFAULT_THREADS: i64 = 256;
+
+/// The GPU default schedule of a stage (TVM's fallback for GPU targets): its spatial
+/// axes fused and split into blocks of up to [`GPU_DEFAULT_THREADS`] threads
+/// (`blockIdx.x`, `threadIdx.x`), one output element per thread, its reductions serial.
+/// Correct for every stage, fast for none but the injective ones: the search does the
+/// rest.
+pub fn schedule_gpu(s: &mut Schedule, t: &Tensor, p: CpuParams) -> Result<(), ScheduleError> {
+    let ax = s.axis(t)?;
+    let Some(first) = ax.first().cloned() else {
+        return Ok(());
+    };
+    let mut fused = first;
+    for a in &ax[1..] {
+        fused = s.fuse(t, &fused, a)?;
+    }
+    let extent: i64 = t.shape().iter().product::<i64>().max(1);
+    let threads = p.gpu_threads.min(GPU_DEFAULT_THREADS).min(extent).max(1);
+    let (bx, tx) = s.split(t, &fused, threads)?;
+    s.bind(t, &bx, ThreadAxis::BlockIdxX)?;
+    s.bind(t, &tx, ThreadAxis::ThreadIdxX)?;
     Ok(())
 }

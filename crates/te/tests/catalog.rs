@@ -18,6 +18,7 @@ const P: CpuParams = CpuParams {
     vector_lanes: 16,
     num_cores: 2,
     vectorize: true,
+    gpu_threads: 0,
 };
 
 /// A small shape for each operator of the catalog.

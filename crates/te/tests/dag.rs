@@ -121,6 +121,7 @@ fn default_cpu_schedules_compute_the_same() {
         vector_lanes: 4,
         num_cores: 2,
         vectorize: true,
+        gpu_threads: 0,
     };
     // Divisible and non-divisible shapes.
     for (m, n, k) in [(16, 16, 8), (13, 7, 5), (8, 12, 3)] {

@@ -594,6 +594,7 @@ fn default_schedules_of_the_conv_family_compute_the_same() {
         vector_lanes: 8,
         num_cores: 2,
         vectorize: true,
+        gpu_threads: 0,
     };
     let a = Conv2dAttrs::new((1, 1), (1, 1), (1, 1));
     let mut cases: Vec<(Vec<Tensor>, Tensor)> = Vec::new();

@@ -1224,6 +1224,7 @@ fn default_schedules_compute_the_same() {
         vector_lanes: 8,
         num_cores: 2,
         vectorize: true,
+        gpu_threads: 0,
     };
     let x = ph(&[2, 3, 9, 9], "x");
     let xh = ph(&[2, 9, 9, 3], "x");

@@ -388,6 +388,7 @@ fn the_catalogs_default_program_takes_the_templates_parameters() {
                 vector_lanes: lanes,
                 num_cores: 2,
                 vectorize: true,
+                gpu_threads: 0,
             };
             let default = s.default_func(p, "default").unwrap();
             let naive = t.naive("reference").unwrap();

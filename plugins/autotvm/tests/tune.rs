@@ -412,6 +412,7 @@ fn each_tuner_tunes_dense_and_conv2d_and_the_applied_best_beats_the_default_sche
                 vector_lanes: hw.f32_lanes(),
                 num_cores: hw.num_cores,
                 vectorize: true,
+                gpu_threads: 0,
             };
             let out = task.args.last().unwrap().clone();
             let default = lower(
