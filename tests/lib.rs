@@ -64,3 +64,6 @@ pub fn check_native_against_interpreter(
     }
     Ok(())
 }
+
+#[path = "opencl_support.rs"]
+pub mod opencl;

@@ -639,15 +639,21 @@ impl Lowerer<'_> {
                 );
             }
             let roots = Self::pass_up_interval(&tst, &tb.leaf_ext, leaf_iv);
+            // The target's region starts where its own attach point puts it, in terms of
+            // the loops of the stages it is computed in: those bound to threads that
+            // share this stage's storage are relaxed too (TVM's attach path), else a
+            // shared copy made inside a thread loop would cover one thread's part only.
+            let outer = self.relaxed_ancestor_threads(t, self.scopes[i]);
             let mut env: HashMap<Var, Interval> = HashMap::new();
             for (k, rv) in tst.root_iter_vars().iter().enumerate() {
                 let r = &roots[rv];
-                let m = &tb.root_min[k];
+                let m = interval(&tb.root_min[k], &outer)
+                    .unwrap_or_else(|| Interval::point(tb.root_min[k].clone()));
                 env.insert(
                     rv.var().clone(),
                     Interval {
-                        lo: m + r.lo.clone(),
-                        hi: m + r.hi.clone(),
+                        lo: m.lo + r.lo.clone(),
+                        hi: m.hi + r.hi.clone(),
                     },
                 );
             }
@@ -726,6 +732,30 @@ impl Lowerer<'_> {
             storage,
         };
         Ok(())
+    }
+
+    /// The thread-bound loops of the stages `t` is (transitively) computed in whose
+    /// threads share memory of `scope`, each over its whole range.
+    fn relaxed_ancestor_threads(&self, t: usize, scope: StorageScope) -> HashMap<Var, Interval> {
+        let mut env = HashMap::new();
+        let mut cur = t;
+        while let Attach::At { target, .. } = &self.stage(cur).attach {
+            let Some(a) = self.sch.index_of_buffer(target) else {
+                break;
+            };
+            let st = self.stage(a);
+            for lv in &st.leaf_iter_vars {
+                if let Annotation::Bind(th) = st.annotation(lv) {
+                    if th.rank() >= scope.rank() {
+                        if let Some(e) = self.bounds[a].leaf_ext.get(lv) {
+                            env.insert(lv.var().clone(), Interval::range(0, e - 1));
+                        }
+                    }
+                }
+            }
+            cur = a;
+        }
+        env
     }
 
     fn storage_map(&self) -> HashMap<Buffer, (Buffer, Vec<Expr>)> {

@@ -16,9 +16,9 @@ use opencl3::kernel::Kernel;
 use opencl3::memory::{Buffer, ClMem, CL_MEM_READ_WRITE};
 use opencl3::platform::get_platforms;
 use opencl3::program::Program;
-use opencl3::types::{cl_mem, CL_BLOCKING};
+use opencl3::types::{cl_device_id, cl_mem, CL_BLOCKING};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use tessera_runtime::timer::{TimeEvaluator, TimeResult};
 use tessera_runtime::{BufferId, Device, DeviceError, FunctionId, ModuleId};
 use tessera_target::{Artifact, LaunchDims, ParamSpec, TargetKind};
@@ -27,8 +27,18 @@ use tessera_target::{Artifact, LaunchDims, ParamSpec, TargetKind};
 pub const INSTALL_HINT: &str = "install an OpenCL ICD loader and a driver, e.g. \
     `apt-get install ocl-icd-libopencl1 pocl-opencl-icd` for the CPU's OpenCL device";
 
-/// The first OpenCL device of the first platform that has one.
+/// The first OpenCL device of the first platform that has one, looked up once per
+/// process (ICD loaders and drivers do not all enumerate safely from several threads at
+/// once: PoCL answered "no device" to a second thread asking while the first did).
 pub fn first_device() -> Result<ClDevice, String> {
+    static FOUND: OnceLock<Result<usize, String>> = OnceLock::new();
+    FOUND
+        .get_or_init(|| find_device().map(|d| d.id() as usize))
+        .clone()
+        .map(|id| ClDevice::new(id as cl_device_id))
+}
+
+fn find_device() -> Result<ClDevice, String> {
     if !cl3::is_opencl_runtime_available() {
         return Err(format!(
             "no OpenCL runtime: libOpenCL.so.1 could not be loaded ({INSTALL_HINT})"

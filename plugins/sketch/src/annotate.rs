@@ -45,6 +45,9 @@ pub struct AnnotateParams {
 /// What a GPU allows one thread block (TVM's `HardwareParams`).
 #[derive(Clone, Debug)]
 pub struct GpuLimits {
+    /// Vectorize the innermost spatial loops too (TVM's Mali `InitVectorization`), with
+    /// 2, 4, 8 or 16 lanes (OpenCL's vector widths).
+    pub vectorize: bool,
     pub warp_size: i64,
     pub max_threads_per_block: i64,
     pub max_shared_memory_per_block: i64,
@@ -70,6 +73,7 @@ impl AnnotateParams {
             max_vectorize_size: 16,
             unroll_steps: vec![0, 16, 64, 512, 1024],
             gpu: Some(GpuLimits {
+                vectorize: target.kind == crate::sketch::DeviceKind::Mali,
                 warp_size: target.warp_size,
                 max_threads_per_block: target.max_threads_per_block,
                 max_shared_memory_per_block: target.max_shared_memory_per_block,
@@ -124,8 +128,12 @@ pub fn annotate(
     let mut s = sketch.clone();
     fill_tile_sizes(&mut s, p, rng, memo)?;
     if let Some(g) = &p.gpu {
+        fit_vthreads(&mut s, g)?;
         bind_threads(&mut s, g)?;
         unroll(&mut s, p, rng)?;
+        if g.vectorize {
+            vectorize(&mut s, p, rng)?;
+        }
         check_gpu_limits(&s, g)?;
         return Ok(s);
     }
@@ -322,6 +330,10 @@ fn vectorize(s: &mut State, p: &AnnotateParams, rng: &mut Rng) -> Result<(), Sta
             continue;
         }
         let first = len - num;
+        let lanes: i64 = ext[i][first..].iter().product();
+        if p.gpu.is_some() && !matches!(lanes, 2 | 4 | 8 | 16) {
+            continue;
+        }
         if num > 1 {
             s.push(Step::Fuse {
                 stage: i,
@@ -430,6 +442,47 @@ fn spatial_split_steps(s: &State, sch: &Schedule, i: usize) -> Vec<usize> {
             .saturating_sub(sch.stages()[i].op.reduce_axis().len()),
     );
     found
+}
+
+/// Beyond TVM: a multi-level tiling whose virtual-thread level (the second spatial
+/// level) exceeds `max_vthread_extent` has that level's factors moved, axis by axis,
+/// into the block level (the outermost, which takes what the others leave): still a
+/// factorization of every axis, and within the limit. TVM refuses such a state; with
+/// Mali's limit of 1, almost every random tiling would be refused.
+fn fit_vthreads(s: &mut State, g: &GpuLimits) -> Result<(), StateError> {
+    let sch = replay(s)?;
+    let mut steps = s.steps().to_vec();
+    let mut changed = false;
+    for (i, st) in sch.stages().iter().enumerate() {
+        if st.is_placeholder() || !needs_multi_level_tiling(&st.op) {
+            continue;
+        }
+        let splits = spatial_split_steps(s, &sch, i);
+        let vthread = |steps: &[Step]| -> i64 {
+            splits
+                .iter()
+                .filter_map(|&k| match &steps[k] {
+                    Step::Split { lengths, .. } if lengths.len() >= 2 => lengths[0],
+                    _ => None,
+                })
+                .product()
+        };
+        for &k in &splits {
+            if vthread(&steps) <= g.max_vthread_extent {
+                break;
+            }
+            if let Step::Split { lengths, .. } = &mut steps[k] {
+                if lengths.len() >= 2 && lengths[0].is_some_and(|l| l > 1) {
+                    lengths[0] = Some(1);
+                    changed = true;
+                }
+            }
+        }
+    }
+    if changed {
+        s.set_steps(steps)?;
+    }
+    Ok(())
 }
 
 /// TVM's `InitThreadBind`.

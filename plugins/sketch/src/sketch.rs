@@ -23,7 +23,11 @@ use tessera_te::{Annotation, ComputeDag, Schedule};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DeviceKind {
     Cpu,
+    /// A GPU with TVM's CUDA rules (also the generic `opencl` target's).
     Gpu,
+    /// A Mali GPU: TVM's Mali rules — the CPU's list on a GPU (no shared-memory cache
+    /// reads, no cross-thread reduction), and vectorization in the annotation.
+    Mali,
 }
 
 /// What the sketch rules (and the annotation of sketches) need to know of the target:
@@ -76,8 +80,37 @@ impl SketchTarget {
         }
     }
 
+    /// A GPU policy from a device's limits (`num_cores`: its compute units).
+    pub fn gpu(
+        num_cores: i64,
+        warp_size: i64,
+        max_threads_per_block: i64,
+        max_shared_memory_per_block: i64,
+        max_vthread_extent: i64,
+    ) -> SketchTarget {
+        SketchTarget {
+            kind: DeviceKind::Gpu,
+            num_cores: num_cores.max(1),
+            structure: "SSSRRSRS".into(),
+            warp_size: warp_size.max(1),
+            max_threads_per_block: max_threads_per_block.max(1),
+            max_shared_memory_per_block: max_shared_memory_per_block.max(0),
+            max_vthread_extent: max_vthread_extent.max(1),
+        }
+    }
+
+    /// The Mali policy with TVM's Mali parameters: 256 threads and 32 KiB of shared
+    /// memory per block, warps of one thread, no virtual threads.
+    pub fn mali() -> SketchTarget {
+        SketchTarget {
+            kind: DeviceKind::Mali,
+            ..SketchTarget::gpu(1, 1, 256, 32768, 1)
+        }
+    }
+
+    /// Whether the policy targets a GPU (thread binding, the GPU tiling structure).
     pub fn is_gpu(&self) -> bool {
-        self.kind == DeviceKind::Gpu
+        self.kind != DeviceKind::Cpu
     }
 }
 
@@ -183,6 +216,9 @@ const CPU_RULES: &[Rule] = &[
     SKIP_STAGE,
 ];
 
+/// TVM's Mali rules: the CPU's.
+const MALI_RULES: &[Rule] = CPU_RULES;
+
 /// TVM's GPU (CUDA) rules, in its order.
 const GPU_RULES: &[Rule] = &[
     ADD_CACHE_READ,
@@ -240,10 +276,10 @@ pub fn generate_sketches(
                 })?
                 .schedule;
             // placeholders go through the rules too: a GPU caches them in shared memory
-            let rules = if target.is_gpu() {
-                GPU_RULES
-            } else {
-                CPU_RULES
+            let rules = match target.kind {
+                DeviceKind::Gpu => GPU_RULES,
+                DeviceKind::Mali => MALI_RULES,
+                DeviceKind::Cpu => CPU_RULES,
             };
             for rule in rules {
                 let c = (rule.cond)(&ctx, &sch, i);

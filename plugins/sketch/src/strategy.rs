@@ -33,6 +33,36 @@ pub(crate) fn code_within(func: &PrimFunc, max_code_size: u64) -> bool {
     max_code_size == 0 || expanded_size(&func.body) <= max_code_size
 }
 
+/// The rules and annotation for a task's target: the CPU's where the device has no
+/// threads per block; else a GPU's with its limits — TVM's Mali rules for
+/// `-device=mali`, its CUDA rules otherwise.
+pub fn sketch_target(task: &SearchTask) -> (SketchTarget, AnnotateParams) {
+    let hw = &task.hardware;
+    let cores = hw.num_cores.max(1) as i64;
+    if hw.max_threads_per_block == 0 {
+        return (SketchTarget::cpu(cores), AnnotateParams::cpu(cores));
+    }
+    let mali = tessera_target_is_mali(&task.target);
+    let target = if mali {
+        SketchTarget::mali()
+    } else {
+        SketchTarget::gpu(
+            cores,
+            hw.warp_size as i64,
+            hw.max_threads_per_block as i64,
+            hw.max_shared_memory_per_block as i64,
+            hw.max_vthread_extent as i64,
+        )
+    };
+    let annotate = AnnotateParams::gpu(&target);
+    (target, annotate)
+}
+
+/// Whether a target string names the Mali variant (`-device=mali`).
+fn tessera_target_is_mali(target: &str) -> bool {
+    target.split_whitespace().any(|w| w == "-device=mali")
+}
+
 /// The sketch auto-scheduler (TVM's `SketchPolicy`) as a strategy.
 pub struct SketchStrategy;
 
@@ -53,19 +83,13 @@ impl StrategyFactory for SketchStrategy {
             max_code_size: options.param("max_code_size", d.max_code_size)?,
             ..d
         };
-        let cores = task.hardware.num_cores.max(1) as i64;
-        let policy = SketchPolicy::new(
-            &task.dag,
-            &SketchTarget::cpu(cores),
-            AnnotateParams::cpu(cores),
-            params,
-            options.seed,
-        )
-        .map_err(|e| PolicyError::Unsupported {
-            strategy: "sketch".into(),
-            task: task.name.clone(),
-            reason: e.to_string(),
-        })?;
+        let (target, annotate) = sketch_target(task);
+        let policy = SketchPolicy::new(&task.dag, &target, annotate, params, options.seed)
+            .map_err(|e| PolicyError::Unsupported {
+                strategy: "sketch".into(),
+                task: task.name.clone(),
+                reason: e.to_string(),
+            })?;
         Ok(Box::new(SketchSearch {
             policy,
             info: PolicyInfo {
