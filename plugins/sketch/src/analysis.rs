@@ -243,13 +243,20 @@ pub fn direct_producers(sch: &Schedule, i: usize) -> Vec<usize> {
         .collect()
 }
 
-/// TVM's `HasCrossThreadReduction`: a reduction loop of stage `i` is bound to
-/// `threadIdx.x`.
+/// TVM's `HasCrossThreadReduction`: a reduction loop of stage `i`, or of a stage
+/// computed at one of its loops, is bound to `threadIdx.x`.
 pub fn has_cross_thread_reduction(sch: &Schedule, i: usize) -> bool {
+    let reduces_across = |st: &tessera_te::Stage| {
+        st.leaf_iter_vars.iter().any(|iv| {
+            iv.is_reduce() && st.annotation(iv) == Annotation::Bind(ThreadAxis::ThreadIdxX)
+        })
+    };
     let st = &sch.stages()[i];
-    st.leaf_iter_vars
-        .iter()
-        .any(|iv| iv.is_reduce() && st.annotation(iv) == Annotation::Bind(ThreadAxis::ThreadIdxX))
+    reduces_across(st)
+        || sch.stages().iter().any(|c| {
+            matches!(&c.attach, tessera_te::Attach::At { target, .. } if target == st.op.buffer())
+                && reduces_across(c)
+        })
 }
 
 /// TVM's `GetNumCommonOuterIterator` for a producer read directly by `consumer`: how

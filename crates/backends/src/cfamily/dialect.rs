@@ -4,6 +4,7 @@
 //! the hooks that differ; every default is the C dialect's.
 
 use super::names::vec_name;
+use tessera_ir::transform::AllreduceInfo;
 use tessera_ir::{DataType, StorageScope, ThreadAxis};
 
 /// How an allocation is declared.
@@ -127,6 +128,15 @@ pub trait Dialect: Sync {
         } else {
             Ok(AllocDecl::Heap)
         }
+    }
+
+    /// Code that replaces the shared-memory tree of a cross-thread reduction (`buf`: the
+    /// C name of its buffer, whose element 0 must hold the result when the code ends,
+    /// reached by every thread of the block), or `None` to print the tree. CUDA's warp
+    /// shuffles plug in here.
+    fn allreduce(&self, info: &AllreduceInfo, buf: &str) -> Option<Vec<String>> {
+        let _ = (info, buf);
+        None
     }
 
     /// The declaration of a parameter: a pointer to elements of the C type `elem`.

@@ -25,7 +25,7 @@ use super::names::{comment, sanitize, scalar_c, suffix, vec_name, RESERVED};
 use crate::backend::BackendError;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt::Write;
-use tessera_ir::transform::ThreadExtents;
+use tessera_ir::transform::{AllreduceInfo, ThreadExtents};
 use tessera_ir::{
     BinOp, Buffer, DataType, Expr, ExprNode, ForKind, Intrinsic, Stmt, StmtNode, ThreadAxis,
     TypeCode, Var,
@@ -615,6 +615,15 @@ impl Gen<'_> {
             StmtNode::Attr { key, value, body } => {
                 let text = comment(&format!("{key} = {value}"));
                 self.line(&format!("// {text}"));
+                if let Some(info) = AllreduceInfo::of(s) {
+                    let buf = self.use_buffer(&info.buffer)?;
+                    if let Some(lines) = self.dialect.allreduce(&info, &buf) {
+                        for l in lines {
+                            self.line(&l);
+                        }
+                        return Ok(());
+                    }
+                }
                 self.stmt(body)?;
             }
             StmtNode::Let { var, value, body } => {

@@ -2,14 +2,15 @@
 //!
 //! For the CPU: `auto_unroll`, `unroll_loops`, `vectorize_loops`. For a GPU, before
 //! those: `split_host_device` (the kernels and their launch extents), then per kernel
-//! `storage_sync` (barriers for shared memory) and `lower_thread_allreduce` (reductions
-//! across the threads of a block).
+//! `storage_sync` (barriers for shared memory). `thread_allreduce` builds the tree of a
+//! reduction across the threads of a block, which lowering emits.
 
 mod auto_unroll;
 mod code_size;
 mod error;
 mod split_host_device;
 mod storage_sync;
+mod thread_allreduce;
 mod unroll;
 mod vectorize;
 
@@ -18,5 +19,6 @@ pub use code_size::expanded_size;
 pub use error::TransformError;
 pub use split_host_device::{split_host_device, DeviceKernel, SplitFunc, ThreadExtents};
 pub use storage_sync::storage_sync;
+pub use thread_allreduce::{thread_allreduce, AllreduceInfo, ALLREDUCE_ATTR};
 pub use unroll::{unroll_loops, MAX_UNROLL};
 pub use vectorize::{vectorize_loops, NotVectorized};
