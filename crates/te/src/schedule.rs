@@ -258,7 +258,6 @@ impl Schedule {
         factor: Option<i64>,
         nparts: Option<i64>,
     ) -> Result<(IterVar, IterVar), ScheduleError> {
-        self.check_not_attach_point(t, iv)?;
         let s = self.compute_stage_mut(t)?;
         let pos = Self::leaf_pos(s, iv)?;
         let v = factor.or(nparts).unwrap_or(0);
@@ -281,6 +280,17 @@ impl Schedule {
         s.all_iter_vars.extend([outer.clone(), inner.clone()]);
         s.leaf_iter_vars
             .splice(pos..=pos, [outer.clone(), inner.clone()]);
+        // a stage computed at the split loop is computed at its inner part: per (outer,
+        // inner) iteration it covers what it covered per iteration before (TVM's
+        // `AttachMap::UpdateIters`)
+        let target = t.buffer().clone();
+        for st in &mut self.stages {
+            if let Attach::At { target: tb, axis } = &mut st.attach {
+                if *tb == target && axis == iv {
+                    *axis = inner.clone();
+                }
+            }
+        }
         Ok((outer, inner))
     }
 

@@ -1,0 +1,153 @@
+//! Faults on the OpenCL device: each bad candidate is its own typed error and the batch
+//! goes on. A module whose OpenCL source does not build is `COMPILE_DEVICE` with the
+//! compiler's build log; a kernel that never finishes is `RUN_TIMEOUT`; a kernel that
+//! computes a wrong answer is `WRONG_ANSWER`; the good ones around them are timed.
+//! Kernels run in runner processes (the `tessera` binary of this build).
+
+use std::time::Duration;
+use tessera_ir::{DataType, Expr, PrimFunc};
+use tessera_runtime::runner::{execute, RunJob, RunReply, TimerConfig};
+use tessera_search::measure::{Candidate, MeasureOptions, Measurer, Reference};
+use tessera_search::MeasureErrorNo;
+use tessera_te::schedules::{default_schedule, CpuParams};
+use tessera_te::{compute, lower, ops, placeholder, reduce_axis, sum, Schedule, Tensor};
+use tessera_tests::opencl::{build, device_or_skip};
+
+const N: i64 = 32;
+
+fn matmul() -> (Tensor, Tensor, Tensor) {
+    let a = placeholder(&[N, N], DataType::float32(), "A").unwrap();
+    let b = placeholder(&[N, N], DataType::float32(), "B").unwrap();
+    let c = ops::matmul(&a, &b).unwrap();
+    (a, b, c)
+}
+
+const GPU: CpuParams = CpuParams {
+    vector_lanes: 4,
+    num_cores: 1,
+    vectorize: true,
+    gpu_threads: 256,
+};
+
+/// The GPU default schedule of `outs` computed from `a`, `b`.
+fn gpu(a: Tensor, b: Tensor, out: Tensor, name: &str) -> PrimFunc {
+    let s = default_schedule(&[out.clone()], GPU).unwrap();
+    lower(&s, &[a, b, out], name).unwrap()
+}
+
+fn good(name: &str) -> PrimFunc {
+    let (a, b, c) = matmul();
+    gpu(a, b, c, name)
+}
+
+/// Same signature, C + 1.
+fn wrong(name: &str) -> PrimFunc {
+    let (a, b, c) = matmul();
+    let d = compute(&[N, N], "D", &["i", "j"], |ix| {
+        c.at(ix) + Expr::float_of(DataType::float32(), 1.0)
+    })
+    .unwrap();
+    gpu(a, b, d, name)
+}
+
+/// Same signature, 2^40 dependent additions per element: it never finishes in time.
+fn hang(name: &str) -> PrimFunc {
+    let (a, b, _) = matmul();
+    let k = reduce_axis(1 << 30, "k");
+    let k2 = reduce_axis(1 << 10, "k2");
+    let d = compute(&[N, N], "D", &["i", "j"], |ix| {
+        sum(
+            a.at(ix) * b.at(ix) + Expr::cast(DataType::float32(), k.expr() + k2.expr()),
+            &[k.clone(), k2.clone()],
+        )
+    })
+    .unwrap();
+    gpu(a, b, d, name)
+}
+
+fn opencl_backend() -> Box<dyn tessera_backends::Backend> {
+    let reg = tessera_plugin::discover(&[tessera_opencl::tessera_plugin_root()], &[]);
+    reg.backend_for(&reg.parse_target("opencl").unwrap())
+        .unwrap()
+}
+
+#[test]
+fn hanging_and_wrong_kernels_are_their_candidates_errors_and_tuning_goes_on() {
+    if device_or_skip("opencl faults").is_none() {
+        return;
+    }
+    let (a, b, c) = matmul();
+    let naive = lower(&Schedule::create(&[c.clone()]).unwrap(), &[a, b, c], "ref").unwrap();
+    let cpu = tessera_backends::CpuBackend::new(tessera_backends::Target::cpu());
+    let reference = Reference::compute(&cpu, &naive, 1, 7).unwrap();
+    let opts = MeasureOptions {
+        run_timeout: Duration::from_secs(5),
+        timer: TimerConfig {
+            number: 2,
+            repeat: 2,
+            min_repeat_ms: 0.0,
+            cache_flush: false,
+        },
+        ..MeasureOptions::default()
+    };
+    let mut m = Measurer::with_backend(opencl_backend(), opts).unwrap();
+    let cands: Vec<Candidate> = [good("good1"), hang("hang"), wrong("wrong"), good("good2")]
+        .into_iter()
+        .map(|f| Candidate { func: Ok(f) })
+        .collect();
+    let rs = m.measure(&cands, 1, Some(&reference));
+    let kinds: Vec<MeasureErrorNo> = rs.iter().map(|r| r.error_no).collect();
+    assert_eq!(
+        kinds,
+        vec![
+            MeasureErrorNo::NoError,
+            MeasureErrorNo::RunTimeout,
+            MeasureErrorNo::WrongAnswer,
+            MeasureErrorNo::NoError,
+        ],
+        "{rs:#?}"
+    );
+    for g in [&rs[0], &rs[3]] {
+        assert!(g.costs.iter().all(|&c| c > 0.0 && c < 1.0), "{g:?}");
+    }
+}
+
+#[test]
+fn a_module_that_does_not_build_is_a_load_failure_with_the_build_log() {
+    let Some(device) = device_or_skip("opencl build failure") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (mut artifact, source) = build(&good("broken"), dir.path()).unwrap();
+    // the module as built, its source made invalid: what a driver's compiler refuses
+    let mut module = tessera_opencl::module::DeviceModule::read(&artifact.path).unwrap();
+    module.source = source.replace("__kernel", "__kernel not_a_type");
+    let bad = dir.path().join("broken_bad.clmod");
+    std::fs::write(&bad, module.to_bytes()).unwrap();
+    artifact.path = bad;
+    let err = device.load_module(&artifact).unwrap_err().to_string();
+    assert!(err.contains("OpenCL build log"), "{err}");
+    assert!(
+        err.contains("not_a_type"),
+        "the compiler's message names it: {err}"
+    );
+    // in a runner, the same is a load failure, which measurement records as
+    // COMPILE_DEVICE (crates/search measure.rs)
+    let job = RunJob {
+        target: "opencl".into(),
+        artifact,
+        timer: TimerConfig {
+            number: 1,
+            repeat: 1,
+            min_repeat_ms: 0.0,
+            cache_flush: false,
+        },
+        seed: 1,
+        num_outputs: 1,
+        check: None,
+    };
+    match execute(&device, &job) {
+        RunReply::LoadFailed { message } => assert!(message.contains("build log"), "{message}"),
+        other => panic!("{other:?}"),
+    }
+}
