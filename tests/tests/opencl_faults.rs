@@ -1,6 +1,7 @@
 //! Faults on the OpenCL device: each bad candidate is its own typed error and the batch
 //! goes on. A module whose OpenCL source does not build is `COMPILE_DEVICE` with the
-//! compiler's build log; a kernel that never finishes is `RUN_TIMEOUT`; a kernel that
+//! compiler's build log; a kernel that never finishes is `RUN_TIMEOUT`; one that reads
+//! far out of bounds (the runner process faults) is `RUNTIME_DEVICE`; a kernel that
 //! computes a wrong answer is `WRONG_ANSWER`; the good ones around them are timed.
 //! Kernels run in runner processes (the `tessera` binary of this build).
 
@@ -65,6 +66,19 @@ fn hang(name: &str) -> PrimFunc {
     gpu(a, b, d, name)
 }
 
+/// Same signature, reads gigabytes past A: an out-of-bounds access the device faults on.
+fn out_of_bounds(name: &str) -> PrimFunc {
+    let (a, b, _) = matmul();
+    let d = compute(&[N, N], "D", &["i", "j"], |ix| {
+        a.at(&[
+            ix[0].clone() * Expr::int(1 << 24) + Expr::int(1 << 28),
+            ix[1].clone(),
+        ]) + b.at(ix)
+    })
+    .unwrap();
+    gpu(a, b, d, name)
+}
+
 fn opencl_backend() -> Box<dyn tessera_backends::Backend> {
     let reg = tessera_plugin::discover(&[tessera_opencl::tessera_plugin_root()], &[]);
     reg.backend_for(&reg.parse_target("opencl").unwrap())
@@ -72,7 +86,7 @@ fn opencl_backend() -> Box<dyn tessera_backends::Backend> {
 }
 
 #[test]
-fn hanging_and_wrong_kernels_are_their_candidates_errors_and_tuning_goes_on() {
+fn hanging_crashing_and_wrong_kernels_are_their_candidates_errors_and_tuning_goes_on() {
     if device_or_skip("opencl faults").is_none() {
         return;
     }
@@ -91,10 +105,16 @@ fn hanging_and_wrong_kernels_are_their_candidates_errors_and_tuning_goes_on() {
         ..MeasureOptions::default()
     };
     let mut m = Measurer::with_backend(opencl_backend(), opts).unwrap();
-    let cands: Vec<Candidate> = [good("good1"), hang("hang"), wrong("wrong"), good("good2")]
-        .into_iter()
-        .map(|f| Candidate { func: Ok(f) })
-        .collect();
+    let cands: Vec<Candidate> = [
+        good("good1"),
+        hang("hang"),
+        out_of_bounds("oob"),
+        wrong("wrong"),
+        good("good2"),
+    ]
+    .into_iter()
+    .map(|f| Candidate { func: Ok(f) })
+    .collect();
     let rs = m.measure(&cands, 1, Some(&reference));
     let kinds: Vec<MeasureErrorNo> = rs.iter().map(|r| r.error_no).collect();
     assert_eq!(
@@ -102,12 +122,13 @@ fn hanging_and_wrong_kernels_are_their_candidates_errors_and_tuning_goes_on() {
         vec![
             MeasureErrorNo::NoError,
             MeasureErrorNo::RunTimeout,
+            MeasureErrorNo::RuntimeDevice,
             MeasureErrorNo::WrongAnswer,
             MeasureErrorNo::NoError,
         ],
         "{rs:#?}"
     );
-    for g in [&rs[0], &rs[3]] {
+    for g in [&rs[0], &rs[4]] {
         assert!(g.costs.iter().all(|&c| c > 0.0 && c < 1.0), "{g:?}");
     }
 }

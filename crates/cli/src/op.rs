@@ -17,7 +17,8 @@ use tessera_te::{ComputeDag, Tensor};
 pub enum ScheduleKind {
     /// No transformation: the loop nest of the definition.
     Naive,
-    /// The hand-written default CPU schedule (tiled, vectorized, parallel).
+    /// The hand-written default schedule (CPU: tiled, vectorized, parallel; GPU: blocks of
+    /// threads over the output).
     Default,
 }
 
