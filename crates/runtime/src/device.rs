@@ -76,6 +76,27 @@ pub enum DeviceError {
     Failed { device: String, message: String },
 }
 
+/// The byte range `offset..offset + len` of a copy into or out of buffer `id` of `size`
+/// bytes on `device`, or the `OutOfBounds` error every device gives for it.
+pub fn copy_range(
+    device: &str,
+    id: BufferId,
+    offset: usize,
+    len: usize,
+    size: usize,
+) -> Result<std::ops::Range<usize>, DeviceError> {
+    match offset.checked_add(len) {
+        Some(end) if end <= size => Ok(offset..end),
+        _ => Err(DeviceError::OutOfBounds {
+            device: device.to_string(),
+            id: id.0,
+            offset,
+            len,
+            size,
+        }),
+    }
+}
+
 /// A device: memory, modules and kernel launches, TVM's `DeviceAPI` in spirit.
 ///
 /// Every method takes `&self`: a device is shared (`Arc<dyn Device>`) by the arrays and

@@ -4,7 +4,7 @@
 //! passes to [`Module::call_sized`](crate::Module::call_sized). Not synchronized: a
 //! device keeps it behind its own lock.
 
-use crate::device::{BufferId, DeviceError};
+use crate::device::{copy_range, BufferId, DeviceError};
 use crate::ndarray::NDArray;
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -44,16 +44,7 @@ impl HostArena {
         len: usize,
         size: usize,
     ) -> Result<std::ops::Range<usize>, DeviceError> {
-        match offset.checked_add(len) {
-            Some(end) if end <= size => Ok(offset..end),
-            _ => Err(DeviceError::OutOfBounds {
-                device: self.device.clone(),
-                id: id.0,
-                offset,
-                len,
-                size,
-            }),
-        }
+        copy_range(&self.device, id, offset, len, size)
     }
 
     fn get(&self, id: BufferId) -> Result<&NDArray, DeviceError> {

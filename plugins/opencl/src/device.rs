@@ -19,6 +19,7 @@ use opencl3::program::Program;
 use opencl3::types::{cl_device_id, cl_mem, CL_BLOCKING};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use tessera_runtime::device::copy_range;
 use tessera_runtime::timer::{TimeEvaluator, TimeResult};
 use tessera_runtime::{BufferId, Device, DeviceError, FunctionId, ModuleId};
 use tessera_target::{Artifact, LaunchDims, ParamSpec, TargetKind};
@@ -264,7 +265,7 @@ impl Device for OpenClDevice {
             .buffers
             .get_mut(&dst.0)
             .ok_or_else(|| self.unknown("buffer", dst.0))?;
-        check_range(&self.name, dst.0, offset, src.len(), *size)?;
+        copy_range(&self.name, dst, offset, src.len(), *size)?;
         if src.is_empty() {
             return Ok(());
         }
@@ -288,7 +289,7 @@ impl Device for OpenClDevice {
             .buffers
             .get(&src.0)
             .ok_or_else(|| self.unknown("buffer", src.0))?;
-        check_range(&self.name, src.0, offset, dst.len(), *size)?;
+        copy_range(&self.name, src, offset, dst.len(), *size)?;
         if dst.is_empty() {
             return Ok(());
         }
@@ -313,7 +314,7 @@ impl Device for OpenClDevice {
             .get(&src.0)
             .ok_or_else(|| self.unknown("buffer", src.0))?
             .1;
-        check_range(&self.name, src.0, 0, nbytes, src_size)?;
+        copy_range(&self.name, src, 0, nbytes, src_size)?;
         if src == dst || nbytes == 0 {
             return Ok(());
         }
@@ -321,7 +322,7 @@ impl Device for OpenClDevice {
             .buffers
             .remove(&dst.0)
             .ok_or_else(|| self.unknown("buffer", dst.0))?;
-        let r = check_range(&self.name, dst.0, 0, nbytes, dst_size).and_then(|_| {
+        let r = copy_range(&self.name, dst, 0, nbytes, dst_size).and_then(|_| {
             let s = &st.buffers[&src.0].0;
             // SAFETY: both ranges are within their buffers (checked above).
             unsafe { self.queue.enqueue_copy_buffer(s, &mut d, 0, 0, nbytes, &[]) }
@@ -464,23 +465,4 @@ impl Device for OpenClDevice {
             Ok(t1.saturating_sub(t0) as f64 * 1e-9)
         })
     }
-}
-
-fn check_range(
-    device: &str,
-    id: u64,
-    offset: usize,
-    len: usize,
-    size: usize,
-) -> Result<(), DeviceError> {
-    if offset.checked_add(len).is_none_or(|end| end > size) {
-        return Err(DeviceError::OutOfBounds {
-            device: device.to_string(),
-            id,
-            offset,
-            len,
-            size,
-        });
-    }
-    Ok(())
 }

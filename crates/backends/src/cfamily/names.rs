@@ -97,3 +97,46 @@ pub fn vec_name(t: DataType, lanes: u16) -> String {
 pub(crate) fn mask_elem(bits: u8) -> DataType {
     DataType::int(bits)
 }
+
+/// The scalar helper functions every C-family source defines: floor division and
+/// modulo of integers, min/max (of floats ignoring a NaN operand, as the interpreter
+/// does), for the integer types and the float types `floats` (C names: `_Float16`,
+/// `float`, `double`), then those of `guarded` each inside `#ifdef <macro>` (OpenCL's
+/// `double` under `cl_khr_fp64`).
+pub fn scalar_helpers(floats: &[&str], guarded: &[(&str, &str)]) -> String {
+    let mut out = String::from(
+        r#"#define TSR_INT_HELPERS(T, N) \
+  static inline T tsr_min_##N(T a, T b) { return a < b ? a : b; } \
+  static inline T tsr_max_##N(T a, T b) { return a > b ? a : b; } \
+  static inline T tsr_floordiv_##N(T a, T b) { T q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; } \
+  static inline T tsr_floormod_##N(T a, T b) { T r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
+TSR_INT_HELPERS(int8_t, int8)
+TSR_INT_HELPERS(int16_t, int16)
+TSR_INT_HELPERS(int32_t, int32)
+TSR_INT_HELPERS(int64_t, int64)
+TSR_INT_HELPERS(uint8_t, uint8)
+TSR_INT_HELPERS(uint16_t, uint16)
+TSR_INT_HELPERS(uint32_t, uint32)
+TSR_INT_HELPERS(uint64_t, uint64)
+#define TSR_FLOAT_HELPERS(T, N) \
+  static inline T tsr_min_##N(T a, T b) { return (a < b || b != b) ? a : b; } \
+  static inline T tsr_max_##N(T a, T b) { return (a > b || b != b) ? a : b; }
+"#,
+    );
+    let suffix = |c: &str| match c {
+        "_Float16" | "half" => "float16",
+        "double" => "float64",
+        _ => "float32",
+    };
+    for f in floats {
+        out.push_str(&format!("TSR_FLOAT_HELPERS({f}, {})\n", suffix(f)));
+    }
+    for (f, guard) in guarded {
+        out.push_str(&format!(
+            "#ifdef {guard}\nTSR_FLOAT_HELPERS({f}, {})\n#endif\n",
+            suffix(f)
+        ));
+    }
+    out.push('\n');
+    out
+}

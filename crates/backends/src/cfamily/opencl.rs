@@ -9,7 +9,7 @@
 //! float16 needs `cl_khr_fp16`, which is not enabled: refused.
 
 use super::dialect::{AllocDecl, Dialect};
-use super::names::sanitize;
+use super::names::{sanitize, scalar_helpers};
 use super::KernelLanguage;
 use tessera_ir::transform::DeviceKernel;
 use tessera_ir::{DataType, StorageScope, ThreadAxis, TypeCode};
@@ -65,27 +65,6 @@ typedef long int64_t;
 typedef ulong uint64_t;
 #define INT64_MIN LONG_MIN
 #define UINT64_C(x) ((uint64_t)(x##UL))
-#define TSR_INT_HELPERS(T, N) \
-  static inline T tsr_min_##N(T a, T b) { return a < b ? a : b; } \
-  static inline T tsr_max_##N(T a, T b) { return a > b ? a : b; } \
-  static inline T tsr_floordiv_##N(T a, T b) { T q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; } \
-  static inline T tsr_floormod_##N(T a, T b) { T r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
-TSR_INT_HELPERS(int8_t, int8)
-TSR_INT_HELPERS(int16_t, int16)
-TSR_INT_HELPERS(int32_t, int32)
-TSR_INT_HELPERS(int64_t, int64)
-TSR_INT_HELPERS(uint8_t, uint8)
-TSR_INT_HELPERS(uint16_t, uint16)
-TSR_INT_HELPERS(uint32_t, uint32)
-TSR_INT_HELPERS(uint64_t, uint64)
-#define TSR_FLOAT_HELPERS(T, N) \
-  static inline T tsr_min_##N(T a, T b) { return (a < b || b != b) ? a : b; } \
-  static inline T tsr_max_##N(T a, T b) { return (a > b || b != b) ? a : b; }
-TSR_FLOAT_HELPERS(float, float32)
-#ifdef cl_khr_fp64
-TSR_FLOAT_HELPERS(double, float64)
-#endif
-
 "#;
 
 impl Dialect for OpenClDialect {
@@ -193,7 +172,9 @@ impl Dialect for OpenClDialect {
 
 impl KernelLanguage for OpenClDialect {
     fn preamble(&self) -> String {
-        PREAMBLE.to_string()
+        let mut p = PREAMBLE.to_string();
+        p.push_str(&scalar_helpers(&["float"], &[("double", "cl_khr_fp64")]));
+        p
     }
 
     fn kernel_signature(&self, kernel: &DeviceKernel, params: &[String]) -> String {

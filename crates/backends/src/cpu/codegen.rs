@@ -5,7 +5,7 @@
 //! `aligned_alloc` otherwise).
 
 use crate::backend::BackendError;
-use crate::cfamily::names::{comment, sanitize, scalar_c};
+use crate::cfamily::names::{comment, sanitize, scalar_c, scalar_helpers};
 use crate::cfamily::{host_passes, print_function, vector_typedefs, CDialect};
 use std::fmt::Write;
 use tessera_ir::PrimFunc;
@@ -27,7 +27,7 @@ pub fn generate_c(func: &PrimFunc, num_threads: usize) -> Result<String, Backend
     out.push_str(
         "#include <math.h>\n#include <stdbool.h>\n#include <stdint.h>\n#include <stdlib.h>\n\n",
     );
-    out.push_str(HELPERS);
+    out.push_str(&helpers());
     out.push_str(&vector_typedefs(&CDialect, &printed.vector_types));
     for s in &skipped {
         writeln!(
@@ -66,26 +66,8 @@ pub fn entry_symbol(func_name: &str) -> String {
     format!("tessera_{}", sanitize(func_name))
 }
 
-/// Scalar helpers: floor division and modulo of integers, min/max (of floats ignoring a
-/// NaN operand, as the interpreter does).
-pub(crate) const HELPERS: &str = r#"#define TSR_INT_HELPERS(T, N) \
-  static inline T tsr_min_##N(T a, T b) { return a < b ? a : b; } \
-  static inline T tsr_max_##N(T a, T b) { return a > b ? a : b; } \
-  static inline T tsr_floordiv_##N(T a, T b) { T q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; } \
-  static inline T tsr_floormod_##N(T a, T b) { T r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
-TSR_INT_HELPERS(int8_t, int8)
-TSR_INT_HELPERS(int16_t, int16)
-TSR_INT_HELPERS(int32_t, int32)
-TSR_INT_HELPERS(int64_t, int64)
-TSR_INT_HELPERS(uint8_t, uint8)
-TSR_INT_HELPERS(uint16_t, uint16)
-TSR_INT_HELPERS(uint32_t, uint32)
-TSR_INT_HELPERS(uint64_t, uint64)
-#define TSR_FLOAT_HELPERS(T, N) \
-  static inline T tsr_min_##N(T a, T b) { return (a < b || b != b) ? a : b; } \
-  static inline T tsr_max_##N(T a, T b) { return (a > b || b != b) ? a : b; }
-TSR_FLOAT_HELPERS(_Float16, float16)
-TSR_FLOAT_HELPERS(float, float32)
-TSR_FLOAT_HELPERS(double, float64)
-
-"#;
+/// The C dialect's scalar helpers: integer floor division and modulo, and min/max of
+/// every integer and float type (`_Float16` included).
+fn helpers() -> String {
+    scalar_helpers(&["_Float16", "float", "double"], &[])
+}
