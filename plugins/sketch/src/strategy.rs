@@ -42,7 +42,7 @@ pub fn sketch_target(task: &SearchTask) -> (SketchTarget, AnnotateParams) {
     if hw.max_threads_per_block == 0 {
         return (SketchTarget::cpu(cores), AnnotateParams::cpu(cores));
     }
-    let mali = tessera_target_is_mali(&task.target);
+    let mali = is_mali_target(&task.target);
     let target = if mali {
         SketchTarget::mali()
     } else {
@@ -59,7 +59,7 @@ pub fn sketch_target(task: &SearchTask) -> (SketchTarget, AnnotateParams) {
 }
 
 /// Whether a target string names the Mali variant (`-device=mali`).
-fn tessera_target_is_mali(target: &str) -> bool {
+fn is_mali_target(target: &str) -> bool {
     target.split_whitespace().any(|w| w == "-device=mali")
 }
 
