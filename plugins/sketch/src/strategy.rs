@@ -9,7 +9,7 @@
 
 use crate::annotate::AnnotateParams;
 use crate::search::{SearchParams, SketchPolicy};
-use crate::sketch::SketchTarget;
+use crate::sketch::{DeviceKind, SketchTarget};
 use tessera_ir::transform::expanded_size;
 use tessera_ir::PrimFunc;
 use tessera_search::par::par_map;
@@ -42,18 +42,17 @@ pub fn sketch_target(task: &SearchTask) -> (SketchTarget, AnnotateParams) {
     if hw.max_threads_per_block == 0 {
         return (SketchTarget::cpu(cores), AnnotateParams::cpu(cores));
     }
-    let mali = is_mali_target(&task.target);
-    let target = if mali {
-        SketchTarget::mali()
-    } else {
-        SketchTarget::gpu(
-            cores,
-            hw.warp_size as i64,
-            hw.max_threads_per_block as i64,
-            hw.max_shared_memory_per_block as i64,
-            hw.max_vthread_extent as i64,
-        )
-    };
+    let mut target = SketchTarget::gpu(
+        cores,
+        hw.warp_size as i64,
+        hw.max_threads_per_block as i64,
+        hw.max_shared_memory_per_block as i64,
+        hw.max_vthread_extent as i64,
+    );
+    if is_mali_target(&task.target) {
+        // the Mali rules with the target's limits (TVM's Mali values unless overridden)
+        target.kind = DeviceKind::Mali;
+    }
     let annotate = AnnotateParams::gpu(&target);
     (target, annotate)
 }
