@@ -5,8 +5,13 @@
 use std::path::Path;
 use tessera_backends::{Backend, CpuBackend, Target};
 use tessera_ir::interp::{self, HostBuffer};
+use tessera_ir::PrimFunc;
 use tessera_runtime::{Module, NDArray};
-use tessera_te::{lower, Schedule, Tensor};
+use tessera_search::rng::Rng;
+use tessera_search::state::State;
+use tessera_sketch::annotate::{annotate, AnnotateParams, Factorizations};
+use tessera_sketch::sketch::{generate_sketches, SketchTarget};
+use tessera_te::{lower, ComputeDag, Schedule, Tensor};
 
 /// Random inputs (seeded) and zero outputs for `args`, the first `n_inputs` being inputs.
 pub fn make_args(args: &[Tensor], n_inputs: usize, seed: u64) -> Vec<NDArray> {
@@ -63,6 +68,42 @@ pub fn check_native_against_interpreter(
         })?;
     }
     Ok(())
+}
+
+/// The first state of GPU sketch `sketch` of `dag` for `target` that the annotation
+/// accepts (seeds from 0), lowered as `name`; with the unscheduled reference and the
+/// number of inputs.
+pub fn first_gpu_state(
+    dag: &ComputeDag,
+    target: &SketchTarget,
+    sketch: usize,
+    name: &str,
+) -> (PrimFunc, PrimFunc, usize) {
+    let sketches = generate_sketches(dag, target).unwrap();
+    let p = AnnotateParams::gpu(target);
+    let mut memo = Factorizations::default();
+    let args = State::new(dag).args();
+    let n_in = args.len() - dag.outputs.len();
+    let reference = lower(
+        &State::new(dag).replay().unwrap().schedule,
+        &args,
+        "reference",
+    )
+    .unwrap();
+    for seed in 0..64 {
+        let mut rng = Rng::new(seed);
+        match annotate(&sketches[sketch], &p, &mut rng, &mut memo) {
+            Ok(s) => {
+                let f = lower(&s.replay().unwrap().schedule, &args, name).unwrap();
+                return (f, reference, n_in);
+            }
+            Err(e) if seed < 3 && std::env::var_os("SHOW_REFUSED").is_some() => {
+                eprintln!("{name}: seed {seed}: {e}")
+            }
+            Err(_) => {}
+        }
+    }
+    panic!("no valid state of sketch {sketch} in 64 seeds");
 }
 
 #[path = "opencl_support.rs"]

@@ -4,49 +4,12 @@
 //! reduction, and Winograd's F(2×2, 3×3). Each is snapshotted and, where an OpenCL
 //! device exists, built by the driver and checked against the interpreter.
 
-use tessera_ir::PrimFunc;
-use tessera_search::rng::Rng;
-use tessera_search::state::State;
-use tessera_sketch::annotate::{annotate, AnnotateParams, Factorizations};
-use tessera_sketch::sketch::{generate_sketches, SketchTarget};
+use tessera_sketch::sketch::SketchTarget;
 use tessera_te::catalog::{OpAttrs, OpSpec};
 use tessera_te::ops::{bias_add, conv2d_nhwc, relu};
-use tessera_te::{lower, placeholder, ComputeDag};
+use tessera_te::{placeholder, ComputeDag};
+use tessera_tests::first_gpu_state;
 use tessera_tests::opencl::{check_against_interpreter, device_or_skip};
-
-/// The first state (sketch `sketch`, seeds from 0) the annotation accepts, lowered.
-fn first_state(
-    dag: &ComputeDag,
-    target: &SketchTarget,
-    sketch: usize,
-    name: &str,
-) -> (PrimFunc, PrimFunc, usize) {
-    let sketches = generate_sketches(dag, target).unwrap();
-    let p = AnnotateParams::gpu(target);
-    let mut memo = Factorizations::default();
-    let args = State::new(dag).args();
-    let n_in = args.len() - dag.outputs.len();
-    let reference = lower(
-        &State::new(dag).replay().unwrap().schedule,
-        &args,
-        "reference",
-    )
-    .unwrap();
-    for seed in 0..64 {
-        let mut rng = Rng::new(seed);
-        match annotate(&sketches[sketch], &p, &mut rng, &mut memo) {
-            Ok(s) => {
-                let f = lower(&s.replay().unwrap().schedule, &args, name).unwrap();
-                return (f, reference, n_in);
-            }
-            Err(e) if seed < 3 && std::env::var_os("SHOW_REFUSED").is_some() => {
-                eprintln!("{name}: seed {seed}: {e}")
-            }
-            Err(_) => {}
-        }
-    }
-    panic!("no valid state of sketch {sketch} in 64 seeds");
-}
 
 /// The generic `opencl` target of a device with PoCL's limits capped at 256 threads;
 /// `warp` threads reduce across a row (`TESSERA_OPENCL_WARP_SIZE`).
@@ -55,7 +18,7 @@ fn opencl(warp: i64) -> SketchTarget {
 }
 
 fn snapshot_and_run(test: &str, dag: &ComputeDag, target: &SketchTarget, sketch: usize) {
-    let (f, reference, n_in) = first_state(dag, target, sketch, test);
+    let (f, reference, n_in) = first_gpu_state(dag, target, sketch, test);
     let module = tessera_opencl::OpenClPlugin::module(&f).unwrap();
     insta::assert_snapshot!(test, module.source);
     if let Some(device) = device_or_skip(test) {

@@ -139,6 +139,20 @@ pub trait Dialect: Sync {
         None
     }
 
+    /// Whether vectorized loops become vector code (GCC/Clang vector types, statement
+    /// expressions); `false`: they stay scalar loops, for a compiler without those
+    /// extensions (NVRTC).
+    fn vector_code(&self) -> bool {
+        true
+    }
+
+    /// The floor modulo of two floats `x`, `y` of type `t` as one expression, or `None`
+    /// for the default (a statement expression, which evaluates each operand once).
+    fn float_floormod(&self, x: &str, y: &str, t: DataType) -> Option<String> {
+        let _ = (x, y, t);
+        None
+    }
+
     /// The declaration of a parameter: a pointer to elements of the C type `elem`.
     fn param(&self, elem: &str, name: &str) -> String {
         format!("{elem}* __restrict__ {name}")

@@ -16,6 +16,7 @@
 //! Everything here is public so that a backend plugin prints its language by writing a
 //! `Dialect` rather than a printer.
 
+pub mod cuda;
 pub mod dialect;
 pub mod flatten;
 pub mod names;
@@ -23,6 +24,7 @@ pub mod opencl;
 mod printer;
 mod vector;
 
+pub use cuda::CudaDialect;
 pub use dialect::{AllocDecl, CDialect, Dialect};
 pub use opencl::OpenClDialect;
 pub use printer::{print_function, vector_typedefs, PrintedFunction, VectorTypes};
@@ -40,9 +42,19 @@ pub const STACK_LIMIT: usize = 32 * 1024;
 
 /// The passes every body takes before it is printed; returns the loops left scalar.
 pub fn host_passes(body: &Stmt) -> (Stmt, Vec<NotVectorized>) {
+    passes(body, true)
+}
+
+/// The same passes, without vectorization when `vectorize` is false (a dialect without
+/// vector code: vectorized loops are printed as loops).
+fn passes(body: &Stmt, vectorize: bool) -> (Stmt, Vec<NotVectorized>) {
     let body = auto_unroll(body);
     let body = unroll_loops(&body);
-    vectorize_loops(&body)
+    if vectorize {
+        vectorize_loops(&body)
+    } else {
+        (body, Vec::new())
+    }
 }
 
 /// A GPU function after the device passes: its kernels, in launch order, and the global
@@ -64,15 +76,20 @@ fn transform_err(backend: &str, e: TransformError) -> BackendError {
     }
 }
 
-/// Splits `func` into kernels and runs the per-kernel passes (see the module list).
-pub fn device_passes(backend: &str, func: &PrimFunc) -> Result<DeviceFunc, BackendError> {
+/// Splits `func` into kernels and runs the per-kernel passes (see the module list);
+/// `vectorize`: whether the dialect prints vector code.
+pub fn device_passes(
+    backend: &str,
+    func: &PrimFunc,
+    vectorize: bool,
+) -> Result<DeviceFunc, BackendError> {
     let split = split_host_device(func).map_err(|e| transform_err(backend, e))?;
     let mut kernels = Vec::new();
     let mut skipped = Vec::new();
     for k in split.kernels {
         let synced =
             storage_sync(&k.name, &k.body, &k.launch).map_err(|e| transform_err(backend, e))?;
-        let (body, sk) = host_passes(&synced);
+        let (body, sk) = passes(&synced, vectorize);
         skipped.push(sk);
         kernels.push(DeviceKernel { body, ..k });
     }
@@ -125,7 +142,7 @@ pub fn device_source(
     lang: &dyn KernelLanguage,
     func: &PrimFunc,
 ) -> Result<DeviceSource, BackendError> {
-    let dev = device_passes(lang.backend(), func)?;
+    let dev = device_passes(lang.backend(), func, lang.vector_code())?;
     let all: Vec<&Buffer> = func.params.iter().chain(&dev.workspaces).collect();
     let mut types = VectorTypes::new();
     let mut bodies = String::new();

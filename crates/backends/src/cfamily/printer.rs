@@ -297,6 +297,9 @@ impl Gen<'_> {
                         format!("{}(({x}) / ({y}))", self.dialect.math_fn("floor", t))
                     }
                     (BinOp::FloorMod, false) => format!("tsr_floormod_{n}({x}, {y})"),
+                    (BinOp::FloorMod, true) if self.dialect.float_floormod(&x, &y, t).is_some() => {
+                        self.dialect.float_floormod(&x, &y, t).unwrap_or_default()
+                    }
                     (BinOp::FloorMod, true) => {
                         let (tx, ty) = (self.fresh(), self.fresh());
                         let c = scalar_c(t);
