@@ -197,20 +197,7 @@ pub fn lower(sch: &Schedule, args: &[Tensor], name: &str) -> Result<PrimFunc, Lo
             });
         }
     }
-    let mut lw = Lowerer {
-        sch,
-        bodies: Vec::new(),
-        bounds: vec![StageBounds::default(); sch.stages.len()],
-        an: Analyzer::new(),
-        unit_vars: HashMap::new(),
-        scopes: storage_scopes(sch),
-    };
-    lw.effective_bodies();
-    lw.check_args(args)?;
-    lw.check_attachments()?;
-    for i in (0..sch.stages.len()).rev() {
-        lw.infer_bounds(i, args)?;
-    }
+    let mut lw = Lowerer::with_bounds(sch, args)?;
     let mut roots = Vec::new();
     for (i, st) in sch.stages.iter().enumerate() {
         if st.op.body().is_some() && st.attach == Attach::Root {
@@ -237,20 +224,7 @@ pub fn lower(sch: &Schedule, args: &[Tensor], name: &str) -> Result<PrimFunc, Lo
 /// and inlined stages): what a loop nest would run without lowering it. `args` as for
 /// [`lower`].
 pub fn leaf_extents(sch: &Schedule, args: &[Tensor]) -> Result<Vec<Vec<i64>>, LowerError> {
-    let mut lw = Lowerer {
-        sch,
-        bodies: Vec::new(),
-        bounds: vec![StageBounds::default(); sch.stages.len()],
-        an: Analyzer::new(),
-        unit_vars: HashMap::new(),
-        scopes: storage_scopes(sch),
-    };
-    lw.effective_bodies();
-    lw.check_args(args)?;
-    lw.check_attachments()?;
-    for i in (0..sch.stages.len()).rev() {
-        lw.infer_bounds(i, args)?;
-    }
+    let lw = Lowerer::with_bounds(sch, args)?;
     Ok(sch
         .stages
         .iter()
@@ -267,7 +241,27 @@ pub fn leaf_extents(sch: &Schedule, args: &[Tensor]) -> Result<Vec<Vec<i64>>, Lo
         .collect())
 }
 
-impl Lowerer<'_> {
+impl<'a> Lowerer<'a> {
+    /// Steps 1 and 2: the effective bodies, checked arguments and attachments, and
+    /// every stage's bounds (consumers first).
+    fn with_bounds(sch: &'a Schedule, args: &[Tensor]) -> Result<Lowerer<'a>, LowerError> {
+        let mut lw = Lowerer {
+            sch,
+            bodies: Vec::new(),
+            bounds: vec![StageBounds::default(); sch.stages.len()],
+            an: Analyzer::new(),
+            unit_vars: HashMap::new(),
+            scopes: storage_scopes(sch),
+        };
+        lw.effective_bodies();
+        lw.check_args(args)?;
+        lw.check_attachments()?;
+        for i in (0..sch.stages.len()).rev() {
+            lw.infer_bounds(i, args)?;
+        }
+        Ok(lw)
+    }
+
     fn effective_bodies(&mut self) {
         let mut inl = Inliner { sch: self.sch };
         self.bodies = self
