@@ -9,14 +9,20 @@
 //! types, `__builtin_convertvector`, statement expressions — checked against the
 //! `nvidia-cuda-nvrtc-cu12` wheel), so vectorized loops stay loops here and float
 //! modulo is a helper function; CUDA's own vector types (`float4`) are the CUDA
-//! backend's to add. The warp-shuffle allreduce is its `Dialect::allreduce`; without it
-//! the shared-memory tree is printed. float16 is refused.
+//! backend's to add. float16 is refused.
+//!
+//! A cross-thread reduction over `threadIdx.x` in a block of only those threads, a power
+//! of two of them, of a 32- or 64-bit scalar, becomes warp shuffles (TVM's
+//! `lower_thread_allreduce` does the same): each warp folds its values with
+//! `__shfl_down_sync`; with several warps, lane 0 of each leaves its result in the
+//! shared buffer and the first warp folds those. Any other shape keeps the printer's
+//! shared-memory tree.
 
 use super::dialect::{AllocDecl, Dialect};
-use super::names::{sanitize, scalar_helpers};
+use super::names::{sanitize, scalar_c, scalar_helpers};
 use super::KernelLanguage;
-use tessera_ir::transform::DeviceKernel;
-use tessera_ir::{DataType, StorageScope, ThreadAxis};
+use tessera_ir::transform::{AllreduceInfo, DeviceKernel, ThreadExtents};
+use tessera_ir::{BinOp, DataType, StorageScope, ThreadAxis};
 
 /// The CUDA C dialect.
 pub struct CudaDialect;
@@ -104,6 +110,26 @@ impl Dialect for CudaDialect {
         }
     }
 
+    fn allreduce(
+        &self,
+        info: &AllreduceInfo,
+        buf: &str,
+        launch: Option<&ThreadExtents>,
+    ) -> Option<Vec<String>> {
+        let e = info.extent;
+        let t = info.buffer.dtype();
+        let shuffles = t.lanes == 1 && (t.bits == 32 || t.bits == 64) && !t.is_bool();
+        if info.axis != ThreadAxis::ThreadIdxX
+            || launch?.block != [e, 1, 1]
+            || !(2..=1024).contains(&e)
+            || e.count_ones() != 1
+            || !shuffles
+        {
+            return None;
+        }
+        Some(warp_allreduce(info.op, t, buf, e))
+    }
+
     fn allocation(
         &self,
         scope: StorageScope,
@@ -145,5 +171,106 @@ impl KernelLanguage for CudaDialect {
             sanitize(&kernel.name),
             params.join(", ")
         )
+    }
+}
+
+/// The mask of lanes `0..n` of a warp.
+fn lane_mask(n: i64) -> String {
+    if n >= 32 {
+        "0xffffffffu".into()
+    } else {
+        format!("0x{:x}u", (1u64 << n) - 1)
+    }
+}
+
+/// The warp-shuffle allreduce of `extent` (a power of two, 2..=1024) values of `buf`,
+/// one per `threadIdx.x`, into `buf[0]`, ending in a barrier so every thread sees it.
+fn warp_allreduce(op: BinOp, t: DataType, buf: &str, extent: i64) -> Vec<String> {
+    let v = format!("{buf}_shfl");
+    let combine = |other: String| match op {
+        BinOp::Mul => format!("{v} = {v} * {other};"),
+        BinOp::Max => format!("{v} = tsr_max_{t}({v}, {other});"),
+        BinOp::Min => format!("{v} = tsr_min_{t}({v}, {other});"),
+        _ => format!("{v} = {v} + {other};"),
+    };
+    // Folds `lanes` values (a power of two) of each group of `lanes` lanes into its first.
+    let fold = |lanes: i64, indent: &str, out: &mut Vec<String>| {
+        let mask = lane_mask(lanes);
+        let mut offset = lanes / 2;
+        while offset >= 1 {
+            let shfl = format!("__shfl_down_sync({mask}, {v}, {offset}, {lanes})");
+            out.push(format!("{indent}{}", combine(shfl)));
+            offset /= 2;
+        }
+    };
+    let mut out = vec![
+        "{".to_string(),
+        format!("  {} {v} = {buf}[threadIdx.x];", scalar_c(t)),
+    ];
+    if extent <= 32 {
+        fold(extent, "  ", &mut out);
+        out.push(format!("  if (threadIdx.x == 0) {{ {buf}[0] = {v}; }}"));
+    } else {
+        let warps = extent / 32;
+        fold(32, "  ", &mut out);
+        // Every thread has read its value before the warps' results overwrite them.
+        out.push("  __syncthreads();".into());
+        out.push(format!(
+            "  if ((threadIdx.x & 31) == 0) {{ {buf}[threadIdx.x >> 5] = {v}; }}"
+        ));
+        out.push("  __syncthreads();".into());
+        out.push(format!("  if (threadIdx.x < {warps}) {{"));
+        out.push(format!("    {v} = {buf}[threadIdx.x];"));
+        fold(warps, "    ", &mut out);
+        out.push(format!("    if (threadIdx.x == 0) {{ {buf}[0] = {v}; }}"));
+        out.push("  }".into());
+    }
+    out.push("  __syncthreads();".into());
+    out.push("}".into());
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn masks_cover_the_folded_lanes() {
+        assert_eq!(lane_mask(2), "0x3u");
+        assert_eq!(lane_mask(16), "0xffffu");
+        assert_eq!(lane_mask(32), "0xffffffffu");
+    }
+
+    #[test]
+    fn one_warp_folds_with_halving_offsets() {
+        let lines = warp_allreduce(BinOp::Add, DataType::float32(), "r", 8);
+        let text = lines.join("\n");
+        assert!(text.contains("float r_shfl = r[threadIdx.x];"), "{text}");
+        for o in [4, 2, 1] {
+            assert!(
+                text.contains(&format!("__shfl_down_sync(0xffu, r_shfl, {o}, 8)")),
+                "{text}"
+            );
+        }
+        assert!(!text.contains("threadIdx.x >> 5"), "{text}");
+        assert!(text
+            .trim_end_matches('}')
+            .trim_end()
+            .ends_with("__syncthreads();"));
+    }
+
+    #[test]
+    fn several_warps_fold_twice() {
+        let text = warp_allreduce(BinOp::Max, DataType::float32(), "r", 256).join("\n");
+        assert!(
+            text.contains("__shfl_down_sync(0xffffffffu, r_shfl, 16, 32)"),
+            "{text}"
+        );
+        assert!(text.contains("r[threadIdx.x >> 5] = r_shfl;"), "{text}");
+        assert!(text.contains("if (threadIdx.x < 8) {"), "{text}");
+        assert!(
+            text.contains("tsr_max_float32(r_shfl, __shfl_down_sync(0xffu, r_shfl, 4, 8))"),
+            "{text}"
+        );
     }
 }

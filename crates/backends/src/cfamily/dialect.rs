@@ -4,7 +4,7 @@
 //! the hooks that differ; every default is the C dialect's.
 
 use super::names::vec_name;
-use tessera_ir::transform::AllreduceInfo;
+use tessera_ir::transform::{AllreduceInfo, ThreadExtents};
 use tessera_ir::{DataType, StorageScope, ThreadAxis};
 
 /// How an allocation is declared.
@@ -133,9 +133,14 @@ pub trait Dialect: Sync {
     /// Code that replaces the shared-memory tree of a cross-thread reduction (`buf`: the
     /// C name of its buffer, whose element 0 must hold the result when the code ends,
     /// reached by every thread of the block), or `None` to print the tree. CUDA's warp
-    /// shuffles plug in here.
-    fn allreduce(&self, info: &AllreduceInfo, buf: &str) -> Option<Vec<String>> {
-        let _ = (info, buf);
+    /// shuffles plug in here. `launch`: the kernel's launch extents.
+    fn allreduce(
+        &self,
+        info: &AllreduceInfo,
+        buf: &str,
+        launch: Option<&ThreadExtents>,
+    ) -> Option<Vec<String>> {
+        let _ = (info, buf, launch);
         None
     }
 

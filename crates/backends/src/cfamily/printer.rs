@@ -620,7 +620,7 @@ impl Gen<'_> {
                 self.line(&format!("// {text}"));
                 if let Some(info) = AllreduceInfo::of(s) {
                     let buf = self.use_buffer(&info.buffer)?;
-                    if let Some(lines) = self.dialect.allreduce(&info, &buf) {
+                    if let Some(lines) = self.dialect.allreduce(&info, &buf, self.launch) {
                         for l in lines {
                             self.line(&l);
                         }
