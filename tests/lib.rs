@@ -106,5 +106,5 @@ pub fn first_gpu_state(
     panic!("no valid state of sketch {sketch} in 64 seeds");
 }
 
-#[path = "opencl_support.rs"]
-pub mod opencl;
+#[path = "gpu_support.rs"]
+pub mod gpu;

@@ -1,100 +1,68 @@
-//! The CUDA dialect of the shared printer on the same GPU states as the OpenCL
-//! snapshots (matmul with shared tiles, conv2d + bias + relu, softmax's allreduce tree,
-//! Winograd): insta snapshots of the CUDA C, each compiled to PTX for `compute_80` by
-//! NVRTC where `libnvrtc.so.12` is found (`TESSERA_NVRTC`, or the
-//! `nvidia-cuda-nvrtc-cu12` wheel of `python3`; `.ci/run` installs it). Without it the
-//! compile check is skipped with the reason printed, except under CI, where it fails.
+//! The CUDA backend on GPU states of the workloads TVM's CUDA tutorials tune (matmul
+//! with shared tiles, conv2d + bias + relu, softmax's allreduce as warp shuffles,
+//! depthwise conv2d, Winograd): insta snapshots of the CUDA C, each compiled to PTX by
+//! NVRTC for `sm_80` and `sm_90` and assembled by `ptxas`, whose report must list every
+//! kernel of the launch list with the shared memory the launch list says. Where a GPU
+//! is present the same programs run and are checked against the interpreter.
+//!
+//! NVRTC and ptxas come from a toolkit or NVIDIA's wheels (`.ci/run` installs
+//! `nvidia-cuda-nvrtc-cu12` and `nvidia-cuda-nvcc-cu12`). Without them the checks are
+//! skipped with the reason printed, except under CI, where that fails.
 
-use std::ffi::{c_char, c_int, c_void, CString};
-use std::process::Command;
-use tessera_backends::cfamily::{device_source, CudaDialect};
+use tessera_cuda::target::Arch;
+use tessera_cuda::{nvrtc, ptxas, CudaError, CudaPlugin};
 use tessera_sketch::sketch::SketchTarget;
 use tessera_te::catalog::{OpAttrs, OpSpec};
 use tessera_te::ops::{bias_add, conv2d_nhwc, relu};
 use tessera_te::{placeholder, ComputeDag};
 use tessera_tests::first_gpu_state;
+use tessera_tests::gpu::{check_against_interpreter, Gpu};
 
-fn nvrtc_path() -> Option<String> {
-    if let Ok(p) = std::env::var("TESSERA_NVRTC") {
-        return Some(p);
-    }
-    let out = Command::new("python3")
-        .args([
-            "-c",
-            "import os, nvidia.cuda_nvrtc as m; \
-             print(os.path.join(list(m.__path__)[0], 'lib', 'libnvrtc.so.12'))",
-        ])
-        .output()
-        .ok()?;
-    let p = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    (out.status.success() && std::path::Path::new(&p).exists()).then_some(p)
-}
-
-type Create = unsafe extern "C" fn(
-    *mut *mut c_void,
-    *const c_char,
-    *const c_char,
-    c_int,
-    *const *const c_char,
-    *const *const c_char,
-) -> c_int;
-type Compile = unsafe extern "C" fn(*mut c_void, c_int, *const *const c_char) -> c_int;
-type LogSize = unsafe extern "C" fn(*mut c_void, *mut usize) -> c_int;
-type GetLog = unsafe extern "C" fn(*mut c_void, *mut c_char) -> c_int;
-type Destroy = unsafe extern "C" fn(*mut *mut c_void) -> c_int;
-
-/// Compiles `src` with NVRTC for `compute_80`: `Err(log)` when it does not compile.
-fn nvrtc_compile(lib: &libloading::Library, src: &str) -> Result<(), String> {
-    let src = CString::new(src).unwrap();
-    let name = CString::new("kernel.cu").unwrap();
-    let opt = CString::new("--gpu-architecture=compute_80").unwrap();
-    // SAFETY: NVRTC's C API as documented: a program is created, compiled, its log
-    // read into a buffer of the size NVRTC reports, then destroyed.
-    unsafe {
-        let create: libloading::Symbol<Create> = lib.get(b"nvrtcCreateProgram").unwrap();
-        let compile: libloading::Symbol<Compile> = lib.get(b"nvrtcCompileProgram").unwrap();
-        let log_size: libloading::Symbol<LogSize> = lib.get(b"nvrtcGetProgramLogSize").unwrap();
-        let get_log: libloading::Symbol<GetLog> = lib.get(b"nvrtcGetProgramLog").unwrap();
-        let destroy: libloading::Symbol<Destroy> = lib.get(b"nvrtcDestroyProgram").unwrap();
-        let mut prog: *mut c_void = std::ptr::null_mut();
-        let r = create(
-            &mut prog,
-            src.as_ptr(),
-            name.as_ptr(),
-            0,
-            std::ptr::null(),
-            std::ptr::null(),
-        );
-        assert_eq!(r, 0, "nvrtcCreateProgram");
-        let opts = [opt.as_ptr()];
-        let r = compile(prog, 1, opts.as_ptr());
-        let mut n = 0usize;
-        log_size(prog, &mut n);
-        let mut log = vec![0u8; n.max(1)];
-        get_log(prog, log.as_mut_ptr() as *mut c_char);
-        destroy(&mut prog);
-        if r == 0 {
-            Ok(())
-        } else {
-            Err(String::from_utf8_lossy(&log).into_owned())
+/// `Ok(None)`: the tool is missing outside CI (skip, reason printed).
+fn or_skip<T>(test: &str, r: Result<T, CudaError>) -> Option<T> {
+    match r {
+        Ok(v) => Some(v),
+        Err(e @ (CudaError::NvrtcMissing { .. } | CudaError::PtxasMissing { .. }))
+            if std::env::var_os("CI").is_none() =>
+        {
+            eprintln!("{test}: skipped: {e}");
+            None
         }
+        Err(e) => panic!("{test}: {e}"),
     }
 }
 
 fn snapshot_and_compile(test: &str, dag: &ComputeDag, target: &SketchTarget) {
-    let (f, _, _) = first_gpu_state(dag, target, 0, test);
-    let src = device_source(&CudaDialect, &f).unwrap().source;
-    insta::assert_snapshot!(test, src);
-    match nvrtc_path() {
-        Some(p) => {
-            // SAFETY: loading NVRTC, a plain C library.
-            let lib = unsafe { libloading::Library::new(&p) }.expect("libnvrtc loads");
-            nvrtc_compile(&lib, &src).unwrap_or_else(|log| panic!("{test}: NVRTC:\n{log}\n{src}"));
+    let (f, reference, n_in) = first_gpu_state(dag, target, 0, test);
+    let src = CudaPlugin::source(&f).unwrap();
+    insta::assert_snapshot!(test, src.source);
+    for arch in ["sm_80", "sm_90"] {
+        let arch = Arch::parse(arch).unwrap();
+        let Some(ptx) = or_skip(test, nvrtc::compile(&src.source, test, &arch)) else {
+            return;
+        };
+        let Some(report) = or_skip(test, ptxas::assemble(&ptx, &arch)) else {
+            return;
+        };
+        for k in &src.kernels {
+            let r = report
+                .iter()
+                .find(|r| r.name == k.name)
+                .unwrap_or_else(|| panic!("{test} {arch}: ptxas did not see `{}`", k.name));
+            assert_eq!(r.shared_bytes, k.shared_bytes, "{test} {arch}: {}", k.name);
+            assert!(
+                r.registers > 0 && r.registers <= 255,
+                "{test} {arch}: {r:?}"
+            );
+            eprintln!(
+                "{test} {arch}: {} uses {} registers, {} bytes of shared memory",
+                k.name, r.registers, r.shared_bytes
+            );
         }
-        None if std::env::var_os("CI").is_some() => {
-            panic!("{test}: libnvrtc.so.12 not found under CI (.ci/run installs the wheel)")
-        }
-        None => eprintln!("{test}: NVRTC check skipped: libnvrtc.so.12 not found"),
+    }
+    if let Some(gpu) = Gpu::cuda_or_skip(test) {
+        let dir = tempfile::tempdir().unwrap();
+        check_against_interpreter(&gpu, &f, &reference, n_in, dir.path()).unwrap();
     }
 }
 
@@ -136,6 +104,12 @@ fn cuda_conv2d_bias_relu() {
 #[test]
 fn cuda_softmax_allreduce() {
     snapshot_and_compile("cuda_softmax", &catalog("softmax", &[4, 100]), &cuda());
+}
+
+#[test]
+fn cuda_depthwise_conv2d() {
+    let dag = catalog("depthwise_conv2d", &[1, 14, 14, 32, 3, 3]);
+    snapshot_and_compile("cuda_depthwise_conv2d", &dag, &cuda());
 }
 
 #[test]

@@ -9,7 +9,7 @@ use tessera_te::catalog::{OpAttrs, OpSpec};
 use tessera_te::ops::{bias_add, conv2d_nhwc, relu};
 use tessera_te::{placeholder, ComputeDag};
 use tessera_tests::first_gpu_state;
-use tessera_tests::opencl::{check_against_interpreter, device_or_skip};
+use tessera_tests::gpu::{check_against_interpreter, Gpu};
 
 /// The generic `opencl` target of a device with PoCL's limits capped at 256 threads;
 /// `warp` threads reduce across a row (`TESSERA_OPENCL_WARP_SIZE`).
@@ -21,9 +21,9 @@ fn snapshot_and_run(test: &str, dag: &ComputeDag, target: &SketchTarget, sketch:
     let (f, reference, n_in) = first_gpu_state(dag, target, sketch, test);
     let module = tessera_opencl::OpenClPlugin::module(&f).unwrap();
     insta::assert_snapshot!(test, module.source);
-    if let Some(device) = device_or_skip(test) {
+    if let Some(gpu) = Gpu::opencl_or_skip(test) {
         let dir = tempfile::tempdir().unwrap();
-        check_against_interpreter(&device, &f, &reference, n_in, dir.path()).unwrap();
+        check_against_interpreter(&gpu, &f, &reference, n_in, dir.path()).unwrap();
     }
 }
 

@@ -12,7 +12,7 @@ use tessera_search::measure::{Candidate, MeasureOptions, Measurer, Reference};
 use tessera_search::MeasureErrorNo;
 use tessera_te::schedules::{default_schedule, CpuParams};
 use tessera_te::{compute, lower, ops, placeholder, reduce_axis, sum, Schedule, Tensor};
-use tessera_tests::opencl::{build, device_or_skip};
+use tessera_tests::gpu::{build, Gpu};
 
 const N: i64 = 32;
 
@@ -87,7 +87,7 @@ fn opencl_backend() -> Box<dyn tessera_backends::Backend> {
 
 #[test]
 fn hanging_crashing_and_wrong_kernels_are_their_candidates_errors_and_tuning_goes_on() {
-    if device_or_skip("opencl faults").is_none() {
+    if Gpu::opencl_or_skip("opencl faults").is_none() {
         return;
     }
     let (a, b, c) = matmul();
@@ -135,18 +135,18 @@ fn hanging_crashing_and_wrong_kernels_are_their_candidates_errors_and_tuning_goe
 
 #[test]
 fn a_module_that_does_not_build_is_a_load_failure_with_the_build_log() {
-    let Some(device) = device_or_skip("opencl build failure") else {
+    let Some(gpu) = Gpu::opencl_or_skip("opencl build failure") else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let (mut artifact, source) = build(&good("broken"), dir.path()).unwrap();
+    let (mut artifact, source) = build(&gpu, &good("broken"), dir.path()).unwrap();
     // the module as built, its source made invalid: what a driver's compiler refuses
     let mut module = tessera_opencl::module::DeviceModule::read(&artifact.path).unwrap();
     module.source = source.replace("__kernel", "__kernel not_a_type");
     let bad = dir.path().join("broken_bad.clmod");
     std::fs::write(&bad, module.to_bytes()).unwrap();
     artifact.path = bad;
-    let err = device.load_module(&artifact).unwrap_err().to_string();
+    let err = gpu.device.load_module(&artifact).unwrap_err().to_string();
     assert!(err.contains("OpenCL build log"), "{err}");
     assert!(
         err.contains("not_a_type"),
@@ -167,7 +167,7 @@ fn a_module_that_does_not_build_is_a_load_failure_with_the_build_log() {
         num_outputs: 1,
         check: None,
     };
-    match execute(&device, &job) {
+    match execute(&gpu.device, &job) {
         RunReply::LoadFailed { message } => assert!(message.contains("build log"), "{message}"),
         other => panic!("{other:?}"),
     }

@@ -10,7 +10,7 @@ use tessera_sketch::annotate::{annotate, AnnotateParams, Factorizations};
 use tessera_sketch::sketch::{generate_sketches, SketchTarget};
 use tessera_te::ops::{bias_add, conv2d_nhwc, matmul, relu, softmax};
 use tessera_te::{lower, placeholder, ComputeDag};
-use tessera_tests::opencl::{check_against_interpreter, device_or_skip};
+use tessera_tests::gpu::{check_against_interpreter, Gpu};
 
 fn f32p(shape: &[i64], name: &str) -> tessera_te::Tensor {
     placeholder(shape, tessera_ir::DataType::float32(), name).unwrap()
@@ -19,7 +19,7 @@ fn f32p(shape: &[i64], name: &str) -> tessera_te::Tensor {
 /// Checks `n` annotated states of every sketch of `dag` for `target`; returns how many
 /// ran.
 fn check(test: &str, dag: &ComputeDag, target: &SketchTarget, n: u64) -> usize {
-    let Some(device) = device_or_skip(test) else {
+    let Some(gpu) = Gpu::opencl_or_skip(test) else {
         return 0;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -49,7 +49,7 @@ fn check(test: &str, dag: &ComputeDag, target: &SketchTarget, n: u64) -> usize {
             };
             let name = format!("s{k}_{seed}");
             let f = lower(&s.replay().unwrap().schedule, &args, &name).unwrap();
-            check_against_interpreter(&device, &f, &reference, n_in, dir.path())
+            check_against_interpreter(&gpu, &f, &reference, n_in, dir.path())
                 .unwrap_or_else(|e| panic!("sketch {k} seed {seed}:\n{}\n{e}", s.print().unwrap()));
             ran += 1;
         }
@@ -69,7 +69,7 @@ fn gpu_matmul_schedules_compute_the_product_on_opencl() {
     let ran = check("matmul", &dag, &opencl_target(), 8);
     let mali = check("matmul mali", &dag, &SketchTarget::mali(), 8);
     eprintln!("matmul: {ran} generic, {mali} Mali schedules ran");
-    assert!(ran > 0 && mali > 0 || device_or_skip("matmul").is_none());
+    assert!(ran > 0 && mali > 0 || Gpu::opencl_or_skip("matmul").is_none());
 }
 
 #[test]
@@ -83,7 +83,7 @@ fn gpu_conv2d_bias_relu_schedules_compute_the_layer_on_opencl() {
     let ran = check("conv2d", &dag, &opencl_target(), 4);
     let mali = check("conv2d mali", &dag, &SketchTarget::mali(), 4);
     eprintln!("conv2d + bias + relu: {ran} generic, {mali} Mali schedules ran");
-    assert!(ran > 0 && mali > 0 || device_or_skip("conv2d").is_none());
+    assert!(ran > 0 && mali > 0 || Gpu::opencl_or_skip("conv2d").is_none());
 }
 
 #[test]
@@ -93,5 +93,5 @@ fn gpu_softmax_schedules_compute_softmax_on_opencl() {
     let ran = check("softmax", &dag, &opencl_target(), 3);
     let mali = check("softmax mali", &dag, &SketchTarget::mali(), 1);
     eprintln!("softmax: {ran} generic, {mali} Mali schedules ran");
-    assert!(ran > 0 && mali > 0 || device_or_skip("softmax").is_none());
+    assert!(ran > 0 && mali > 0 || Gpu::opencl_or_skip("softmax").is_none());
 }

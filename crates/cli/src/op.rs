@@ -92,6 +92,11 @@ pub struct OpArgs {
     /// Timing: flush the CPU cache before each repeat.
     #[arg(long)]
     pub cache_flush: bool,
+    /// Build the kernel into this folder and stop: the target's compiler runs (NVRTC
+    /// for `cuda`), no device is opened and nothing runs. For a target whose device is
+    /// not on this machine.
+    #[arg(long, value_name = "DIR")]
+    pub emit: Option<std::path::PathBuf>,
 }
 
 /// Interpreter checks above this many FLOPs take too long; `auto` uses the naive kernel.
@@ -241,6 +246,41 @@ fn reference(
     }
 }
 
+/// `--emit DIR`: builds `func` into `dir` and says what was written.
+fn emit(a: &OpArgs, backend: &dyn Backend, func: &PrimFunc, dir: &std::path::Path) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let artifact = backend.build(func, dir)?;
+    let bytes = std::fs::metadata(&artifact.path)
+        .map(|m| m.len())
+        .unwrap_or(0);
+    if a.json {
+        let mut obj = json!({
+            "op": func.name,
+            "target": a.target,
+            "artifact": artifact.path,
+            "artifact_bytes": bytes,
+            "launch": artifact.launch.map(|l| json!({"grid": l.grid, "block": l.block})),
+        });
+        if a.show.iter().any(|s| s == "source") {
+            obj["source"] =
+                json!(std::fs::read_to_string(&artifact.source_path).unwrap_or_default());
+        }
+        println!("{obj}");
+    } else {
+        if a.show.iter().any(|s| s == "source") {
+            let src = std::fs::read_to_string(&artifact.source_path).unwrap_or_default();
+            println!("== {} source ==\n{src}", artifact.device.name());
+        }
+        println!(
+            "{}: built for `{}` into {} ({bytes} bytes); not run (--emit)",
+            func.name,
+            a.target,
+            artifact.path.display()
+        );
+    }
+    Ok(())
+}
+
 /// What `tessera op` found: printed as text or JSON.
 struct Report<'a> {
     a: &'a OpArgs,
@@ -348,10 +388,13 @@ pub fn run(a: OpArgs) -> Result<()> {
     let registry = crate::plugins::registry();
     let target = registry.parse_target(&a.target)?;
     let backend = registry.backend_for(&target)?;
-    let device = registry.device_for(&target)?;
     let hw = backend.hardware_params().clone();
     let dag = spec.dag()?;
     let func = make_func(&spec, a.schedule, &hw)?;
+    if let Some(dir) = &a.emit {
+        return emit(&a, backend.as_ref(), &func, dir);
+    }
+    let device = registry.device_for(&target)?;
     let source = backend.codegen(&func)?;
     let dir = tempfile::tempdir().context("creating a build directory")?;
     let build = |f: &PrimFunc| Kernel::build(backend.as_ref(), &device, f, dir.path());

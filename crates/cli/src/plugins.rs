@@ -31,6 +31,8 @@ fn builtins() -> Vec<PluginRootRef> {
     v.push(tessera_autotvm::tessera_plugin_root());
     #[cfg(feature = "opencl")]
     v.push(tessera_opencl::tessera_plugin_root());
+    #[cfg(feature = "cuda")]
+    v.push(tessera_cuda::tessera_plugin_root());
     v
 }
 

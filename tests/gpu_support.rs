@@ -1,10 +1,14 @@
-//! Running lowered functions on the OpenCL device (PoCL on a machine without a GPU),
-//! checked against the interpreter. Tests call [`device_or_skip`] first: without an
-//! OpenCL platform they skip with the reason printed, except under CI (`CI` set), where
-//! that is a failure: CI installs PoCL so that these tests run for real.
+//! Running lowered functions on a GPU plugin's device, checked against the
+//! interpreter: the OpenCL device (PoCL on a machine without a GPU) and the CUDA device.
+//! Tests call [`Gpu::opencl_or_skip`] / [`Gpu::cuda_or_skip`] first. Without an OpenCL
+//! platform the OpenCL tests skip with the reason printed, except under CI (`CI` set),
+//! where that is a failure: CI installs PoCL so that they run for real. CI has no GPU,
+//! so the CUDA tests skip with the reason wherever there is none.
 
 use std::path::Path;
 use std::sync::Arc;
+use tessera_cuda::device::CudaDevice;
+use tessera_cuda::CudaPlugin;
 use tessera_ir::interp::{self, HostBuffer};
 use tessera_ir::PrimFunc;
 use tessera_opencl::device::{first_device, OpenClDevice};
@@ -13,28 +17,60 @@ use tessera_plugin::Plugin;
 use tessera_runtime::{Device, DeviceArray, NDArray};
 use tessera_target::{Artifact, ParamSpec, TargetKind};
 
-/// The OpenCL device, or `None` (and a printed reason) where there is none outside CI.
-pub fn device_or_skip(test: &str) -> Option<Arc<dyn Device>> {
-    match first_device().and_then(|_| OpenClDevice::open(TargetKind::OPENCL)) {
-        Ok(d) => Some(Arc::new(d)),
-        Err(e) if std::env::var_os("CI").is_none() => {
-            eprintln!("{test}: skipped: {e}");
-            None
+/// A GPU backend under test: its plugin, the target it builds for, and its device.
+#[derive(Clone)]
+pub struct Gpu {
+    pub plugin: &'static dyn Plugin,
+    pub target: String,
+    pub kind: TargetKind,
+    pub device: Arc<dyn Device>,
+}
+
+impl Gpu {
+    /// The OpenCL device, or `None` (and a printed reason) where there is none outside CI.
+    pub fn opencl_or_skip(test: &str) -> Option<Gpu> {
+        match first_device().and_then(|_| OpenClDevice::open(TargetKind::OPENCL)) {
+            Ok(d) => Some(Gpu {
+                plugin: &OpenClPlugin,
+                target: "opencl".into(),
+                kind: TargetKind::OPENCL,
+                device: Arc::new(d),
+            }),
+            Err(e) if std::env::var_os("CI").is_none() => {
+                eprintln!("{test}: skipped: {e}");
+                None
+            }
+            Err(e) => panic!("{test}: no OpenCL device under CI (CI installs PoCL): {e}"),
         }
-        Err(e) => panic!("{test}: no OpenCL device under CI (CI installs PoCL): {e}"),
+    }
+
+    /// The first CUDA GPU, or `None` and the printed reason.
+    pub fn cuda_or_skip(test: &str) -> Option<Gpu> {
+        match CudaDevice::open() {
+            Ok(d) => Some(Gpu {
+                plugin: &CudaPlugin,
+                target: "cuda".into(),
+                kind: TargetKind::CUDA,
+                device: Arc::new(d),
+            }),
+            Err(e) => {
+                eprintln!("{test}: skipped: {e}");
+                None
+            }
+        }
     }
 }
 
-/// Builds `func` for `opencl` into `dir`: the artifact and the OpenCL source.
-pub fn build(func: &PrimFunc, dir: &Path) -> Result<(Artifact, String), String> {
-    let built = OpenClPlugin.build("opencl", func)?;
-    let path = dir.join(format!("{}.clmod", func.name));
+/// Builds `func` for `gpu`'s target into `dir`: the artifact and the kernel source.
+pub fn build(gpu: &Gpu, func: &PrimFunc, dir: &Path) -> Result<(Artifact, String), String> {
+    let built = gpu.plugin.build(&gpu.target, func)?;
+    let path = dir.join(format!("{}.mod", func.name));
     std::fs::write(&path, &built.bytes).map_err(|e| e.to_string())?;
-    let source_path = dir.join(format!("{}.cl", func.name));
+    let source_path = dir.join(format!("{}.src", func.name));
     std::fs::write(&source_path, &built.source).map_err(|e| e.to_string())?;
     Ok((
         Artifact {
-            device: TargetKind::OPENCL,
+            device: gpu.kind.clone(),
             path,
             source_path,
             entry: func.name.clone(),
@@ -45,15 +81,16 @@ pub fn build(func: &PrimFunc, dir: &Path) -> Result<(Artifact, String), String> 
     ))
 }
 
-/// Runs `func` on `device` with `inputs` (host arrays for every parameter; outputs
+/// Runs `func` on `gpu` with `inputs` (host arrays for every parameter; outputs
 /// zeroed) and returns every argument's final contents.
 pub fn run(
-    device: &Arc<dyn Device>,
+    gpu: &Gpu,
     func: &PrimFunc,
     args: &[NDArray],
     dir: &Path,
 ) -> Result<Vec<NDArray>, String> {
-    let (artifact, source) = build(func, dir)?;
+    let device = &gpu.device;
+    let (artifact, source) = build(gpu, func, dir)?;
     let module = device.load_module(&artifact).map_err(|e| e.to_string())?;
     let f = device
         .get_function(module, &artifact.entry)
@@ -77,7 +114,7 @@ pub fn run(
 /// Runs `func` on the device and `reference` in the interpreter on the same seeded
 /// inputs (the first `n_inputs` arguments) and compares the outputs.
 pub fn check_against_interpreter(
-    device: &Arc<dyn Device>,
+    gpu: &Gpu,
     func: &PrimFunc,
     reference: &PrimFunc,
     n_inputs: usize,
@@ -102,7 +139,7 @@ pub fn check_against_interpreter(
             .map_err(|e| e.to_string())
         })
         .collect::<Result<_, _>>()?;
-    let got = run(device, func, &args, dir)?;
+    let got = run(gpu, func, &args, dir)?;
     let mut host: Vec<HostBuffer> = args.iter().map(|a| a.to_host_buffer()).collect();
     interp::run(reference, &mut host).map_err(|e| e.to_string())?;
     for (i, (g, w)) in got.iter().zip(&host).enumerate().skip(n_inputs) {
@@ -110,7 +147,7 @@ pub fn check_against_interpreter(
         g.allclose(&w, 1e-4, 1e-4).map_err(|e| {
             format!(
                 "output {i}: {e}\n{func}\n{}",
-                std::fs::read_to_string(dir.join(format!("{}.cl", func.name))).unwrap_or_default()
+                std::fs::read_to_string(dir.join(format!("{}.src", func.name))).unwrap_or_default()
             )
         })?;
     }

@@ -1,0 +1,89 @@
+//! `tessera-cuda`: the CUDA backend plugin, for NVIDIA GPUs (`cuda`, `cuda -arch=sm_XX`).
+//!
+//! - The compiler is the core's: the device passes and the C-family printer in its CUDA
+//!   dialect (`tessera_backends::cfamily::CudaDialect`). A build prints the CUDA C and
+//!   compiles it to PTX with NVRTC ([`nvrtc`]), so a kernel NVRTC refuses is a build
+//!   error, never a measurement; the artifact is the module file ([`module`]): source,
+//!   PTX, architecture and the launch list.
+//! - The device ([`device`]) runs on the driver API. NVRTC and libcuda are both opened
+//!   at run time through cudarc: the plugin builds without CUDA installed, building
+//!   kernels needs only NVRTC (no GPU), and a missing library or GPU is an error that
+//!   says what to install.
+//! - [`target`]: the architecture and limits, from the GPU or TVM's defaults;
+//!   [`ptxas`]: assembling PTX to check it and read each kernel's registers and shared
+//!   memory, on machines without a GPU.
+
+pub mod device;
+pub mod error;
+mod locate;
+pub mod module;
+pub mod nvrtc;
+pub mod ptxas;
+pub mod target;
+
+pub use error::CudaError;
+
+use std::sync::Arc;
+use tessera_backends::cfamily::{device_source, CudaDialect};
+use tessera_ir::PrimFunc;
+use tessera_plugin::{export_plugin, BuiltKernel, Plugin};
+use tessera_runtime::Device;
+use tessera_target::{HardwareParams, LaunchDims};
+
+/// The CUDA plugin.
+pub struct CudaPlugin;
+
+impl CudaPlugin {
+    /// The CUDA C of `func` (no NVRTC).
+    pub fn source(func: &PrimFunc) -> Result<tessera_backends::cfamily::DeviceSource, String> {
+        device_source(&CudaDialect, func).map_err(|e| e.to_string())
+    }
+
+    /// The module of `func` for `target`: its CUDA C compiled to PTX.
+    pub fn module(target: &str, func: &PrimFunc) -> Result<module::CudaModule, String> {
+        let t = target::resolve(target).map_err(|e| e.to_string())?;
+        let src = Self::source(func)?;
+        let ptx = nvrtc::compile(&src.source, &func.name, &t.arch).map_err(|e| e.to_string())?;
+        Ok(module::CudaModule::new(src, t.arch.sm(), ptx))
+    }
+}
+
+impl Plugin for CudaPlugin {
+    fn name(&self) -> String {
+        "cuda".into()
+    }
+    fn version(&self) -> String {
+        env!("CARGO_PKG_VERSION").into()
+    }
+    fn backends(&self) -> Vec<String> {
+        vec!["cuda".into()]
+    }
+    fn hardware_params(&self, target: &str) -> Result<HardwareParams, String> {
+        target::resolve(target)
+            .map(|t| t.params)
+            .map_err(|e| e.to_string())
+    }
+    fn codegen(&self, _target: &str, func: &PrimFunc) -> Result<String, String> {
+        Self::source(func).map(|s| s.source)
+    }
+    fn build(&self, target: &str, func: &PrimFunc) -> Result<BuiltKernel, String> {
+        let m = Self::module(target, func)?;
+        let launch = m.kernels.first().map(|k| LaunchDims {
+            grid: k.grid,
+            block: k.block,
+            dynamic_shared_bytes: 0,
+        });
+        Ok(BuiltKernel {
+            bytes: m.to_bytes(),
+            launch,
+            source: m.source,
+        })
+    }
+    fn open_device(&self, _target: &str) -> Result<Arc<dyn Device>, String> {
+        Ok(Arc::new(
+            device::CudaDevice::open().map_err(|e| e.to_string())?,
+        ))
+    }
+}
+
+export_plugin!(CudaPlugin);
