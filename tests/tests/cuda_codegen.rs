@@ -11,10 +11,11 @@
 
 use tessera_cuda::target::Arch;
 use tessera_cuda::{nvrtc, ptxas, CudaError, CudaPlugin};
+use tessera_ir::{DataType, Expr, PrimFunc, ThreadAxis};
 use tessera_sketch::sketch::SketchTarget;
 use tessera_te::catalog::{OpAttrs, OpSpec};
 use tessera_te::ops::{bias_add, conv2d_nhwc, relu};
-use tessera_te::{placeholder, ComputeDag};
+use tessera_te::{compute, lower, placeholder, ComputeDag, Schedule};
 use tessera_tests::first_gpu_state;
 use tessera_tests::gpu::{check_against_interpreter, Gpu};
 
@@ -34,7 +35,13 @@ fn or_skip<T>(test: &str, r: Result<T, CudaError>) -> Option<T> {
 
 fn snapshot_and_compile(test: &str, dag: &ComputeDag, target: &SketchTarget) {
     let (f, reference, n_in) = first_gpu_state(dag, target, 0, test);
-    let src = CudaPlugin::source(&f).unwrap();
+    check_function(test, &f, &reference, n_in);
+}
+
+/// Snapshots `f`'s CUDA, compiles and assembles it for sm_80 and sm_90, and runs it
+/// against `reference` where a GPU is present.
+fn check_function(test: &str, f: &PrimFunc, reference: &PrimFunc, n_in: usize) {
+    let src = CudaPlugin::source(f).unwrap();
     insta::assert_snapshot!(test, src.source);
     for arch in ["sm_80", "sm_90"] {
         let arch = Arch::parse(arch).unwrap();
@@ -62,7 +69,7 @@ fn snapshot_and_compile(test: &str, dag: &ComputeDag, target: &SketchTarget) {
     }
     if let Some(gpu) = Gpu::cuda_or_skip(test) {
         let dir = tempfile::tempdir().unwrap();
-        check_against_interpreter(&gpu, &f, &reference, n_in, dir.path()).unwrap();
+        check_against_interpreter(&gpu, f, reference, n_in, dir.path()).unwrap();
     }
 }
 
@@ -116,4 +123,41 @@ fn cuda_depthwise_conv2d() {
 fn cuda_winograd() {
     let dag = catalog("conv2d_winograd", &[1, 8, 8, 16, 16, 3, 3]);
     snapshot_and_compile("cuda_winograd", &dag, &cuda());
+}
+
+/// `B[i] = A[i + shift]` over 256 elements: blocks of 16 threads, each copying 4
+/// elements in a vectorized loop.
+fn copy_kernel(test: &str, shift: i64) -> (PrimFunc, PrimFunc) {
+    let a = placeholder(&[260], DataType::float32(), "A").unwrap();
+    let b = compute(&[256], "B", &[], |ix| {
+        a.at(&[ix[0].clone() + Expr::int(shift)])
+    })
+    .unwrap();
+    let reference = lower(
+        &Schedule::create(&[b.clone()]).unwrap(),
+        &[a.clone(), b.clone()],
+        "reference",
+    )
+    .unwrap();
+    let mut s = Schedule::create(&[b.clone()]).unwrap();
+    let i = s.axis(&b).unwrap()[0].clone();
+    let (bo, bi) = s.split(&b, &i, 64).unwrap();
+    let (t, v) = s.split(&b, &bi, 4).unwrap();
+    s.bind(&b, &bo, ThreadAxis::BlockIdxX).unwrap();
+    s.bind(&b, &t, ThreadAxis::ThreadIdxX).unwrap();
+    s.vectorize(&b, &v).unwrap();
+    (lower(&s, &[a, b], test).unwrap(), reference)
+}
+
+#[test]
+fn cuda_aligned_copies_are_float4() {
+    let (f, reference) = copy_kernel("cuda_float4_copy", 0);
+    let src = CudaPlugin::source(&f).unwrap().source;
+    assert!(src.contains("typedef float4 v_"), "{src}");
+    check_function("cuda_float4_copy", &f, &reference, 1);
+    // One element off: the offsets are not multiples of 4, the loop stays a loop.
+    let (f, reference) = copy_kernel("cuda_unaligned_copy", 1);
+    let src = CudaPlugin::source(&f).unwrap().source;
+    assert!(!src.contains("float4"), "{src}");
+    check_function("cuda_unaligned_copy", &f, &reference, 1);
 }

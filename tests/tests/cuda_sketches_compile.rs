@@ -1,15 +1,16 @@
 //! Every program the CUDA search could propose compiles: the GPU sketches of matmul,
 //! conv2d + bias + relu, softmax, depthwise conv2d and Winograd, randomly annotated
 //! (thread binding, shared-memory cache reads with cooperative fetching, cross-thread
-//! reduction, virtual threads, unrolling), are printed by the CUDA backend and compiled
-//! by NVRTC for `sm_80`. A program the annotation accepts but the backend or NVRTC
+//! reduction, virtual threads, unrolling), are printed by the CUDA backend, compiled by
+//! NVRTC for `sm_80` and `sm_90` and assembled by ptxas for each. A program the annotation accepts but the backend or NVRTC
 //! refuses would be measured as a compile error the search could have known about:
 //! none may exist.
 //!
-//! Without NVRTC the test skips with the reason printed, except under CI.
+//! Without NVRTC (or ptxas) the test skips (or does not assemble) with the reason
+//! printed, except under CI.
 
 use tessera_cuda::target::Arch;
-use tessera_cuda::{nvrtc, CudaError, CudaPlugin};
+use tessera_cuda::{nvrtc, ptxas, CudaError, CudaPlugin};
 use tessera_search::rng::Rng;
 use tessera_search::state::State;
 use tessera_sketch::annotate::{annotate, AnnotateParams, Factorizations};
@@ -33,7 +34,15 @@ fn compile_all(test: &str, dag: &ComputeDag) -> usize {
         eprintln!("{test}: skipped: {e}");
         return 0;
     }
-    let arch = Arch::parse("sm_80").unwrap();
+    let archs = [Arch::parse("sm_80").unwrap(), Arch::parse("sm_90").unwrap()];
+    let assemble = match ptxas::find() {
+        Ok(_) => true,
+        Err(e) if std::env::var_os("CI").is_some() => panic!("{test}: {e}"),
+        Err(e) => {
+            eprintln!("{test}: not assembled: {e}");
+            false
+        }
+    };
     let target = SketchTarget::cuda(108);
     let sketches = generate_sketches(dag, &target).unwrap();
     let p = AnnotateParams::gpu(&target);
@@ -61,15 +70,23 @@ fn compile_all(test: &str, dag: &ComputeDag) -> usize {
                     s.print().unwrap()
                 )
             });
-            match nvrtc::compile(&src.source, &name, &arch) {
-                Ok(_) => compiled += 1,
-                Err(CudaError::Compile { log, .. }) => panic!(
-                    "{name}: NVRTC refused a program the search could propose:\n{log}\n{}\n{}",
-                    s.print().unwrap(),
-                    src.source
-                ),
-                Err(e) => panic!("{name}: {e}"),
+            for arch in &archs {
+                let ptx = match nvrtc::compile(&src.source, &name, arch) {
+                    Ok(ptx) => ptx,
+                    Err(CudaError::Compile { log, .. }) => panic!(
+                        "{name}: NVRTC refused a program the search could propose ({arch}):\n{log}\n{}\n{}",
+                        s.print().unwrap(),
+                        src.source
+                    ),
+                    Err(e) => panic!("{name}: {e}"),
+                };
+                if assemble {
+                    let report = ptxas::assemble(&ptx, arch)
+                        .unwrap_or_else(|e| panic!("{name}: {e}\n{}", src.source));
+                    assert_eq!(report.len(), src.kernels.len(), "{name} {arch}: {report:?}");
+                }
             }
+            compiled += 1;
         }
     }
     eprintln!("{test}: {compiled} programs compiled");

@@ -109,6 +109,13 @@ pub fn run(args: TuneArgs) -> Result<()> {
     let net = &args.net;
     let target = net.target()?;
     let backend = crate::plugins::registry().backend_for(&target)?;
+    if !args.simulated_runner {
+        // Every measurement opens the device in its runner: one that cannot open here
+        // would fail each candidate with the same error, so say it once, now.
+        crate::plugins::registry()
+            .device_for(&target)
+            .with_context(|| format!("tuning measures on the device of `{target}`"))?;
+    }
     let hw = backend.hardware_params().clone();
     let (graph, tasks) = match &args.op {
         Some(op) => {

@@ -137,12 +137,12 @@ fn bad_input_is_one_line_and_a_non_zero_exit() {
     );
     assert_one_line_error(&bad_option, "unknown option `arch`");
     let no_plugin = tessera(
-        &["op", "matmul", "--shape", "8,8,8", "--target", "cuda"],
+        &["op", "matmul", "--shape", "8,8,8", "--target", "vta"],
         &[],
     );
     assert_one_line_error(
         &no_plugin,
-        "no backend plugin for target kind `cuda` is loaded",
+        "no backend plugin for target kind `vta` is loaded",
     );
     let wrong_count = tessera(&["op", "matmul", "--shape", "8,8"], &[]);
     assert_one_line_error(&wrong_count, "--shape M,N,K (3 numbers), got 2");

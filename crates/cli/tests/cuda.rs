@@ -1,7 +1,8 @@
 //! The CUDA backend through the `tessera` binary.
 //!
 //! - Without a GPU (CI): `tessera op … --target "cuda -arch=sm_XX" --emit DIR` builds
-//!   through NVRTC; running says there is no CUDA device, in one line, without a panic.
+//!   through NVRTC; running says there is no CUDA device, in one line, without a panic;
+//!   tuning stops before measuring anything, with the same reason.
 //! - The plugin as a `.so` (built by `tests/build.sh` into `target/debug/dynamic/extra/`)
 //!   found through `TESSERA_PLUGIN_PATH` by a `tessera` built without it writes the same
 //!   modules, byte for byte, as the statically linked one.
@@ -134,6 +135,39 @@ fn running_without_a_gpu_is_a_one_line_error() {
     );
     assert!(!err.contains("panicked"), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
+}
+
+#[test]
+fn tuning_without_a_gpu_stops_at_once_with_the_reason() {
+    if gpu("tune without gpu") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("t.json");
+    let out = tessera(&[
+        "tune",
+        "--op",
+        "matmul",
+        "--op-shape",
+        "64,64,64",
+        "--target",
+        "cuda -arch=sm_80",
+        "--trials",
+        "8",
+        "--log",
+        log.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("tuning measures on the device of `cuda -arch=sm_80`"),
+        "{err}"
+    );
+    assert!(
+        err.contains("no CUDA driver") || err.contains("no CUDA device"),
+        "{err}"
+    );
+    assert!(!log.exists(), "nothing was measured, so nothing was logged");
 }
 
 #[test]

@@ -194,10 +194,8 @@ impl CudaDevice {
         let ptx = CString::new(m.ptx.as_str())
             .map_err(|_| self.failed(format!("`{entry}`: the PTX holds a NUL character")))?;
         // SAFETY: a NUL-terminated PTX image; the context is bound.
-        let cu =
-            unsafe { result::module::load_data(ptx.as_ptr() as *const c_void) }.map_err(|e| {
-                self.failed(format!("loading `{entry}`'s PTX ({}) failed: {e}", m.arch))
-            })?;
+        let cu = unsafe { result::module::load_data(ptx.as_ptr() as *const c_void) }
+            .map_err(|e| self.failed(load_failure(entry, &m.arch, &e)))?;
         st.images.insert(m.ptx.clone(), Handle(cu));
         Ok(cu)
     }
@@ -279,6 +277,18 @@ impl CudaDevice {
     fn sync(&self) -> Result<(), DeviceError> {
         result::ctx::synchronize().map_err(|e| self.failed(format!("synchronize: {e}")))
     }
+}
+
+/// Why a module's PTX did not load, with what to do when NVRTC is newer than the driver
+/// (its PTX version is then unknown to the driver's JIT).
+fn load_failure(entry: &str, arch: &str, e: &cudarc::driver::DriverError) -> String {
+    let hint = if format!("{e:?}").contains("UNSUPPORTED_PTX_VERSION") {
+        " (NVRTC is newer than the driver: use the NVRTC of the driver's CUDA version, \
+         which nvidia-smi shows, e.g. `pip install nvidia-cuda-nvrtc-cu12==12.X.*`)"
+    } else {
+        ""
+    };
+    format!("loading `{entry}`'s PTX ({arch}) failed: {e}{hint}")
 }
 
 impl Drop for CudaDevice {

@@ -7,9 +7,12 @@
 //!
 //! NVRTC has none of the GCC/Clang extensions the printer's vector code uses (vector
 //! types, `__builtin_convertvector`, statement expressions — checked against the
-//! `nvidia-cuda-nvrtc-cu12` wheel), so vectorized loops stay loops here and float
-//! modulo is a helper function; CUDA's own vector types (`float4`) are the CUDA
-//! backend's to add. float16 is refused.
+//! `nvidia-cuda-nvrtc-cu12` wheel), so float modulo is a helper function and the only
+//! vector code is CUDA's own: a vectorized loop that copies 2 or 4 aligned 32-bit
+//! elements (the cooperative fetching of shared tiles) becomes one `float2`/`float4`
+//! (`int`, `uint`) load and store, the other vectorized loops stay loops
+//! ([`super::copies`]); shared and local arrays are 16-byte aligned for it. float16 is
+//! refused.
 //!
 //! A cross-thread reduction over `threadIdx.x` in a block of only those threads, a power
 //! of two of them, of a 32- or 64-bit scalar, becomes warp shuffles (TVM's
@@ -18,8 +21,8 @@
 //! shared buffer and the first warp folds those. Any other shape keeps the printer's
 //! shared-memory tree.
 
-use super::dialect::{AllocDecl, Dialect};
-use super::names::{sanitize, scalar_c, scalar_helpers};
+use super::dialect::{AllocDecl, Dialect, VectorCode};
+use super::names::{sanitize, scalar_c, scalar_helpers, vec_name};
 use super::KernelLanguage;
 use tessera_ir::transform::{AllreduceInfo, DeviceKernel, ThreadExtents};
 use tessera_ir::{BinOp, DataType, StorageScope, ThreadAxis};
@@ -79,8 +82,32 @@ impl Dialect for CudaDialect {
         }
     }
 
-    fn vector_code(&self) -> bool {
-        false
+    fn vector_code(&self) -> VectorCode {
+        VectorCode::AlignedCopies
+    }
+
+    fn check_lanes(&self, lanes: u16) -> Result<(), String> {
+        match lanes {
+            2 | 4 => Ok(()),
+            _ => Err(format!("a vector of {lanes} lanes (CUDA copies 2 or 4)")),
+        }
+    }
+
+    fn vector_typedef(&self, _elem: &str, t: DataType, lanes: u16) -> String {
+        let base = match (t.is_float(), t.is_uint()) {
+            (true, _) => "float",
+            (false, true) => "uint",
+            (false, false) => "int",
+        };
+        format!("typedef {base}{lanes} {};\n", vec_name(t, lanes))
+    }
+
+    fn vector_load(&self, vt: &str, buf: &str, offset: &str, _lanes: u16) -> String {
+        format!("(*({vt}*)(&{buf}[{offset}]))")
+    }
+
+    fn vector_store(&self, vt: &str, buf: &str, offset: &str, value: &str, _lanes: u16) -> String {
+        format!("*({vt}*)(&{buf}[{offset}]) = {value};")
     }
 
     fn float_floormod(&self, x: &str, y: &str, t: DataType) -> Option<String> {
@@ -139,10 +166,13 @@ impl Dialect for CudaDialect {
         _bytes: usize,
     ) -> Result<AllocDecl, String> {
         match scope {
+            // Aligned for the `float4` copies (`copies.rs` proves offsets, not bases).
             StorageScope::Shared => Ok(AllocDecl::Hoisted(format!(
-                "__shared__ {elem} {name}[{n}];"
+                "__shared__ __align__(16) {elem} {name}[{n}];"
             ))),
-            StorageScope::Local => Ok(AllocDecl::Here(format!("{elem} {name}[{n}];"))),
+            StorageScope::Local => Ok(AllocDecl::Here(format!(
+                "__align__(16) {elem} {name}[{n}];"
+            ))),
             StorageScope::Global => Err(
                 "global memory cannot be allocated inside a kernel (only the function's \
                  top-level intermediates become workspaces)"

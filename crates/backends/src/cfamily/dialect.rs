@@ -144,11 +144,9 @@ pub trait Dialect: Sync {
         None
     }
 
-    /// Whether vectorized loops become vector code (GCC/Clang vector types, statement
-    /// expressions); `false`: they stay scalar loops, for a compiler without those
-    /// extensions (NVRTC).
-    fn vector_code(&self) -> bool {
-        true
+    /// Which vectorized loops become vector code.
+    fn vector_code(&self) -> VectorCode {
+        VectorCode::Full
     }
 
     /// The floor modulo of two floats `x`, `y` of type `t` as one expression, or `None`
@@ -162,6 +160,20 @@ pub trait Dialect: Sync {
     fn param(&self, elem: &str, name: &str) -> String {
         format!("{elem}* __restrict__ {name}")
     }
+}
+
+/// Which vectorized loops a dialect prints as vector code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VectorCode {
+    /// Every loop the vectorizer takes, with GCC/Clang vector types and statement
+    /// expressions (C, OpenCL C).
+    Full,
+    /// Only aligned copies of 2 or 4 32-bit elements ([`super::copies`]), as one load
+    /// and one store of the language's own vector type; the other vectorized loops stay
+    /// loops (CUDA C: NVRTC has none of the extensions `Full` needs).
+    AlignedCopies,
+    /// None: vectorized loops stay loops.
+    None,
 }
 
 /// The host C of the CPU backend.

@@ -7,7 +7,8 @@
 //!   `unroll_loops`, `vectorize_loops`;
 //! - a GPU function first: [`device_passes`] — `split_host_device` (kernels, their
 //!   launch extents, workspaces), then per kernel `storage_sync` (barriers for shared
-//!   memory, refused inside a condition) and the host passes;
+//!   memory, refused inside a condition) and the host passes, vectorizing what the
+//!   dialect prints (everything, or only [`copies`]' aligned copies);
 //! - then [`print_function`] per function or kernel, and the backend assembles the
 //!   source: [`crate::cpu::generate_c`] (a C function and its exported entry) or
 //!   [`device_source`] (kernels one after another, each after a `// Function: <name>`
@@ -16,6 +17,7 @@
 //! Everything here is public so that a backend plugin prints its language by writing a
 //! `Dialect` rather than a printer.
 
+pub mod copies;
 pub mod cuda;
 pub mod dialect;
 pub mod flatten;
@@ -25,7 +27,7 @@ mod printer;
 mod vector;
 
 pub use cuda::CudaDialect;
-pub use dialect::{AllocDecl, CDialect, Dialect};
+pub use dialect::{AllocDecl, CDialect, Dialect, VectorCode};
 pub use opencl::OpenClDialect;
 pub use printer::{print_function, vector_typedefs, PrintedFunction, VectorTypes};
 
@@ -42,18 +44,18 @@ pub const STACK_LIMIT: usize = 32 * 1024;
 
 /// The passes every body takes before it is printed; returns the loops left scalar.
 pub fn host_passes(body: &Stmt) -> (Stmt, Vec<NotVectorized>) {
-    passes(body, true)
+    passes(body, VectorCode::Full)
 }
 
-/// The same passes, without vectorization when `vectorize` is false (a dialect without
-/// vector code: vectorized loops are printed as loops).
-fn passes(body: &Stmt, vectorize: bool) -> (Stmt, Vec<NotVectorized>) {
+/// The same passes, vectorizing what the dialect's `vector` code can print (the other
+/// vectorized loops are printed as loops).
+fn passes(body: &Stmt, vector: VectorCode) -> (Stmt, Vec<NotVectorized>) {
     let body = auto_unroll(body);
     let body = unroll_loops(&body);
-    if vectorize {
-        vectorize_loops(&body)
-    } else {
-        (body, Vec::new())
+    match vector {
+        VectorCode::Full => vectorize_loops(&body),
+        VectorCode::AlignedCopies => vectorize_loops(&copies::keep_aligned_copies(&body)),
+        VectorCode::None => (body, Vec::new()),
     }
 }
 
@@ -77,11 +79,11 @@ fn transform_err(backend: &str, e: TransformError) -> BackendError {
 }
 
 /// Splits `func` into kernels and runs the per-kernel passes (see the module list);
-/// `vectorize`: whether the dialect prints vector code.
+/// `vector`: the vector code the dialect prints.
 pub fn device_passes(
     backend: &str,
     func: &PrimFunc,
-    vectorize: bool,
+    vector: VectorCode,
 ) -> Result<DeviceFunc, BackendError> {
     let split = split_host_device(func).map_err(|e| transform_err(backend, e))?;
     let mut kernels = Vec::new();
@@ -89,7 +91,7 @@ pub fn device_passes(
     for k in split.kernels {
         let synced =
             storage_sync(&k.name, &k.body, &k.launch).map_err(|e| transform_err(backend, e))?;
-        let (body, sk) = passes(&synced, vectorize);
+        let (body, sk) = passes(&synced, vector);
         skipped.push(sk);
         kernels.push(DeviceKernel { body, ..k });
     }
