@@ -15,7 +15,7 @@ use crate::ndarray::NDArray;
 use crate::timer::{TimeEvaluator, TimeResult};
 use std::sync::Arc;
 use tessera_ir::DataType;
-use tessera_target::{Artifact, LaunchDims, TargetKind};
+use tessera_target::{Artifact, LaunchDims, ParamSpec, TargetKind};
 
 /// A buffer of device memory, as the device that allocated it names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -95,6 +95,48 @@ pub fn copy_range(
             size,
         }),
     }
+}
+
+/// The device-side handles of a launch's buffers, checked against the parameters of the
+/// function `entry` the way every device checks them: one buffer per parameter, each at
+/// least as large as its parameter. `lookup` gives a buffer's handle and size (`None`:
+/// a handle the device never gave out).
+pub fn launch_args<T>(
+    device: &str,
+    entry: &str,
+    params: &[ParamSpec],
+    args: &[BufferId],
+    lookup: impl Fn(BufferId) -> Option<(T, usize)>,
+) -> Result<Vec<T>, DeviceError> {
+    let bad = |reason: String| DeviceError::BadLaunch {
+        device: device.to_string(),
+        function: entry.to_string(),
+        reason,
+    };
+    if args.len() != params.len() {
+        return Err(bad(format!(
+            "{} arguments for {} parameters",
+            args.len(),
+            params.len()
+        )));
+    }
+    let mut handles = Vec::with_capacity(args.len());
+    for (a, p) in args.iter().zip(params) {
+        let (h, size) = lookup(*a).ok_or_else(|| DeviceError::UnknownHandle {
+            device: device.to_string(),
+            what: "buffer",
+            id: a.0,
+        })?;
+        let need = p.nbytes().unwrap_or(usize::MAX);
+        if size < need {
+            return Err(bad(format!(
+                "parameter `{}` needs {need} bytes, buffer {} has {size}",
+                p.name, a.0
+            )));
+        }
+        handles.push(h);
+    }
+    Ok(handles)
 }
 
 /// A device: memory, modules and kernel launches, TVM's `DeviceAPI` in spirit.

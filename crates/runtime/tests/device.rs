@@ -214,3 +214,30 @@ fn a_measurement_job_runs_and_checks_on_a_device() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn plugin_devices_check_launch_arguments_one_way() {
+    use tessera_runtime::device::launch_args;
+    let p = |name: &str, n: i64| ParamSpec {
+        name: name.into(),
+        dtype: DataType::float32(),
+        shape: vec![n],
+        written: false,
+    };
+    let params = [p("A", 4), p("B", 8)];
+    // buffer k: handle 100 + k, 16 bytes each; buffer 9 was never given out
+    let lookup = |b: BufferId| (b.0 != 9).then_some((100 + b.0, 16usize));
+    let small = launch_args("dev", "f", &params, &[BufferId(1), BufferId(2)], lookup);
+    assert!(
+        matches!(&small, Err(DeviceError::BadLaunch { reason, .. })
+        if reason == "parameter `B` needs 32 bytes, buffer 2 has 16"),
+        "{small:?}"
+    );
+    let params = [p("A", 4), p("B", 2)];
+    let handles = launch_args("dev", "f", &params, &[BufferId(1), BufferId(2)], lookup).unwrap();
+    assert_eq!(handles, vec![101, 102]);
+    let e = launch_args("dev", "f", &params, &[BufferId(1)], lookup).unwrap_err();
+    assert_eq!(e.to_string(), "dev: `f`: 1 arguments for 2 parameters");
+    let e = launch_args("dev", "f", &params, &[BufferId(1), BufferId(9)], lookup).unwrap_err();
+    assert!(matches!(e, DeviceError::UnknownHandle { id: 9, .. }), "{e}");
+}

@@ -22,7 +22,7 @@ use cudarc::driver::CudaContext;
 use std::collections::HashMap;
 use std::ffi::{c_void, CString};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
-use tessera_runtime::device::copy_range;
+use tessera_runtime::device::{copy_range, launch_args};
 use tessera_runtime::timer::{TimeEvaluator, TimeResult};
 use tessera_runtime::{BufferId, Device, DeviceError, FunctionId, ModuleId};
 use tessera_target::{Artifact, LaunchDims, ParamSpec, TargetKind};
@@ -215,30 +215,9 @@ impl CudaDevice {
             .modules
             .get(&f.module)
             .ok_or_else(|| self.unknown("module", f.module))?;
-        if args.len() != m.params.len() {
-            return Err(self.bad_launch(
-                &m.entry,
-                format!("{} arguments for {} parameters", args.len(), m.params.len()),
-            ));
-        }
-        let mut ptrs: Vec<CUdeviceptr> = Vec::with_capacity(args.len() + m.workspaces.len());
-        for (a, p) in args.iter().zip(&m.params) {
-            let (ptr, size) = st
-                .buffers
-                .get(&a.0)
-                .ok_or_else(|| self.unknown("buffer", a.0))?;
-            let need = p.nbytes().unwrap_or(usize::MAX);
-            if *size < need {
-                return Err(self.bad_launch(
-                    &m.entry,
-                    format!(
-                        "parameter `{}` needs {need} bytes, buffer {} has {size}",
-                        p.name, a.0
-                    ),
-                ));
-            }
-            ptrs.push(*ptr);
-        }
+        let mut ptrs = launch_args(&self.name, &m.entry, &m.params, args, |b| {
+            st.buffers.get(&b.0).copied()
+        })?;
         ptrs.extend(&m.workspaces);
         for (k, launch) in f.kernels.iter().zip(&m.module.kernels) {
             let mut values: Vec<CUdeviceptr> = launch

@@ -19,7 +19,7 @@ use opencl3::program::Program;
 use opencl3::types::{cl_device_id, cl_mem, CL_BLOCKING};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
-use tessera_runtime::device::copy_range;
+use tessera_runtime::device::{copy_range, launch_args};
 use tessera_runtime::timer::{TimeEvaluator, TimeResult};
 use tessera_runtime::{BufferId, Device, DeviceError, FunctionId, ModuleId};
 use tessera_target::{Artifact, LaunchDims, ParamSpec, TargetKind};
@@ -168,30 +168,9 @@ impl OpenClDevice {
             .modules
             .get(&f.module)
             .ok_or_else(|| self.unknown("module", f.module))?;
-        if args.len() != m.params.len() {
-            return Err(self.bad_launch(
-                &m.entry,
-                format!("{} arguments for {} parameters", args.len(), m.params.len()),
-            ));
-        }
-        let mut mems: Vec<cl_mem> = Vec::with_capacity(args.len() + m.workspaces.len());
-        for (a, p) in args.iter().zip(&m.params) {
-            let (b, size) = st
-                .buffers
-                .get(&a.0)
-                .ok_or_else(|| self.unknown("buffer", a.0))?;
-            let need = p.nbytes().unwrap_or(usize::MAX);
-            if *size < need {
-                return Err(self.bad_launch(
-                    &m.entry,
-                    format!(
-                        "parameter `{}` needs {need} bytes, buffer {} has {size}",
-                        p.name, a.0
-                    ),
-                ));
-            }
-            mems.push(b.get());
-        }
+        let mut mems: Vec<cl_mem> = launch_args(&self.name, &m.entry, &m.params, args, |b| {
+            st.buffers.get(&b.0).map(|(buf, size)| (buf.get(), *size))
+        })?;
         mems.extend(m.workspaces.iter().map(|w| w.get()));
         let mut first = None;
         let mut last = None;
