@@ -35,7 +35,18 @@ fn tessera(bin: &Path, args: &[&str], env: &[(&str, &Path)], extra: &[(&str, &st
     for (k, v) in extra {
         c.env(k, v);
     }
-    c.output().expect("runs tessera")
+    // A binary this test process just copied can be "busy" for a moment: a child that
+    // another test thread forked meanwhile holds the copy's write descriptor until it
+    // execs (ETXTBSY). Wait for that to pass.
+    for _ in 0..100 {
+        match c.output() {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy => {
+                std::thread::sleep(std::time::Duration::from_millis(20))
+            }
+            r => return r.expect("runs tessera"),
+        }
+    }
+    panic!("{} stayed busy (ETXTBSY) for 2 s", bin.display())
 }
 
 fn ok(out: Output) -> String {
