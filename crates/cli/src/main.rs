@@ -6,6 +6,7 @@ mod network;
 mod op;
 mod plugins;
 mod records;
+mod rpc;
 mod tune;
 
 use clap::{Parser, Subcommand};
@@ -58,6 +59,10 @@ enum Command {
     /// Tuning record logs: list records, the best per workload, distill.
     #[command(subcommand)]
     Records(records::RecordsCmd),
+    /// Remote devices: the tracker that device servers register with under a key, and
+    /// its queue.
+    #[command(subcommand)]
+    Rpc(rpc::RpcCmd),
     /// Runs one measurement job (what `tessera tune` starts, one process per kernel) and
     /// prints its reply as one JSON line.
     #[command(hide = true)]
@@ -79,6 +84,7 @@ fn main() -> ExitCode {
         Command::Tune(args) => tune::run(args),
         Command::Plugins(cmd) => plugins::run(cmd),
         Command::Records(cmd) => records::run(cmd),
+        Command::Rpc(cmd) => rpc::run(cmd),
         Command::Runner { job } => return plugins::serve_job(&job),
     };
     match result {

@@ -1,0 +1,35 @@
+//! `tessera-rpc`: remote devices by key, as TVM's RPC tracker does for boards.
+//!
+//! This is the first part of the RPC design (issue 22): the tracker.
+//!
+//! - [`queue`]: the tracker's state without the network — servers registered per key
+//!   with a lease their heartbeats renew, requests served by priority then arrival,
+//!   hand-outs a server reports unused taken back.
+//! - [`tracker`]: that state served over gRPC (tonic), the shared token checked on every
+//!   call, a request failing with the reason after its wait rather than waiting forever.
+//! - [`client`]: a blocking client with a deadline on every call, and TVM's text summary.
+//!
+//! Why gRPC: tonic gives per-call deadlines, bounded message sizes and HTTP/2
+//! keep-alive, and the protocol (`proto/tessera_rpc.proto`) is open to boards whose
+//! server is not written in Rust. The code is generated at build time by protox, a
+//! protobuf compiler in Rust, so no `protoc` is needed.
+
+pub mod client;
+pub mod error;
+pub mod queue;
+pub mod tracker;
+
+pub use client::{text_summary, Lease, TrackerClient};
+pub use error::RpcError;
+
+/// The gRPC messages and services generated from `proto/tessera_rpc.proto`.
+#[allow(clippy::all)]
+pub mod proto {
+    tonic::include_proto!("tessera.rpc");
+}
+
+/// The largest message either side accepts.
+pub const MAX_MESSAGE_BYTES: usize = 64 << 20;
+
+/// The environment variable holding the shared token.
+pub const TOKEN_ENV: &str = "TESSERA_RPC_TOKEN";
