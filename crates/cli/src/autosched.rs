@@ -109,7 +109,11 @@ pub fn run(args: TuneArgs) -> Result<()> {
     let net = &args.net;
     let target = net.target()?;
     let backend = crate::plugins::registry().backend_for(&target)?;
-    if !args.simulated_runner {
+    if let Some(rpc) = crate::rpc::remote_options(&args)? {
+        // Measured remotely: the key must have a server now (the search would otherwise
+        // fail every candidate after each one's wait).
+        crate::rpc::check_key(&rpc)?;
+    } else if !args.simulated_runner {
         // Every measurement opens the device in its runner: one that cannot open here
         // would fail each candidate with the same error, so say it once, now.
         crate::plugins::registry()

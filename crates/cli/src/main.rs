@@ -52,7 +52,7 @@ enum Command {
     #[command(
         after_help = "Examples:\n  tessera tune --network resnet-18 --trials 900 --log r18.jsonl\n  tessera tune --templates --network resnet-18 --tuner ga --trials 320 --log resnet18.jsonl\n  tessera tune --op matmul --op-shape 1024,1024,1024 --trials 256 --log mm.jsonl\n  tessera tune --op matmul --op-shape 256,256,256 --strategy tilewalk --trials 64 --log tw.jsonl"
     )]
-    Tune(tune::TuneArgs),
+    Tune(Box<tune::TuneArgs>),
     /// Plugins: list what is found, check a file.
     #[command(subcommand)]
     Plugins(plugins::PluginsCmd),
@@ -81,7 +81,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench::run(args),
         Command::Tasks(args) => network::tasks(args),
         Command::Run(args) => network::run(args),
-        Command::Tune(args) => tune::run(args),
+        Command::Tune(args) => tune::run(*args),
         Command::Plugins(cmd) => plugins::run(cmd),
         Command::Records(cmd) => records::run(cmd),
         Command::Rpc(cmd) => rpc::run(cmd),

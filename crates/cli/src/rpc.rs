@@ -1,11 +1,15 @@
-//! `tessera rpc`: the tracker that device servers register with, and its summary.
+//! `tessera rpc`: the tracker, a device server, the tracker's summary; and the remote
+//! measurement options of `tessera tune`.
 
 use anyhow::{Context, Result};
 use clap::Subcommand;
 use std::io::Write;
 use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
-use tessera_rpc::{text_summary, tracker, RpcError, TrackerClient, TOKEN_ENV};
+use tessera_rpc::{server, text_summary, tracker, RpcError, TrackerClient, TOKEN_ENV};
+use tessera_search::measure::RemoteOptions;
 
 #[derive(Subcommand, Debug)]
 pub enum RpcCmd {
@@ -22,6 +26,31 @@ pub enum RpcCmd {
         #[arg(long, default_value_t = 9190)]
         port: u16,
         /// The token servers and clients must present (or TESSERA_RPC_TOKEN).
+        #[arg(long)]
+        token: Option<String>,
+    },
+    /// Serve this machine's device for a target to the clients of a tracker, under a key:
+    /// each measurement runs in a process of its own with its time limit.
+    #[command(
+        after_help = "Examples:\n  tessera rpc server --tracker 127.0.0.1:9190 --key mali --target \"opencl -device=mali\"\n  tessera rpc server --tracker 10.0.0.2:9190 --key cpu --host 0.0.0.0"
+    )]
+    Server {
+        /// The tracker, HOST:PORT.
+        #[arg(long, default_value = "127.0.0.1:9190")]
+        tracker: String,
+        /// The key clients ask for (e.g. mali, rk3399).
+        #[arg(long)]
+        key: String,
+        /// The target whose device this server runs.
+        #[arg(long, default_value = "cpu")]
+        target: String,
+        /// The address to listen on: loopback unless said otherwise.
+        #[arg(long, default_value = "127.0.0.1")]
+        host: String,
+        /// The port (0: any free port, printed).
+        #[arg(long, default_value_t = 0)]
+        port: u16,
+        /// The tracker's token (or TESSERA_RPC_TOKEN).
         #[arg(long)]
         token: Option<String>,
     },
@@ -63,6 +92,41 @@ pub fn run(cmd: RpcCmd) -> Result<()> {
                 let _ = std::io::stdout().flush();
             })?)
         }
+        RpcCmd::Server {
+            tracker,
+            key,
+            target,
+            host,
+            port,
+            token: t,
+        } => {
+            let token = token(t)?;
+            // The device must open here, or the server would fail every job.
+            let registry = crate::plugins::registry();
+            let parsed = registry.parse_target(&target)?;
+            registry
+                .device_for(&parsed)
+                .with_context(|| format!("serving the device of `{target}`"))?;
+            let listen: SocketAddr = format!("{host}:{port}").parse().with_context(|| {
+                format!("--host {host} --port {port}: not an IP address and port")
+            })?;
+            let runner_bin = std::env::current_exe().context("finding this binary")?;
+            let runner: server::JobRunner = Arc::new(move |job: &Path, limit: Duration| {
+                let r = tessera_search::measure::run_job_file(&runner_bin, job, limit);
+                serde_json::to_string(&r).unwrap_or_default()
+            });
+            let opts = server::ServerOptions {
+                tracker,
+                key: key.clone(),
+                listen,
+                token,
+                target,
+            };
+            Ok(server::serve(opts, runner, |bound| {
+                println!("RPC server of key `{key}` listening on {bound}");
+                let _ = std::io::stdout().flush();
+            })?)
+        }
         RpcCmd::Queue {
             tracker,
             token: t,
@@ -77,4 +141,36 @@ pub fn run(cmd: RpcCmd) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// The remote measurement `tessera tune` asked for, if any.
+pub(crate) fn remote_options(args: &crate::tune::TuneArgs) -> Result<Option<RemoteOptions>> {
+    let (Some(tracker), Some(key)) = (&args.rpc_tracker, &args.rpc_key) else {
+        return Ok(None);
+    };
+    Ok(Some(RemoteOptions {
+        tracker: tracker.clone(),
+        key: key.clone(),
+        token: token(args.rpc_token.clone())?,
+        wait: Duration::from_secs(60),
+    }))
+}
+
+/// Fails with the reason unless the tracker has a server of the key.
+pub(crate) fn check_key(rpc: &RemoteOptions) -> Result<()> {
+    let mut c = TrackerClient::connect(&rpc.tracker, &rpc.token, Duration::from_secs(5))?;
+    let n = c
+        .summary()?
+        .servers
+        .iter()
+        .filter(|s| s.key == rpc.key)
+        .count();
+    if n == 0 {
+        anyhow::bail!(
+            "the RPC tracker at {} has no server of key `{}` (see `tessera rpc queue`)",
+            rpc.tracker,
+            rpc.key
+        );
+    }
+    Ok(())
 }

@@ -1,10 +1,14 @@
-//! A blocking client of the tracker, for servers (register, renew) and for the tuner and
-//! `tessera rpc queue` (ask for a server, give it back, the summary). Every call has a
-//! deadline; a tracker that does not answer in time is an error naming its address.
+//! Blocking clients: of the tracker, for servers (register, renew) and for the tuner and
+//! `tessera rpc queue` (ask for a server, give it back, the summary); of a device server
+//! ([`run_remote`], one measurement). Every call has a deadline; a peer that does not
+//! answer in time is an error naming its address.
 
 use crate::error::RpcError;
+use crate::proto::device_server_client::DeviceServerClient;
 use crate::proto::tracker_client::TrackerClient as Grpc;
-use crate::proto::{MatchRequest, PutRequest, ReleaseRequest, SummaryReply, SummaryRequest};
+use crate::proto::{
+    MatchRequest, PutRequest, ReleaseRequest, RunRequest, SummaryReply, SummaryRequest,
+};
 use crate::MAX_MESSAGE_BYTES;
 use std::future::Future;
 use std::time::Duration;
@@ -92,6 +96,11 @@ impl TrackerClient {
                         message: s.message().to_string(),
                     }
                 }
+                // A transport failure (the tracker went away) carries its cause.
+                _ if !s.source_is_none() => RpcError::Unreachable {
+                    addr,
+                    reason: status_cause(&s),
+                },
                 _ => RpcError::Call {
                     addr,
                     message: format!("{}: {}", s.code(), s.message()),
@@ -160,6 +169,63 @@ impl TrackerClient {
     }
 }
 
+/// Runs one measurement job on the device server at `addr`: `job_json` (a `RunJob`),
+/// the artifact's bytes and file name, the job's time limit. Waits at most `timeout`
+/// (the limit plus slack) and returns the measurement's JSON.
+pub fn run_remote(
+    addr: &str,
+    token: &str,
+    job_json: String,
+    artifact: Vec<u8>,
+    artifact_name: String,
+    limit: Duration,
+    timeout: Duration,
+) -> Result<String, RpcError> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| RpcError::Runtime(e.to_string()))?;
+    let server = |message: String| RpcError::Server {
+        addr: addr.to_string(),
+        message,
+    };
+    let endpoint = Endpoint::from_shared(format!("http://{addr}"))
+        .map_err(|e| server(format!("not a host:port address ({e})")))?
+        .connect_timeout(Duration::from_secs(5));
+    let req = RunRequest {
+        token: token.to_string(),
+        job_json,
+        artifact,
+        artifact_name,
+        timeout_ms: limit.as_millis() as u64,
+    };
+    let reply = rt.block_on(async {
+        tokio::time::timeout(timeout, async {
+            let channel = endpoint
+                .connect()
+                .await
+                .map_err(|e| server(transport_reason(&e)))?;
+            let mut c = DeviceServerClient::new(channel)
+                .max_decoding_message_size(MAX_MESSAGE_BYTES)
+                .max_encoding_message_size(MAX_MESSAGE_BYTES);
+            c.run(req).await.map_err(|s| match s.code() {
+                tonic::Code::Unauthenticated => RpcError::WrongToken {
+                    addr: addr.to_string(),
+                },
+                _ => server(format!("{}: {}", s.code(), s.message())),
+            })
+        })
+        .await
+    });
+    match reply {
+        Err(_) => Err(server(format!(
+            "no answer within {} ms",
+            timeout.as_millis()
+        ))),
+        Ok(r) => Ok(r?.into_inner().result_json),
+    }
+}
+
 trait SourceIsNone {
     fn source_is_none(&self) -> bool;
 }
@@ -170,6 +236,15 @@ impl SourceIsNone for tonic::Status {
     fn source_is_none(&self) -> bool {
         std::error::Error::source(self).is_none()
     }
+}
+
+/// The innermost cause of a failed call's status.
+fn status_cause(s: &tonic::Status) -> String {
+    let mut cause: &dyn std::error::Error = s;
+    while let Some(c) = cause.source() {
+        cause = c;
+    }
+    cause.to_string()
 }
 
 /// The innermost cause of a transport error ("Connection refused").

@@ -23,6 +23,9 @@ pub enum RpcError {
     /// Any other failure of a call.
     #[error("the RPC tracker at {addr}: {message}")]
     Call { addr: String, message: String },
+    /// A device server failed or went away during a call.
+    #[error("the RPC server at {addr}: {message}")]
+    Server { addr: String, message: String },
     /// The tokio runtime could not start.
     #[error("starting the RPC runtime: {0}")]
     Runtime(String),

@@ -1,13 +1,18 @@
 //! `tessera-rpc`: remote devices by key, as TVM's RPC tracker does for boards.
 //!
-//! This is the first part of the RPC design (issue 22): the tracker.
+//! The tracker, device servers and remote measurement (issue 22; the remote `Device`
+//! for whole networks is not written yet).
 //!
 //! - [`queue`]: the tracker's state without the network — servers registered per key
 //!   with a lease their heartbeats renew, requests served by priority then arrival,
 //!   hand-outs a server reports unused taken back.
 //! - [`tracker`]: that state served over gRPC (tonic), the shared token checked on every
 //!   call, a request failing with the reason after its wait rather than waiting forever.
-//! - [`client`]: a blocking client with a deadline on every call, and TVM's text summary.
+//! - [`server`]: a device server — registered under its key, renewed by heartbeats,
+//!   re-registering after the tracker comes back — that runs each measurement job it is
+//!   sent in a runner process of its own with the job's time limit.
+//! - [`client`]: blocking clients with a deadline on every call (the tracker's, and
+//!   [`run_remote`] for one job on a server), and TVM's text summary.
 //!
 //! Why gRPC: tonic gives per-call deadlines, bounded message sizes and HTTP/2
 //! keep-alive, and the protocol (`proto/tessera_rpc.proto`) is open to boards whose
@@ -17,9 +22,10 @@
 pub mod client;
 pub mod error;
 pub mod queue;
+pub mod server;
 pub mod tracker;
 
-pub use client::{text_summary, Lease, TrackerClient};
+pub use client::{run_remote, text_summary, Lease, TrackerClient};
 pub use error::RpcError;
 
 /// The gRPC messages and services generated from `proto/tessera_rpc.proto`.

@@ -7,6 +7,7 @@ pub mod measure;
 pub mod par;
 pub mod policy;
 pub mod record;
+pub mod remote;
 pub mod rng;
 pub mod scheduler;
 pub mod session;

@@ -11,6 +11,7 @@
 //! reports each further error's message, so a broken setup never looks like a silent
 //! stream of "0.00 GFLOPS".
 
+pub use crate::remote::RemoteOptions;
 use crate::types::{now, MeasureErrorNo, MeasureResult};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -54,6 +55,8 @@ pub struct MeasureOptions {
     /// a hash of its lowered program (1–2 ms), its `all_cost` and timestamp 0. Two
     /// searches with the same seed then make the same decisions and the same log.
     pub simulated: bool,
+    /// Run on the device servers of an RPC tracker's key instead of here.
+    pub rpc: Option<RemoteOptions>,
 }
 
 impl Default for MeasureOptions {
@@ -72,6 +75,7 @@ impl Default for MeasureOptions {
             verbose_after: 150,
             runner: None,
             simulated: false,
+            rpc: None,
         }
     }
 }
@@ -268,6 +272,17 @@ impl Measurer {
         }
         let out_dir = self.dir.path().join(format!("batch{}", self.batches));
         let builds = self.build_all(candidates, &out_dir);
+        if let Some(rpc) = &self.opts.rpc {
+            let jobs: Vec<Result<(RunJob, f64), MeasureResult>> = builds
+                .into_iter()
+                .map(|b| b.map(|(a, build_s)| (self.job(&a, num_outputs, reference), build_s)))
+                .collect();
+            let results = crate::remote::measure_batch(rpc, jobs, self.opts.run_timeout);
+            for r in &results {
+                self.note(r);
+            }
+            return results;
+        }
         let mut results = Vec::with_capacity(candidates.len());
         for (i, b) in builds.into_iter().enumerate() {
             let r = match b {
@@ -340,6 +355,27 @@ impl Measurer {
             .collect()
     }
 
+    /// The job that runs `artifact`: this measurer's target, timer and check.
+    fn job(
+        &self,
+        artifact: &Artifact,
+        num_outputs: usize,
+        reference: Option<&Reference>,
+    ) -> RunJob {
+        RunJob {
+            target: self.backend.target().to_string(),
+            artifact: artifact.clone(),
+            timer: self.opts.timer,
+            seed: reference.map_or(0, |r| r.seed),
+            num_outputs,
+            check: reference.map(|r| CheckSpec {
+                expected: r.expected.clone(),
+                rtol: self.opts.rtol,
+                atol: self.opts.atol,
+            }),
+        }
+    }
+
     fn run_one(
         &self,
         artifact: &Artifact,
@@ -351,18 +387,7 @@ impl Measurer {
     ) -> MeasureResult {
         let start = Instant::now();
         let total = |start: Instant| build_s + start.elapsed().as_secs_f64();
-        let job = RunJob {
-            target: self.backend.target().to_string(),
-            artifact: artifact.clone(),
-            timer: self.opts.timer,
-            seed: reference.map_or(0, |r| r.seed),
-            num_outputs,
-            check: reference.map(|r| CheckSpec {
-                expected: r.expected.clone(),
-                rtol: self.opts.rtol,
-                atol: self.opts.atol,
-            }),
-        };
+        let job = self.job(artifact, num_outputs, reference);
         let job_path = out_dir.join(format!("job{index}.json"));
         let written = serde_json::to_vec(&job)
             .map_err(|e| e.to_string())
@@ -374,80 +399,91 @@ impl Measurer {
                 total(start),
             );
         }
-        let child = Command::new(&self.runner)
-            .arg("runner")
-            .arg(&job_path)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn();
-        let child = match child {
-            Ok(c) => c,
-            Err(e) => {
-                return MeasureResult::failed(
-                    MeasureErrorNo::Unknown,
-                    format!("starting {}: {e}", self.runner.display()),
-                    total(start),
-                )
-            }
-        };
-        let out = match tessera_backends::process::wait_with_timeout(child, self.opts.run_timeout) {
-            Ok(Some(out)) => out,
-            Ok(None) => {
-                return MeasureResult::failed(
-                    MeasureErrorNo::RunTimeout,
-                    format!(
-                        "the kernel did not finish within {} s",
-                        self.opts.run_timeout.as_secs_f64()
-                    ),
-                    total(start),
-                )
-            }
-            Err(e) => {
-                return MeasureResult::failed(MeasureErrorNo::Unknown, e.to_string(), total(start))
-            }
-        };
-        if !out.status.success() {
+        let mut r = run_job_file(&self.runner, &job_path, self.opts.run_timeout);
+        r.all_cost += build_s;
+        r
+    }
+}
+
+/// Runs the job file `job_path` in a runner process (`RUNNER runner JOB`), stopped after
+/// `timeout`: the outcome as a measurement whose `all_cost` is the run's wall time. The
+/// local measurer and an RPC device server both run jobs this way.
+pub fn run_job_file(runner: &Path, job_path: &Path, timeout: Duration) -> MeasureResult {
+    let start = Instant::now();
+    let total = |start: Instant| start.elapsed().as_secs_f64();
+    let child = Command::new(runner)
+        .arg("runner")
+        .arg(job_path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn();
+    let child = match child {
+        Ok(c) => c,
+        Err(e) => {
             return MeasureResult::failed(
-                MeasureErrorNo::RuntimeDevice,
+                MeasureErrorNo::Unknown,
+                format!("starting {}: {e}", runner.display()),
+                total(start),
+            )
+        }
+    };
+    let out = match tessera_backends::process::wait_with_timeout(child, timeout) {
+        Ok(Some(out)) => out,
+        Ok(None) => {
+            return MeasureResult::failed(
+                MeasureErrorNo::RunTimeout,
                 format!(
-                    "the runner {}{}",
-                    describe_exit(&out.status),
-                    tail_of(&out.stderr)
+                    "the kernel did not finish within {} s",
+                    timeout.as_secs_f64()
                 ),
                 total(start),
-            );
+            )
         }
-        // The reply is the last line: a device library may print to standard output too.
-        let text = String::from_utf8_lossy(&out.stdout);
-        let line = text
-            .lines()
-            .rev()
-            .find(|l| !l.trim().is_empty())
-            .unwrap_or("");
-        match serde_json::from_str::<RunReply>(line.trim()) {
-            Ok(RunReply::Ok { costs }) => MeasureResult {
-                costs,
-                error_no: MeasureErrorNo::NoError,
-                error_msg: None,
-                all_cost: total(start),
-                timestamp: now(),
-            },
-            Ok(RunReply::WrongAnswer { message }) => {
-                MeasureResult::failed(MeasureErrorNo::WrongAnswer, message, total(start))
-            }
-            Ok(RunReply::LoadFailed { message }) => {
-                MeasureResult::failed(MeasureErrorNo::CompileDevice, message, total(start))
-            }
-            Ok(RunReply::Failed { message }) => {
-                MeasureResult::failed(MeasureErrorNo::RuntimeDevice, message, total(start))
-            }
-            Err(e) => MeasureResult::failed(
-                MeasureErrorNo::Unknown,
-                format!("unreadable runner output ({e}): {}", line.trim()),
-                total(start),
+        Err(e) => {
+            return MeasureResult::failed(MeasureErrorNo::Unknown, e.to_string(), total(start))
+        }
+    };
+    if !out.status.success() {
+        return MeasureResult::failed(
+            MeasureErrorNo::RuntimeDevice,
+            format!(
+                "the runner {}{}",
+                describe_exit(&out.status),
+                tail_of(&out.stderr)
             ),
+            total(start),
+        );
+    }
+    // The reply is the last line: a device library may print to standard output too.
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("");
+    match serde_json::from_str::<RunReply>(line.trim()) {
+        Ok(RunReply::Ok { costs }) => MeasureResult {
+            costs,
+            error_no: MeasureErrorNo::NoError,
+            error_msg: None,
+            all_cost: total(start),
+            timestamp: now(),
+        },
+        Ok(RunReply::WrongAnswer { message }) => {
+            MeasureResult::failed(MeasureErrorNo::WrongAnswer, message, total(start))
         }
+        Ok(RunReply::LoadFailed { message }) => {
+            MeasureResult::failed(MeasureErrorNo::CompileDevice, message, total(start))
+        }
+        Ok(RunReply::Failed { message }) => {
+            MeasureResult::failed(MeasureErrorNo::RuntimeDevice, message, total(start))
+        }
+        Err(e) => MeasureResult::failed(
+            MeasureErrorNo::Unknown,
+            format!("unreadable runner output ({e}): {}", line.trim()),
+            total(start),
+        ),
     }
 }
 
