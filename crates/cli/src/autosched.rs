@@ -109,7 +109,7 @@ pub fn run(args: TuneArgs) -> Result<()> {
     let net = &args.net;
     let target = net.target()?;
     let backend = crate::plugins::registry().backend_for(&target)?;
-    if let Some(rpc) = crate::rpc::remote_options(&args)? {
+    if let Some(rpc) = crate::rpc::use_remote(&args.rpc)? {
         // Measured remotely: the key must have a server now (the search would otherwise
         // fail every candidate after each one's wait).
         crate::rpc::check_key(&rpc)?;

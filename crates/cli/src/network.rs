@@ -170,6 +170,8 @@ pub fn tasks(args: TasksArgs) -> Result<()> {
 pub struct RunArgs {
     #[command(flatten)]
     net: NetworkArgs,
+    #[command(flatten)]
+    rpc: crate::rpc::RpcArgs,
     /// An input value: NAME=FILE.npy (inputs not given are seeded uniform random in
     /// [-1, 1]).
     #[arg(long = "input", value_name = "NAME=FILE.npy")]
@@ -203,9 +205,8 @@ pub fn build_network(
     target: &Target,
     hook: Option<&dyn ScheduleHook>,
 ) -> Result<GraphModule> {
-    let registry = crate::plugins::registry();
-    let backend = registry.backend_for(target)?;
-    let device = registry.device_for(target)?;
+    let backend = crate::plugins::registry().backend_for(target)?;
+    let device = crate::rpc::device_for(target)?;
     Ok(tessera_graph::build_on(g, backend.as_ref(), device, hook)?)
 }
 
@@ -245,6 +246,7 @@ pub fn build_tuned(
 }
 
 pub fn run(args: RunArgs) -> Result<()> {
+    crate::rpc::use_remote(&args.rpc)?;
     let target = args.net.target()?;
     let g = args.net.load()?;
     let start = std::time::Instant::now();

@@ -97,6 +97,8 @@ pub struct OpArgs {
     /// not on this machine.
     #[arg(long, value_name = "DIR")]
     pub emit: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub rpc: crate::rpc::RpcArgs,
 }
 
 /// Interpreter checks above this many FLOPs take too long; `auto` uses the naive kernel.
@@ -394,7 +396,8 @@ pub fn run(a: OpArgs) -> Result<()> {
     if let Some(dir) = &a.emit {
         return emit(&a, backend.as_ref(), &func, dir);
     }
-    let device = registry.device_for(&target)?;
+    crate::rpc::use_remote(&a.rpc)?;
+    let device = crate::rpc::device_for(&target)?;
     let source = backend.codegen(&func)?;
     let dir = tempfile::tempdir().context("creating a build directory")?;
     let build = |f: &PrimFunc| Kernel::build(backend.as_ref(), &device, f, dir.path());

@@ -54,6 +54,13 @@ pub enum RpcCmd {
         #[arg(long)]
         token: Option<String>,
     },
+    /// One session's device (what `tessera rpc server` starts per session): answers the
+    /// device calls framed on standard input.
+    #[command(hide = true)]
+    Worker {
+        #[arg(long)]
+        target: String,
+    },
     /// Print the tracker's servers and, per key, `total free pending` (TVM's
     /// `query_rpc_tracker`).
     Queue {
@@ -115,6 +122,14 @@ pub fn run(cmd: RpcCmd) -> Result<()> {
                 let r = tessera_search::measure::run_job_file(&runner_bin, job, limit);
                 serde_json::to_string(&r).unwrap_or_default()
             });
+            let (exe, t) = (runner_bin_for_worker()?, target.clone());
+            let spawn: tessera_rpc::sessions::WorkerSpawner = Arc::new(move || {
+                std::process::Command::new(&exe)
+                    .args(["rpc", "worker", "--target", &t])
+                    .stdin(std::process::Stdio::piped())
+                    .stdout(std::process::Stdio::piped())
+                    .spawn()
+            });
             let opts = server::ServerOptions {
                 tracker,
                 key: key.clone(),
@@ -122,10 +137,19 @@ pub fn run(cmd: RpcCmd) -> Result<()> {
                 token,
                 target,
             };
-            Ok(server::serve(opts, runner, |bound| {
+            Ok(server::serve(opts, runner, spawn, |bound| {
                 println!("RPC server of key `{key}` listening on {bound}");
                 let _ = std::io::stdout().flush();
             })?)
+        }
+        RpcCmd::Worker { target } => {
+            let registry = crate::plugins::registry();
+            let device = registry.device_for(&registry.parse_target(&target)?)?;
+            Ok(tessera_rpc::session::serve_worker(
+                device,
+                std::io::stdin().lock(),
+                std::io::stdout().lock(),
+            )?)
         }
         RpcCmd::Queue {
             tracker,
@@ -143,8 +167,59 @@ pub fn run(cmd: RpcCmd) -> Result<()> {
     }
 }
 
-/// The remote measurement `tessera tune` asked for, if any.
-pub(crate) fn remote_options(args: &crate::tune::TuneArgs) -> Result<Option<RemoteOptions>> {
+/// `--rpc-tracker`, `--rpc-key`, `--rpc-token`: the flows that run on a device (`tune`,
+/// `run`, `op`) take them to use a tracker's servers instead of this machine's device.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct RpcArgs {
+    /// Run on a device server of an RPC tracker (HOST:PORT) instead of here; the kernels
+    /// are built here. `tune` measures on every free server of --rpc-key in parallel.
+    #[arg(long, requires = "rpc_key")]
+    pub(crate) rpc_tracker: Option<String>,
+    /// The key of the servers (e.g. mali, rk3399).
+    #[arg(long, requires = "rpc_tracker")]
+    pub(crate) rpc_key: Option<String>,
+    /// The tracker's token (or TESSERA_RPC_TOKEN).
+    #[arg(long)]
+    pub(crate) rpc_token: Option<String>,
+}
+
+/// The longest a remote session (`tessera run`, `tessera op`) lasts.
+const SESSION_LIMIT: Duration = Duration::from_secs(1800);
+
+static REMOTE: std::sync::OnceLock<RemoteOptions> = std::sync::OnceLock::new();
+
+/// Makes [`device_for`] use the tracker's servers, when `args` names them; returns the
+/// options.
+pub(crate) fn use_remote(args: &RpcArgs) -> Result<Option<RemoteOptions>> {
+    let r = remote_options(args)?;
+    if let Some(r) = &r {
+        let _ = REMOTE.set(r.clone());
+    }
+    Ok(r)
+}
+
+/// The device of `target`: a session on a server of the tracker's key when
+/// [`use_remote`] was given one, else this machine's (the registry's).
+pub(crate) fn device_for(
+    target: &tessera_backends::Target,
+) -> Result<Arc<dyn tessera_runtime::Device>> {
+    let Some(r) = REMOTE.get() else {
+        return Ok(crate::plugins::registry().device_for(target)?);
+    };
+    let d = tessera_rpc::RemoteDevice::open(&r.tracker, &r.key, &r.token, r.wait, SESSION_LIMIT)?;
+    if tessera_runtime::Device::kind(&d) != target.kind {
+        anyhow::bail!(
+            "the servers of key `{}` run `{}` devices, not `{}`",
+            r.key,
+            tessera_runtime::Device::kind(&d).name(),
+            target.kind.name()
+        );
+    }
+    Ok(Arc::new(d))
+}
+
+/// The remote measurement asked for, if any.
+pub(crate) fn remote_options(args: &RpcArgs) -> Result<Option<RemoteOptions>> {
     let (Some(tracker), Some(key)) = (&args.rpc_tracker, &args.rpc_key) else {
         return Ok(None);
     };
@@ -173,4 +248,8 @@ pub(crate) fn check_key(rpc: &RemoteOptions) -> Result<()> {
         );
     }
     Ok(())
+}
+
+fn runner_bin_for_worker() -> Result<std::path::PathBuf> {
+    std::env::current_exe().context("finding this binary")
 }

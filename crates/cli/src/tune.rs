@@ -62,16 +62,8 @@ pub struct TuneArgs {
     /// 0 (a deterministic runner, for testing that a seed reproduces a search and its log).
     #[arg(long)]
     pub(crate) simulated_runner: bool,
-    /// Measure on the device servers of an RPC tracker (HOST:PORT), in parallel on every
-    /// free server of --rpc-key; the kernels are built here.
-    #[arg(long, requires = "rpc_key")]
-    pub(crate) rpc_tracker: Option<String>,
-    /// The key of the servers to measure on (e.g. mali, rk3399).
-    #[arg(long, requires = "rpc_tracker")]
-    pub(crate) rpc_key: Option<String>,
-    /// The tracker's token (or TESSERA_RPC_TOKEN).
-    #[arg(long)]
-    pub(crate) rpc_token: Option<String>,
+    #[command(flatten)]
+    pub(crate) rpc: crate::rpc::RpcArgs,
     /// Measurements per round of the task scheduler (one batch of one task).
     #[arg(long, default_value_t = 64)]
     pub(crate) per_round: usize,
@@ -130,7 +122,7 @@ pub(crate) fn measure_options(args: &TuneArgs, backend: &dyn Backend) -> Result<
             cache_flush: false,
         },
         simulated: args.simulated_runner,
-        rpc: crate::rpc::remote_options(args)?,
+        rpc: crate::rpc::remote_options(&args.rpc)?,
         ..MeasureOptions::default()
     })
 }

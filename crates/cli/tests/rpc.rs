@@ -52,19 +52,51 @@ fn start_tracker() -> Tracker {
 }
 
 fn start_server(tracker: &str, key: &str) -> Tracker {
+    start_server_of(tracker, key, "cpu")
+}
+
+fn start_server_of(tracker: &str, key: &str, target: &str) -> Tracker {
+    let args = [
+        "rpc",
+        "server",
+        "--tracker",
+        tracker,
+        "--key",
+        key,
+        "--target",
+        target,
+    ];
     start(
-        &[
-            "rpc",
-            "server",
-            "--tracker",
-            tracker,
-            "--key",
-            key,
-            "--token",
-            TOKEN,
-        ],
+        &[&args[..], &["--token", TOKEN]].concat(),
         &format!("RPC server of key `{key}` listening on "),
     )
+}
+
+/// `tessera ARGS` with the token in the environment.
+fn tessera(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args(args)
+        .env("TESSERA_RPC_TOKEN", TOKEN)
+        .output()
+        .unwrap()
+}
+
+fn ok(out: Output) -> String {
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn top5(stdout: &str) -> Vec<String> {
+    stdout
+        .lines()
+        .filter(|l| l.trim_start().starts_with('#'))
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .collect()
 }
 
 fn tune(tracker: &str, key: &str, log: &std::path::Path) -> Output {
@@ -280,4 +312,131 @@ fn servers_register_again_with_a_restarted_tracker() {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+#[test]
+fn run_and_op_run_remotely_with_the_local_results() {
+    let t = start_tracker();
+    let _s = start_server(&t.addr, "cpu");
+    let rpc = ["--rpc-tracker", t.addr.as_str(), "--rpc-key", "cpu"];
+    let net = [
+        "run",
+        "--network",
+        "resnet-18",
+        "--image-size",
+        "32",
+        "--repeat",
+        "2",
+    ];
+    let local = ok(tessera(&net));
+    let remote = ok(tessera(&[&net[..], &rpc[..], &["--benchmark"]].concat()));
+    assert_eq!(top5(&remote).len(), 5, "{remote}");
+    assert_eq!(top5(&remote), top5(&local), "{remote}");
+    assert!(remote.contains("Execution time summary"), "{remote}");
+    let op = ok(tessera(
+        &[
+            &[
+                "op",
+                "conv2d",
+                "--shape",
+                "1,8,8,4,8,3,3",
+                "--pad",
+                "1",
+                "--json",
+            ][..],
+            &rpc[..],
+        ]
+        .concat(),
+    ));
+    let v: serde_json::Value = serde_json::from_str(op.trim()).unwrap();
+    assert_eq!(v["correct"], true, "{op}");
+    // the session ended and the server is free again
+    let text = String::from_utf8_lossy(&queue(&t.addr, Some(TOKEN)).stdout).into_owned();
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("cpu "))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert_eq!(
+        row.split_whitespace().collect::<Vec<_>>(),
+        ["cpu", "1", "1", "0"],
+        "{text}"
+    );
+}
+
+/// The Mali flow of TVM's tutorial on loopback: two servers of key `mali` serving the
+/// OpenCL device (PoCL in CI) and one of key `cpu`; the tune measures on the `mali` ones
+/// and the network then runs remotely with the CPU's top-5. Skips without OpenCL outside
+/// CI.
+#[test]
+fn the_mali_flow_tunes_and_runs_on_the_servers_of_its_key() {
+    let probe = tessera(&[
+        "op", "relu", "--shape", "4", "--target", "opencl", "--check", "none",
+    ]);
+    if !probe.status.success() {
+        let err = String::from_utf8_lossy(&probe.stderr);
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "no OpenCL under CI: {err}"
+        );
+        eprintln!("mali flow: skipped: {err}");
+        return;
+    }
+    let t = start_tracker();
+    let mali = "opencl -device=mali";
+    let _m1 = start_server_of(&t.addr, "mali", mali);
+    let _m2 = start_server_of(&t.addr, "mali", mali);
+    let _c = start_server(&t.addr, "cpu");
+    let text = String::from_utf8_lossy(&queue(&t.addr, Some(TOKEN)).stdout).into_owned();
+    let rows: Vec<String> = text
+        .lines()
+        .filter(|l| l.starts_with("mali ") || l.starts_with("cpu "))
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect();
+    assert_eq!(rows, ["cpu 1 1 0", "mali 2 2 0"], "{text}");
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("mali.json");
+    let log = log.to_str().unwrap();
+    let rpc = ["--rpc-tracker", t.addr.as_str(), "--rpc-key", "mali"];
+    let net = [
+        "--network",
+        "resnet-18",
+        "--layout",
+        "NHWC",
+        "--image-size",
+        "32",
+        "--target",
+        mali,
+    ];
+    let tuned = ok(tessera(
+        &[
+            &["tune"][..],
+            &net[..],
+            &rpc[..],
+            &["--trials", "16", "--per-round", "8", "--log", log],
+        ]
+        .concat(),
+    ));
+    assert!(tuned.contains("Estimated total latency"), "{tuned}");
+    let remote = ok(tessera(
+        &[
+            &["run"][..],
+            &net[..],
+            &rpc[..],
+            &["--log", log, "--benchmark", "--repeat", "2"],
+        ]
+        .concat(),
+    ));
+    assert!(remote.contains("Execution time summary"), "{remote}");
+    let cpu = ok(tessera(&[
+        "run",
+        "--network",
+        "resnet-18",
+        "--layout",
+        "NHWC",
+        "--image-size",
+        "32",
+        "--repeat",
+        "1",
+    ]));
+    assert_eq!(top5(&remote), top5(&cpu), "{remote}");
 }

@@ -22,11 +22,15 @@
 pub mod client;
 pub mod error;
 pub mod queue;
+pub mod remote_device;
 pub mod server;
+pub mod session;
+pub mod sessions;
 pub mod tracker;
 
 pub use client::{run_remote, text_summary, Lease, TrackerClient};
 pub use error::RpcError;
+pub use remote_device::RemoteDevice;
 
 /// The gRPC messages and services generated from `proto/tessera_rpc.proto`.
 #[allow(clippy::all)]

@@ -1,6 +1,6 @@
 //! A device server: it registers with the tracker under its key and renews the
-//! registration (saying whether a client is using it), and serves measurements over
-//! gRPC. Each job runs in a runner process of its own with the job's time limit, so a
+//! registration (saying whether a client is using it), and serves measurements and
+//! device sessions ([`crate::sessions`]) over gRPC. Each job runs in a runner process of its own with the job's time limit, so a
 //! kernel that crashes or hangs the device costs that job only; jobs run one at a time,
 //! as the device is one. When the tracker is lost the server keeps trying and registers
 //! again once it is back (a restarted tracker learns its servers within a heartbeat).
@@ -8,7 +8,9 @@
 use crate::client::TrackerClient;
 use crate::error::RpcError;
 use crate::proto::device_server_server::{DeviceServer, DeviceServerServer};
+use crate::proto::device_session_server::DeviceSessionServer;
 use crate::proto::{RunReply, RunRequest};
+use crate::sessions::{Sessions, WorkerSpawner};
 use crate::MAX_MESSAGE_BYTES;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -148,6 +150,7 @@ fn heartbeat(opts: ServerOptions, addr: String, id: String, busy: Arc<AtomicBool
 pub fn serve(
     opts: ServerOptions,
     runner: JobRunner,
+    spawn: WorkerSpawner,
     on_bound: impl FnOnce(SocketAddr),
 ) -> Result<(), RpcError> {
     if opts.token.is_empty() {
@@ -174,6 +177,7 @@ pub fn serve(
         let (opts, busy, addr, id) = (opts.clone(), busy.clone(), bound.to_string(), id);
         std::thread::spawn(move || heartbeat(opts, addr, id, busy));
     }
+    let sessions = Arc::new(Sessions::new(opts.token.clone(), spawn, busy.clone()));
     let service = DeviceServerServer::new(Service {
         token: opts.token.clone(),
         target: opts.target.clone(),
@@ -183,9 +187,13 @@ pub fn serve(
     })
     .max_decoding_message_size(MAX_MESSAGE_BYTES)
     .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    let sessions = DeviceSessionServer::new(sessions)
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES);
     rt.block_on(
         tonic::transport::Server::builder()
             .add_service(service)
+            .add_service(sessions)
             .serve_with_incoming(incoming),
     )
     .map_err(|e| bad(format!("serving: {e}")))
