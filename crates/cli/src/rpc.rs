@@ -32,7 +32,7 @@ pub enum RpcCmd {
     /// Serve this machine's device for a target to the clients of a tracker, under a key:
     /// each measurement runs in a process of its own with its time limit.
     #[command(
-        after_help = "Examples:\n  tessera rpc server --tracker 127.0.0.1:9190 --key mali --target \"opencl -device=mali\"\n  tessera rpc server --tracker 10.0.0.2:9190 --key cpu --host 0.0.0.0"
+        after_help = "Examples:\n  tessera rpc server --tracker 127.0.0.1:9190 --key mali --target \"opencl -device=mali\"\n  tessera rpc server --tracker 10.0.0.2:9190 --key cpu --host 0.0.0.0 --custom-addr 10.0.0.7"
     )]
     Server {
         /// The tracker, HOST:PORT.
@@ -50,6 +50,10 @@ pub enum RpcCmd {
         /// The port (0: any free port, printed).
         #[arg(long, default_value_t = 0)]
         port: u16,
+        /// The host clients reach this server at, when it is not --host (e.g. with
+        /// --host 0.0.0.0, or behind NAT).
+        #[arg(long)]
+        custom_addr: Option<String>,
         /// The tracker's token (or TESSERA_RPC_TOKEN).
         #[arg(long)]
         token: Option<String>,
@@ -105,6 +109,7 @@ pub fn run(cmd: RpcCmd) -> Result<()> {
             target,
             host,
             port,
+            custom_addr,
             token: t,
         } => {
             let token = token(t)?;
@@ -136,6 +141,7 @@ pub fn run(cmd: RpcCmd) -> Result<()> {
                 listen,
                 token,
                 target,
+                custom_addr,
             };
             Ok(server::serve(opts, runner, spawn, |bound| {
                 println!("RPC server of key `{key}` listening on {bound}");

@@ -440,3 +440,29 @@ fn the_mali_flow_tunes_and_runs_on_the_servers_of_its_key() {
     ]));
     assert_eq!(top5(&remote), top5(&cpu), "{remote}");
 }
+
+#[test]
+fn a_server_on_every_address_says_where_clients_reach_it() {
+    let t = start_tracker();
+    let args = [
+        "rpc",
+        "server",
+        "--tracker",
+        t.addr.as_str(),
+        "--key",
+        "cpu",
+        "--host",
+        "0.0.0.0",
+    ];
+    one_line_error(&tessera(&args), "give --custom-addr");
+    let _s = start(
+        &[&args[..], &["--custom-addr", "127.0.0.1", "--token", TOKEN]].concat(),
+        "RPC server of key `cpu` listening on 0.0.0.0:",
+    );
+    let text = String::from_utf8_lossy(&queue(&t.addr, Some(TOKEN)).stdout).into_owned();
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("127.0.0.1:") && l.ends_with("server:cpu")),
+        "{text}"
+    );
+}

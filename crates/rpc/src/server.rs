@@ -34,6 +34,9 @@ pub struct ServerOptions {
     pub token: String,
     /// The target whose device this server runs (`cpu`, `opencl -device=mali`).
     pub target: String,
+    /// The host clients reach this server at, when it is not the address it listens on
+    /// (TVM's `--custom-addr`: a server listening on all addresses, or behind NAT).
+    pub custom_addr: Option<String>,
 }
 
 struct Service {
@@ -169,12 +172,23 @@ pub fn serve(
         .map_err(|e| bad(format!("cannot listen: {e}")))?;
     let bound = incoming.local_addr().map_err(|e| bad(e.to_string()))?;
     let id = format!("{}-{}-{}", opts.key, std::process::id(), bound.port());
-    first.put(&opts.key, &bound.to_string(), &id, true)?;
+    let advertised = match &opts.custom_addr {
+        Some(host) => format!("{host}:{}", bound.port()),
+        None if bound.ip().is_unspecified() => {
+            return Err(bad(
+                "listening on every address: give --custom-addr, the address clients reach \
+                 this machine at"
+                    .into(),
+            ))
+        }
+        None => bound.to_string(),
+    };
+    first.put(&opts.key, &advertised, &id, true)?;
     drop(first);
     on_bound(bound);
     let busy = Arc::new(AtomicBool::new(false));
     {
-        let (opts, busy, addr, id) = (opts.clone(), busy.clone(), bound.to_string(), id);
+        let (opts, busy, addr, id) = (opts.clone(), busy.clone(), advertised, id);
         std::thread::spawn(move || heartbeat(opts, addr, id, busy));
     }
     let sessions = Arc::new(Sessions::new(opts.token.clone(), spawn, busy.clone()));
