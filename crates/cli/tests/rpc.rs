@@ -466,3 +466,51 @@ fn a_server_on_every_address_says_where_clients_reach_it() {
         "{text}"
     );
 }
+
+#[test]
+fn a_tracker_restarted_mid_run_lets_the_run_go_on() {
+    let mut t = start_tracker();
+    let _s = start_server(&t.addr, "cpu");
+    let port = t.addr.rsplit(':').next().unwrap().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("mm.jsonl");
+    let run = tune_cmd(&t.addr, "cpu", &log, "48")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while std::fs::read_to_string(&log).map_or(0, |s| s.lines().count()) < 8 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "no measurement logged"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    t.child.kill().unwrap();
+    t.child.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    let _t2 = start(
+        &["rpc", "tracker", "--port", &port, "--token", TOKEN],
+        "RPC tracker listening on ",
+    );
+    let out = run.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let records: Vec<serde_json::Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let failed = records
+        .iter()
+        .filter(|r| r["result"]["error_no"] != 0)
+        .count();
+    eprintln!("{} records, {failed} failed", records.len());
+    assert!(records.len() >= 48, "{} records", records.len());
+    assert!(failed <= 1, "{failed} candidates failed across the restart");
+}

@@ -3,8 +3,9 @@
 //! they measure in parallel. A server that fails or disappears during a job gives that
 //! job one more try on another server (the lost server is not given back: the tracker
 //! drops it when its registration lapses); a second failure is the candidate's
-//! `RUNTIME_DEVICE` error naming the server. No server of the key within the wait is
-//! the candidate's error with the tracker's reason, never an endless wait.
+//! `RUNTIME_DEVICE` error naming the server. A tracker that goes away (restarting) is
+//! waited for, up to the same wait. No server of the key within the wait is the
+//! candidate's error with the tracker's reason, never an endless wait.
 
 use crate::types::{MeasureErrorNo, MeasureResult};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -106,10 +107,7 @@ fn measure_one(
     while lost.len() < 2 {
         let lease = match lease(rpc, tracker) {
             Ok(l) => l,
-            Err(e) => {
-                *tracker = None;
-                return failed(MeasureErrorNo::RuntimeDevice, e.to_string(), secs());
-            }
+            Err(e) => return failed(MeasureErrorNo::RuntimeDevice, e.to_string(), secs()),
         };
         let reply = run_remote(
             &lease.addr,
@@ -147,19 +145,41 @@ fn measure_one(
     )
 }
 
+/// A server of the key. A tracker that cannot be reached (restarting, say) is tried
+/// again every half second for up to the wait, as is a key whose servers have not
+/// registered again yet; then the last reason is the error.
 fn lease(
     rpc: &RemoteOptions,
     tracker: &mut Option<TrackerClient>,
 ) -> Result<tessera_rpc::Lease, RpcError> {
-    if tracker.is_none() {
-        *tracker = Some(TrackerClient::connect(
-            &rpc.tracker,
-            &rpc.token,
-            Duration::from_secs(5),
-        )?);
+    let start = std::time::Instant::now();
+    loop {
+        let left = rpc.wait.saturating_sub(start.elapsed());
+        let r = match tracker {
+            Some(c) => c.request(&rpc.key, 0, left),
+            None => TrackerClient::connect(&rpc.tracker, &rpc.token, Duration::from_secs(5))
+                .map(|c| {
+                    *tracker = Some(c);
+                })
+                .and_then(|_| {
+                    tracker
+                        .as_mut()
+                        .expect("just connected")
+                        .request(&rpc.key, 0, left)
+                }),
+        };
+        match r {
+            Err(RpcError::Unreachable { .. } | RpcError::Call { .. }) if !left.is_zero() => {
+                *tracker = None;
+                std::thread::sleep(Duration::from_millis(500));
+            }
+            Err(e) => {
+                if matches!(e, RpcError::Unreachable { .. } | RpcError::Call { .. }) {
+                    *tracker = None;
+                }
+                return Err(e);
+            }
+            ok => return ok,
+        }
     }
-    tracker
-        .as_mut()
-        .expect("connected above")
-        .request(&rpc.key, 0, rpc.wait)
 }
