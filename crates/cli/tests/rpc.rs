@@ -146,6 +146,27 @@ fn one_line_error(out: &Output, what: &str) {
     assert_eq!(err.trim().lines().count(), 1, "{err}");
 }
 
+/// Waits until the log has `n` records.
+fn wait_for_records(log: &std::path::Path, n: usize) {
+    let t0 = std::time::Instant::now();
+    while std::fs::read_to_string(log).map_or(0, |s| s.lines().count()) < n {
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "no measurement logged"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Every record of the log; a line that does not parse is a torn log.
+fn records(log: &std::path::Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("a torn line ({e}): {l}")))
+        .collect()
+}
+
 #[test]
 fn the_queue_shows_the_registered_servers_per_key() {
     let t = start_tracker();
@@ -219,11 +240,7 @@ fn tuning_measures_on_the_servers_of_the_key() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    let records: Vec<serde_json::Value> = std::fs::read_to_string(&log)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let records = records(&log);
     assert!(records.len() >= 16, "{} records", records.len());
     let ok = records
         .iter()
@@ -248,14 +265,7 @@ fn a_server_killed_mid_run_leaves_the_run_to_the_other_and_the_log_intact() {
         .spawn()
         .unwrap();
     // kill -9 one server once measurements are under way
-    let t0 = std::time::Instant::now();
-    while std::fs::read_to_string(&log).map_or(0, |s| s.lines().count()) < 8 {
-        assert!(
-            t0.elapsed() < Duration::from_secs(120),
-            "no measurement logged"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for_records(&log, 8);
     let killed_at = std::fs::read_to_string(&log).map_or(0, |s| s.lines().count());
     a.child.kill().unwrap();
     let out = run.wait_with_output().unwrap();
@@ -265,11 +275,7 @@ fn a_server_killed_mid_run_leaves_the_run_to_the_other_and_the_log_intact() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    let text = std::fs::read_to_string(&log).unwrap();
-    let records: Vec<serde_json::Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("a torn line ({e}): {l}")))
-        .collect();
+    let records = records(&log);
     assert!(records.len() >= 64, "{} records", records.len());
     let failed: Vec<&serde_json::Value> = records
         .iter()
@@ -479,14 +485,7 @@ fn a_tracker_restarted_mid_run_lets_the_run_go_on() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let t0 = std::time::Instant::now();
-    while std::fs::read_to_string(&log).map_or(0, |s| s.lines().count()) < 8 {
-        assert!(
-            t0.elapsed() < Duration::from_secs(120),
-            "no measurement logged"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for_records(&log, 8);
     t.child.kill().unwrap();
     t.child.wait().unwrap();
     std::thread::sleep(Duration::from_millis(700));
@@ -501,11 +500,7 @@ fn a_tracker_restarted_mid_run_lets_the_run_go_on() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    let records: Vec<serde_json::Value> = std::fs::read_to_string(&log)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let records = records(&log);
     let failed = records
         .iter()
         .filter(|r| r["result"]["error_no"] != 0)

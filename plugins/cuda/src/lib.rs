@@ -24,11 +24,11 @@ pub mod target;
 pub use error::CudaError;
 
 use std::sync::Arc;
-use tessera_backends::cfamily::{device_source, CudaDialect};
+use tessera_backends::cfamily::{device_source, CudaDialect, KernelLaunch};
 use tessera_ir::PrimFunc;
 use tessera_plugin::{export_plugin, BuiltKernel, Plugin};
 use tessera_runtime::Device;
-use tessera_target::{HardwareParams, LaunchDims};
+use tessera_target::HardwareParams;
 
 /// The CUDA plugin.
 pub struct CudaPlugin;
@@ -68,11 +68,7 @@ impl Plugin for CudaPlugin {
     }
     fn build(&self, target: &str, func: &PrimFunc) -> Result<BuiltKernel, String> {
         let m = Self::module(target, func)?;
-        let launch = m.kernels.first().map(|k| LaunchDims {
-            grid: k.grid,
-            block: k.block,
-            dynamic_shared_bytes: 0,
-        });
+        let launch = m.kernels.first().map(KernelLaunch::dims);
         Ok(BuiltKernel {
             bytes: m.to_bytes(),
             launch,

@@ -16,11 +16,11 @@ pub mod module;
 pub mod target;
 
 use std::sync::Arc;
-use tessera_backends::cfamily::{device_source, OpenClDialect};
+use tessera_backends::cfamily::{device_source, KernelLaunch, OpenClDialect};
 use tessera_ir::PrimFunc;
 use tessera_plugin::{export_plugin, BuiltKernel, Plugin};
 use tessera_runtime::Device;
-use tessera_target::{HardwareParams, LaunchDims, TargetKind};
+use tessera_target::{HardwareParams, TargetKind};
 
 /// The OpenCL plugin.
 pub struct OpenClPlugin;
@@ -52,11 +52,7 @@ impl Plugin for OpenClPlugin {
     }
     fn build(&self, _target: &str, func: &PrimFunc) -> Result<BuiltKernel, String> {
         let m = Self::module(func)?;
-        let launch = m.kernels.first().map(|k| LaunchDims {
-            grid: k.grid,
-            block: k.block,
-            dynamic_shared_bytes: 0,
-        });
+        let launch = m.kernels.first().map(KernelLaunch::dims);
         Ok(BuiltKernel {
             bytes: m.to_bytes(),
             launch,

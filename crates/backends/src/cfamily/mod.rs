@@ -114,6 +114,17 @@ pub struct KernelLaunch {
     pub shared_bytes: u64,
 }
 
+impl KernelLaunch {
+    /// The launch dimensions of the core's `Artifact` (no dynamic shared memory).
+    pub fn dims(&self) -> tessera_target::LaunchDims {
+        tessera_target::LaunchDims {
+            grid: self.grid,
+            block: self.block,
+            dynamic_shared_bytes: 0,
+        }
+    }
+}
+
 /// A global intermediate the launcher allocates: its name and size.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Workspace {
