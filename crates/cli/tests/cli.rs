@@ -1,6 +1,9 @@
 //! The `tessera` command as a user runs it: small operators end to end, and bad input
 //! giving a one-line error with a non-zero exit (no panic, no backtrace).
 
+mod common;
+use common::assert_one_line_error;
+
 use std::process::{Command, Output};
 
 fn tessera(args: &[&str], env: &[(&str, &str)]) -> Output {
@@ -96,21 +99,6 @@ fn naive_kernel_check_can_be_chosen() {
     assert_eq!(
         (v["correct"].clone(), v["checked_against"].clone()),
         (serde_json::json!(true), serde_json::json!("naive kernel"))
-    );
-}
-
-/// A failure: non-zero exit, and exactly one line on stderr starting with `error:`.
-fn assert_one_line_error(out: &Output, needle: &str) {
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(err.lines().count(), 1, "one line expected:\n{err}");
-    assert!(
-        err.starts_with("error: ") && err.contains(needle),
-        "`{needle}` not in: {err}"
-    );
-    assert!(
-        !err.contains("panicked") && !err.contains("backtrace"),
-        "{err}"
     );
 }
 

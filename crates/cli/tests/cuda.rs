@@ -11,22 +11,11 @@
 //!
 //! NVRTC missing outside CI: the build tests skip with the reason printed.
 
+mod common;
+use common::{bin, dynamic_bin, ok, top5};
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-
-fn bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_tessera"))
-}
-
-fn dynamic_bin() -> PathBuf {
-    let p = bin().parent().unwrap().join("dynamic").join("tessera");
-    assert!(
-        p.exists(),
-        "{} is missing: run tests/build.sh first",
-        p.display()
-    );
-    p
-}
 
 fn tessera_at(bin: &Path, args: &[&str], env: &[(&str, &Path)]) -> Output {
     let mut c = Command::new(bin);
@@ -41,19 +30,6 @@ fn tessera_at(bin: &Path, args: &[&str], env: &[(&str, &Path)]) -> Output {
 
 fn tessera(args: &[&str]) -> Output {
     tessera_at(&bin(), args, &[])
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "stdout:\n{}\nstderr:\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-fn ok(out: Output) -> String {
-    assert!(out.status.success(), "{}", text(&out));
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// Whether NVRTC is there (a failed `--emit` that says it is missing); prints why not
@@ -282,13 +258,4 @@ fn the_seed_flow_tunes_and_runs_resnet18_on_the_gpu() {
     let (gpu, cpu) = (run("cuda"), run("cpu"));
     assert_eq!(top5(&gpu).len(), 5, "{gpu}");
     assert_eq!(top5(&gpu), top5(&cpu), "{gpu}\n{cpu}");
-}
-
-/// The top-5 lines of `tessera run` (`#1 class …`).
-fn top5(stdout: &str) -> Vec<String> {
-    stdout
-        .lines()
-        .filter(|l| l.trim_start().starts_with('#'))
-        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .collect()
 }

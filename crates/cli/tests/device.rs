@@ -5,6 +5,9 @@
 //! compute wrong; a tuned log is applied; and one `tessera` binary alone is a complete
 //! tuner (it runs its own measurement jobs).
 
+mod common;
+use common::{bin, ok, top5_rows as top5};
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -49,31 +52,9 @@ fn tessera(bin: &Path, args: &[&str], env: &[(&str, &Path)], extra: &[(&str, &st
     panic!("{} stayed busy (ETXTBSY) for 2 s", bin.display())
 }
 
-fn ok(out: Output) -> String {
-    assert!(
-        out.status.success(),
-        "tessera failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).to_string()
-}
-
-fn top5(stdout: &str) -> Vec<String> {
-    stdout
-        .lines()
-        .filter(|l| l.trim_start().starts_with('#'))
-        .map(str::to_string)
-        .collect()
-}
-
 /// The device's counters after a run.
 fn counters(path: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
-
-fn bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_tessera"))
 }
 
 #[test]

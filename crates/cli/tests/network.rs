@@ -1,16 +1,11 @@
 //! `tessera tasks` and `tessera run` as a user runs them: a zoo network and an ONNX
 //! model end to end, and bad input giving one error line and a non-zero exit.
 
+mod common;
+use common::{assert_one_line_error, tessera};
+
 use std::path::Path;
 use std::process::{Command, Output};
-
-fn tessera(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .args(args)
-        .env("RUST_BACKTRACE", "1")
-        .output()
-        .expect("runs tessera")
-}
 
 fn stdout_of(out: &Output) -> String {
     assert!(
@@ -19,15 +14,6 @@ fn stdout_of(out: &Output) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn assert_one_line_error(out: &Output, needle: &str) {
-    assert!(!out.status.success(), "expected a failure");
-    assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(err.lines().count(), 1, "one line: {err}");
-    assert!(err.starts_with("error: "), "{err}");
-    assert!(err.contains(needle), "`{needle}` not in: {err}");
 }
 
 #[test]

@@ -2,15 +2,8 @@
 //! check against the interpreter and time end to end; `--list` prints the catalog; an
 //! unknown name or a bad attribute is one line on stderr.
 
-use std::process::{Command, Output};
-
-fn tessera(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .args(args)
-        .env("RUST_BACKTRACE", "1")
-        .output()
-        .expect("runs tessera")
-}
+mod common;
+use common::{one_line_error, tessera};
 
 const CHECKED: &[&str] = &[
     "--check",
@@ -101,17 +94,6 @@ fn list_prints_the_catalog() {
             e.name
         );
     }
-}
-
-fn one_line_error(out: &Output) -> String {
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr).to_string();
-    assert_eq!(err.lines().count(), 1, "one line expected:\n{err}");
-    assert!(
-        err.starts_with("error: ") && !err.contains("panicked"),
-        "{err}"
-    );
-    err
 }
 
 #[test]

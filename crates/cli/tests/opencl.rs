@@ -5,26 +5,11 @@
 //! completes. Without an OpenCL platform each test skips with the reason printed,
 //! except under CI, where that fails (CI installs PoCL).
 
+mod common;
+use common::{ok, tessera, top5};
+
 use std::path::Path;
-use std::process::{Command, Output};
-
-fn tessera(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .args(args)
-        .env("RUST_BACKTRACE", "1")
-        .output()
-        .expect("runs tessera")
-}
-
-fn ok(out: Output) -> String {
-    assert!(
-        out.status.success(),
-        "stdout:\n{}\nstderr:\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+use std::process::Command;
 
 /// Whether an OpenCL device is there; prints why not (and fails under CI).
 fn opencl(test: &str) -> bool {
@@ -41,14 +26,6 @@ fn opencl(test: &str) -> bool {
     );
     eprintln!("{test}: skipped: {err}");
     false
-}
-
-fn top5(stdout: &str) -> Vec<String> {
-    stdout
-        .lines()
-        .filter(|l| l.trim_start().starts_with('#'))
-        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .collect()
 }
 
 #[test]

@@ -2,6 +2,9 @@
 //! compiles and runs a kernel (`tessera op --target testdev`) with the core untouched;
 //! broken files and a panicking plugin give one-line errors.
 
+mod common;
+use common::one_line_error;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -27,18 +30,6 @@ fn testdev_so() -> PathBuf {
         p.display()
     );
     p
-}
-
-fn one_line_error(out: &Output) -> String {
-    assert!(
-        !out.status.success(),
-        "expected a failure: {}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    let err = String::from_utf8_lossy(&out.stderr).to_string();
-    assert_eq!(err.lines().count(), 1, "one line expected:\n{err}");
-    assert!(err.starts_with("error: "), "{err}");
-    err
 }
 
 #[test]

@@ -1,11 +1,14 @@
 //! `tessera records`: show, best and distill on a small log written with the library;
 //! a torn last line is a warning, a missing file one error line.
 
+mod common;
+use common::{one_line_error, tessera};
+
 use serde_json::json;
 use std::fs;
 use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 use tessera_search::record::{load, Record, RecordWriter};
 use tessera_search::{MeasureErrorNo, MeasureResult, ScheduleDesc, FAILED_COST};
 
@@ -13,13 +16,6 @@ const DENSE: &str = "[\"0123456789abcdef0123456789abcdef\", [1, 64], [64, 64], [
 const CONV: &str =
     "[\"fedcba9876543210fedcba9876543210\", [1, 56, 56, 64], [3, 3, 64, 64], [1, 1, 1, 64], [1, 56, 56, 64]]";
 const SOFTMAX: &str = "[\"aaaabbbbccccddddaaaabbbbccccdddd\", [1, 1000], [1, 1000]]";
-
-fn tessera(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .args(args)
-        .output()
-        .expect("runs tessera")
-}
 
 fn stdout(out: &Output) -> String {
     assert!(
@@ -32,15 +28,6 @@ fn stdout(out: &Output) -> String {
 
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).to_string()
-}
-
-fn one_line_error(out: &Output) -> String {
-    assert!(!out.status.success(), "expected a failure: {}", stdout(out));
-    assert_eq!(out.status.code(), Some(1));
-    let err = stderr(out);
-    assert_eq!(err.lines().count(), 1, "one line expected:\n{err}");
-    assert!(err.starts_with("error: "), "{err}");
-    err
 }
 
 fn ok(ms: f64) -> MeasureResult {

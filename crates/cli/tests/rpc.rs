@@ -3,6 +3,9 @@
 //! free pending` table, and a wrong token, a dead tracker and a missing token are one
 //! clear error line each.
 
+mod common;
+use common::{assert_one_line_error as one_line_error, ok, top5};
+
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
@@ -74,29 +77,10 @@ fn start_server_of(tracker: &str, key: &str, target: &str) -> Tracker {
 
 /// `tessera ARGS` with the token in the environment.
 fn tessera(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .args(args)
+    common::command(args)
         .env("TESSERA_RPC_TOKEN", TOKEN)
         .output()
         .unwrap()
-}
-
-fn ok(out: Output) -> String {
-    assert!(
-        out.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn top5(stdout: &str) -> Vec<String> {
-    stdout
-        .lines()
-        .filter(|l| l.trim_start().starts_with('#'))
-        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .collect()
 }
 
 fn tune(tracker: &str, key: &str, log: &std::path::Path) -> Output {
@@ -137,13 +121,6 @@ fn queue(addr: &str, token: Option<&str>) -> Output {
         c.env("TESSERA_RPC_TOKEN", t);
     }
     c.output().unwrap()
-}
-
-fn one_line_error(out: &Output, what: &str) {
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{err}");
-    assert!(err.contains(what), "`{what}` not in: {err}");
-    assert_eq!(err.trim().lines().count(), 1, "{err}");
 }
 
 /// Waits until the log has `n` records.
@@ -369,10 +346,10 @@ fn run_and_op_run_remotely_with_the_local_results() {
     );
 }
 
-/// The Mali flow of TVM's tutorial on loopback: two servers of key `mali` serving the
-/// OpenCL device (PoCL in CI) and one of key `cpu`; the tune measures on the `mali` ones
-/// and the network then runs remotely with the CPU's top-5. Skips without OpenCL outside
-/// CI.
+/// The seed flow of TVM's Mali tutorial on loopback, at its full size: two servers of key
+/// `mali` serving the OpenCL device (PoCL in CI) and one of key `cpu`; ResNet-18 (224×224)
+/// is tuned for 64 trials measured on the `mali` servers, then runs remotely with the
+/// history best and the CPU's top-5. Skips without OpenCL outside CI.
 #[test]
 fn the_mali_flow_tunes_and_runs_on_the_servers_of_its_key() {
     let probe = tessera(&[
@@ -403,48 +380,85 @@ fn the_mali_flow_tunes_and_runs_on_the_servers_of_its_key() {
     let log = dir.path().join("mali.json");
     let log = log.to_str().unwrap();
     let rpc = ["--rpc-tracker", t.addr.as_str(), "--rpc-key", "mali"];
-    let net = [
-        "--network",
-        "resnet-18",
-        "--layout",
-        "NHWC",
-        "--image-size",
-        "32",
-        "--target",
-        mali,
-    ];
+    let net = ["--network", "resnet-18", "--target", mali];
     let tuned = ok(tessera(
         &[
             &["tune"][..],
             &net[..],
             &rpc[..],
-            &["--trials", "16", "--per-round", "8", "--log", log],
+            &["--trials", "64", "--log", log],
         ]
         .concat(),
     ));
     assert!(tuned.contains("Estimated total latency"), "{tuned}");
+    let measured = records(std::path::Path::new(log))
+        .iter()
+        .filter(|r| r["result"]["error_no"] == 0)
+        .count();
+    assert!(measured >= 64, "{measured} measured without error");
     let remote = ok(tessera(
         &[
             &["run"][..],
             &net[..],
             &rpc[..],
-            &["--log", log, "--benchmark", "--repeat", "2"],
+            &["--log", log, "--benchmark", "--repeat", "3"],
         ]
         .concat(),
     ));
+    assert!(remote.contains("applied the history best"), "{remote}");
     assert!(remote.contains("Execution time summary"), "{remote}");
-    let cpu = ok(tessera(&[
-        "run",
-        "--network",
-        "resnet-18",
-        "--layout",
-        "NHWC",
-        "--image-size",
-        "32",
-        "--repeat",
-        "1",
-    ]));
+    let cpu = ok(tessera(&["run", "--network", "resnet-18", "--repeat", "1"]));
+    assert_eq!(top5(&remote).len(), 5, "{remote}");
     assert_eq!(top5(&remote), top5(&cpu), "{remote}");
+}
+
+/// `tune --templates` measures through the same remote measurer: every trial of a random
+/// tuner over the `dense` template is measured on the server of the key, and a key that
+/// nobody serves stops it before anything is measured.
+#[test]
+fn template_tuning_measures_on_the_servers_of_the_key() {
+    let t = start_tracker();
+    let _s = start_server(&t.addr, "cpu");
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("dense.jsonl");
+    let tune = |key: &str, log: &std::path::Path| {
+        tessera(&[
+            "tune",
+            "--templates",
+            "--op",
+            "dense",
+            "--op-shape",
+            "16,64,64",
+            "--tuner",
+            "random",
+            "--trials",
+            "8",
+            "--remeasure-top",
+            "0",
+            "--rpc-tracker",
+            &t.addr,
+            "--rpc-key",
+            key,
+            "--log",
+            log.to_str().unwrap(),
+        ])
+    };
+    ok(tune("cpu", &log));
+    let records = records(&log);
+    // the 8 trials and the default schedule's measurement
+    let trials: Vec<_> = records
+        .iter()
+        .filter(|r| r["schedule"]["kind"] != "default")
+        .collect();
+    assert_eq!(trials.len(), 8, "{records:?}");
+    assert!(
+        trials.iter().all(|r| r["result"]["error_no"] == 0),
+        "{trials:?}"
+    );
+    one_line_error(
+        &tune("nobody", &dir.path().join("none.jsonl")),
+        "has no server of key `nobody`",
+    );
 }
 
 #[test]

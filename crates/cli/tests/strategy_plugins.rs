@@ -6,23 +6,11 @@
 //! - `tilewalk`, a third-party strategy fixture loaded from a `.so`, tunes a matmul and
 //!   a small network through the plugin interface, on the real runner.
 
-use std::path::{Path, PathBuf};
+mod common;
+use common::{bin, dynamic_bin, ok};
+
+use std::path::Path;
 use std::process::{Command, Output};
-
-fn bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_tessera"))
-}
-
-fn dynamic_bin() -> PathBuf {
-    let p = bin().parent().unwrap().join("dynamic").join("tessera");
-    assert!(
-        p.exists(),
-        "{} is missing: run `bash tests/build.sh` first (it builds tessera without its \
-         built-in strategies, and their .so files)",
-        p.display()
-    );
-    p
-}
 
 fn run(bin: &Path, args: &[&str], env: &[(&str, &Path)]) -> Output {
     let mut c = Command::new(bin);
@@ -31,16 +19,6 @@ fn run(bin: &Path, args: &[&str], env: &[(&str, &Path)]) -> Output {
         c.env(k, v);
     }
     c.output().unwrap()
-}
-
-fn ok(out: Output) -> String {
-    let text = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        out.status.success(),
-        "{text}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    text
 }
 
 #[test]

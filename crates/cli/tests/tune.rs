@@ -1,15 +1,10 @@
 //! `tessera tune --templates` on one small operator: progress lines, the record log
 //! (every measurement plus the default schedule's), and its errors.
 
-use std::process::{Command, Output};
+mod common;
+use common::tessera;
 
-fn tessera(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .args(args)
-        .env("RUST_BACKTRACE", "1")
-        .output()
-        .expect("runs tessera")
-}
+use std::process::Output;
 
 /// Random configurations of a 64³ matmul up to `trials` in the log, appended to it.
 fn tune_matmul_to(log: &std::path::Path, trials: &str) -> Output {
