@@ -1,0 +1,40 @@
+//! The VTA plugin's errors, each naming what failed and why.
+
+use thiserror::Error;
+
+/// An error of the VTA plugin.
+#[derive(Clone, Debug, Error, PartialEq)]
+pub enum VtaError {
+    /// A configuration file that cannot be read or is not supported.
+    #[error("VTA configuration {path}: {reason}")]
+    Config { path: String, reason: String },
+    /// A value that does not fit its instruction field.
+    #[error("instruction field `{field}` is {bits} bits wide: {value} does not fit")]
+    Encode {
+        field: &'static str,
+        value: u64,
+        bits: u32,
+    },
+    /// A word that is not an instruction.
+    #[error("not a VTA instruction: {0}")]
+    Decode(String),
+    /// An access outside the simulated DRAM.
+    #[error("DRAM access of {len} bytes at 0x{addr:x} is outside every allocation")]
+    Dram { addr: u64, len: usize },
+    /// DRAM exhausted.
+    #[error("out of simulated DRAM: {asked} bytes asked, {free} free")]
+    OutOfDram { asked: usize, free: usize },
+    /// An instruction the simulator refuses (a buffer overflow, a bad index…).
+    #[error("instruction {index} ({insn}): {reason}")]
+    Insn {
+        index: usize,
+        insn: String,
+        reason: String,
+    },
+    /// The modules wait on each other's tokens with instructions left.
+    #[error("deadlock: {0}")]
+    Deadlock(String),
+    /// Two modules touch the same buffer element without a token ordering them.
+    #[error("hazard: {0}")]
+    Hazard(String),
+}
