@@ -31,6 +31,13 @@ pub enum VtaError {
         insn: String,
         reason: String,
     },
+    /// A template configuration that cannot be instantiated (a tile that overflows a
+    /// buffer, a split that does not divide its axis).
+    #[error("configuration {config}: {reason}")]
+    Instantiate { config: String, reason: String },
+    /// A program launched with arguments that do not match it.
+    #[error("launch: {0}")]
+    Launch(String),
     /// The modules wait on each other's tokens with instructions left.
     #[error("deadlock: {0}")]
     Deadlock(String),

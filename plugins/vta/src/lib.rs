@@ -25,3 +25,5 @@ pub use isa::{
     AluInsn, AluOp, Deps, GemmInsn, Insn, Layout, MemInsn, MemOp, MemType, Module, Uop, UopLoop,
 };
 pub use sim::Simulator;
+pub mod builder;
+pub mod conv2d;
