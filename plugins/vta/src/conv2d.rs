@@ -393,11 +393,13 @@ impl Gen<'_> {
     fn thread_kernels(&mut self, t: usize) -> Kernels {
         let (k, w, s) = (self.k, self.w, self.s);
         let (acc, inp, wgt) = (self.acc_base(t), self.inp_base(t), self.wgt_base(t));
+        // the batch and the columns innermost: consecutive steps write different
+        // accumulators whenever the tile has more than one
         let mut gemm = Vec::new();
-        for b in 0..k.tile_b {
-            for ci in 0..k.tile_ci {
-                for di in 0..w.kh {
-                    for dj in 0..w.kw {
+        for ci in 0..k.tile_ci {
+            for di in 0..w.kh {
+                for dj in 0..w.kw {
+                    for b in 0..k.tile_b {
                         for j in 0..k.tile_w {
                             gemm.push(Uop {
                                 dst: (acc + b * k.tile_co * k.tile_h * k.tile_w + j) as u32,

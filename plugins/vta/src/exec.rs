@@ -21,6 +21,8 @@ pub struct Counters {
     pub out_store_nbytes: u64,
     pub gemm_counter: u64,
     pub alu_counter: u64,
+    /// GEMM and ALU steps that read the accumulator the step before wrote.
+    pub acc_raw_steps: u64,
     /// Cycles from the first instruction's start to the last one's end.
     pub cycles: u64,
     /// Busy cycles of the load, compute and store modules.
@@ -29,6 +31,27 @@ pub struct Counters {
 }
 
 impl Counters {
+    /// Counts what `insn` moves and computes (padding is not counted).
+    pub fn count(&mut self, cfg: &VtaConfig, insn: &Insn) {
+        match insn {
+            Insn::Mem(m) => {
+                let moved =
+                    (m.x_size * m.y_size) as u64 * crate::builder::elem_bytes(cfg, m.mem) as u64;
+                match (m.op, m.mem) {
+                    (MemOp::Store, _) => self.out_store_nbytes += moved,
+                    (_, MemType::Inp) => self.inp_load_nbytes += moved,
+                    (_, MemType::Wgt) => self.wgt_load_nbytes += moved,
+                    (_, MemType::Uop) => self.uop_load_nbytes += moved,
+                    _ => self.acc_load_nbytes += moved,
+                }
+            }
+            Insn::Gemm(g) => self.gemm_counter += g.lp.iterations(),
+            Insn::Alu(a) => self.alu_counter += a.lp.iterations(),
+            Insn::Finish(_) => {}
+        }
+        self.instructions += 1;
+    }
+
     /// Adds `o` (the cycles and busy times too).
     pub fn add(&mut self, o: &Counters) {
         self.inp_load_nbytes += o.inp_load_nbytes;
@@ -38,6 +61,7 @@ impl Counters {
         self.out_store_nbytes += o.out_store_nbytes;
         self.gemm_counter += o.gemm_counter;
         self.alu_counter += o.alu_counter;
+        self.acc_raw_steps += o.acc_raw_steps;
         self.cycles += o.cycles;
         for m in 0..3 {
             self.busy[m] += o.busy[m];
@@ -86,7 +110,6 @@ pub struct Exec<'a> {
     pub layout: &'a Layout,
     pub sram: &'a mut Sram,
     pub dram: &'a mut Dram,
-    pub counters: &'a mut Counters,
 }
 
 fn bad(index: usize, insn: &Insn, reason: String) -> VtaError {
@@ -162,13 +185,6 @@ impl Exec<'_> {
                 e += 1;
             }
         }
-        let moved = (m.x_size * m.y_size) as u64 * elem as u64;
-        match m.mem {
-            MemType::Inp => self.counters.inp_load_nbytes += moved,
-            MemType::Wgt => self.counters.wgt_load_nbytes += moved,
-            MemType::Uop => self.counters.uop_load_nbytes += moved,
-            _ => self.counters.acc_load_nbytes += moved,
-        }
         Ok(())
     }
 
@@ -240,7 +256,6 @@ impl Exec<'_> {
             let addr = (m.dram_base as u64 + (y * m.x_stride as usize) as u64) * elem as u64;
             self.dram.write(addr, &row).map_err(|e| e.to_string())?;
         }
-        self.counters.out_store_nbytes += (n * elem) as u64;
         Ok(())
     }
 
@@ -320,9 +335,7 @@ impl Exec<'_> {
                 }
             }
             Ok(())
-        })?;
-        self.counters.gemm_counter += g.lp.iterations();
-        Ok(())
+        })
     }
 
     fn alu(&mut self, a: &AluInsn, at: &Stamp) -> Result<(), String> {
@@ -346,9 +359,7 @@ impl Exec<'_> {
                 *v = alu(op, *v, rhs);
             }
             Ok(())
-        })?;
-        self.counters.alu_counter += a.lp.iterations();
-        Ok(())
+        })
     }
 }
 

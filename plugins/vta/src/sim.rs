@@ -7,10 +7,13 @@
 //! not ordered by tokens are hazard errors ([`crate::hazard`]).
 //!
 //! The cycle model (`../shared/reference/vta.md` §3, §6): an instruction starts when its
-//! module is free and the tokens it pops have been pushed, and pushes at its end; DMA
-//! costs 150 cycles plus one per 8 bytes of the 64-bit bus (and one per padding element
-//! written), GEMM 80 plus one per micro-op step, ALU 46 plus two per step (one with an
-//! immediate), a no-op or FINISH 40. Cycles at the board's clock are the measured time.
+//! module is free and the tokens it pops have been pushed, and pushes at its end. A DMA
+//! holds the memory bus, shared by all modules and granted in start order, one cycle per
+//! 8 bytes, and costs 150 cycles of latency more (and one per padding element written);
+//! GEMM costs 80 plus one per micro-op step, ALU 46 plus two per step (one with an
+//! immediate), and a step that reads the accumulator the step before wrote waits
+//! [`ACC_RAW_STALL`] more; a no-op or FINISH 40. Cycles at the board's clock are the
+//! measured time.
 
 use crate::config::VtaConfig;
 use crate::dram::Dram;
@@ -60,29 +63,41 @@ fn queues(module: Module) -> ([Option<Queue>; 2], [Option<Queue>; 2]) {
     }
 }
 
-/// The cycles an instruction takes.
-pub fn cycles(cfg: &VtaConfig, insn: &Insn) -> u64 {
+/// Extra cycles of a GEMM or ALU step that reads the accumulator the step before it
+/// wrote (the accumulator pipeline's depth). VTA has no interlock for this — TVM's
+/// schedules avoid it — so the model charges the wait an interlock would cost and counts
+/// such steps (`Counters::acc_raw_steps`).
+pub const ACC_RAW_STALL: u64 = 4;
+
+/// What an instruction costs: cycles of its own, and for a DMA the cycles it holds the
+/// memory bus that every module's transfers share (64 bits a cycle).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cost {
+    pub own: u64,
+    pub bus: u64,
+}
+
+/// The cost of `insn`; `raw_steps` of its steps wait on the step before.
+pub fn cost(cfg: &VtaConfig, insn: &Insn, raw_steps: u64) -> Cost {
     const DMA: u64 = 150;
+    let own = |own| Cost { own, bus: 0 };
     match insn {
-        Insn::Mem(m) if m.x_size == 0 => 40,
+        Insn::Mem(m) if m.x_size == 0 => own(40),
         Insn::Mem(m) => {
-            let elem = match m.mem {
-                MemType::Uop => crate::config::UOP_BYTES,
-                MemType::Inp => cfg.inp_elem_bytes(),
-                MemType::Wgt => cfg.wgt_elem_bytes(),
-                MemType::Acc => cfg.acc_elem_bytes(),
-                MemType::Acc8 | MemType::Out => cfg.out_elem_bytes(),
-            } as u64;
+            let elem = crate::builder::elem_bytes(cfg, m.mem) as u64;
             let n = (m.x_size * m.y_size) as u64;
             let total = ((m.x_size + m.x_pad[0] + m.x_pad[1])
                 * (m.y_size + m.y_pad[0] + m.y_pad[1])) as u64;
             let pad = if m.op == MemOp::Load { total - n } else { 0 };
-            DMA + (n * elem).div_ceil(8) + pad
+            Cost {
+                own: DMA + pad,
+                bus: (n * elem).div_ceil(8),
+            }
         }
-        Insn::Gemm(g) => 80 + g.lp.iterations(),
-        Insn::Alu(a) if a.imm.is_some() => 46 + a.lp.iterations(),
-        Insn::Alu(a) => 46 + 2 * a.lp.iterations(),
-        Insn::Finish(_) => 40,
+        Insn::Gemm(g) => own(80 + g.lp.iterations() + ACC_RAW_STALL * raw_steps),
+        Insn::Alu(a) if a.imm.is_some() => own(46 + a.lp.iterations() + ACC_RAW_STALL * raw_steps),
+        Insn::Alu(a) => own(46 + 2 * a.lp.iterations() + ACC_RAW_STALL * raw_steps),
+        Insn::Finish(_) => own(40),
     }
 }
 
@@ -93,6 +108,7 @@ pub struct Simulator {
     layout: Layout,
     sram: Sram,
     total: Counters,
+    functional: bool,
 }
 
 /// Where a module stands in a run.
@@ -117,7 +133,15 @@ impl Simulator {
             layout,
             cfg,
             total: Counters::default(),
+            functional: true,
         })
+    }
+
+    /// With `false`, runs only the cycle model and the counters (neither buffers nor
+    /// DRAM change, and nothing is checked but the tokens): the time of a program does
+    /// not depend on its data, so tuning measures this way.
+    pub fn set_functional(&mut self, on: bool) {
+        self.functional = on;
     }
 
     pub fn config(&self) -> &VtaConfig {
@@ -155,6 +179,7 @@ impl Simulator {
         let mut tokens: [VecDeque<Token>; 4] = Default::default();
         let mut counters = Counters::default();
         let mut end = 0u64;
+        let mut bus_free = 0u64;
         while let Some((m, start)) = next_module(program, &modules, &tokens) {
             let index = modules[m].stream.pop_front().expect("has a head");
             let insn = &program[index];
@@ -177,27 +202,42 @@ impl Simulator {
                 index,
                 clock: st.clock,
             };
-            let took = cycles(&self.cfg, insn);
-            st.free_at = start + took;
-            counters.busy[m] += took;
-            end = end.max(start + took);
+            let raw = match insn {
+                Insn::Gemm(g) if !g.lp.reset => self.raw_steps(&g.lp),
+                Insn::Alu(a) if !a.lp.reset => self.raw_steps(&a.lp),
+                _ => 0,
+            };
+            counters.acc_raw_steps += raw;
+            let c = cost(&self.cfg, insn, raw);
+            let on_bus = if c.bus > 0 {
+                start.max(bus_free)
+            } else {
+                start
+            };
+            bus_free = if c.bus > 0 { on_bus + c.bus } else { bus_free };
+            let done = on_bus + c.bus + c.own;
+            counters.busy[m] += done - start;
+            st.free_at = done;
+            end = end.max(done);
             for (q, on) in pushes.iter().zip([d.push_prev, d.push_next]) {
                 if let (Some(q), true) = (q, on) {
                     tokens[*q as usize].push_back(Token {
-                        ready: start + took,
+                        ready: done,
                         clock: stamp.clock,
                     });
                 }
             }
-            let mut exec = Exec {
-                cfg: &self.cfg,
-                layout: &self.layout,
-                sram: &mut self.sram,
-                dram,
-                counters: &mut counters,
-            };
-            exec.run(insn, &stamp)?;
-            counters.instructions += 1;
+            counters.count(&self.cfg, insn);
+            let uop_load = matches!(insn, Insn::Mem(m) if m.mem == MemType::Uop);
+            if self.functional || uop_load {
+                let mut exec = Exec {
+                    cfg: &self.cfg,
+                    layout: &self.layout,
+                    sram: &mut self.sram,
+                    dram,
+                };
+                exec.run(insn, &stamp)?;
+            }
         }
         if modules.iter().any(|m| !m.stream.is_empty()) {
             return Err(deadlock(program, &modules, &tokens));
@@ -205,6 +245,27 @@ impl Simulator {
         counters.cycles = end;
         self.total.add(&counters);
         Ok(counters)
+    }
+}
+
+impl Simulator {
+    /// Steps of a GEMM or ALU loop whose accumulator is the one the step before wrote.
+    fn raw_steps(&self, lp: &crate::isa::UopLoop) -> u64 {
+        let mut prev = None;
+        let mut n = 0;
+        for o in 0..lp.iter_out {
+            for i in 0..lp.iter_in {
+                for k in lp.uop_bgn..lp.uop_end {
+                    let word = self.sram.uop.get(k as usize).copied().unwrap_or(0);
+                    let dst = self.layout.decode_uop(word).dst
+                        + o * lp.dst_factor[0]
+                        + i * lp.dst_factor[1];
+                    n += u64::from(prev == Some(dst));
+                    prev = Some(dst);
+                }
+            }
+        }
+        n
     }
 }
 

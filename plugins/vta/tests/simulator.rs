@@ -205,7 +205,7 @@ proptest! {
                             AluOp::Add => x.wrapping_add(y),
                             AluOp::Mul => x.wrapping_mul(y),
                             AluOp::Shr => {
-                                let shifted = if y >= 0 { (x as i64) >> y.min(63) } else { (x as i64) << (-y).min(40) };
+                                let shifted = if y >= 0 { (x as i64) >> y.min(63) } else { (x as i64) << y.unsigned_abs().min(40) };
                                 shifted as i32
                             }
                         };
@@ -265,11 +265,12 @@ proptest! {
     }
 }
 
-/// A small program's cycles by the model: the load module's 4-element INP load (150 +
-/// 64/8 cycles) and compute's micro-op load (150 + 4/8) overlap; the GEMM of 10 steps
-/// (80 + 10) starts when the load's token arrives.
+/// A small program's cycles by the model. The load module's weight load (256 bytes:
+/// 32 bus cycles, then 150) takes the bus first; compute's micro-op load, started at the
+/// same time, waits for the bus; the input load (64 bytes) follows the weights on the
+/// load module; the GEMM of 10 steps (80 + 10) starts when the input's token arrives.
 #[test]
-fn cycles_follow_the_model_and_overlap_across_modules() {
+fn cycles_follow_the_model_with_a_shared_bus() {
     let mut dram = Dram::new(1 << 24);
     let l = Layout::of(&cfg()).unwrap();
     let ua = uops(&mut dram, &l, &[Uop::default()]);
@@ -281,7 +282,7 @@ fn cycles_follow_the_model_and_overlap_across_modules() {
         uop_end: 1,
         iter_out: 2,
         iter_in: 5,
-        dst_factor: [0, 0],
+        dst_factor: [0, 1],
         src_factor: [0, 0],
     };
     let program = [
@@ -296,13 +297,27 @@ fn cycles_follow_the_model_and_overlap_across_modules() {
     ];
     let mut sim = Simulator::new(cfg()).unwrap();
     let c = sim.run(&mut dram, &program).unwrap();
-    let wgt = 150 + 256 / 8;
-    let inp = 150 + 64 / 8;
-    let uop = 150 + 1;
-    assert_eq!(c.busy, [wgt + inp, uop + 90, 0]);
-    assert_eq!(c.cycles, wgt + inp + 90);
-    assert_eq!(sim.sram().acc[0], 10 * 16, "ten steps of 16 ones · 16 ones");
+    let wgt_done = 32 + 150;
+    let uop_done = 32 + 1 + 150;
+    let inp_done = wgt_done + 8 + 150;
+    let gemm = 80 + 10;
+    assert_eq!(c.busy, [inp_done, uop_done + gemm, 0]);
+    assert_eq!(c.cycles, inp_done + gemm);
+    assert_eq!(c.acc_raw_steps, 0);
+    assert_eq!(sim.sram().acc[0], 2 * 16, "two steps of 16 ones · 16 ones");
     assert_eq!(sim.total().cycles, c.cycles);
+    // the same steps on one accumulator: each after the first waits for the one before
+    let one = [Insn::Gemm(GemmInsn {
+        deps: Deps::default(),
+        lp: UopLoop {
+            dst_factor: [0, 0],
+            ..lp
+        },
+        wgt_factor: [0, 0],
+    })];
+    let c = sim.run(&mut dram, &one).unwrap();
+    assert_eq!(c.acc_raw_steps, 9);
+    assert_eq!(c.cycles, 80 + 10 + 9 * tessera_vta::sim::ACC_RAW_STALL);
 }
 
 #[test]
