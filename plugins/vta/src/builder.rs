@@ -68,6 +68,18 @@ impl Program {
 }
 
 impl Program {
+    /// How many tensor arguments the program takes (one past the highest it reads).
+    pub fn tensor_args(&self) -> usize {
+        self.relocs
+            .iter()
+            .filter_map(|r| match r {
+                Some(Arg::Tensor(i)) => Some(i + 1),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
     /// Runs the program on `sim` with its tensor arguments at the physical addresses
     /// `tensors` (the micro-ops are copied into DRAM for the run).
     pub fn run(
@@ -76,6 +88,13 @@ impl Program {
         dram: &mut Dram,
         tensors: &[u64],
     ) -> Result<Counters, VtaError> {
+        let takes = self.tensor_args();
+        if tensors.len() != takes {
+            return Err(VtaError::Launch(format!(
+                "the program takes {takes} tensor arguments, {} given",
+                tensors.len()
+            )));
+        }
         let bytes: Vec<u8> = self.uops.iter().flat_map(|u| u.to_le_bytes()).collect();
         let at = dram.alloc(bytes.len())?;
         dram.write(at, &bytes)?;

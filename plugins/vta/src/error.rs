@@ -35,6 +35,9 @@ pub enum VtaError {
     /// buffer, a split that does not divide its axis).
     #[error("configuration {config}: {reason}")]
     Instantiate { config: String, reason: String },
+    /// A module file that cannot be read or is not a VTA module.
+    #[error("{path}: {reason}")]
+    Module { path: String, reason: String },
     /// A program launched with arguments that do not match it.
     #[error("launch: {0}")]
     Launch(String),

@@ -7,7 +7,9 @@
 //! - [`dram`], [`exec`], [`hazard`], [`sim`]: the simulator — the reference semantics,
 //!   bit for bit, with TVM's counters; token-synchronized load/compute/store modules run
 //!   deterministically with deadlock and hazard detection; and the cycle model whose
-//!   cycles at the board's clock are the measured time.
+//!   cycles at the board's clock are the measured time;
+//! - [`builder`], [`conv2d`]: instruction streams, and the `conv2d_packed` template;
+//! - [`module`], [`device`]: the module file and the core's `Device` on the simulator.
 
 pub mod config;
 pub mod dram;
@@ -27,3 +29,5 @@ pub use isa::{
 pub use sim::Simulator;
 pub mod builder;
 pub mod conv2d;
+pub mod device;
+pub mod module;

@@ -1,0 +1,271 @@
+//! The core's `Device` on the simulator: buffers are allocations of the simulated DRAM,
+//! a module is a program loaded from its file (for this device's configuration only), a
+//! launch runs it functionally, and `time` reports the cycle model's time at the board's
+//! clock — the warm-up call computes the outputs, the timed calls run the cycle model
+//! alone (a program's cycles do not depend on its data). The counters of the last
+//! launch and their sum since creation are kept for reports.
+
+use crate::builder::Program;
+use crate::config::VtaConfig;
+use crate::dram::Dram;
+use crate::error::VtaError;
+use crate::exec::Counters;
+use crate::module::VtaModule;
+use crate::sim::Simulator;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use tessera_runtime::device::copy_range;
+use tessera_runtime::timer::{TimeEvaluator, TimeResult};
+use tessera_runtime::{BufferId, Device, DeviceError, FunctionId, ModuleId};
+use tessera_target::{Artifact, LaunchDims, TargetKind};
+
+/// Simulated DRAM of a device: 1 GiB, a Pynq's.
+pub const DRAM_BYTES: usize = 1 << 30;
+
+struct State {
+    sim: Simulator,
+    dram: Dram,
+    /// Buffer handle → (physical address, bytes).
+    buffers: HashMap<u64, (u64, usize)>,
+    next: u64,
+    /// Loaded modules: entry and program.
+    modules: Vec<(String, Program)>,
+    last: Counters,
+}
+
+/// A VTA simulator behind the core's `Device`.
+pub struct VtaDevice {
+    name: String,
+    config: VtaConfig,
+    state: Mutex<State>,
+}
+
+impl VtaDevice {
+    pub fn new(config: VtaConfig) -> Result<VtaDevice, VtaError> {
+        let sim = Simulator::new(config.clone())?;
+        Ok(VtaDevice {
+            name: format!("vta ({}, simulated)", config.name()),
+            config,
+            state: Mutex::new(State {
+                sim,
+                dram: Dram::new(DRAM_BYTES),
+                buffers: HashMap::new(),
+                next: 1,
+                modules: Vec::new(),
+                last: Counters::default(),
+            }),
+        })
+    }
+
+    pub fn config(&self) -> &VtaConfig {
+        &self.config
+    }
+
+    /// The counters of the last launch or timed call, and their sum since creation.
+    pub fn counters(&self) -> (Counters, Counters) {
+        let s = self.lock();
+        (s.last, *s.sim.total())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn failed(&self, e: impl ToString) -> DeviceError {
+        DeviceError::Failed {
+            device: self.name.clone(),
+            message: e.to_string(),
+        }
+    }
+
+    fn buffer(&self, s: &State, id: BufferId) -> Result<(u64, usize), DeviceError> {
+        s.buffers
+            .get(&id.0)
+            .copied()
+            .ok_or(DeviceError::UnknownHandle {
+                device: self.name.clone(),
+                what: "buffer",
+                id: id.0,
+            })
+    }
+
+    fn function<'a>(
+        &self,
+        s: &'a State,
+        f: FunctionId,
+    ) -> Result<&'a (String, Program), DeviceError> {
+        s.modules
+            .get(f.0 as usize)
+            .ok_or(DeviceError::UnknownHandle {
+                device: self.name.clone(),
+                what: "function",
+                id: f.0,
+            })
+    }
+
+    /// Runs function `f` on `args`; functional or timing only.
+    fn run(
+        &self,
+        f: FunctionId,
+        args: &[BufferId],
+        functional: bool,
+    ) -> Result<Counters, DeviceError> {
+        let mut guard = self.lock();
+        let s = &mut *guard;
+        let addrs = args
+            .iter()
+            .map(|a| self.buffer(s, *a).map(|b| b.0))
+            .collect::<Result<Vec<_>, _>>()?;
+        let (entry, program) = self.function(s, f)?.clone();
+        s.sim.set_functional(functional);
+        let r = program.run(&mut s.sim, &mut s.dram, &addrs);
+        s.sim.set_functional(true);
+        let c = r.map_err(|e| DeviceError::BadLaunch {
+            device: self.name.clone(),
+            function: entry,
+            reason: e.to_string(),
+        })?;
+        s.last = c;
+        Ok(c)
+    }
+}
+
+impl Device for VtaDevice {
+    fn kind(&self) -> TargetKind {
+        TargetKind::new("vta")
+    }
+
+    fn alloc(&self, nbytes: usize) -> Result<BufferId, DeviceError> {
+        let mut s = self.lock();
+        let addr = s.dram.alloc(nbytes).map_err(|e| self.failed(e))?;
+        let id = s.next;
+        s.next += 1;
+        s.buffers.insert(id, (addr, nbytes));
+        Ok(BufferId(id))
+    }
+
+    fn free(&self, buffer: BufferId) -> Result<(), DeviceError> {
+        let mut s = self.lock();
+        let (addr, _) = self.buffer(&s, buffer)?;
+        s.buffers.remove(&buffer.0);
+        s.dram.free(addr);
+        Ok(())
+    }
+
+    fn copy_from_host(&self, dst: BufferId, offset: usize, src: &[u8]) -> Result<(), DeviceError> {
+        let mut s = self.lock();
+        let (addr, size) = self.buffer(&s, dst)?;
+        let r = copy_range(&self.name, dst, offset, src.len(), size)?;
+        s.dram
+            .write(addr + r.start as u64, src)
+            .map_err(|e| self.failed(e))
+    }
+
+    fn copy_to_host(
+        &self,
+        src: BufferId,
+        offset: usize,
+        dst: &mut [u8],
+    ) -> Result<(), DeviceError> {
+        let s = self.lock();
+        let (addr, size) = self.buffer(&s, src)?;
+        let r = copy_range(&self.name, src, offset, dst.len(), size)?;
+        let bytes = s
+            .dram
+            .read(addr + r.start as u64, dst.len())
+            .map_err(|e| self.failed(e))?;
+        dst.copy_from_slice(bytes);
+        Ok(())
+    }
+
+    fn copy_on_device(
+        &self,
+        src: BufferId,
+        dst: BufferId,
+        nbytes: usize,
+    ) -> Result<(), DeviceError> {
+        let mut s = self.lock();
+        let (from, fsize) = self.buffer(&s, src)?;
+        let (to, tsize) = self.buffer(&s, dst)?;
+        copy_range(&self.name, src, 0, nbytes, fsize)?;
+        copy_range(&self.name, dst, 0, nbytes, tsize)?;
+        let bytes = s
+            .dram
+            .read(from, nbytes)
+            .map_err(|e| self.failed(e))?
+            .to_vec();
+        s.dram.write(to, &bytes).map_err(|e| self.failed(e))
+    }
+
+    fn load_module(&self, artifact: &Artifact) -> Result<ModuleId, DeviceError> {
+        if artifact.device != self.kind() {
+            return Err(DeviceError::WrongKind {
+                device: self.name.clone(),
+                entry: artifact.entry.clone(),
+                artifact_kind: artifact.device.clone(),
+            });
+        }
+        let m = VtaModule::read(&artifact.path).map_err(|e| self.failed(e))?;
+        if m.config != self.config {
+            return Err(self.failed(format!(
+                "`{}` was built for the VTA configuration {}, this device is {}",
+                m.entry,
+                m.config.name(),
+                self.config.name()
+            )));
+        }
+        let program = m.program().map_err(|e| self.failed(e))?;
+        let mut s = self.lock();
+        s.modules.push((m.entry, program));
+        Ok(ModuleId(s.modules.len() as u64 - 1))
+    }
+
+    fn get_function(&self, module: ModuleId, name: &str) -> Result<FunctionId, DeviceError> {
+        let s = self.lock();
+        match s.modules.get(module.0 as usize) {
+            Some((entry, _)) if entry == name => Ok(FunctionId(module.0)),
+            Some((entry, _)) => {
+                Err(self.failed(format!("module {} has `{entry}`, not `{name}`", module.0)))
+            }
+            None => Err(DeviceError::UnknownHandle {
+                device: self.name.clone(),
+                what: "module",
+                id: module.0,
+            }),
+        }
+    }
+
+    fn launch(
+        &self,
+        function: FunctionId,
+        args: &[BufferId],
+        _dims: Option<&LaunchDims>,
+    ) -> Result<(), DeviceError> {
+        self.run(function, args, true).map(|_| ())
+    }
+
+    fn synchronize(&self) -> Result<(), DeviceError> {
+        Ok(())
+    }
+
+    fn time(
+        &self,
+        function: FunctionId,
+        args: &[BufferId],
+        _dims: Option<&LaunchDims>,
+        evaluator: &TimeEvaluator,
+    ) -> Result<TimeResult, DeviceError> {
+        self.run(function, args, true)?;
+        let hz = self.config.clock_mhz as f64 * 1e6;
+        let number = evaluator.number.max(1);
+        let mut results = Vec::with_capacity(evaluator.repeat.max(1));
+        for _ in 0..evaluator.repeat.max(1) {
+            let mut cycles = 0;
+            for _ in 0..number {
+                cycles += self.run(function, args, false)?.cycles;
+            }
+            results.push(cycles as f64 / number as f64 / hz);
+        }
+        Ok(TimeResult { results, number })
+    }
+}
