@@ -12,9 +12,16 @@ pub struct Tensors {
     pub bias: Vec<i32>,
 }
 
+/// SplitMix64: well-mixed values from any seed, small ones too.
+pub fn mix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
 pub fn tensors(w: &Conv2dPacked, seed: u64) -> Tensors {
-    let v =
-        |i: usize, salt: u64| (seed.wrapping_add(salt).wrapping_mul(i as u64 * 2 + 1) >> 29) as i64;
+    let v = |i: usize, salt: u64| mix(seed ^ (salt << 56) ^ i as u64);
     Tensors {
         data: (0..w.n * w.ci * w.h * w.w * B)
             .map(|i| v(i, 1) as i8)
