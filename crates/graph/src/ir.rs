@@ -215,10 +215,35 @@ pub enum Op {
         after: Vec<i64>,
         value: f64,
     },
-    /// Between two data layouts (e.g. `NCHW` and `NHWC`).
+    /// Between two data layouts (e.g. `NCHW` and `NHWC`, or VTA's `NCHW1n16c`).
     LayoutTransform {
         src: String,
         dst: String,
+    },
+    /// Conversion to another element type (TVM's `cast`).
+    Cast {
+        dtype: DataType,
+    },
+    /// Arithmetic right shift of an integer tensor by `bits`.
+    RightShift {
+        bits: i64,
+    },
+    /// Float to int8 at `scale` (TVM's realized `simulated_quantize`):
+    /// `clip(round(x / scale), -127, 127)`.
+    Quantize {
+        scale: f64,
+    },
+    /// Integer to float32 at `scale`: `x · scale`.
+    Dequantize {
+        scale: f64,
+    },
+    /// An int8 convolution accumulated in int32 (one group, no dilation): data NCHW and
+    /// weight OIHW, or VTA's packed data `[N, CI, H, W, bn, bc]` and weight
+    /// `[CO, CI, KH, KW, bo, bc]` (te's `conv2d_packed_int8`; the 4-D form is that with
+    /// 1×1 blocks).
+    Conv2dInt8 {
+        stride: (i64, i64),
+        padding: (i64, i64),
     },
 }
 
@@ -291,6 +316,11 @@ impl Op {
             Op::Transpose { .. } => "transpose",
             Op::Pad { .. } => "pad",
             Op::LayoutTransform { .. } => "layout_transform",
+            Op::Cast { .. } => "cast",
+            Op::RightShift { .. } => "right_shift",
+            Op::Quantize { .. } => "quantize",
+            Op::Dequantize { .. } => "dequantize",
+            Op::Conv2dInt8 { .. } => "conv2d_int8",
         }
     }
 
@@ -300,6 +330,7 @@ impl Op {
             Op::Input | Op::Constant(_) => 0,
             Op::Conv2d { .. }
             | Op::Conv3d { .. }
+            | Op::Conv2dInt8 { .. }
             | Op::Dense
             | Op::MatMul
             | Op::BiasAdd { .. }
@@ -314,12 +345,20 @@ impl Op {
     pub fn pattern(&self) -> Option<Pattern> {
         Some(match self {
             Op::Input | Op::Constant(_) => return None,
-            Op::Conv2d { .. } | Op::Conv3d { .. } | Op::Dense | Op::MatMul => Pattern::OutFusable,
+            Op::Conv2d { .. }
+            | Op::Conv3d { .. }
+            | Op::Conv2dInt8 { .. }
+            | Op::Dense
+            | Op::MatMul => Pattern::OutFusable,
             Op::BiasAdd { .. }
             | Op::BatchNorm { .. }
             | Op::Unary(_)
             | Op::Clip { .. }
-            | Op::Binary(_) => Pattern::ElemWise,
+            | Op::Binary(_)
+            | Op::Cast { .. }
+            | Op::RightShift { .. }
+            | Op::Quantize { .. }
+            | Op::Dequantize { .. } => Pattern::ElemWise,
             Op::Pool2d { .. }
             | Op::GlobalPool2d { .. }
             | Op::Pool3d { .. }
@@ -443,8 +482,34 @@ impl Op {
                 value,
             } => ops::pad_with(x(), before, after, *value, "T_pad"),
             Op::LayoutTransform { src, dst } => ops::layout_transform(x(), src, dst),
+            Op::Cast { dtype } => ops::cast(x(), *dtype),
+            Op::RightShift { bits } => ops::right_shift(x(), *bits),
+            Op::Quantize { scale } => ops::quantize_int8(x(), *scale),
+            Op::Dequantize { scale } => ops::dequantize(x(), *scale),
+            Op::Conv2dInt8 { stride, padding } => conv2d_int8(inputs, *stride, *padding),
         }
     }
+}
+
+/// [`Op::Conv2dInt8`]: the packed form directly; NCHW / OIHW as the packed form with
+/// 1×1 blocks (reshapes around it, which the schedule inlines).
+fn conv2d_int8(
+    inputs: &[Tensor],
+    stride: (i64, i64),
+    padding: (i64, i64),
+) -> Result<Tensor, TeError> {
+    let (d, w) = (&inputs[0], &inputs[1]);
+    if d.ndim() != 4 || w.ndim() != 4 {
+        // the packed form (its own checks name a wrong rank)
+        return ops::conv2d_packed_int8(d, w, stride, padding);
+    }
+    let blocked = |t: &Tensor| {
+        let mut s = t.shape().to_vec();
+        s.extend([1, 1]);
+        ops::reshape(t, &s)
+    };
+    let out = ops::conv2d_packed_int8(&blocked(d)?, &blocked(w)?, stride, padding)?;
+    ops::reshape(&out, &out.shape()[..4])
 }
 
 /// A node: its name, operator and output type.

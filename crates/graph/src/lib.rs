@@ -14,6 +14,7 @@ pub mod ir;
 pub mod onnx;
 pub mod op_spec;
 pub mod passes;
+pub mod quantize;
 pub mod reference;
 pub mod tasks;
 pub mod zoo;

@@ -211,6 +211,44 @@ pub fn cast(x: &Tensor, dtype: DataType) -> Result<Tensor, TeError> {
     })
 }
 
+/// Float to int8 at `scale` (TVM's realized `simulated_quantize` for 8 bits, stage
+/// `T_quantize`): `clip(round(x / scale), -127, 127)`, rounding half away from zero.
+pub fn quantize_int8(x: &Tensor, scale: f64) -> Result<Tensor, TeError> {
+    let dt = x.dtype();
+    if !dt.is_float() {
+        return Err(attr_err(
+            "quantize",
+            "dtype",
+            format!("needs a float tensor, `{}` is {dt}", x.name()),
+        ));
+    }
+    if !(scale.is_finite() && scale > 0.0) {
+        return Err(attr_err(
+            "quantize",
+            "scale",
+            format!("{scale} is not a positive number"),
+        ));
+    }
+    unary(x, "T_quantize", |v| {
+        let r = Expr::math(Intrinsic::Round, v * const_of(dt, 1.0 / scale));
+        let c = Expr::max(Expr::min(r, const_of(dt, 127.0)), const_of(dt, -127.0));
+        Expr::cast(DataType::int(8), c)
+    })
+}
+
+/// An integer tensor to float32 at `scale` (stage `T_dequantize`): `x · scale`.
+pub fn dequantize(x: &Tensor, scale: f64) -> Result<Tensor, TeError> {
+    if !x.dtype().is_integer() {
+        return Err(attr_err(
+            "dequantize",
+            "dtype",
+            format!("needs an integer tensor, `{}` is {}", x.name(), x.dtype()),
+        ));
+    }
+    let f = DataType::float32();
+    unary(x, "T_dequantize", |v| Expr::cast(f, v) * const_of(f, scale))
+}
+
 /// Arithmetic right shift by `n` bits of an integer tensor (TVM's `x >> n`, stage
 /// `T_right_shift`). The IR has no shift operator, so it is written as floor division
 /// by powers of two (exact for arithmetic shifts of signed and unsigned values).
