@@ -2,7 +2,8 @@
 //! operator fusion, task extraction, network build and the graph executor.
 //!
 //! ```text
-//! zoo / onnx  ->  Graph  ->  passes (fold constants, fold batch norm, DCE, NCHW->NHWC)
+//! zoo / onnx  ->  Graph  ->  passes (fold constants, fold batch norm, DCE, NCHW->NHWC;
+//!                                    for VTA: quantize to int8, pack NCHW1n16c)
 //!             ->  fuse   ->  extract_tasks (one compute DAG per distinct group)
 //!                        ->  build -> GraphModule (set_input / run / get_output)
 //! ```
@@ -13,6 +14,7 @@ pub mod fuse;
 pub mod ir;
 pub mod onnx;
 pub mod op_spec;
+pub mod pack;
 pub mod passes;
 pub mod quantize;
 pub mod reference;
