@@ -125,8 +125,7 @@ fn check(w: &Conv2dPacked, k: &Knobs) {
         "interpreter vs CPU"
     );
 
-    // VTA: the template's instruction stream on the simulator (a bias that is not
-    // added is never read)
+    // VTA: the template's instruction stream on the simulator
     let cfg = VtaConfig::default();
     let program = generate(&cfg, w, k).unwrap();
     let mut dram = Dram::new(1 << 26);
@@ -143,7 +142,12 @@ fn check(w: &Conv2dPacked, k: &Knobs) {
         .collect::<Vec<_>>());
     let o = put(&vec![0u8; out_len]);
     let mut sim = Simulator::new(cfg).unwrap();
-    program.run(&mut sim, &mut dram, &[d, q, b, o]).unwrap();
+    let args = if w.epilogue.bias {
+        vec![d, q, b, o]
+    } else {
+        vec![d, q, o]
+    };
+    program.run(&mut sim, &mut dram, &args).unwrap();
     let vta: Vec<i8> = dram
         .read(o, out_len)
         .unwrap()

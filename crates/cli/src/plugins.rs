@@ -33,6 +33,8 @@ fn builtins() -> Vec<PluginRootRef> {
     v.push(tessera_opencl::tessera_plugin_root());
     #[cfg(feature = "cuda")]
     v.push(tessera_cuda::tessera_plugin_root());
+    #[cfg(feature = "vta")]
+    v.push(tessera_vta::tessera_plugin_root());
     v
 }
 

@@ -22,11 +22,11 @@ use crate::isa::{
 };
 use serde::{Deserialize, Serialize};
 
-/// The kernel's tensor arguments, in order.
+/// The kernel's tensor arguments, in order: data, kernel, the bias when the epilogue
+/// adds one, and the output ([`Conv2dPacked::out_arg`]).
 pub const DATA: usize = 0;
 pub const KERNEL: usize = 1;
 pub const BIAS: usize = 2;
-pub const OUT: usize = 3;
 
 /// What follows the convolution on the accumulators: `clip((acc + bias + round) >> shift)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -70,6 +70,14 @@ impl Conv2dPacked {
         let outs =
             (self.n * cfg.batch() * self.co * cfg.block() * self.out_h() * self.out_w()) as u64;
         2 * outs * (self.kh * self.kw * self.ci * cfg.block()) as u64
+    }
+    /// The output's argument index: after the bias, or in its place without one.
+    pub fn out_arg(&self) -> usize {
+        if self.epilogue.bias {
+            3
+        } else {
+            2
+        }
     }
     /// Checks the shape itself.
     pub fn check(&self) -> Result<(), String> {
@@ -596,7 +604,7 @@ impl Gen<'_> {
                     k.tile_w as u32,
                     ow as u32,
                 );
-                self.b.emit(Insn::Mem(m), Some(Arg::Tensor(OUT)));
+                self.b.emit(Insn::Mem(m), Some(Arg::Tensor(w.out_arg())));
             }
         }
         if tell {

@@ -1,9 +1,12 @@
-//! The core's `Device` on the simulator: buffers are allocations of the simulated DRAM,
-//! a module is a program loaded from its file (for this device's configuration only), a
-//! launch runs it functionally, and `time` reports the cycle model's time at the board's
-//! clock — the warm-up call computes the outputs, the timed calls run the cycle model
-//! alone (a program's cycles do not depend on its data). The counters of the last
-//! launch and their sum since creation are kept for reports.
+//! The core's `Device` on the simulated board: buffers are allocations of the simulated
+//! DRAM, which VTA and the board's CPU share (as on the Pynq). A module is either a VTA
+//! program loaded from its file (for this device's configuration only) — a launch runs
+//! it functionally, and `time` reports the cycle model's time at the board's clock (the
+//! warm-up call computes the outputs, the timed calls run the cycle model alone: a
+//! program's cycles do not depend on its data) — or a shared object of the CPU backend
+//! for the layers VTA does not run, called on pointers into the DRAM and timed with the
+//! host's clock. The counters of the last VTA launch and their sum since creation are
+//! kept for reports.
 
 use crate::builder::Program;
 use crate::config::VtaConfig;
@@ -13,14 +16,21 @@ use crate::exec::Counters;
 use crate::module::VtaModule;
 use crate::sim::Simulator;
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use tessera_runtime::device::copy_range;
 use tessera_runtime::timer::{TimeEvaluator, TimeResult};
-use tessera_runtime::{BufferId, Device, DeviceError, FunctionId, ModuleId};
+use tessera_runtime::{BufferId, Device, DeviceError, FunctionId, Module, ModuleId};
 use tessera_target::{Artifact, LaunchDims, TargetKind};
 
 /// Simulated DRAM of a device: 1 GiB, a Pynq's.
 pub const DRAM_BYTES: usize = 1 << 30;
+
+/// A loaded kernel: a VTA program, or code for the board's CPU.
+#[derive(Clone)]
+enum Kernel {
+    Vta(Program),
+    Cpu(Arc<Module>),
+}
 
 struct State {
     sim: Simulator,
@@ -28,8 +38,8 @@ struct State {
     /// Buffer handle → (physical address, bytes).
     buffers: HashMap<u64, (u64, usize)>,
     next: u64,
-    /// Loaded modules: entry and program.
-    modules: Vec<(String, Program)>,
+    /// Loaded modules: entry and kernel.
+    modules: Vec<(String, Kernel)>,
     last: Counters,
 }
 
@@ -93,7 +103,7 @@ impl VtaDevice {
         &self,
         s: &'a State,
         f: FunctionId,
-    ) -> Result<&'a (String, Program), DeviceError> {
+    ) -> Result<&'a (String, Kernel), DeviceError> {
         s.modules
             .get(f.0 as usize)
             .ok_or(DeviceError::UnknownHandle {
@@ -103,30 +113,49 @@ impl VtaDevice {
             })
     }
 
-    /// Runs function `f` on `args`; functional or timing only.
+    /// Runs function `f` on `args`; a VTA program functionally or on the cycle model
+    /// alone (its counters), a CPU kernel on the shared DRAM (no counters).
     fn run(
         &self,
         f: FunctionId,
         args: &[BufferId],
         functional: bool,
-    ) -> Result<Counters, DeviceError> {
+    ) -> Result<Option<Counters>, DeviceError> {
         let mut guard = self.lock();
         let s = &mut *guard;
-        let addrs = args
+        let bufs = args
             .iter()
-            .map(|a| self.buffer(s, *a).map(|b| b.0))
+            .map(|a| self.buffer(s, *a))
             .collect::<Result<Vec<_>, _>>()?;
-        let (entry, program) = self.function(s, f)?.clone();
-        s.sim.set_functional(functional);
-        let r = program.run(&mut s.sim, &mut s.dram, &addrs);
-        s.sim.set_functional(true);
-        let c = r.map_err(|e| DeviceError::BadLaunch {
+        let (entry, kernel) = self.function(s, f)?.clone();
+        let bad = |reason: String| DeviceError::BadLaunch {
             device: self.name.clone(),
-            function: entry,
-            reason: e.to_string(),
-        })?;
-        s.last = c;
-        Ok(c)
+            function: entry.clone(),
+            reason,
+        };
+        match kernel {
+            Kernel::Vta(program) => {
+                let addrs: Vec<u64> = bufs.iter().map(|b| b.0).collect();
+                s.sim.set_functional(functional);
+                let r = program.run(&mut s.sim, &mut s.dram, &addrs);
+                s.sim.set_functional(true);
+                let c = r.map_err(|e| bad(e.to_string()))?;
+                s.last = c;
+                Ok(Some(c))
+            }
+            Kernel::Cpu(m) => {
+                let mut ptrs = Vec::with_capacity(bufs.len());
+                for (addr, len) in bufs {
+                    let p = s.dram.host_ptr(addr, len).map_err(|e| bad(e.to_string()))?;
+                    ptrs.push((p.cast::<std::ffi::c_void>(), len));
+                }
+                // SAFETY: each pointer is a live allocation of the simulated DRAM (page
+                // aligned, never moved) of its true size; the lock keeps every buffer
+                // alive and untouched by other callers during the call.
+                unsafe { m.call_sized(&ptrs) }.map_err(|e| bad(e.to_string()))?;
+                Ok(None)
+            }
+        }
     }
 }
 
@@ -205,18 +234,33 @@ impl Device for VtaDevice {
                 artifact_kind: artifact.device.clone(),
             });
         }
-        let m = VtaModule::read(&artifact.path).map_err(|e| self.failed(e))?;
-        if m.config != self.config {
-            return Err(self.failed(format!(
-                "`{}` was built for the VTA configuration {}, this device is {}",
-                m.entry,
-                m.config.name(),
-                self.config.name()
-            )));
-        }
-        let program = m.program().map_err(|e| self.failed(e))?;
+        let mut head = [0u8; 4];
+        let elf = std::fs::File::open(&artifact.path)
+            .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
+            .is_ok()
+            && head == *b"\x7fELF";
+        let kernel = if elf {
+            // code for the board's CPU, built by the CPU backend
+            let cpu = Artifact {
+                device: TargetKind::CPU,
+                entry: tessera_backends::cpu::entry_symbol(&artifact.entry),
+                ..artifact.clone()
+            };
+            Kernel::Cpu(Arc::new(Module::load(&cpu).map_err(|e| self.failed(e))?))
+        } else {
+            let m = VtaModule::read(&artifact.path).map_err(|e| self.failed(e))?;
+            if m.config != self.config {
+                return Err(self.failed(format!(
+                    "`{}` was built for the VTA configuration {}, this device is {}",
+                    m.entry,
+                    m.config.name(),
+                    self.config.name()
+                )));
+            }
+            Kernel::Vta(m.program().map_err(|e| self.failed(e))?)
+        };
         let mut s = self.lock();
-        s.modules.push((m.entry, program));
+        s.modules.push((artifact.entry.clone(), kernel));
         Ok(ModuleId(s.modules.len() as u64 - 1))
     }
 
@@ -255,14 +299,17 @@ impl Device for VtaDevice {
         _dims: Option<&LaunchDims>,
         evaluator: &TimeEvaluator,
     ) -> Result<TimeResult, DeviceError> {
-        self.run(function, args, true)?;
+        if self.run(function, args, true)?.is_none() {
+            // a kernel of the board's CPU: the host's clock
+            return evaluator.evaluate(|| self.run(function, args, true).map(|_| ()));
+        }
         let hz = self.config.clock_mhz as f64 * 1e6;
         let number = evaluator.number.max(1);
         let mut results = Vec::with_capacity(evaluator.repeat.max(1));
         for _ in 0..evaluator.repeat.max(1) {
             let mut cycles = 0;
             for _ in 0..number {
-                cycles += self.run(function, args, false)?.cycles;
+                cycles += self.run(function, args, false)?.map_or(0, |c| c.cycles);
             }
             results.push(cycles as f64 / number as f64 / hz);
         }

@@ -20,10 +20,12 @@ pub struct Dram {
 }
 
 impl Dram {
-    /// DRAM of at most `capacity` bytes (grown as allocations need).
+    /// DRAM of at most `capacity` bytes: reserved at once (the pages are touched only
+    /// as allocations use them), so that the memory never moves and the board's CPU
+    /// can compute on it through pointers ([`Dram::host_ptr`]).
     pub fn new(capacity: usize) -> Dram {
         Dram {
-            bytes: Vec::new(),
+            bytes: Vec::with_capacity(capacity),
             allocs: BTreeMap::new(),
             capacity,
         }
@@ -67,6 +69,13 @@ impl Dram {
             return Err(bad);
         }
         Ok(addr as usize..addr as usize + len)
+    }
+
+    /// A pointer to the `len` bytes at `addr`, for a kernel of the board's CPU; valid
+    /// until the allocation is freed (the DRAM never moves).
+    pub fn host_ptr(&mut self, addr: u64, len: usize) -> Result<*mut u8, VtaError> {
+        let r = self.range(addr, len)?;
+        Ok(self.bytes[r].as_mut_ptr())
     }
 
     /// `len` bytes at `addr`.

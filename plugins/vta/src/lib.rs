@@ -9,7 +9,9 @@
 //!   deterministically with deadlock and hazard detection; and the cycle model whose
 //!   cycles at the board's clock are the measured time;
 //! - [`builder`], [`conv2d`]: instruction streams, and the `conv2d_packed` template;
-//! - [`module`], [`device`]: the module file and the core's `Device` on the simulator.
+//! - [`module`], [`device`]: the module file and the core's `Device` on the simulator;
+//! - [`backend`]: what the `vta` target builds — VTA modules for the kernels the
+//!   template scheduled (its pragmas), CPU code for the rest.
 
 pub mod config;
 pub mod dram;
@@ -27,7 +29,84 @@ pub use isa::{
     AluInsn, AluOp, Deps, GemmInsn, Insn, Layout, MemInsn, MemOp, MemType, Module, Uop, UopLoop,
 };
 pub use sim::Simulator;
+pub mod backend;
 pub mod builder;
 pub mod conv2d;
 pub mod device;
 pub mod module;
+
+use std::sync::Arc;
+use tessera_backends::{Backend, CpuBackend};
+use tessera_ir::PrimFunc;
+use tessera_plugin::{export_plugin, BuiltKernel, Plugin};
+use tessera_runtime::Device;
+use tessera_target::{HardwareParams, Target};
+
+/// The VTA plugin: the `vta` target (the default configuration on the simulator; the
+/// board's CPU is this machine's).
+pub struct VtaPlugin;
+
+impl VtaPlugin {
+    fn config(target: &str) -> Result<VtaConfig, String> {
+        let t: Target = target
+            .parse()
+            .map_err(|e: tessera_target::TargetError| e.to_string())?;
+        match t.option("config") {
+            Some(path) => {
+                VtaConfig::from_file(std::path::Path::new(path)).map_err(|e| e.to_string())
+            }
+            None => Ok(VtaConfig::default()),
+        }
+    }
+}
+
+impl Plugin for VtaPlugin {
+    fn name(&self) -> String {
+        "vta".into()
+    }
+    fn version(&self) -> String {
+        env!("CARGO_PKG_VERSION").into()
+    }
+    fn backends(&self) -> Vec<String> {
+        vec!["vta".into()]
+    }
+    fn hardware_params(&self, _target: &str) -> Result<HardwareParams, String> {
+        // the layers VTA does not run are compiled for the board's CPU: this machine's
+        Ok(HardwareParams::detect_host())
+    }
+    fn codegen(&self, target: &str, func: &PrimFunc) -> Result<String, String> {
+        self.build(target, func).map(|b| b.source)
+    }
+    fn build(&self, target: &str, func: &PrimFunc) -> Result<BuiltKernel, String> {
+        let cfg = Self::config(target)?;
+        if let Some(kernel) = backend::vta_kernel(func) {
+            let (w, k) = kernel.map_err(|e| e.to_string())?;
+            let (bytes, source) =
+                backend::build_vta(&cfg, func, &w, &k).map_err(|e| e.to_string())?;
+            return Ok(BuiltKernel {
+                bytes,
+                launch: None,
+                source,
+            });
+        }
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let cpu = CpuBackend::new(Target::cpu());
+        let artifact = cpu.build(func, dir.path()).map_err(|e| e.to_string())?;
+        let bytes = std::fs::read(&artifact.path)
+            .map_err(|e| format!("{}: {e}", artifact.path.display()))?;
+        let source = std::fs::read_to_string(&artifact.source_path).unwrap_or_default();
+        Ok(BuiltKernel {
+            bytes,
+            launch: None,
+            source,
+        })
+    }
+    fn open_device(&self, target: &str) -> Result<Arc<dyn Device>, String> {
+        let cfg = Self::config(target)?;
+        Ok(Arc::new(
+            device::VtaDevice::new(cfg).map_err(|e| e.to_string())?,
+        ))
+    }
+}
+
+export_plugin!(VtaPlugin);

@@ -31,7 +31,12 @@ fn simulate(w: &Conv2dPacked, k: &Knobs, t: &Tensors) -> Result<(Vec<i8>, Counte
     let out_len = w.n * w.co * w.out_h() * w.out_w() * B;
     let o = put(vec![0; out_len]);
     let mut sim = Simulator::new(cfg).unwrap();
-    let c = program.run(&mut sim, &mut dram, &[d, q, b, o])?;
+    let args = if w.epilogue.bias {
+        vec![d, q, b, o]
+    } else {
+        vec![d, q, o]
+    };
+    let c = program.run(&mut sim, &mut dram, &args)?;
     let out = dram
         .read(o, out_len)
         .unwrap()
