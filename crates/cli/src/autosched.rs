@@ -129,7 +129,17 @@ pub fn run(args: TuneArgs) -> Result<()> {
         None => {
             let g = net.load()?;
             let tasks = if args.templates {
+                let template_of = |name: &str| match name {
+                    "conv2d_packed" => "conv2d_packed.vta",
+                    _ => "x86",
+                };
                 operator_tasks(&g, &target, &hw)?
+                    .into_iter()
+                    .filter(|t| {
+                        let op = t.task.op.as_ref().map_or("", |o| o.name.as_str());
+                        crate::network::template_fits(&target, template_of(op))
+                    })
+                    .collect()
             } else {
                 network_tasks(&g, &target, &hw)?
             };

@@ -57,9 +57,27 @@ impl NetworkArgs {
             .map_err(Into::into)
     }
 
-    /// The network, optimized (batch norms and constants folded, layout converted).
+    /// Whether the target is VTA's: the network is then built in NCHW, quantized to
+    /// int8 and packed into VTA's layout between its first max pool and its global
+    /// pool (`graph::pack::quantize_and_pack`), as TVM's VTA flow does.
+    fn for_vta(&self) -> Result<bool> {
+        Ok(self.target()?.kind == tessera_backends::TargetKind::VTA)
+    }
+
+    /// The network, optimized (batch norms and constants folded, layout converted; for
+    /// VTA quantized and packed).
     pub(crate) fn load(&self) -> Result<Graph> {
-        let layout = self.layout()?;
+        let vta = self.for_vta()?;
+        let layout = match (&self.layout, vta) {
+            (None, true) => Layout::Nchw,
+            (Some(_), true) if self.layout()? != Layout::Nchw => {
+                bail!(
+                    "--layout {}: VTA packs NCHW networks (give NCHW, or no --layout)",
+                    self.layout.as_deref().unwrap_or("")
+                )
+            }
+            _ => self.layout()?,
+        };
         let mut g = match (&self.network, &self.onnx) {
             (Some(name), _) => {
                 // A network defined in NCHW only is built so and converted below.
@@ -98,6 +116,15 @@ impl NetworkArgs {
             (None, None) => bail!("give --network NAME or --onnx FILE"),
         };
         passes::optimize(&mut g, Some(layout))?;
+        if vta {
+            use tessera_graph::{pack, quantize};
+            g = pack::quantize_and_pack(
+                &g,
+                &quantize::QConfig::default(),
+                &pack::PackConfig::default(),
+            )
+            .context("preparing the network for VTA (int8, NCHW1n16c)")?;
+        }
         Ok(g)
     }
 }
@@ -121,7 +148,10 @@ pub fn tasks(args: TasksArgs) -> Result<()> {
     if args.templates {
         let backend = crate::plugins::registry().backend_for(&target)?;
         let lanes = backend.hardware_params().f32_lanes();
-        let tasks = tessera_autotvm::network::extract_template_tasks(&g, lanes);
+        let tasks: Vec<_> = tessera_autotvm::network::extract_template_tasks(&g, lanes)
+            .into_iter()
+            .filter(|t| template_fits(&target, &t.task.template))
+            .collect();
         for (i, t) in tasks.iter().enumerate() {
             println!(
                 "========== Template task {i}  (workload key: {}) ==========",
@@ -196,6 +226,14 @@ pub struct RunArgs {
     /// tasks without a record keep their default schedule, with one warning each.
     #[arg(long, value_name = "FILE")]
     log: Option<PathBuf>,
+}
+
+/// Whether template `template` (`conv2d_nchw.x86`, `conv2d_packed.vta`) tunes a kernel of
+/// `target`: VTA's templates for VTA (as TVM's tutorial keeps only the packed conv2d
+/// tasks), the others for every other target.
+pub(crate) fn template_fits(target: &Target, template: &str) -> bool {
+    let vta_template = template.ends_with(".vta");
+    vta_template == (target.kind == tessera_backends::TargetKind::VTA)
 }
 
 /// Builds `g` for `target` with the target's backend and device (the CPU's, or a

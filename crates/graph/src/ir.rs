@@ -224,9 +224,11 @@ pub enum Op {
     Cast {
         dtype: DataType,
     },
-    /// Arithmetic right shift of an integer tensor by `bits`.
+    /// Arithmetic right shift of an integer tensor by `bits`; with `round`, half of the
+    /// last step is added first (round half up), as VTA's requantization does.
     RightShift {
         bits: i64,
+        round: bool,
     },
     /// Float to int8 at `scale` (TVM's realized `simulated_quantize`):
     /// `clip(round(x / scale), -127, 127)`.
@@ -483,7 +485,14 @@ impl Op {
             } => ops::pad_with(x(), before, after, *value, "T_pad"),
             Op::LayoutTransform { src, dst } => ops::layout_transform(x(), src, dst),
             Op::Cast { dtype } => ops::cast(x(), *dtype),
-            Op::RightShift { bits } => ops::right_shift(x(), *bits),
+            Op::RightShift { bits, round } => {
+                if *round && *bits > 0 {
+                    let half = tessera_ir::Expr::int_of(x().dtype(), 1i64 << (bits - 1));
+                    ops::right_shift(&ops::add_scalar(x(), half)?, *bits)
+                } else {
+                    ops::right_shift(x(), *bits)
+                }
+            }
             Op::Quantize { scale } => ops::quantize_int8(x(), *scale),
             Op::Dequantize { scale } => ops::dequantize(x(), *scale),
             Op::Conv2dInt8 { stride, padding } => conv2d_int8(inputs, *stride, *padding),

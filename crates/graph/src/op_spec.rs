@@ -22,6 +22,9 @@ pub fn op_spec_of(graph: &Graph, n: NodeIndex) -> Option<OpSpec> {
         return None;
     }
     let (x, y) = (&graph.node(args[0]).ty, &graph.node(args[1]).ty);
+    if let Op::Conv2dInt8 { stride, padding } = &node.op {
+        return packed_conv2d(x, y, *stride, *padding);
+    }
     let f32 = DataType::float32();
     if x.dtype != f32 || y.dtype != f32 || node.ty.dtype != f32 {
         return None;
@@ -104,4 +107,26 @@ fn op_attrs(a: &Conv2dAttrs, kh: i64, kw: i64) -> Option<OpAttrs> {
         dilation: a.dilation.0,
         ..OpAttrs::default()
     })
+}
+
+/// An int8 conv2d in VTA's packed layout (data `[N, CI/16, H, W, 1, 16]`, weight
+/// `[CO/16, CI/16, KH, KW, 16, 16]`) as the catalog's `conv2d_packed` (sizes in channels).
+fn packed_conv2d(
+    x: &crate::ir::TensorType,
+    y: &crate::ir::TensorType,
+    stride: (i64, i64),
+    padding: (i64, i64),
+) -> Option<OpSpec> {
+    let (d, w) = (&x.shape[..], &y.shape[..]);
+    let blocked = d.len() == 6 && w.len() == 6 && d[4] == 1 && d[5] == 16 && w[4..] == [16, 16];
+    if !blocked || stride.0 != stride.1 || padding.0 != padding.1 {
+        return None;
+    }
+    let attrs = OpAttrs {
+        stride: stride.0,
+        pad: Some(padding.0),
+        ..OpAttrs::default()
+    };
+    let shape = [d[0], d[2], d[3], d[1] * 16, w[0] * 16, w[2], w[3]];
+    OpSpec::new("conv2d_packed", &shape, attrs).ok()
 }

@@ -227,3 +227,13 @@ impl Packer<'_> {
         }
     }
 }
+
+/// The preparation of a float network for an int8 accelerator with VTA's blocked
+/// layout: [`crate::quantize::quantize`] then [`pack`], over the same region.
+pub fn quantize_and_pack(
+    graph: &Graph,
+    q: &crate::quantize::QConfig,
+    p: &PackConfig,
+) -> Result<Graph, GraphError> {
+    pack(&crate::quantize::quantize(graph, q)?, p)
+}

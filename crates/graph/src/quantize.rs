@@ -334,7 +334,7 @@ impl Quantizer<'_> {
     }
 
     /// `x` (int32 at `2^−k` times the activation scale) back to int8 at the activation
-    /// scale: add half a step, shift right by `k` (or multiply by `2^−k`), clip to
+    /// scale: shift right by `k` rounding half up (or multiply by `2^−k`), clip to
     /// `[lo, 127]`, cast.
     fn requantize(
         &mut self,
@@ -345,17 +345,11 @@ impl Quantizer<'_> {
     ) -> Result<NodeIndex, GraphError> {
         let mut v = x;
         if k > 0 {
-            let half = self.int32_constant(&format!("{name}_round"), &[1], &[1 << (k - 1)])?;
-            v = self.out.op(
-                &format!("{name}_add_round"),
-                Op::Binary(Binary::Add),
-                &[v, half],
-            )?;
-            v = self.out.op(
-                &format!("{name}_shift"),
-                Op::RightShift { bits: k as i64 },
-                &[v],
-            )?;
+            let shift = Op::RightShift {
+                bits: k as i64,
+                round: true,
+            };
+            v = self.out.op(&format!("{name}_shift"), shift, &[v])?;
         } else if k < 0 {
             let m = self.int32_constant(&format!("{name}_scale"), &[1], &[1 << (-k).min(30)])?;
             v = self.out.op(

@@ -29,6 +29,7 @@ fn small_shape(name: &str) -> Option<&'static [i64]> {
         "batch_matmul" => &[2, 3, 5, 4],
         "conv2d" | "conv2d_nchw" | "conv2d_transpose" => &[1, 6, 5, 3, 4, 3, 3],
         "conv2d_nchwc" => &[1, 5, 5, 4, 8, 3, 3],
+        "conv2d_packed" => &[1, 4, 4, 16, 32, 3, 3],
         "depthwise_conv2d" | "depthwise_conv2d_nchw" => &[2, 6, 5, 3, 3, 3],
         "conv2d_winograd" => &[1, 8, 8, 3, 4, 3, 3],
         "conv3d" | "conv3d_ndhwc" => &[1, 4, 3, 4, 2, 3, 3, 2, 3],

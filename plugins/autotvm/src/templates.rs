@@ -53,6 +53,20 @@ pub enum TemplateKind {
         ob: i64,
         attrs: Conv2dAttrs,
     },
+    /// VTA's packed int8 conv2d (`conv2d_packed.vta`, the catalog's `conv2d_packed`):
+    /// data `[n, ci/16, h, w, 1, 16]`, kernel `[co/16, ci/16, kh, kw, 16, 16]` (sizes in
+    /// channels). Its configuration is carried to the VTA backend as pragmas.
+    Conv2dPackedVta {
+        n: i64,
+        h: i64,
+        w: i64,
+        ci: i64,
+        co: i64,
+        kh: i64,
+        kw: i64,
+        stride: i64,
+        pad: i64,
+    },
     /// Depthwise NHWC: data `[n, h, w, c]`, kernel `[kh, kw, c, 1]` (multiplier 1).
     DepthwiseNhwc {
         n: i64,
@@ -124,6 +138,17 @@ impl TemplateKind {
                     attrs: conv(kh, kw),
                 }
             }
+            ("conv2d_packed", &[n, h, w, ci, co, kh, kw]) => TemplateKind::Conv2dPackedVta {
+                n,
+                h,
+                w,
+                ci,
+                co,
+                kh,
+                kw,
+                stride: a.stride,
+                pad: a.pad.unwrap_or(kh / 2),
+            },
             ("depthwise_conv2d", &[n, h, w, c, kh, kw]) => TemplateKind::DepthwiseNhwc {
                 n,
                 h,
@@ -313,6 +338,42 @@ impl TemplateTask {
                 space.define_knob("reduce_order", &[0, 1])?;
                 ("conv2d_NCHWc.x86", vec![d, kern, out])
             }
+            TemplateKind::Conv2dPackedVta {
+                n,
+                h,
+                w,
+                ci,
+                co,
+                kh,
+                kw,
+                stride,
+                pad,
+            } => {
+                let attrs = tessera_te::catalog::OpAttrs {
+                    stride: *stride,
+                    pad: Some(*pad),
+                    ..Default::default()
+                };
+                let spec = OpSpec::new("conv2d_packed", &[*n, *h, *w, *ci, *co, *kh, *kw], attrs)
+                    .map_err(op_err)?;
+                let (mut args, outs) = spec.tensors().map_err(op_err)?;
+                let out = outs[0].clone();
+                let (oh, ow) = (out.shape()[2], out.shape()[3]);
+                // TVM's knobs: every divisor of each axis (in blocks), 1 or 2 threads
+                for (name, extent) in [
+                    ("tile_b", *n),
+                    ("tile_h", oh),
+                    ("tile_w", ow),
+                    ("tile_ci", ci / 16),
+                    ("tile_co", co / 16),
+                ] {
+                    space.define_split(name, extent, SplitOptions::factors(2).with_no_tail())?;
+                }
+                space.define_knob("oc_nthread", &[1, 2])?;
+                space.define_knob("h_nthread", &[1, 2])?;
+                args.push(out);
+                ("conv2d_packed.vta", args)
+            }
             TemplateKind::DepthwiseNhwc {
                 n,
                 h,
@@ -358,6 +419,17 @@ impl TemplateTask {
         let mut s = Schedule::create(&[out.clone()]).map_err(|e| e.to_string())?;
         self.apply_to(&mut s, &out, config)
             .map_err(|e| e.to_string())?;
+        if let TemplateKind::Conv2dPackedVta { .. } = self.kind {
+            // the catalog operator's own epilogue: >> 8, clip to [0, 127], no bias
+            let e = [
+                ("bias", 0),
+                ("shift", 8),
+                ("round", 0),
+                ("clip_lo", 0),
+                ("clip_hi", 127),
+            ];
+            vta_pragmas(&mut s, &out, &e).map_err(|e| e.to_string())?;
+        }
         Ok(s)
     }
 
@@ -531,6 +603,22 @@ impl TemplateTask {
                 let f = s.fuse(&out, &f, &ax[2])?;
                 s.parallel(&out, &f)?;
             }
+            TemplateKind::Conv2dPackedVta { stride, pad, .. } => {
+                let mut p: Vec<(&str, i64)> = vec![
+                    ("conv2d", 1),
+                    ("stride_h", *stride),
+                    ("stride_w", *stride),
+                    ("pad_h", *pad),
+                    ("pad_w", *pad),
+                ];
+                for knob in ["tile_b", "tile_h", "tile_w", "tile_ci", "tile_co"] {
+                    p.push((knob, self.split_of(config, knob)[1]));
+                }
+                for knob in ["oc_nthread", "h_nthread"] {
+                    p.push((knob, self.split_of(config, knob)[0]));
+                }
+                vta_pragmas(s, &out, &p)?;
+            }
             TemplateKind::DepthwiseNhwc { .. } => {
                 let (tc, tow) = (
                     self.split_of(config, "tile_c"),
@@ -674,6 +762,25 @@ struct ConvAxes {
 fn one_group(template: &str, attrs: &Conv2dAttrs) -> Result<(), TemplateError> {
     if attrs.groups != 1 {
         return Err(TemplateError::Op(format!("{template} takes one group")));
+    }
+    Ok(())
+}
+
+/// Writes `pragma_vta_<key>` = value on the first axis of `t`: the VTA backend's
+/// protocol (`tessera_vta::backend`), read back from the lowered function.
+pub fn vta_pragmas(
+    s: &mut Schedule,
+    t: &Tensor,
+    pragmas: &[(&str, i64)],
+) -> Result<(), ScheduleError> {
+    let ax = s.axis(t)?;
+    for (key, value) in pragmas {
+        s.pragma(
+            t,
+            &ax[0],
+            &format!("vta_{key}"),
+            tessera_ir::Expr::int(*value),
+        )?;
     }
     Ok(())
 }

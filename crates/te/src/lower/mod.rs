@@ -813,7 +813,8 @@ impl<'a> Lowerer<'a> {
     }
 
     /// `For` over a leaf axis with its annotation and pragmas; a loop of extent one
-    /// (not thread-bound) is dropped and its variable becomes zero.
+    /// (not thread-bound) is dropped and its variable becomes zero, its pragmas kept on
+    /// the body.
     fn make_loop(
         &mut self,
         st: &Stage,
@@ -824,11 +825,12 @@ impl<'a> Lowerer<'a> {
     ) -> Stmt {
         let ann = st.annotation(leaf);
         let var = var.unwrap_or_else(|| leaf.var().clone());
-        if ext == 1 && !matches!(ann, Annotation::Bind(_)) {
+        let mut s = if ext == 1 && !matches!(ann, Annotation::Bind(_)) {
             self.unit_vars.insert(var, Expr::int(0));
-            return body;
-        }
-        let mut s = Stmt::for_loop(var, Expr::int(0), Expr::int(ext), loop_kind(ann), body);
+            body
+        } else {
+            Stmt::for_loop(var, Expr::int(0), Expr::int(ext), loop_kind(ann), body)
+        };
         for (iv, key, value) in st.pragmas.iter().rev() {
             if iv == leaf {
                 s = Stmt::attr(format!("pragma_{key}"), value.clone(), s);
