@@ -547,6 +547,36 @@ impl GraphModule {
         evaluator.evaluate(|| self.run())
     }
 
+    /// The network's time as the sum of its kernels' times on the device's own timer
+    /// (`Device::time`, one call each after the device's warm-up): for a device whose
+    /// clock is not the host's — a simulator's cycle model — where timing whole runs
+    /// with the host's clock would measure the simulation. Each of `evaluator.repeat`
+    /// results is one such sum (in seconds).
+    pub fn benchmark_kernels(
+        &mut self,
+        evaluator: &TimeEvaluator,
+    ) -> Result<TimeResult, GraphError> {
+        let once = TimeEvaluator {
+            number: 1,
+            repeat: 1,
+            min_repeat_ms: 0.0,
+            cache_flush: false,
+        };
+        let mut results = Vec::with_capacity(evaluator.repeat.max(1));
+        for _ in 0..evaluator.repeat.max(1) {
+            let mut total = 0.0;
+            for step in &self.steps {
+                let k = &self.kernels[step.kernel];
+                let r = self
+                    .device
+                    .time(k.function, &step.buffers, k.launch.as_ref(), &once)?;
+                total += r.results.iter().sum::<f64>() / r.results.len().max(1) as f64;
+            }
+            results.push(total);
+        }
+        Ok(TimeResult { results, number: 1 })
+    }
+
     /// Times each step (kernel call) inside whole runs, `repeat` runs, and returns (group
     /// name, mean ms) in execution order: each kernel as it runs in the network, with the
     /// caches its predecessors left (what a run costs, unlike timing a kernel alone).

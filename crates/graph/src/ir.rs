@@ -239,6 +239,10 @@ pub enum Op {
     Dequantize {
         scale: f64,
     },
+    /// The identity, where fusion must stop (TVM's `annotation.stop_fusion`): the
+    /// requantized output of a convolution ends its group, so that an accelerator's
+    /// kernel computes exactly the convolution and its epilogue.
+    StopFusion,
     /// An int8 convolution accumulated in int32 (one group, no dilation): data NCHW and
     /// weight OIHW, or VTA's packed data `[N, CI, H, W, bn, bc]` and weight
     /// `[CO, CI, KH, KW, bo, bc]` (te's `conv2d_packed_int8`; the 4-D form is that with
@@ -323,6 +327,7 @@ impl Op {
             Op::Quantize { .. } => "quantize",
             Op::Dequantize { .. } => "dequantize",
             Op::Conv2dInt8 { .. } => "conv2d_int8",
+            Op::StopFusion => "stop_fusion",
         }
     }
 
@@ -365,7 +370,7 @@ impl Op {
             | Op::GlobalPool2d { .. }
             | Op::Pool3d { .. }
             | Op::GlobalPool3d { .. } => Pattern::Reduce,
-            Op::Softmax { .. } => Pattern::Opaque,
+            Op::Softmax { .. } | Op::StopFusion => Pattern::Opaque,
             Op::Concat { .. }
             | Op::Flatten
             | Op::Reshape { .. }
@@ -496,6 +501,7 @@ impl Op {
             Op::Quantize { scale } => ops::quantize_int8(x(), *scale),
             Op::Dequantize { scale } => ops::dequantize(x(), *scale),
             Op::Conv2dInt8 { stride, padding } => conv2d_int8(inputs, *stride, *padding),
+            Op::StopFusion => ops::cast(x(), x().dtype()),
         }
     }
 }

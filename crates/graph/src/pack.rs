@@ -196,7 +196,9 @@ impl Packer<'_> {
                 self.out
                     .op(&node.name, node.op.clone(), &[self.map[&args[0]], wn])
             }
-            op if op.pattern() == Some(crate::ir::Pattern::ElemWise) => {
+            op if op.pattern() == Some(crate::ir::Pattern::ElemWise)
+                || matches!(op, Op::StopFusion) =>
+            {
                 let mut ins = Vec::new();
                 for &a in &args {
                     ins.push(if self.src.constant_value(a).is_some() {

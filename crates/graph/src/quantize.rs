@@ -10,7 +10,8 @@
 //!   two that fits the largest weight in 127), `conv2d_int8` accumulating in int32 at
 //!   `s_a·s_w`, the bias rounded to int32 at that scale, then requantized to `s_a`: add
 //!   half of the step, shift right, clip to [0 or −127, 127], cast to int8 — exactly the
-//!   epilogue VTA's ALU runs;
+//!   epilogue VTA's ALU runs — and fusion stops there (TVM's `stop_fusion`), so that the
+//!   convolution's group is exactly what VTA computes;
 //! - a residual `add` [+ relu]: both int8 operands widened to int32, added, clipped, cast;
 //! - `multiply` / `add` by a per-channel constant (a batch norm on activations): the
 //!   constant at its own power-of-two scale in int32, then requantized;
@@ -431,10 +432,11 @@ impl Quantizer<'_> {
                 last = b;
             }
         }
-        let (end, lo) = self.relu_after(last, n);
-        let _ = end;
-        // int32 at s_a·2^e to int8 at s_a: shift right by −e
-        self.requantize(&format!("{name}_requantize"), v, -e, lo)
+        let (_, lo) = self.relu_after(last, n);
+        // int32 at s_a·2^e to int8 at s_a: shift right by −e; the group ends there
+        let q = self.requantize(&format!("{name}_requantize"), v, -e, lo)?;
+        self.out
+            .op(&format!("{name}_stop_fusion"), Op::StopFusion, &[q])
     }
 
     /// The sum of two int8 activations, clipped (and a following relu folded in).

@@ -128,6 +128,12 @@ impl ScheduleHook for TunedHook {
             let rest = computed_stages(&s, &skip);
             task.apply_to(&mut s, &anchor, &config)
                 .map_err(|e| e.to_string())?;
+            if let TemplateKind::Conv2dPackedVta { .. } = task.kind {
+                let e = vta_epilogue(graph, node, gc).ok_or(
+                    "the group does more than VTA's epilogue (bias, shift, clip, cast): it runs on the board's CPU",
+                )?;
+                crate::templates::vta_pragmas(&mut s, &anchor, &e).map_err(|e| e.to_string())?;
+            }
             schedule_stages(&mut s, &outputs, &rest, ctx.cpu_params())
                 .map_err(|e| e.to_string())?;
             Ok(s)
@@ -146,4 +152,56 @@ impl ScheduleHook for TunedHook {
             }
         }
     }
+}
+
+/// The epilogue of a packed conv2d's fused group as VTA's pragmas — an optional bias
+/// (`add` of an int32 constant per channel), a right shift (rounding or not), a clip
+/// and the cast to int8, and nothing else in the group (`None` otherwise: a fused
+/// residual add, say, which VTA's kernel does not compute).
+pub fn vta_epilogue(
+    graph: &Graph,
+    conv: NodeIndex,
+    gc: &GroupCompute,
+) -> Option<Vec<(&'static str, i64)>> {
+    use tessera_graph::{Binary, Op};
+    let next = |n: NodeIndex| -> Option<NodeIndex> {
+        match graph.users(n)[..] {
+            [u] => Some(u),
+            _ => None,
+        }
+    };
+    let mut cur = next(conv)?;
+    let mut bias = 0;
+    if let Op::Binary(Binary::Add) = graph.node(cur).op {
+        let other = graph.args(cur).into_iter().find(|&a| a != conv)?;
+        let b = graph.constant_value(other)?;
+        if b.dtype() != tessera_ir::DataType::int32() || b.shape().len() != 6 {
+            return None;
+        }
+        bias = 1;
+        cur = next(cur)?;
+    }
+    let Op::RightShift { bits, round } = graph.node(cur).op else {
+        return None;
+    };
+    cur = next(cur)?;
+    let Op::Clip { min, max } = graph.node(cur).op else {
+        return None;
+    };
+    cur = next(cur).unwrap_or(cur);
+    if !matches!(graph.node(cur).op, Op::Cast { dtype } if dtype == tessera_ir::DataType::int(8)) {
+        return None;
+    }
+    // the group is exactly these: data, weight and the bias are its only inputs
+    if gc.params.len() != 2 + bias as usize {
+        return None;
+    }
+    let int8 = |v: f64| ((-128.0..=127.0).contains(&v) && v.fract() == 0.0).then_some(v as i64);
+    Some(vec![
+        ("bias", bias),
+        ("shift", bits),
+        ("round", round as i64),
+        ("clip_lo", int8(min)?),
+        ("clip_hi", int8(max)?),
+    ])
 }
