@@ -544,6 +544,8 @@ pub struct Miss {
 #[derive(Clone, Debug, Default)]
 pub struct ApplyHistoryBest {
     best: HashMap<(String, String), Record>,
+    /// The best template configuration of each, default schedules aside.
+    best_config: HashMap<(String, String), Record>,
     misses: Vec<Miss>,
     warned: HashSet<Miss>,
 }
@@ -555,8 +557,18 @@ impl ApplyHistoryBest {
             .into_iter()
             .map(|(k, r)| (k, r.clone()))
             .collect();
+        let configs: Vec<Record> = records
+            .iter()
+            .filter(|r| matches!(r.schedule, ScheduleDesc::Config { .. }))
+            .cloned()
+            .collect();
+        let best_config = best_by_workload(&configs, None)
+            .into_iter()
+            .map(|(k, r)| (k, r.clone()))
+            .collect();
         ApplyHistoryBest {
             best,
+            best_config,
             misses: Vec::new(),
             warned: HashSet::new(),
         }
@@ -591,6 +603,15 @@ impl ApplyHistoryBest {
                     .total_cmp(&b.result.mean_cost())
                     .then_with(|| a.target.cmp(&b.target))
             })
+    }
+
+    /// The best template configuration of `workload_key` on exactly `target`, even
+    /// where the default schedule measured faster: for a device whose default schedule
+    /// runs on another processor than the configurations (VTA's board CPU against VTA),
+    /// so that the two times do not compare.
+    pub fn query_config(&self, workload_key: &str, target: &str) -> Option<&Record> {
+        self.best_config
+            .get(&(workload_key.to_string(), target.to_string()))
     }
 
     /// How many (workload key, target) pairs have a record.

@@ -1,0 +1,150 @@
+//! VTA through the binary: the template tasks of ResNet-18 for `vta` are its packed
+//! convolutions with TVM's configuration spaces; a short template tune on the simulator
+//! writes configurations that `tessera run --log` applies, and the network then computes
+//! exactly the bits of its untuned (board-CPU) build, with the time summed from VTA's
+//! cycle model; the plugin as a `.so` gives the same.
+
+mod common;
+use common::{ok, tessera, top5_rows};
+
+#[test]
+fn the_template_tasks_of_resnet18_are_its_packed_convolutions() {
+    let out = ok(tessera(&[
+        "tasks",
+        "--network",
+        "resnet-18",
+        "--target",
+        "vta",
+        "--templates",
+    ]));
+    let tasks: Vec<&str> = out.lines().filter(|l| l.starts_with("# ")).collect();
+    assert_eq!(tasks.len(), 11, "{out}");
+    assert!(
+        tasks.iter().all(|t| t.starts_with("# conv2d_packed.vta")),
+        "{out}"
+    );
+    let spaces: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with("ConfigSpace"))
+        .map(|l| l.split_whitespace().nth(1).unwrap_or(""))
+        .collect();
+    // TVM's sizes for the tutorial's ten (and 2304 for the 1×1 64→64 projection of this
+    // zoo's ResNet v2)
+    assert_eq!(
+        spaces,
+        [
+            "(len=2304,",
+            "(len=2304,",
+            "(len=1728,",
+            "(len=1728,",
+            "(len=2304,",
+            "(len=1280,",
+            "(len=1280,",
+            "(len=1600,",
+            "(len=480,",
+            "(len=480,",
+            "(len=576,"
+        ],
+        "{out}"
+    );
+}
+
+#[test]
+fn a_tuned_network_runs_on_vta_with_the_board_cpus_bits() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("vta.jsonl");
+    let log = log.to_str().unwrap();
+    let net = [
+        "--network",
+        "resnet-18",
+        "--target",
+        "vta",
+        "--image-size",
+        "64",
+    ];
+    let tuned = ok(tessera(
+        &[
+            &["tune", "--templates"][..],
+            &net[..],
+            &[
+                "--tuner",
+                "random",
+                "--trials",
+                "66",
+                "--per-round",
+                "2",
+                "--remeasure-top",
+                "0",
+                "--log",
+                log,
+            ],
+        ]
+        .concat(),
+    ));
+    assert!(tuned.contains("Estimated total latency"), "{tuned}");
+    let records: Vec<serde_json::Value> = std::fs::read_to_string(log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let configs = records
+        .iter()
+        .filter(|r| r["schedule"]["kind"] == "config")
+        .count();
+    assert!(configs >= 66, "{configs} configurations logged");
+    // a configuration whose tiles overflow a buffer is that candidate's error
+    assert!(
+        records.iter().all(|r| r["result"]["error_no"] == 0
+            || r["result"]["error_msg"]
+                .as_str()
+                .unwrap_or("")
+                .contains("configuration tile_b")),
+        "{records:?}"
+    );
+    let untuned = ok(tessera(&[&["run"][..], &net[..]].concat()));
+    let run = ok(tessera(
+        &[
+            &["run"][..],
+            &net[..],
+            &["--log", log, "--benchmark", "--repeat", "2"],
+        ]
+        .concat(),
+    ));
+    let applied: usize = run
+        .lines()
+        .find_map(|l| l.strip_prefix("applied the history best of "))
+        .and_then(|l| l.split(" to ").nth(1))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(applied >= 8, "{run}");
+    assert!(run.contains("VTA's cycle model"), "{run}");
+    assert!(run.contains("Execution time summary"), "{run}");
+    assert_eq!(top5_rows(&run).len(), 5, "{run}");
+    assert_eq!(top5_rows(&run), top5_rows(&untuned), "{run}\n{untuned}");
+}
+
+#[test]
+fn the_plugin_as_a_shared_object_runs_the_packed_operator() {
+    let extra = common::bin()
+        .parent()
+        .unwrap()
+        .join("dynamic")
+        .join("extra");
+    let out = std::process::Command::new(common::dynamic_bin())
+        .args([
+            "op",
+            "conv2d_packed",
+            "--shape",
+            "1,8,8,16,32,3,3",
+            "--target",
+            "vta",
+            "--json",
+        ])
+        .env("TESSERA_PLUGIN_PATH", &extra)
+        .output()
+        .unwrap();
+    let text = ok(out);
+    let v: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
+    assert_eq!(v["correct"], true, "{text}");
+}
