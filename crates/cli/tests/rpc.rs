@@ -523,3 +523,74 @@ fn a_tracker_restarted_mid_run_lets_the_run_go_on() {
     assert!(records.len() >= 48, "{} records", records.len());
     assert!(failed <= 1, "{failed} candidates failed across the restart");
 }
+
+/// VTA behind the tracker: a server of key `vta` serves the simulator; template tuning
+/// of the packed conv2d measures on it (VTA's cycle model, configurations that overflow
+/// a buffer as their candidates' errors) and the tuned operator runs remotely.
+#[test]
+fn vta_tunes_and_runs_through_the_tracker() {
+    let t = start_tracker();
+    let _s = start_server_of(&t.addr, "vta", "vta");
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("vta.jsonl");
+    let rpc = ["--rpc-tracker", t.addr.as_str(), "--rpc-key", "vta"];
+    let op = [
+        "--templates",
+        "--op",
+        "conv2d_packed",
+        "--op-shape",
+        "1,8,8,32,32,3,3",
+        "--target",
+        "vta",
+    ];
+    ok(tessera(
+        &[
+            &["tune"][..],
+            &op[..],
+            &rpc[..],
+            &[
+                "--tuner",
+                "gridsearch",
+                "--trials",
+                "12",
+                "--remeasure-top",
+                "0",
+                "--log",
+                log.to_str().unwrap(),
+            ],
+        ]
+        .concat(),
+    ));
+    let records = records(&log);
+    let configs: Vec<&serde_json::Value> = records
+        .iter()
+        .filter(|r| r["schedule"]["kind"] == "config")
+        .collect();
+    assert_eq!(configs.len(), 12, "{records:?}");
+    let measured = configs
+        .iter()
+        .filter(|r| r["result"]["error_no"] == 0)
+        .count();
+    assert!(measured > 0, "{configs:?}");
+    for r in configs.iter().filter(|r| r["result"]["error_no"] != 0) {
+        let msg = r["result"]["error_msg"].as_str().unwrap_or("");
+        assert!(msg.contains("configuration tile_b"), "{msg}");
+    }
+    let remote = ok(tessera(
+        &[
+            &[
+                "op",
+                "conv2d_packed",
+                "--shape",
+                "1,8,8,32,32,3,3",
+                "--target",
+                "vta",
+                "--json",
+            ][..],
+            &rpc[..],
+        ]
+        .concat(),
+    ));
+    let v: serde_json::Value = serde_json::from_str(remote.trim()).unwrap();
+    assert_eq!(v["correct"], true, "{remote}");
+}

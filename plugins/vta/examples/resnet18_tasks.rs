@@ -1,6 +1,8 @@
-//! The ten packed conv2d tasks of ResNet-18 under the cycle model: the space size, the
-//! simulated GOPS of the fallback configuration (every tile 1, one thread) and the best
-//! of a random sample. `cargo run --release -p tessera-vta --example resnet18_tasks [N]`.
+//! The packed conv2d tasks of ResNet-18 under the cycle model (the tutorial's ten and
+//! this zoo's 1×1 64→64 projection): the space size, the simulated GOPS of TVM's
+//! fallback configuration (every tile 1, one thread) and of the best of N random
+//! configurations (a random tuner's N trials), as a markdown table.
+//! `cargo run --release -p tessera-vta --example resnet18_tasks [N]`.
 
 use tessera_vta::conv2d::{generate, space, Conv2dPacked, Epilogue, Knobs};
 use tessera_vta::*;
@@ -29,6 +31,7 @@ fn main() {
     };
     let tasks = [
         (56, 64, 64, 3, 1),
+        (56, 64, 64, 1, 1),
         (56, 64, 128, 3, 2),
         (56, 64, 128, 1, 2),
         (28, 128, 128, 3, 1),
@@ -40,6 +43,8 @@ fn main() {
         (7, 512, 512, 3, 1),
     ];
     let mut seed = 0x9e3779b97f4a7c15u64;
+    println!("| task (H×W Cin→Cout k×k/stride) | space | valid of {n} | fallback GOPS | best GOPS | of peak | speedup | best configuration |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
     for (h, cin, cout, k, s) in tasks {
         let w = Conv2dPacked {
             n: 1,
@@ -78,9 +83,14 @@ fn main() {
                 }
             }
         }
+        let peak = cfg.peak_ops() / 1e9;
         println!(
-            "{h}x{h} {cin}->{cout} k{k} s{s}: space {}, fallback {g0:.2} GOPS, best of {n} ({valid} valid) {:.2} GOPS [{}] busy {:?} cycles {}",
-            all.len(), best.0, best.1, best.2.busy, best.2.cycles
+            "| {h}×{h} {cin}→{cout} {k}×{k}/{s} | {} | {valid} | {g0:.2} | {:.2} | {:.0} % | {:.0}× | {} |",
+            all.len(),
+            best.0,
+            100.0 * best.0 / peak,
+            best.0 / g0,
+            best.1
         );
     }
 }
