@@ -148,3 +148,35 @@ fn the_plugin_as_a_shared_object_runs_the_packed_operator() {
     let v: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
     assert_eq!(v["correct"], true, "{text}");
 }
+
+/// `-config=FILE` reads a `vta_config.json`; one the plugin cannot take is one line.
+#[test]
+fn a_vta_config_file_is_read_and_a_bad_one_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("vta_config.json");
+    std::fs::write(
+        &good,
+        r#"{"TARGET": "sim", "HW_VER": "0.0.2", "LOG_INP_WIDTH": 3, "LOG_WGT_WIDTH": 3,
+            "LOG_ACC_WIDTH": 5, "LOG_BATCH": 0, "LOG_BLOCK": 4, "LOG_UOP_BUFF_SIZE": 15,
+            "LOG_INP_BUFF_SIZE": 15, "LOG_WGT_BUFF_SIZE": 18, "LOG_ACC_BUFF_SIZE": 17}"#,
+    )
+    .unwrap();
+    let target = format!("vta -config={}", good.display());
+    let op = [
+        "op",
+        "conv2d_packed",
+        "--shape",
+        "1,8,8,16,16,3,3",
+        "--json",
+    ];
+    let out = ok(tessera(&[&op[..], &["--target", &target]].concat()));
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["correct"], true, "{out}");
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, r#"{"LOG_INP_WIDTH": 4}"#).unwrap();
+    let target = format!("vta -config={}", bad.display());
+    common::assert_one_line_error(
+        &tessera(&[&op[..], &["--target", &target]].concat()),
+        "VTA configuration",
+    );
+}

@@ -59,7 +59,10 @@ const KNOWN: &[KnownKind] = &[
     },
     KnownKind {
         name: "vta",
-        options: &[],
+        options: &[(
+            "config",
+            "a vta_config.json (the default: 1x16_i8w8a32_15_15_18_17)",
+        )],
     },
 ];
 

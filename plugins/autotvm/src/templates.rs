@@ -766,21 +766,21 @@ fn one_group(template: &str, attrs: &Conv2dAttrs) -> Result<(), TemplateError> {
     Ok(())
 }
 
-/// Writes `pragma_vta_<key>` = value on the first axis of `t`: the VTA backend's
-/// protocol (`tessera_vta::backend`), read back from the lowered function.
+/// Writes `pragma_vta_<key>` = value on the first axis of `t` longer than one (lowering
+/// drops a loop of extent one, and its pragmas with it): the VTA backend's protocol
+/// (`tessera_vta::backend`), read back from the lowered function. A tensor of one
+/// element keeps no pragma, and its kernel is the board CPU's.
 pub fn vta_pragmas(
     s: &mut Schedule,
     t: &Tensor,
     pragmas: &[(&str, i64)],
 ) -> Result<(), ScheduleError> {
     let ax = s.axis(t)?;
+    let Some(at) = ax.iter().find(|a| a.extent().is_some_and(|e| e > 1)) else {
+        return Ok(());
+    };
     for (key, value) in pragmas {
-        s.pragma(
-            t,
-            &ax[0],
-            &format!("vta_{key}"),
-            tessera_ir::Expr::int(*value),
-        )?;
+        s.pragma(t, at, &format!("vta_{key}"), tessera_ir::Expr::int(*value))?;
     }
     Ok(())
 }

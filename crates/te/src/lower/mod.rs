@@ -813,8 +813,7 @@ impl<'a> Lowerer<'a> {
     }
 
     /// `For` over a leaf axis with its annotation and pragmas; a loop of extent one
-    /// (not thread-bound) is dropped and its variable becomes zero, its pragmas kept on
-    /// the body.
+    /// (not thread-bound) is dropped and its variable becomes zero.
     fn make_loop(
         &mut self,
         st: &Stage,
@@ -825,12 +824,11 @@ impl<'a> Lowerer<'a> {
     ) -> Stmt {
         let ann = st.annotation(leaf);
         let var = var.unwrap_or_else(|| leaf.var().clone());
-        let mut s = if ext == 1 && !matches!(ann, Annotation::Bind(_)) {
+        if ext == 1 && !matches!(ann, Annotation::Bind(_)) {
             self.unit_vars.insert(var, Expr::int(0));
-            body
-        } else {
-            Stmt::for_loop(var, Expr::int(0), Expr::int(ext), loop_kind(ann), body)
-        };
+            return body;
+        }
+        let mut s = Stmt::for_loop(var, Expr::int(0), Expr::int(ext), loop_kind(ann), body);
         for (iv, key, value) in st.pragmas.iter().rev() {
             if iv == leaf {
                 s = Stmt::attr(format!("pragma_{key}"), value.clone(), s);
