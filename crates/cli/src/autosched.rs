@@ -6,6 +6,7 @@
 
 use crate::tune::{measure_options, parse_dims, TuneArgs};
 use anyhow::{bail, Context, Result};
+use tessera_autotvm::templates::TemplateKind;
 use tessera_costmodel::{PackSumParams, PackSumXgb, ProgramCostModel, RandomProgramModel};
 use tessera_search::measure::Measurer;
 use tessera_search::policy::PolicyOptions;
@@ -129,15 +130,18 @@ pub fn run(args: TuneArgs) -> Result<()> {
         None => {
             let g = net.load()?;
             let tasks = if args.templates {
-                let template_of = |name: &str| match name {
-                    "conv2d_packed" => "conv2d_packed.vta",
-                    _ => "x86",
-                };
+                // the target's templates only (VTA's for `vta`); a task no template fits
+                // stays, for the strategy to say so
+                let lanes = hw.f32_lanes();
                 operator_tasks(&g, &target, &hw)?
                     .into_iter()
                     .filter(|t| {
-                        let op = t.task.op.as_ref().map_or("", |o| o.name.as_str());
-                        crate::network::template_fits(&target, template_of(op))
+                        let kind = t
+                            .task
+                            .op
+                            .as_ref()
+                            .and_then(|o| TemplateKind::from_op(o, lanes));
+                        kind.is_none_or(|k| crate::network::template_fits(&target, k.template()))
                     })
                     .collect()
             } else {

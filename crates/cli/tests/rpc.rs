@@ -123,6 +123,21 @@ fn queue(addr: &str, token: Option<&str>) -> Output {
     c.output().unwrap()
 }
 
+/// The `key total free pending` rows of `tessera rpc queue` for `keys`, words joined by
+/// one space, with the whole output (for failure messages).
+fn queue_rows(addr: &str, keys: &[&str]) -> (Vec<String>, String) {
+    let text = String::from_utf8_lossy(&queue(addr, Some(TOKEN)).stdout).into_owned();
+    (table_rows(&text, keys), text)
+}
+
+/// The rows of `text` that start with one of `keys`, words joined by one space.
+fn table_rows(text: &str, keys: &[&str]) -> Vec<String> {
+    text.lines()
+        .filter(|l| keys.iter().any(|k| l.starts_with(&format!("{k} "))))
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect()
+}
+
 /// Waits until the log has `n` records.
 fn wait_for_records(log: &std::path::Path, n: usize) {
     let t0 = std::time::Instant::now();
@@ -170,11 +185,7 @@ fn the_queue_shows_the_registered_servers_per_key() {
     ] {
         assert!(text.contains(s), "{s} not in:\n{text}");
     }
-    let rows: Vec<String> = text
-        .lines()
-        .filter(|l| l.starts_with("mali ") || l.starts_with("cpu "))
-        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
-        .collect();
+    let rows = table_rows(&text, &["mali", "cpu"]);
     assert_eq!(rows, vec!["cpu 1 1 0", "mali 2 1 0"], "{text}");
     c.release(&held).unwrap();
 }
@@ -198,16 +209,8 @@ fn tuning_measures_on_the_servers_of_the_key() {
     let t = start_tracker();
     let _a = start_server(&t.addr, "cpu");
     let _b = start_server(&t.addr, "cpu");
-    let text = String::from_utf8_lossy(&queue(&t.addr, Some(TOKEN)).stdout).into_owned();
-    let row = text
-        .lines()
-        .find(|l| l.starts_with("cpu "))
-        .unwrap_or_else(|| panic!("{text}"));
-    assert_eq!(
-        row.split_whitespace().collect::<Vec<_>>(),
-        ["cpu", "2", "2", "0"],
-        "{text}"
-    );
+    let (rows, text) = queue_rows(&t.addr, &["cpu"]);
+    assert_eq!(rows, ["cpu 2 2 0"], "{text}");
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("mm.jsonl");
     let out = tune(&t.addr, "cpu", &log);
@@ -334,16 +337,8 @@ fn run_and_op_run_remotely_with_the_local_results() {
     let v: serde_json::Value = serde_json::from_str(op.trim()).unwrap();
     assert_eq!(v["correct"], true, "{op}");
     // the session ended and the server is free again
-    let text = String::from_utf8_lossy(&queue(&t.addr, Some(TOKEN)).stdout).into_owned();
-    let row = text
-        .lines()
-        .find(|l| l.starts_with("cpu "))
-        .unwrap_or_else(|| panic!("{text}"));
-    assert_eq!(
-        row.split_whitespace().collect::<Vec<_>>(),
-        ["cpu", "1", "1", "0"],
-        "{text}"
-    );
+    let (rows, text) = queue_rows(&t.addr, &["cpu"]);
+    assert_eq!(rows, ["cpu 1 1 0"], "{text}");
 }
 
 /// The seed flow of TVM's Mali tutorial on loopback, at its full size: two servers of key
@@ -369,12 +364,7 @@ fn the_mali_flow_tunes_and_runs_on_the_servers_of_its_key() {
     let _m1 = start_server_of(&t.addr, "mali", mali);
     let _m2 = start_server_of(&t.addr, "mali", mali);
     let _c = start_server(&t.addr, "cpu");
-    let text = String::from_utf8_lossy(&queue(&t.addr, Some(TOKEN)).stdout).into_owned();
-    let rows: Vec<String> = text
-        .lines()
-        .filter(|l| l.starts_with("mali ") || l.starts_with("cpu "))
-        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
-        .collect();
+    let (rows, text) = queue_rows(&t.addr, &["mali", "cpu"]);
     assert_eq!(rows, ["cpu 1 1 0", "mali 2 2 0"], "{text}");
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("mali.json");

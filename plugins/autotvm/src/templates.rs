@@ -80,6 +80,21 @@ pub enum TemplateKind {
 }
 
 impl TemplateKind {
+    /// The template's name, as TVM's: the operator and the target key
+    /// (`conv2d_nchw.x86`, `conv2d_packed.vta`).
+    pub fn template(&self) -> &'static str {
+        match self {
+            TemplateKind::Matmul { .. } => "matmul.x86",
+            TemplateKind::Dense { .. } => "dense_nopack.x86",
+            TemplateKind::BatchMatmul { .. } => "batch_matmul.x86",
+            TemplateKind::Conv2dNhwc { .. } => "conv2d_nhwc.x86",
+            TemplateKind::Conv2dNchw { .. } => "conv2d_nchw.x86",
+            TemplateKind::Conv2dNchwc { .. } => "conv2d_NCHWc.x86",
+            TemplateKind::Conv2dPackedVta { .. } => "conv2d_packed.vta",
+            TemplateKind::DepthwiseNhwc { .. } => "depthwise_conv2d_nhwc.x86",
+        }
+    }
+
     /// The template of a catalog operator, if one fits: `matmul`, `dense`,
     /// `batch_matmul`, `conv2d` (NHWC), `conv2d_nchw`, `conv2d_nchwc` and
     /// `depthwise_conv2d` (NHWC, multiplier 1). The spec's attributes carry over (`pad:
@@ -209,7 +224,8 @@ impl TemplateTask {
     pub fn new(kind: TemplateKind, lanes: i64) -> Result<TemplateTask, TemplateError> {
         let f32 = DataType::float32();
         let mut space = ConfigSpace::new();
-        let (template, args) = match &kind {
+        let template = kind.template();
+        let args = match &kind {
             TemplateKind::Matmul { m, n, k } => {
                 let a = placeholder(&[*m, *k], f32, "A").map_err(op_err)?;
                 let b = placeholder(&[*k, *n], f32, "B").map_err(op_err)?;
@@ -227,23 +243,23 @@ impl TemplateTask {
                 )?;
                 space.define_split("tile_k", *k, SplitOptions::factors(2).with_max_factor(512))?;
                 space.define_reorder("reorder_inner", 2, None)?;
-                ("matmul.x86", vec![a, b, c])
+                vec![a, b, c]
             }
             TemplateKind::Dense { m, n, k } | TemplateKind::BatchMatmul { m, n, k, .. } => {
                 // Both operands are contiguous along k: the reduction is split into
                 // vector-wide partial sums (rfactor), TVM's dense_nopack.
-                let (a, b, c, name) = match &kind {
+                let (a, b, c) = match &kind {
                     TemplateKind::BatchMatmul { b: batch, .. } => {
                         let x = placeholder(&[*batch, *m, *k], f32, "x").map_err(op_err)?;
                         let y = placeholder(&[*batch, *n, *k], f32, "y").map_err(op_err)?;
                         let c = ops::batch_matmul(&x, &y).map_err(op_err)?;
-                        (x, y, c, "batch_matmul.x86")
+                        (x, y, c)
                     }
                     _ => {
                         let a = placeholder(&[*m, *k], f32, "A").map_err(op_err)?;
                         let b = placeholder(&[*n, *k], f32, "B").map_err(op_err)?;
                         let c = ops::dense(&a, &b, None).map_err(op_err)?;
-                        (a, b, c, "dense_nopack.x86")
+                        (a, b, c)
                     }
                 };
                 space.define_split("tile_y", *m, SplitOptions::factors(2).with_max_factor(8))?;
@@ -255,7 +271,7 @@ impl TemplateTask {
                         .with_policy(SplitPolicy::Power2)
                         .with_max_factor(64),
                 )?;
-                (name, vec![a, b, c])
+                vec![a, b, c]
             }
             TemplateKind::Conv2dNhwc {
                 n,
@@ -267,7 +283,7 @@ impl TemplateTask {
                 kw,
                 attrs,
             } => {
-                one_group("conv2d_nhwc.x86", attrs)?;
+                one_group(template, attrs)?;
                 let d = placeholder(&[*n, *h, *w, *ci], f32, "data").map_err(op_err)?;
                 let kern = placeholder(&[*kh, *kw, *ci, *co], f32, "kernel").map_err(op_err)?;
                 let out = ops::conv2d_nhwc_with(&d, &kern, attrs).map_err(op_err)?;
@@ -283,7 +299,7 @@ impl TemplateTask {
                 space.define_split("tile_rc", *ci, SplitOptions::factors(2).with_max_factor(64))?;
                 space.define_reorder("reorder_outer", 3, None)?;
                 space.define_annotate("ann_reduce", 1, AnnotatePolicy::TryUnroll)?;
-                ("conv2d_nhwc.x86", vec![d, kern, out])
+                vec![d, kern, out]
             }
             TemplateKind::Conv2dNchw {
                 n,
@@ -295,7 +311,7 @@ impl TemplateTask {
                 kw,
                 attrs,
             } => {
-                one_group("conv2d_nchw.x86", attrs)?;
+                one_group(template, attrs)?;
                 let d = placeholder(&[*n, *ci, *h, *w], f32, "data").map_err(op_err)?;
                 let kern = placeholder(&[*co, *ci, *kh, *kw], f32, "kernel").map_err(op_err)?;
                 let out = ops::conv2d_nchw(&d, &kern, attrs).map_err(op_err)?;
@@ -306,7 +322,7 @@ impl TemplateTask {
                 space.define_split("tile_rc", *ci, SplitOptions::factors(2).with_max_factor(64))?;
                 space.define_reorder("reorder_outer", 3, None)?;
                 space.define_annotate("ann_reduce", 1, AnnotatePolicy::TryUnroll)?;
-                ("conv2d_nchw.x86", vec![d, kern, out])
+                vec![d, kern, out]
             }
             TemplateKind::Conv2dNchwc {
                 n,
@@ -320,10 +336,10 @@ impl TemplateTask {
                 ob,
                 attrs,
             } => {
-                one_group("conv2d_NCHWc.x86", attrs)?;
+                one_group(template, attrs)?;
                 if *ib <= 0 || *ob <= 0 || ci % ib != 0 || co % ob != 0 {
                     return Err(TemplateError::Op(format!(
-                        "conv2d_NCHWc.x86: blocks {ib}i/{ob}o must divide the channels {ci}/{co}"
+                        "{template}: blocks {ib}i/{ob}o must divide the channels {ci}/{co}"
                     )));
                 }
                 let d = placeholder(&[*n, ci / ib, *h, *w, *ib], f32, "data").map_err(op_err)?;
@@ -336,7 +352,7 @@ impl TemplateTask {
                 space.define_split("tile_ow", ow, SplitOptions::factors(2).with_max_factor(16))?;
                 space.define_knob("unroll_kw", &[0, 1])?;
                 space.define_knob("reduce_order", &[0, 1])?;
-                ("conv2d_NCHWc.x86", vec![d, kern, out])
+                vec![d, kern, out]
             }
             TemplateKind::Conv2dPackedVta {
                 n,
@@ -372,7 +388,7 @@ impl TemplateTask {
                 space.define_knob("oc_nthread", &[1, 2])?;
                 space.define_knob("h_nthread", &[1, 2])?;
                 args.push(out);
-                ("conv2d_packed.vta", args)
+                args
             }
             TemplateKind::DepthwiseNhwc {
                 n,
@@ -397,7 +413,7 @@ impl TemplateTask {
                 space.define_split("tile_ow", ow, SplitOptions::factors(2).with_max_factor(16))?;
                 space.define_reorder("reorder_outer", 2, None)?;
                 space.define_annotate("ann_reduce", 1, AnnotatePolicy::TryUnroll)?;
-                ("depthwise_conv2d_nhwc.x86", vec![d, kern, out])
+                vec![d, kern, out]
             }
         };
         let out = args.last().expect("an output").clone();

@@ -28,7 +28,7 @@ pub const DRAM_BYTES: usize = 1 << 30;
 /// A loaded kernel: a VTA program, or code for the board's CPU.
 #[derive(Clone)]
 enum Kernel {
-    Vta(Program),
+    Vta(Arc<Program>),
     Cpu(Arc<Module>),
 }
 
@@ -257,7 +257,7 @@ impl Device for VtaDevice {
                     self.config.name()
                 )));
             }
-            Kernel::Vta(m.program().map_err(|e| self.failed(e))?)
+            Kernel::Vta(Arc::new(m.program().map_err(|e| self.failed(e))?))
         };
         let mut s = self.lock();
         s.modules.push((artifact.entry.clone(), kernel));
