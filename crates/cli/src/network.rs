@@ -256,15 +256,26 @@ pub fn build_tuned(
     target: &Target,
     log: &std::path::Path,
 ) -> Result<(tessera_graph::GraphModule, usize)> {
-    use tessera_autotvm::network::TunedHook;
     let loaded = crate::records::load_warn(log)?;
-    let best = tessera_search::record::ApplyHistoryBest::new(&loaded.records);
+    build_with_history(g, target, &loaded.records)
+}
+
+/// Builds `g` with the best of `records` (no records: every task warned about and built
+/// as without tuning — for VTA, TVM's fallback configuration on VTA).
+fn build_with_history(
+    g: &Graph,
+    target: &Target,
+    records: &[tessera_search::record::Record],
+) -> Result<(tessera_graph::GraphModule, usize)> {
+    use tessera_autotvm::network::TunedHook;
+    let best = tessera_search::record::ApplyHistoryBest::new(records);
     // the template hook (and its warning per task without a record) only for a log
-    // that holds template configurations
-    let has_templates = loaded
-        .records
-        .iter()
-        .any(|r| matches!(r.schedule, tessera_search::ScheduleDesc::Config { .. }));
+    // that holds template configurations, or for VTA, whose packed convolutions run
+    // on VTA only with a configuration
+    let has_templates = target.kind == tessera_backends::TargetKind::VTA
+        || records
+            .iter()
+            .any(|r| matches!(r.schedule, tessera_search::ScheduleDesc::Config { .. }));
     let backend = crate::plugins::registry().backend_for(target)?;
     let lanes = backend.hardware_params().f32_lanes();
     let target_str = target.to_string();
@@ -289,6 +300,10 @@ pub fn run(args: RunArgs) -> Result<()> {
     let g = args.net.load()?;
     let start = std::time::Instant::now();
     let mut m = match &args.log {
+        // VTA's packed convolutions without a log: its fallback configuration
+        None if target.kind == tessera_backends::TargetKind::VTA => {
+            build_with_history(&g, &target, &[])?.0
+        }
         None => build_network(&g, &target, None)?,
         Some(log) => {
             let (m, applied) = build_tuned(&g, &target, log)?;
@@ -347,7 +362,9 @@ pub fn run(args: RunArgs) -> Result<()> {
             );
         }
     }
+    let before = m.device_counters()?;
     m.run()?;
+    let counted = m.device_counters()?.since(&before);
     let out = m.get_output(0)?;
     println!("output 0: {:?} {}", out.shape(), out.dtype());
     if let Some(path) = &args.output {
@@ -402,6 +419,13 @@ pub fn run(args: RunArgs) -> Result<()> {
             r.min_ms(),
             r.std_ms()
         );
+        // a simulator's counters, as TVM's `simulator.stats()` prints them
+        if !counted.is_empty() {
+            println!("Execution statistics (one inference):");
+            for (name, value) in &counted.0 {
+                println!("\t{name:<20}: {value:>16}");
+            }
+        }
     }
     Ok(())
 }

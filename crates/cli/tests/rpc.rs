@@ -583,4 +583,28 @@ fn vta_tunes_and_runs_through_the_tracker() {
     ));
     let v: serde_json::Value = serde_json::from_str(remote.trim()).unwrap();
     assert_eq!(v["correct"], true, "{remote}");
+    // the network on the remote simulator: its counters come back through the session
+    let net = [
+        "run",
+        "--network",
+        "resnet-18",
+        "--image-size",
+        "64",
+        "--target",
+        "vta",
+        "--benchmark",
+        "--repeat",
+        "1",
+    ];
+    let run = ok(tessera(&[&net[..], &rpc[..]].concat()));
+    assert!(
+        run.contains("Execution statistics (one inference)"),
+        "{run}"
+    );
+    let gemms: u64 = run
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("gemm_counter"))
+        .and_then(|l| l.trim_start_matches([' ', ':']).parse().ok())
+        .unwrap_or(0);
+    assert!(gemms > 0, "{run}");
 }

@@ -101,7 +101,13 @@ fn a_tuned_network_runs_on_vta_with_the_board_cpus_bits() {
                 .contains("configuration tile_b")),
         "{records:?}"
     );
-    let untuned = ok(tessera(&[&["run"][..], &net[..]].concat()));
+    // without a log the packed convolutions run on VTA with TVM's fallback
+    // configuration, one warning per task
+    let out = tessera(&[&["run"][..], &net[..], &["--benchmark", "--repeat", "1"]].concat());
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(stderr.contains("VTA's fallback configuration"), "{stderr}");
+    let untuned = ok(out);
+    assert!(gemm_counter(&untuned) > 0, "{untuned}");
     let run = ok(tessera(
         &[
             &["run"][..],
@@ -120,6 +126,16 @@ fn a_tuned_network_runs_on_vta_with_the_board_cpus_bits() {
     assert!(applied >= 8, "{run}");
     assert!(run.contains("VTA's cycle model"), "{run}");
     assert!(run.contains("Execution time summary"), "{run}");
+    // the simulator's counters of one inference: the same work, tiled otherwise
+    assert!(
+        run.contains("Execution statistics (one inference)"),
+        "{run}"
+    );
+    assert_eq!(
+        gemm_counter(&run),
+        gemm_counter(&untuned),
+        "{run}\n{untuned}"
+    );
     assert_eq!(top5_rows(&run).len(), 5, "{run}");
     assert_eq!(top5_rows(&run), top5_rows(&untuned), "{run}\n{untuned}");
 }
@@ -147,6 +163,33 @@ fn the_plugin_as_a_shared_object_runs_the_packed_operator() {
     let text = ok(out);
     let v: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
     assert_eq!(v["correct"], true, "{text}");
+    // the simulator's counters cross the plugin boundary
+    let out = std::process::Command::new(common::dynamic_bin())
+        .args([
+            "run",
+            "--network",
+            "resnet-18",
+            "--image-size",
+            "64",
+            "--target",
+            "vta",
+            "--benchmark",
+            "--repeat",
+            "1",
+        ])
+        .env("TESSERA_PLUGIN_PATH", &extra)
+        .output()
+        .unwrap();
+    let run = ok(out);
+    assert!(gemm_counter(&run) > 0, "{run}");
+}
+
+/// The `gemm_counter` line of `run --benchmark`'s execution statistics (0 without).
+fn gemm_counter(text: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix("gemm_counter"))
+        .and_then(|l| l.trim_start_matches([' ', ':']).parse().ok())
+        .unwrap_or(0)
 }
 
 /// `-config=FILE` reads a `vta_config.json`; one the plugin cannot take is one line.

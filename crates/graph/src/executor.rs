@@ -542,6 +542,12 @@ impl GraphModule {
         Ok(out)
     }
 
+    /// The counters the module's device keeps ([`Device::counters`]); read before and
+    /// after a run, their difference is that run's.
+    pub fn device_counters(&self) -> Result<tessera_runtime::DeviceCounters, GraphError> {
+        Ok(self.device.counters()?)
+    }
+
     /// Times whole runs with `evaluator`.
     pub fn benchmark(&mut self, evaluator: &TimeEvaluator) -> Result<TimeResult, GraphError> {
         evaluator.evaluate(|| self.run())

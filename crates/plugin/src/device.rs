@@ -4,7 +4,7 @@
 use crate::{seal, unseal, LoadedPlugin};
 use abi_stable::std_types::{RResult, RSlice, RSliceMut, RStr, RString};
 use tessera_runtime::{
-    BufferId, Device, DeviceError, FunctionId, ModuleId, TimeEvaluator, TimeResult,
+    BufferId, Device, DeviceCounters, DeviceError, FunctionId, ModuleId, TimeEvaluator, TimeResult,
 };
 use tessera_target::{Artifact, LaunchDims, Target, TargetKind};
 
@@ -157,6 +157,14 @@ impl Device for PluginDevice {
     fn synchronize(&self) -> Result<(), DeviceError> {
         let r = (self.plugin.root.device_synchronize())(self.handle);
         self.done(r)
+    }
+
+    fn counters(&self) -> Result<DeviceCounters, DeviceError> {
+        let r = (self.plugin.root.device_counters())(self.handle);
+        unseal(self.done(r)?.as_str()).map_err(|message| DeviceError::Failed {
+            device: self.kind.to_string(),
+            message,
+        })
     }
 
     /// Timed on the plugin's side, with the device's own timer if it has one.

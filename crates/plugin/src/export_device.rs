@@ -178,3 +178,7 @@ pub(crate) extern "C" fn time(
         .map_err(|e| e.to_string())
     })
 }
+
+pub(crate) extern "C" fn counters(id: u64) -> RResult<RString, RString> {
+    with("device_counters", id, |d| d.counters()).map(|c| RString::from(seal(&c)))
+}

@@ -50,8 +50,9 @@ pub use strategy::{PluginPolicy, PluginStrategy};
 /// the serialized core values. A plugin built against another version is refused.
 ///
 /// History: 1000 + IR: run/time over host bytes; 2000 + IR: devices behind handles;
-/// 3000 + IR: search policies behind handles, proposing round by round.
-pub const PLUGIN_SCHEMA_VERSION: u32 = 3000 + tessera_ir::SCHEMA_VERSION;
+/// 3000 + IR: search policies behind handles, proposing round by round; 4000 + IR: a
+/// device's counters.
+pub const PLUGIN_SCHEMA_VERSION: u32 = 4000 + tessera_ir::SCHEMA_VERSION;
 
 /// A serialized core value with the schema version it was written with.
 #[derive(Serialize, Deserialize)]
@@ -187,6 +188,8 @@ pub struct PluginRoot {
         dims: RStr<'_>,
         config: RStr<'_>,
     ) -> RResult<RString, RString>,
+    /// The device's counters: sealed runtime `DeviceCounters`.
+    pub device_counters: extern "C" fn(device: u64) -> RResult<RString, RString>,
     /// Creates a policy of strategy `strategy` for a sealed `SearchTask` with sealed
     /// `PolicyOptions`: its handle. The handle's calls follow; `policy_drop` ends it.
     pub policy_create: extern "C" fn(
@@ -431,6 +434,7 @@ pub mod export {
             device_launch: crate::export_device::launch,
             device_synchronize: crate::export_device::synchronize,
             device_time: crate::export_device::time,
+            device_counters: crate::export_device::counters,
             policy_create: policy_create::<I>,
             policy_info: crate::export_strategy::info,
             policy_propose: crate::export_strategy::propose,

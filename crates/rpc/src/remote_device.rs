@@ -12,7 +12,7 @@ use crate::MAX_MESSAGE_BYTES;
 use std::sync::Mutex;
 use std::time::Duration;
 use tessera_runtime::timer::{TimeEvaluator, TimeResult};
-use tessera_runtime::{BufferId, Device, DeviceError, FunctionId, ModuleId};
+use tessera_runtime::{BufferId, Device, DeviceCounters, DeviceError, FunctionId, ModuleId};
 use tessera_target::{Artifact, LaunchDims, TargetKind};
 use tonic::transport::{Channel, Endpoint};
 
@@ -277,6 +277,12 @@ impl Device for RemoteDevice {
         };
         match self.call(call, Vec::new())?.0 {
             DeviceAnswer::Time(t) => Ok(t),
+            other => Err(self.failed(format!("unexpected answer {other:?}"))),
+        }
+    }
+    fn counters(&self) -> Result<DeviceCounters, DeviceError> {
+        match self.call(DeviceCall::Counters, Vec::new())?.0 {
+            DeviceAnswer::Counters(c) => Ok(c),
             other => Err(self.failed(format!("unexpected answer {other:?}"))),
         }
     }

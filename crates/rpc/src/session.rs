@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
 use std::sync::Arc;
 use tessera_runtime::timer::{TimeEvaluator, TimeResult};
-use tessera_runtime::{BufferId, Device, DeviceError, FunctionId, ModuleId};
+use tessera_runtime::{BufferId, Device, DeviceCounters, DeviceError, FunctionId, ModuleId};
 use tessera_target::{Artifact, LaunchDims};
 
 /// The largest JSON part of a frame.
@@ -62,6 +62,7 @@ pub enum DeviceCall {
         dims: Option<LaunchDims>,
         evaluator: TimeEvaluator,
     },
+    Counters,
 }
 
 /// The answer to a call.
@@ -73,6 +74,7 @@ pub enum DeviceAnswer {
     /// Done; a copy to the host has its bytes as the payload.
     Done,
     Time(TimeResult),
+    Counters(DeviceCounters),
     /// The device's error, as its text.
     Failed(String),
 }
@@ -193,6 +195,10 @@ fn answer(
                 Err(e) => DeviceAnswer::Failed(e.to_string()),
             }
         }
+        DeviceCall::Counters => match device.counters() {
+            Ok(c) => DeviceAnswer::Counters(c),
+            Err(e) => DeviceAnswer::Failed(e.to_string()),
+        },
     };
     (a, Vec::new())
 }

@@ -29,6 +29,38 @@ pub struct ModuleId(pub u64);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct FunctionId(pub u64);
 
+/// The counters a device keeps of its own work since it was opened (a simulator's
+/// cycles, bytes moved and operations, as TVM's `simulator.stats()`), by name in the
+/// device's order. Two readings' [`difference`](DeviceCounters::since) is what ran
+/// between them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct DeviceCounters(pub Vec<(String, u64)>);
+
+impl DeviceCounters {
+    /// Whether the device keeps no counters.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// What was counted since `earlier` (a reading of the same device): each counter's
+    /// growth, counters `earlier` did not have counted from zero.
+    pub fn since(&self, earlier: &DeviceCounters) -> DeviceCounters {
+        let before = |name: &str| {
+            earlier
+                .0
+                .iter()
+                .find(|(n, _)| n == name)
+                .map_or(0, |(_, v)| *v)
+        };
+        DeviceCounters(
+            self.0
+                .iter()
+                .map(|(n, v)| (n.clone(), v.saturating_sub(before(n))))
+                .collect(),
+        )
+    }
+}
+
 /// Why a device operation failed. Every variant names the device.
 #[derive(Debug, thiserror::Error)]
 pub enum DeviceError {
@@ -192,6 +224,11 @@ pub trait Device: Send + Sync {
             self.launch(function, args, dims)?;
             self.synchronize()
         })
+    }
+    /// The counters the device keeps of its own work ([`DeviceCounters`]); none by
+    /// default.
+    fn counters(&self) -> Result<DeviceCounters, DeviceError> {
+        Ok(DeviceCounters::default())
     }
 }
 

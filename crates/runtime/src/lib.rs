@@ -44,7 +44,9 @@ pub mod runner;
 pub mod timer;
 
 pub use cpu_device::CpuDevice;
-pub use device::{BufferId, Device, DeviceArray, DeviceError, FunctionId, ModuleId};
+pub use device::{
+    BufferId, Device, DeviceArray, DeviceCounters, DeviceError, FunctionId, ModuleId,
+};
 pub use error::{CompareError, NpyError, RuntimeError};
 pub use host_arena::HostArena;
 pub use module::{EntryFn, Module};

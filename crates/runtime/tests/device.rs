@@ -241,3 +241,19 @@ fn plugin_devices_check_launch_arguments_one_way() {
     let e = launch_args("dev", "f", &params, &[BufferId(1), BufferId(9)], lookup).unwrap_err();
     assert!(matches!(e, DeviceError::UnknownHandle { id: 9, .. }), "{e}");
 }
+
+/// Counters are the device's own (the CPU keeps none); two readings' difference is
+/// what ran between them, a counter the earlier reading lacked counting from zero.
+#[test]
+fn counter_readings_subtract_by_name() {
+    assert!(cpu().counters().unwrap().is_empty());
+    let named = |pairs: &[(&str, u64)]| {
+        tessera_runtime::DeviceCounters(pairs.iter().map(|(n, v)| (n.to_string(), *v)).collect())
+    };
+    let before = named(&[("cycles", 100), ("gemm_counter", 7)]);
+    let after = named(&[("cycles", 250), ("gemm_counter", 7), ("alu_counter", 3)]);
+    assert_eq!(
+        after.since(&before),
+        named(&[("cycles", 150), ("gemm_counter", 0), ("alu_counter", 3)])
+    );
+}

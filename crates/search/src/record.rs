@@ -632,6 +632,18 @@ impl ApplyHistoryBest {
         target: &str,
         task_name: &str,
     ) -> Option<String> {
+        self.warn_missing_using(workload_key, target, task_name, "its default schedule")
+    }
+
+    /// [`warn_missing`](Self::warn_missing) for a task that builds with `instead` (say, a
+    /// template's fallback configuration) rather than its default schedule.
+    pub fn warn_missing_using(
+        &mut self,
+        workload_key: &str,
+        target: &str,
+        task_name: &str,
+        instead: &str,
+    ) -> Option<String> {
         if self.query(workload_key, target).is_some() {
             return None;
         }
@@ -646,7 +658,7 @@ impl ApplyHistoryBest {
         self.misses.push(miss);
         Some(format!(
             "no tuning record for task `{task_name}` (workload {workload_key}) on target \
-             `{target}`: using its default schedule"
+             `{target}`: using {instead}"
         ))
     }
 

@@ -52,6 +52,10 @@ pub fn extract_template_tasks(graph: &Graph, lanes: i64) -> Vec<NetworkTemplateT
     out
 }
 
+/// What a VTA task without a record builds with.
+const VTA_FALLBACK: &str =
+    "VTA's fallback configuration (every tile 1, one thread), which can be far slower";
+
 /// Builds each fused group whose anchor has a tuned record with that record's
 /// configuration (the rest of the group keeps its default schedule); groups without one
 /// keep their default schedule, with one warning per task (collected in `warnings`).
@@ -99,34 +103,45 @@ impl ScheduleHook for TunedHook {
         let (node, anchor) = gc.anchor.clone()?;
         let kind = template_kind_of(graph, node, self.lanes)?;
         let task = TemplateTask::new(kind, self.lanes).ok()?;
-        let record = {
+        // VTA's configurations run on VTA, its default schedule on the board's CPU
+        // (this machine's here): their times do not compare, so the best configuration
+        // applies, and without one TVM's fallback configuration (every tile 1, one
+        // thread) keeps the layer on VTA, as TVM does
+        let on_vta = matches!(task.kind, TemplateKind::Conv2dPackedVta { .. });
+        let entity = {
             let mut best = self.best.lock().unwrap_or_else(|e| e.into_inner());
-            // VTA's configurations run on VTA, its default schedule on the board's CPU
-            // (this machine's here): their times do not compare, so the best
-            // configuration applies
-            let found = match task.kind {
-                TemplateKind::Conv2dPackedVta { .. } => best
-                    .query_config(&task.workload_key, &self.target)
-                    .or_else(|| best.query(&task.workload_key, &self.target)),
-                _ => best.query(&task.workload_key, &self.target),
+            let found = if on_vta {
+                best.query_config(&task.workload_key, &self.target)
+                    .or_else(|| best.query(&task.workload_key, &self.target))
+            } else {
+                best.query(&task.workload_key, &self.target)
             };
-            match found {
-                Some(r) => r.clone(),
+            match found.map(|r| &r.schedule) {
+                Some(ScheduleDesc::Config { entity, .. }) => Some(entity.clone()),
+                Some(_) => return None,
                 None => {
-                    if let Some(w) =
-                        best.warn_missing(&task.workload_key, &self.target, &task.template)
-                    {
+                    let (key, template) = (&task.workload_key, &task.template);
+                    let warning = if on_vta {
+                        best.warn_missing_using(key, &self.target, template, VTA_FALLBACK)
+                    } else {
+                        best.warn_missing(key, &self.target, template)
+                    };
+                    if let Some(w) = warning {
                         self.warn(w);
                     }
-                    return None;
+                    if !on_vta {
+                        return None;
+                    }
+                    None
                 }
             }
         };
-        let ScheduleDesc::Config { entity, .. } = &record.schedule else {
-            return None;
-        };
         let built = (|| -> Result<Schedule, String> {
-            let config = task.space.from_entity(entity).map_err(|e| e.to_string())?;
+            let config = match &entity {
+                Some(entity) => task.space.from_entity(entity),
+                None => task.space.fallback(),
+            }
+            .map_err(|e| e.to_string())?;
             let outputs = [gc.output.clone()];
             let mut s = Schedule::create(&outputs).map_err(|e| e.to_string())?;
             for t in &gc.inlinable {
@@ -149,12 +164,19 @@ impl ScheduleHook for TunedHook {
         })();
         match built {
             Ok(s) => {
-                *self.applied.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+                if entity.is_some() {
+                    *self.applied.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+                }
                 Some(s)
             }
             Err(e) => {
+                let which = if entity.is_some() {
+                    "tuned"
+                } else {
+                    "fallback"
+                };
                 self.warn(format!(
-                    "the tuned configuration of `{}` (workload {}) did not apply ({e}): using its default schedule",
+                    "the {which} configuration of `{}` (workload {}) did not apply ({e}): using its default schedule",
                     task.template, task.workload_key
                 ));
                 None

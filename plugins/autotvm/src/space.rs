@@ -400,6 +400,25 @@ impl ConfigSpace {
         Ok(Config { index, choices })
     }
 
+    /// TVM's fallback configuration (`FallbackConfigEntity`), what a task without a
+    /// record builds with: each split's inner factors 1 (the outermost takes the whole
+    /// extent), every other knob its first choice.
+    pub fn fallback(&self) -> Result<Config, SpaceError> {
+        let choices: Vec<usize> = self
+            .knobs
+            .iter()
+            .map(|k| match k {
+                Knob::Split { choices, .. } => choices
+                    .iter()
+                    .position(|c| c.iter().skip(1).all(|&f| f == 1))
+                    .unwrap_or(0),
+                _ => 0,
+            })
+            .collect();
+        let index = self.index_of(&choices)?;
+        Ok(Config { index, choices })
+    }
+
     /// The index of a choice vector.
     pub fn index_of(&self, choices: &[usize]) -> Result<u64, SpaceError> {
         if choices.len() != self.knobs.len() {

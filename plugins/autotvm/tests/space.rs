@@ -193,3 +193,39 @@ fn template_spaces() {
     assert!(mm.workload_key.starts_with("matmul.x86:[\""));
     assert_eq!(mm.flop, 2.0 * 1024f64.powi(3));
 }
+
+/// TVM's `FallbackConfigEntity`: each split's inner factors 1, every other knob its first
+/// choice; for VTA's template, every tile 1 and one thread.
+#[test]
+fn the_fallback_configuration_is_tvms() {
+    let mut s = ConfigSpace::new();
+    s.define_split("f", 12, SplitOptions::factors(3)).unwrap();
+    s.define_knob("k", &[4, 8]).unwrap();
+    let c = s.fallback().unwrap();
+    assert_eq!(s.knob_numbers(&c), vec![12, 1, 1, 4]);
+    assert_eq!(s.get(c.index).unwrap(), c);
+    let vta = TemplateTask::new(
+        TemplateKind::Conv2dPackedVta {
+            n: 1,
+            h: 14,
+            w: 14,
+            ci: 64,
+            co: 128,
+            kh: 3,
+            kw: 3,
+            stride: 1,
+            pad: 1,
+        },
+        16,
+    )
+    .unwrap();
+    let c = vta.space.fallback().unwrap();
+    let tiles: Vec<(String, i64)> = vta
+        .space
+        .knobs
+        .iter()
+        .zip(&c.choices)
+        .map(|(k, &i)| (k.name().to_string(), *k.value_numbers(i).last().unwrap()))
+        .collect();
+    assert!(tiles.iter().all(|(_, v)| *v == 1), "{tiles:?}");
+}

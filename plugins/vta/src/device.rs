@@ -19,7 +19,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tessera_runtime::device::copy_range;
 use tessera_runtime::timer::{TimeEvaluator, TimeResult};
-use tessera_runtime::{BufferId, Device, DeviceError, FunctionId, Module, ModuleId};
+use tessera_runtime::{
+    BufferId, Device, DeviceCounters, DeviceError, FunctionId, Module, ModuleId,
+};
 use tessera_target::{Artifact, LaunchDims, TargetKind};
 
 /// Simulated DRAM of a device: 1 GiB, a Pynq's.
@@ -72,7 +74,7 @@ impl VtaDevice {
     }
 
     /// The counters of the last launch or timed call, and their sum since creation.
-    pub fn counters(&self) -> (Counters, Counters) {
+    pub fn launch_counters(&self) -> (Counters, Counters) {
         let s = self.lock();
         (s.last, *s.sim.total())
     }
@@ -162,6 +164,12 @@ impl VtaDevice {
 impl Device for VtaDevice {
     fn kind(&self) -> TargetKind {
         TargetKind::new("vta")
+    }
+
+    /// The simulator's counters since the device was opened, every VTA launch and
+    /// timed call included (the board's CPU kernels count nothing).
+    fn counters(&self) -> Result<DeviceCounters, DeviceError> {
+        Ok(DeviceCounters(self.lock().sim.total().named()))
     }
 
     fn alloc(&self, nbytes: usize) -> Result<BufferId, DeviceError> {

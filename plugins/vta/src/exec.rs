@@ -52,6 +52,27 @@ impl Counters {
         self.instructions += 1;
     }
 
+    /// The counters by name, TVM's seven first (as its `simulator.stats()` prints them),
+    /// then the cycle model's.
+    pub fn named(&self) -> Vec<(String, u64)> {
+        let pairs = [
+            ("inp_load_nbytes", self.inp_load_nbytes),
+            ("wgt_load_nbytes", self.wgt_load_nbytes),
+            ("acc_load_nbytes", self.acc_load_nbytes),
+            ("uop_load_nbytes", self.uop_load_nbytes),
+            ("out_store_nbytes", self.out_store_nbytes),
+            ("gemm_counter", self.gemm_counter),
+            ("alu_counter", self.alu_counter),
+            ("acc_raw_steps", self.acc_raw_steps),
+            ("instructions", self.instructions),
+            ("cycles", self.cycles),
+            ("load_busy_cycles", self.busy[0]),
+            ("compute_busy_cycles", self.busy[1]),
+            ("store_busy_cycles", self.busy[2]),
+        ];
+        pairs.iter().map(|(n, v)| (n.to_string(), *v)).collect()
+    }
+
     /// Adds `o` (the cycles and busy times too).
     pub fn add(&mut self, o: &Counters) {
         self.inp_load_nbytes += o.inp_load_nbytes;

@@ -85,7 +85,7 @@ fn a_conv2d_module_runs_and_times_on_the_simulator() {
     dev.copy_to_host(o, 0, &mut out).unwrap();
     let want: Vec<u8> = reference(&W, &t).iter().map(|x| *x as u8).collect();
     assert_eq!(out, want);
-    let (last, _) = dev.counters();
+    let (last, _) = dev.launch_counters();
     assert_eq!(last.out_store_nbytes, n_out as u64);
     assert!(last.cycles > 0);
     let ev = TimeEvaluator {
@@ -101,12 +101,19 @@ fn a_conv2d_module_runs_and_times_on_the_simulator() {
     for s in &r.results {
         assert!((s - secs).abs() < 1e-12, "{s} against {secs}");
     }
-    let (_, total) = dev.counters();
+    let (_, total) = dev.launch_counters();
     assert_eq!(
         total.cycles,
         last.cycles * 8,
         "one launch, the warm-up and 6 timed"
     );
+    // the core's reading: the same totals by name, TVM's counters first
+    let named = Device::counters(dev.as_ref()).unwrap();
+    let get = |n: &str| named.0.iter().find(|(k, _)| k == n).map(|(_, v)| *v);
+    assert_eq!(named.0[0].0, "inp_load_nbytes");
+    assert_eq!(get("cycles"), Some(total.cycles));
+    assert_eq!(get("gemm_counter"), Some(total.gemm_counter));
+    assert_eq!(get("out_store_nbytes"), Some(total.out_store_nbytes));
 }
 
 #[test]
