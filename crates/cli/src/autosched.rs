@@ -125,7 +125,11 @@ pub fn run(args: TuneArgs) -> Result<()> {
     let (graph, tasks) = match &args.op {
         Some(op) => {
             let spec = op_spec(op, args.op_shape.as_deref())?;
-            (None, vec![operator_task(&spec, &target, &hw)?])
+            let mut task = operator_task(&spec, &target, &hw)?;
+            if args.templates {
+                tessera_autotvm::network::vta_fallback_baseline(&mut task, hw.f32_lanes());
+            }
+            (None, vec![task])
         }
         None => {
             let g = net.load()?;
@@ -142,6 +146,10 @@ pub fn run(args: TuneArgs) -> Result<()> {
                             .as_ref()
                             .and_then(|o| TemplateKind::from_op(o, lanes));
                         kind.is_none_or(|k| crate::network::template_fits(&target, k.template()))
+                    })
+                    .map(|mut t| {
+                        tessera_autotvm::network::vta_fallback_baseline(&mut t, lanes);
+                        t
                     })
                     .collect()
             } else {

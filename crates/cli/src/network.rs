@@ -257,15 +257,17 @@ pub fn build_tuned(
     log: &std::path::Path,
 ) -> Result<(tessera_graph::GraphModule, usize)> {
     let loaded = crate::records::load_warn(log)?;
-    build_with_history(g, target, &loaded.records)
+    build_with_history(g, target, &loaded.records, true)
 }
 
-/// Builds `g` with the best of `records` (no records: every task warned about and built
-/// as without tuning — for VTA, TVM's fallback configuration on VTA).
+/// Builds `g` with the best of `records` (no records: every task built as without
+/// tuning — for VTA, TVM's fallback configuration on VTA), printing the warnings (a task
+/// without a record, a record that did not apply) when `warn`.
 fn build_with_history(
     g: &Graph,
     target: &Target,
     records: &[tessera_search::record::Record],
+    warn: bool,
 ) -> Result<(tessera_graph::GraphModule, usize)> {
     use tessera_autotvm::network::TunedHook;
     let best = tessera_search::record::ApplyHistoryBest::new(records);
@@ -288,10 +290,37 @@ fn build_with_history(
     };
     let sketch = tessera_sketch::network::SketchHook::new(best, &target_str, fallback);
     let m = build_network(g, target, Some(&sketch))?;
-    for w in sketch.warnings().into_iter().chain(templates.warnings()) {
+    let warnings = sketch.warnings().into_iter().chain(templates.warnings());
+    for w in warnings.filter(|_| warn) {
         eprintln!("warning: {w}");
     }
     Ok((m, sketch.applied() + templates.applied()))
+}
+
+/// Builds `g` for `target` without tuning records: every group's default schedule, but
+/// VTA's packed convolutions with TVM's fallback configuration, on VTA (their default
+/// schedule would run on the board's CPU), one warning each when `warn`.
+pub(crate) fn build_untuned(g: &Graph, target: &Target, warn: bool) -> Result<GraphModule> {
+    if target.kind == tessera_backends::TargetKind::VTA {
+        Ok(build_with_history(g, target, &[], warn)?.0)
+    } else {
+        build_network(g, target, None)
+    }
+}
+
+/// Times `m` with `ev`: whole runs on the host's clock, but on VTA the sum of the
+/// kernels' device-clock times (its cycle model at the board's clock, the board's CPU
+/// kernels on the host clock), not the host's time to simulate it.
+pub(crate) fn benchmark(
+    m: &mut GraphModule,
+    target: &Target,
+    ev: &TimeEvaluator,
+) -> Result<tessera_runtime::TimeResult> {
+    Ok(if target.kind == tessera_backends::TargetKind::VTA {
+        m.benchmark_kernels(ev)?
+    } else {
+        m.benchmark(ev)?
+    })
 }
 
 pub fn run(args: RunArgs) -> Result<()> {
@@ -300,11 +329,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     let g = args.net.load()?;
     let start = std::time::Instant::now();
     let mut m = match &args.log {
-        // VTA's packed convolutions without a log: its fallback configuration
-        None if target.kind == tessera_backends::TargetKind::VTA => {
-            build_with_history(&g, &target, &[])?.0
-        }
-        None => build_network(&g, &target, None)?,
+        None => build_untuned(&g, &target, true)?,
         Some(log) => {
             let (m, applied) = build_tuned(&g, &target, log)?;
             println!(
@@ -397,15 +422,10 @@ pub fn run(args: RunArgs) -> Result<()> {
     }
     if args.benchmark {
         let ev = TimeEvaluator::new(args.number.max(1), args.repeat.max(1), 0.0);
-        // VTA's time is its simulator's cycles at the board's clock: the network's time
-        // is the sum of its kernels' device-timed costs (the board's CPU kernels on the
-        // host clock), not the host's time to simulate it
-        let r = if target.kind == tessera_backends::TargetKind::VTA {
+        if target.kind == tessera_backends::TargetKind::VTA {
             println!("(VTA: the sum of each kernel's time on the device's clock, VTA's cycle model at the board's clock)");
-            m.benchmark_kernels(&ev)?
-        } else {
-            m.benchmark(&ev)?
-        };
+        }
+        let r = benchmark(&mut m, &target, &ev)?;
         println!("Execution time summary:");
         println!(
             " {:>10}  {:>11}  {:>8}  {:>8}  {:>8}",

@@ -134,7 +134,10 @@ pub(crate) fn parse_dims(s: &str) -> Result<Vec<i64>> {
         .with_context(|| format!("--op-shape `{s}`: positive integers separated by commas"))
 }
 
-fn time_network(m: &mut tessera_graph::GraphModule) -> Result<TimeResult> {
+fn time_network(
+    m: &mut tessera_graph::GraphModule,
+    target: &tessera_backends::Target,
+) -> Result<TimeResult> {
     let inputs: Vec<(String, tessera_graph::TensorType)> = m
         .inputs()
         .map(|(n, t)| (n.to_string(), t.clone()))
@@ -147,7 +150,7 @@ fn time_network(m: &mut tessera_graph::GraphModule) -> Result<TimeResult> {
         )?;
     }
     m.run()?;
-    Ok(m.benchmark(&TimeEvaluator::new(1, 20, 0.0))?)
+    crate::network::benchmark(m, target, &TimeEvaluator::new(1, 20, 0.0))
 }
 
 pub fn run(args: TuneArgs) -> Result<()> {
@@ -161,10 +164,10 @@ pub(crate) fn compare_untuned_and_tuned(
     target: &tessera_backends::Target,
     log: &std::path::Path,
 ) -> Result<()> {
-    let mut untuned = crate::network::build_network(g, target, None)?;
+    let mut untuned = crate::network::build_untuned(g, target, false)?;
     let (mut tuned, applied) = crate::network::build_tuned(g, target, log)?;
-    let a = time_network(&mut untuned)?;
-    let b = time_network(&mut tuned)?;
+    let a = time_network(&mut untuned, target)?;
+    let b = time_network(&mut tuned, target)?;
     println!(
         "network `{}`: {applied} distinct fused groups built with tuned schedules (the others: their default schedule, measured faster or untuned)",
         g.name

@@ -82,6 +82,18 @@ fn a_tuned_network_runs_on_vta_with_the_board_cpus_bits() {
         .concat(),
     ));
     assert!(tuned.contains("Estimated total latency"), "{tuned}");
+    // each task's baseline is VTA's fallback configuration (what an untuned build runs
+    // on VTA), and tuning beat it on every task: no row of the last table is starred
+    let tables: Vec<&str> = tuned.split("|  ID  |").collect();
+    let last = tables
+        .last()
+        .unwrap()
+        .split("Estimated total")
+        .next()
+        .unwrap();
+    let rows: Vec<&str> = last.lines().filter(|l| l.starts_with("|  ")).collect();
+    assert_eq!(rows.len(), 11, "{last}");
+    assert!(rows.iter().all(|r| !r.contains('*')), "{last}");
     let records: Vec<serde_json::Value> = std::fs::read_to_string(log)
         .unwrap()
         .lines()

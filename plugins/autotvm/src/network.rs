@@ -236,3 +236,29 @@ pub fn vta_epilogue(
         ("clip_hi", int8(max)?),
     ])
 }
+
+/// A session's baseline for template task `task` (a catalog operator's): for VTA's
+/// template, whose default schedule runs on the board's CPU (a time that does not
+/// compare with VTA's), the template's fallback configuration — what an untuned build
+/// runs on VTA; other tasks keep their default schedule. A task no template fits is
+/// left as it is.
+pub fn vta_fallback_baseline(task: &mut tessera_search::session::TuningTask, lanes: i64) {
+    let Some(kind) = task
+        .task
+        .op
+        .as_ref()
+        .and_then(|o| TemplateKind::from_op(o, lanes))
+    else {
+        return;
+    };
+    if !matches!(kind, TemplateKind::Conv2dPackedVta { .. }) {
+        return;
+    }
+    let func = TemplateTask::new(kind, lanes)
+        .map_err(|e| e.to_string())
+        .and_then(|t| {
+            let config = t.space.fallback().map_err(|e| e.to_string())?;
+            t.instantiate(&config, "default_schedule")
+        });
+    task.default = Some(func);
+}

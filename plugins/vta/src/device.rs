@@ -2,8 +2,8 @@
 //! DRAM, which VTA and the board's CPU share (as on the Pynq). A module is either a VTA
 //! program loaded from its file (for this device's configuration only) — a launch runs
 //! it functionally, and `time` reports the cycle model's time at the board's clock (the
-//! warm-up call computes the outputs, the timed calls run the cycle model alone: a
-//! program's cycles do not depend on its data) — or a shared object of the CPU backend
+//! cycle model alone, without a warm-up: a program's cycles do not depend on its data
+//! or on earlier calls; launches compute the values) — or a shared object of the CPU backend
 //! for the layers VTA does not run, called on pointers into the DRAM and timed with the
 //! host's clock. The counters of the last VTA launch and their sum since creation are
 //! kept for reports.
@@ -307,10 +307,14 @@ impl Device for VtaDevice {
         _dims: Option<&LaunchDims>,
         evaluator: &TimeEvaluator,
     ) -> Result<TimeResult, DeviceError> {
-        if self.run(function, args, true)?.is_none() {
-            // a kernel of the board's CPU: the host's clock
+        let on_cpu = matches!(self.function(&self.lock(), function)?.1, Kernel::Cpu(_));
+        if on_cpu {
+            // a kernel of the board's CPU: the host's clock, after a warm-up
+            self.run(function, args, true)?;
             return evaluator.evaluate(|| self.run(function, args, true).map(|_| ()));
         }
+        // VTA's: the cycle model alone, which needs no warm-up (its time is the same at
+        // every call) nor the values (launches compute them)
         let hz = self.config.clock_mhz as f64 * 1e6;
         let number = evaluator.number.max(1);
         let mut results = Vec::with_capacity(evaluator.repeat.max(1));
