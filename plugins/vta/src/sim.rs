@@ -12,8 +12,9 @@
 //! 8 bytes, and costs 150 cycles of latency more (and one per padding element written);
 //! GEMM costs 80 plus one per micro-op step, ALU 46 plus two per step (one with an
 //! immediate), and a step that reads the accumulator the step before wrote waits
-//! [`ACC_RAW_STALL`] more; a no-op or FINISH 40. Cycles at the board's clock are the
-//! measured time.
+//! [`ACC_RAW_STALL`] more; a no-op or FINISH 40. A queue holds [`QUEUE_DEPTH`] tokens, as
+//! the hardware's streams: an instruction that would push into a full one waits until
+//! its consumer has popped. Cycles at the board's clock are the measured time.
 
 use crate::config::VtaConfig;
 use crate::dram::Dram;
@@ -48,6 +49,16 @@ impl Queue {
             Queue::StoreToCompute => "store→compute",
         }
     }
+}
+
+/// Tokens a queue holds (the hardware streams' depth).
+pub const QUEUE_DEPTH: usize = 8;
+
+/// The token queues and, for each, when its last pop made room.
+#[derive(Default)]
+struct Queues {
+    tokens: [VecDeque<Token>; 4],
+    room_at: [u64; 4],
 }
 
 /// The queues an instruction of `module` pops from (prev, next) and pushes to.
@@ -176,19 +187,20 @@ impl Simulator {
             modules[insn.module() as usize].stream.push_back(i);
         }
         self.sram.settle(&self.cfg);
-        let mut tokens: [VecDeque<Token>; 4] = Default::default();
+        let mut q = Queues::default();
         let mut counters = Counters::default();
         let mut end = 0u64;
         let mut bus_free = 0u64;
-        while let Some((m, start)) = next_module(program, &modules, &tokens) {
+        while let Some((m, start)) = next_module(program, &modules, &q) {
             let index = modules[m].stream.pop_front().expect("has a head");
             let insn = &program[index];
             let st = &mut modules[m];
             let (pops, pushes) = queues(insn.module());
             let d = insn.deps();
-            for (q, on) in pops.iter().zip([d.pop_prev, d.pop_next]) {
-                if let (Some(q), true) = (q, on) {
-                    let t = tokens[*q as usize].pop_front().expect("checked ready");
+            for (qu, on) in pops.iter().zip([d.pop_prev, d.pop_next]) {
+                if let (Some(qu), true) = (qu, on) {
+                    let t = q.tokens[*qu as usize].pop_front().expect("checked ready");
+                    q.room_at[*qu as usize] = start;
                     for k in 0..3 {
                         st.clock[k] = st.clock[k].max(t.clock[k]);
                     }
@@ -219,9 +231,9 @@ impl Simulator {
             counters.busy[m] += done - start;
             st.free_at = done;
             end = end.max(done);
-            for (q, on) in pushes.iter().zip([d.push_prev, d.push_next]) {
-                if let (Some(q), true) = (q, on) {
-                    tokens[*q as usize].push_back(Token {
+            for (qu, on) in pushes.iter().zip([d.push_prev, d.push_next]) {
+                if let (Some(qu), true) = (qu, on) {
+                    q.tokens[*qu as usize].push_back(Token {
                         ready: done,
                         clock: stamp.clock,
                     });
@@ -240,7 +252,7 @@ impl Simulator {
             }
         }
         if modules.iter().any(|m| !m.stream.is_empty()) {
-            return Err(deadlock(program, &modules, &tokens));
+            return Err(deadlock(program, &modules, &q));
         }
         counters.cycles = end;
         self.total.add(&counters);
@@ -291,56 +303,64 @@ fn check_deps(index: usize, insn: &Insn) -> Result<(), VtaError> {
     Ok(())
 }
 
-/// When the head of a module could start, if its tokens are there.
-fn ready_at(insn: &Insn, st: &ModuleState, tokens: &[VecDeque<Token>; 4]) -> Option<u64> {
-    let (pops, _) = queues(insn.module());
+/// When the head of a module could start, if the tokens it pops are there and the
+/// queues it pushes to have room.
+fn ready_at(insn: &Insn, st: &ModuleState, q: &Queues) -> Option<u64> {
+    let (pops, pushes) = queues(insn.module());
     let d = insn.deps();
     let mut at = st.free_at;
-    for (q, on) in pops.iter().zip([d.pop_prev, d.pop_next]) {
-        if let (Some(q), true) = (q, on) {
-            at = at.max(tokens[*q as usize].front()?.ready);
+    for (qu, on) in pops.iter().zip([d.pop_prev, d.pop_next]) {
+        if let (Some(qu), true) = (qu, on) {
+            at = at.max(q.tokens[*qu as usize].front()?.ready);
+        }
+    }
+    for (qu, on) in pushes.iter().zip([d.push_prev, d.push_next]) {
+        if let (Some(qu), true) = (qu, on) {
+            if q.tokens[*qu as usize].len() >= QUEUE_DEPTH {
+                return None;
+            }
+            at = at.max(q.room_at[*qu as usize]);
         }
     }
     Some(at)
 }
 
 /// The module whose head starts first, and when.
-fn next_module(
-    program: &[Insn],
-    modules: &[ModuleState; 3],
-    tokens: &[VecDeque<Token>; 4],
-) -> Option<(usize, u64)> {
+fn next_module(program: &[Insn], modules: &[ModuleState; 3], q: &Queues) -> Option<(usize, u64)> {
     (0..3)
         .filter_map(|m| {
             let head = *modules[m].stream.front()?;
-            ready_at(&program[head], &modules[m], tokens).map(|t| (m, t))
+            ready_at(&program[head], &modules[m], q).map(|t| (m, t))
         })
         .min_by_key(|&(m, t)| (t, m))
 }
 
-fn deadlock(
-    program: &[Insn],
-    modules: &[ModuleState; 3],
-    tokens: &[VecDeque<Token>; 4],
-) -> VtaError {
+fn deadlock(program: &[Insn], modules: &[ModuleState; 3], q: &Queues) -> VtaError {
     let mut waits = Vec::new();
     for (m, st) in modules.iter().enumerate() {
         let Some(&head) = st.stream.front() else {
             continue;
         };
         let insn = &program[head];
-        let (pops, _) = queues(insn.module());
+        let (pops, pushes) = queues(insn.module());
         let d = insn.deps();
-        let empty: Vec<&str> = pops
+        let empty = pops
             .iter()
             .zip([d.pop_prev, d.pop_next])
-            .filter_map(|(q, on)| q.filter(|q| on && tokens[*q as usize].is_empty()))
-            .map(Queue::name)
-            .collect();
+            .filter_map(|(qu, on)| qu.filter(|qu| on && q.tokens[*qu as usize].is_empty()))
+            .map(|qu| format!("the empty {} queue", qu.name()));
+        let full = pushes
+            .iter()
+            .zip([d.push_prev, d.push_next])
+            .filter_map(|(qu, on)| {
+                qu.filter(|qu| on && q.tokens[*qu as usize].len() >= QUEUE_DEPTH)
+            })
+            .map(|qu| format!("the full {} queue ({QUEUE_DEPTH} tokens)", qu.name()));
+        let on: Vec<String> = empty.chain(full).collect();
         waits.push(format!(
-            "the {} module's instruction {head} ({insn}) waits on the empty {} queue",
+            "the {} module's instruction {head} ({insn}) waits on {}",
             [Module::Load, Module::Compute, Module::Store][m].name(),
-            empty.join(" and ")
+            on.join(" and ")
         ));
     }
     VtaError::Deadlock(waits.join("; "))

@@ -430,3 +430,49 @@ fn a_flag_for_a_queue_the_module_lacks_and_an_overflow_are_errors() {
         .to_string();
     assert!(err.contains("outside every allocation"), "{err}");
 }
+
+/// A queue holds 8 tokens: the load module's ninth push waits until the compute module
+/// has popped one, which delays the load behind it; with nobody popping it is a
+/// deadlock naming the full queue.
+#[test]
+fn a_full_token_queue_stalls_its_pusher() {
+    let nop_push = push_next(load(MemType::Inp, 0, 0, 0, 0, 0));
+    let nop_pop = Insn::Mem(MemInsn {
+        deps: pop_prev(),
+        ..load(MemType::Uop, 0, 0, 0, 0, 0)
+    });
+    let slow = Insn::Gemm(GemmInsn {
+        deps: Deps::default(),
+        lp: UopLoop {
+            reset: false,
+            uop_bgn: 0,
+            uop_end: 1,
+            iter_out: 1,
+            iter_in: 1000,
+            dst_factor: [0, 1],
+            src_factor: [0, 0],
+        },
+        wgt_factor: [0, 0],
+    });
+    // 9 × 40-cycle pushes, then 16 KiB of weights (2048 bus cycles + 150); the compute
+    // module is busy for 1080 cycles before its first pop
+    let mut program = vec![nop_push; 9];
+    program.push(Insn::Mem(load(MemType::Wgt, 0, 0, 1, 64, 64)));
+    program.push(slow);
+    program.extend(vec![nop_pop; 9]);
+    let mut dram = Dram::new(1 << 24);
+    let mut sim = Simulator::new(cfg()).unwrap();
+    sim.set_functional(false);
+    let c = sim.run(&mut dram, &program).unwrap();
+    let ninth = 1080; // the first pop makes room
+    assert_eq!(c.cycles, ninth + 40 + 2048 + 150);
+    assert_eq!(tessera_vta::sim::QUEUE_DEPTH, 8);
+    // nobody pops: the ninth push never happens
+    let unpopped = vec![nop_push; 9];
+    let err = sim.run(&mut dram, &unpopped).unwrap_err().to_string();
+    assert!(
+        err.contains("instruction 8")
+            && err.contains("waits on the full load→compute queue (8 tokens)"),
+        "{err}"
+    );
+}
