@@ -161,8 +161,9 @@ impl StmtMutator for Planner {
                 let mut changed = false;
                 for x in items {
                     if is_shared_sync(x) {
-                        // two barriers in a row are one
-                        if out.last().is_some_and(is_shared_sync) {
+                        // two barriers in a row are one, also when the first ends a
+                        // nested statement (an allreduce's last fence)
+                        if out.last().is_some_and(ends_with_sync) {
                             changed = true;
                             continue;
                         }
