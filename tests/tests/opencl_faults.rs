@@ -172,3 +172,57 @@ fn a_module_that_does_not_build_is_a_load_failure_with_the_build_log() {
         other => panic!("{other:?}"),
     }
 }
+
+/// The OpenCL backend, but every module it writes carries source the device's compiler
+/// refuses: what a driver that rejects a generated kernel does to a candidate.
+struct BrokenSource(Box<dyn tessera_backends::Backend>);
+
+impl tessera_backends::Backend for BrokenSource {
+    fn target(&self) -> &tessera_backends::Target {
+        self.0.target()
+    }
+    fn hardware_params(&self) -> &tessera_target::HardwareParams {
+        self.0.hardware_params()
+    }
+    fn codegen(&self, func: &PrimFunc) -> Result<String, tessera_backends::BackendError> {
+        self.0.codegen(func)
+    }
+    fn build(
+        &self,
+        func: &PrimFunc,
+        out_dir: &std::path::Path,
+    ) -> Result<tessera_backends::Artifact, tessera_backends::BackendError> {
+        let artifact = self.0.build(func, out_dir)?;
+        let mut module = tessera_opencl::module::DeviceModule::read(&artifact.path).unwrap();
+        module.source = module.source.replace("__kernel", "__kernel not_a_type");
+        std::fs::write(&artifact.path, module.to_bytes()).unwrap();
+        Ok(artifact)
+    }
+}
+
+#[test]
+fn a_candidate_whose_kernel_does_not_build_is_compile_device_with_the_log() {
+    if Gpu::opencl_or_skip("opencl compile_device").is_none() {
+        return;
+    }
+    let opts = MeasureOptions {
+        timer: TimerConfig {
+            number: 1,
+            repeat: 1,
+            min_repeat_ms: 0.0,
+            cache_flush: false,
+        },
+        ..MeasureOptions::default()
+    };
+    let mut m = Measurer::with_backend(Box::new(BrokenSource(opencl_backend())), opts).unwrap();
+    let cands = vec![Candidate {
+        func: Ok(good("refused")),
+    }];
+    let rs = m.measure(&cands, 1, None);
+    assert_eq!(rs[0].error_no, MeasureErrorNo::CompileDevice, "{rs:#?}");
+    let msg = rs[0].error_msg.as_deref().unwrap_or("");
+    assert!(
+        msg.contains("OpenCL build log") && msg.contains("not_a_type"),
+        "{msg}"
+    );
+}

@@ -45,11 +45,20 @@ pub fn hardware_params(target: &str) -> Result<HardwareParams, String> {
             warp_size: 1,
         })
     };
-    let opt = |name: &str| t.option(name).and_then(|v| v.parse::<usize>().ok());
-    if let Some(n) = opt("max-threads-per-block") {
+    let opt = |name: &str| -> Result<Option<usize>, String> {
+        t.option(name)
+            .map(|v| {
+                v.parse::<usize>()
+                    .ok()
+                    .filter(|&n| n > 0)
+                    .ok_or_else(|| format!("{target}: -{name}={v} is not a positive whole number"))
+            })
+            .transpose()
+    };
+    if let Some(n) = opt("max-threads-per-block")? {
         p.max_threads_per_block = n;
     }
-    if let Some(n) = opt("max-shared-memory-per-block") {
+    if let Some(n) = opt("max-shared-memory-per-block")? {
         p.max_shared_memory_per_block = n;
     }
     Ok(p)
@@ -73,4 +82,43 @@ fn queried() -> Option<HardwareParams> {
         max_vthread_extent: (warp / 4).max(1),
         warp_size: warp,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::hardware_params;
+
+    #[test]
+    fn mali_has_tvms_parameters_and_takes_the_overrides() {
+        let p = hardware_params("opencl -device=mali").unwrap();
+        assert_eq!(
+            (
+                p.max_threads_per_block,
+                p.max_shared_memory_per_block,
+                p.warp_size,
+                p.max_vthread_extent
+            ),
+            (256, 32768, 1, 1)
+        );
+        let p = hardware_params(
+            "opencl -device=mali -max-threads-per-block=128 -max-shared-memory-per-block=8192",
+        )
+        .unwrap();
+        assert_eq!(
+            (p.max_threads_per_block, p.max_shared_memory_per_block),
+            (128, 8192)
+        );
+    }
+
+    #[test]
+    fn a_bad_target_string_or_limit_is_an_error() {
+        assert!(hardware_params("").is_err());
+        assert!(hardware_params("opencl mali").is_err());
+        let err = hardware_params("opencl -device=mali -max-threads-per-block=lots").unwrap_err();
+        assert!(
+            err.contains("max-threads-per-block") && err.contains("lots"),
+            "{err}"
+        );
+        assert!(hardware_params("opencl -max-shared-memory-per-block=0").is_err());
+    }
 }
