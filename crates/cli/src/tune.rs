@@ -55,6 +55,10 @@ pub struct TuneArgs {
     /// recorded as a run timeout.
     #[arg(long = "run-timeout", default_value_t = 10.0)]
     pub(crate) run_timeout: f64,
+    /// Seconds a candidate's compilation may take before it is stopped and recorded as
+    /// a build timeout (TVM's builder `timeout`).
+    #[arg(long = "build-timeout", default_value_t = 15.0)]
+    pub(crate) build_timeout: f64,
     /// Skip the correctness check of each candidate against the reference.
     #[arg(long)]
     pub(crate) no_check: bool,
@@ -115,6 +119,10 @@ pub(crate) fn measure_options(args: &TuneArgs, backend: &dyn Backend) -> Result<
             .ok()
             .filter(|d| !d.is_zero())
             .context("--run-timeout: a positive number of seconds")?,
+        build_timeout: Duration::try_from_secs_f64(args.build_timeout)
+            .ok()
+            .filter(|d| !d.is_zero())
+            .context("--build-timeout: a positive number of seconds")?,
         timer: TimerConfig {
             number: args.number.max(1),
             repeat: 1,

@@ -425,6 +425,10 @@ fn template_tuning_measures_on_the_servers_of_the_key() {
             "8",
             "--remeasure-top",
             "0",
+            // the build is local: on 2 cores shared with the other tests' servers a
+            // compile can pass the default 15 s, which is not what this test is about
+            "--build-timeout",
+            "120",
             "--rpc-tracker",
             &t.addr,
             "--rpc-key",
