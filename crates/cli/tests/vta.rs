@@ -1,8 +1,10 @@
 //! VTA through the binary: the template tasks of ResNet-18 for `vta` are its packed
-//! convolutions with TVM's configuration spaces; a short template tune on the simulator
-//! writes configurations that `tessera run --log` applies, and the network then computes
-//! exactly the bits of its untuned (board-CPU) build, with the time summed from VTA's
-//! cycle model; the plugin as a `.so` gives the same.
+//! convolutions with TVM's configuration spaces (the tutorial's ten for its network,
+//! `resnet18_v1`); a short template tune on the simulator writes configurations that
+//! `tessera run --log` applies, and the network then computes exactly the bits of its
+//! untuned build (TVM's fallback configuration on VTA), with the time summed from VTA's
+//! cycle model; the plugin as a `.so` gives the same. That the VTA path computes the
+//! quantized CPU path's bits is `tests/tests/vta_network_agrees.rs`.
 
 mod common;
 use common::{ok, tessera, top5_rows};
@@ -45,6 +47,26 @@ fn the_template_tasks_of_resnet18_are_its_packed_convolutions() {
             "(len=480,",
             "(len=576,"
         ],
+        "{out}"
+    );
+    // the tutorial's network: its ten tasks, TVM's ten space sizes
+    let out = ok(tessera(&[
+        "tasks",
+        "--network",
+        "resnet18_v1",
+        "--target",
+        "vta",
+        "--templates",
+    ]));
+    let mut spaces: Vec<u64> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("ConfigSpace (len="))
+        .filter_map(|l| l.split(',').next()?.parse().ok())
+        .collect();
+    spaces.sort_unstable();
+    assert_eq!(
+        spaces,
+        [480, 480, 576, 1280, 1280, 1600, 1728, 1728, 2304, 2304],
         "{out}"
     );
 }

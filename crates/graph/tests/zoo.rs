@@ -128,6 +128,28 @@ fn resnet_18() {
     );
 }
 
+/// Gluon's resnet18_v1 (TVM's VTA tutorial's network): conv0 64·3·49 + bn0, stage 1
+/// 2·(2·36_864 + 2·256), stages 2–4 a projection shortcut (1×1 conv + bn) in their first
+/// unit: 9_664 + 148_480 + 526_848 + 2_102_272 + 8_398_848 + 513_000 = 11_699_112,
+/// torchvision's 11_689_512 plus the 4_800 batch-norm channels' mean and variance.
+/// 20 conv2d and batch norms, relu0 + 2 per unit, 8 residual adds.
+#[test]
+fn resnet18_v1() {
+    check(
+        "resnet18_v1",
+        11_699_112,
+        &[
+            ("conv2d", 20),
+            ("batch_norm", 20),
+            ("relu", 17),
+            ("add", 8),
+            ("max_pool2d", 1),
+            ("global_avg_pool2d", 1),
+        ],
+        true,
+    );
+}
+
 #[test]
 fn resnet_34() {
     // units 3, 4, 6, 3: 9676 + (78_336 + 2·74_240) + (230_144 + 3·295_936)
@@ -356,6 +378,7 @@ fn networks_lists_every_network_once() {
             "resnet-101",
             "resnet-152",
             "resnet3d-18",
+            "resnet18_v1",
             "mobilenet",
             "squeezenet_v1.1",
             "inception_v3"

@@ -6,6 +6,7 @@
 //! | --- | --- | --- |
 //! | `resnet-18`, `-34`, `-50`, `-101`, `-152` | `resnet.py` (pre-activation ResNet v2) | 3×224×224 |
 //! | `resnet3d-18` | `resnet_3d.py` | 3×16×112×112 |
+//! | `resnet18_v1` | Gluon's `resnet18_v1` (post-activation ResNet v1; TVM's VTA tutorial's network) | 3×224×224 |
 //! | `mobilenet` | `mobilenet.py` (v1, α = 1) | 3×224×224 |
 //! | `squeezenet_v1.1` | `squeezenet.py`, version 1.1 (NCHW only) | 3×224×224 |
 //! | `inception_v3` | `inception_v3.py` | 3×299×299 |
@@ -39,11 +40,13 @@
 //! `resnet_3d.py` has its `max_pool3d` commented out; so has this zoo.
 
 use crate::error::GraphError;
-use crate::ir::{Binary, Graph, Layout, Layout3d, Op, TensorType, Unary};
+use crate::ir::{Graph, Layout, Layout3d, Op, TensorType, Unary};
 use petgraph::stable_graph::NodeIndex;
 use tessera_ir::DataType;
 use tessera_runtime::NDArray;
 use tessera_te::ops::{Conv2dAttrs, Conv3dAttrs, Pool2dAttrs, PoolType};
+
+mod resnet;
 
 /// How to build a zoo network.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -81,6 +84,7 @@ pub const NETWORKS: &[&str] = &[
     "resnet-101",
     "resnet-152",
     "resnet3d-18",
+    "resnet18_v1",
     "mobilenet",
     "squeezenet_v1.1",
     "inception_v3",
@@ -150,13 +154,14 @@ pub fn network(name: &str, opts: &ZooOptions) -> Result<Graph, GraphError> {
         "mobilenet" => mobilenet(&mut net, size),
         "squeezenet_v1.1" => squeezenet_v1_1(&mut net, size),
         "inception_v3" => inception_v3(&mut net, size),
+        "resnet18_v1" => resnet::resnet18_v1(&mut net, size),
         _ => {
             let layers: usize = name
                 .rsplit('-')
                 .next()
                 .and_then(|d| d.parse().ok())
                 .expect("a resnet name ends with its depth");
-            resnet(&mut net, layers, size)
+            resnet::resnet(&mut net, layers, size)
         }
     };
     let out = built.map_err(|e| match e {
@@ -476,143 +481,6 @@ impl Net {
         )?;
         self.op("softmax", Op::Softmax { axis: -1 }, &[fcb])
     }
-}
-
-// ----- ResNet (resnet.py, resnet_3d.py) -----
-
-/// Uniform spatial parameters: `[v; nd]`.
-fn sp(net: &Net, v: i64) -> Vec<i64> {
-    vec![v; net.nd]
-}
-
-/// TVM's `residual_unit`: pre-activation (bn → relu → conv), the shortcut a 1×1
-/// convolution of the first activation when the dimensions change.
-#[allow(clippy::too_many_arguments)]
-fn residual_unit(
-    net: &mut Net,
-    data: NodeIndex,
-    num_filter: i64,
-    stride: i64,
-    dim_match: bool,
-    name: &str,
-    bottle_neck: bool,
-    gain: f32,
-) -> R {
-    let eps = 2e-5;
-    let (s, one, zero) = (sp(net, stride), sp(net, 1), sp(net, 0));
-    let bn1 = net.bn(&format!("{name}_bn1"), data, eps, true)?;
-    let act1 = net.relu(&format!("{name}_relu1"), bn1)?;
-    let body = if bottle_neck {
-        let mid = (num_filter as f64 * 0.25) as i64;
-        let conv1 = net.conv(&format!("{name}_conv1"), act1, mid, &one, &s, &zero)?;
-        let bn2 = net.bn(&format!("{name}_bn2"), conv1, eps, true)?;
-        let act2 = net.relu(&format!("{name}_relu2"), bn2)?;
-        let k3 = sp(net, 3);
-        let conv2 = net.conv(&format!("{name}_conv2"), act2, mid, &k3, &one, &one)?;
-        let bn3 = net.bn(&format!("{name}_bn3"), conv2, eps, true)?;
-        let act3 = net.relu(&format!("{name}_relu3"), bn3)?;
-        let c3 = format!("{name}_conv3");
-        let w = format!("{c3}_weight");
-        net.conv_w(&c3, &w, act3, num_filter, &one, &one, &zero, 1, gain)?
-    } else {
-        let k3 = sp(net, 3);
-        let conv1 = net.conv(&format!("{name}_conv1"), act1, num_filter, &k3, &s, &one)?;
-        let bn2 = net.bn(&format!("{name}_bn2"), conv1, eps, true)?;
-        let act2 = net.relu(&format!("{name}_relu2"), bn2)?;
-        let c2 = format!("{name}_conv2");
-        let w = format!("{c2}_weight");
-        net.conv_w(&c2, &w, act2, num_filter, &k3, &one, &one, 1, gain)?
-    };
-    let shortcut = if dim_match {
-        data
-    } else {
-        net.conv(&format!("{name}_sc"), act1, num_filter, &one, &s, &zero)?
-    };
-    net.op(
-        &format!("{name}_plus"),
-        Op::Binary(Binary::Add),
-        &[body, shortcut],
-    )
-}
-
-/// TVM's `get_net` + `resnet` of `resnet.py` (2-D) and `resnet_3d.py` (3-D, 16 frames).
-fn resnet(net: &mut Net, num_layers: usize, height: i64) -> R {
-    let name = net.g.name.clone();
-    let (units, filter_list, bottle_neck): (Vec<usize>, Vec<i64>, bool) = if height <= 28 {
-        // TVM's CIFAR configurations: 3 stages of (n - 2) / 9 bottleneck units from 164
-        // layers, else of (n - 2) / 6 basic units
-        let (by9, by6) = ((num_layers - 2) / 9, (num_layers - 2) / 6);
-        if by9 * 9 == num_layers - 2 && num_layers >= 164 {
-            (vec![by9; 3], vec![16, 64, 128, 256], true)
-        } else if by6 * 6 == num_layers - 2 && num_layers < 164 {
-            (vec![by6; 3], vec![16, 16, 32, 64], false)
-        } else {
-            return Err(zoo_err(format!(
-                "{name}: TVM's definition has no {num_layers}-layer configuration for images \
-                 of 28 pixels or less (its CIFAR networks: 6n+2 layers, or 9n+2 from 164); \
-                 use an image size above 28"
-            )));
-        }
-    } else {
-        let units = match num_layers {
-            18 => vec![2, 2, 2, 2],
-            34 | 50 => vec![3, 4, 6, 3],
-            101 => vec![3, 4, 23, 3],
-            152 => vec![3, 8, 36, 3],
-            _ => {
-                return Err(zoo_err(format!(
-                    "{name}: no {num_layers}-layer configuration"
-                )))
-            }
-        };
-        if num_layers >= 50 {
-            (units, vec![64, 256, 512, 1024, 2048], true)
-        } else {
-            (units, vec![64, 64, 128, 256, 512], false)
-        }
-    };
-    let spatial = if net.nd == 3 {
-        vec![16, height, height]
-    } else {
-        vec![height, height]
-    };
-    let data = net.input(&spatial);
-    let eps = 2e-5;
-    let data = net.bn("bn_data", data, eps, false)?;
-    let mut body = if height <= 32 {
-        let (k3, one) = (sp(net, 3), sp(net, 1));
-        net.conv("conv0", data, filter_list[0], &k3, &one, &one)?
-    } else {
-        let (k, s, p) = if net.nd == 3 {
-            (vec![3, 7, 7], vec![1, 2, 2], vec![1, 3, 3])
-        } else {
-            (vec![7, 7], vec![2, 2], vec![3, 3])
-        };
-        let c = net.conv("conv0", data, filter_list[0], &k, &s, &p)?;
-        let b = net.bn("bn0", c, eps, true)?;
-        let r = net.relu("relu0", b)?;
-        if net.nd == 2 {
-            net.pool("pool0", r, PoolType::Max, 3, 2, 1, false)?
-        } else {
-            // resnet_3d.py has its max_pool3d commented out
-            r
-        }
-    };
-    let gain = 1.0 / (units.iter().sum::<usize>() as f32).sqrt();
-    for (i, &n) in units.iter().enumerate() {
-        let stride = if i == 0 { 1 } else { 2 };
-        let f = filter_list[i + 1];
-        let unit_name = format!("stage{}_unit1", i + 1);
-        body = residual_unit(net, body, f, stride, false, &unit_name, bottle_neck, gain)?;
-        for j in 0..n - 1 {
-            let unit_name = format!("stage{}_unit{}", i + 1, j + 2);
-            body = residual_unit(net, body, f, 1, true, &unit_name, bottle_neck, gain)?;
-        }
-    }
-    let bn1 = net.bn("bn1", body, eps, true)?;
-    let relu1 = net.relu("relu1", bn1)?;
-    let pool1 = net.global_avg_pool("pool1", relu1)?;
-    net.classifier(pool1, "fc1", "fc1_weight", "fc1_bias")
 }
 
 // ----- MobileNet (mobilenet.py) -----
