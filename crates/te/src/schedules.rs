@@ -142,7 +142,14 @@ fn schedule_conv_tile(
     let cc = s.cache_write(out, StorageScope::Local)?;
     let ax = s.axis(out)?;
     let (rows, cols) = (out.shape()[rows_axis], out.shape()[3]);
-    let (rr, cr) = (pick_factor(rows, row_target), col_tile(cols, p));
+    let (mut rr, mut cr) = (pick_factor(rows, row_target), col_tile(cols, p));
+    // A row count with no divisor near the target (13, 7, 11): the whole row, one vector
+    // of columns, keeps about as many accumulators in registers as the usual tile
+    // instead of a tile of one row.
+    if rr * 2 <= row_target && rows <= 2 * row_target {
+        rr = rows;
+        cr = pick_vector(cols, p.vector_lanes).max(pick_factor(cols, 2));
+    }
     let (ro, ri) = s.split(out, &ax[rows_axis], rr)?;
     let (co, ci) = s.split(out, &ax[3], cr)?;
     let outer: Vec<IterVar> = (0..3)
@@ -282,6 +289,103 @@ pub fn schedule_dense(s: &mut Schedule, out: &Tensor, p: CpuParams) -> Result<()
     Ok(())
 }
 
+/// Whether `t` is a pooling stage (a max or sum over a window).
+fn is_pool(t: &Tensor) -> bool {
+    matches!(
+        t.tag(),
+        "pool_max" | "pool_sum" | "adaptive_pool_max" | "adaptive_pool_sum"
+    )
+}
+
+/// Whether some load of `t`'s body indexes its last dimension with a reduction variable:
+/// the last output axis is pooled (NCHW's width), not carried through (NHWC's channels).
+fn last_axis_reduced(t: &Tensor) -> bool {
+    let reduce: Vec<tessera_ir::Var> = t.reduce_axis().iter().map(|r| r.var().clone()).collect();
+    let Some(body) = t.body() else {
+        return false;
+    };
+    let mut found = false;
+    for e in body.exprs() {
+        tessera_ir::visit::post_order_visit(e, &mut |x| {
+            if let tessera_ir::ExprNode::Load { indices, .. } = x.node() {
+                if let Some(last) = indices.last() {
+                    found |= tessera_ir::visit::uses_var(last, &|v| reduce.contains(v));
+                }
+            }
+        });
+    }
+    found
+}
+
+/// Pooling (tags `pool_max`, `pool_sum`, `adaptive_pool_*`): memory-bound, so it reads
+/// its input once and keeps nothing else in memory. Its padding stage is inlined by
+/// [`schedule_stages`] (a guarded load in the window, not a padded copy of the input);
+/// the window accumulates in registers (a `local` cache) over a tile of outputs along
+/// the last axis — whole vectors when that axis is carried through (NHWC's channels),
+/// unrolled scalars when it is pooled (NCHW's width, read with a stride) — with the
+/// window's loops outside the tile; every other output axis and the tiles are fused and
+/// parallel.
+pub fn schedule_pool(s: &mut Schedule, t: &Tensor, p: CpuParams) -> Result<(), ScheduleError> {
+    let ax = s.axis(t)?;
+    let Some(last) = ax.last().cloned() else {
+        return schedule_reduction(s, t, p);
+    };
+    if last_axis_reduced(t) {
+        return schedule_reduction(s, t, p);
+    }
+    let cols = *t.shape().last().unwrap_or(&1);
+    let lanes = if p.vectorize && !last_axis_reduced(t) {
+        pick_vector(cols, p.vector_lanes)
+    } else {
+        1
+    };
+    let tile = if lanes > 1 {
+        lanes * pick_factor(cols / lanes, 8)
+    } else {
+        pick_factor(cols, 8)
+    };
+    let cc = s.cache_write(t, StorageScope::Local)?;
+    let (co, ci) = s.split(t, &last, tile)?;
+    // the axes before the last two fused and parallel; the last spatial axis and the
+    // channel tiles stay loops inside, so their indices are counters, not divisions
+    let (outer, at) = if ax.len() >= 3 {
+        let mut outer = ax[0].clone();
+        for a in &ax[1..ax.len() - 2] {
+            outer = s.fuse(t, &outer, a)?;
+        }
+        (outer, co)
+    } else {
+        let mut outer = co;
+        for a in ax[..ax.len() - 1].iter().rev() {
+            outer = s.fuse(t, a, &outer)?;
+        }
+        (outer.clone(), outer)
+    };
+    if lanes > 1 {
+        s.vectorize(t, &ci)?;
+    } else {
+        s.unroll(t, &ci)?;
+    }
+    s.compute_at(&cc, t, &at)?;
+    let cax = s.axis(&cc)?;
+    let cl = cax
+        .last()
+        .cloned()
+        .expect("the cache has the output's axes");
+    let mut order = s.reduce_axis(&cc)?;
+    let (lo, li) = s.split(&cc, &cl, lanes)?;
+    order.extend([lo.clone(), li.clone()]);
+    s.reorder(&cc, &order)?;
+    s.unroll(&cc, &lo)?;
+    if lanes > 1 {
+        s.vectorize(&cc, &li)?;
+    }
+    if p.num_cores > 1 {
+        s.parallel(t, &outer)?;
+    }
+    Ok(())
+}
+
 /// Any other reduction: parallel over the outermost data-parallel axis.
 pub fn schedule_reduction(s: &mut Schedule, t: &Tensor, p: CpuParams) -> Result<(), ScheduleError> {
     let ax = s.axis(t)?;
@@ -309,12 +413,41 @@ pub fn default_schedule_inlined(
     p: CpuParams,
 ) -> Result<Schedule, ScheduleError> {
     let mut s = Schedule::create(outputs)?;
-    for t in inline {
+    // a pooling stage vectorizes over channels only if its window's loads are
+    // unconditional across them: an injective producer (a concatenation's select) feeding
+    // it through elementwise stages is computed once, not inlined into the window
+    let stored = pool_fed_injective(&s, inline);
+    let inline: Vec<Tensor> = inline
+        .iter()
+        .filter(|t| !stored.contains(t))
+        .cloned()
+        .collect();
+    for t in &inline {
         s.compute_inline(t)?;
     }
-    let ops = computed_stages(&s, inline);
+    let ops = computed_stages(&s, &inline);
     schedule_stages(&mut s, outputs, &ops, p)?;
     Ok(s)
+}
+
+/// The injective stages of `inline` that feed a pooling stage of `s` directly or through
+/// elementwise stages (its padding).
+fn pool_fed_injective(s: &Schedule, inline: &[Tensor]) -> Vec<Tensor> {
+    let mut out = Vec::new();
+    let mut todo: Vec<Tensor> = s
+        .stages
+        .iter()
+        .filter(|st| is_pool(&st.op))
+        .flat_map(|st| st.op.inputs().to_vec())
+        .collect();
+    while let Some(t) = todo.pop() {
+        if t.tag() == "elemwise" {
+            todo.extend(t.inputs().iter().cloned());
+        } else if inline.contains(&t) && !out.contains(&t) {
+            out.push(t);
+        }
+    }
+    out
 }
 
 /// The computed (non-placeholder) stages of `s` not in `skip`, in stage order.
@@ -335,7 +468,19 @@ pub fn schedule_stages(
     stages: &[Tensor],
     p: CpuParams,
 ) -> Result<(), ScheduleError> {
-    for t in stages {
+    // a pooling stage reads its padding through guarded loads instead of a copy
+    let mut inlined: Vec<Tensor> = Vec::new();
+    if p.gpu_threads == 0 {
+        for pool in stages.iter().filter(|t| is_pool(t)) {
+            for input in pool.inputs() {
+                let padding = input.tag() == "elemwise" && stages.contains(input);
+                if padding && !outputs.contains(input) && s.compute_inline(input).is_ok() {
+                    inlined.push(input.clone());
+                }
+            }
+        }
+    }
+    for t in stages.iter().filter(|t| !inlined.contains(t)) {
         if p.gpu_threads > 0 {
             schedule_gpu(s, t, p)?;
             continue;
@@ -349,6 +494,7 @@ pub fn schedule_stages(
             "dense" | "bgemm" => schedule_dense(s, t, p)?,
             "batch_matmul" if t.name().ends_with("_NT") => schedule_dense(s, t, p)?,
             "matmul" if t.ndim() == 2 => schedule_matmul(s, t, p)?,
+            _ if is_pool(t) => schedule_pool(s, t, p)?,
             _ if reduces => schedule_reduction(s, t, p)?,
             _ if outputs.contains(t)
                 || t.ndim() >= 1 && t.shape().iter().product::<i64>() >= 1024 =>

@@ -604,6 +604,13 @@ fn default_schedules_of_the_conv_family_compute_the_same() {
         vec![d.clone(), k.clone()],
         ops::conv2d_nhwc_with(&d, &k, &a).unwrap(),
     ));
+    // rows with no divisor near the register tile's (13): the whole row, one vector
+    let d13 = placeholder(&[1, 13, 13, 8], F32, "data").unwrap();
+    let k13 = placeholder(&[1, 1, 8, 24], F32, "kernel").unwrap();
+    cases.push((
+        vec![d13.clone(), k13.clone()],
+        ops::conv2d_nhwc_with(&d13, &k13, &Conv2dAttrs::new((1, 1), (0, 0), (1, 1))).unwrap(),
+    ));
     let dn = placeholder(&[2, 4, 5, 16], F32, "data").unwrap();
     let kn = placeholder(&[8, 4, 3, 3], F32, "kernel").unwrap();
     cases.push((

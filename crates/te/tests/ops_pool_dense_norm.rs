@@ -1288,3 +1288,33 @@ fn default_schedules_compute_the_same() {
         common::assert_same_as_unscheduled(&sch, &[out], &args, inputs.len());
     }
 }
+
+/// A pool reads its input once: its padding is a guarded load in the window (no padded
+/// copy), a concatenation feeding it is stored once (its select would scalarize the
+/// window's channel vectors), and the pool's loops are parallel with the channels as
+/// vectors (NHWC) — computing what the unscheduled program computes.
+#[test]
+fn a_pool_reads_its_input_once_in_parallel_vectors() {
+    use tessera_te::schedules::{default_schedule_inlined, CpuParams};
+    let p = CpuParams {
+        vector_lanes: 8,
+        num_cores: 2,
+        vectorize: true,
+        gpu_threads: 0,
+    };
+    let a = ph(&[1, 9, 9, 16], "a");
+    let b = ph(&[1, 9, 9, 16], "b");
+    let cat = ops::concatenate(&[a.clone(), b.clone()], 3).unwrap();
+    let pa = Pool2dAttrs::new((3, 3), (2, 2), (1, 1)).with_layout("NHWC");
+    let pool = ops::pool2d(&cat, PoolType::Max, &pa).unwrap();
+    let sch = default_schedule_inlined(&[pool.clone()], &[cat.clone()], p).unwrap();
+    let args = [a.clone(), b.clone(), pool.clone()];
+    common::assert_same_as_unscheduled(&sch, &[pool.clone()], &args, 2);
+    let text = tessera_te::lower(&sch, &args, "pool").unwrap().to_string();
+    assert!(!text.contains("pad_temp"), "{text}");
+    assert!(text.contains("T_concat"), "{text}");
+    assert!(
+        text.contains("parallel") && text.contains("vectorized"),
+        "{text}"
+    );
+}
