@@ -319,12 +319,13 @@ fn last_axis_reduced(t: &Tensor) -> bool {
 
 /// Pooling (tags `pool_max`, `pool_sum`, `adaptive_pool_*`): memory-bound, so it reads
 /// its input once and keeps nothing else in memory. Its padding stage is inlined by
-/// [`schedule_stages`] (a guarded load in the window, not a padded copy of the input);
-/// the window accumulates in registers (a `local` cache) over a tile of outputs along
-/// the last axis — whole vectors when that axis is carried through (NHWC's channels),
-/// unrolled scalars when it is pooled (NCHW's width, read with a stride) — with the
-/// window's loops outside the tile; every other output axis and the tiles are fused and
-/// parallel.
+/// [`schedule_stages`] (a guarded load in the window, not a padded copy of the input).
+/// When the last axis is carried through (NHWC's channels), the window accumulates in
+/// registers (a `local` cache) over a tile of up to 8 vectors of it, the window's loops
+/// outside the tile; the axes before the last spatial one are fused and parallel, the
+/// last spatial axis and the tiles loops inside (their indices counters, not
+/// divisions). When the last axis is pooled (NCHW's width, read with a stride), the
+/// reduction schedule.
 pub fn schedule_pool(s: &mut Schedule, t: &Tensor, p: CpuParams) -> Result<(), ScheduleError> {
     let ax = s.axis(t)?;
     let Some(last) = ax.last().cloned() else {
@@ -334,7 +335,7 @@ pub fn schedule_pool(s: &mut Schedule, t: &Tensor, p: CpuParams) -> Result<(), S
         return schedule_reduction(s, t, p);
     }
     let cols = *t.shape().last().unwrap_or(&1);
-    let lanes = if p.vectorize && !last_axis_reduced(t) {
+    let lanes = if p.vectorize {
         pick_vector(cols, p.vector_lanes)
     } else {
         1
@@ -346,8 +347,6 @@ pub fn schedule_pool(s: &mut Schedule, t: &Tensor, p: CpuParams) -> Result<(), S
     };
     let cc = s.cache_write(t, StorageScope::Local)?;
     let (co, ci) = s.split(t, &last, tile)?;
-    // the axes before the last two fused and parallel; the last spatial axis and the
-    // channel tiles stay loops inside, so their indices are counters, not divisions
     let (outer, at) = if ax.len() >= 3 {
         let mut outer = ax[0].clone();
         for a in &ax[1..ax.len() - 2] {
