@@ -95,6 +95,21 @@ pub fn schedule_matmul(s: &mut Schedule, c: &Tensor, p: CpuParams) -> Result<(),
     Ok(())
 }
 
+/// `first` and the axes `rest` after it (consecutive, outermost first) fused into one
+/// loop, left to right.
+fn fuse_run(
+    s: &mut Schedule,
+    t: &Tensor,
+    first: &IterVar,
+    rest: &[IterVar],
+) -> Result<IterVar, ScheduleError> {
+    let mut fused = first.clone();
+    for a in rest {
+        fused = s.fuse(t, &fused, a)?;
+    }
+    Ok(fused)
+}
+
 /// An elementwise or injective stage: outer axes fused and parallel, innermost axis
 /// vectorized when its extent allows.
 pub fn schedule_injective(s: &mut Schedule, t: &Tensor, p: CpuParams) -> Result<(), ScheduleError> {
@@ -115,10 +130,7 @@ pub fn schedule_injective(s: &mut Schedule, t: &Tensor, p: CpuParams) -> Result<
     let mut rest: Vec<_> = ax[..ax.len() - 1].to_vec();
     rest.append(&mut outer);
     if p.num_cores > 1 && rest.len() > 1 {
-        let mut fused = rest[0].clone();
-        for a in &rest[1..rest.len() - 1] {
-            fused = s.fuse(t, &fused, a)?;
-        }
+        let fused = fuse_run(s, t, &rest[0], &rest[1..rest.len() - 1])?;
         s.parallel(t, &fused)?;
     } else if p.num_cores > 1 {
         s.parallel(t, &rest[0])?;
@@ -356,16 +368,11 @@ pub fn schedule_pool(s: &mut Schedule, t: &Tensor, p: CpuParams) -> Result<(), S
     let cc = s.cache_write(t, StorageScope::Local)?;
     let (co, ci) = s.split(t, &last, tile)?;
     let (outer, at) = if ax.len() >= 3 {
-        let mut outer = ax[0].clone();
-        for a in &ax[1..ax.len() - 2] {
-            outer = s.fuse(t, &outer, a)?;
-        }
-        (outer, co)
+        (fuse_run(s, t, &ax[0], &ax[1..ax.len() - 2])?, co)
     } else {
-        let mut outer = co;
-        for a in ax[..ax.len() - 1].iter().rev() {
-            outer = s.fuse(t, a, &outer)?;
-        }
+        let mut run = ax[..ax.len() - 1].to_vec();
+        run.push(co);
+        let outer = fuse_run(s, t, &run[0], &run[1..])?;
         (outer.clone(), outer)
     };
     if lanes > 1 {
@@ -406,10 +413,7 @@ fn schedule_pool_rows(
         return schedule_reduction(s, t, p);
     }
     let cc = s.cache_write(t, StorageScope::Local)?;
-    let mut outer = ax[0].clone();
-    for a in &ax[1..ax.len() - 1] {
-        outer = s.fuse(t, &outer, a)?;
-    }
+    let outer = fuse_run(s, t, &ax[0], &ax[1..ax.len() - 1])?;
     s.compute_at(&cc, t, &outer)?;
     let cax = s.axis(&cc)?;
     let mut order = s.reduce_axis(&cc)?;
@@ -561,10 +565,7 @@ pub fn schedule_gpu(s: &mut Schedule, t: &Tensor, p: CpuParams) -> Result<(), Sc
     let Some(first) = ax.first().cloned() else {
         return Ok(());
     };
-    let mut fused = first;
-    for a in &ax[1..] {
-        fused = s.fuse(t, &fused, a)?;
-    }
+    let fused = fuse_run(s, t, &first, &ax[1..])?;
     let extent: i64 = t.shape().iter().product::<i64>().max(1);
     let threads = p.gpu_threads.min(GPU_DEFAULT_THREADS).min(extent).max(1);
     let (bx, tx) = s.split(t, &fused, threads)?;
