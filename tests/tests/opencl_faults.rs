@@ -139,13 +139,8 @@ fn a_module_that_does_not_build_is_a_load_failure_with_the_build_log() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let (mut artifact, source) = build(&gpu, &good("broken"), dir.path()).unwrap();
-    // the module as built, its source made invalid: what a driver's compiler refuses
-    let mut module = tessera_opencl::module::DeviceModule::read(&artifact.path).unwrap();
-    module.source = source.replace("__kernel", "__kernel not_a_type");
-    let bad = dir.path().join("broken_bad.clmod");
-    std::fs::write(&bad, module.to_bytes()).unwrap();
-    artifact.path = bad;
+    let (artifact, _) = build(&gpu, &good("broken"), dir.path()).unwrap();
+    break_source(&artifact.path);
     let err = gpu.device.load_module(&artifact).unwrap_err().to_string();
     assert!(err.contains("OpenCL build log"), "{err}");
     assert!(
@@ -173,6 +168,14 @@ fn a_module_that_does_not_build_is_a_load_failure_with_the_build_log() {
     }
 }
 
+/// Rewrites the OpenCL module at `path` so that its source no longer compiles: what a
+/// driver's compiler refuses.
+fn break_source(path: &std::path::Path) {
+    let mut module = tessera_opencl::module::DeviceModule::read(path).unwrap();
+    module.source = module.source.replace("__kernel", "__kernel not_a_type");
+    std::fs::write(path, module.to_bytes()).unwrap();
+}
+
 /// The OpenCL backend, but every module it writes carries source the device's compiler
 /// refuses: what a driver that rejects a generated kernel does to a candidate.
 struct BrokenSource(Box<dyn tessera_backends::Backend>);
@@ -193,9 +196,7 @@ impl tessera_backends::Backend for BrokenSource {
         out_dir: &std::path::Path,
     ) -> Result<tessera_backends::Artifact, tessera_backends::BackendError> {
         let artifact = self.0.build(func, out_dir)?;
-        let mut module = tessera_opencl::module::DeviceModule::read(&artifact.path).unwrap();
-        module.source = module.source.replace("__kernel", "__kernel not_a_type");
-        std::fs::write(&artifact.path, module.to_bytes()).unwrap();
+        break_source(&artifact.path);
         Ok(artifact)
     }
 }

@@ -11,6 +11,7 @@ use tessera_backends::Target;
 use tessera_graph::pack::{quantize_and_pack, PackConfig};
 use tessera_graph::quantize::QConfig;
 use tessera_graph::{build, build_on, passes, zoo, Graph, GraphModule};
+use tessera_ir::DataType;
 use tessera_runtime::NDArray;
 use tessera_search::record::ApplyHistoryBest;
 
@@ -27,17 +28,9 @@ fn packed_resnet18() -> Graph {
     quantize_and_pack(&g, &QConfig::default(), &PackConfig::default()).unwrap()
 }
 
-/// SplitMix64 values in [-1, 1).
+/// Seeded uniform values in [-1, 1).
 fn input(seed: u64) -> NDArray {
-    let v: Vec<f32> = (0..3 * SIZE * SIZE)
-        .map(|i| {
-            let mut x = ((seed << 32) ^ i as u64).wrapping_add(0x9e37_79b9_7f4a_7c15);
-            x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            ((x ^ (x >> 31)) >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-        })
-        .collect();
-    NDArray::from_slice_f32(&[1, 3, SIZE, SIZE], &v).unwrap()
+    NDArray::random_uniform(DataType::float32(), &[1, 3, SIZE, SIZE], seed, -1.0, 1.0).unwrap()
 }
 
 fn run(m: &mut GraphModule, x: &NDArray) -> Vec<u32> {
