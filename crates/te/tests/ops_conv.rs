@@ -611,6 +611,17 @@ fn default_schedules_of_the_conv_family_compute_the_same() {
         vec![d13.clone(), k13.clone()],
         ops::conv2d_nhwc_with(&d13, &k13, &Conv2dAttrs::new((1, 1), (0, 0), (1, 1))).unwrap(),
     ));
+    // a deep layer whose 16 output channels read 288 KiB of weights: the reduction is
+    // chunked over the input channels (checked below)
+    let dd = placeholder(&[1, 2, 4, 512], F32, "data").unwrap();
+    let kd = placeholder(&[3, 3, 512, 16], F32, "kernel").unwrap();
+    let deep = ops::conv2d_nhwc_with(&dd, &kd, &a).unwrap();
+    let chunked = default_schedule(&[deep.clone()], p).unwrap();
+    let text = tessera_te::lower(&chunked, &[dd.clone(), kd.clone(), deep.clone()], "deep")
+        .unwrap()
+        .to_string();
+    assert!(text.contains("rc.outer"), "no chunked reduction:\n{text}");
+    cases.push((vec![dd, kd], deep));
     let dn = placeholder(&[2, 4, 5, 16], F32, "data").unwrap();
     let kn = placeholder(&[8, 4, 3, 3], F32, "kernel").unwrap();
     cases.push((
