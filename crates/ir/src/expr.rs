@@ -123,6 +123,18 @@ impl CmpOp {
             CmpOp::Ge => ">=",
         }
     }
+
+    /// The operator that gives the same answer with its operands swapped (`a < b` is
+    /// `b > a`).
+    pub fn swapped(self) -> CmpOp {
+        match self {
+            CmpOp::Eq | CmpOp::Ne => self,
+            CmpOp::Lt => CmpOp::Gt,
+            CmpOp::Le => CmpOp::Ge,
+            CmpOp::Gt => CmpOp::Lt,
+            CmpOp::Ge => CmpOp::Le,
+        }
+    }
 }
 
 /// Intrinsic calls. `IfThenElse` evaluates only the branch it takes (unlike `Select`), so a

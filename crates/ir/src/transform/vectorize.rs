@@ -8,7 +8,7 @@
 //! nested vector loop, a non-power-of-two extent) stays a loop: it is returned as a
 //! serial loop, and the reason is reported.
 
-use crate::expr::{BinOp, Expr, ExprNode, Intrinsic, Var};
+use crate::expr::{BinOp, CmpOp, Expr, ExprNode, Intrinsic, Var};
 use crate::stmt::{ForKind, Stmt, StmtNode};
 use crate::visit::{mutate_stmt_children, ExprMutator, StmtMutator};
 
@@ -143,6 +143,40 @@ impl Lanes {
         Expr::binary(op, self.widen(a), self.widen(b))
     }
 
+    /// A comparison of a unit-stride ramp with a scalar that every lane answers alike,
+    /// as its first lane's scalar comparison: `ramp(b, 1, n) >= t` when `b - t` is a
+    /// multiple of `n` (the lanes cover `n` consecutive values that cannot straddle
+    /// `t`), likewise `<`, and `>` / `<=` with `t + 1`. This is what keeps the channel
+    /// loop of a concatenation (`c - 64 >= 0 ? b[…] : a[…]`) a vector loop.
+    fn uniform_cmp(&self, op: CmpOp, a: &Expr, b: &Expr) -> Option<Expr> {
+        let scalar = |e: &Expr| -> Option<Expr> {
+            match e.node() {
+                ExprNode::Broadcast { value, .. } => Some(value.clone()),
+                _ if lanes_of(e) == 1 => Some(e.clone()),
+                _ => None,
+            }
+        };
+        let unit_ramp = |e: &Expr| match e.node() {
+            ExprNode::Ramp { base, stride, .. } if stride.as_int() == Some(1) => Some(base.clone()),
+            _ => None,
+        };
+        // normalized to `ramp OP scalar`
+        let (op, base, t) = match (unit_ramp(a), scalar(b)) {
+            (Some(base), Some(t)) => (op, base, t),
+            _ => (op.swapped(), unit_ramp(b)?, scalar(a)?),
+        };
+        let threshold = match op {
+            CmpOp::Ge | CmpOp::Lt => t.clone(),
+            CmpOp::Gt | CmpOp::Le => t.clone() + Expr::int_of(t.dtype(), 1),
+            CmpOp::Eq | CmpOp::Ne => return None,
+        };
+        let gap = crate::arith::Analyzer::new().simplify(&(base.clone() - threshold));
+        crate::arith::Analyzer::new()
+            .modular_set(&gap)
+            .divisible_by(i64::from(self.lanes))
+            .then(|| Expr::cmp(op, base, t))
+    }
+
     fn expr(&self, e: &Expr) -> R<Expr> {
         Ok(match e.node() {
             ExprNode::Var(v) if *v == self.var => self.ramp.clone(),
@@ -152,6 +186,8 @@ impl Lanes {
                 let (a, b) = (self.expr(a)?, self.expr(b)?);
                 if lanes_of(&a) == 1 && lanes_of(&b) == 1 {
                     Expr::cmp(*op, a, b)
+                } else if let Some(c) = self.uniform_cmp(*op, &a, &b) {
+                    c
                 } else {
                     Expr::cmp(*op, self.widen(a), self.widen(b))
                 }
@@ -356,6 +392,61 @@ mod tests {
         .unwrap();
         assert_eq!(got, want, "{vectorized}");
         vectorized
+    }
+
+    /// `out[o*8 + i] = cond(o*8 + i) ? hi[o*8 + i - 16] : lo[o*8 + i]` over 4 × 8 lanes.
+    fn concat_like(cond: impl Fn(Expr) -> Expr) -> (Vec<Buffer>, Stmt) {
+        let lo = Buffer::global("LO", DataType::float32(), &[16]);
+        let hi = Buffer::global("HI", DataType::float32(), &[16]);
+        let out = Buffer::global("OUT", DataType::float32(), &[32]);
+        let (o, i) = (Var::int("o"), Var::int("i"));
+        let c = &o * 8i64 + i.to_expr();
+        let body = Stmt::for_loop(
+            o.clone(),
+            Expr::int(0),
+            Expr::int(4),
+            ForKind::Serial,
+            vloop(
+                &i,
+                0,
+                8,
+                Stmt::store(
+                    &out,
+                    vec![c.clone()],
+                    Expr::if_then_else(
+                        cond(c.clone()),
+                        Expr::load(&hi, vec![c.clone() - 16i64]),
+                        Expr::load(&lo, vec![c]),
+                    ),
+                ),
+            ),
+        );
+        (vec![lo, hi, out], body)
+    }
+
+    #[test]
+    fn a_condition_every_lane_answers_alike_keeps_the_loop_vector() {
+        // the join at 16, a multiple of the 8 lanes, in every form of the comparison
+        let forms: [fn(Expr) -> Expr; 5] = [
+            |c| (c - 16i64).ge(Expr::int(0)),
+            |c| Expr::int(16).le(c),
+            |c| c.gt(Expr::int(15)),
+            |c| Expr::not(c.lt(Expr::int(16))),
+            |c| Expr::int(15).lt(c),
+        ];
+        for form in forms {
+            let (params, body) = concat_like(form);
+            let text = same_results(&params, &body).to_string();
+            assert!(text.contains("OUT[ramp("), "{text}");
+        }
+        // a join at 12 splits a vector: the loop stays scalar, with the reason
+        let (_, body) = concat_like(|c| c.ge(Expr::int(12)));
+        let (_, skipped) = vectorize_loops(&body);
+        assert_eq!(skipped.len(), 1, "{skipped:?}");
+        assert!(
+            skipped[0].reason.contains("varies across lanes"),
+            "{skipped:?}"
+        );
     }
 
     #[test]
