@@ -1,7 +1,8 @@
 //! Default CPU schedules: hand-written, reasonable for any shape, used when nothing was
 //! tuned. Register-blocked (a `local` accumulator tile computed at the output tile,
 //! reduction outermost inside it, rows unrolled, columns vectorized), parallel over the
-//! outermost tile loop.
+//! outermost tile loop. (Vector loops wider than a register are split by the CPU
+//! backend's `split_wide_vectors`, so a schedule vectorizes whole column tiles.)
 
 use crate::error::ScheduleError;
 use crate::schedule::Schedule;
@@ -96,32 +97,6 @@ fn register_tile(
     Ok(())
 }
 
-/// Vectorizes `axis` of `t` (extent `n`) one vector register at a time: a loop wider
-/// than a register is split, the registers unrolled. Copying an accumulator tile out
-/// with the same width it was accumulated with lets the C compiler keep the tile in
-/// registers; a copy twice as wide (GCC 12, AVX2) made it store every accumulator to
-/// the stack on every step of the reduction.
-fn vectorize_by_register(
-    s: &mut Schedule,
-    t: &Tensor,
-    axis: &IterVar,
-    n: i64,
-    p: CpuParams,
-) -> Result<(), ScheduleError> {
-    if !p.vectorize {
-        return Ok(());
-    }
-    let v = pick_vector(n, p.vector_lanes);
-    if v > 1 && v < n {
-        let (o, i) = s.split(t, axis, v)?;
-        s.unroll(t, &o)?;
-        s.vectorize(t, &i)?;
-    } else {
-        s.vectorize(t, axis)?;
-    }
-    Ok(())
-}
-
 /// `C[i, j] = Σ_k A[i, k] * B[k, j]`: 8 rows × 2 vectors of columns per register tile.
 pub fn schedule_matmul(s: &mut Schedule, c: &Tensor, p: CpuParams) -> Result<(), ScheduleError> {
     let cc = s.cache_write(c, StorageScope::Local)?;
@@ -129,7 +104,9 @@ pub fn schedule_matmul(s: &mut Schedule, c: &Tensor, p: CpuParams) -> Result<(),
     let (m, n) = (c.shape()[0], c.shape()[1]);
     let (mr, nr) = (pick_factor(m, 8), col_tile(n, p));
     let (io, jo, _ii, ji) = s.tile(c, &ax[0], &ax[1], mr, nr)?;
-    vectorize_by_register(s, c, &ji, nr, p)?;
+    if p.vectorize {
+        s.vectorize(c, &ji)?;
+    }
     s.compute_at(&cc, c, &jo)?;
     let cax = s.axis(&cc)?;
     let k = s.reduce_axis(&cc)?;
@@ -243,7 +220,9 @@ fn schedule_conv_tile(
             ],
         )?;
     }
-    vectorize_by_register(s, out, &ci, cr, p)?;
+    if p.vectorize {
+        s.vectorize(out, &ci)?;
+    }
     // the conv's input channels are its last reduction axis
     let channels = s.reduce_axis(&cc)?.last().and_then(|a| a.extent());
     let chunk = channel_chunk(out, cr).filter(|c| weights_outer && channels == Some(c.1));

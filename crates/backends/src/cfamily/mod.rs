@@ -4,7 +4,8 @@
 //! The pipeline, as one list (Halide's `Lower.cpp` style):
 //!
 //! - every function: [`host_passes`] — `auto_unroll` (the auto-scheduler's pragma),
-//!   `unroll_loops`, `vectorize_loops`;
+//!   `split_wide_vectors` (when the backend gives its register width:
+//!   [`host_passes_for`]), `unroll_loops`, `vectorize_loops`;
 //! - a GPU function first: [`device_passes`] — `split_host_device` (kernels, their
 //!   launch extents, workspaces), then per kernel `storage_sync` (barriers for shared
 //!   memory, refused inside a condition) and the host passes, vectorizing what the
@@ -34,8 +35,8 @@ pub use printer::{print_function, vector_typedefs, PrintedFunction, VectorTypes}
 use crate::backend::BackendError;
 use serde::{Deserialize, Serialize};
 use tessera_ir::transform::{
-    auto_unroll, split_host_device, storage_sync, unroll_loops, vectorize_loops, DeviceKernel,
-    NotVectorized, TransformError,
+    auto_unroll, split_host_device, split_wide_vectors, storage_sync, unroll_loops,
+    vectorize_loops, DeviceKernel, NotVectorized, TransformError,
 };
 use tessera_ir::{Buffer, PrimFunc, Stmt};
 
@@ -44,13 +45,26 @@ pub const STACK_LIMIT: usize = 32 * 1024;
 
 /// The passes every body takes before it is printed; returns the loops left scalar.
 pub fn host_passes(body: &Stmt) -> (Stmt, Vec<NotVectorized>) {
-    passes(body, VectorCode::Full)
+    passes(body, VectorCode::Full, None)
+}
+
+/// The same passes for a machine whose vector registers hold `vector_bytes` bytes:
+/// vector loops wider than a register are first split into register-wide ones.
+pub fn host_passes_for(body: &Stmt, vector_bytes: Option<usize>) -> (Stmt, Vec<NotVectorized>) {
+    passes(body, VectorCode::Full, vector_bytes)
 }
 
 /// The same passes, vectorizing what the dialect's `vector` code can print (the other
 /// vectorized loops are printed as loops).
-fn passes(body: &Stmt, vector: VectorCode) -> (Stmt, Vec<NotVectorized>) {
-    let body = auto_unroll(body);
+fn passes(
+    body: &Stmt,
+    vector: VectorCode,
+    vector_bytes: Option<usize>,
+) -> (Stmt, Vec<NotVectorized>) {
+    let mut body = auto_unroll(body);
+    if let Some(bytes) = vector_bytes {
+        body = split_wide_vectors(&body, bytes);
+    }
     let body = unroll_loops(&body);
     match vector {
         VectorCode::Full => vectorize_loops(&body),
@@ -91,7 +105,7 @@ pub fn device_passes(
     for k in split.kernels {
         let synced =
             storage_sync(&k.name, &k.body, &k.launch).map_err(|e| transform_err(backend, e))?;
-        let (body, sk) = passes(&synced, vector);
+        let (body, sk) = passes(&synced, vector, None);
         skipped.push(sk);
         kernels.push(DeviceKernel { body, ..k });
     }

@@ -6,13 +6,23 @@
 
 use crate::backend::BackendError;
 use crate::cfamily::names::{comment, sanitize, scalar_c, scalar_helpers};
-use crate::cfamily::{host_passes, print_function, vector_typedefs, CDialect};
+use crate::cfamily::{host_passes_for, print_function, vector_typedefs, CDialect};
 use std::fmt::Write;
 use tessera_ir::PrimFunc;
 
 /// Generates the C source of `func`; parallel loops use `num_threads` threads.
 pub fn generate_c(func: &PrimFunc, num_threads: usize) -> Result<String, BackendError> {
-    let (body, skipped) = host_passes(&func.body);
+    generate_c_for(func, num_threads, None)
+}
+
+/// [`generate_c`] for a machine whose vector registers hold `vector_bytes` bytes: no
+/// vector in the source is wider than a register (see `split_wide_vectors`).
+pub fn generate_c_for(
+    func: &PrimFunc,
+    num_threads: usize,
+    vector_bytes: Option<usize>,
+) -> Result<String, BackendError> {
+    let (body, skipped) = host_passes_for(&func.body, vector_bytes);
     let printed = print_function(
         &CDialect,
         &func.name,

@@ -3,7 +3,7 @@
 
 mod codegen;
 
-pub use codegen::{entry_symbol, generate_c};
+pub use codegen::{entry_symbol, generate_c, generate_c_for};
 
 use crate::backend::{Backend, BackendError};
 use std::path::{Path, PathBuf};
@@ -187,7 +187,11 @@ impl Backend for CpuBackend {
     }
 
     fn codegen(&self, func: &PrimFunc) -> Result<String, BackendError> {
-        generate_c(func, self.params.num_cores)
+        generate_c_for(
+            func,
+            self.params.num_cores,
+            Some(self.params.vector_unit_bytes),
+        )
     }
 
     fn build(&self, func: &PrimFunc, out_dir: &Path) -> Result<Artifact, BackendError> {
