@@ -40,7 +40,8 @@ pub fn sketch_target(task: &SearchTask) -> (SketchTarget, AnnotateParams) {
     let hw = &task.hardware;
     let cores = hw.num_cores.max(1) as i64;
     if hw.max_threads_per_block == 0 {
-        return (SketchTarget::cpu(cores), AnnotateParams::cpu(cores));
+        let annotate = AnnotateParams::cpu_with_lanes(cores, hw.f32_lanes());
+        return (SketchTarget::cpu(cores), annotate);
     }
     let mut target = SketchTarget::gpu(
         cores,

@@ -101,3 +101,57 @@ fn winograd_states_compute_the_convolution() {
     let dag = ComputeDag::new(&[out]).unwrap();
     check(&dag, 4);
 }
+
+/// The innermost lengths of the splits of extent `extent` in states drawn from every CPU
+/// sketch of a 16×8 · 8×32 matmul with `p`.
+fn innermost_lengths(p: &AnnotateParams, extent: i64) -> Vec<i64> {
+    let a = f32p(&[16, 8], "A");
+    let b = f32p(&[8, 32], "B");
+    let dag = ComputeDag::new(&[matmul(&a, &b).unwrap()]).unwrap();
+    let sketches = generate_sketches(&dag, &SketchTarget::cpu(2)).unwrap();
+    let mut memo = Factorizations::default();
+    let mut out = Vec::new();
+    for (k, sk) in sketches.iter().enumerate() {
+        for seed in 0..60 {
+            let mut rng = Rng::new(seed * 17 + k as u64);
+            let s = annotate(sk, p, &mut rng, &mut memo).unwrap();
+            for step in s.steps() {
+                if let Step::Split {
+                    extent: Some(e),
+                    lengths,
+                    ..
+                } = step
+                {
+                    if *e == extent && lengths.len() > 1 {
+                        out.push(lengths.last().unwrap().unwrap());
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_vectorized_axis_draws_whole_registers_innermost() {
+    // j (32, the last spatial axis) is the one vectorized; i (16) is not
+    let whole =
+        |v: &[i64]| v.iter().filter(|l| matches!(l, 8 | 16)).count() as f64 / v.len() as f64;
+    let biased = innermost_lengths(&AnnotateParams::cpu_with_lanes(2, 8), 32);
+    let plain = innermost_lengths(&AnnotateParams::cpu(2), 32);
+    assert!(biased.len() > 50 && plain.len() > 50);
+    assert!(whole(&biased) > 0.8, "{biased:?}");
+    assert!(whole(&plain) < 0.6, "{plain:?}");
+    // every length stays a valid factor: the bias never leaves the space
+    assert!(biased.iter().all(|l| 32 % l == 0));
+    // the rows are drawn as before
+    let rows = |p: &AnnotateParams| {
+        let v = innermost_lengths(p, 16);
+        v.iter().filter(|l| **l == 8 || **l == 16).count() as f64 / v.len() as f64
+    };
+    let (b, u) = (
+        rows(&AnnotateParams::cpu_with_lanes(2, 8)),
+        rows(&AnnotateParams::cpu(2)),
+    );
+    assert!((b - u).abs() < 0.25, "rows: {b} biased against {u}");
+}
