@@ -93,6 +93,16 @@ fn lanes_of(e: &Expr) -> u16 {
     e.dtype().lanes
 }
 
+/// The scalar a vector operand stands for: a broadcast's value, or the operand itself
+/// when it is scalar.
+fn scalar_value(e: &Expr) -> Option<Expr> {
+    match e.node() {
+        ExprNode::Broadcast { value, .. } => Some(value.clone()),
+        _ if lanes_of(e) == 1 => Some(e.clone()),
+        _ => None,
+    }
+}
+
 impl Lanes {
     fn widen(&self, e: Expr) -> Expr {
         if lanes_of(&e) == 1 {
@@ -112,16 +122,9 @@ impl Lanes {
             ExprNode::Ramp { base, stride, .. } => Some((base.clone(), stride.clone())),
             _ => None,
         };
-        let scalar = |e: &Expr| -> Option<Expr> {
-            match e.node() {
-                ExprNode::Broadcast { value, .. } => Some(value.clone()),
-                _ if lanes_of(e) == 1 => Some(e.clone()),
-                _ => None,
-            }
-        };
         let n = self.lanes;
         if a.dtype().is_integer() {
-            match (op, ramp(&a), ramp(&b), scalar(&a), scalar(&b)) {
+            match (op, ramp(&a), ramp(&b), scalar_value(&a), scalar_value(&b)) {
                 (BinOp::Add, Some((b1, s1)), Some((b2, s2)), _, _) => {
                     return Expr::ramp(b1 + b2, s1 + s2, n)
                 }
@@ -149,21 +152,14 @@ impl Lanes {
     /// `t`), likewise `<`, and `>` / `<=` with `t + 1`. This is what keeps the channel
     /// loop of a concatenation (`c - 64 >= 0 ? b[…] : a[…]`) a vector loop.
     fn uniform_cmp(&self, op: CmpOp, a: &Expr, b: &Expr) -> Option<Expr> {
-        let scalar = |e: &Expr| -> Option<Expr> {
-            match e.node() {
-                ExprNode::Broadcast { value, .. } => Some(value.clone()),
-                _ if lanes_of(e) == 1 => Some(e.clone()),
-                _ => None,
-            }
-        };
         let unit_ramp = |e: &Expr| match e.node() {
             ExprNode::Ramp { base, stride, .. } if stride.as_int() == Some(1) => Some(base.clone()),
             _ => None,
         };
         // normalized to `ramp OP scalar`
-        let (op, base, t) = match (unit_ramp(a), scalar(b)) {
+        let (op, base, t) = match (unit_ramp(a), scalar_value(b)) {
             (Some(base), Some(t)) => (op, base, t),
-            _ => (op.swapped(), unit_ramp(b)?, scalar(a)?),
+            _ => (op.swapped(), unit_ramp(b)?, scalar_value(a)?),
         };
         let threshold = match op {
             CmpOp::Ge | CmpOp::Lt => t.clone(),
