@@ -174,7 +174,7 @@ pub fn fill_tile_sizes(
 ) -> Result<(), StateError> {
     let lanes = p.vector_lanes;
     let vector_axes = if lanes > 1 {
-        memo.vector_axes(s)?
+        memo.vector_axes(s)
     } else {
         Vec::new()
     };
@@ -212,11 +212,12 @@ pub fn fill_tile_sizes(
 impl Factorizations {
     /// For each step of `s`, whether it splits its stage's last spatial axis: the loop
     /// it splits is spatial and every loop after it is a reduction (the loop a CPU
-    /// schedule vectorizes). Memoized per sketch.
-    fn vector_axes(&mut self, s: &State) -> Result<Vec<bool>, StateError> {
+    /// schedule vectorizes). A prefix that does not replay says no (the draw is then
+    /// TVM's). Memoized per sketch.
+    fn vector_axes(&mut self, s: &State) -> Vec<bool> {
         let key = s.steps_json().to_string();
         if let Some(v) = self.vector_axes.get(&key) {
-            return Ok(v.clone());
+            return v.clone();
         }
         let steps = s.steps();
         let mut out = vec![false; steps.len()];
@@ -224,8 +225,11 @@ impl Factorizations {
             let Step::Split { stage, iter, .. } = step else {
                 continue;
             };
-            let prefix = State::with_steps(s.dag(), steps[..k].to_vec())?;
-            let sch = replay(&prefix)?;
+            let replayed =
+                State::with_steps(s.dag(), steps[..k].to_vec()).and_then(|prefix| replay(&prefix));
+            let Ok(sch) = replayed else {
+                continue;
+            };
             let Some(st) = sch.stages().get(*stage) else {
                 continue;
             };
@@ -234,7 +238,7 @@ impl Factorizations {
                 && leaves[iter + 1..].iter().all(|iv| iv.is_reduce());
         }
         self.vector_axes.insert(key, out.clone());
-        Ok(out)
+        out
     }
 }
 
