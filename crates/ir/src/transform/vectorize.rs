@@ -1,7 +1,9 @@
 //! Vectorization: a loop of kind `Vectorized` with a constant power-of-two extent becomes
 //! straight-line vector code: its variable becomes `ramp(min, 1, lanes)`, scalars meeting
 //! vectors are broadcast, and ramp arithmetic stays in ramp form (so contiguous accesses
-//! are recognisable by code generators).
+//! are recognisable by code generators). A comparison every lane answers alike (a
+//! unit-stride ramp against a threshold a multiple of the lanes away, e.g. a
+//! concatenation's join) stays one scalar test.
 //!
 //! A loop whose body cannot be expressed that way (a condition or `if_then_else` that
 //! varies across lanes, a store that does not vary with the loop, an allocation, a
