@@ -72,21 +72,22 @@ fn col_tile(n: i64, p: CpuParams) -> i64 {
     }
 }
 
-/// The loops of an accumulator tile (`cc`, computed at its consumer's tile): the
-/// reduction outermost, then the rows (unrolled), then the columns as whole vector
-/// registers (unrolled over registers, vectorized within one). Register-wide vectors
-/// and constant offsets let the C compiler keep the whole tile in registers.
+/// The loops of an accumulator tile (`cc`, computed at its consumer's tile): `outer`
+/// outermost (the reduction, or whatever a caller orders around the tile), then the
+/// rows (unrolled), then the columns as whole vector registers (unrolled over
+/// registers, vectorized within one). Register-wide vectors and constant offsets let
+/// the C compiler keep the whole tile in registers.
 fn register_tile(
     s: &mut Schedule,
     cc: &Tensor,
-    reduce: &[crate::IterVar],
+    outer: &[crate::IterVar],
     rows: &crate::IterVar,
     cols: &crate::IterVar,
     ncols: i64,
     p: CpuParams,
 ) -> Result<(), ScheduleError> {
     let (co, ci) = s.split(cc, cols, pick_vector(ncols, p.vector_lanes))?;
-    let mut order: Vec<crate::IterVar> = reduce.to_vec();
+    let mut order: Vec<crate::IterVar> = outer.to_vec();
     order.extend([rows.clone(), co.clone(), ci.clone()]);
     s.reorder(cc, &order)?;
     s.unroll(cc, rows)?;
@@ -300,18 +301,10 @@ fn chunked_register_tile(
     };
     let (rco, rci) = s.split(cc, rc, chunk)?;
     let (xo, xi) = s.split(cc, &cax[2], rr)?;
-    let (vo, vi) = s.split(cc, &cax[3], pick_vector(cr, p.vector_lanes))?;
-    let mut order = vec![rco];
-    order.extend(taps.iter().cloned());
-    order.extend([cax[0].clone(), cax[1].clone(), xo, rci]);
-    order.extend([xi.clone(), vo.clone(), vi.clone()]);
-    s.reorder(cc, &order)?;
-    s.unroll(cc, &xi)?;
-    s.unroll(cc, &vo)?;
-    if p.vectorize {
-        s.vectorize(cc, &vi)?;
-    }
-    Ok(())
+    let mut outer = vec![rco];
+    outer.extend(taps.iter().cloned());
+    outer.extend([cax[0].clone(), cax[1].clone(), xo, rci]);
+    register_tile(s, cc, &outer, &xi, &cax[3], cr, p)
 }
 
 /// Whether a convolution's kernel (its second input) has more elements than its
