@@ -132,7 +132,11 @@ pub fn run(args: TuneArgs) -> Result<()> {
             (None, vec![task])
         }
         None => {
-            let g = net.load()?;
+            let g = if args.templates {
+                net.load_for_templates()?
+            } else {
+                net.load()?
+            };
             let tasks = if args.templates {
                 // the target's templates only (VTA's for `vta`); a task no template fits
                 // stays, for the strategy to say so

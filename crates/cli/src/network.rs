@@ -65,8 +65,19 @@ impl NetworkArgs {
     }
 
     /// The network, optimized (batch norms and constants folded, layout converted; for
-    /// VTA quantized and packed).
+    /// VTA quantized and packed), its NHWC convolutions' weights packed for a CPU.
     pub(crate) fn load(&self) -> Result<Graph> {
+        self.load_with(true)
+    }
+
+    /// [`load`](Self::load) with every convolution's weights left HWIO, for the schedule
+    /// templates (whose tasks are HWIO convolutions, `tessera tune --templates` and the
+    /// template configurations of a log).
+    pub(crate) fn load_for_templates(&self) -> Result<Graph> {
+        self.load_with(false)
+    }
+
+    fn load_with(&self, pack_weights: bool) -> Result<Graph> {
         let vta = self.for_vta()?;
         let layout = match (&self.layout, vta) {
             (None, true) => Layout::Nchw,
@@ -125,6 +136,18 @@ impl NetworkArgs {
             )
             .context("preparing the network for VTA (int8, NCHW1n16c)")?;
         }
+        let target = self.target()?;
+        if pack_weights
+            && layout == Layout::Nhwc
+            && target.kind == tessera_backends::TargetKind::CPU
+        {
+            // blocks of one vector register, the width every schedule vectorizes
+            let lanes = crate::plugins::registry()
+                .backend_for(&target)?
+                .hardware_params()
+                .f32_lanes();
+            passes::pack_conv_weights(&mut g, lanes, passes::PACK_WEIGHTS_ABOVE)?;
+        }
         Ok(g)
     }
 }
@@ -144,7 +167,11 @@ pub struct TasksArgs {
 
 pub fn tasks(args: TasksArgs) -> Result<()> {
     let target = args.net.target()?;
-    let g = args.net.load()?;
+    let g = if args.templates {
+        args.net.load_for_templates()?
+    } else {
+        args.net.load()?
+    };
     if args.templates {
         let backend = crate::plugins::registry().backend_for(&target)?;
         let lanes = backend.hardware_params().f32_lanes();
@@ -260,6 +287,14 @@ pub fn build_tuned(
     build_with_history(g, target, &loaded.records, true)
 }
 
+/// Whether `records` hold template configurations (AutoTVM's), which apply to HWIO
+/// convolutions only (see [`NetworkArgs::load_for_templates`]).
+fn holds_templates(records: &[tessera_search::record::Record]) -> bool {
+    records
+        .iter()
+        .any(|r| matches!(r.schedule, tessera_search::ScheduleDesc::Config { .. }))
+}
+
 /// Builds `g` with the best of `records` (no records: every task built as without
 /// tuning — for VTA, TVM's fallback configuration on VTA), printing the warnings (a task
 /// without a record, a record that did not apply) when `warn`.
@@ -274,10 +309,8 @@ fn build_with_history(
     // the template hook (and its warning per task without a record) only for a log
     // that holds template configurations, or for VTA, whose packed convolutions run
     // on VTA only with a configuration
-    let has_templates = target.kind == tessera_backends::TargetKind::VTA
-        || records
-            .iter()
-            .any(|r| matches!(r.schedule, tessera_search::ScheduleDesc::Config { .. }));
+    let has_templates =
+        target.kind == tessera_backends::TargetKind::VTA || holds_templates(records);
     let backend = crate::plugins::registry().backend_for(target)?;
     let lanes = backend.hardware_params().f32_lanes();
     let target_str = target.to_string();
@@ -326,12 +359,19 @@ pub(crate) fn benchmark(
 pub fn run(args: RunArgs) -> Result<()> {
     crate::rpc::use_remote(&args.rpc)?;
     let target = args.net.target()?;
-    let g = args.net.load()?;
+    let log = match &args.log {
+        Some(path) => Some((path, crate::records::load_warn(path)?)),
+        None => None,
+    };
+    let g = match &log {
+        Some((_, loaded)) if holds_templates(&loaded.records) => args.net.load_for_templates()?,
+        _ => args.net.load()?,
+    };
     let start = std::time::Instant::now();
-    let mut m = match &args.log {
+    let mut m = match &log {
         None => build_untuned(&g, &target, true)?,
-        Some(log) => {
-            let (m, applied) = build_tuned(&g, &target, log)?;
+        Some((log, loaded)) => {
+            let (m, applied) = build_with_history(&g, &target, &loaded.records, true)?;
             println!(
                 "applied the history best of {} to {applied} distinct fused groups",
                 log.display()

@@ -1,5 +1,6 @@
-//! Graph passes: constant folding, batch-norm folding, dead-code elimination and layout
-//! conversion (NCHW → NHWC, the layout the auto-scheduler prefers).
+//! Graph passes: constant folding, batch-norm folding, dead-code elimination, layout
+//! conversion (NCHW → NHWC, the layout the auto-scheduler prefers) and the packing of
+//! NHWC convolution weights by output-channel blocks (a CPU build's choice).
 
 use crate::error::GraphError;
 use crate::ir::{Binary, Graph, Layout, Op};
@@ -352,6 +353,65 @@ pub fn convert_layout_nhwc(graph: &Graph) -> Result<Graph, GraphError> {
     }
     out.set_outputs(outs);
     Ok(out)
+}
+
+/// The weights of one output-channel block past which a CPU build packs a
+/// convolution's weights ([`pack_conv_weights`]): 16 KiB, half of a core's L1. ResNet's
+/// 3×3 layers (36 KiB to 288 KiB per block of 16) ran 1.2–1.6× faster packed on an
+/// AVX2 EPYC (BENCHMARKS.md, "Packed convolution weights"); a 1×1 layer with 256 input
+/// channels and under keeps its HWIO weights.
+pub const PACK_WEIGHTS_ABOVE: usize = 8 << 10;
+
+/// Packs the constant weights of NHWC convolutions with one group whose blocks of
+/// `block` output channels each hold more than `min_block_bytes` of weights: HWIO
+/// `[KH, KW, I, O]` becomes `[O/block, KH, KW, I, block]` (OHWI{block}o), once, at
+/// build time, as TVM's `alter_op_layout` packs x86 convolution weights. A CPU register
+/// tile of `block` output channels then reads its weights contiguously: in HWIO their
+/// rows are `O` floats apart and, for deep layers, crowd a few L1 sets. Returns how
+/// many convolutions were packed.
+pub fn pack_conv_weights(
+    graph: &mut Graph,
+    block: i64,
+    min_block_bytes: usize,
+) -> Result<usize, GraphError> {
+    let mut packed = 0;
+    for n in graph.topo_order() {
+        let node = graph.node(n);
+        let Op::Conv2d {
+            attrs,
+            layout: Layout::Nhwc,
+        } = &node.op
+        else {
+            continue;
+        };
+        let args = graph.args(n);
+        let Some(w) = graph.constant_value(args[1]) else {
+            continue;
+        };
+        let &[kh, kw, ci, co] = w.shape() else {
+            continue;
+        };
+        let block_bytes = kh * kw * ci * block as usize * w.dtype().bytes();
+        if attrs.groups != 1
+            || block < 2
+            || co % block as usize != 0
+            || block_bytes <= min_block_bytes
+        {
+            continue;
+        }
+        let b = block as usize;
+        let blocked = reshape(w, &[kh, kw, ci, co / b, b])?;
+        let value = permute(&blocked, &[3, 0, 1, 2, 4])?;
+        let (name, op) = (node.name.clone(), node.op.clone());
+        let wname = format!("{}_ohwi{b}o", graph.node(args[1]).name);
+        let c = graph.constant(&wname, value);
+        let conv = graph.op(&name, op, &[args[0], c])?;
+        graph.replace_uses(n, conv);
+        graph.remove(n);
+        packed += 1;
+    }
+    dead_code_elimination(graph);
+    Ok(packed)
 }
 
 fn transform(src: &str, dst: &str) -> Op {

@@ -211,6 +211,56 @@ fn executor_matches_reference_before_and_after_passes() {
 }
 
 #[test]
+fn packed_convolution_weights_compute_the_same() {
+    let g = small_net();
+    let want = interpret(&g, &[("data", &input())]).unwrap().remove(0);
+    let mut nhwc = g.clone();
+    passes::optimize(&mut nhwc, Some(Layout::Nhwc)).unwrap();
+    let hwio: Vec<Vec<i64>> = conv_weight_shapes(&nhwc);
+    // blocks of 4 output channels: a block of the first conv (3×3, 3 input channels)
+    // holds 432 bytes, of the 3×3 8 → 12 one 1152, of the 1×1 ones less than 432
+    let packed = passes::pack_conv_weights(&mut nhwc, 4, 432).unwrap();
+    let shapes = conv_weight_shapes(&nhwc);
+    assert_eq!(packed, 1, "{nhwc}");
+    assert_eq!(
+        shapes.iter().filter(|s| s.len() == 5).count(),
+        packed,
+        "{shapes:?}"
+    );
+    // the first conv's [3, 3, 3, 8] stays HWIO (its block is not above the bound)
+    assert!(shapes.contains(&vec![3, 3, 3, 8]), "{shapes:?}");
+    // each packed weight is one HWIO weight [KH, KW, I, O] as [O/4, KH, KW, I, 4]
+    for after in shapes.iter().filter(|s| s.len() == 5) {
+        let [ob, kh, kw, ci, 4] = after[..] else {
+            panic!("{after:?}")
+        };
+        assert!(
+            hwio.contains(&vec![kh, kw, ci, ob * 4]),
+            "{after:?} {hwio:?}"
+        );
+    }
+    interpret(&nhwc, &[("data", &input())])
+        .unwrap()
+        .remove(0)
+        .allclose(&want, 1e-4, 1e-5)
+        .unwrap();
+    run_built(&nhwc).allclose(&want, 1e-4, 1e-5).unwrap();
+    // a block width that divides no convolution's output channels packs none
+    let mut again = g.clone();
+    passes::optimize(&mut again, Some(Layout::Nhwc)).unwrap();
+    assert_eq!(passes::pack_conv_weights(&mut again, 7, 0).unwrap(), 0);
+}
+
+/// The weight shapes of `g`'s convolutions, in node order.
+fn conv_weight_shapes(g: &Graph) -> Vec<Vec<i64>> {
+    g.topo_order()
+        .into_iter()
+        .filter(|&n| matches!(g.node(n).op, Op::Conv2d { .. }))
+        .map(|n| g.node(g.args(n)[1]).ty.shape.clone())
+        .collect()
+}
+
+#[test]
 fn fusion_groups_and_task_weights() {
     let mut g = small_net();
     passes::optimize(&mut g, Some(Layout::Nhwc)).unwrap();

@@ -137,7 +137,7 @@ pub(crate) fn loaded_buffers(e: &Expr, out: &mut Vec<Buffer>) {
     });
 }
 
-fn body_reads(body: &ComputeBody) -> Vec<Buffer> {
+pub(crate) fn body_reads(body: &ComputeBody) -> Vec<Buffer> {
     let mut v = Vec::new();
     for e in body.exprs() {
         loaded_buffers(e, &mut v);

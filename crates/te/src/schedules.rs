@@ -230,7 +230,9 @@ fn schedule_conv_tile(
     match chunk.map(|c| c.0) {
         Some(chunk) => {
             s.compute_at(&cc, out, &co)?;
-            chunked_register_tile(s, &cc, rr, cr, chunk, p)?;
+            if let Some(rco) = chunked_register_tile(s, &cc, rr, cr, chunk, p)? {
+                pack_chunk_weights(s, out, &cc, &rco, p)?;
+            }
         }
         None => {
             s.compute_at(&cc, out, if weights_outer { &ro } else { &co })?;
@@ -265,13 +267,14 @@ const CHUNK_TILE_ELEMS: i64 = 4096;
 /// The input-channel chunk for an NHWC conv whose column tile (`cr` output channels)
 /// reads more weights than [`CHUNK_WEIGHTS_ABOVE`] and whose image × column tile fits
 /// [`CHUNK_TILE_ELEMS`], with the input channel count; `None` otherwise (also for a
-/// weight that is not 4-D HWIO).
+/// weight that is neither HWIO nor packed OHWI{b}o).
 fn channel_chunk(conv: &Tensor, cr: i64) -> Option<(i64, i64)> {
     let [_, kernel, ..] = conv.inputs() else {
         return None;
     };
-    let &[kh, kw, ci, _] = kernel.shape() else {
-        return None;
+    let (kh, kw, ci) = match kernel.shape() {
+        &[kh, kw, ci, _] | &[_, kh, kw, ci, _] => (kh, kw, ci),
+        _ => return None,
     };
     let per_channel = kh * kw * cr * conv.dtype().bytes() as i64;
     let tile: i64 = conv.shape()[..3].iter().product::<i64>() * cr;
@@ -293,18 +296,55 @@ fn chunked_register_tile(
     cr: i64,
     chunk: i64,
     p: CpuParams,
-) -> Result<(), ScheduleError> {
+) -> Result<Option<IterVar>, ScheduleError> {
     let cax = s.axis(cc)?;
     let r = s.reduce_axis(cc)?;
     let Some((rc, taps)) = r.split_last() else {
-        return Ok(());
+        return Ok(None);
     };
     let (rco, rci) = s.split(cc, rc, chunk)?;
     let (xo, xi) = s.split(cc, &cax[2], rr)?;
     let mut outer = vec![rco];
     outer.extend(taps.iter().cloned());
     outer.extend([cax[0].clone(), cax[1].clone(), xo, rci]);
-    register_tile(s, cc, &outer, &xi, &cax[3], cr, p)
+    register_tile(s, cc, &outer, &xi, &cax[3], cr, p)?;
+    Ok(Some(outer.swap_remove(0)))
+}
+
+/// Copies the weights one input-channel chunk of a chunked NHWC conv's column tile
+/// reads (HWIO's `[KH, KW, chunk, cr]` slice) into a contiguous buffer at the chunk
+/// loop `rco` of the accumulator tile `cc`. In HWIO the slice's rows are `CO` floats
+/// apart: a 1 or 2 KiB stride maps every row to the same few L1 sets, so the slice
+/// never stays in L1 and every reduction step reads it from L2; copied, it does.
+/// (Weights the graph packed at build time, `[O/b, KH, KW, I, b]`, need no copy.)
+fn pack_chunk_weights(
+    s: &mut Schedule,
+    conv: &Tensor,
+    cc: &Tensor,
+    rco: &IterVar,
+    p: CpuParams,
+) -> Result<(), ScheduleError> {
+    let Some(kernel) = conv.inputs().get(1).filter(|k| k.ndim() == 4) else {
+        return Ok(());
+    };
+    let reads = s
+        .stage(cc)?
+        .op
+        .body()
+        .map(|b| crate::schedule::body_reads(b).contains(kernel.buffer()))
+        .unwrap_or(false);
+    if !reads || s.stage_index(kernel).is_err() {
+        return Ok(());
+    }
+    let kc = s.cache_read(kernel, StorageScope::Global, std::slice::from_ref(cc))?;
+    s.compute_at(&kc, cc, rco)?;
+    let kax = s.axis(&kc)?;
+    let lanes = pick_vector(kernel.shape()[3], p.vector_lanes);
+    if p.vectorize && lanes > 1 {
+        let (_o, i) = s.split(&kc, &kax[3], lanes)?;
+        s.vectorize(&kc, &i)?;
+    }
+    Ok(())
 }
 
 /// Whether a convolution's kernel (its second input) has more elements than its

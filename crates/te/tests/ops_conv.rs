@@ -181,6 +181,60 @@ fn conv2d_nhwc_matches_reference() {
     }
 }
 
+/// `kv` (HWIO `[kh, kw, ci, co]`) packed by blocks of `b` output channels:
+/// `[co/b, kh, kw, ci, b]`.
+fn pack_hwio(kv: &[f64], [kh, kw, ci, co]: [usize; 4], b: usize) -> Vec<f64> {
+    let mut out = vec![0.0; kv.len()];
+    for (i, v) in kv.iter().enumerate() {
+        let (o, rest) = (i % co, i / co);
+        let (c, rest) = (rest % ci, rest / ci);
+        let (x, y) = (rest % kw, rest / kw);
+        out[((((o / b) * kh + y) * kw + x) * ci + c) * b + o % b] = *v;
+    }
+    out
+}
+
+#[test]
+fn conv2d_nhwc_with_a_packed_kernel_is_the_hwio_convolution() {
+    for (i, c) in cases().iter().filter(|c| c.a.groups == 1).enumerate() {
+        let b = [2, 4, 1].into_iter().find(|b| c.co % b == 0).unwrap();
+        let dims = [c.kh, c.kw, c.ci, c.co];
+        let data = placeholder(
+            &[c.n as i64, c.h as i64, c.w as i64, c.ci as i64],
+            F32,
+            "data",
+        )
+        .unwrap();
+        let hwio = placeholder(&dims.map(|d| d as i64), F32, "kernel").unwrap();
+        let packed = placeholder(
+            &[
+                (c.co / b) as i64,
+                c.kh as i64,
+                c.kw as i64,
+                c.ci as i64,
+                b as i64,
+            ],
+            F32,
+            "kernel",
+        )
+        .unwrap();
+        let dv = rand_vals(data.shape().iter().product::<i64>() as usize, i as u64);
+        let kv = rand_vals(hwio.shape().iter().product::<i64>() as usize, 50 + i as u64);
+        let want = interpret(
+            &ops::conv2d_nhwc_with(&data, &hwio, &c.a).unwrap(),
+            &[(&data, &dv), (&hwio, &kv)],
+        );
+        let out = ops::conv2d_nhwc_with(&data, &packed, &c.a).unwrap();
+        let got = interpret(&out, &[(&data, &dv), (&packed, &pack_hwio(&kv, dims, b))]);
+        assert_close(&format!("packed by {b}, case {i} {c:?}"), &got, &want, 1e-9);
+    }
+    // a grouped conv takes no packed kernel
+    let data = placeholder(&[1, 4, 4, 4], F32, "data").unwrap();
+    let packed = placeholder(&[2, 3, 3, 2, 2], F32, "kernel").unwrap();
+    let grouped = Conv2dAttrs::new((1, 1), (1, 1), (1, 1)).with_groups(2);
+    assert!(ops::conv2d_nhwc_with(&data, &packed, &grouped).is_err());
+}
+
 #[test]
 fn conv2d_nchw_matches_reference() {
     for (i, c) in cases().iter().enumerate() {
@@ -621,7 +675,17 @@ fn default_schedules_of_the_conv_family_compute_the_same() {
         .unwrap()
         .to_string();
     assert!(text.contains("rc.outer"), "no chunked reduction:\n{text}");
-    cases.push((vec![dd, kd], deep));
+    cases.push((vec![dd.clone(), kd], deep));
+    // the same with its weights packed by one vector (8 output channels), and the
+    // 13-row tile of one vector on packed weights
+    let kdp = placeholder(&[2, 3, 3, 512, 8], F32, "kernel").unwrap();
+    let deep_packed = ops::conv2d_nhwc_with(&dd, &kdp, &a).unwrap();
+    cases.push((vec![dd, kdp], deep_packed));
+    let k13p = placeholder(&[3, 1, 1, 8, 8], F32, "kernel").unwrap();
+    cases.push((
+        vec![d13.clone(), k13p.clone()],
+        ops::conv2d_nhwc_with(&d13, &k13p, &Conv2dAttrs::new((1, 1), (0, 0), (1, 1))).unwrap(),
+    ));
     let dn = placeholder(&[2, 4, 5, 16], F32, "data").unwrap();
     let kn = placeholder(&[8, 4, 3, 3], F32, "kernel").unwrap();
     cases.push((

@@ -180,6 +180,27 @@ fn rank4(op: &str, data: &Tensor, kernel: &Tensor) -> Result<(), TeError> {
     check_conv_inputs(op, data, kernel, 4)
 }
 
+/// A convolution's data of rank `data_rank` and kernel of rank `kernel_rank`, of one
+/// dtype.
+fn check_conv_inputs_ranks(
+    op: &str,
+    data: &Tensor,
+    kernel: &Tensor,
+    data_rank: usize,
+    kernel_rank: usize,
+) -> Result<(), TeError> {
+    if data.ndim() != data_rank || kernel.ndim() != kernel_rank {
+        let (d, k) = (data.shape(), kernel.shape());
+        let reason = if data_rank == kernel_rank {
+            format!("data {d:?} and kernel {k:?} must both be {data_rank}-D")
+        } else {
+            format!("data {d:?} must be {data_rank}-D and kernel {k:?} {kernel_rank}-D")
+        };
+        return Err(shape_err(op, d, reason));
+    }
+    same_dtype(op, data, kernel)
+}
+
 /// A convolution's data and kernel: both of rank `rank`, of one dtype.
 pub(crate) fn check_conv_inputs(
     op: &str,
@@ -187,18 +208,7 @@ pub(crate) fn check_conv_inputs(
     kernel: &Tensor,
     rank: usize,
 ) -> Result<(), TeError> {
-    if data.ndim() != rank || kernel.ndim() != rank {
-        return Err(shape_err(
-            op,
-            data.shape(),
-            format!(
-                "data {:?} and kernel {:?} must both be {rank}-D",
-                data.shape(),
-                kernel.shape()
-            ),
-        ));
-    }
-    same_dtype(op, data, kernel)
+    check_conv_inputs_ranks(op, data, kernel, rank, rank)
 }
 
 /// A convolution's data and kernel are of one dtype.
@@ -262,13 +272,22 @@ fn conv2d(
         (Layout::Nchw, true) => "conv2d_nchw",
         (Layout::Nchw, false) => "group_conv2d_nchw",
     };
-    rank4(op, data, kernel)?;
+    // NHWC with one group also takes a kernel packed by output-channel blocks
+    let block = match (layout, a.groups, kernel.shape()) {
+        (Layout::Nhwc, 1, &[_, _, _, _, b]) => Some(b),
+        _ => None,
+    };
+    match block {
+        Some(_) => check_conv_inputs_ranks(op, data, kernel, 4, 5)?,
+        None => rank4(op, data, kernel)?,
+    }
     let (d, k) = (data.shape().to_vec(), kernel.shape().to_vec());
     let (n, cin, h, w) = layout.dims(&d);
     // (output channels, input channels per group, kh, kw)
-    let (cout, kcin, kh, kw) = match layout {
-        Layout::Nhwc => (k[3], k[2], k[0], k[1]),
-        Layout::Nchw => (k[0], k[1], k[2], k[3]),
+    let (cout, kcin, kh, kw) = match (layout, block) {
+        (Layout::Nhwc, Some(b)) => (k[0] * b, k[3], k[1], k[2]),
+        (Layout::Nhwc, None) => (k[3], k[2], k[0], k[1]),
+        (Layout::Nchw, _) => (k[0], k[1], k[2], k[3]),
     };
     check_groups(op, a.groups, cin, cout, kcin)?;
     let (oh, ow) = a.output_hw(op, h, w, kh, kw)?;
@@ -297,9 +316,16 @@ fn conv2d(
         } else {
             Expr::floordiv(ff.clone(), Expr::int(cout_g)) * cin_g + rc.expr()
         };
-        let kidx = match layout {
-            Layout::Nhwc => vec![ry.expr(), rx.expr(), rc.expr(), ff.clone()],
-            Layout::Nchw => vec![ff.clone(), rc.expr(), ry.expr(), rx.expr()],
+        let kidx = match (layout, block) {
+            (Layout::Nhwc, Some(b)) => vec![
+                Expr::floordiv(ff.clone(), Expr::int(b)),
+                ry.expr(),
+                rx.expr(),
+                rc.expr(),
+                Expr::floormod(ff.clone(), Expr::int(b)),
+            ],
+            (Layout::Nhwc, None) => vec![ry.expr(), rx.expr(), rc.expr(), ff.clone()],
+            (Layout::Nchw, _) => vec![ff.clone(), rc.expr(), ry.expr(), rx.expr()],
         };
         sum(
             padded.at(&layout.order(nn.clone(), c, y, x)) * kernel.at(&kidx),
@@ -308,7 +334,12 @@ fn conv2d(
     })
 }
 
-/// 2-D convolution, data NHWC, kernel HWIO (`I` = input channels / groups).
+/// 2-D convolution, data NHWC, kernel HWIO (`I` = input channels / groups), or with
+/// one group the kernel packed by blocks of `b` output channels, `[O/b, KH, KW, I, b]`
+/// (OHWI{b}o, made at build time by the graph's weight packing): each block's weights
+/// are contiguous, so a register tile of `b` output channels reads them from L1 (in
+/// HWIO their rows are `O` floats apart, and with `O` ≥ 256 they crowd a few cache
+/// sets).
 pub fn conv2d_nhwc_with(
     data: &Tensor,
     kernel: &Tensor,
