@@ -165,16 +165,26 @@ pub fn schedule_injective(s: &mut Schedule, t: &Tensor, p: CpuParams) -> Result<
 /// `rows` (axis `rows_axis`, up to `row_target`) × columns (the last axis, two vector
 /// registers), the accumulator tile (a `local` cache) computed at the column tile with
 /// the whole reduction outermost, the two outer axes fused and parallel. Producers (the
-/// padded input) stay at root, so the inner loop has no bounds checks.
+/// padded input) stay at root, so the inner loop has no bounds checks. With an
+/// `epilogue` (an elementwise output of the conv's shape, [`conv_epilogue`]), the tiles
+/// are the epilogue's: each accumulator tile leaves the registers through it (bias,
+/// residual, activation), and the conv's result is never stored.
 fn schedule_conv_tile(
     s: &mut Schedule,
-    out: &Tensor,
+    conv: &Tensor,
+    epilogue: Option<&Tensor>,
     rows_axis: usize,
     row_target: i64,
     columns_outer: bool,
     p: CpuParams,
 ) -> Result<(), ScheduleError> {
-    let cc = s.cache_write(out, StorageScope::Local)?;
+    let cc = s.cache_write(conv, StorageScope::Local)?;
+    // the conv stage is now a copy of the accumulator: inlined into the epilogue
+    let out = match epilogue {
+        Some(e) if s.compute_inline(conv).is_ok() => e.clone(),
+        _ => conv.clone(),
+    };
+    let out = &out;
     let ax = s.axis(out)?;
     let (rows, cols) = (out.shape()[rows_axis], out.shape()[3]);
     let (mut rr, mut cr) = (pick_factor(rows, row_target), col_tile(cols, p));
@@ -195,7 +205,7 @@ fn schedule_conv_tile(
     // the column (output-channel) tiles go outermost and parallel, so each weight block
     // is read once and reused over every pixel while it is in cache; otherwise the
     // pixels go outermost and each thread streams the weights once per row.
-    let weights_outer = columns_outer && conv_weights_outweigh_input(out);
+    let weights_outer = columns_outer && conv_weights_outweigh_input(conv);
     if weights_outer {
         s.reorder(
             out,
@@ -226,12 +236,12 @@ fn schedule_conv_tile(
     }
     // the conv's input channels are its last reduction axis
     let channels = s.reduce_axis(&cc)?.last().and_then(|a| a.extent());
-    let chunk = channel_chunk(out, cr).filter(|c| weights_outer && channels == Some(c.1));
+    let chunk = channel_chunk(conv, cr).filter(|c| weights_outer && channels == Some(c.1));
     match chunk.map(|c| c.0) {
         Some(chunk) => {
             s.compute_at(&cc, out, &co)?;
             if let Some(rco) = chunked_register_tile(s, &cc, rr, cr, chunk, p)? {
-                pack_chunk_weights(s, out, &cc, &rco, p)?;
+                pack_chunk_weights(s, conv, &cc, &rco, p)?;
             }
         }
         None => {
@@ -357,14 +367,16 @@ fn conv_weights_outweigh_input(conv: &Tensor) -> bool {
     }
 }
 
-/// conv2d NHWC: 8 output pixels of a row × output channels per register tile.
+/// conv2d NHWC: 8 output pixels of a row × output channels per register tile (the
+/// tiles of `epilogue`'s loops when there is one, see [`schedule_conv_tile`]).
 pub fn schedule_conv2d_nhwc(
     s: &mut Schedule,
     conv: &Tensor,
+    epilogue: Option<&Tensor>,
     p: CpuParams,
 ) -> Result<(), ScheduleError> {
     let vectors = col_tile(conv.shape()[3], p) / pick_vector(conv.shape()[3], p.vector_lanes);
-    schedule_conv_tile(s, conv, 2, p.register_rows(vectors), true, p)
+    schedule_conv_tile(s, conv, epilogue, 2, p.register_rows(vectors), true, p)
 }
 
 /// conv2d NCHW: 8 output channels × output columns per register tile (columns are
@@ -372,18 +384,50 @@ pub fn schedule_conv2d_nhwc(
 pub fn schedule_conv2d_nchw(
     s: &mut Schedule,
     conv: &Tensor,
+    epilogue: Option<&Tensor>,
     p: CpuParams,
 ) -> Result<(), ScheduleError> {
-    schedule_conv_tile(s, conv, 1, 8, false, p)
+    schedule_conv_tile(s, conv, epilogue, 1, 8, false, p)
 }
 
 /// Depthwise conv2d: 4 pixels × channels (NHWC) or 4 rows × columns (NCHW) per tile.
 pub fn schedule_depthwise(
     s: &mut Schedule,
     conv: &Tensor,
+    epilogue: Option<&Tensor>,
     p: CpuParams,
 ) -> Result<(), ScheduleError> {
-    schedule_conv_tile(s, conv, 2, 4, false, p)
+    schedule_conv_tile(s, conv, epilogue, 2, 4, false, p)
+}
+
+/// The stage a convolution `conv` of `s` can leave its tiles through: an output of
+/// `outputs`, not inlined, that reads the conv only through a chain of elementwise
+/// stages (no reduction, tagged `elemwise` or `broadcast`, of the conv's shape, so each
+/// reads its producer where it writes: bias, residual, activation), itself one of
+/// them, each the only reader of the one before.
+pub fn conv_epilogue(s: &Schedule, conv: &Tensor, outputs: &[Tensor]) -> Option<Tensor> {
+    let mut at = conv.clone();
+    loop {
+        let mut readers = s.stages.iter().filter(|st| {
+            !st.is_placeholder()
+                && st
+                    .op
+                    .body()
+                    .is_some_and(|b| crate::schedule::body_reads(b).contains(at.buffer()))
+        });
+        let reader = readers.next()?;
+        let tag = reader.op.tag();
+        let elementwise = (tag == crate::ops::TAG_ELEMWISE || tag == crate::ops::TAG_BROADCAST)
+            && reader.op.reduce_axis().is_empty()
+            && reader.op.shape() == conv.shape();
+        if readers.next().is_some() || !elementwise {
+            return None;
+        }
+        if !matches!(reader.attach, crate::schedule::Attach::Inline) {
+            return outputs.contains(&reader.op).then(|| reader.op.clone());
+        }
+        at = reader.op.clone();
+    }
 }
 
 /// dense `out[…, i, j] = Σ_k data[…, i, k] · weight[…, j, k]` (also batch_matmul NT and
@@ -656,17 +700,32 @@ pub fn schedule_stages(
             }
         }
     }
+    // the elementwise output a conv leaves its tiles through: scheduled with the conv
+    let mut epilogues: Vec<Tensor> = Vec::new();
     for t in stages.iter().filter(|t| !inlined.contains(t)) {
         if p.gpu_threads > 0 {
             schedule_gpu(s, t, p)?;
             continue;
         }
+        if epilogues.contains(t) {
+            continue;
+        }
         let tag = t.tag().to_string();
         let reduces = !t.reduce_axis().is_empty();
+        let is_conv = matches!(
+            tag.as_str(),
+            "conv2d_nhwc" | "conv2d_nchw" | "depthwise_conv2d_nhwc" | "depthwise_conv2d_nchw"
+        );
+        let epilogue = conv_epilogue(s, t, outputs)
+            .filter(|e| is_conv && stages.contains(e) && !inlined.contains(e));
+        epilogues.extend(epilogue.clone());
+        let epilogue = epilogue.as_ref();
         match tag.as_str() {
-            "conv2d_nhwc" => schedule_conv2d_nhwc(s, t, p)?,
-            "conv2d_nchw" => schedule_conv2d_nchw(s, t, p)?,
-            "depthwise_conv2d_nhwc" | "depthwise_conv2d_nchw" => schedule_depthwise(s, t, p)?,
+            "conv2d_nhwc" => schedule_conv2d_nhwc(s, t, epilogue, p)?,
+            "conv2d_nchw" => schedule_conv2d_nchw(s, t, epilogue, p)?,
+            "depthwise_conv2d_nhwc" | "depthwise_conv2d_nchw" => {
+                schedule_depthwise(s, t, epilogue, p)?
+            }
             "dense" | "bgemm" => schedule_dense(s, t, p)?,
             "batch_matmul" if t.name().ends_with("_NT") => schedule_dense(s, t, p)?,
             "matmul" if t.ndim() == 2 => schedule_matmul(s, t, p)?,

@@ -137,7 +137,7 @@ fn default_cpu_schedules_compute_the_same() {
         let w = placeholder(&[3, 3, ci, co], DataType::float32(), "kernel").unwrap();
         let c = ops::conv2d_nhwc(&d, &w, (1, 1), (pad, pad), (1, 1)).unwrap();
         let mut s = Schedule::create(&[c.clone()]).unwrap();
-        schedule_conv2d_nhwc(&mut s, &c, p).unwrap();
+        schedule_conv2d_nhwc(&mut s, &c, None, p).unwrap();
         common::assert_same_as_unscheduled(&s, &[c.clone()], &[d, w, c], 2);
     }
     for shape in [vec![7i64], vec![3, 8], vec![2, 3, 4, 5]] {

@@ -787,3 +787,28 @@ fn conv2d_nchwc_matches_reference() {
     let e = ops::conv2d_nchwc(&data, &kern, &Conv2dAttrs::default()).unwrap_err();
     assert!(e.to_string().contains("input blocks"), "{e}");
 }
+
+#[test]
+fn a_conv_leaves_its_tiles_through_its_elementwise_epilogue() {
+    use tessera_te::schedules::{default_schedule_inlined, CpuParams};
+    let p = CpuParams {
+        vector_lanes: 8,
+        num_cores: 2,
+        vectorize: true,
+        gpu_threads: 0,
+    };
+    let d = placeholder(&[1, 7, 14, 8], F32, "data").unwrap();
+    let k = placeholder(&[3, 3, 8, 16], F32, "kernel").unwrap();
+    let b = placeholder(&[16], F32, "bias").unwrap();
+    let r = placeholder(&[1, 7, 14, 16], F32, "residual").unwrap();
+    let conv = ops::conv2d_nhwc_with(&d, &k, &Conv2dAttrs::new((1, 1), (1, 1), (1, 1))).unwrap();
+    let biased = ops::bias_add(&conv, &b, 3).unwrap();
+    let added = ops::add(&biased, &r).unwrap();
+    let out = ops::relu(&added).unwrap();
+    let s = default_schedule_inlined(&[out.clone()], &[biased, added], p).unwrap();
+    let args = [d, k, b, r, out.clone()];
+    let text = tessera_te::lower(&s, &args, "fused").unwrap().to_string();
+    // the conv's result lives in the register tile only: no stored conv2d_nhwc
+    assert!(!text.contains("conv2d_nhwc["), "{text}");
+    common::assert_same_as_unscheduled(&s, &[out], &args, 4);
+}
