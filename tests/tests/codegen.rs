@@ -135,3 +135,36 @@ fn default_schedules_run_natively_for_every_family() {
             .unwrap_or_else(|e| panic!("{}: {e}", out.name()));
     }
 }
+
+#[test]
+fn a_register_tiles_short_reduction_loop_stays_a_loop() {
+    use tessera_ir::DataType;
+    use tessera_te::ops::{self, Conv2dAttrs};
+    use tessera_te::placeholder;
+    use tessera_te::schedules::{default_schedule, CpuParams};
+    let f = DataType::float32();
+    let p = CpuParams {
+        vector_lanes: 8,
+        num_cores: 2,
+        vectorize: true,
+        gpu_threads: 0,
+    };
+    // ResNet's stem in small: 3 input channels, a 7 × 2-register accumulator tile
+    let d = placeholder(&[1, 14, 14, 3], f, "data").unwrap();
+    let k = placeholder(&[7, 7, 3, 16], f, "kernel").unwrap();
+    let conv = ops::conv2d_nhwc_with(&d, &k, &Conv2dAttrs::new((1, 1), (3, 3), (1, 1))).unwrap();
+    let s = default_schedule(&[conv.clone()], p).unwrap();
+    let args = [d, k, conv.clone()];
+    let dir = tempfile::tempdir().unwrap();
+    check_native_against_interpreter(&s, &[conv], &args, 2, dir.path()).unwrap();
+    let src = generate_c(&lower(&s, &args, "stem").unwrap(), 2).unwrap();
+    let lines: Vec<&str> = src.lines().map(str::trim).collect();
+    let rc = lines
+        .iter()
+        .position(|l| l.starts_with("for (int32_t rc = 0; rc < 3;"))
+        .unwrap_or_else(|| panic!("no reduction loop over the channels:\n{src}"));
+    // GCC would unroll the 3 iterations and spill the 14 accumulators
+    assert_eq!(lines[rc - 1], "#pragma GCC unroll 1", "{src}");
+    // a loop of no register tile keeps no such line (the padding's copy)
+    assert_eq!(src.matches("#pragma GCC unroll 1").count(), 1, "{src}");
+}

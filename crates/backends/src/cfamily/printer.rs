@@ -6,7 +6,8 @@
 //! vector types ([`super::vector`]): contiguous accesses become the dialect's vector
 //! loads and stores, other accesses gathers and scatters, arithmetic the vector
 //! operators. Parallel loops take the dialect's pragma (OpenMP in C, outermost only),
-//! unrolled loops its unroll pragma; loops bound to GPU threads become the thread's index
+//! unrolled loops its unroll pragma, a serial loop around an unrolled register tile its
+//! serial pragma (in C: stay a loop); loops bound to GPU threads become the thread's index
 //! (guarded when the axis is launched wider), virtual threads serial loops; allocations
 //! are declared as the dialect says (the stack or the heap on the CPU, hoisted `__local`
 //! arrays in OpenCL).
@@ -468,6 +469,11 @@ impl Gen<'_> {
                         let p = self.dialect.unroll_pragma(f);
                         self.line(&p);
                     }
+                    ForKind::Serial if is_unrolled_tile(body) => {
+                        if let Some(p) = self.dialect.serial_pragma() {
+                            self.line(&p);
+                        }
+                    }
                     // A virtual thread is a serial loop inside the thread.
                     ForKind::Serial | ForKind::Vectorized | ForKind::ThreadBinding(_) => {}
                 }
@@ -738,6 +744,40 @@ pub(super) fn math_call(d: &dyn Dialect, op: Intrinsic, t: DataType, a: &[String
     } else {
         format!("(({c})({call}))")
     }
+}
+
+/// Stores in a loop-free body from which it counts as an unrolled register tile.
+const TILE_STORES: usize = 4;
+
+/// Whether `body` is an unrolled register tile: straight-line code (no loop, the unroll
+/// pass has expanded the tile's) of at least [`TILE_STORES`] stores, every one into a
+/// `local` buffer (an accumulator tile, as the schedules' cache writes make them).
+fn is_unrolled_tile(body: &Stmt) -> bool {
+    struct Count {
+        local: usize,
+        other: bool,
+    }
+    impl tessera_ir::visit::ExprVisitor for Count {}
+    impl tessera_ir::visit::StmtVisitor for Count {
+        fn visit_stmt(&mut self, s: &Stmt) {
+            match s.node() {
+                StmtNode::For { .. } => self.other = true,
+                StmtNode::Store { buffer, .. }
+                    if buffer.scope() == tessera_ir::StorageScope::Local =>
+                {
+                    self.local += 1
+                }
+                StmtNode::Store { .. } => self.other = true,
+                _ => tessera_ir::visit::walk_stmt(self, s),
+            }
+        }
+    }
+    let mut c = Count {
+        local: 0,
+        other: false,
+    };
+    tessera_ir::visit::StmtVisitor::visit_stmt(&mut c, body);
+    !c.other && c.local >= TILE_STORES
 }
 
 fn float_literal(t: DataType, v: f64) -> String {
