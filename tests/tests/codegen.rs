@@ -72,19 +72,24 @@ fn compiler_errors_are_typed() {
     }
 }
 
+/// The default schedules' parameters for a 2-core AVX2 machine (8 float32 lanes).
+fn avx2_two_cores() -> tessera_te::schedules::CpuParams {
+    tessera_te::schedules::CpuParams {
+        vector_lanes: 8,
+        num_cores: 2,
+        vectorize: true,
+        gpu_threads: 0,
+    }
+}
+
 #[test]
 fn default_schedules_run_natively_for_every_family() {
     use tessera_ir::DataType;
     use tessera_te::ops::{self, Conv2dAttrs, Pool2dAttrs, PoolType};
     use tessera_te::placeholder;
-    use tessera_te::schedules::{default_schedule, CpuParams};
+    use tessera_te::schedules::default_schedule;
     let f = DataType::float32();
-    let p = CpuParams {
-        vector_lanes: 8,
-        num_cores: 2,
-        vectorize: true,
-        gpu_threads: 0,
-    };
+    let p = avx2_two_cores();
     let d = placeholder(&[1, 6, 8, 8], f, "data").unwrap();
     let cases: Vec<(Vec<tessera_te::Tensor>, tessera_te::Tensor)> = {
         let mut v = Vec::new();
@@ -141,14 +146,9 @@ fn a_register_tiles_short_reduction_loop_stays_a_loop() {
     use tessera_ir::DataType;
     use tessera_te::ops::{self, Conv2dAttrs};
     use tessera_te::placeholder;
-    use tessera_te::schedules::{default_schedule, CpuParams};
+    use tessera_te::schedules::default_schedule;
     let f = DataType::float32();
-    let p = CpuParams {
-        vector_lanes: 8,
-        num_cores: 2,
-        vectorize: true,
-        gpu_threads: 0,
-    };
+    let p = avx2_two_cores();
     // ResNet's stem in small: 3 input channels, a 7 × 2-register accumulator tile
     let d = placeholder(&[1, 14, 14, 3], f, "data").unwrap();
     let k = placeholder(&[7, 7, 3, 16], f, "kernel").unwrap();

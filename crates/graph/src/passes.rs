@@ -356,10 +356,11 @@ pub fn convert_layout_nhwc(graph: &Graph) -> Result<Graph, GraphError> {
 }
 
 /// The weights of one output-channel block past which a CPU build packs a
-/// convolution's weights ([`pack_conv_weights`]): 16 KiB, half of a core's L1. ResNet's
-/// 3×3 layers (36 KiB to 288 KiB per block of 16) ran 1.2–1.6× faster packed on an
-/// AVX2 EPYC (BENCHMARKS.md, "Packed convolution weights"); a 1×1 layer with 256 input
-/// channels and under keeps its HWIO weights.
+/// convolution's weights ([`pack_conv_weights`]): 8 KiB. With AVX2's blocks of 8
+/// channels, ResNet's 3×3 layers hold 18–144 KiB per block and are packed (those of
+/// 28×28 and deeper ran 1.2–1.6× faster packed on an AVX2 EPYC, BENCHMARKS.md, "CPU
+/// default schedules: packed weights, …"); a 1×1 layer of at most 256 input channels
+/// keeps its HWIO weights.
 pub const PACK_WEIGHTS_ABOVE: usize = 8 << 10;
 
 /// Packs the constant weights of NHWC convolutions with one group whose blocks of
@@ -368,12 +369,15 @@ pub const PACK_WEIGHTS_ABOVE: usize = 8 << 10;
 /// build time, as TVM's `alter_op_layout` packs x86 convolution weights. A CPU register
 /// tile of `block` output channels then reads its weights contiguously: in HWIO their
 /// rows are `O` floats apart and, for deep layers, crowd a few L1 sets. Returns how
-/// many convolutions were packed.
+/// many convolutions were packed (none for a block under 2).
 pub fn pack_conv_weights(
     graph: &mut Graph,
     block: i64,
     min_block_bytes: usize,
 ) -> Result<usize, GraphError> {
+    let Some(b) = usize::try_from(block).ok().filter(|&b| b >= 2) else {
+        return Ok(0);
+    };
     let mut packed = 0;
     for n in graph.topo_order() {
         let node = graph.node(n);
@@ -391,15 +395,10 @@ pub fn pack_conv_weights(
         let &[kh, kw, ci, co] = w.shape() else {
             continue;
         };
-        let block_bytes = kh * kw * ci * block as usize * w.dtype().bytes();
-        if attrs.groups != 1
-            || block < 2
-            || co % block as usize != 0
-            || block_bytes <= min_block_bytes
-        {
+        let block_bytes = kh * kw * ci * b * w.dtype().bytes();
+        if attrs.groups != 1 || co % b != 0 || block_bytes <= min_block_bytes {
             continue;
         }
-        let b = block as usize;
         let blocked = reshape(w, &[kh, kw, ci, co / b, b])?;
         let value = permute(&blocked, &[3, 0, 1, 2, 4])?;
         let (name, op) = (node.name.clone(), node.op.clone());

