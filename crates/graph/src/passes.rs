@@ -358,7 +358,7 @@ pub fn convert_layout_nhwc(graph: &Graph) -> Result<Graph, GraphError> {
 /// The weights of one output-channel block past which a CPU build packs a
 /// convolution's weights ([`pack_conv_weights`]): 8 KiB. With AVX2's blocks of 8
 /// channels, ResNet's 3×3 layers hold 18–144 KiB per block and are packed (those of
-/// 28×28 and deeper ran 1.2–1.6× faster packed on an AVX2 EPYC, BENCHMARKS.md, "CPU
+/// 28×28 and deeper ran 1.1–1.6× faster packed on an AVX2 EPYC, BENCHMARKS.md, "CPU
 /// default schedules: packed weights, …"); a 1×1 layer of at most 256 input channels
 /// keeps its HWIO weights.
 pub const PACK_WEIGHTS_ABOVE: usize = 8 << 10;

@@ -181,8 +181,11 @@ fn schedule_conv_tile(
     let cc = s.cache_write(conv, StorageScope::Local)?;
     // the conv stage is now a copy of the accumulator: inlined into the epilogue
     let out = match epilogue {
-        Some(e) if s.compute_inline(conv).is_ok() => e.clone(),
-        _ => conv.clone(),
+        Some(e) => {
+            s.compute_inline(conv)?;
+            e.clone()
+        }
+        None => conv.clone(),
     };
     let out = &out;
     let ax = s.axis(out)?;
@@ -334,16 +337,11 @@ fn pack_chunk_weights(
     rco: &IterVar,
     p: CpuParams,
 ) -> Result<(), ScheduleError> {
+    // the accumulator tile reads the conv's kernel; only an input kernel is copied
     let Some(kernel) = conv.inputs().get(1).filter(|k| k.ndim() == 4) else {
         return Ok(());
     };
-    let reads = s
-        .stage(cc)?
-        .op
-        .body()
-        .map(|b| crate::schedule::body_reads(b).contains(kernel.buffer()))
-        .unwrap_or(false);
-    if !reads || s.stage_index(kernel).is_err() {
+    if !s.stage(kernel).is_ok_and(|st| st.is_placeholder()) {
         return Ok(());
     }
     let kc = s.cache_read(kernel, StorageScope::Global, std::slice::from_ref(cc))?;

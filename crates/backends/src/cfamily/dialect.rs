@@ -192,8 +192,9 @@ impl Dialect for CDialect {
 
     /// A serial loop around a register tile stays a loop: GCC unrolls a short one
     /// completely (ResNet's stem reduces over 3 channels), multiplying the tile's live
-    /// registers, and spilled two accumulators of the stem's 7 × 2 tile (1.5 ms kept a
-    /// loop against 2.0–2.4 unrolled, on an AVX2 EPYC).
+    /// registers, and spilled two accumulators of the stem's 7 × 2 tile (the fused stem
+    /// kernel 1.80–1.94 ms kept a loop against 2.51–4.07 unrolled on an AVX2 EPYC,
+    /// BENCHMARKS.md, issue 24's third part).
     fn serial_pragma(&self) -> Option<String> {
         Some("#pragma GCC unroll 1".into())
     }
