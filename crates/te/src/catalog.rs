@@ -210,6 +210,7 @@ enum Family {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Conv2dKind {
     Nhwc,
+    NhwcPacked,
     Nchw,
     Nchwc,
     DepthwiseNhwc,
@@ -277,6 +278,7 @@ static ENTRIES: &[OpEntry] = &[
     row("dense", &[], "M,N,K", "TVM's dense: data[M,K] · weight[N,K]ᵀ", F::Dense),
     row("batch_matmul", &[], "B,M,N,K", "TVM's batch_matmul: A[B,M,K] · B[B,N,K]ᵀ per batch", F::BatchMatmul),
     row("conv2d", &["conv2d_nhwc"], CONV2D_SHAPE, "conv2d, data NHWC, kernel HWIO; stride, pad, dilation", F::Conv2d(Conv2dKind::Nhwc)),
+    row("conv2d_nhwc_packed", &[], CONV2D_SHAPE, "conv2d, data NHWC, kernel packed by blocks of B output channels [C_OUT/B,KH,KW,C_IN,B], as CPU network builds lay out constant weights (B: --block _,B, else the target's float32 lanes); stride, pad, dilation", F::Conv2d(Conv2dKind::NhwcPacked)),
     row("conv2d_nchw", &[], CONV2D_SHAPE, "conv2d, data NCHW, kernel OIHW; stride, pad, dilation", F::Conv2d(Conv2dKind::Nchw)),
     row("conv2d_nchwc", &[], CONV2D_SHAPE, "conv2d in TVM's blocked NCHW{ib}c layout, kernel OIHW{ib}i{ob}o (block: --block IB,OB, else powers of two up to 16)", F::Conv2d(Conv2dKind::Nchwc)),
     row("depthwise_conv2d", &["depthwise_conv2d_nhwc"], DEPTHWISE_SHAPE, "depthwise conv2d, data NHWC, kernel [KH,KW,C,1]; stride, pad, dilation", F::Conv2d(Conv2dKind::DepthwiseNhwc)),
@@ -358,16 +360,25 @@ impl OpSpec {
     /// The spec as it is tuned on a device with vectors of `lanes` float32:
     /// `conv2d_nchwc` without `block` blocks its channels by the largest power of two up
     /// to `lanes` dividing each count (TVM's choice for x86), so that a task's default
-    /// program and its template's programs take the same tensors; any other spec is
-    /// returned unchanged.
+    /// program and its template's programs take the same tensors; `conv2d_nhwc_packed`
+    /// without `block` packs its kernel by the block the CPU's network builds use (one
+    /// register of output channels); any other spec is returned unchanged.
     pub fn for_vector_lanes(&self, lanes: i64) -> OpSpec {
         let mut out = self.clone();
-        let nchwc = self.entry().is_ok_and(|e| e.name == "conv2d_nchwc");
-        if let (true, None, [_, _, _, ci, co, ..]) = (nchwc, self.attrs.block, &self.shape[..]) {
-            out.attrs.block = Some((
-                largest_pow2_divisor(*ci, lanes),
-                largest_pow2_divisor(*co, lanes),
-            ));
+        let name = self.entry().map_or("", |e| e.name);
+        if let (None, [_, _, _, ci, co, ..]) = (self.attrs.block, &self.shape[..]) {
+            match name {
+                "conv2d_nchwc" => {
+                    out.attrs.block = Some((
+                        largest_pow2_divisor(*ci, lanes),
+                        largest_pow2_divisor(*co, lanes),
+                    ))
+                }
+                "conv2d_nhwc_packed" => {
+                    out.attrs.block = Some((1, largest_pow2_divisor(*co, lanes)))
+                }
+                _ => {}
+            }
         }
         out
     }
@@ -616,6 +627,7 @@ fn conv2d(kind: Conv2dKind, s: &OpSpec) -> Result<Built, TeError> {
     );
     let (data, kernel) = match kind {
         K::Nchwc => return conv2d_nchwc(s, dims, &attrs),
+        K::NhwcPacked => return conv2d_nhwc_packed(s, dims, &attrs),
         K::PackedVta => return conv2d_packed(s, dims, &attrs),
         K::Winograd => return conv2d_winograd(s, dims),
         K::Nhwc => ([n, h, w, ci], [kh, kw, ci, co]),
@@ -657,6 +669,22 @@ fn conv2d_nchwc(s: &OpSpec, dims: [i64; 7], attrs: &Conv2dAttrs) -> Result<Built
     let d = placeholder(&[n, ci / ib, h, w, ib], F32, "data")?;
     let k = placeholder(&[co / ob, ci / ib, kh, kw, ib, ob], F32, "kernel")?;
     let out = ops::conv2d_nchwc(&d, &k, attrs)?;
+    Ok((vec![d, k], out))
+}
+
+/// conv2d NHWC with the kernel packed as the graph's weight packing lays it out:
+/// `[C_OUT/b, KH, KW, C_IN, b]` (`b`: the output block of `block`, else the largest
+/// power of two up to 16 dividing C_OUT; [`OpSpec::for_vector_lanes`] sets the target's).
+fn conv2d_nhwc_packed(s: &OpSpec, dims: [i64; 7], attrs: &Conv2dAttrs) -> Result<Built, TeError> {
+    let [n, h, w, ci, co, kh, kw] = dims;
+    let b = s.attrs.block.map_or(pick_vector(co, 16), |(_, ob)| ob);
+    if co % b != 0 {
+        let why = format!("output block {b} must divide the output channels {co}");
+        return Err(bad_attr(&s.name, "block", why));
+    }
+    let d = placeholder(&[n, h, w, ci], F32, "data")?;
+    let k = placeholder(&[co / b, kh, kw, ci, b], F32, "kernel")?;
+    let out = ops::conv2d_nhwc_with(&d, &k, attrs)?;
     Ok((vec![d, k], out))
 }
 

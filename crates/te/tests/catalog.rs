@@ -29,6 +29,7 @@ fn small_shape(name: &str) -> Option<&'static [i64]> {
         "batch_matmul" => &[2, 3, 5, 4],
         "conv2d" | "conv2d_nchw" | "conv2d_transpose" => &[1, 6, 5, 3, 4, 3, 3],
         "conv2d_nchwc" => &[1, 5, 5, 4, 8, 3, 3],
+        "conv2d_nhwc_packed" => &[1, 6, 5, 3, 16, 3, 3],
         "conv2d_packed" => &[1, 4, 4, 16, 32, 3, 3],
         "depthwise_conv2d" | "depthwise_conv2d_nchw" => &[2, 6, 5, 3, 3, 3],
         "conv2d_winograd" => &[1, 8, 8, 3, 4, 3, 3],
@@ -160,6 +161,30 @@ fn attributes_reach_the_operators() {
     assert_eq!(ins[0].shape(), &[1, 2, 5, 5, 2]);
     assert_eq!(ins[1].shape(), &[2, 2, 3, 3, 2, 4]);
     assert_default_matches_naive(&s);
+
+    // The packed NHWC conv: the output block of `block`, else the largest power of two
+    // up to 16, else (as tuned) the target's lanes; a block that does not divide the
+    // output channels is refused.
+    let packed = |shape: &[i64], block| {
+        let a = OpAttrs {
+            block,
+            ..attrs(2, Some(1), 1)
+        };
+        OpSpec::new("conv2d_nhwc_packed", shape, a).unwrap()
+    };
+    let kernel_shape = |s: &OpSpec| s.tensors().unwrap().0[1].shape().to_vec();
+    let s = packed(&[1, 7, 6, 3, 24, 3, 3], Some((1, 4)));
+    assert_eq!(kernel_shape(&s), [6, 3, 3, 3, 4]);
+    assert_default_matches_naive(&s);
+    let s = packed(&[1, 7, 6, 3, 24, 3, 3], None);
+    assert_eq!(kernel_shape(&s), [3, 3, 3, 3, 8]);
+    assert_eq!(kernel_shape(&s.for_vector_lanes(4)), [6, 3, 3, 3, 4]);
+    let err = packed(&[1, 7, 6, 3, 24, 3, 3], Some((1, 16))).tensors().unwrap_err();
+    let why = std::error::Error::source(&err).map(|e| e.to_string());
+    assert!(
+        why.as_deref().unwrap_or("").contains("must divide the output channels 24"),
+        "{err}: {why:?}"
+    );
 }
 
 fn attrs(stride: i64, pad: Option<i64>, dilation: i64) -> OpAttrs {
