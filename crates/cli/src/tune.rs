@@ -51,6 +51,16 @@ pub struct TuneArgs {
     pub(crate) number: usize,
     #[arg(long = "min-repeat-ms", default_value_t = 50.0)]
     pub(crate) min_repeat_ms: f64,
+    /// Timed repeats per measurement, each of `--number` runs (grown to last
+    /// --min-repeat-ms); the record keeps one cost per repeat.
+    #[arg(long, default_value_t = 1)]
+    pub(crate) repeat: usize,
+    /// Flush the CPU caches before each repeat (TVM's `enable_cpu_cache_flush`), so that
+    /// a kernel is timed with its weights out of the caches, as inside a network run,
+    /// rather than warm from the run before. With `--number 1 --min-repeat-ms 0` every
+    /// timed run starts cold.
+    #[arg(long)]
+    pub(crate) cache_flush: bool,
     /// Seconds a candidate may run (all its timed runs together) before it is killed and
     /// recorded as a run timeout.
     #[arg(long = "run-timeout", default_value_t = 10.0)]
@@ -110,8 +120,9 @@ pub struct TuneArgs {
     pub(crate) resume: bool,
 }
 
-/// The measurement options of `tessera tune` (both modes): builds on every core, one
-/// timed repeat of `--number` runs, the run timeout.
+/// The measurement options of `tessera tune` (both modes): builds on every core,
+/// `--repeat` timed repeats of `--number` runs (caches flushed before each with
+/// `--cache-flush`), the run timeout.
 pub(crate) fn measure_options(args: &TuneArgs, backend: &dyn Backend) -> Result<MeasureOptions> {
     Ok(MeasureOptions {
         n_parallel: backend.hardware_params().num_cores.max(1),
@@ -125,9 +136,9 @@ pub(crate) fn measure_options(args: &TuneArgs, backend: &dyn Backend) -> Result<
             .context("--build-timeout: a positive number of seconds")?,
         timer: TimerConfig {
             number: args.number.max(1),
-            repeat: 1,
+            repeat: args.repeat.max(1),
             min_repeat_ms: args.min_repeat_ms,
-            cache_flush: false,
+            cache_flush: args.cache_flush,
         },
         simulated: args.simulated_runner,
         rpc: crate::rpc::remote_options(&args.rpc)?,

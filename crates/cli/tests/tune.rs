@@ -90,6 +90,50 @@ fn tuning_one_operator_writes_every_measurement_to_the_log() {
 }
 
 #[test]
+fn cold_measurements_keep_one_cost_per_flushed_repeat() {
+    // TVM's `enable_cpu_cache_flush`: three repeats of one run, each after a flush.
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("mm.jsonl");
+    let out = tessera(&[
+        "tune",
+        "--templates",
+        "--op",
+        "matmul",
+        "--op-shape",
+        "64,64,64",
+        "--tuner",
+        "random",
+        "--trials",
+        "3",
+        "--per-round",
+        "3",
+        "--remeasure-top",
+        "0",
+        "--cache-flush",
+        "--repeat",
+        "3",
+        "--number",
+        "1",
+        "--min-repeat-ms",
+        "0",
+        "--log",
+        log.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&log).unwrap();
+    let costs: Vec<usize> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .map(|v| v["result"]["costs"].as_array().map_or(0, Vec::len))
+        .collect();
+    assert_eq!(costs, [3, 3, 3, 3], "{text}");
+}
+
+#[test]
 fn tune_errors_are_one_line() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("x.jsonl");

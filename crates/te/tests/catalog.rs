@@ -179,10 +179,14 @@ fn attributes_reach_the_operators() {
     let s = packed(&[1, 7, 6, 3, 24, 3, 3], None);
     assert_eq!(kernel_shape(&s), [3, 3, 3, 3, 8]);
     assert_eq!(kernel_shape(&s.for_vector_lanes(4)), [6, 3, 3, 3, 4]);
-    let err = packed(&[1, 7, 6, 3, 24, 3, 3], Some((1, 16))).tensors().unwrap_err();
+    let err = packed(&[1, 7, 6, 3, 24, 3, 3], Some((1, 16)))
+        .tensors()
+        .unwrap_err();
     let why = std::error::Error::source(&err).map(|e| e.to_string());
     assert!(
-        why.as_deref().unwrap_or("").contains("must divide the output channels 24"),
+        why.as_deref()
+            .unwrap_or("")
+            .contains("must divide the output channels 24"),
         "{err}: {why:?}"
     );
 }
