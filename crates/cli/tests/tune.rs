@@ -6,9 +6,15 @@ use common::tessera;
 
 use std::process::Output;
 
-/// Random configurations of a 64³ matmul up to `trials` in the log, appended to it.
-fn tune_matmul_to(log: &std::path::Path, trials: &str) -> Output {
-    tessera(&[
+/// Random configurations of a 64³ matmul up to `trials` in the log, appended to it,
+/// `per_round` at a time, timed with `timing`.
+fn tune_matmul_with(
+    log: &std::path::Path,
+    trials: &str,
+    per_round: &str,
+    timing: &[&str],
+) -> Output {
+    let mut args = vec![
         "tune",
         "--templates",
         "--op",
@@ -20,14 +26,19 @@ fn tune_matmul_to(log: &std::path::Path, trials: &str) -> Output {
         "--trials",
         trials,
         "--per-round",
-        "4",
-        "--min-repeat-ms",
-        "1",
+        per_round,
         "--remeasure-top",
         "0",
         "--log",
         log.to_str().unwrap(),
-    ])
+    ];
+    args.extend_from_slice(timing);
+    tessera(&args)
+}
+
+/// Random configurations of a 64³ matmul up to `trials` in the log, appended to it.
+fn tune_matmul_to(log: &std::path::Path, trials: &str) -> Output {
+    tune_matmul_with(log, trials, "4", &["--min-repeat-ms", "1"])
 }
 
 /// Eight random configurations of a 64³ matmul in the log.
@@ -94,21 +105,7 @@ fn cold_measurements_keep_one_cost_per_flushed_repeat() {
     // TVM's `enable_cpu_cache_flush`: three repeats of one run, each after a flush.
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("mm.jsonl");
-    let out = tessera(&[
-        "tune",
-        "--templates",
-        "--op",
-        "matmul",
-        "--op-shape",
-        "64,64,64",
-        "--tuner",
-        "random",
-        "--trials",
-        "3",
-        "--per-round",
-        "3",
-        "--remeasure-top",
-        "0",
+    let timing = [
         "--cache-flush",
         "--repeat",
         "3",
@@ -116,9 +113,8 @@ fn cold_measurements_keep_one_cost_per_flushed_repeat() {
         "1",
         "--min-repeat-ms",
         "0",
-        "--log",
-        log.to_str().unwrap(),
-    ]);
+    ];
+    let out = tune_matmul_with(&log, "3", "3", &timing);
     assert!(
         out.status.success(),
         "{}",
