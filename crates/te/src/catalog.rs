@@ -278,7 +278,7 @@ static ENTRIES: &[OpEntry] = &[
     row("dense", &[], "M,N,K", "TVM's dense: data[M,K] · weight[N,K]ᵀ", F::Dense),
     row("batch_matmul", &[], "B,M,N,K", "TVM's batch_matmul: A[B,M,K] · B[B,N,K]ᵀ per batch", F::BatchMatmul),
     row("conv2d", &["conv2d_nhwc"], CONV2D_SHAPE, "conv2d, data NHWC, kernel HWIO; stride, pad, dilation", F::Conv2d(Conv2dKind::Nhwc)),
-    row("conv2d_nhwc_packed", &[], CONV2D_SHAPE, "conv2d, data NHWC, kernel packed by blocks of B output channels [C_OUT/B,KH,KW,C_IN,B], as CPU network builds lay out constant weights (B: --block _,B, else the target's float32 lanes); stride, pad, dilation", F::Conv2d(Conv2dKind::NhwcPacked)),
+    row("conv2d_nhwc_packed", &[], CONV2D_SHAPE, "conv2d, data NHWC, kernel packed by blocks of B output channels [C_OUT/B,KH,KW,C_IN,B], as CPU network builds lay out constant weights (B: --block _,B, else the largest power of two up to 16 dividing C_OUT, as tuned up to the target's float32 lanes); stride, pad, dilation", F::Conv2d(Conv2dKind::NhwcPacked)),
     row("conv2d_nchw", &[], CONV2D_SHAPE, "conv2d, data NCHW, kernel OIHW; stride, pad, dilation", F::Conv2d(Conv2dKind::Nchw)),
     row("conv2d_nchwc", &[], CONV2D_SHAPE, "conv2d in TVM's blocked NCHW{ib}c layout, kernel OIHW{ib}i{ob}o (block: --block IB,OB, else powers of two up to 16)", F::Conv2d(Conv2dKind::Nchwc)),
     row("depthwise_conv2d", &["depthwise_conv2d_nhwc"], DEPTHWISE_SHAPE, "depthwise conv2d, data NHWC, kernel [KH,KW,C,1]; stride, pad, dilation", F::Conv2d(Conv2dKind::DepthwiseNhwc)),
