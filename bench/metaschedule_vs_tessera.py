@@ -10,21 +10,26 @@ GFLOPS found after 64 and after --trials candidates, and each run's wall time.
 - MetaSchedule (pinned: apache-tvm==0.27.0.post1, apache-tvm-ffi==0.1.14.post1 from
   PyPI, run under --tvm-python): `tune_tir` with its defaults (evolutionary search,
   XGBoost model, local builder and runner), target llvm with --mcpu and num-cores 2,
-  TVM_NUM_THREADS=2. A measure callback stamps every measured candidate with its time
-  and keeps the best program so far; the best at each checkpoint is then built and
-  timed with TVM's time evaluator (median of 10 repeats of at least 100 ms).
+  TVM_NUM_THREADS=2. A measure callback stamps every measured candidate with the time
+  its batch finished. The best of the first N records of the database (in measurement
+  order) is then built as MetaSchedule's builder builds it and timed with TVM's time
+  evaluator (median of 10 repeats of at least 100 ms).
 - Tessera: `tessera tune --op ... --per-round 64 --tuner-seed S`, the auto-scheduler,
-  timed as MetaSchedule's runner times (3 runs, grown to last at least 100 ms).
+  timed as MetaSchedule's runner times (3 runs, grown to last at least 100 ms). The
+  conv2d runs twice per seed: `conv2d` (kernel HWIO) and `conv2d_nhwc_packed` (the
+  kernel packed as Tessera's network builds pack constant weights; MetaSchedule
+  rewrites the kernel's layout itself, a layout-free buffer).
   The figure is the search's own measurement from the log (each record's best cost),
   the way `tune`'s table prints it. The default schedule's record, which every run
-  logs first, is not a trial; the table gives the best of the trials, and, after a
-  slash, the best including the default schedule (what a build would use).
+  logs first, is not a trial; the table gives the best of the trials, and in brackets
+  the best including the default schedule (what a build would use).
 - "At equal wall-clock time": Tessera's best among the candidates it had measured when
   MetaSchedule had spent its wall time for 64 trials (records carry a timestamp, in
   seconds, counted from the process start).
 
     python3 -m venv /tmp/tvmvenv
-    /tmp/tvmvenv/bin/pip install apache-tvm==0.27.0.post1 apache-tvm-ffi==0.1.14.post1 numpy
+    /tmp/tvmvenv/bin/pip install apache-tvm==0.27.0.post1 apache-tvm-ffi==0.1.14.post1 \
+        numpy psutil xgboost cloudpickle tornado
     cargo build --release -p tessera-cli
     python3 bench/metaschedule_vs_tessera.py --tvm-python /tmp/tvmvenv/bin/python \
         --bin target/release --out bench-out/ms --trials 200
@@ -101,7 +106,11 @@ def ms_run(op, trials, seed, mcpu, work_dir):
                     builder=ms.builder.LocalBuilder(initializer=_register_intrinsics))
         with open(os.path.join(work_dir, "stamps.json"), "w") as f:
             json.dump({"stamps": stamps, "wall": time.time() - t0}, f)
-    with open(os.path.join(work_dir, "stamps.json")) as f:
+    stamps_file = os.path.join(work_dir, "stamps.json")
+    if not os.path.exists(stamps_file):
+        sys.exit(f"{work_dir} holds a database without stamps.json (an interrupted run): "
+                 "remove the folder to tune again")
+    with open(stamps_file) as f:
         out = json.load(f)
     out["checkpoints"] = {}
     for n in sorted({min(PER_ROUND, trials), trials}):
@@ -124,7 +133,6 @@ def ms_time_best(op, mcpu, work_dir, n):
     from tvm.s_tir import meta_schedule as ms
     from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
 
-    db = ms.database.JSONDatabase(work_dir=work_dir)
     with open(os.path.join(work_dir, "database_workload.json")) as f:
         workload = ms.database.Workload.from_json(json.loads(f.readline()))
     best = None
@@ -136,7 +144,6 @@ def ms_time_best(op, mcpu, work_dir, n):
             cost = sum(float(s) for s in rec.run_secs) / len(rec.run_secs)
             if best is None or cost < best[0]:
                 best = (cost, rec)
-    del db
     if best is None:
         return None
     sch = tvm.s_tir.Schedule(workload.mod)
