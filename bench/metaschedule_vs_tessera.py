@@ -189,7 +189,7 @@ def tessera_run(bin_dir, workload, op, trials, seed, log):
     os.replace(log + ".part", log)
     rows = tessera_records(log)
     start = int(t0)
-    out = {"wall": wall, "checkpoints": {}, "at": {}}
+    out = {"wall": wall, "checkpoints": {}}
     trials_only = [r for r in rows if not r[2]]
     default = [r[1] for r in rows if r[2] and r[1]]
     for n in sorted({min(PER_ROUND, trials), trials}):

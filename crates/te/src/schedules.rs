@@ -399,10 +399,10 @@ pub fn schedule_depthwise(
 }
 
 /// The stage a convolution `conv` of `s` (not itself an output) can leave its tiles
-/// through: an output of `outputs`, not inlined, that reads the conv only through a chain of elementwise
-/// stages (no reduction, tagged `elemwise` or `broadcast`, of the conv's shape, so each
-/// reads its producer where it writes: bias, residual, activation), itself one of
-/// them, each the only reader of the one before.
+/// through: an output of `outputs`, not inlined, that reads the conv only through a
+/// chain of elementwise stages (no reduction, tagged `elemwise` or `broadcast`, of the
+/// conv's shape, so each reads its producer where it writes: bias, residual,
+/// activation), itself one of them, each the only reader of the one before.
 pub fn conv_epilogue(s: &Schedule, conv: &Tensor, outputs: &[Tensor]) -> Option<Tensor> {
     if outputs.contains(conv) {
         // stored anyway: its own tiles
@@ -718,11 +718,10 @@ pub fn schedule_stages(
             tag.as_str(),
             "conv2d_nhwc" | "conv2d_nchw" | "depthwise_conv2d_nhwc" | "depthwise_conv2d_nchw"
         );
-        let epilogue = match is_conv {
-            true => {
-                conv_epilogue(s, t, outputs).filter(|e| stages.contains(e) && !inlined.contains(e))
-            }
-            false => None,
+        let epilogue = if is_conv {
+            conv_epilogue(s, t, outputs).filter(|e| stages.contains(e) && !inlined.contains(e))
+        } else {
+            None
         };
         epilogues.extend(epilogue.clone());
         let epilogue = epilogue.as_ref();
