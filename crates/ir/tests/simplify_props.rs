@@ -735,4 +735,64 @@ proptest! {
         prop_assert!(r.is_ok(), "simplified program fails: {:?}\n{}\n=>\n{}", r, f, g);
         prop_assert_eq!(&got[0].data, &want[0].data, "\n{}\n=>\n{}", f, g);
     }
+    /// `lower_floor_div`, which turns floor divisions it proves non-negative into C's
+    /// truncating ones, keeps what a program computes (the interpreter runs `/` and `%`
+    /// truncating, as C does).
+    #[test]
+    fn lower_floor_div_preserves_programs((f, init) in loop_program()) {
+        use tessera_ir::interp::{run, HostBuffer};
+        let values: Vec<f64> = init.iter().map(|v| *v as f64).collect();
+        let mut want = [HostBuffer::from_f64(DataType::int64(), &[16], &values)];
+        if run(&f, &mut want).is_err() {
+            return Ok(());
+        }
+        let g = tessera_ir::PrimFunc { body: tessera_ir::transform::lower_floor_div(&f.body), ..f.clone() };
+        let mut got = [HostBuffer::from_f64(DataType::int64(), &[16], &values)];
+        let r = run(&g, &mut got);
+        prop_assert!(r.is_ok(), "lowered program fails: {:?}\n{}\n=>\n{}", r, f, g);
+        prop_assert_eq!(&got[0].data, &want[0].data, "\n{}\n=>\n{}", f, g);
+    }
+}
+
+#[test]
+fn floor_division_of_loop_indices_becomes_truncating() {
+    use tessera_ir::{Buffer, ForKind, Stmt, StorageScope};
+    let t = DataType::int32();
+    let out = Buffer::new("out", t, vec![Expr::int_of(t, 8)], StorageScope::Global);
+    let i = Var::new("i", t);
+    let j = Var::new("j", t);
+    let idx = |e: Expr| Expr::binary(BinOp::FloorMod, e, Expr::int_of(t, 8));
+    // i in [0, 10): floordiv(i, 3) and floormod(i, 3) are C's; (i - 5) may be negative
+    let body = Stmt::seq(vec![
+        Stmt::store(
+            &out,
+            vec![idx(i.to_expr())],
+            Expr::binary(BinOp::FloorDiv, i.to_expr(), Expr::int_of(t, 3)),
+        ),
+        Stmt::store(
+            &out,
+            vec![idx(j.to_expr())],
+            Expr::binary(BinOp::FloorMod, i.to_expr() - 5, Expr::int_of(t, 3)),
+        ),
+    ]);
+    let s = Stmt::for_loop(
+        i.clone(),
+        Expr::int_of(t, 0),
+        Expr::int_of(t, 10),
+        ForKind::Serial,
+        Stmt::for_loop(
+            j.clone(),
+            Expr::int_of(t, 0),
+            Expr::int_of(t, 4),
+            ForKind::Serial,
+            body,
+        ),
+    );
+    let text = tessera_ir::transform::lower_floor_div(&s).to_string();
+    assert!(
+        text.contains("(i / 3)") && text.contains("(i % 8)") && text.contains("(j % 8)"),
+        "{text}"
+    );
+    assert!(text.contains("floormod((i - 5), 3)"), "{text}");
+    assert!(!text.contains("floordiv"), "{text}");
 }

@@ -5,7 +5,8 @@
 //!
 //! - every function: [`host_passes`] — `auto_unroll` (the auto-scheduler's pragma),
 //!   `split_wide_vectors` (when the backend gives its register width:
-//!   [`host_passes_for`]), `unroll_loops`, `vectorize_loops`;
+//!   [`host_passes_for`]), `unroll_loops`, `vectorize_loops`, `lower_floor_div`
+//!   (floor division of non-negative integers as C's `/` and `%`);
 //! - a GPU function first: [`device_passes`] — `split_host_device` (kernels, their
 //!   launch extents, workspaces), then per kernel `storage_sync` (barriers for shared
 //!   memory, refused inside a condition) and the host passes, vectorizing what the
@@ -35,8 +36,8 @@ pub use printer::{print_function, vector_typedefs, PrintedFunction, VectorTypes}
 use crate::backend::BackendError;
 use serde::{Deserialize, Serialize};
 use tessera_ir::transform::{
-    auto_unroll, split_host_device, split_wide_vectors, storage_sync, unroll_loops,
-    vectorize_loops, DeviceKernel, NotVectorized, TransformError,
+    auto_unroll, lower_floor_div, split_host_device, split_wide_vectors, storage_sync,
+    unroll_loops, vectorize_loops, DeviceKernel, NotVectorized, TransformError,
 };
 use tessera_ir::{Buffer, PrimFunc, Stmt};
 
@@ -66,11 +67,12 @@ fn passes(
         body = split_wide_vectors(&body, bytes);
     }
     let body = unroll_loops(&body);
-    match vector {
+    let (body, skipped) = match vector {
         VectorCode::Full => vectorize_loops(&body),
         VectorCode::AlignedCopies => vectorize_loops(&copies::keep_aligned_copies(&body)),
         VectorCode::None => (body, Vec::new()),
-    }
+    };
+    (lower_floor_div(&body), skipped)
 }
 
 /// A GPU function after the device passes: its kernels, in launch order, and the global
