@@ -114,6 +114,15 @@ fn default_schedules_run_natively_for_every_family() {
             vec![d.clone(), kp.clone()],
             ops::conv2d_winograd_nhwc(&d, &kp, [1; 4], 2).unwrap(),
         ));
+        // the CPU's Winograd form, its chain scheduled from the output: F(2×2, 3×3) and
+        // F(4×4, 3×3), the latter's tiles past the 6-row image's edge
+        for (tile, alpha) in [(2, 4), (4, 6)] {
+            let kb = placeholder(&[alpha, alpha, 2, 8, 8], f, "kernel_pack").unwrap();
+            v.push((
+                vec![d.clone(), kb.clone()],
+                ops::conv2d_winograd_nhwc_blocked(&d, &kb, [1; 4], tile).unwrap(),
+            ));
+        }
         let kd = placeholder(&[3, 3, 8, 1], f, "kernel").unwrap();
         v.push((
             vec![d.clone(), kd.clone()],

@@ -39,6 +39,10 @@ pub struct NetworkArgs {
     /// The target: `cpu` (built in) or a kind a loaded backend plugin provides.
     #[arg(long, default_value = "cpu")]
     target: String,
+    /// Compute every convolution directly: no Winograd for the 3×3 stride-1 NHWC ones
+    /// (a CPU build's default where they have at least 32 input channels).
+    #[arg(long)]
+    no_winograd: bool,
 }
 
 impl NetworkArgs {
@@ -65,7 +69,8 @@ impl NetworkArgs {
     }
 
     /// The network, optimized (batch norms and constants folded, layout converted; for
-    /// VTA quantized and packed), its NHWC convolutions' weights packed for a CPU.
+    /// VTA quantized and packed), for a CPU its 3×3 stride-1 NHWC convolutions made
+    /// Winograd ones and the other NHWC convolutions' weights packed.
     pub(crate) fn load(&self) -> Result<Graph> {
         self.load_with(true)
     }
@@ -146,6 +151,9 @@ impl NetworkArgs {
                 .backend_for(&target)?
                 .hardware_params()
                 .f32_lanes();
+            if !self.no_winograd {
+                tessera_graph::winograd::winograd_convolutions(&mut g, lanes)?;
+            }
             passes::pack_conv_weights(&mut g, lanes, passes::PACK_WEIGHTS_ABOVE)?;
         }
         Ok(g)

@@ -412,7 +412,8 @@ pub fn run(a: OpArgs) -> Result<()> {
     };
     let correct = reference(&spec, check, &arrays, build)?.map(|r| {
         let out = arrays.last().context("the operator has no output")?;
-        out.allclose(&r, 1e-3, 1e-4).map_err(|e| anyhow!("{e}"))
+        let atol = (dag.check_atol_of_max() * r.max_abs()).max(1e-4);
+        out.allclose(&r, 1e-3, atol).map_err(|e| anyhow!("{e}"))
     });
     let correct = correct.map(|c| c.map_err(|e| e.to_string()));
     let evaluator = TimeEvaluator {

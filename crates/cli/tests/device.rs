@@ -61,9 +61,11 @@ fn counters(path: &Path) -> serde_json::Value {
 fn resnet18_on_the_test_device_matches_the_cpu_and_copies_only_input_and_output() {
     let plugins = plugin_dir();
     let net = ["run", "--network", "resnet-18"];
+    // (the CPU build's Winograd convolutions round differently from the test device's
+    // direct ones: the top-5 probabilities are compared to six digits)
     let cpu = ok(tessera(
         &bin(),
-        &[&net[..], &["--target", "cpu"]].concat(),
+        &[&net[..], &["--target", "cpu", "--no-winograd"]].concat(),
         &[],
         &[],
     ));

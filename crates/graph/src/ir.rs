@@ -251,6 +251,13 @@ pub enum Op {
         stride: (i64, i64),
         padding: (i64, i64),
     },
+    /// A 3×3, stride-1 conv2d computed with Winograd F(m×m, 3×3) (te's
+    /// `conv2d_winograd_nhwc_blocked`): data NHWC, weight transformed and blocked at
+    /// build time, `[α, α, CO/b, CI, b]` with α = `tile` + 2 ([`crate::passes::winograd_convolutions`]).
+    Conv2dWinograd {
+        padding: [i64; 4],
+        tile: i64,
+    },
 }
 
 /// How an operator fuses with its neighbours (TVM's `OpPatternKind`, coarsened).
@@ -327,6 +334,7 @@ impl Op {
             Op::Quantize { .. } => "quantize",
             Op::Dequantize { .. } => "dequantize",
             Op::Conv2dInt8 { .. } => "conv2d_int8",
+            Op::Conv2dWinograd { .. } => "conv2d_winograd",
             Op::StopFusion => "stop_fusion",
         }
     }
@@ -338,6 +346,7 @@ impl Op {
             Op::Conv2d { .. }
             | Op::Conv3d { .. }
             | Op::Conv2dInt8 { .. }
+            | Op::Conv2dWinograd { .. }
             | Op::Dense
             | Op::MatMul
             | Op::BiasAdd { .. }
@@ -355,6 +364,7 @@ impl Op {
             Op::Conv2d { .. }
             | Op::Conv3d { .. }
             | Op::Conv2dInt8 { .. }
+            | Op::Conv2dWinograd { .. }
             | Op::Dense
             | Op::MatMul => Pattern::OutFusable,
             Op::BiasAdd { .. }
@@ -501,6 +511,9 @@ impl Op {
             Op::Quantize { scale } => ops::quantize_int8(x(), *scale),
             Op::Dequantize { scale } => ops::dequantize(x(), *scale),
             Op::Conv2dInt8 { stride, padding } => conv2d_int8(inputs, *stride, *padding),
+            Op::Conv2dWinograd { padding, tile } => {
+                ops::conv2d_winograd_nhwc_blocked(&inputs[0], &inputs[1], *padding, *tile)
+            }
             Op::StopFusion => ops::cast(x(), x().dtype()),
         }
     }

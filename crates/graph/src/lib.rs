@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! zoo / onnx  ->  Graph  ->  passes (fold constants, fold batch norm, DCE, NCHW->NHWC;
+//!                                    for the CPU: Winograd 3×3 convs, packed weights;
 //!                                    for VTA: quantize to int8, pack NCHW1n16c)
 //!             ->  fuse   ->  extract_tasks (one compute DAG per distinct group)
 //!                        ->  build -> GraphModule (set_input / run / get_output)
@@ -19,6 +20,7 @@ pub mod passes;
 pub mod quantize;
 pub mod reference;
 pub mod tasks;
+pub mod winograd;
 pub mod zoo;
 
 pub use error::GraphError;

@@ -486,6 +486,14 @@ impl NDArray {
         std::slice::from_raw_parts_mut(self.data.as_ptr() as *mut T, self.len)
     }
 
+    /// The largest finite magnitude of the elements (as `f64`; 0 for none).
+    pub fn max_abs(&self) -> f64 {
+        self.to_f64_vec()
+            .into_iter()
+            .filter(|x| x.is_finite())
+            .fold(0.0, |m, x| m.max(x.abs()))
+    }
+
     /// Checks that `self` (actual) is close to `expected` elementwise like
     /// `numpy.testing.assert_allclose`: `|a - e| <= atol + rtol * |e|`, equal infinities
     /// match, NaN never matches. Values are compared as `f64`.

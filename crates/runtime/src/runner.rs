@@ -58,6 +58,22 @@ pub struct CheckSpec {
     pub expected: Vec<PathBuf>,
     pub rtol: f64,
     pub atol: f64,
+    /// The absolute tolerance as a fraction of the largest expected magnitude, where
+    /// that is larger than `atol` (an algorithm whose rounding error scales with its
+    /// output's largest values, e.g. Winograd's transforms).
+    #[serde(default)]
+    pub atol_of_max: f64,
+}
+
+impl CheckSpec {
+    /// The absolute tolerance for the expected array `want`.
+    pub fn atol_for(&self, want: &NDArray) -> f64 {
+        if self.atol_of_max > 0.0 {
+            self.atol.max(self.atol_of_max * want.max_abs())
+        } else {
+            self.atol
+        }
+    }
 }
 
 /// One kernel to run.
@@ -164,7 +180,7 @@ fn execute_inner(device: &Arc<dyn Device>, job: &RunJob) -> Result<RunReply, Job
         for (k, path) in check.expected.iter().enumerate() {
             let want = NDArray::load_npy(path)?;
             let got = args[first + k].to_host()?;
-            if let Err(e) = got.allclose(&want, check.rtol, check.atol) {
+            if let Err(e) = got.allclose(&want, check.rtol, check.atol_for(&want)) {
                 return Ok(RunReply::WrongAnswer {
                     message: format!("output {k}: {e}"),
                 });

@@ -197,6 +197,7 @@ fn a_measurement_job_runs_and_checks_on_a_device() {
             expected: vec![expected.clone()],
             rtol: 1e-5,
             atol: 1e-6,
+            atol_of_max: 0.0,
         }),
     };
     match execute(&cpu(), &job(&good)) {

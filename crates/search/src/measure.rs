@@ -91,6 +91,9 @@ pub struct Reference {
     _dir: tempfile::TempDir,
     expected: Vec<PathBuf>,
     seed: u64,
+    /// The check's absolute tolerance as a fraction of the largest expected magnitude
+    /// (the task DAG's [`tessera_te::ComputeDag::check_atol_of_max`]).
+    pub atol_of_max: f64,
 }
 
 impl Reference {
@@ -132,6 +135,7 @@ impl Reference {
             _dir: dir,
             expected,
             seed,
+            atol_of_max: 0.0,
         })
     }
 }
@@ -372,6 +376,7 @@ impl Measurer {
                 expected: r.expected.clone(),
                 rtol: self.opts.rtol,
                 atol: self.opts.atol,
+                atol_of_max: r.atol_of_max,
             }),
         }
     }

@@ -162,20 +162,20 @@ impl TuningSession {
             };
             let policy = strategy.create(&t.task, &seeded).map_err(policy_err)?;
             let info = policy.info();
-            let reference = if opts.check {
-                let naive = policy.reference().map_err(policy_err)?;
-                let outputs = t.task.dag.outputs.len();
-                Some(
-                    Reference::compute(measurer.backend(), &naive, outputs, 1).map_err(|e| {
-                        SessionError::Reference {
+            let reference =
+                if opts.check {
+                    let naive = policy.reference().map_err(policy_err)?;
+                    let outputs = t.task.dag.outputs.len();
+                    let mut r = Reference::compute(measurer.backend(), &naive, outputs, 1)
+                        .map_err(|e| SessionError::Reference {
                             task: t.task.name.clone(),
                             message: e.to_string(),
-                        }
-                    })?,
-                )
-            } else {
-                None
-            };
+                        })?;
+                    r.atol_of_max = t.task.dag.check_atol_of_max();
+                    Some(r)
+                } else {
+                    None
+                };
             states.push(TaskState {
                 policy,
                 info,

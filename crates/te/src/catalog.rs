@@ -216,6 +216,7 @@ enum Conv2dKind {
     DepthwiseNhwc,
     DepthwiseNchw,
     Winograd,
+    WinogradBlocked,
     TransposeNchw,
     PackedVta,
 }
@@ -284,6 +285,7 @@ static ENTRIES: &[OpEntry] = &[
     row("depthwise_conv2d", &["depthwise_conv2d_nhwc"], DEPTHWISE_SHAPE, "depthwise conv2d, data NHWC, kernel [KH,KW,C,1]; stride, pad, dilation", F::Conv2d(Conv2dKind::DepthwiseNhwc)),
     row("depthwise_conv2d_nchw", &[], DEPTHWISE_SHAPE, "depthwise conv2d, data NCHW, kernel [C,1,KH,KW]; stride, pad, dilation", F::Conv2d(Conv2dKind::DepthwiseNchw)),
     row("conv2d_winograd", &["conv2d_winograd_nhwc"], CONV2D_SHAPE, "Winograd conv2d F(2×2,3×3), data NHWC, the weight transformed ahead of time (kernel_pack [4,4,C_OUT,C_IN]); KH = KW = 3, stride 1", F::Conv2d(Conv2dKind::Winograd)),
+    row("conv2d_winograd_blocked", &[], CONV2D_SHAPE, "Winograd conv2d F(m×m,3×3) as CPU network builds compute 3×3 stride-1 layers, data NHWC, the weight transformed and blocked ahead of time (kernel_pack [α,α,C_OUT/B,C_IN,B], α = m + 2); m: --block M,_ (2 or 4; 1 or none: 4 when 4 divides the output's height and width, else 2); B as conv2d_nhwc_packed's", F::Conv2d(Conv2dKind::WinogradBlocked)),
     row("conv2d_packed", &["conv2d_packed_vta"], CONV2D_SHAPE, "VTA's packed int8 conv2d as TVM's VTA tutorial tunes it: data NCHW1n16c int8, kernel OIHW16o16i int8, int32 sums >> 8, clipped to [0, 127], int8 (C_IN, C_OUT multiples of 16); stride, pad", F::Conv2d(Conv2dKind::PackedVta)),
     row("conv2d_transpose", &["conv2d_transpose_nchw"], CONV2D_SHAPE, "conv2d transpose, data NCHW, kernel IOHW; stride, pad", F::Conv2d(Conv2dKind::TransposeNchw)),
     row("conv3d", &["conv3d_ncdhw"], "N,D,H,W,C_IN,C_OUT,KD,KH,KW", "conv3d, data NCDHW, kernel OIDHW; stride, pad, dilation", F::Conv3d(Layout3d::Ncdhw)),
@@ -374,7 +376,7 @@ impl OpSpec {
                         largest_pow2_divisor(*co, lanes),
                     ))
                 }
-                "conv2d_nhwc_packed" => {
+                "conv2d_nhwc_packed" | "conv2d_winograd_blocked" => {
                     out.attrs.block = Some((1, largest_pow2_divisor(*co, lanes)))
                 }
                 _ => {}
@@ -630,6 +632,7 @@ fn conv2d(kind: Conv2dKind, s: &OpSpec) -> Result<Built, TeError> {
         K::NhwcPacked => return conv2d_nhwc_packed(s, dims, &attrs),
         K::PackedVta => return conv2d_packed(s, dims, &attrs),
         K::Winograd => return conv2d_winograd(s, dims),
+        K::WinogradBlocked => return conv2d_winograd_blocked(s, dims),
         K::Nhwc => ([n, h, w, ci], [kh, kw, ci, co]),
         K::Nchw => ([n, ci, h, w], [co, ci, kh, kw]),
         K::DepthwiseNhwc => ([n, h, w, ci], [kh, kw, ci, 1]),
@@ -719,6 +722,19 @@ fn conv2d_packed(s: &OpSpec, dims: [i64; 7], attrs: &Conv2dAttrs) -> Result<Buil
 /// the checks of `tessera op` and of the tuners (rtol 1e-3, atol 1e-4) refuse.
 fn conv2d_winograd(s: &OpSpec, dims: [i64; 7]) -> Result<Built, TeError> {
     let [n, h, w, ci, co, kh, kw] = dims;
+    winograd_spec(s, kh, kw)?;
+    let tile = 2;
+    let alpha = tile + 2;
+    let d = placeholder(&[n, h, w, ci], F32, "data")?;
+    let k = placeholder(&[alpha, alpha, co, ci], F32, "kernel_pack")?;
+    let p = s.pad_for(3);
+    let out = ops::conv2d_winograd_nhwc(&d, &k, [p; 4], tile)?;
+    Ok((vec![d, k], out))
+}
+
+/// The checks every Winograd conv2d makes of its spec: a 3×3 kernel, stride and
+/// dilation 1.
+fn winograd_spec(s: &OpSpec, kh: i64, kw: i64) -> Result<(), TeError> {
     if (kh, kw) != (3, 3) {
         let why = format!("{kh}x{kw} (Winograd F(m×m, 3×3) takes only 3x3)");
         return Err(bad_attr(&s.name, "kernel", why));
@@ -732,12 +748,45 @@ fn conv2d_winograd(s: &OpSpec, dims: [i64; 7]) -> Result<Built, TeError> {
             ));
         }
     }
-    let tile = 2;
+    Ok(())
+}
+
+/// The Winograd tile size a CPU build uses for an `h`×`w` output: 4 when 4 divides
+/// both, else 2 (tiles that cover the output exactly, no tail to compute and drop).
+pub fn winograd_tile_for(h: i64, w: i64) -> i64 {
+    if h % 4 == 0 && w % 4 == 0 {
+        4
+    } else {
+        2
+    }
+}
+
+/// Winograd conv2d as CPU network builds compute it
+/// ([`ops::conv2d_winograd_nhwc_blocked`]): kernel_pack `[α, α, C_OUT/b, C_IN, b]`, the
+/// tile `m` from `block`'s first entry, else [`winograd_tile_for`] the output; `b` as
+/// [`conv2d_nhwc_packed`]'s.
+fn conv2d_winograd_blocked(s: &OpSpec, dims: [i64; 7]) -> Result<Built, TeError> {
+    let [n, h, w, ci, co, kh, kw] = dims;
+    winograd_spec(s, kh, kw)?;
+    let p = s.pad_for(3);
+    let (oh, ow) = (h + 2 * p - 2, w + 2 * p - 2);
+    let tile = match s.attrs.block {
+        Some((m, _)) if m == 2 || m == 4 => m,
+        Some((m, _)) if m != 1 => {
+            let why = format!("tile size {m} (Winograd takes 2 or 4)");
+            return Err(bad_attr(&s.name, "block", why));
+        }
+        _ => winograd_tile_for(oh, ow),
+    };
+    let b = s.attrs.block.map_or(pick_vector(co, 16), |(_, ob)| ob);
+    if co % b != 0 {
+        let why = format!("output block {b} must divide the output channels {co}");
+        return Err(bad_attr(&s.name, "block", why));
+    }
     let alpha = tile + 2;
     let d = placeholder(&[n, h, w, ci], F32, "data")?;
-    let k = placeholder(&[alpha, alpha, co, ci], F32, "kernel_pack")?;
-    let p = s.pad_for(3);
-    let out = ops::conv2d_winograd_nhwc(&d, &k, [p; 4], tile)?;
+    let k = placeholder(&[alpha, alpha, co / b, ci, b], F32, "kernel_pack")?;
+    let out = ops::conv2d_winograd_nhwc_blocked(&d, &k, [p; 4], tile)?;
     Ok((vec![d, k], out))
 }
 

@@ -9,6 +9,9 @@ use crate::schedule::Schedule;
 use crate::tensor::{IterVar, Tensor};
 use tessera_ir::{StorageScope, ThreadAxis};
 
+mod winograd;
+pub use winograd::schedule_winograd_blocked;
+
 /// What the CPU schedules need to know about the machine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CpuParams {
@@ -704,6 +707,16 @@ pub fn schedule_stages(
     }
     // the elementwise output a conv leaves its tiles through: scheduled with the conv
     let mut epilogues: Vec<Tensor> = Vec::new();
+    // a Winograd conv's chain of stages: scheduled from its output
+    if p.gpu_threads == 0 {
+        for t in stages
+            .iter()
+            .filter(|t| t.tag() == crate::ops::TAG_WINOGRAD_BLOCKED)
+        {
+            let epilogue = conv_epilogue(s, t, outputs).filter(|e| stages.contains(e));
+            epilogues.extend(schedule_winograd_blocked(s, t, epilogue.as_ref(), p)?);
+        }
+    }
     for t in stages.iter().filter(|t| !inlined.contains(t)) {
         if p.gpu_threads > 0 {
             schedule_gpu(s, t, p)?;

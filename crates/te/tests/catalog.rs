@@ -33,6 +33,7 @@ fn small_shape(name: &str) -> Option<&'static [i64]> {
         "conv2d_packed" => &[1, 4, 4, 16, 32, 3, 3],
         "depthwise_conv2d" | "depthwise_conv2d_nchw" => &[2, 6, 5, 3, 3, 3],
         "conv2d_winograd" => &[1, 8, 8, 3, 4, 3, 3],
+        "conv2d_winograd_blocked" => &[1, 8, 8, 3, 16, 3, 3],
         "conv3d" | "conv3d_ndhwc" => &[1, 4, 3, 4, 2, 3, 3, 2, 3],
         "max_pool2d" | "max_pool2d_nchw" | "avg_pool2d" | "avg_pool2d_nchw" => &[1, 6, 5, 3, 3, 2],
         "global_avg_pool2d" | "global_max_pool2d" => &[2, 5, 4, 3],
@@ -126,6 +127,11 @@ fn attributes_reach_the_operators() {
             attrs(1, Some(0), 1),
         ),
         (
+            "conv2d_winograd_blocked",
+            &[1, 6, 7, 2, 8, 3, 3],
+            attrs(1, Some(0), 1),
+        ),
+        (
             "conv3d_ndhwc",
             &[1, 5, 4, 4, 2, 2, 3, 3, 3],
             attrs(2, Some(1), 1),
@@ -189,6 +195,39 @@ fn attributes_reach_the_operators() {
             .contains("must divide the output channels 24"),
         "{err}: {why:?}"
     );
+
+    // The CPU's Winograd conv: the tile from `block`'s first entry, else 4 where 4
+    // divides the output (8×8 here), else 2 (6×6); the weight [α, α, C_OUT/b, C_IN, b]
+    let winograd = |shape: &[i64], block| {
+        let a = OpAttrs {
+            block,
+            ..attrs(1, Some(1), 1)
+        };
+        OpSpec::new("conv2d_winograd_blocked", shape, a).unwrap()
+    };
+    let s = winograd(&[1, 8, 8, 3, 16, 3, 3], None);
+    assert_eq!(kernel_shape(&s), [6, 6, 1, 3, 16]);
+    assert_eq!(kernel_shape(&s.for_vector_lanes(8)), [6, 6, 2, 3, 8]);
+    assert_eq!(
+        kernel_shape(&winograd(&[1, 6, 6, 3, 16, 3, 3], None)),
+        [4, 4, 1, 3, 16]
+    );
+    let s = winograd(&[1, 8, 8, 3, 16, 3, 3], Some((2, 4)));
+    assert_eq!(kernel_shape(&s), [4, 4, 4, 3, 4]);
+    assert_default_matches_naive(&s);
+    for (block, what) in [
+        (Some((3, 4)), "tile size 3"),
+        (Some((2, 5)), "output block 5"),
+    ] {
+        let err = winograd(&[1, 8, 8, 3, 16, 3, 3], block)
+            .tensors()
+            .unwrap_err();
+        let why = std::error::Error::source(&err).map(|e| e.to_string());
+        assert!(
+            why.as_deref().unwrap_or("").contains(what),
+            "{err}: {why:?}"
+        );
+    }
 }
 
 fn attrs(stride: i64, pad: Option<i64>, dilation: i64) -> OpAttrs {

@@ -414,6 +414,25 @@ fn winograd_matches_direct_convolution() {
             &want,
             1e-4,
         );
+        // the CPU's form on the same weight, blocked [α, α, CO/b, CI, b]
+        let (alpha, b) = ((tile + 2) as usize, if co % 2 == 0 { 2 } else { 1 });
+        let (ciu, cou) = (ci as usize, co as usize);
+        let mut blocked = vec![0.0; pv.len()];
+        for (k, v) in pv.iter().enumerate() {
+            let (e, o, c) = (k / (cou * ciu), k / ciu % cou, k % ciu);
+            blocked[((e * (cou / b) + o / b) * ciu + c) * b + o % b] = *v;
+        }
+        let shape = [alpha as i64, alpha as i64, co / b as i64, ci, b as i64];
+        let kb = placeholder(&shape, F32, "kernel_pack").unwrap();
+        let out = ops::conv2d_winograd_nhwc_blocked(&data, &kb, p, tile).unwrap();
+        assert_eq!(out.shape(), direct.shape());
+        let got = interpret(&out, &[(&data, &dv), (&kb, &blocked)]);
+        assert_close(
+            &format!("blocked winograd F({tile}x{tile},3x3) case {i}"),
+            &got,
+            &want,
+            1e-4,
+        );
     }
 }
 

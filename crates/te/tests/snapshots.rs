@@ -78,3 +78,30 @@ fn lower_gpu_matmul_shared_memory() {
     insta::assert_snapshot!(f.to_string());
     common::assert_same_as_unscheduled(&ex.schedule, &ex.outputs, &ex.args, ex.n_inputs);
 }
+
+/// The CPU's Winograd conv F(2×2, 3×3) with a bias and ReLU, by the default schedule: the
+/// input transform per tile and channel vector (`data_pack_t` a local block), the
+/// batched GEMM in register tiles, the inverse transform per 2×2 output tile through
+/// the epilogue (`inverse_t` a local block); the transforms' rows unrolled (after
+/// lowering: the printer shows the loops the code generator unrolls).
+#[test]
+fn lower_winograd_blocked_default_schedule() {
+    use tessera_te::schedules::{default_schedule_inlined, CpuParams};
+    let data = placeholder(&[1, 4, 4, 8], f32(), "data").unwrap();
+    let kernel = placeholder(&[4, 4, 2, 8, 4], f32(), "kernel_pack").unwrap();
+    let bias = placeholder(&[8], f32(), "bias").unwrap();
+    let conv = ops::conv2d_winograd_nhwc_blocked(&data, &kernel, [1; 4], 2).unwrap();
+    let biased = ops::bias_add(&conv, &bias, 3).unwrap();
+    let out = ops::relu(&biased).unwrap();
+    let p = CpuParams {
+        vector_lanes: 8,
+        num_cores: 2,
+        vectorize: true,
+        gpu_threads: 0,
+    };
+    let s = default_schedule_inlined(&[out.clone()], &[biased], p).unwrap();
+    let args = vec![data, kernel, bias, out.clone()];
+    let f = lower(&s, &args, "winograd").unwrap();
+    insta::assert_snapshot!(f.to_string());
+    common::assert_same_as_unscheduled(&s, &[out], &args, 3);
+}

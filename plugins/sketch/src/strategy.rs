@@ -33,6 +33,29 @@ pub(crate) fn code_within(func: &PrimFunc, max_code_size: u64) -> bool {
     max_code_size == 0 || expanded_size(&func.body) <= max_code_size
 }
 
+/// The code size limit of `task`'s candidates: `base`, or twice the expanded size of the
+/// task's CPU default program where that is larger (0 stays "no limit"). A DAG whose
+/// bodies are long — Winograd's transforms, each row's terms written out and unrolled —
+/// has a default program of 8,741 nodes at 28×28×128, over the 4,096 that bounds a
+/// conv's or a matmul's candidates; with the base alone, every candidate was dropped.
+pub(crate) fn code_limit(task: &SearchTask, base: u64) -> u64 {
+    let hw = &task.hardware;
+    if base == 0 || hw.max_threads_per_block != 0 {
+        return base;
+    }
+    let p = tessera_te::schedules::CpuParams {
+        vector_lanes: hw.f32_lanes(),
+        num_cores: hw.num_cores.max(1),
+        vectorize: true,
+        gpu_threads: 0,
+    };
+    let default_size = tessera_te::schedules::default_schedule(&task.dag.outputs, p)
+        .ok()
+        .and_then(|s| lower(&s, &State::new(&task.dag).args(), "default").ok())
+        .map_or(0, |f| expanded_size(&f.body));
+    base.max(default_size.saturating_mul(2))
+}
+
 /// The rules and annotation for a task's target: the CPU's where the device has no
 /// threads per block; else a GPU's with its limits — TVM's Mali rules for
 /// `-device=mali`, its CUDA rules otherwise.
@@ -80,7 +103,7 @@ impl StrategyFactory for SketchStrategy {
         let params = SearchParams {
             population: options.param("population", d.population)?,
             sketch_share: options.param("sketch_share", d.sketch_share)?,
-            max_code_size: options.param("max_code_size", d.max_code_size)?,
+            max_code_size: code_limit(task, options.param("max_code_size", d.max_code_size)?),
             ..d
         };
         let (target, annotate) = sketch_target(task);

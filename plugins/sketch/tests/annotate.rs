@@ -12,7 +12,7 @@ use tessera_search::rng::Rng;
 use tessera_search::state::{State, Step};
 use tessera_sketch::annotate::{annotate, AnnotateParams, Factorizations};
 use tessera_sketch::sketch::{generate_sketches, SketchTarget};
-use tessera_te::ops::{conv2d_winograd_nhwc, matmul, softmax};
+use tessera_te::ops::{conv2d_winograd_nhwc, conv2d_winograd_nhwc_blocked, matmul, softmax};
 use tessera_te::{lower, ComputeDag};
 
 fn passes(f: &PrimFunc) -> PrimFunc {
@@ -100,6 +100,17 @@ fn winograd_states_compute_the_convolution() {
     let out = conv2d_winograd_nhwc(&data, &kernel_pack, [1, 1, 1, 1], 2).unwrap();
     let dag = ComputeDag::new(&[out]).unwrap();
     check(&dag, 4);
+}
+
+#[test]
+fn blocked_winograd_states_compute_the_convolution() {
+    // the CPU's form: every transform row-indexed, no constant matrices to inline
+    let data = f32p(&[1, 6, 6, 4], "data");
+    let kernel_pack = f32p(&[4, 4, 2, 4, 4], "kernel_pack");
+    let out = conv2d_winograd_nhwc_blocked(&data, &kernel_pack, [1, 1, 1, 1], 2).unwrap();
+    let dag = ComputeDag::new(&[out]).unwrap();
+    let seen = check(&dag, 4);
+    assert!(seen[2] > 0 && seen[3] > 0, "{seen:?}");
 }
 
 /// The innermost lengths of the splits of extent `extent` in states drawn from every CPU

@@ -7,16 +7,32 @@
 //! longer ones), computed without expanding anything. The auto-scheduler uses it to
 //! drop programs whose code is too large before they cost a measurement: such programs
 //! take seconds to compile (or hit the build timeout) and are slow when they run.
+//!
+//! A `select` whose condition an unrolled loop's index decides (Winograd's transforms
+//! pick their row's terms so) keeps one branch in each copy, as unrolling and
+//! simplification leave it: such a loop is counted copy by copy, its index fixed, each
+//! `select` counting only the branch taken (up to [`PER_COPY_LIMIT`] copies in all;
+//! beyond, every branch counts, an overestimate).
 
 use super::auto_unroll;
-use crate::expr::{Expr, ExprNode};
+use crate::arith::{Analyzer, IntBound};
+use crate::expr::{Expr, ExprNode, Var};
 use crate::stmt::{ForKind, Stmt, StmtNode};
+use crate::visit::{uses_var, walk_expr, ExprVisitor, StmtVisitor};
+
+/// The most loop copies (the product of the extents of nested unrolled loops) counted one
+/// by one.
+pub const PER_COPY_LIMIT: u64 = 4096;
 
 /// The expanded size of `body`: its IR nodes, with the loops that `auto_unroll` pragmas
 /// and `Unrolled` loops ask to unroll counted once per iteration. Saturates at
 /// `u64::MAX`.
 pub fn expanded_size(body: &Stmt) -> u64 {
-    stmt_size(&auto_unroll(body))
+    Sizer {
+        an: Analyzer::new(),
+        copies: 1,
+    }
+    .stmt_size(&auto_unroll(body))
 }
 
 /// The sum of `parts`, saturating.
@@ -24,67 +40,134 @@ fn total(parts: impl IntoIterator<Item = u64>) -> u64 {
     parts.into_iter().fold(0, u64::saturating_add)
 }
 
-fn stmt_size(s: &Stmt) -> u64 {
-    match s.node() {
-        StmtNode::For {
-            min,
-            extent,
-            kind,
-            body,
-            ..
-        } => {
-            let inner = stmt_size(body);
-            match (kind, extent.as_int()) {
-                (ForKind::Unrolled, Some(n)) => inner.saturating_mul(n.max(0) as u64),
-                _ => total([1, expr_size(min), expr_size(extent), inner]),
+/// Whether some `select` of `s` has a condition that reads `v`.
+fn selects_on(s: &Stmt, v: &Var) -> bool {
+    struct Finder<'a> {
+        v: &'a Var,
+        found: bool,
+    }
+    impl ExprVisitor for Finder<'_> {
+        fn visit_expr(&mut self, e: &Expr) {
+            if let ExprNode::Select { cond, .. } = e.node() {
+                self.found |= uses_var(cond, &|u| u == self.v);
+            }
+            if !self.found {
+                walk_expr(self, e);
             }
         }
-        StmtNode::Store { indices, value, .. } => total(
-            [1, expr_size(value)]
-                .into_iter()
-                .chain(indices.iter().map(expr_size)),
-        ),
-        StmtNode::Allocate { body, .. } => total([1, stmt_size(body)]),
-        StmtNode::IfThenElse {
-            cond,
-            then_case,
-            else_case,
-        } => total([
-            1,
-            expr_size(cond),
-            stmt_size(then_case),
-            else_case.as_ref().map_or(0, stmt_size),
-        ]),
-        StmtNode::Seq(stmts) => total(stmts.iter().map(stmt_size)),
-        StmtNode::Attr { body, .. } => stmt_size(body),
-        StmtNode::Let { value, body, .. } => total([1, expr_size(value), stmt_size(body)]),
-        StmtNode::Evaluate(e) => total([1, expr_size(e)]),
-        StmtNode::StorageSync(_) => 1,
     }
+    impl StmtVisitor for Finder<'_> {}
+    let mut f = Finder { v, found: false };
+    f.visit_stmt(s);
+    f.found
 }
 
-/// Expressions are trees here (the C is printed from them as trees), so a node count
-/// cannot overflow before the statements multiplying it do.
-fn expr_size(e: &Expr) -> u64 {
-    let children: u64 = match e.node() {
-        ExprNode::Var(_) | ExprNode::IntImm { .. } | ExprNode::FloatImm { .. } => 0,
-        ExprNode::Binary { a, b, .. }
-        | ExprNode::Cmp { a, b, .. }
-        | ExprNode::And(a, b)
-        | ExprNode::Or(a, b) => expr_size(a) + expr_size(b),
-        ExprNode::Not(a)
-        | ExprNode::Cast { value: a, .. }
-        | ExprNode::Broadcast { value: a, .. } => expr_size(a),
-        ExprNode::Select {
-            cond,
-            then_value,
-            else_value,
-        } => expr_size(cond) + expr_size(then_value) + expr_size(else_value),
-        ExprNode::Load { indices, .. } => indices.iter().map(expr_size).sum(),
-        ExprNode::Ramp { base, stride, .. } => expr_size(base) + expr_size(stride),
-        ExprNode::Call { args, .. } => args.iter().map(expr_size).sum(),
-    };
-    1 + children
+struct Sizer {
+    /// The enclosing loops' ranges; an index counted copy by copy fixed to its value.
+    an: Analyzer,
+    /// The copies being counted one by one (the product of their loops' extents).
+    copies: u64,
+}
+
+impl Sizer {
+    fn stmt_size(&mut self, s: &Stmt) -> u64 {
+        match s.node() {
+            StmtNode::For {
+                var,
+                min,
+                extent,
+                kind,
+                body,
+            } => {
+                let n = extent.as_int().map(|n| n.max(0) as u64);
+                let per_copy = n.filter(|n| {
+                    *kind == ForKind::Unrolled
+                        && *n > 0
+                        && self.copies.saturating_mul(*n) <= PER_COPY_LIMIT
+                        && min.as_int().is_some()
+                        && selects_on(body, var)
+                });
+                if let (Some(n), Some(lo)) = (per_copy, min.as_int()) {
+                    self.copies *= n;
+                    let mut sum = 0u64;
+                    for k in 0..n as i64 {
+                        self.an.bind_bound(var, IntBound::new(lo + k, lo + k));
+                        sum = sum.saturating_add(self.stmt_size(body));
+                    }
+                    self.an.unbind(var);
+                    self.copies /= n;
+                    return sum;
+                }
+                // (a loop that may run zero times bounds nothing soundly: left unknown)
+                let runs = self.an.const_int_bound(extent).min > 0;
+                if runs {
+                    self.an.bind_range(var, min, extent);
+                }
+                let inner = self.stmt_size(body);
+                self.an.unbind(var);
+                match (kind, n) {
+                    (ForKind::Unrolled, Some(n)) => inner.saturating_mul(n),
+                    _ => total([1, self.expr_size(min), self.expr_size(extent), inner]),
+                }
+            }
+            StmtNode::Store { indices, value, .. } => total(
+                [1, self.expr_size(value)]
+                    .into_iter()
+                    .chain(indices.iter().map(|i| self.expr_size(i))),
+            ),
+            StmtNode::Allocate { body, .. } => total([1, self.stmt_size(body)]),
+            StmtNode::IfThenElse {
+                cond,
+                then_case,
+                else_case,
+            } => {
+                let c = self.expr_size(cond);
+                let t = self.stmt_size(then_case);
+                let e = else_case.as_ref().map_or(0, |e| self.stmt_size(e));
+                total([1, c, t, e])
+            }
+            StmtNode::Seq(stmts) => total(stmts.iter().map(|x| self.stmt_size(x))),
+            StmtNode::Attr { body, .. } => self.stmt_size(body),
+            StmtNode::Let { value, body, .. } => {
+                total([1, self.expr_size(value), self.stmt_size(body)])
+            }
+            StmtNode::Evaluate(e) => total([1, self.expr_size(e)]),
+            StmtNode::StorageSync(_) => 1,
+        }
+    }
+
+    /// Expressions are trees here (the C is printed from them as trees), so a node count
+    /// cannot overflow before the statements multiplying it do.
+    fn expr_size(&self, e: &Expr) -> u64 {
+        let children: u64 = match e.node() {
+            ExprNode::Var(_) | ExprNode::IntImm { .. } | ExprNode::FloatImm { .. } => 0,
+            ExprNode::Binary { a, b, .. }
+            | ExprNode::Cmp { a, b, .. }
+            | ExprNode::And(a, b)
+            | ExprNode::Or(a, b) => self.expr_size(a) + self.expr_size(b),
+            ExprNode::Not(a)
+            | ExprNode::Cast { value: a, .. }
+            | ExprNode::Broadcast { value: a, .. } => self.expr_size(a),
+            ExprNode::Select {
+                cond,
+                then_value,
+                else_value,
+            } => {
+                if self.copies > 1 {
+                    match self.an.simplify(cond).as_int() {
+                        Some(0) => return self.expr_size(else_value),
+                        Some(_) => return self.expr_size(then_value),
+                        None => {}
+                    }
+                }
+                self.expr_size(cond) + self.expr_size(then_value) + self.expr_size(else_value)
+            }
+            ExprNode::Load { indices, .. } => indices.iter().map(|i| self.expr_size(i)).sum(),
+            ExprNode::Ramp { base, stride, .. } => self.expr_size(base) + self.expr_size(stride),
+            ExprNode::Call { args, .. } => args.iter().map(|a| self.expr_size(a)).sum(),
+        };
+        1 + children
+    }
 }
 
 #[cfg(test)]
@@ -106,7 +189,11 @@ mod tests {
 
     /// The node count of `s` once `unroll_loops` has expanded it.
     fn counted_after_unrolling(s: &Stmt) -> u64 {
-        stmt_size(&unroll_loops(s))
+        Sizer {
+            an: Analyzer::new(),
+            copies: 1,
+        }
+        .stmt_size(&unroll_loops(s))
     }
 
     #[test]
@@ -122,6 +209,24 @@ mod tests {
             counted_after_unrolling(&loop_of(ForKind::Unrolled, 16)),
             unrolled
         );
+    }
+
+    #[test]
+    fn a_select_an_unrolled_index_decides_counts_one_branch_per_copy() {
+        // O[i] = select(i == 0, O[i] + 1, select(i == 1, O[i] * 2, O[i])), i in 0..4
+        let o = Buffer::global("O", DataType::float32(), &[256]);
+        let i = Var::int("i");
+        let at = || Expr::load(&o, vec![i.to_expr()]);
+        let value = Expr::select(
+            i.to_expr().eq(0),
+            at() + Expr::float(1.0),
+            Expr::select(i.to_expr().eq(1), at() * Expr::float(2.0), at()),
+        );
+        let store = Stmt::store(&o, vec![i.to_expr()], value);
+        let s = Stmt::for_loop(i, Expr::int(0), Expr::int(4), ForKind::Unrolled, store);
+        // each copy: the store, its index, and one branch (4, 4, 2 and 2 nodes)
+        assert_eq!(expanded_size(&s), 4 * 2 + 4 + 4 + 2 + 2);
+        assert_eq!(counted_after_unrolling(&s), expanded_size(&s));
     }
 
     #[test]

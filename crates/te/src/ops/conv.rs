@@ -1,21 +1,16 @@
 //! Convolutions: conv2d in NHWC and NCHW (stride, asymmetric padding, dilation, groups),
-//! depthwise conv2d, Winograd conv2d F(2×2,3×3) and F(4×4,3×3), conv2d transpose, and
-//! VTA's packed int8 conv2d. Stage and axis names follow TVM's TOPI.
+//! depthwise conv2d, conv2d transpose, and VTA's packed int8 conv2d (Winograd is
+//! [`super::winograd`]). Stage and axis names follow TVM's TOPI.
 
 use super::attr_err;
 use super::injective::pad;
 use crate::error::TeError;
-use crate::tensor::{compute, compute_tagged, compute_with_attrs, reduce_axis, sum, Tensor};
+use crate::tensor::{compute, compute_tagged, reduce_axis, sum, Tensor};
 
-/// The compute attribute naming the axes that index constant matrices (TVM's
-/// `auto_scheduler_simplify_const_tensor_indices`): the auto-scheduler unrolls them so
-/// that the matrix entries fold to constants, and does not tile such a stage as a
-/// reduction.
-pub const SIMPLIFY_CONST_TENSOR_INDICES: &str = "auto_scheduler_simplify_const_tensor_indices";
 use tessera_ir::arith::simplify;
 use tessera_ir::{DataType, Expr};
 
-fn shape_err(op: &str, shape: &[i64], reason: String) -> TeError {
+pub(super) fn shape_err(op: &str, shape: &[i64], reason: String) -> TeError {
     TeError::BadShape {
         op: op.to_string(),
         shape: shape.to_vec(),
@@ -68,7 +63,14 @@ impl Conv2dAttrs {
 
     /// Checks the attributes and returns the output (height, width) for an input of
     /// `h`×`w` and a kernel of `kh`×`kw`.
-    fn output_hw(&self, op: &str, h: i64, w: i64, kh: i64, kw: i64) -> Result<(i64, i64), TeError> {
+    pub(super) fn output_hw(
+        &self,
+        op: &str,
+        h: i64,
+        w: i64,
+        kh: i64,
+        kw: i64,
+    ) -> Result<(i64, i64), TeError> {
         let p = self.padding;
         let out = conv_output_size(
             op,
@@ -520,240 +522,6 @@ pub fn depthwise_conv2d_nchw(
     a: &Conv2dAttrs,
 ) -> Result<Tensor, TeError> {
     depthwise("depthwise_conv2d_nchw", Layout::Nchw, data, kernel, a)
-}
-
-// ----- Winograd -----
-
-/// A small dense matrix, row-major.
-pub type Matrix = Vec<Vec<f64>>;
-
-/// The Winograd transform matrices `(A, B, G)` of F(m×m, 3×3) for m = 2 or 4, as row-major
-/// nested vectors: `A` is α×m, `B` is α×α, `G` is α×3 (α = m + 2), such that
-/// `Y = Aᵀ [(G g Gᵀ) ⊙ (Bᵀ d B)] A`.
-pub fn winograd_matrices(m: i64) -> Option<(Matrix, Matrix, Matrix)> {
-    let t = |rows: &[&[f64]]| -> Vec<Vec<f64>> {
-        let (r, c) = (rows.len(), rows[0].len());
-        (0..c)
-            .map(|j| (0..r).map(|i| rows[i][j]).collect())
-            .collect()
-    };
-    match m {
-        2 => {
-            let at: &[&[f64]] = &[&[1.0, 1.0, 1.0, 0.0], &[0.0, 1.0, -1.0, -1.0]];
-            let bt: &[&[f64]] = &[
-                &[1.0, 0.0, -1.0, 0.0],
-                &[0.0, 1.0, 1.0, 0.0],
-                &[0.0, -1.0, 1.0, 0.0],
-                &[0.0, 1.0, 0.0, -1.0],
-            ];
-            let g = vec![
-                vec![1.0, 0.0, 0.0],
-                vec![0.5, 0.5, 0.5],
-                vec![0.5, -0.5, 0.5],
-                vec![0.0, 0.0, 1.0],
-            ];
-            Some((t(at), t(bt), g))
-        }
-        4 => {
-            let at: &[&[f64]] = &[
-                &[1.0, 1.0, 1.0, 1.0, 1.0, 0.0],
-                &[0.0, 1.0, -1.0, 2.0, -2.0, 0.0],
-                &[0.0, 1.0, 1.0, 4.0, 4.0, 0.0],
-                &[0.0, 1.0, -1.0, 8.0, -8.0, 1.0],
-            ];
-            let bt: &[&[f64]] = &[
-                &[4.0, 0.0, -5.0, 0.0, 1.0, 0.0],
-                &[0.0, -4.0, -4.0, 1.0, 1.0, 0.0],
-                &[0.0, 4.0, -4.0, -1.0, 1.0, 0.0],
-                &[0.0, -2.0, -1.0, 2.0, 1.0, 0.0],
-                &[0.0, 2.0, -1.0, -2.0, 1.0, 0.0],
-                &[0.0, 4.0, 0.0, -5.0, 0.0, 1.0],
-            ];
-            let g = vec![
-                vec![0.25, 0.0, 0.0],
-                vec![-1.0 / 6.0, -1.0 / 6.0, -1.0 / 6.0],
-                vec![-1.0 / 6.0, 1.0 / 6.0, -1.0 / 6.0],
-                vec![1.0 / 24.0, 1.0 / 12.0, 1.0 / 6.0],
-                vec![1.0 / 24.0, -1.0 / 12.0, 1.0 / 6.0],
-                vec![0.0, 0.0, 1.0],
-            ];
-            Some((t(at), t(bt), g))
-        }
-        _ => None,
-    }
-}
-
-/// A constant matrix as a compute, the way TVM's `const_matrix` builds it: nested selects
-/// on `(i % rows == ii) && (j % cols == jj)`, the last entry outermost.
-fn const_matrix(matrix: &[Vec<f64>], name: &str, dtype: DataType) -> Result<Tensor, TeError> {
-    let (rows, cols) = (matrix.len() as i64, matrix[0].len() as i64);
-    compute(&[rows, cols], name, &["i", "j"], |ix| {
-        let mut now = Expr::constant(dtype, 0.0);
-        for (ii, row) in matrix.iter().enumerate() {
-            for (jj, v) in row.iter().enumerate() {
-                let cond = Expr::and(
-                    Expr::floormod(ix[0].clone(), Expr::int(rows)).eq(ii as i64),
-                    Expr::floormod(ix[1].clone(), Expr::int(cols)).eq(jj as i64),
-                );
-                now = Expr::select(cond, Expr::constant(dtype, *v), now);
-            }
-        }
-        now
-    })
-}
-
-/// The Winograd weight transform of an HWIO 3×3 kernel: `kernel_pack[α, α, CO, CI] = G g Gᵀ`
-/// (TVM computes it ahead of time; the conv takes the transformed weight).
-pub fn winograd_weight_transform_nhwc(kernel: &Tensor, tile: i64) -> Result<Tensor, TeError> {
-    let op = "winograd_weight_transform";
-    let k = kernel.shape().to_vec();
-    if k.len() != 4 || k[0] != 3 || k[1] != 3 {
-        return Err(attr_err(
-            op,
-            "kernel_size",
-            format!("Winograd needs a 3x3 HWIO kernel, got {k:?}"),
-        ));
-    }
-    let (_, _, g) = winograd_matrices(tile)
-        .ok_or_else(|| attr_err(op, "tile_size", format!("{tile} (supported: 2, 4)")))?;
-    let alpha = tile + 2;
-    let gm = const_matrix(&g, "G", kernel.dtype())?;
-    let (r_kh, r_kw) = (reduce_axis(3, "r_kh"), reduce_axis(3, "r_kw"));
-    compute(
-        &[alpha, alpha, k[3], k[2]],
-        "kernel_pack",
-        &["eps", "nu", "co", "ci"],
-        |ix| {
-            let v = kernel.at(&[r_kh.expr(), r_kw.expr(), ix[3].clone(), ix[2].clone()])
-                * gm.at(&[ix[0].clone(), r_kh.expr()])
-                * gm.at(&[ix[1].clone(), r_kw.expr()]);
-            sum(v, &[r_kh.clone(), r_kw.clone()])
-        },
-    )
-}
-
-/// Winograd conv2d F(m×m, 3×3), data NHWC, stride 1, with the transformed weight
-/// `kernel_pack` [α, α, CO, CI] — TVM's `conv2d_winograd_nhwc` stages: data_pad,
-/// input_tile, B, data_pack, bgemm, A, inverse, conv2d_winograd.
-pub fn conv2d_winograd_nhwc(
-    data: &Tensor,
-    kernel_pack: &Tensor,
-    padding: [i64; 4],
-    tile: i64,
-) -> Result<Tensor, TeError> {
-    let op = "conv2d_winograd_nhwc";
-    let (a_m, b_m, _) = winograd_matrices(tile)
-        .ok_or_else(|| attr_err(op, "tile_size", format!("{tile} (supported: 2, 4)")))?;
-    let alpha = tile + 2;
-    let (d, k) = (data.shape().to_vec(), kernel_pack.shape().to_vec());
-    if d.len() != 4 || k.len() != 4 {
-        return Err(shape_err(
-            op,
-            &d,
-            format!("data {d:?} and kernel_pack {k:?} must both be 4-D"),
-        ));
-    }
-    if k[0] != alpha || k[1] != alpha {
-        return Err(attr_err(op, "tile_size", format!("kernel_pack {k:?} is not transformed for tile size {tile} (expected {alpha}x{alpha}xCOxCI)")));
-    }
-    if k[3] != d[3] {
-        return Err(shape_err(
-            op,
-            &d,
-            format!("kernel_pack has {} input channels, the data {}", k[3], d[3]),
-        ));
-    }
-    let attrs = Conv2dAttrs {
-        padding,
-        ..Default::default()
-    };
-    let (h, w) = attrs.output_hw(op, d[1], d[2], 3, 3)?;
-    let (nh, nw) = ((h + tile - 1) / tile, (w + tile - 1) / tile);
-    let p = d[0] * nh * nw;
-    // Pad so that every tile reads inside the padded input.
-    let (need_h, need_w) = ((nh - 1) * tile + alpha, (nw - 1) * tile + alpha);
-    let extra_h = (need_h - (d[1] + padding[0] + padding[2])).max(0);
-    let extra_w = (need_w - (d[2] + padding[1] + padding[3])).max(0);
-    let data_pad = pad(
-        data,
-        &[0, padding[0], padding[1], 0],
-        &[0, padding[2] + extra_h, padding[3] + extra_w, 0],
-        "data_pad",
-    )?;
-    let input_tile = compute(
-        &[alpha, alpha, p, d[3]],
-        "input_tile",
-        &["eps", "nu", "p", "ci"],
-        |ix| {
-            let pv = &ix[2];
-            let n = Expr::floordiv(pv.clone(), Expr::int(nh * nw));
-            let th = Expr::floormod(Expr::floordiv(pv.clone(), Expr::int(nw)), Expr::int(nh))
-                * tile
-                + ix[0].clone();
-            let tw = Expr::floormod(pv.clone(), Expr::int(nw)) * tile + ix[1].clone();
-            data_pad.at(&[n, th, tw, ix[3].clone()])
-        },
-    )?;
-    let bm = const_matrix(&b_m, "B", data.dtype())?;
-    let (r_a, r_b) = (reduce_axis(alpha, "r_a"), reduce_axis(alpha, "r_b"));
-    let data_pack = compute_with_attrs(
-        &[alpha, alpha, p, d[3]],
-        "data_pack",
-        "",
-        &["eps", "nu", "p", "ci"],
-        &[(SIMPLIFY_CONST_TENSOR_INDICES, &["eps", "nu", "r_a", "r_b"])],
-        |ix| {
-            let v = input_tile.at(&[r_a.expr(), r_b.expr(), ix[2].clone(), ix[3].clone()])
-                * bm.at(&[r_a.expr(), ix[0].clone()])
-                * bm.at(&[r_b.expr(), ix[1].clone()]);
-            sum(v, &[r_a.clone(), r_b.clone()])
-        },
-    )?;
-    let ci = reduce_axis(d[3], "ci");
-    let bgemm = compute_tagged(
-        &[alpha, alpha, p, k[2]],
-        "bgemm",
-        "bgemm",
-        &["eps", "nu", "p", "co"],
-        |ix| {
-            let v = data_pack.at(&[ix[0].clone(), ix[1].clone(), ix[2].clone(), ci.expr()])
-                * kernel_pack.at(&[ix[0].clone(), ix[1].clone(), ix[3].clone(), ci.expr()]);
-            sum(v, &[ci.clone()])
-        },
-    )?;
-    let am = const_matrix(&a_m, "A", data.dtype())?;
-    let (r_a2, r_b2) = (reduce_axis(alpha, "r_a"), reduce_axis(alpha, "r_b"));
-    let inverse = compute_with_attrs(
-        &[tile, tile, p, k[2]],
-        "inverse",
-        "",
-        &["vh", "vw", "p", "co"],
-        &[(SIMPLIFY_CONST_TENSOR_INDICES, &["vh", "vw", "r_a", "r_b"])],
-        |ix| {
-            let v = bgemm.at(&[r_a2.expr(), r_b2.expr(), ix[2].clone(), ix[3].clone()])
-                * am.at(&[r_a2.expr(), ix[0].clone()])
-                * am.at(&[r_b2.expr(), ix[1].clone()]);
-            sum(v, &[r_a2.clone(), r_b2.clone()])
-        },
-    )?;
-    compute_tagged(
-        &[d[0], h, w, k[2]],
-        "conv2d_winograd",
-        "conv2d_winograd_nhwc",
-        &["n", "h", "w", "co"],
-        |ix| {
-            let t = Expr::int(tile);
-            let pidx = ix[0].clone() * nh * nw
-                + Expr::floordiv(ix[1].clone(), t.clone()) * nw
-                + Expr::floordiv(ix[2].clone(), t.clone());
-            inverse.at(&[
-                Expr::floormod(ix[1].clone(), t.clone()),
-                Expr::floormod(ix[2].clone(), t),
-                pidx,
-                ix[3].clone(),
-            ])
-        },
-    )
 }
 
 // ----- transpose -----

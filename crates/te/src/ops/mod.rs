@@ -4,7 +4,8 @@
 //! wherever the same subgraph appears.
 //!
 //! - [`conv`]: conv2d (NHWC, NCHW, groups, dilation, asymmetric padding), depthwise,
-//!   Winograd, transpose, and VTA's packed int8 conv2d.
+//!   transpose, and VTA's packed int8 conv2d.
+//! - [`winograd`]: Winograd conv2d F(2×2,3×3) and F(4×4,3×3), TVM's form and the CPU's.
 //! - [`conv3d`]: conv3d NCDHW/NDHWC (groups, dilation, asymmetric padding).
 //! - [`dense`]: matmul, dense, batch_matmul.
 //! - [`pool`]: max/avg pool2d and pool3d, global and adaptive pooling (2-D and 3-D).
@@ -23,6 +24,7 @@ pub mod elemwise;
 pub mod injective;
 pub mod pool;
 pub mod softmax;
+pub mod winograd;
 
 pub use conv::*;
 pub use conv3d::*;
@@ -31,6 +33,7 @@ pub use elemwise::*;
 pub use injective::*;
 pub use pool::*;
 pub use softmax::*;
+pub use winograd::*;
 
 use crate::error::TeError;
 
