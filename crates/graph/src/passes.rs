@@ -8,6 +8,7 @@ use crate::reference::{eval_op, permute, reshape};
 use petgraph::stable_graph::NodeIndex;
 use std::collections::{HashMap, HashSet};
 use tessera_runtime::NDArray;
+use tessera_te::ops::Conv2dAttrs;
 
 /// The standard pipeline before fusion: fold batch norms into convolutions, fold
 /// constants, convert the layout if asked, fold again (the converted weights), remove
@@ -380,16 +381,7 @@ pub fn pack_conv_weights(
     };
     let mut packed = 0;
     for n in graph.topo_order() {
-        let node = graph.node(n);
-        let Op::Conv2d {
-            attrs,
-            layout: Layout::Nhwc,
-        } = &node.op
-        else {
-            continue;
-        };
-        let args = graph.args(n);
-        let Some(w) = graph.constant_value(args[1]) else {
+        let Some((attrs, w)) = nhwc_conv_with_constant_weight(graph, n) else {
             continue;
         };
         let &[kh, kw, ci, co] = w.shape() else {
@@ -401,16 +393,48 @@ pub fn pack_conv_weights(
         }
         let blocked = reshape(w, &[kh, kw, ci, co / b, b])?;
         let value = permute(&blocked, &[3, 0, 1, 2, 4])?;
-        let (name, op) = (node.name.clone(), node.op.clone());
-        let wname = format!("{}_ohwi{b}o", graph.node(args[1]).name);
-        let c = graph.constant(&wname, value);
-        let conv = graph.op(&name, op, &[args[0], c])?;
-        graph.replace_uses(n, conv);
-        graph.remove(n);
+        let op = graph.node(n).op.clone();
+        replace_conv_weight(graph, n, op, &format!("ohwi{b}o"), value)?;
         packed += 1;
     }
     dead_code_elimination(graph);
     Ok(packed)
+}
+
+/// The attributes and constant weight of node `n` if it is an NHWC conv2d whose weight
+/// is a constant.
+pub(crate) fn nhwc_conv_with_constant_weight(
+    graph: &Graph,
+    n: NodeIndex,
+) -> Option<(Conv2dAttrs, &NDArray)> {
+    let Op::Conv2d {
+        attrs,
+        layout: Layout::Nhwc,
+    } = &graph.node(n).op
+    else {
+        return None;
+    };
+    let w = graph.constant_value(graph.args(n)[1])?;
+    Some((*attrs, w))
+}
+
+/// Replaces convolution `n` with `op` (the same name and data input) on the constant
+/// `weight`, named after the old weight with `_{suffix}`.
+pub(crate) fn replace_conv_weight(
+    graph: &mut Graph,
+    n: NodeIndex,
+    op: Op,
+    suffix: &str,
+    weight: NDArray,
+) -> Result<(), GraphError> {
+    let args = graph.args(n);
+    let name = graph.node(n).name.clone();
+    let wname = format!("{}_{suffix}", graph.node(args[1]).name);
+    let c = graph.constant(&wname, weight);
+    let conv = graph.op(&name, op, &[args[0], c])?;
+    graph.replace_uses(n, conv);
+    graph.remove(n);
+    Ok(())
 }
 
 fn transform(src: &str, dst: &str) -> Op {

@@ -12,8 +12,8 @@
 //! 55×55×16 one 0.8–1.0×.
 
 use crate::error::GraphError;
-use crate::ir::{Graph, Layout, Op};
-use crate::passes::dead_code_elimination;
+use crate::ir::{Graph, Op};
+use crate::passes::{dead_code_elimination, nhwc_conv_with_constant_weight, replace_conv_weight};
 use tessera_ir::DataType;
 use tessera_runtime::NDArray;
 use tessera_te::catalog::winograd_tile_for;
@@ -75,16 +75,7 @@ pub fn winograd_convolutions(graph: &mut Graph, block: i64) -> Result<usize, Gra
     };
     let mut rewritten = 0;
     for n in graph.topo_order() {
-        let node = graph.node(n);
-        let Op::Conv2d {
-            attrs,
-            layout: Layout::Nhwc,
-        } = &node.op
-        else {
-            continue;
-        };
-        let args = graph.args(n);
-        let Some(w) = graph.constant_value(args[1]) else {
+        let Some((attrs, w)) = nhwc_conv_with_constant_weight(graph, n) else {
             continue;
         };
         let &[3, 3, ci, co] = w.shape() else {
@@ -92,7 +83,7 @@ pub fn winograd_convolutions(graph: &mut Graph, block: i64) -> Result<usize, Gra
         };
         let simple = attrs.groups == 1 && attrs.stride == (1, 1) && attrs.dilation == (1, 1);
         let fits = w.dtype() == DataType::float32() && ci >= WINOGRAD_MIN_CHANNELS && co % b == 0;
-        let out = &node.ty.shape;
+        let out = &graph.node(n).ty.shape;
         if !simple || !fits || out.len() != 4 {
             continue;
         }
@@ -102,12 +93,7 @@ pub fn winograd_convolutions(graph: &mut Graph, block: i64) -> Result<usize, Gra
             padding: attrs.padding,
             tile,
         };
-        let name = node.name.clone();
-        let wname = format!("{}_winograd{tile}", graph.node(args[1]).name);
-        let c = graph.constant(&wname, value);
-        let conv = graph.op(&name, op, &[args[0], c])?;
-        graph.replace_uses(n, conv);
-        graph.remove(n);
+        replace_conv_weight(graph, n, op, &format!("winograd{tile}"), value)?;
         rewritten += 1;
     }
     dead_code_elimination(graph);

@@ -1,6 +1,9 @@
 //! The executor against the reference evaluator on small networks, before and after the
 //! passes (batch-norm folding, constant folding, NCHW -> NHWC).
 
+mod common;
+use common::rnd;
+
 use tessera_backends::Target;
 use tessera_graph::passes::{self, constant_f32};
 use tessera_graph::reference::interpret;
@@ -8,16 +11,6 @@ use tessera_graph::{build, extract_tasks, fuse, Binary, Graph, Layout, Op, Tenso
 use tessera_ir::DataType;
 use tessera_runtime::NDArray;
 use tessera_te::ops::{Conv2dAttrs, Pool2dAttrs, PoolType};
-
-/// A deterministic pseudo-random value in [-1, 1) for index `i` and seed `s`.
-fn rnd(s: u64, i: usize) -> f32 {
-    let mut x =
-        s.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (i as u64).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x ^= x >> 31;
-    x = x.wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^= x >> 29;
-    (x >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-}
 
 fn konst(
     g: &mut Graph,

@@ -2,6 +2,9 @@
 //! pass rewrites, and the rewritten networks — interpreted, and built with the default
 //! schedules — against the direct convolutions' reference.
 
+mod common;
+use common::rnd;
+
 use petgraph::stable_graph::NodeIndex;
 use tessera_backends::Target;
 use tessera_graph::passes::constant_f32;
@@ -10,16 +13,6 @@ use tessera_graph::winograd::{winograd_convolutions, winograd_weight, WINOGRAD_M
 use tessera_graph::{build, Binary, Graph, Layout, Op, TensorType, Unary};
 use tessera_runtime::NDArray;
 use tessera_te::ops::Conv2dAttrs;
-
-/// A deterministic pseudo-random value in [-1, 1) for index `i` and seed `s`.
-fn rnd(s: u64, i: usize) -> f32 {
-    let mut x =
-        s.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (i as u64).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x ^= x >> 31;
-    x = x.wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^= x >> 29;
-    (x >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-}
 
 fn random(shape: &[usize], seed: u64, scale: f32) -> NDArray {
     constant_f32(shape, |i| scale * rnd(seed, i)).unwrap()
