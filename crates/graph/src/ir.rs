@@ -253,7 +253,8 @@ pub enum Op {
     },
     /// A 3×3, stride-1 conv2d computed with Winograd F(m×m, 3×3) (te's
     /// `conv2d_winograd_nhwc_blocked`): data NHWC, weight transformed and blocked at
-    /// build time, `[α, α, CO/b, CI, b]` with α = `tile` + 2 ([`crate::passes::winograd_convolutions`]).
+    /// build time, `[α, α, CO/b, CI, b]` with α = `tile` + 2
+    /// ([`crate::winograd::winograd_convolutions`]).
     Conv2dWinograd {
         padding: [i64; 4],
         tile: i64,

@@ -52,8 +52,6 @@ impl ComputeDag {
         })
     }
 
-    /// The number of floating-point operations (TVM's estimate: arithmetic of the output
-    /// type per element, reductions counted per reduced element).
     /// The absolute tolerance of a correctness check of this DAG's outputs, as a fraction
     /// of the largest expected magnitude (0: none beyond the check's own). Winograd's
     /// transforms scale intermediate values up (F(4×4, 3×3): `Bᵀ d B` up to ~100× the
@@ -72,6 +70,8 @@ impl ComputeDag {
         }
     }
 
+    /// The number of floating-point operations (TVM's estimate: arithmetic of the output
+    /// type per element, reductions counted per reduced element).
     pub fn flop_count(&self) -> f64 {
         self.flops
     }
