@@ -609,6 +609,27 @@ fn invalid_attributes_are_typed_errors() {
         attr_of(ops::conv2d_winograd_nhwc(&d, &kp, [1; 4], 4).unwrap_err()),
         ("conv2d_winograd_nhwc".into(), "tile_size".into())
     );
+    // the CPU form: a tile it has no matrices for, a weight for another tile size,
+    // another rank, other input channels
+    let blocked = |k: &[i64], tile| {
+        let kb = placeholder(k, F32, "kernel_pack").unwrap();
+        ops::conv2d_winograd_nhwc_blocked(&d, &kb, [1; 4], tile).unwrap_err()
+    };
+    let blocked_op = "conv2d_winograd_nhwc_blocked".to_string();
+    assert_eq!(
+        attr_of(blocked(&[4, 4, 1, 4, 8], 3)),
+        (blocked_op.clone(), "tile_size".into())
+    );
+    assert_eq!(
+        attr_of(blocked(&[4, 4, 1, 4, 8], 4)),
+        (blocked_op.clone(), "tile_size".into())
+    );
+    for k in [&[4, 4, 4, 8][..], &[4, 4, 1, 5, 8]] {
+        assert!(
+            matches!(blocked(k, 2), TeError::BadShape { ref op, .. } if *op == blocked_op),
+            "{k:?}"
+        );
+    }
     assert_eq!(
         attr_of(ops::winograd_weight_transform_nhwc(&big, 2).unwrap_err()),
         ("winograd_weight_transform".into(), "kernel_size".into())
