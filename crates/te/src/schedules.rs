@@ -103,20 +103,38 @@ fn register_tile(
 
 /// `C[i, j] = Σ_k A[i, k] * B[k, j]`: 8 rows × 2 vectors of columns per register tile.
 pub fn schedule_matmul(s: &mut Schedule, c: &Tensor, p: CpuParams) -> Result<(), ScheduleError> {
+    let (m, n) = (c.shape()[0], c.shape()[1]);
+    register_tiled_product(s, c, pick_factor(m, 8), col_tile(n, p), p)
+}
+
+/// A matrix product over the last two axes of `c` (leading axes: a batch), a reduction
+/// inside: register tiles of `mr` rows × `nr` columns (the accumulator tile a `local`
+/// cache computed at the column tile, the reduction outermost in it), the leading axes
+/// and the row tiles fused and parallel. The matmul's schedule and the Winograd batched
+/// GEMM's.
+pub(crate) fn register_tiled_product(
+    s: &mut Schedule,
+    c: &Tensor,
+    mr: i64,
+    nr: i64,
+    p: CpuParams,
+) -> Result<(), ScheduleError> {
     let cc = s.cache_write(c, StorageScope::Local)?;
     let ax = s.axis(c)?;
-    let (m, n) = (c.shape()[0], c.shape()[1]);
-    let (mr, nr) = (pick_factor(m, 8), col_tile(n, p));
-    let (io, jo, _ii, ji) = s.tile(c, &ax[0], &ax[1], mr, nr)?;
+    let nd = ax.len();
+    let (io, jo, _ii, ji) = s.tile(c, &ax[nd - 2], &ax[nd - 1], mr, nr)?;
     if p.vectorize {
         s.vectorize(c, &ji)?;
     }
     s.compute_at(&cc, c, &jo)?;
     let cax = s.axis(&cc)?;
     let k = s.reduce_axis(&cc)?;
-    register_tile(s, &cc, &k, &cax[0], &cax[1], nr, p)?;
+    register_tile(s, &cc, &k, &cax[nd - 2], &cax[nd - 1], nr, p)?;
     if p.num_cores > 1 {
-        s.parallel(c, &io)?;
+        let mut run = ax[..nd - 2].to_vec();
+        run.push(io);
+        let outer = fuse_run(s, c, &run[0], &run[1..])?;
+        s.parallel(c, &outer)?;
     }
     Ok(())
 }

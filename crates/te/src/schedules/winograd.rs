@@ -3,10 +3,10 @@
 //! stages, since each transform only pays off with its rows unrolled (its matrices'
 //! entries then fold to constants) and kept in registers next to its consumer.
 
-use super::{col_tile, fuse_run, pick_factor, pick_vector, register_tile, CpuParams};
+use super::{col_tile, fuse_run, pick_factor, pick_vector, register_tiled_product, CpuParams};
 use crate::error::ScheduleError;
 use crate::schedule::Schedule;
-use crate::tensor::Tensor;
+use crate::tensor::{IterVar, Tensor};
 use tessera_ir::StorageScope;
 
 /// The input of `t` named `name`: a stage of the Winograd chain.
@@ -24,7 +24,7 @@ fn input_named(t: &Tensor, name: &str) -> Result<Tensor, ScheduleError> {
 /// - the input transform per tile and vector of input channels: `data_pack`'s α×α
 ///   outputs unrolled, `data_pack_t` (`Bᵀ d`, α×α vectors) a `local` block computed
 ///   inside it; tiles in parallel;
-/// - the batched GEMM as [`super::schedule_matmul`]'s register tiles (rows of tiles ×
+/// - the batched GEMM in [`super::schedule_matmul`]'s register tiles (rows of tiles ×
 ///   two vectors of output channels, the input channels outermost inside), the α²
 ///   products × row tiles in parallel;
 /// - the inverse transform per tile and column tile of output channels: `inverse_t`
@@ -48,6 +48,27 @@ pub fn schedule_winograd_blocked(
     let mut done = vec![data_pack_t, data_pack, bgemm, inverse_t, conv.clone()];
     done.extend(epilogue.cloned());
     Ok(done)
+}
+
+/// A transform's first stage `block` (`[rows, α, tiles, channels]`: `Bᵀ d` or `Aᵀ M`)
+/// as a `local` block computed at `consumer`'s loop `at` (one tile, a run of
+/// channels): its two row axes unrolled, its channels vectorized.
+fn local_block(
+    s: &mut Schedule,
+    block: &Tensor,
+    consumer: &Tensor,
+    at: &IterVar,
+    p: CpuParams,
+) -> Result<(), ScheduleError> {
+    s.set_scope(block, StorageScope::Local)?;
+    s.compute_at(block, consumer, at)?;
+    let ax = s.axis(block)?;
+    s.unroll(block, &ax[0])?;
+    s.unroll(block, &ax[1])?;
+    if p.vectorize {
+        s.vectorize(block, &ax[3])?;
+    }
+    Ok(())
 }
 
 /// `data_pack` `[α, α, P, C]`: per tile `p` and vector of channels, its α×α outputs
@@ -76,14 +97,7 @@ fn input_transform(
     if p.vectorize {
         s.vectorize(data_pack, &ci)?;
     }
-    s.set_scope(data_pack_t, StorageScope::Local)?;
-    s.compute_at(data_pack_t, data_pack, &co)?;
-    let tax = s.axis(data_pack_t)?;
-    s.unroll(data_pack_t, &tax[0])?;
-    s.unroll(data_pack_t, &tax[1])?;
-    if p.vectorize {
-        s.vectorize(data_pack_t, &tax[3])?;
-    }
+    local_block(s, data_pack_t, data_pack, &co, p)?;
     if p.num_cores > 1 {
         s.parallel(data_pack, &ax[2])?;
     }
@@ -93,25 +107,11 @@ fn input_transform(
 /// `bgemm` `[α, α, P, CO]` = Σ_ci `data_pack[ε, ν, p, ci]` · `kernel_pack[ε, ν, co/b, ci,
 /// co%b]`: α² matrix products, each in register tiles of tiles × output channels.
 fn batched_gemm(s: &mut Schedule, bgemm: &Tensor, p: CpuParams) -> Result<(), ScheduleError> {
-    let cc = s.cache_write(bgemm, StorageScope::Local)?;
-    let ax = s.axis(bgemm)?;
     let (tiles, cols) = (bgemm.shape()[2], bgemm.shape()[3]);
     let nr = col_tile(cols, p);
     let vectors = nr / pick_vector(cols, p.vector_lanes).max(1);
     let mr = pick_factor(tiles, p.register_rows(vectors));
-    let (po, co, _pi, ci) = s.tile(bgemm, &ax[2], &ax[3], mr, nr)?;
-    if p.vectorize {
-        s.vectorize(bgemm, &ci)?;
-    }
-    s.compute_at(&cc, bgemm, &co)?;
-    let cax = s.axis(&cc)?;
-    let k = s.reduce_axis(&cc)?;
-    register_tile(s, &cc, &k, &cax[2], &cax[3], nr, p)?;
-    if p.num_cores > 1 {
-        let outer = fuse_run(s, bgemm, &ax[0], &[ax[1].clone(), po])?;
-        s.parallel(bgemm, &outer)?;
-    }
-    Ok(())
+    register_tiled_product(s, bgemm, mr, nr, p)
 }
 
 /// The output `[N, H, W, CO]` (or the epilogue that reads it, with the output inlined
@@ -155,14 +155,7 @@ fn inverse_transform(
     if p.vectorize {
         s.vectorize(&out, &ci)?;
     }
-    s.set_scope(inverse_t, StorageScope::Local)?;
-    s.compute_at(inverse_t, &out, &co)?;
-    let iax = s.axis(inverse_t)?;
-    s.unroll(inverse_t, &iax[0])?;
-    s.unroll(inverse_t, &iax[1])?;
-    if p.vectorize {
-        s.vectorize(inverse_t, &iax[3])?;
-    }
+    local_block(s, inverse_t, &out, &co, p)?;
     if p.num_cores > 1 {
         let outer = fuse_run(s, &out, &ax[0], &[ho, wo])?;
         s.parallel(&out, &outer)?;
