@@ -61,7 +61,7 @@ impl ComputeDag {
     /// whatever the schedule (the unscheduled program too, with other rounding).
     pub fn check_atol_of_max(&self) -> f64 {
         let winograd = self.ops.iter().any(|t| {
-            t.tag() == crate::ops::TAG_WINOGRAD_BLOCKED || t.tag() == "conv2d_winograd_nhwc"
+            t.tag() == crate::ops::TAG_WINOGRAD_BLOCKED || t.tag() == crate::ops::TAG_WINOGRAD
         });
         if winograd {
             WINOGRAD_ATOL_OF_MAX

@@ -137,27 +137,9 @@ pub fn conv2d_winograd_nhwc(
     tile: i64,
 ) -> Result<Tensor, TeError> {
     let op = "conv2d_winograd_nhwc";
-    let (a_m, b_m, _) = winograd_matrices(tile)
-        .ok_or_else(|| attr_err(op, "tile_size", format!("{tile} (supported: 2, 4)")))?;
+    let (a_m, b_m) = checked_operands(op, data, kernel_pack, tile, (4, "COxCI"))?;
     let alpha = tile + 2;
     let (d, k) = (data.shape().to_vec(), kernel_pack.shape().to_vec());
-    if d.len() != 4 || k.len() != 4 {
-        return Err(shape_err(
-            op,
-            &d,
-            format!("data {d:?} and kernel_pack {k:?} must both be 4-D"),
-        ));
-    }
-    if k[0] != alpha || k[1] != alpha {
-        return Err(attr_err(op, "tile_size", format!("kernel_pack {k:?} is not transformed for tile size {tile} (expected {alpha}x{alpha}xCOxCI)")));
-    }
-    if k[3] != d[3] {
-        return Err(shape_err(
-            op,
-            &d,
-            format!("kernel_pack has {} input channels, the data {}", k[3], d[3]),
-        ));
-    }
     let Tiling {
         h,
         w,
@@ -220,7 +202,7 @@ pub fn conv2d_winograd_nhwc(
     compute_tagged(
         &[d[0], h, w, k[2]],
         "conv2d_winograd",
-        "conv2d_winograd_nhwc",
+        TAG_WINOGRAD,
         &["n", "h", "w", "co"],
         |ix| {
             let pidx = tile_of(&ix[0], &ix[1], &ix[2], nh, nw, tile);
@@ -233,6 +215,39 @@ pub fn conv2d_winograd_nhwc(
             ])
         },
     )
+}
+
+/// The matrices `(A, B)` of F(`tile`×`tile`, 3×3), once `data` (NHWC) and
+/// `kernel_pack` fit each other and the tile size: `kernel_pack` of rank `form.0`,
+/// `[α, α, …]` with the remaining axes `form.1` names (e.g. `COxCI`), the input channels
+/// at index 3.
+fn checked_operands(
+    op: &str,
+    data: &Tensor,
+    kernel_pack: &Tensor,
+    tile: i64,
+    (rank, rest): (usize, &str),
+) -> Result<(Matrix, Matrix), TeError> {
+    let (a_m, b_m, _) = winograd_matrices(tile)
+        .ok_or_else(|| attr_err(op, "tile_size", format!("{tile} (supported: 2, 4)")))?;
+    let alpha = tile + 2;
+    let (d, k) = (data.shape(), kernel_pack.shape());
+    if d.len() != 4 || k.len() != rank {
+        let why = format!("data {d:?} must be 4-D and kernel_pack {k:?} {rank}-D");
+        return Err(shape_err(op, d, why));
+    }
+    if k[0] != alpha || k[1] != alpha {
+        let why = format!(
+            "kernel_pack {k:?} is not transformed for tile size {tile} \
+             (expected {alpha}x{alpha}x{rest})"
+        );
+        return Err(attr_err(op, "tile_size", why));
+    }
+    if k[3] != d[3] {
+        let why = format!("kernel_pack has {} input channels, the data {}", k[3], d[3]);
+        return Err(shape_err(op, d, why));
+    }
+    Ok((a_m, b_m))
 }
 
 /// How an NHWC image is cut into Winograd tiles: the output size, the tiles per column
@@ -288,6 +303,9 @@ fn tile_of(n: &Expr, h: &Expr, w: &Expr, nh: i64, nw: i64, tile: i64) -> Expr {
     let t = Expr::int(tile);
     n.clone() * nh * nw + Expr::floordiv(h.clone(), t.clone()) * nw + Expr::floordiv(w.clone(), t)
 }
+
+/// The tag of [`conv2d_winograd_nhwc`]'s output (TVM's).
+pub const TAG_WINOGRAD: &str = "conv2d_winograd_nhwc";
 
 /// The tag of [`conv2d_winograd_nhwc_blocked`]'s output: the CPU's default schedule
 /// takes the whole chain of stages from it.
@@ -348,28 +366,9 @@ pub fn conv2d_winograd_nhwc_blocked(
     tile: i64,
 ) -> Result<Tensor, TeError> {
     let op = "conv2d_winograd_nhwc_blocked";
-    let (a_m, b_m, _) = winograd_matrices(tile)
-        .ok_or_else(|| attr_err(op, "tile_size", format!("{tile} (supported: 2, 4)")))?;
+    let (a_m, b_m) = checked_operands(op, data, kernel_pack, tile, (5, "C_OUT/bxC_INxb"))?;
     let alpha = tile + 2;
     let (d, k) = (data.shape().to_vec(), kernel_pack.shape().to_vec());
-    if d.len() != 4 || k.len() != 5 {
-        return Err(shape_err(
-            op,
-            &d,
-            format!("data {d:?} must be 4-D and kernel_pack {k:?} 5-D"),
-        ));
-    }
-    if k[0] != alpha || k[1] != alpha {
-        let why = format!(
-            "kernel_pack {k:?} is not transformed for tile size {tile} \
-             (expected {alpha}x{alpha}xC_OUT/bxC_INxb)"
-        );
-        return Err(attr_err(op, "tile_size", why));
-    }
-    if k[3] != d[3] {
-        let why = format!("kernel_pack has {} input channels, the data {}", k[3], d[3]);
-        return Err(shape_err(op, &d, why));
-    }
     let (block, co) = (k[4], k[2] * k[4]);
     let dt = data.dtype();
     let Tiling {
