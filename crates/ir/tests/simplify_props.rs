@@ -717,40 +717,51 @@ fn loop_program() -> impl Strategy<Value = (tessera_ir::PrimFunc, Vec<i64>)> {
         })
 }
 
+/// Checks that `pass` keeps what the loop program `f` computes from `init` (a program
+/// the interpreter refuses, e.g. one dividing by zero, is skipped).
+fn assert_pass_preserves(
+    f: &tessera_ir::PrimFunc,
+    init: &[i64],
+    pass: fn(&tessera_ir::Stmt) -> tessera_ir::Stmt,
+) -> Result<(), TestCaseError> {
+    use tessera_ir::interp::{run, HostBuffer};
+    let values: Vec<f64> = init.iter().map(|v| *v as f64).collect();
+    let mut want = [HostBuffer::from_f64(DataType::int64(), &[16], &values)];
+    if run(f, &mut want).is_err() {
+        return Ok(());
+    }
+    let g = tessera_ir::PrimFunc {
+        body: pass(&f.body),
+        ..f.clone()
+    };
+    let mut got = [HostBuffer::from_f64(DataType::int64(), &[16], &values)];
+    let r = run(&g, &mut got);
+    prop_assert!(
+        r.is_ok(),
+        "rewritten program fails: {:?}\n{}\n=>\n{}",
+        r,
+        f,
+        g
+    );
+    prop_assert_eq!(&got[0].data, &want[0].data, "\n{}\n=>\n{}", f, g);
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
 
     /// `simplify_stmt`, which uses the loop and let ranges, keeps what a program computes.
     #[test]
     fn simplify_stmt_preserves_programs((f, init) in loop_program()) {
-        use tessera_ir::interp::{run, HostBuffer};
-        let values: Vec<f64> = init.iter().map(|v| *v as f64).collect();
-        let mut want = [HostBuffer::from_f64(DataType::int64(), &[16], &values)];
-        if run(&f, &mut want).is_err() {
-            return Ok(());
-        }
-        let g = tessera_ir::PrimFunc { body: tessera_ir::arith::simplify_stmt(&f.body), ..f.clone() };
-        let mut got = [HostBuffer::from_f64(DataType::int64(), &[16], &values)];
-        let r = run(&g, &mut got);
-        prop_assert!(r.is_ok(), "simplified program fails: {:?}\n{}\n=>\n{}", r, f, g);
-        prop_assert_eq!(&got[0].data, &want[0].data, "\n{}\n=>\n{}", f, g);
+        assert_pass_preserves(&f, &init, tessera_ir::arith::simplify_stmt)?;
     }
+
     /// `lower_floor_div`, which turns floor divisions it proves non-negative into C's
     /// truncating ones, keeps what a program computes (the interpreter runs `/` and `%`
     /// truncating, as C does).
     #[test]
     fn lower_floor_div_preserves_programs((f, init) in loop_program()) {
-        use tessera_ir::interp::{run, HostBuffer};
-        let values: Vec<f64> = init.iter().map(|v| *v as f64).collect();
-        let mut want = [HostBuffer::from_f64(DataType::int64(), &[16], &values)];
-        if run(&f, &mut want).is_err() {
-            return Ok(());
-        }
-        let g = tessera_ir::PrimFunc { body: tessera_ir::transform::lower_floor_div(&f.body), ..f.clone() };
-        let mut got = [HostBuffer::from_f64(DataType::int64(), &[16], &values)];
-        let r = run(&g, &mut got);
-        prop_assert!(r.is_ok(), "lowered program fails: {:?}\n{}\n=>\n{}", r, f, g);
-        prop_assert_eq!(&got[0].data, &want[0].data, "\n{}\n=>\n{}", f, g);
+        assert_pass_preserves(&f, &init, tessera_ir::transform::lower_floor_div)?;
     }
 }
 
