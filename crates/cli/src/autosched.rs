@@ -12,7 +12,7 @@ use tessera_search::measure::Measurer;
 use tessera_search::policy::PolicyOptions;
 use tessera_search::scheduler::{SchedulerOptions, TaskSelection};
 use tessera_search::session::{SessionOptions, SessionReport, TuningSession};
-use tessera_search::tasks::{network_tasks, operator_task, operator_tasks};
+use tessera_search::tasks::{operator_task, operator_tasks, plan_tasks};
 use tessera_te::catalog::{OpAttrs, OpSpec};
 
 /// The catalog operator of `--op OP --op-shape DIMS` (convolutions and pools: stride 1,
@@ -122,7 +122,7 @@ pub fn run(args: TuneArgs) -> Result<()> {
             .with_context(|| format!("tuning measures on the device of `{target}`"))?;
     }
     let hw = backend.hardware_params().clone();
-    let (graph, tasks) = match &args.op {
+    let (plan, tasks) = match &args.op {
         Some(op) => {
             let spec = op_spec(op, args.op_shape.as_deref())?;
             let mut task = operator_task(&spec, &target, &hw)?;
@@ -132,16 +132,17 @@ pub fn run(args: TuneArgs) -> Result<()> {
             (None, vec![task])
         }
         None => {
-            let g = if args.templates {
-                net.load_for_templates()?
+            let plan = if args.templates {
+                tessera_graph::ConvPlan::fixed(net.load_for_templates()?)
             } else {
-                net.load()?
+                net.plan()?
             };
+            let g = plan.base();
             let tasks = if args.templates {
                 // the target's templates only (VTA's for `vta`); a task no template fits
                 // stays, for the strategy to say so
                 let lanes = hw.f32_lanes();
-                operator_tasks(&g, &target, &hw)?
+                operator_tasks(g, &target, &hw)?
                     .into_iter()
                     .filter(|t| {
                         let kind = t
@@ -157,9 +158,9 @@ pub fn run(args: TuneArgs) -> Result<()> {
                     })
                     .collect()
             } else {
-                network_tasks(&g, &target, &hw)?
+                plan_tasks(&plan, &target, &hw)?
             };
-            (Some(g), tasks)
+            (Some(plan), tasks)
         }
     };
     let opts = measure_options(&args, backend.as_ref())?;
@@ -177,8 +178,8 @@ pub fn run(args: TuneArgs) -> Result<()> {
     session
         .run(&mut Terminal)
         .with_context(|| format!("tuning into {}", args.log.display()))?;
-    if let Some(g) = graph {
-        crate::tune::compare_untuned_and_tuned(&g, &target, &args.log)?;
+    if let Some(plan) = plan {
+        crate::tune::compare_untuned_and_tuned(&plan, &target, &args.log)?;
     }
     Ok(())
 }

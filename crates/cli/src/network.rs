@@ -5,7 +5,7 @@ use clap::Args;
 use std::path::PathBuf;
 use tessera_backends::Target;
 use tessera_graph::zoo::{self, ZooOptions};
-use tessera_graph::{extract_tasks, passes, print_tasks, Graph, GraphModule, Layout, ScheduleHook};
+use tessera_graph::{passes, print_tasks, ConvPlan, Graph, GraphModule, Layout, ScheduleHook};
 use tessera_runtime::{NDArray, TimeEvaluator};
 
 /// Where the network comes from, and how to prepare it.
@@ -69,20 +69,34 @@ impl NetworkArgs {
     }
 
     /// The network, optimized (batch norms and constants folded, layout converted; for
-    /// VTA quantized and packed), for a CPU its 3×3 stride-1 NHWC convolutions made
-    /// Winograd ones and the other NHWC convolutions' weights packed.
-    pub(crate) fn load(&self) -> Result<Graph> {
-        self.load_with(true)
+    /// VTA quantized and packed), with, for a CPU build in NHWC, its convolutions'
+    /// algorithms still to choose (direct or Winograd, `graph::conv_plan`) and their
+    /// weights to pack.
+    pub(crate) fn plan(&self) -> Result<ConvPlan> {
+        let g = self.load_optimized()?;
+        let target = self.target()?;
+        if self.layout()? != Layout::Nhwc
+            || self.for_vta()?
+            || target.kind != tessera_backends::TargetKind::CPU
+        {
+            return Ok(ConvPlan::fixed(g));
+        }
+        // blocks of one vector register, the width every schedule vectorizes
+        let lanes = crate::plugins::registry()
+            .backend_for(&target)?
+            .hardware_params()
+            .f32_lanes();
+        Ok(ConvPlan::for_cpu(g, lanes, !self.no_winograd)?)
     }
 
-    /// [`load`](Self::load) with every convolution's weights left HWIO, for the schedule
-    /// templates (whose tasks are HWIO convolutions, `tessera tune --templates` and the
-    /// template configurations of a log).
+    /// The optimized network with every convolution's weights left HWIO, for the
+    /// schedule templates (whose tasks are HWIO convolutions, `tessera tune --templates`
+    /// and the template configurations of a log).
     pub(crate) fn load_for_templates(&self) -> Result<Graph> {
-        self.load_with(false)
+        self.load_optimized()
     }
 
-    fn load_with(&self, pack_weights: bool) -> Result<Graph> {
+    fn load_optimized(&self) -> Result<Graph> {
         let vta = self.for_vta()?;
         let layout = match (&self.layout, vta) {
             (None, true) => Layout::Nchw,
@@ -141,21 +155,6 @@ impl NetworkArgs {
             )
             .context("preparing the network for VTA (int8, NCHW1n16c)")?;
         }
-        let target = self.target()?;
-        if pack_weights
-            && layout == Layout::Nhwc
-            && target.kind == tessera_backends::TargetKind::CPU
-        {
-            // blocks of one vector register, the width every schedule vectorizes
-            let lanes = crate::plugins::registry()
-                .backend_for(&target)?
-                .hardware_params()
-                .f32_lanes();
-            if !self.no_winograd {
-                tessera_graph::winograd::winograd_convolutions(&mut g, lanes)?;
-            }
-            passes::pack_conv_weights(&mut g, lanes, passes::PACK_WEIGHTS_ABOVE)?;
-        }
         Ok(g)
     }
 }
@@ -175,12 +174,8 @@ pub struct TasksArgs {
 
 pub fn tasks(args: TasksArgs) -> Result<()> {
     let target = args.net.target()?;
-    let g = if args.templates {
-        args.net.load_for_templates()?
-    } else {
-        args.net.load()?
-    };
     if args.templates {
+        let g = args.net.load_for_templates()?;
         let backend = crate::plugins::registry().backend_for(&target)?;
         let lanes = backend.hardware_params().f32_lanes();
         let tasks: Vec<_> = tessera_autotvm::network::extract_template_tasks(&g, lanes)
@@ -205,19 +200,23 @@ pub fn tasks(args: TasksArgs) -> Result<()> {
         );
         return Ok(());
     }
-    let (tasks, weights) = extract_tasks(&g, &target)?;
-    let groups: usize = weights.iter().sum();
+    let plan = args.net.plan()?;
+    let (tasks, weights) = plan.tasks(&target)?;
+    let g = plan.base();
+    let groups = tessera_graph::fuse(&plan.rule_graph()?).len();
     if args.summary {
         println!(
             "{:>4}  {:>6}  {:>14}  {:<34}  name",
             "ID", "weight", "FLOPs", "workload key"
         );
         for (i, (t, w)) in tasks.iter().zip(&weights).enumerate() {
+            let option = t.choice.as_ref().map(|c| format!("  (one option of {c})"));
             println!(
-                "{i:>4}  {w:>6}  {:>14.0}  {:<34}  {}",
+                "{i:>4}  {w:>6}  {:>14.0}  {:<34}  {}{}",
                 t.flop_count(),
                 t.workload_key,
-                t.name
+                t.name,
+                option.unwrap_or_default()
             );
         }
     } else {
@@ -228,6 +227,14 @@ pub fn tasks(args: TasksArgs) -> Result<()> {
         tasks.len(),
         g.name
     );
+    if !plan.choices().is_empty() {
+        println!(
+            "{} of them are options of {} convolutions that can be computed directly or \
+             with Winograd: tuning tunes each option, a build with the log takes the faster",
+            tasks.iter().filter(|t| t.choice.is_some()).count(),
+            plan.choices().len()
+        );
+    }
     Ok(())
 }
 
@@ -283,16 +290,16 @@ pub fn build_network(
     Ok(tessera_graph::build_on(g, backend.as_ref(), device, hook)?)
 }
 
-/// Builds `g` with the history best of the record log `log` (apply-history-best),
+/// Builds `plan` with the history best of the record log `log` (apply-history-best),
 /// printing the log's skipped lines and the hook's warnings; returns the module and how
 /// many distinct fused groups got a tuned configuration.
 pub fn build_tuned(
-    g: &Graph,
+    plan: &ConvPlan,
     target: &Target,
     log: &std::path::Path,
 ) -> Result<(tessera_graph::GraphModule, usize)> {
     let loaded = crate::records::load_warn(log)?;
-    build_with_history(g, target, &loaded.records, true)
+    build_with_history(plan, target, &loaded.records, true)
 }
 
 /// Whether `records` hold template configurations (AutoTVM's), which apply to HWIO
@@ -303,17 +310,25 @@ fn holds_templates(records: &[tessera_search::record::Record]) -> bool {
         .any(|r| matches!(r.schedule, tessera_search::ScheduleDesc::Config { .. }))
 }
 
-/// Builds `g` with the best of `records` (no records: every task built as without
-/// tuning — for VTA, TVM's fallback configuration on VTA), printing the warnings (a task
-/// without a record, a record that did not apply) when `warn`.
+/// Builds `plan` with the best of `records` (no records: every task built as without
+/// tuning — for VTA, TVM's fallback configuration on VTA), each convolution with the
+/// algorithm whose options measured fastest (`search::tasks::pick_algorithms`),
+/// printing the warnings (a task without a record, a record that did not apply) and
+/// the algorithms when `warn`.
 fn build_with_history(
-    g: &Graph,
+    plan: &ConvPlan,
     target: &Target,
     records: &[tessera_search::record::Record],
     warn: bool,
 ) -> Result<(tessera_graph::GraphModule, usize)> {
     use tessera_autotvm::network::TunedHook;
     let best = tessera_search::record::ApplyHistoryBest::new(records);
+    let target_str = target.to_string();
+    let (graph, picked) = tessera_search::tasks::pick_algorithms(plan, &best, &target_str)?;
+    if warn && !picked.is_empty() {
+        println!("{}", algorithms_line(&picked));
+    }
+    let g = &graph;
     // the template hook (and its warning per task without a record) only for a log
     // that holds template configurations, or for VTA, whose packed convolutions run
     // on VTA only with a configuration
@@ -321,7 +336,6 @@ fn build_with_history(
         target.kind == tessera_backends::TargetKind::VTA || holds_templates(records);
     let backend = crate::plugins::registry().backend_for(target)?;
     let lanes = backend.hardware_params().f32_lanes();
-    let target_str = target.to_string();
     let templates = TunedHook::new(best.clone(), &target_str, lanes);
     // Step histories (the auto-scheduler) first, template configurations for the rest.
     let fallback: Option<&dyn tessera_graph::ScheduleHook> = if has_templates {
@@ -338,14 +352,36 @@ fn build_with_history(
     Ok((m, sketch.applied() + templates.applied()))
 }
 
-/// Builds `g` for `target` without tuning records: every group's default schedule, but
-/// VTA's packed convolutions with TVM's fallback configuration, on VTA (their default
-/// schedule would run on the board's CPU), one warning each when `warn`.
-pub(crate) fn build_untuned(g: &Graph, target: &Target, warn: bool) -> Result<GraphModule> {
+/// What a build with records chose for the convolutions with a choice: how many of
+/// each algorithm, and how many by measurement.
+fn algorithms_line(picked: &[(tessera_graph::ConvAlgorithm, bool)]) -> String {
+    let mut counts: Vec<(String, usize)> = Vec::new();
+    for (a, _) in picked {
+        let name = a.to_string();
+        match counts.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, c)) => *c += 1,
+            None => counts.push((name, 1)),
+        }
+    }
+    let counts: Vec<String> = counts.iter().map(|(n, c)| format!("{c} {n}")).collect();
+    let measured = picked.iter().filter(|(_, m)| *m).count();
+    format!(
+        "convolution algorithms: {} ({measured} of {} chosen by the log's measurements of \
+         every option, the others by the rule)",
+        counts.join(", "),
+        picked.len()
+    )
+}
+
+/// Builds `plan` for `target` without tuning records: the rule's algorithms, every
+/// group's default schedule, but VTA's packed convolutions with TVM's fallback
+/// configuration, on VTA (their default schedule would run on the board's CPU), one
+/// warning each when `warn`.
+pub(crate) fn build_untuned(plan: &ConvPlan, target: &Target, warn: bool) -> Result<GraphModule> {
     if target.kind == tessera_backends::TargetKind::VTA {
-        Ok(build_with_history(g, target, &[], warn)?.0)
+        Ok(build_with_history(plan, target, &[], warn)?.0)
     } else {
-        build_network(g, target, None)
+        build_network(&plan.rule_graph()?, target, None)
     }
 }
 
@@ -371,15 +407,18 @@ pub fn run(args: RunArgs) -> Result<()> {
         Some(path) => Some((path, crate::records::load_warn(path)?)),
         None => None,
     };
-    let g = match &log {
-        Some((_, loaded)) if holds_templates(&loaded.records) => args.net.load_for_templates()?,
-        _ => args.net.load()?,
+    let plan = match &log {
+        Some((_, loaded)) if holds_templates(&loaded.records) => {
+            ConvPlan::fixed(args.net.load_for_templates()?)
+        }
+        _ => args.net.plan()?,
     };
+    let g = plan.base();
     let start = std::time::Instant::now();
     let mut m = match &log {
-        None => build_untuned(&g, &target, true)?,
+        None => build_untuned(&plan, &target, true)?,
         Some((log, loaded)) => {
-            let (m, applied) = build_with_history(&g, &target, &loaded.records, true)?;
+            let (m, applied) = build_with_history(&plan, &target, &loaded.records, true)?;
             println!(
                 "applied the history best of {} to {applied} distinct fused groups",
                 log.display()

@@ -176,15 +176,16 @@ pub fn run(args: TuneArgs) -> Result<()> {
     crate::autosched::run(args)
 }
 
-/// Builds `g` untuned and with the history best of `log`, times both and prints the
+/// Builds `plan` untuned and with the history best of `log`, times both and prints the
 /// comparison (the end of both tuning modes).
 pub(crate) fn compare_untuned_and_tuned(
-    g: &tessera_graph::Graph,
+    plan: &tessera_graph::ConvPlan,
     target: &tessera_backends::Target,
     log: &std::path::Path,
 ) -> Result<()> {
-    let mut untuned = crate::network::build_untuned(g, target, false)?;
-    let (mut tuned, applied) = crate::network::build_tuned(g, target, log)?;
+    let g = plan.base();
+    let mut untuned = crate::network::build_untuned(plan, target, false)?;
+    let (mut tuned, applied) = crate::network::build_tuned(plan, target, log)?;
     let a = time_network(&mut untuned, target)?;
     let b = time_network(&mut tuned, target)?;
     println!(

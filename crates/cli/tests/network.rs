@@ -31,12 +31,33 @@ fn tasks_of_resnet18_nhwc() {
         out.starts_with("========== Task 0  (workload key: [\""),
         "{out}"
     );
-    assert_eq!(out.matches("========== Task ").count(), 30);
+    // 30 tasks of the untuned build, then the direct form of its 12 Winograd tasks,
+    // each labelled as an option of its convolution
+    assert_eq!(out.matches("========== Task ").count(), 42);
     assert!(out.contains("conv2d_nhwc(nn, yy, xx, ff) += "));
+    assert_eq!(out.matches("  (one option of conv `").count(), 24, "{out}");
     assert!(
-        out.trim_end()
-            .ends_with("30 tasks from 32 fused groups of network `resnet-18` for target `cpu`"),
+        out.contains("# fused_conv2d_bias_add_relu  weight: 2  FLOPs: 231612416  (one option of conv `stage1_unit1_conv1`)"),
         "{out}"
+    );
+    assert!(
+        out.contains("42 tasks from 32 fused groups of network `resnet-18` for target `cpu`\n24 of them are options of 13 convolutions"),
+        "{out}"
+    );
+    // without Winograd, no options
+    let direct = stdout_of(&tessera(&[
+        "tasks",
+        "--network",
+        "resnet-18",
+        "--no-winograd",
+        "--summary",
+    ]));
+    assert!(!direct.contains("option"), "{direct}");
+    assert!(
+        direct
+            .trim_end()
+            .ends_with("30 tasks from 32 fused groups of network `resnet-18` for target `cpu`"),
+        "{direct}"
     );
     let summary = stdout_of(&tessera(&["tasks", "--network", "mobilenet", "--summary"]));
     assert!(summary.contains("fused_conv2d_bias_add_relu"), "{summary}");

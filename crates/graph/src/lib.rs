@@ -3,12 +3,14 @@
 //!
 //! ```text
 //! zoo / onnx  ->  Graph  ->  passes (fold constants, fold batch norm, DCE, NCHW->NHWC;
-//!                                    for the CPU: Winograd 3×3 convs, packed weights;
+//!                                    for the CPU: a ConvPlan — Winograd or direct
+//!                                    3×3 convs, packed weights;
 //!                                    for VTA: quantize to int8, pack NCHW1n16c)
 //!             ->  fuse   ->  extract_tasks (one compute DAG per distinct group)
 //!                        ->  build -> GraphModule (set_input / run / get_output)
 //! ```
 
+pub mod conv_plan;
 pub mod error;
 pub mod executor;
 pub mod fuse;
@@ -23,6 +25,7 @@ pub mod tasks;
 pub mod winograd;
 pub mod zoo;
 
+pub use conv_plan::{ConvAlgorithm, ConvChoice, ConvPlan};
 pub use error::GraphError;
 pub use executor::{
     build, build_on, build_with, BuildContext, BuildSummary, GraphModule, ScheduleHook,

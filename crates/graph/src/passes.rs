@@ -376,10 +376,19 @@ pub fn pack_conv_weights(
     block: i64,
     min_block_bytes: usize,
 ) -> Result<usize, GraphError> {
+    Ok(pack_conv_weights_mapped(graph, block, min_block_bytes)?.len())
+}
+
+/// [`pack_conv_weights`], returning each packed convolution's node before and after.
+pub(crate) fn pack_conv_weights_mapped(
+    graph: &mut Graph,
+    block: i64,
+    min_block_bytes: usize,
+) -> Result<Vec<(NodeIndex, NodeIndex)>, GraphError> {
     let Some(b) = usize::try_from(block).ok().filter(|&b| b >= 2) else {
-        return Ok(0);
+        return Ok(Vec::new());
     };
-    let mut packed = 0;
+    let mut packed = Vec::new();
     for n in graph.topo_order() {
         let Some((attrs, w)) = nhwc_conv_with_constant_weight(graph, n) else {
             continue;
@@ -394,8 +403,8 @@ pub fn pack_conv_weights(
         let blocked = reshape(w, &[kh, kw, ci, co / b, b])?;
         let value = permute(&blocked, &[3, 0, 1, 2, 4])?;
         let op = graph.node(n).op.clone();
-        replace_conv_weight(graph, n, op, &format!("ohwi{b}o"), value)?;
-        packed += 1;
+        let conv = replace_conv_weight(graph, n, op, &format!("ohwi{b}o"), value)?;
+        packed.push((n, conv));
     }
     dead_code_elimination(graph);
     Ok(packed)
@@ -419,14 +428,14 @@ pub(crate) fn nhwc_conv_with_constant_weight(
 }
 
 /// Replaces convolution `n` with `op` (the same name and data input) on the constant
-/// `weight`, named after the old weight with `_{suffix}`.
+/// `weight`, named after the old weight with `_{suffix}`; returns the new node.
 pub(crate) fn replace_conv_weight(
     graph: &mut Graph,
     n: NodeIndex,
     op: Op,
     suffix: &str,
     weight: NDArray,
-) -> Result<(), GraphError> {
+) -> Result<NodeIndex, GraphError> {
     let args = graph.args(n);
     let name = graph.node(n).name.clone();
     let wname = format!("{}_{suffix}", graph.node(args[1]).name);
@@ -434,7 +443,7 @@ pub(crate) fn replace_conv_weight(
     let conv = graph.op(&name, op, &[args[0], c])?;
     graph.replace_uses(n, conv);
     graph.remove(n);
-    Ok(())
+    Ok(conv)
 }
 
 fn transform(src: &str, dst: &str) -> Op {

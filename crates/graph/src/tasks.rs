@@ -16,6 +16,10 @@ pub struct Task {
     pub workload_key: String,
     pub dag: ComputeDag,
     pub target: Target,
+    /// Set on a task that is one option of a convolution with several
+    /// ([`crate::conv_plan::ConvPlan::tasks`]): the tasks with the same label compute
+    /// the same groups in different ways, and a build runs the fastest of them.
+    pub choice: Option<String>,
 }
 
 impl Task {
@@ -47,6 +51,7 @@ pub fn extract_tasks(
                     workload_key: key,
                     dag,
                     target: target.clone(),
+                    choice: None,
                 });
                 weights.push(1);
             }
@@ -66,9 +71,13 @@ pub fn print_tasks(tasks: &[Task], weights: &[usize]) -> String {
             t.workload_key
         ));
         s.push_str(&format!(
-            "# {}  weight: {w}  FLOPs: {:.0}\n",
+            "# {}  weight: {w}  FLOPs: {:.0}{}\n",
             t.name,
-            t.flop_count()
+            t.flop_count(),
+            t.choice
+                .as_ref()
+                .map(|c| format!("  (one option of {c})"))
+                .unwrap_or_default()
         ));
         s.push_str(&t.dag.to_string());
         if !s.ends_with('\n') {

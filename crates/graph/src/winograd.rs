@@ -14,6 +14,7 @@
 use crate::error::GraphError;
 use crate::ir::{Graph, Op};
 use crate::passes::{dead_code_elimination, nhwc_conv_with_constant_weight, replace_conv_weight};
+use petgraph::stable_graph::NodeIndex;
 use tessera_ir::DataType;
 use tessera_runtime::NDArray;
 use tessera_te::catalog::winograd_tile_for;
@@ -65,36 +66,59 @@ pub fn winograd_weight(w: &NDArray, tile: i64, b: usize) -> Result<NDArray, Grap
     )?)
 }
 
-/// Rewrites the NHWC convolutions of `graph` that Winograd computes faster (see the
-/// module's documentation) into [`Op::Conv2dWinograd`] with their weights transformed,
-/// blocked by `block` output channels (a divisor of theirs; none otherwise). Returns how
-/// many it rewrote.
-pub fn winograd_convolutions(graph: &mut Graph, block: i64) -> Result<usize, GraphError> {
-    let Some(b) = usize::try_from(block).ok().filter(|&b| b >= 1) else {
-        return Ok(0);
+/// Whether convolution `n` of `graph` can be computed with Winograd on weights blocked
+/// by `block` output channels (NHWC, 3×3, stride and dilation 1, one group, a constant
+/// float32 weight, output channels a multiple of `block`): its input channels and the
+/// tile size the rule gives its output ([`winograd_tile_for`]).
+pub fn winograd_fits(graph: &Graph, n: NodeIndex, block: i64) -> Option<(usize, i64)> {
+    let b = usize::try_from(block).ok().filter(|&b| b >= 1)?;
+    let (attrs, w) = nhwc_conv_with_constant_weight(graph, n)?;
+    let &[3, 3, ci, co] = w.shape() else {
+        return None;
     };
+    let simple = attrs.groups == 1 && attrs.stride == (1, 1) && attrs.dilation == (1, 1);
+    let out = &graph.node(n).ty.shape;
+    (simple && w.dtype() == DataType::float32() && co % b == 0 && out.len() == 4)
+        .then(|| (ci, winograd_tile_for(out[1], out[2])))
+}
+
+/// Rewrites convolution `n` (one [`winograd_fits`] accepts) into
+/// [`Op::Conv2dWinograd`] with F(`tile`×`tile`, 3×3), its weight transformed and
+/// blocked by `block`; returns the new node. The old weight stays until dead code
+/// elimination.
+pub fn rewrite_winograd(
+    graph: &mut Graph,
+    n: NodeIndex,
+    tile: i64,
+    block: i64,
+) -> Result<NodeIndex, GraphError> {
+    let bad = || GraphError::Invalid(format!("node {}: no Winograd form", graph.node(n).name));
+    if winograd_fits(graph, n, block).is_none() {
+        return Err(bad());
+    }
+    let (attrs, w) = nhwc_conv_with_constant_weight(graph, n).ok_or_else(bad)?;
+    let value = winograd_weight(w, tile, block as usize)?;
+    let op = Op::Conv2dWinograd {
+        padding: attrs.padding,
+        tile,
+    };
+    replace_conv_weight(graph, n, op, &format!("winograd{tile}"), value)
+}
+
+/// Rewrites the NHWC convolutions of `graph` that Winograd computes faster by the rule
+/// (see the module's documentation) into [`Op::Conv2dWinograd`] with their weights
+/// transformed, blocked by `block` output channels (a divisor of theirs; none
+/// otherwise). Returns how many it rewrote.
+pub fn winograd_convolutions(graph: &mut Graph, block: i64) -> Result<usize, GraphError> {
     let mut rewritten = 0;
     for n in graph.topo_order() {
-        let Some((attrs, w)) = nhwc_conv_with_constant_weight(graph, n) else {
-            continue;
-        };
-        let &[3, 3, ci, co] = w.shape() else {
-            continue;
-        };
-        let simple = attrs.groups == 1 && attrs.stride == (1, 1) && attrs.dilation == (1, 1);
-        let fits = w.dtype() == DataType::float32() && ci >= WINOGRAD_MIN_CHANNELS && co % b == 0;
-        let out = &graph.node(n).ty.shape;
-        if !simple || !fits || out.len() != 4 {
-            continue;
+        match winograd_fits(graph, n, block) {
+            Some((ci, tile)) if ci >= WINOGRAD_MIN_CHANNELS => {
+                rewrite_winograd(graph, n, tile, block)?;
+                rewritten += 1;
+            }
+            _ => {}
         }
-        let tile = winograd_tile_for(out[1], out[2]);
-        let value = winograd_weight(w, tile, b)?;
-        let op = Op::Conv2dWinograd {
-            padding: attrs.padding,
-            tile,
-        };
-        replace_conv_weight(graph, n, op, &format!("winograd{tile}"), value)?;
-        rewritten += 1;
     }
     dead_code_elimination(graph);
     Ok(rewritten)

@@ -14,6 +14,10 @@
 //!   best throughput among tasks of the same group). The most negative wins; when all
 //!   are equal, a seeded random choice. `RoundRobin` takes the live tasks in turn.
 //! - Global early stopping: no improvement of the objective for that many trials.
+//! - Options (tasks with a [`SchedTask::choice`]: one convolution computed directly or
+//!   with Winograd): the objective counts the fastest option of each choice, so the
+//!   others have no gradient; an option that cannot win even tuned is dead before its
+//!   warm-up ([`TaskScheduler::prune_options`]).
 //!
 //! What a round does is the caller's ([`RoundRunner`]): propose, measure, record. The
 //! scheduler only keeps counts and bests, so a resumed run starts from
@@ -26,6 +30,12 @@ use std::fmt::Write as _;
 /// A failed or missing latency (seconds), as TVM uses it.
 pub const NO_COST: f64 = 1e10;
 
+/// How many times the best throughput of the default schedules a tuned option is
+/// assumed to reach at most ([`TaskScheduler::prune_options`]). Tuning took ResNet-18's
+/// direct 3×3 convolutions from 126–190 GFLOPS to 200–216 on an AVX2 EPYC
+/// (BENCHMARKS.md), about 1.1–1.7× their defaults and under 1.2× the best default.
+pub const OPTION_SPEEDUP_BOUND: f64 = 1.5;
+
 /// One task as the scheduler sees it.
 #[derive(Clone, Debug)]
 pub struct SchedTask {
@@ -36,6 +46,10 @@ pub struct SchedTask {
     /// Tasks of one group (e.g. the same operator family) share a throughput estimate
     /// in the forward gradient; `None`: no group.
     pub group: Option<String>,
+    /// Tasks with the same choice compute the same part of the network in different
+    /// ways (a convolution directly or with Winograd): the objective counts the fastest
+    /// of them only, so that only it has a gradient. `None`: the task is no option.
+    pub choice: Option<String>,
 }
 
 /// How the next task is chosen.
@@ -189,11 +203,29 @@ impl TaskScheduler {
 
     /// Σ weight × latency.
     fn score(&self, costs: &[f64]) -> f64 {
-        self.tasks
-            .iter()
-            .zip(costs)
-            .map(|(t, c)| t.weight * c)
-            .sum()
+        self.objective(|i| Some(costs[i])).unwrap_or(f64::INFINITY)
+    }
+
+    /// Σ weight × `latency(task)`, of each choice's tasks the fastest only; `None`
+    /// while a task without a choice, or every task of a choice, has no latency.
+    fn objective(&self, latency: impl Fn(usize) -> Option<f64>) -> Option<f64> {
+        let mut total = 0.0;
+        let mut fastest: std::collections::BTreeMap<&str, Option<f64>> = Default::default();
+        for (i, t) in self.tasks.iter().enumerate() {
+            let v = latency(i).map(|c| t.weight * c);
+            match &t.choice {
+                None => total += v?,
+                Some(choice) => {
+                    let best = fastest.entry(choice.as_str()).or_insert(None);
+                    if let Some(v) = v {
+                        *best = Some(best.map_or(v, |b: f64| b.min(v)));
+                    }
+                }
+            }
+        }
+        fastest
+            .into_values()
+            .try_fold(total, |acc, v| v.map(|v| acc + v))
     }
 
     /// Sets task `task`'s baseline: the latency (seconds) of its default schedule, what
@@ -203,6 +235,38 @@ impl TaskScheduler {
         if let Some(b) = self.baselines.get_mut(task) {
             *b = (seconds.is_finite() && seconds > 0.0 && seconds < NO_COST).then_some(seconds);
         }
+    }
+
+    /// Marks dead each option of a choice ([`SchedTask::choice`]) that cannot be its
+    /// choice's fastest: at [`OPTION_SPEEDUP_BOUND`] × the best throughput any task's
+    /// default schedule reached (FLOPs over baseline), it would still be slower than
+    /// another option's default schedule, so its rounds would buy nothing. Call it once
+    /// the baselines are set. Returns each such task with that bound and the other
+    /// option's baseline (seconds).
+    pub fn prune_options(&mut self) -> Vec<(usize, f64, f64)> {
+        let peak = (0..self.tasks.len())
+            .filter_map(|i| self.baselines[i].map(|b| self.tasks[i].flop / b))
+            .fold(0.0, f64::max)
+            * OPTION_SPEEDUP_BOUND;
+        let mut pruned = Vec::new();
+        if peak <= 0.0 {
+            return pruned;
+        }
+        for (i, t) in self.tasks.iter().enumerate() {
+            let Some(choice) = &t.choice else {
+                continue;
+            };
+            let fastest_other = (0..self.tasks.len())
+                .filter(|&j| j != i && self.tasks[j].choice.as_ref() == Some(choice))
+                .filter_map(|j| self.baselines[j])
+                .fold(f64::INFINITY, f64::min);
+            let bound = t.flop / peak;
+            if bound > fastest_other && !self.dead.contains(&i) {
+                pruned.push((i, bound, fastest_other));
+            }
+        }
+        self.dead.extend(pruned.iter().map(|p| p.0));
+        pruned
     }
 
     /// The latency the estimate counts for `task`: its tuned best, else its baseline.
@@ -219,12 +283,11 @@ impl TaskScheduler {
     }
 
     /// The network's estimated latency (seconds): Σ weight × (each task's best, or its
-    /// default schedule's latency where that is faster or the task has none yet);
-    /// `None` while a task has neither.
+    /// default schedule's latency where that is faster or the task has none yet), of
+    /// each choice's tasks the fastest; `None` while a task (every task of a choice) has
+    /// neither.
     pub fn estimated_latency(&self) -> Option<f64> {
-        (0..self.tasks.len())
-            .map(|i| self.estimate_of(i).map(|(c, _)| self.tasks[i].weight * c))
-            .sum()
+        self.objective(|i| self.estimate_of(i).map(|(c, _)| c))
     }
 
     fn next_random(&mut self, n: usize) -> usize {

@@ -39,6 +39,9 @@ pub struct TuningTask {
     /// Its default schedule's program (what an untuned build runs), or why it does not
     /// lower; `None`: no baseline.
     pub default: Option<Result<PrimFunc, String>>,
+    /// The label it shares with the other options of a convolution
+    /// (`tessera_graph::Task::choice`): the objective counts the fastest of them only.
+    pub choice: Option<String>,
 }
 
 /// How a session runs.
@@ -227,6 +230,19 @@ impl TuningSession {
         for (i, cost) in rounds.baseline_costs(&earlier, &baselines) {
             scheduler.set_baseline(i, cost);
         }
+        for (i, bound, other) in scheduler.prune_options() {
+            let t = &rounds.tasks[i];
+            rounds.out(&format!(
+                "task {i} ({}, an option of {}) is not tuned: even at {:.1}x the best default \
+                 schedule's throughput it would take {:.3} ms, and another option's default \
+                 takes {:.3} ms\n",
+                t.task.name,
+                t.choice.as_deref().unwrap_or("a convolution"),
+                crate::scheduler::OPTION_SPEEDUP_BOUND,
+                bound * 1e3,
+                other * 1e3
+            ));
+        }
         let taken = rounds.restore(&earlier);
         if taken > 0 {
             rounds.out(&format!(
@@ -304,6 +320,7 @@ impl Rounds<'_, '_> {
                 weight: t.weight as f64,
                 flop: t.task.dag.flop_count(),
                 group: None,
+                choice: t.choice.clone(),
             })
             .collect()
     }

@@ -17,10 +17,14 @@ pub fn task_list(tasks: &[TuningTask]) -> String {
         );
         let _ = writeln!(
             s,
-            "# {}  weight: {}  FLOPs: {:.0}",
+            "# {}  weight: {}  FLOPs: {:.0}{}",
             task.name,
             t.weight,
-            task.dag.flop_count()
+            task.dag.flop_count(),
+            t.choice
+                .as_ref()
+                .map(|c| format!("  (one option of {c})"))
+                .unwrap_or_default()
         );
         let _ = writeln!(s, "{}", task.dag);
     }
@@ -122,7 +126,12 @@ pub fn unreached(tasks: &[TuningTask], scheduler: &TaskScheduler) -> String {
             continue;
         }
         let (name, w) = (&t.task.name, t.weight);
+        let pruned = t.choice.is_some() && scheduler.dead().contains(&i);
         let _ = match scheduler.trials()[i] {
+            0 if pruned => writeln!(
+                out,
+                "    task {i} `{name}` (weight {w}): not tuned, an option that cannot be its convolution's fastest"
+            ),
             0 => writeln!(
                 out,
                 "    task {i} `{name}` (weight {w}): not reached by the budget (it keeps its default schedule)"

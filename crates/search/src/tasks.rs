@@ -1,14 +1,17 @@
-//! The tuning tasks of a session: a network's (one per distinct fused group, weighted
-//! by how many groups compute it, or — for template tuning — one per distinct anchor
-//! operator) or one operator's, each with the target's hardware parameters and its
+//! The tuning tasks of a session: a network's (one per distinct fused group of every
+//! option of its convolutions, weighted by how many groups compute it, or — for
+//! template tuning — one per distinct anchor operator) or one operator's, each with the target's hardware parameters and its
 //! default-schedule program, the baseline it is measured against.
 
 use crate::policy::SearchTask;
+use crate::record::ApplyHistoryBest;
 use crate::session::TuningTask;
 use std::collections::HashMap;
 use tessera_backends::{HardwareParams, Target};
 use tessera_graph::executor::BuildContext;
-use tessera_graph::{default_programs, extract_tasks, fuse, op_spec_of, Graph, GraphError};
+use tessera_graph::{
+    default_programs, fuse, op_spec_of, ConvAlgorithm, ConvPlan, Graph, GraphError,
+};
 use tessera_te::catalog::{CatalogError, OpSpec};
 use tessera_te::schedules::CpuParams;
 
@@ -21,15 +24,51 @@ fn cpu_params(target: &Target, hw: &HardwareParams) -> CpuParams {
     .cpu_params()
 }
 
-/// The tasks of `graph` for `target`.
-pub fn network_tasks(
-    graph: &Graph,
+/// The tasks of every option of `plan` for `target` ([`ConvPlan::tasks`]): those of
+/// the network an untuned build runs, then the other options' convolutions, labelled
+/// so that the task scheduler counts the fastest option of each convolution only.
+pub fn plan_tasks(
+    plan: &ConvPlan,
     target: &Target,
     hw: &HardwareParams,
 ) -> Result<Vec<TuningTask>, GraphError> {
-    let (tasks, weights) = extract_tasks(graph, target)?;
-    let defaults = default_programs(graph, &tasks, cpu_params(target, hw))?;
-    Ok(tasks
+    let (tasks, weights) = plan.tasks(target)?;
+    let mut defaults: Vec<Option<Result<tessera_ir::PrimFunc, GraphError>>> =
+        (0..tasks.len()).map(|_| None).collect();
+    for g in plan.option_graphs()? {
+        let found = default_programs(&g, &tasks, cpu_params(target, hw))?;
+        for (d, f) in defaults.iter_mut().zip(found) {
+            if d.is_none() {
+                *d = f;
+            }
+        }
+    }
+    Ok(tuning_tasks(tasks, weights, defaults, target, hw))
+}
+
+/// The algorithm of each of `plan`'s convolutions that `best` holds measurements of
+/// every option of on `target` (its default schedule's or a tuned one's, whichever
+/// is faster): the option whose task is fastest; the rule for the others. Returns the
+/// network so built, and each choice's algorithm with whether it was measured.
+pub fn pick_algorithms(
+    plan: &ConvPlan,
+    best: &ApplyHistoryBest,
+    target: &str,
+) -> Result<(Graph, Vec<(ConvAlgorithm, bool)>), GraphError> {
+    let cost = |key: &str| best.query(key, target).map(|r| r.result.mean_cost());
+    let picked: Vec<(ConvAlgorithm, bool)> = plan.choices().iter().map(|c| c.pick(cost)).collect();
+    let graph = plan.graph(|c| c.pick(cost).0)?;
+    Ok((graph, picked))
+}
+
+fn tuning_tasks(
+    tasks: Vec<tessera_graph::Task>,
+    weights: Vec<usize>,
+    defaults: Vec<Option<Result<tessera_ir::PrimFunc, GraphError>>>,
+    target: &Target,
+    hw: &HardwareParams,
+) -> Vec<TuningTask> {
+    tasks
         .into_iter()
         .zip(weights)
         .zip(defaults)
@@ -44,8 +83,9 @@ pub fn network_tasks(
             },
             weight,
             default: default.map(|d| d.map_err(|e| e.to_string())),
+            choice: t.choice,
         })
-        .collect())
+        .collect()
 }
 
 /// The one task of a catalog operator, with the operator's default schedule as its
@@ -71,6 +111,7 @@ pub fn operator_task(
         },
         weight: 1,
         default: Some(default),
+        choice: None,
     })
 }
 

@@ -68,6 +68,7 @@ fn sched(weights: &[f64], opts: SchedulerOptions) -> TaskScheduler {
                 weight: w,
                 flop: 1e9,
                 group: None,
+                choice: None,
             })
             .collect(),
         opts,
@@ -223,16 +224,19 @@ fn the_table_after_a_round() {
                 weight: 2.0,
                 flop: 2.0 * 1024.0 * 1024.0 * 1024.0,
                 group: Some("matmul".into()),
+                choice: None,
             },
             SchedTask {
                 weight: 1.0,
                 flop: 231_211_008.0,
                 group: None,
+                choice: None,
             },
             SchedTask {
                 weight: 1.0,
                 flop: 1e6,
                 group: None,
+                choice: None,
             },
         ],
         opts(TaskSelection::Gradient),
@@ -262,11 +266,13 @@ fn the_estimate_counts_each_tasks_default_schedule_until_it_is_tuned() {
                 weight: 2.0,
                 flop: 2e9,
                 group: None,
+                choice: None,
             },
             SchedTask {
                 weight: 1.0,
                 flop: 1e6,
                 group: None,
+                choice: None,
             },
         ]
     };
@@ -321,4 +327,86 @@ fn the_estimate_counts_each_tasks_default_schedule_until_it_is_tuned() {
     // nonsense baselines are ignored
     s.set_baseline(1, f64::NAN);
     assert!((s.estimated_latency().unwrap() - 0.011).abs() < 1e-12);
+}
+
+/// Tasks 0 and 1 are two options of one convolution (`conv`), task 2 no option; each
+/// weighs 1 and computes `flop`s.
+fn with_options(flop: [f64; 3]) -> TaskScheduler {
+    let tasks = flop
+        .iter()
+        .enumerate()
+        .map(|(i, &flop)| SchedTask {
+            weight: 1.0,
+            flop,
+            group: None,
+            choice: (i < 2).then(|| "conv".to_string()),
+        })
+        .collect();
+    TaskScheduler::new(tasks, opts(TaskSelection::Gradient))
+}
+
+#[test]
+fn the_objective_counts_the_fastest_option_of_a_choice() {
+    let mut s = with_options([1e9; 3]);
+    s.set_baseline(0, 0.004);
+    s.set_baseline(2, 0.001);
+    // one option without a number is no gap: the other stands for the choice
+    assert!((s.estimated_latency().unwrap() - 0.005).abs() < 1e-12);
+    s.set_baseline(1, 0.003);
+    assert!((s.estimated_latency().unwrap() - 0.004).abs() < 1e-12);
+    for (task, cost) in [(0, 0.002), (1, 0.0025), (2, 0.001)] {
+        s.record_round(
+            task,
+            &RoundOutcome {
+                measured: 16,
+                best_cost: Some(cost),
+            },
+        );
+    }
+    // 2 ms (option 0) + 1 ms; option 1 counts for nothing and has no gradient
+    assert!((s.estimated_latency().unwrap() - 0.003).abs() < 1e-12);
+    let g = s.gradients();
+    assert!(g[0] < 0.0 && g[2] < 0.0, "{g:?}");
+    assert_eq!(g[1], 0.0, "{g:?}");
+    // so after the warm-up the rounds go to task 0 and task 2 only
+    let mut runner = Runner::new(vec![
+        task(2.0, 1.0, 100.0),
+        task(2.5, 2.4, 100.0),
+        task(1.0, 0.5, 100.0),
+    ]);
+    let mut s = with_options([1e9; 3]);
+    s.tune(16 * 12, &mut runner, &mut |_, _| {});
+    assert_eq!(&runner.order[..3], &[0, 1, 2]);
+    assert!(!runner.order[3..].contains(&1), "{:?}", runner.order);
+}
+
+#[test]
+fn an_option_that_cannot_win_even_tuned_gets_no_round() {
+    use tessera_search::scheduler::OPTION_SPEEDUP_BOUND;
+    // option 0: 4 GFLOP, option 1: 1 GFLOP in 10 ms (the fastest default, 100 GFLOPS);
+    // at 1.5 × 100 GFLOPS option 0 would still take 26.7 ms
+    let mut s = with_options([4e9, 1e9, 1e8]);
+    s.set_baseline(0, 0.050);
+    s.set_baseline(1, 0.010);
+    s.set_baseline(2, 0.002);
+    let pruned = s.prune_options();
+    assert_eq!(pruned.len(), 1, "{pruned:?}");
+    let (pruned_task, bound, other) = pruned[0];
+    assert_eq!(pruned_task, 0);
+    assert!((bound - 4e9 / (1e11 * OPTION_SPEEDUP_BOUND)).abs() < 1e-12);
+    assert!((other - 0.010).abs() < 1e-12);
+    assert!(s.dead().contains(&0));
+    let mut runner = Runner::new(vec![
+        task(50.0, 1.0, 10.0),
+        task(10.0, 9.0, 10.0),
+        task(2.0, 1.0, 10.0),
+    ]);
+    s.tune(16 * 6, &mut runner, &mut |_, _| {});
+    assert!(!runner.order.contains(&0), "{:?}", runner.order);
+    // options within reach are both tuned
+    let mut close = with_options([1.2e9, 1e9, 1e8]);
+    close.set_baseline(0, 0.020);
+    close.set_baseline(1, 0.010);
+    close.set_baseline(2, 0.002);
+    assert!(close.prune_options().is_empty());
 }
