@@ -79,6 +79,10 @@ fn int_expr() -> BoxedStrategy<Expr> {
                     let a = if first { v * lit(c) + r } else { r + v * lit(c) };
                     Expr::binary(op, a, lit(c))
                 }),
+                // A block index of a finer tile: (v * g + r) / (g * m), r often in [0, g).
+                2 => (div_op(), var_expr(), 2i64..=4, 2i64..=3, inner.clone()).prop_map(|(op, v, g, m, r)| {
+                    Expr::binary(op, v * lit(g) + r, lit(g * m))
+                }),
                 // Non-constant divisors.
                 1 => (div_op(), inner.clone(), inner.clone()).prop_map(|(op, a, b)| Expr::binary(op, a, b)),
                 2 => (inner.clone(), inner.clone()).prop_map(|(a, b)| Expr::min(a, b)),
@@ -806,4 +810,24 @@ fn floor_division_of_loop_indices_becomes_truncating() {
     );
     assert!(text.contains("floormod((i - 5), 3)"), "{text}");
     assert!(!text.contains("floordiv"), "{text}");
+}
+
+#[test]
+fn a_lane_index_into_wider_blocks_divides_its_tile_index_instead() {
+    // co = 8·o + i in blocks of 16: floordiv(co, 16) == floordiv(o, 2),
+    // floormod(co, 16) == floormod(o, 2)·8 + i
+    let (o, i) = (ivar("o"), ivar("i"));
+    let an = with_bounds(&[(&o, 0, 23), (&i, 0, 7)]);
+    let co = o.to_expr() * lit(8) + i.to_expr();
+    let div = an.simplify(&Expr::floordiv(co.clone(), lit(16)));
+    let rem = an.simplify(&Expr::floormod(co.clone(), lit(16)));
+    assert_eq!(div.to_string(), "floordiv(o, 2)");
+    assert_eq!(rem.to_string(), "((floormod(o, 2)*8) + i)");
+    // a remainder that can reach the next multiple of 8 keeps the division
+    let wide = with_bounds(&[(&o, 0, 23), (&i, 0, 8)]);
+    let kept = wide.simplify(&Expr::floordiv(co, lit(16)));
+    assert!(
+        kept.to_string().starts_with("floordiv(((o*8) + i), "),
+        "{kept}"
+    );
 }

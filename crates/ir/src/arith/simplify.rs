@@ -155,11 +155,58 @@ impl Simplifier<'_> {
                 }
             }
         }
+        let rest = match self.factor_out(&r, c) {
+            // floordiv(g·x + s, g·m) == floordiv(x, m) for 0 <= s < g
+            Some((x, _, g)) => {
+                let m = Self::lit(e, c / g);
+                self.floordiv(&Expr::floordiv(x.to_expr(), m.clone()), &x.to_expr(), &m)
+            }
+            None => Expr::floordiv(r.to_expr(), b.clone()),
+        };
         if q.is_const() && q.constant == 0 {
-            return Expr::floordiv(r.to_expr(), b.clone());
+            return rest;
         }
-        let rest = Expr::floordiv(r.to_expr(), b.clone());
         self.canonical(&Expr::binary(BinOp::Add, q.to_expr(), rest))
+    }
+
+    /// `r` as `g·x + s` with `g` a proper divisor of `c` (the largest that works), every
+    /// term of `x` whole and `s` (the other terms and the constant's remainder) within
+    /// `[0, g)`: then `floordiv(r, c) == floordiv(x, c/g)` and `floormod(r, c) ==
+    /// floormod(x, c/g)·g + s`, for every integer `x` (a vector lane's index `8·o + i`
+    /// into blocks of 16 is `floordiv(o, 2)`, with no division left per lane).
+    fn factor_out(&self, r: &Linear, c: i64) -> Option<(Linear, Linear, i64)> {
+        let gcd = |mut a: i64, mut b: i64| {
+            while b != 0 {
+                (a, b) = (b, a % b);
+            }
+            a.abs()
+        };
+        let mut divisors: Vec<i64> = r
+            .terms
+            .iter()
+            .map(|(_, k)| gcd(*k, c))
+            .filter(|&g| g > 1 && g < c)
+            .collect();
+        divisors.sort_unstable();
+        divisors.dedup();
+        for &g in divisors.iter().rev() {
+            let mut x = Linear::zero(r.dtype);
+            let mut s = Linear::zero(r.dtype);
+            for (atom, k) in &r.terms {
+                if k % g == 0 {
+                    x.terms.push((atom.clone(), k / g));
+                } else {
+                    s.terms.push((atom.clone(), *k));
+                }
+            }
+            x.constant = floordiv_i(r.constant, g)?;
+            s.constant = floormod_i(r.constant, g)?;
+            let sb = self.bound(&s.to_expr());
+            if sb.is_bounded() && sb.min >= 0 && sb.max < g {
+                return Some((x, s, g));
+            }
+        }
+        None
     }
 
     fn floormod(&self, e: &Expr, a: &Expr, b: &Expr) -> Expr {
@@ -211,6 +258,13 @@ impl Simplifier<'_> {
         let m = self.an.modular_set(&re);
         if m.coeff != 0 && m.coeff % c == 0 {
             return Self::lit(e, m.base.rem_euclid(c));
+        }
+        if let Some((x, s, g)) = self.factor_out(&r, c) {
+            let m = Self::lit(e, c / g);
+            let xe = x.to_expr();
+            let inner = self.floormod(&Expr::floormod(xe.clone(), m.clone()), &xe, &m);
+            let scaled = Expr::binary(BinOp::Mul, inner, Self::lit(e, g));
+            return self.canonical(&Expr::binary(BinOp::Add, scaled, s.to_expr()));
         }
         Expr::floormod(re, b.clone())
     }
