@@ -70,6 +70,11 @@ pub struct ConvChoice {
 }
 
 impl ConvChoice {
+    /// The `k`-th option's algorithm (the last one's where there are fewer).
+    fn nth_option(&self, k: usize) -> ConvAlgorithm {
+        self.options[k.min(self.options.len() - 1)].algorithm
+    }
+
     /// The option whose task `cost` (seconds, by workload key) says is fastest, where
     /// it knows every option's; the rule otherwise. The flag says whether it was
     /// measured.
@@ -211,15 +216,19 @@ impl ConvPlan {
     /// One network per option index: the `k`-th takes each choice's `k`-th option (its
     /// rule first); together they compute every option's groups.
     pub fn option_graphs(&self) -> Result<Vec<Graph>, GraphError> {
-        let n = self
-            .choices
+        (0..self.option_count())
+            .map(|k| self.graph(|c| c.nth_option(k)))
+            .collect()
+    }
+
+    /// How many option networks there are: the most options of a choice (1 without
+    /// choices: the rule's network).
+    fn option_count(&self) -> usize {
+        self.choices
             .iter()
             .map(|c| c.options.len())
             .max()
-            .unwrap_or(1);
-        (0..n)
-            .map(|k| self.graph(|c| c.options[k.min(c.options.len() - 1)].algorithm))
-            .collect()
+            .unwrap_or(1)
     }
 
     /// The label shared by the tasks of one convolution's options (the first such
@@ -264,14 +273,11 @@ impl ConvPlan {
     /// Each option's workload key: that of the fused group holding the convolution in
     /// the network built with the option.
     fn fill_workload_keys(&mut self) -> Result<(), GraphError> {
-        let n = self
-            .choices
-            .iter()
-            .map(|c| c.options.len())
-            .max()
-            .unwrap_or(0);
-        for k in 0..n {
-            let (g, moved) = self.prepare(|c| c.options[k.min(c.options.len() - 1)].algorithm)?;
+        if self.choices.is_empty() {
+            return Ok(());
+        }
+        for k in 0..self.option_count() {
+            let (g, moved) = self.prepare(|c| c.nth_option(k))?;
             let mut key_of: HashMap<NodeIndex, String> = HashMap::new();
             for group in fuse(&g) {
                 let wanted: Vec<NodeIndex> = self

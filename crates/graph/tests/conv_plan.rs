@@ -163,26 +163,21 @@ fn every_combination_of_options_computes_the_network() {
         got.allclose(&want, 1e-4, atol)
             .unwrap_or_else(|e| panic!("mask {mask}: {e}"));
     }
-    // the all-Winograd network compiled with the default schedules
-    let g = plan.graph(|c| c.options[0].algorithm).unwrap();
-    let mut m = build(
-        &plan.graph(|_| ConvAlgorithm::Direct).unwrap(),
-        &Target::cpu(),
-    )
-    .unwrap();
-    m.set_input("data", &feed).unwrap();
-    m.run().unwrap();
-    m.get_output(0)
-        .unwrap()
-        .allclose(&want, 1e-4, atol)
-        .unwrap();
-    let mut m = build(&g, &Target::cpu()).unwrap();
-    m.set_input("data", &feed).unwrap();
-    m.run().unwrap();
-    m.get_output(0)
-        .unwrap()
-        .allclose(&want, 1e-4, atol)
-        .unwrap();
+    // the all-direct and the all-Winograd networks compiled with the default schedules
+    for algorithm in [ConvAlgorithm::Direct, ConvAlgorithm::Winograd { tile: 4 }] {
+        let g = plan
+            .graph(|c| {
+                let wanted = c.options.iter().find(|o| o.algorithm == algorithm);
+                wanted.map_or(c.rule, |o| o.algorithm)
+            })
+            .unwrap();
+        let mut m = build(&g, &Target::cpu()).unwrap();
+        m.set_input("data", &feed).unwrap();
+        m.run().unwrap();
+        let got = m.get_output(0).unwrap();
+        got.allclose(&want, 1e-4, atol)
+            .unwrap_or_else(|e| panic!("{algorithm}: {e}"));
+    }
 }
 
 #[test]
