@@ -6,7 +6,8 @@
 //! of the fused group each algorithm makes of it. Then:
 //!
 //! - an untuned build takes the rule ([`ConvPlan::rule_graph`]: Winograd from
-//!   [`WINOGRAD_MIN_CHANNELS`] input channels, as measured on default schedules);
+//!   [`crate::winograd::WINOGRAD_MIN_CHANNELS`] input channels, as measured on default
+//!   schedules);
 //! - tuning tunes the tasks of every option ([`ConvPlan::tasks`]); the options of one
 //!   convolution share a [`Task::choice`] label, so that the task scheduler counts only
 //!   the fastest of them in the network's latency;
@@ -20,7 +21,7 @@ use crate::fuse::{fuse, group_compute};
 use crate::ir::Graph;
 use crate::passes::{dead_code_elimination, pack_conv_weights_mapped, PACK_WEIGHTS_ABOVE};
 use crate::tasks::{extract_tasks, Task};
-use crate::winograd::{rewrite_winograd, winograd_fits, WINOGRAD_MIN_CHANNELS};
+use crate::winograd::{rewrite_winograd, rule_takes_winograd, winograd_fits};
 use petgraph::stable_graph::NodeIndex;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -141,7 +142,7 @@ impl ConvPlan {
                 continue;
             }
             let wino = ConvAlgorithm::Winograd { tile };
-            let rule = if ci >= WINOGRAD_MIN_CHANNELS {
+            let rule = if rule_takes_winograd(ci) {
                 wino
             } else {
                 ConvAlgorithm::Direct

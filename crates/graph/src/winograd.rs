@@ -3,9 +3,11 @@
 //! (`G g Gᵀ`) and blocked by output channels once, at build time — as TVM's
 //! `alter_op_layout` pre-transforms the weights of the Winograd convolutions it picks.
 //!
-//! Which layers: those with at least [`WINOGRAD_MIN_CHANNELS`] input channels (below,
-//! the transforms cost more than the multiplications they save), F(4×4, 3×3) where 4
-//! divides the output's height and width, F(2×2, 3×3) otherwise. Measured on an AVX2
+//! Which layers, by the rule ([`rule_takes_winograd`]; a build with a record log takes
+//! the form its measurements say is faster, [`crate::conv_plan`]): those with at least
+//! [`WINOGRAD_MIN_CHANNELS`] input channels (below, the transforms cost more than the
+//! multiplications they save), F(4×4, 3×3) where 4 divides the output's height and
+//! width, F(2×2, 3×3) otherwise. Measured on an AVX2
 //! EPYC (2 threads, default schedules, `tessera op`; BENCHMARKS.md, "Winograd
 //! convolutions"): ResNet's 3×3 layers ran 1.6–2.9× faster than the direct
 //! convolution with packed weights, SqueezeNet's 27×27 and 13×13 ones 1.9–2.7×, its
@@ -66,6 +68,13 @@ pub fn winograd_weight(w: &NDArray, tile: i64, b: usize) -> Result<NDArray, Grap
     )?)
 }
 
+/// Whether the rule computes a convolution of `ci` input channels with Winograd: an
+/// untuned build's choice, and a tuned build's where the log has not measured both
+/// forms ([`crate::conv_plan`]).
+pub fn rule_takes_winograd(ci: usize) -> bool {
+    ci >= WINOGRAD_MIN_CHANNELS
+}
+
 /// Whether convolution `n` of `graph` can be computed with Winograd on weights blocked
 /// by `block` output channels (NHWC, 3×3, stride and dilation 1, one group, a constant
 /// float32 weight, output channels a multiple of `block`): its input channels and the
@@ -113,7 +122,7 @@ pub fn winograd_convolutions(graph: &mut Graph, block: i64) -> Result<usize, Gra
     let mut rewritten = 0;
     for n in graph.topo_order() {
         match winograd_fits(graph, n, block) {
-            Some((ci, tile)) if ci >= WINOGRAD_MIN_CHANNELS => {
+            Some((ci, tile)) if rule_takes_winograd(ci) => {
                 rewrite_winograd(graph, n, tile, block)?;
                 rewritten += 1;
             }

@@ -31,9 +31,9 @@ use std::fmt::Write as _;
 pub const NO_COST: f64 = 1e10;
 
 /// How many times the best throughput of the default schedules a tuned option is
-/// assumed to reach at most ([`TaskScheduler::prune_options`]). Tuning took ResNet-18's
-/// direct 3×3 convolutions from 126–190 GFLOPS to 200–216 on an AVX2 EPYC
-/// (BENCHMARKS.md), about 1.1–1.7× their defaults and under 1.2× the best default.
+/// assumed to reach at most ([`TaskScheduler::prune_options`]). On an AVX2 EPYC the
+/// tuned conv tasks of ResNet-18 measured 132–160 GFLOPS, 15–35 % faster than their
+/// default schedules (BENCHMARKS.md, "ResNet-18 tuned again"): 1.5 leaves a margin.
 pub const OPTION_SPEEDUP_BOUND: f64 = 1.5;
 
 /// One task as the scheduler sees it.

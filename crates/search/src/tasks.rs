@@ -1,7 +1,9 @@
 //! The tuning tasks of a session: a network's (one per distinct fused group of every
 //! option of its convolutions, weighted by how many groups compute it, or — for
-//! template tuning — one per distinct anchor operator) or one operator's, each with the target's hardware parameters and its
-//! default-schedule program, the baseline it is measured against.
+//! template tuning — one per distinct anchor operator) or one operator's, each with
+//! the target's hardware parameters and its default-schedule program, the baseline it
+//! is measured against; and the network a log's measurements choose
+//! ([`pick_algorithms`]).
 
 use crate::policy::SearchTask;
 use crate::record::ApplyHistoryBest;
