@@ -164,18 +164,25 @@ fn the_model_based_tuner_learns_and_its_names_parse() {
         ..XgbOptions::default()
     };
     let t = XgbTuner::new(&task, opts, 5);
-    let (log, best) = run(&task, Box::new(t), &mut m, &reference, 32);
+    let (log, best) = run(&task, Box::new(t), &mut m, &reference, 48);
     let ok = log.iter().filter(|t| t.result.is_ok()).count();
-    assert!(ok >= 28, "{ok} of 32 measured");
-    // after the first fit (16 measurements) the model's picks beat the random warm-up
-    // (medians: a candidate or two timed while the machine is busy do not decide it)
+    assert!(ok >= 42, "{ok} of 48 measured");
+    // after the second fit (32 measurements) the model's picks beat the random warm-up
+    // (medians: a candidate or two timed while the machine is busy do not decide it;
+    // after the first fit alone, on 16 points, its picks were no better in 3 of 9 runs
+    // of this binary once the simplifier made more random configurations fast; after
+    // the second, in 1 of 10)
     let median = |ts: &[Trial]| {
         let mut g: Vec<f64> = ts.iter().map(|t| t.gflops).collect();
         g.sort_by(f64::total_cmp);
         g[g.len() / 2]
     };
-    let (warm, guided) = (median(&log[..16]), median(&log[16..]));
-    eprintln!("xgb_knob: best {best:.1} GFLOPS; median {warm:.1} in the random warm-up, {guided:.1} once guided");
+    let (warm, guided) = (median(&log[..16]), median(&log[32..]));
+    let top = |ts: &[Trial]| ts.iter().map(|t| t.gflops).fold(0.0, f64::max);
+    eprintln!(
+        "xgb_knob: best {best:.1} GFLOPS ({:.1} in the warm-up); median {warm:.1} in the random warm-up, {guided:.1} once guided",
+        top(&log[..16])
+    );
     assert!(guided > warm, "guided {guided:.1} vs warm-up {warm:.1}");
 }
 
