@@ -203,7 +203,7 @@ pub fn tasks(args: TasksArgs) -> Result<()> {
     let plan = args.net.plan()?;
     let (tasks, weights) = plan.tasks(&target)?;
     let g = plan.base();
-    let groups = tessera_graph::fuse(&plan.rule_graph()?).len();
+    let groups = tessera_graph::fuse(plan.rule_graph()).len();
     if args.summary {
         println!(
             "{:>4}  {:>6}  {:>14}  {:<34}  name",
@@ -381,7 +381,7 @@ pub(crate) fn build_untuned(plan: &ConvPlan, target: &Target, warn: bool) -> Res
     if target.kind == tessera_backends::TargetKind::VTA {
         Ok(build_with_history(plan, target, &[], warn)?.0)
     } else {
-        build_network(&plan.rule_graph()?, target, None)
+        build_network(plan.rule_graph(), target, None)
     }
 }
 

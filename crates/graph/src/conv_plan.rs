@@ -107,6 +107,8 @@ pub struct ConvPlan {
     /// Output channels per packed weight block; `None`: nothing is packed or chosen.
     block: Option<i64>,
     choices: Vec<ConvChoice>,
+    /// The option networks ([`ConvPlan::option_graphs`]), built once with the plan.
+    options: Vec<Graph>,
 }
 
 impl ConvPlan {
@@ -114,6 +116,7 @@ impl ConvPlan {
     /// the CPU, an NCHW network, template tuning's HWIO convolutions).
     pub fn fixed(graph: Graph) -> ConvPlan {
         ConvPlan {
+            options: vec![graph.clone()],
             base: graph,
             block: None,
             choices: Vec::new(),
@@ -130,14 +133,20 @@ impl ConvPlan {
             base,
             block: Some(block),
             choices: Vec::new(),
+            options: Vec::new(),
         };
-        if !winograd {
-            return Ok(plan);
-        }
-        for n in plan.base.topo_order() {
-            let Some((ci, tile)) = winograd_fits(&plan.base, n, block) else {
-                continue;
-            };
+        let fits = |n| {
+            winograd
+                .then(|| winograd_fits(&plan.base, n, block))
+                .flatten()
+        };
+        let fitting: Vec<(NodeIndex, usize, i64)> = plan
+            .base
+            .topo_order()
+            .into_iter()
+            .filter_map(|n| fits(n).map(|(ci, tile)| (n, ci, tile)))
+            .collect();
+        for (n, ci, tile) in fitting {
             if ci < CHOICE_MIN_CHANNELS {
                 continue;
             }
@@ -165,7 +174,7 @@ impl ConvPlan {
                     .collect(),
             });
         }
-        plan.fill_workload_keys()?;
+        plan.build_options()?;
         Ok(plan)
     }
 
@@ -188,9 +197,10 @@ impl ConvPlan {
         Ok(self.prepare(|c| pick(c))?.0)
     }
 
-    /// The network an untuned build runs: each choice's rule.
-    pub fn rule_graph(&self) -> Result<Graph, GraphError> {
-        self.graph(|c| c.rule)
+    /// The network an untuned build runs: each choice's rule (every choice's first
+    /// option, so the first option network).
+    pub fn rule_graph(&self) -> &Graph {
+        &self.options[0]
     }
 
     /// The tasks of every option: those of the rule's network, then the other options'
@@ -199,8 +209,8 @@ impl ConvPlan {
         let mut tasks: Vec<Task> = Vec::new();
         let mut weights: Vec<usize> = Vec::new();
         let mut seen: HashSet<String> = HashSet::new();
-        for g in self.option_graphs()? {
-            let (ts, ws) = extract_tasks(&g, target)?;
+        for g in self.option_graphs() {
+            let (ts, ws) = extract_tasks(g, target)?;
             for (t, w) in ts.into_iter().zip(ws) {
                 if seen.insert(t.workload_key.clone()) {
                     tasks.push(t);
@@ -216,10 +226,8 @@ impl ConvPlan {
 
     /// One network per option index: the `k`-th takes each choice's `k`-th option (its
     /// rule first); together they compute every option's groups.
-    pub fn option_graphs(&self) -> Result<Vec<Graph>, GraphError> {
-        (0..self.option_count())
-            .map(|k| self.graph(|c| c.nth_option(k)))
-            .collect()
+    pub fn option_graphs(&self) -> &[Graph] {
+        &self.options
     }
 
     /// How many option networks there are: the most options of a choice (1 without
@@ -271,39 +279,52 @@ impl ConvPlan {
         Ok((g, moved))
     }
 
-    /// Each option's workload key: that of the fused group holding the convolution in
-    /// the network built with the option.
-    fn fill_workload_keys(&mut self) -> Result<(), GraphError> {
+    /// Builds the option networks, and fills in each option's workload key: that of
+    /// the fused group holding the convolution in the network built with the option.
+    fn build_options(&mut self) -> Result<(), GraphError> {
+        for k in 0..self.option_count() {
+            let (g, moved) = self.prepare(|c| c.nth_option(k))?;
+            self.fill_workload_keys(k, &g, &moved)?;
+            self.options.push(g);
+        }
+        Ok(())
+    }
+
+    /// Option `k`'s workload keys, from its network `g` (`moved`: where the choices'
+    /// convolution nodes went).
+    fn fill_workload_keys(
+        &mut self,
+        k: usize,
+        g: &Graph,
+        moved: &HashMap<NodeIndex, NodeIndex>,
+    ) -> Result<(), GraphError> {
         if self.choices.is_empty() {
             return Ok(());
         }
-        for k in 0..self.option_count() {
-            let (g, moved) = self.prepare(|c| c.nth_option(k))?;
-            let mut key_of: HashMap<NodeIndex, String> = HashMap::new();
-            for group in fuse(&g) {
-                let wanted: Vec<NodeIndex> = self
-                    .choices
-                    .iter()
-                    .map(|c| moved.get(&c.node).copied().unwrap_or(c.node))
-                    .filter(|m| group.nodes.contains(m))
-                    .collect();
-                if wanted.is_empty() {
-                    continue;
-                }
-                let key = group_compute(&g, &group)?.dag()?.workload_key();
-                for m in wanted {
-                    key_of.insert(m, key.clone());
-                }
+        let mut key_of: HashMap<NodeIndex, String> = HashMap::new();
+        for group in fuse(g) {
+            let wanted: Vec<NodeIndex> = self
+                .choices
+                .iter()
+                .map(|c| moved.get(&c.node).copied().unwrap_or(c.node))
+                .filter(|m| group.nodes.contains(m))
+                .collect();
+            if wanted.is_empty() {
+                continue;
             }
-            for c in &mut self.choices {
-                let Some(o) = c.options.get_mut(k) else {
-                    continue;
-                };
-                let m = moved.get(&c.node).copied().unwrap_or(c.node);
-                o.workload_key = key_of.get(&m).cloned().ok_or_else(|| {
-                    GraphError::Invalid(format!("convolution `{}` is in no fused group", c.name))
-                })?;
+            let key = group_compute(g, &group)?.dag()?.workload_key();
+            for m in wanted {
+                key_of.insert(m, key.clone());
             }
+        }
+        for c in &mut self.choices {
+            let Some(o) = c.options.get_mut(k) else {
+                continue;
+            };
+            let m = moved.get(&c.node).copied().unwrap_or(c.node);
+            o.workload_key = key_of.get(&m).cloned().ok_or_else(|| {
+                GraphError::Invalid(format!("convolution `{}` is in no fused group", c.name))
+            })?;
         }
         Ok(())
     }

@@ -105,8 +105,8 @@ fn the_plan_offers_a_choice_for_each_winograd_convolution_with_enough_channels()
         assert_ne!(c.options[0].workload_key, c.options[1].workload_key);
     }
     // the rule's network: conv0 only with Winograd
-    let rule = plan.rule_graph().unwrap();
-    let algs = algorithms(&rule);
+    let rule = plan.rule_graph();
+    let algs = algorithms(rule);
     assert_eq!(
         algs,
         [
@@ -122,12 +122,12 @@ fn the_plan_offers_a_choice_for_each_winograd_convolution_with_enough_channels()
     // without Winograd, or for a fixed plan, nothing to choose
     let plain = ConvPlan::for_cpu(net(), 8, false).unwrap();
     assert!(plain.choices().is_empty());
-    assert!(algorithms(&plain.rule_graph().unwrap())
+    assert!(algorithms(plain.rule_graph())
         .iter()
         .all(|(_, a)| *a == "direct"));
     let fixed = ConvPlan::fixed(net());
     assert!(fixed.choices().is_empty());
-    assert_eq!(fixed.rule_graph().unwrap().to_string(), net().to_string());
+    assert_eq!(fixed.rule_graph().to_string(), net().to_string());
     // an algorithm that is not an option is refused
     let e = plan
         .graph(|_| ConvAlgorithm::Winograd { tile: 2 })
@@ -188,7 +188,7 @@ fn the_plans_tasks_are_every_options_groups_labelled_by_convolution() {
     let keys: HashSet<&str> = tasks.iter().map(|t| t.workload_key.as_str()).collect();
     assert_eq!(keys.len(), tasks.len(), "a task twice");
     // the rule network's tasks come first, with its weights
-    let (rule_tasks, rule_weights) = extract_tasks(&plan.rule_graph().unwrap(), &target).unwrap();
+    let (rule_tasks, rule_weights) = extract_tasks(plan.rule_graph(), &target).unwrap();
     for (i, t) in rule_tasks.iter().enumerate() {
         assert_eq!(tasks[i].workload_key, t.workload_key);
         assert_eq!(weights[i], rule_weights[i]);
@@ -215,11 +215,11 @@ fn the_plans_tasks_are_every_options_groups_labelled_by_convolution() {
         );
     }
     // the options' keys are those of the groups the chosen networks compile
-    for g in plan.option_graphs().unwrap() {
-        let compiled: HashSet<String> = fuse(&g)
+    for g in plan.option_graphs() {
+        let compiled: HashSet<String> = fuse(g)
             .iter()
             .map(|grp| {
-                tessera_graph::group_compute(&g, grp)
+                tessera_graph::group_compute(g, grp)
                     .unwrap()
                     .dag()
                     .unwrap()

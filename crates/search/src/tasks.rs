@@ -37,8 +37,8 @@ pub fn plan_tasks(
     let (tasks, weights) = plan.tasks(target)?;
     let mut defaults: Vec<Option<Result<tessera_ir::PrimFunc, GraphError>>> =
         (0..tasks.len()).map(|_| None).collect();
-    for g in plan.option_graphs()? {
-        let found = default_programs(&g, &tasks, cpu_params(target, hw))?;
+    for g in plan.option_graphs() {
+        let found = default_programs(g, &tasks, cpu_params(target, hw))?;
         for (d, f) in defaults.iter_mut().zip(found) {
             if d.is_none() {
                 *d = f;
