@@ -164,14 +164,15 @@ fn the_model_based_tuner_learns_and_its_names_parse() {
         ..XgbOptions::default()
     };
     let t = XgbTuner::new(&task, opts, 5);
-    let (log, best) = run(&task, Box::new(t), &mut m, &reference, 48);
+    let (log, best) = run(&task, Box::new(t), &mut m, &reference, 64);
     let ok = log.iter().filter(|t| t.result.is_ok()).count();
-    assert!(ok >= 42, "{ok} of 48 measured");
+    assert!(ok >= 56, "{ok} of 64 measured");
     // after the second fit (32 measurements) the model's picks beat the random warm-up
-    // (medians: a candidate or two timed while the machine is busy do not decide it;
-    // after the first fit alone, on 16 points, its picks were no better in 3 of 9 runs
-    // of this binary once the simplifier made more random configurations fast; after
-    // the second, in 1 of 10)
+    // (medians: a candidate or two timed while the machine is busy do not decide it).
+    // Once the simplifier made more random configurations fast, the picks after the
+    // first fit alone (16 points) were no better in 3 of 9 runs of this binary, and the
+    // 16 picks after the second fit in 1 of 10 (one of them in CI): the guided half is
+    // now the 32 picks of the second and third fits.
     let median = |ts: &[Trial]| {
         let mut g: Vec<f64> = ts.iter().map(|t| t.gflops).collect();
         g.sort_by(f64::total_cmp);
@@ -478,12 +479,18 @@ fn each_tuner_tunes_dense_and_conv2d_and_the_applied_best_beats_the_default_sche
             // runs its 32 output channels in tiles of two vector registers, in
             // parallel: one tile with 16 lanes (AVX-512), on one core; two with 8
             // (AVX2), on both, and since its reduction loop stays a loop it runs about
-            // as fast as the best of 32 trials (0.96–1.26x): there, it must be matched.
+            // as fast as the best of 32 trials (0.86–1.41x): there, it must be matched.
             let conv_default_on_all_cores =
                 conv_channels.is_some_and(|co| co / (2 * p.vector_lanes) >= p.num_cores as i64);
             let margin = if conv_default_on_all_cores {
-                // matched, within this VM's timing noise (0.96–1.26 seen)
-                0.9
+                // Matched, within this VM's timing noise: 0.86–1.41 seen over six
+                // runs of the four tuners, the lowest grid search's (its first 32
+                // points, which do not include the default's tiling) and the genetic
+                // tuner's (a population of 12). A wrong configuration applied would run
+                // at a few GFLOPS (under 0.3x). The build never takes the slower of the
+                // two: a session records the default schedule as its baseline, and
+                // `ApplyHistoryBest` keeps whichever was measured faster.
+                0.75
             } else if name == "gridsearch" {
                 0.95
             } else {
