@@ -179,6 +179,12 @@ pub fn run(args: TuneArgs) -> Result<()> {
         .run(&mut Terminal)
         .with_context(|| format!("tuning into {}", args.log.display()))?;
     if let Some(plan) = plan {
+        // the check times kernels here, in whole runs: not for a remote device (each
+        // step would carry a round trip) nor VTA (whose defaults run on its board's CPU)
+        let local = crate::rpc::use_remote(&args.rpc)?.is_none() && !args.simulated_runner;
+        if local && !args.no_network_check && target.kind != tessera_backends::TargetKind::VTA {
+            crate::tune::check_in_network(&plan, &target, &args.log)?;
+        }
         crate::tune::compare_untuned_and_tuned(&plan, &target, &args.log)?;
     }
     Ok(())

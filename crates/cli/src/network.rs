@@ -7,6 +7,7 @@ use tessera_backends::Target;
 use tessera_graph::zoo::{self, ZooOptions};
 use tessera_graph::{passes, print_tasks, ConvPlan, Graph, GraphModule, Layout, ScheduleHook};
 use tessera_runtime::{NDArray, TimeEvaluator};
+use tessera_search::record::LoadedLog;
 
 /// Where the network comes from, and how to prepare it.
 #[derive(Args, Clone, Debug)]
@@ -299,41 +300,57 @@ pub fn build_tuned(
     log: &std::path::Path,
 ) -> Result<(tessera_graph::GraphModule, usize)> {
     let loaded = crate::records::load_warn(log)?;
-    build_with_history(plan, target, &loaded.records, true)
+    build_with_history(plan, target, &loaded, true)
 }
 
 /// Whether `records` hold template configurations (AutoTVM's), which apply to HWIO
 /// convolutions only (see [`NetworkArgs::load_for_templates`]).
-fn holds_templates(records: &[tessera_search::record::Record]) -> bool {
+pub(crate) fn holds_templates(records: &[tessera_search::record::Record]) -> bool {
     records
         .iter()
         .any(|r| matches!(r.schedule, tessera_search::ScheduleDesc::Config { .. }))
 }
 
-/// Builds `plan` with the best of `records` (no records: every task built as without
-/// tuning — for VTA, TVM's fallback configuration on VTA), each convolution with the
-/// algorithm whose options measured fastest (`search::tasks::pick_algorithms`),
-/// printing the warnings (a task without a record, a record that did not apply) and
-/// the algorithms when `warn`.
+/// Builds `plan` with the history best of `log` (no records: every task built as
+/// without tuning — for VTA, TVM's fallback configuration on VTA), each convolution
+/// with the algorithm whose options measured fastest (`search::tasks::pick_algorithms`),
+/// printing the warnings (a task without a record, a record that did not apply), the
+/// algorithms and the groups an in-network check kept on their default when `warn`.
 fn build_with_history(
     plan: &ConvPlan,
     target: &Target,
-    records: &[tessera_search::record::Record],
+    log: &LoadedLog,
     warn: bool,
 ) -> Result<(tessera_graph::GraphModule, usize)> {
-    use tessera_autotvm::network::TunedHook;
-    let best = tessera_search::record::ApplyHistoryBest::new(records);
-    let target_str = target.to_string();
-    let (graph, picked) = tessera_search::tasks::pick_algorithms(plan, &best, &target_str)?;
+    let best = tessera_search::record::ApplyHistoryBest::from_log(log);
+    let (graph, picked) = tessera_search::tasks::pick_algorithms(plan, &best, &target.to_string())?;
     if warn && !picked.is_empty() {
         println!("{}", algorithms_line(&picked));
     }
-    let g = &graph;
-    // the template hook (and its warning per task without a record) only for a log
-    // that holds template configurations, or for VTA, whose packed convolutions run
-    // on VTA only with a configuration
-    let has_templates =
-        target.kind == tessera_backends::TargetKind::VTA || holds_templates(records);
+    let overruled = best.overruled().len();
+    if warn && overruled > 0 {
+        println!(
+            "{overruled} tuned groups keep their default schedule: the log's in-network \
+             check timed it faster than their history best"
+        );
+    }
+    build_graph_with_best(&graph, target, best, holds_templates(&log.records), warn)
+}
+
+/// Builds `g` with the history best `best` (step histories, and template
+/// configurations for the rest where `templates` — a log that holds them, or VTA,
+/// whose packed convolutions run on VTA only with a configuration); returns the module
+/// and how many distinct groups got a tuned schedule.
+pub(crate) fn build_graph_with_best(
+    g: &Graph,
+    target: &Target,
+    best: tessera_search::record::ApplyHistoryBest,
+    templates: bool,
+    warn: bool,
+) -> Result<(tessera_graph::GraphModule, usize)> {
+    use tessera_autotvm::network::TunedHook;
+    let target_str = target.to_string();
+    let has_templates = target.kind == tessera_backends::TargetKind::VTA || templates;
     let backend = crate::plugins::registry().backend_for(target)?;
     let lanes = backend.hardware_params().f32_lanes();
     let templates = TunedHook::new(best.clone(), &target_str, lanes);
@@ -379,7 +396,7 @@ fn algorithms_line(picked: &[(tessera_graph::ConvAlgorithm, bool)]) -> String {
 /// warning each when `warn`.
 pub(crate) fn build_untuned(plan: &ConvPlan, target: &Target, warn: bool) -> Result<GraphModule> {
     if target.kind == tessera_backends::TargetKind::VTA {
-        Ok(build_with_history(plan, target, &[], warn)?.0)
+        Ok(build_with_history(plan, target, &LoadedLog::default(), warn)?.0)
     } else {
         build_network(plan.rule_graph(), target, None)
     }
@@ -418,7 +435,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     let mut m = match &log {
         None => build_untuned(&plan, &target, true)?,
         Some((log, loaded)) => {
-            let (m, applied) = build_with_history(&plan, &target, &loaded.records, true)?;
+            let (m, applied) = build_with_history(&plan, &target, loaded, true)?;
             println!(
                 "applied the history best of {} to {applied} distinct fused groups",
                 log.display()

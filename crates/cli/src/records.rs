@@ -260,6 +260,13 @@ fn show(file: &Path, workload: Option<&str>, limit: Option<usize>) -> Result<()>
             matching.len()
         );
     }
+    if !log.checks.is_empty() {
+        println!(
+            "and {} in-network check lines (`tessera records best` names the groups they \
+             keep on their default schedule)",
+            log.checks.len()
+        );
+    }
     Ok(())
 }
 
@@ -286,6 +293,23 @@ fn best(file: &Path, target: Option<&str>) -> Result<()> {
             &[false, false, true, false, false],
             &rows,
         );
+    }
+    // Best records that a network build does not use: the in-network check timed them
+    // slower inside whole runs than the default schedule.
+    let median = |v: &[f64]| tessera_search::record::stable_cost(v.to_vec());
+    let applied = tessera_search::record::ApplyHistoryBest::from_log(&log);
+    for c in applied.overruled() {
+        if target.is_none_or(|t| c.target == t) {
+            println!(
+                "built with its default schedule: {} ({}) on `{}`, whose best ran {:.3} ms \
+                 in the network against the default's {:.3} ms (in-network check)",
+                c.task,
+                short_key(&c.workload_key),
+                c.target,
+                median(&c.tuned_ms),
+                median(&c.default_ms)
+            );
+        }
     }
     // Workloads that were measured but never succeeded.
     let mut seen = std::collections::HashSet::new();

@@ -1,6 +1,7 @@
 //! `tessera tune`'s arguments, its measurement options, and the end of a network's
-//! tuning: the network built untuned and with the history best, and both timed. The
-//! session itself is built in `autosched.rs`.
+//! tuning: the in-network check (`search::network_check`), then the network built
+//! untuned and with the history best, and both timed. The session itself is built in
+//! `autosched.rs`.
 
 use anyhow::{Context, Result};
 use clap::Args;
@@ -8,7 +9,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 use tessera_backends::Backend;
 use tessera_runtime::runner::TimerConfig;
-use tessera_runtime::{NDArray, TimeEvaluator, TimeResult};
+use tessera_runtime::{TimeEvaluator, TimeResult};
 use tessera_search::measure::MeasureOptions;
 
 #[derive(Args, Debug)]
@@ -113,6 +114,12 @@ pub struct TuneArgs {
     /// How many more runs each of those programs gets, each in a fresh process.
     #[arg(long, default_value_t = 3, value_name = "RUNS")]
     pub(crate) remeasure_runs: usize,
+    /// After tuning a network, do not time each tuned kernel inside whole runs against
+    /// its default schedule. The check (on by default, here and not over RPC or on VTA)
+    /// appends its times to the log, and builds with the log then use the default
+    /// schedule for a group whose tuned kernel ran slower in the network.
+    #[arg(long)]
+    pub(crate) no_network_check: bool,
     /// Resume from the log (which must exist): its measurements count against
     /// --trials and seed the search and the model. A log given again is read the same
     /// way without this flag; with it, a missing log is an error.
@@ -157,23 +164,63 @@ fn time_network(
     m: &mut tessera_graph::GraphModule,
     target: &tessera_backends::Target,
 ) -> Result<TimeResult> {
-    let inputs: Vec<(String, tessera_graph::TensorType)> = m
-        .inputs()
-        .map(|(n, t)| (n.to_string(), t.clone()))
-        .collect();
-    for (k, (name, ty)) in inputs.iter().enumerate() {
-        let shape: Vec<usize> = ty.shape.iter().map(|&d| d as usize).collect();
-        m.set_input(
-            name,
-            &NDArray::random_uniform(ty.dtype, &shape, 42 + k as u64, -1.0, 1.0)?,
-        )?;
-    }
+    tessera_search::network_check::set_random_inputs(m)?;
     m.run()?;
     crate::network::benchmark(m, target, &TimeEvaluator::new(1, 20, 0.0))
 }
 
 pub fn run(args: TuneArgs) -> Result<()> {
     crate::autosched::run(args)
+}
+
+/// The in-network check after tuning `plan` into `log`: the network built with the
+/// log's history best and with default schedules, both profiled in alternating rounds
+/// (`search::network_check`); the checks are appended to the log, and the groups
+/// whose default ran faster are printed.
+pub(crate) fn check_in_network(
+    plan: &tessera_graph::ConvPlan,
+    target: &tessera_backends::Target,
+    log: &std::path::Path,
+) -> Result<()> {
+    use tessera_search::network_check::{self, CheckOptions};
+    use tessera_search::record::{ApplyHistoryBest, RecordWriter};
+    let loaded = crate::records::load_warn(log)?;
+    // the records alone: an earlier check must not hide the schedule it overruled
+    let best = ApplyHistoryBest::new(&loaded.records);
+    let target_str = target.to_string();
+    let (graph, _) = tessera_search::tasks::pick_algorithms(plan, &best, &target_str)?;
+    let templates = crate::network::holds_templates(&loaded.records);
+    let (mut tuned, _) =
+        crate::network::build_graph_with_best(&graph, target, best.clone(), templates, false)?;
+    let mut default = crate::network::build_network(&graph, target, None)?;
+    let opts = CheckOptions::default();
+    let checks =
+        network_check::check_in_network(&mut tuned, &mut default, &best, &target_str, &opts)
+            .context("the in-network check")?;
+    RecordWriter::open(log)
+        .and_then(|mut w| w.append_checks(&checks))
+        .with_context(|| format!("appending the in-network check to {}", log.display()))?;
+    let slower: Vec<_> = checks.iter().filter(|c| c.default_faster()).collect();
+    println!(
+        "in-network check: {} tuned groups timed inside whole runs against their default \
+         schedules ({} rounds of {} runs); {} ran faster with the default, which builds \
+         with this log now use",
+        checks.len(),
+        opts.rounds,
+        opts.runs,
+        slower.len()
+    );
+    let median = |v: &[f64]| tessera_search::record::stable_cost(v.to_vec());
+    for c in slower {
+        println!(
+            "  {:<36} tuned {:>7.3} ms, default {:>7.3} ms   {}",
+            c.task,
+            median(&c.tuned_ms),
+            median(&c.default_ms),
+            c.workload_key.chars().take(60).collect::<String>()
+        );
+    }
+    Ok(())
 }
 
 /// Builds `plan` untuned and with the history best of `log`, times both and prints the

@@ -121,4 +121,16 @@ fn a_third_party_strategy_tunes_a_matmul_and_a_network_through_the_plugin_interf
     assert_eq!(text.matches(r#""kind":"default""#).count(), tasks, "{text}");
     assert!(text.matches(r#""kind":"steps""#).count() >= 24, "{text}");
     assert!(out.contains("tuned"), "{out}");
+    // then the in-network check: one line in the log per tuned group it timed
+    let checked: usize = out
+        .split("in-network check: ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no in-network check line: {out}"));
+    assert_eq!(
+        text.matches(r#""check":"network""#).count(),
+        checked,
+        "{text}"
+    );
 }

@@ -38,6 +38,8 @@ struct Step {
 struct Kernel {
     function: FunctionId,
     launch: Option<LaunchDims>,
+    /// The workload key of the groups it computes (the key tuning records are under).
+    workload_key: String,
 }
 
 /// A compiled network, ready to run.
@@ -190,7 +192,8 @@ pub fn build_on(
         })?;
     let kernels = compile_all(backend, &lowered.funcs, dir.path())?
         .into_iter()
-        .map(|a| load_kernel(&device, &a))
+        .zip(&lowered.keys)
+        .map(|(a, key)| load_kernel(&device, &a, key))
         .collect::<Result<Vec<_>, _>>()?;
 
     let plan = plan_storage(graph, &groups, &lowered);
@@ -230,6 +233,8 @@ pub fn build_on(
 struct Lowered {
     /// The distinct kernels: name and function.
     funcs: Vec<(String, PrimFunc)>,
+    /// Each distinct kernel's workload key.
+    keys: Vec<String>,
     /// Each group's kernel (an index into `funcs`) and its compute.
     group_kernels: Vec<usize>,
     computes: Vec<GroupCompute>,
@@ -246,6 +251,7 @@ fn lower_distinct(
     let p = ctx.cpu_params();
     let mut funcs: Vec<(String, PrimFunc)> = Vec::new();
     let mut kernel_of_key: HashMap<String, usize> = HashMap::new();
+    let mut keys = Vec::new();
     let mut group_kernels = Vec::with_capacity(groups.len());
     let mut computes = Vec::with_capacity(groups.len());
     for g in groups {
@@ -259,7 +265,8 @@ fn lower_distinct(
                     Some(s) => lower_scheduled(&gc, &name, &s)?,
                     None => lower_group(&gc, &name, p)?,
                 };
-                kernel_of_key.insert(key, funcs.len());
+                kernel_of_key.insert(key.clone(), funcs.len());
+                keys.push(key);
                 funcs.push((name, func));
                 funcs.len() - 1
             }
@@ -269,6 +276,7 @@ fn lower_distinct(
     }
     Ok(Lowered {
         funcs,
+        keys,
         group_kernels,
         computes,
     })
@@ -368,11 +376,16 @@ fn plan_storage(graph: &Graph, groups: &[crate::fuse::Group], lowered: &Lowered)
 }
 
 /// Loads a built kernel on the device.
-fn load_kernel(device: &Arc<dyn Device>, artifact: &Artifact) -> Result<Kernel, GraphError> {
+fn load_kernel(
+    device: &Arc<dyn Device>,
+    artifact: &Artifact,
+    workload_key: &str,
+) -> Result<Kernel, GraphError> {
     let module = device.load_module(artifact)?;
     Ok(Kernel {
         function: device.get_function(module, &artifact.entry)?,
         launch: artifact.launch,
+        workload_key: workload_key.to_string(),
     })
 }
 
@@ -603,6 +616,15 @@ impl GraphModule {
             .zip(total)
             .map(|(s, t)| (s.name.clone(), t / n))
             .collect())
+    }
+
+    /// The workload key of each step's kernel, in execution order (the order of
+    /// [`GraphModule::profile`]'s entries): what ties a step to its tuning records.
+    pub fn step_workload_keys(&self) -> Vec<&str> {
+        self.steps
+            .iter()
+            .map(|s| self.kernels[s.kernel].workload_key.as_str())
+            .collect()
     }
 
     pub fn summary(&self) -> BuildSummary {

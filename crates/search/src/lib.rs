@@ -4,6 +4,7 @@
 //! (later) the search drivers.
 
 pub mod measure;
+pub mod network_check;
 pub mod par;
 pub mod policy;
 pub mod record;

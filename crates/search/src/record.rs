@@ -13,7 +13,11 @@
 //! a newer format version are skipped and reported with their line numbers. On top:
 //! [`pick_best`], [`best_by_workload`], [`distill`] / [`distill_file`] and
 //! [`ApplyHistoryBest`] (the best record per workload when building a network).
+//!
+//! A log may also hold in-network checks (`crate::network_check`), lines of their own
+//! kind that [`load`] returns apart from the records ([`LoadedLog::checks`]).
 
+use crate::network_check::{latest_checks, NetworkCheck};
 use crate::types::{MeasureResult, ScheduleDesc};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -224,18 +228,41 @@ impl RecordWriter {
     /// the file. A record that cannot be written fails the batch before anything is
     /// written. An empty batch writes nothing.
     pub fn append_batch(&mut self, records: &[Record]) -> Result<(), RecordError> {
-        if records.is_empty() {
+        let lines = records
+            .iter()
+            .enumerate()
+            .map(|(index, r)| {
+                r.to_json_line()
+                    .map_err(|reason| RecordError::Unwritable { index, reason })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        self.append_lines(&lines)
+    }
+
+    /// Appends in-network checks as [`RecordWriter::append_batch`] appends records.
+    pub fn append_checks(&mut self, checks: &[NetworkCheck]) -> Result<(), RecordError> {
+        let lines = checks
+            .iter()
+            .enumerate()
+            .map(|(index, c)| {
+                c.to_json_line()
+                    .map_err(|reason| RecordError::Unwritable { index, reason })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        self.append_lines(&lines)
+    }
+
+    /// Appends the lines with a single write, then flushes and syncs.
+    fn append_lines(&mut self, lines: &[String]) -> Result<(), RecordError> {
+        if lines.is_empty() {
             return Ok(());
         }
         let mut buf = String::new();
         if self.needs_newline {
             buf.push('\n');
         }
-        for (index, r) in records.iter().enumerate() {
-            let line = r
-                .to_json_line()
-                .map_err(|reason| RecordError::Unwritable { index, reason })?;
-            buf.push_str(&line);
+        for line in lines {
+            buf.push_str(line);
             buf.push('\n');
         }
         let path = &self.path;
@@ -272,6 +299,8 @@ pub struct LoadedLog {
     /// Each skipped line: its 1-based number and why (for the caller to print as a
     /// warning).
     pub skipped: Vec<(usize, String)>,
+    /// The in-network checks, in file order.
+    pub checks: Vec<NetworkCheck>,
 }
 
 /// The warning lines of a log's skipped lines, `PATH:LINE: skipped: REASON` (what every
@@ -318,9 +347,13 @@ pub fn parse_log(bytes: &[u8]) -> LoadedLog {
                 log.records.push(r);
                 log.lines.push(number);
             }
-            Err(e) => log
-                .skipped
-                .push((number, torn_reason(torn, e.line_reason()))),
+            Err(e) => match NetworkCheck::from_json_line(text) {
+                Some(Ok(c)) => log.checks.push(c),
+                Some(Err(reason)) => log.skipped.push((number, torn_reason(torn, reason))),
+                None => log
+                    .skipped
+                    .push((number, torn_reason(torn, e.line_reason()))),
+            },
         }
     }
     log
@@ -468,11 +501,26 @@ pub fn distill_file(
     let output = output.as_ref();
     let log = load(input)?;
     let kept = distill(&log.records);
+    // a best record that its latest in-network check found slower than the default
+    // keeps that check and the default's best record, so the build still uses the
+    // default
+    let decisive = checks_against(&log.records, &kept, &log.checks);
+    let defaults: Vec<Record> = decisive
+        .iter()
+        .filter_map(|c| best_default(&log.records, &c.workload_key, &c.target).cloned())
+        .collect();
 
     let mut text = String::new();
-    for (index, r) in kept.iter().enumerate() {
+    for (index, r) in kept.iter().chain(&defaults).enumerate() {
         // Loaded records hold finite numbers; this is only for completeness.
         let line = r
+            .to_json_line()
+            .map_err(|reason| RecordError::Unwritable { index, reason })?;
+        text.push_str(&line);
+        text.push('\n');
+    }
+    for (index, c) in decisive.iter().enumerate() {
+        let line = c
             .to_json_line()
             .map_err(|reason| RecordError::Unwritable { index, reason })?;
         text.push_str(&line);
@@ -504,6 +552,36 @@ pub fn distill_file(
         without_success,
         skipped: log.skipped,
     })
+}
+
+/// The best default-schedule record of `workload_key` on `target`.
+fn best_default<'a>(records: &'a [Record], workload_key: &str, target: &str) -> Option<&'a Record> {
+    best_of(records.iter().filter(|r| {
+        r.workload_key == workload_key
+            && r.target == target
+            && matches!(r.schedule, ScheduleDesc::Default)
+    }))
+}
+
+/// The latest checks that overrule a record of `best` (one per workload and target):
+/// they checked that record's schedule and found the default faster, and the pair has
+/// a successful default record in `records` to build with instead.
+fn checks_against<'a>(
+    records: &[Record],
+    best: &[Record],
+    checks: &'a [NetworkCheck],
+) -> Vec<&'a NetworkCheck> {
+    let latest = latest_checks(checks);
+    best.iter()
+        .filter_map(|b| {
+            let c = latest.get(&(b.workload_key.clone(), b.target.clone()))?;
+            let overruled = c.schedule == b.schedule
+                && !matches!(b.schedule, ScheduleDesc::Default)
+                && c.default_faster()
+                && best_default(records, &b.workload_key, &b.target).is_some();
+            overruled.then_some(*c)
+        })
+        .collect()
 }
 
 /// Writes `path` via `path.tmp` + sync + rename, creating the parent folder.
@@ -546,6 +624,9 @@ pub struct ApplyHistoryBest {
     best: HashMap<(String, String), Record>,
     /// The best template configuration of each, default schedules aside.
     best_config: HashMap<(String, String), Record>,
+    /// The pairs whose best was overruled by an in-network check (see
+    /// [`ApplyHistoryBest::from_log`]).
+    overruled: Vec<NetworkCheck>,
     misses: Vec<Miss>,
     warned: HashSet<Miss>,
 }
@@ -569,15 +650,41 @@ impl ApplyHistoryBest {
         ApplyHistoryBest {
             best,
             best_config,
+            overruled: Vec::new(),
             misses: Vec::new(),
             warned: HashSet::new(),
         }
     }
 
-    /// From a log file; also returns the log's skipped lines (for the caller to warn).
+    /// From a loaded log: the records' best ([`ApplyHistoryBest::new`]), except where
+    /// the latest in-network check of a workload timed its best schedule slower inside
+    /// the network than the default schedule: there, the default's best record (see
+    /// `crate::network_check`).
+    pub fn from_log(log: &LoadedLog) -> Self {
+        let mut h = ApplyHistoryBest::new(&log.records);
+        let best: Vec<Record> = h.best.values().cloned().collect();
+        for c in checks_against(&log.records, &best, &log.checks) {
+            if let Some(d) = best_default(&log.records, &c.workload_key, &c.target) {
+                h.best
+                    .insert((c.workload_key.clone(), c.target.clone()), d.clone());
+                h.overruled.push(c.clone());
+            }
+        }
+        h.overruled
+            .sort_by(|a, b| (&a.workload_key, &a.target).cmp(&(&b.workload_key, &b.target)));
+        h
+    }
+
+    /// The checks that overruled a best record, by workload key.
+    pub fn overruled(&self) -> &[NetworkCheck] {
+        &self.overruled
+    }
+
+    /// From a log file ([`ApplyHistoryBest::from_log`]); also returns the log's skipped
+    /// lines (for the caller to warn).
     pub fn from_file(path: impl AsRef<Path>) -> Result<(Self, Vec<(usize, String)>), RecordError> {
         let log = load(path)?;
-        Ok((ApplyHistoryBest::new(&log.records), log.skipped))
+        Ok((ApplyHistoryBest::from_log(&log), log.skipped))
     }
 
     /// The best record of `workload_key` on `target`, if any. Without a record on this
