@@ -228,28 +228,12 @@ impl RecordWriter {
     /// the file. A record that cannot be written fails the batch before anything is
     /// written. An empty batch writes nothing.
     pub fn append_batch(&mut self, records: &[Record]) -> Result<(), RecordError> {
-        let lines = records
-            .iter()
-            .enumerate()
-            .map(|(index, r)| {
-                r.to_json_line()
-                    .map_err(|reason| RecordError::Unwritable { index, reason })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        self.append_lines(&lines)
+        self.append_lines(&json_lines(records, Record::to_json_line)?)
     }
 
     /// Appends in-network checks as [`RecordWriter::append_batch`] appends records.
     pub fn append_checks(&mut self, checks: &[NetworkCheck]) -> Result<(), RecordError> {
-        let lines = checks
-            .iter()
-            .enumerate()
-            .map(|(index, c)| {
-                c.to_json_line()
-                    .map_err(|reason| RecordError::Unwritable { index, reason })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        self.append_lines(&lines)
+        self.append_lines(&json_lines(checks, NetworkCheck::to_json_line)?)
     }
 
     /// Appends the lines with a single write, then flushes and syncs.
@@ -283,6 +267,18 @@ impl RecordWriter {
     pub fn append(&mut self, record: &Record) -> Result<(), RecordError> {
         self.append_batch(std::slice::from_ref(record))
     }
+}
+
+/// Each item as a JSON line; the first that cannot be written fails them all.
+fn json_lines<T>(
+    items: &[T],
+    line: impl Fn(&T) -> Result<String, String>,
+) -> Result<Vec<String>, RecordError> {
+    items
+        .iter()
+        .enumerate()
+        .map(|(index, item)| line(item).map_err(|reason| RecordError::Unwritable { index, reason }))
+        .collect()
 }
 
 // ---------------------------------------------------------------------------------------
@@ -510,22 +506,12 @@ pub fn distill_file(
         .filter_map(|c| best_default(&log.records, &c.workload_key, &c.target).cloned())
         .collect();
 
-    let mut text = String::new();
-    for (index, r) in kept.iter().chain(&defaults).enumerate() {
-        // Loaded records hold finite numbers; this is only for completeness.
-        let line = r
-            .to_json_line()
-            .map_err(|reason| RecordError::Unwritable { index, reason })?;
-        text.push_str(&line);
-        text.push('\n');
-    }
-    for (index, c) in decisive.iter().enumerate() {
-        let line = c
-            .to_json_line()
-            .map_err(|reason| RecordError::Unwritable { index, reason })?;
-        text.push_str(&line);
-        text.push('\n');
-    }
+    // Loaded records hold finite numbers; the errors are only for completeness.
+    let records: Vec<Record> = kept.iter().chain(&defaults).cloned().collect();
+    let checks: Vec<NetworkCheck> = decisive.iter().map(|c| (*c).clone()).collect();
+    let mut lines = json_lines(&records, Record::to_json_line)?;
+    lines.extend(json_lines(&checks, NetworkCheck::to_json_line)?);
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
     write_atomically(output, text.as_bytes())?;
 
     let kept_keys: HashSet<(&str, &str)> = kept
