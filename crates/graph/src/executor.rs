@@ -134,6 +134,29 @@ pub fn lower_group(gc: &GroupCompute, name: &str, p: CpuParams) -> Result<PrimFu
     lower_scheduled(gc, name, &s)
 }
 
+/// Lowers a fused group with its default schedule, its parameters in the order of its
+/// compute DAG's arguments (the DAG's inputs, then the output) — the order its tuning
+/// task's candidates and reference take, which can differ from the group's own
+/// ([`GroupCompute::args`]): a residual add's second operand, for one, comes first.
+pub fn lower_group_for_task(
+    gc: &GroupCompute,
+    name: &str,
+    p: CpuParams,
+) -> Result<PrimFunc, GraphError> {
+    let s = default_schedule_inlined(&[gc.output.clone()], &gc.inlinable, p).map_err(|source| {
+        GraphError::Schedule {
+            group: name.to_string(),
+            source: Box::new(source),
+        }
+    })?;
+    let mut args = gc.dag()?.inputs();
+    args.push(gc.output.clone());
+    lower(&s, &args, name).map_err(|source| GraphError::Lower {
+        group: name.to_string(),
+        source: Box::new(source),
+    })
+}
+
 /// Lowers a fused group with the schedule `s`.
 pub fn lower_scheduled(
     gc: &GroupCompute,

@@ -89,7 +89,8 @@ pub fn print_tasks(tasks: &[Task], weights: &[usize]) -> String {
 }
 
 /// Each task's default-schedule program (what an untuned build runs for it), lowered
-/// from its first fused group; `None` for a task no group of `graph` computes.
+/// from its first fused group with its parameters in the order of the task's DAG (as
+/// its candidates take them); `None` for a task no group of `graph` computes.
 pub fn default_programs(
     graph: &Graph,
     tasks: &[Task],
@@ -105,7 +106,11 @@ pub fn default_programs(
             .enumerate()
             .position(|(i, t)| t.workload_key == key && out[i].is_none())
         {
-            out[i] = Some(crate::executor::lower_group(&gc, "default_schedule", p));
+            out[i] = Some(crate::executor::lower_group_for_task(
+                &gc,
+                "default_schedule",
+                p,
+            ));
         }
     }
     Ok(out)

@@ -161,3 +161,46 @@ fn a_build_takes_the_option_measured_fastest_and_the_rule_for_the_unmeasured() {
     let (_, picked) = pick_algorithms(&plan, &ApplyHistoryBest::new(&[]), "cpu").unwrap();
     assert_eq!(picked, vec![(wino, false), (wino, false)]);
 }
+
+#[test]
+fn every_default_program_takes_its_tasks_arguments_in_the_dags_order() {
+    // A residual add whose first operand is the residual (MobileNet-V2's form): the
+    // group's own order puts the conv's data first, the DAG's the residual. A baseline
+    // lowered in the group's order was fed the candidates' inputs in the wrong places
+    // and failed its check (WRONG_ANSWER on MobileNet-V2's 7×7×160 blocks).
+    use tessera_graph::passes::constant_f32;
+    use tessera_te::ops::Conv2dAttrs;
+    let mut g = Graph::new("residual_first");
+    let x = g.input("x", TensorType::f32(&[1, 8, 8, 32]));
+    let r = g.input("r", TensorType::f32(&[1, 8, 8, 16]));
+    let w = constant_f32(&[1, 1, 32, 16], |k| (k % 7) as f32 / 7.0 - 0.5).unwrap();
+    let w = g.constant("w", w);
+    let op = Op::Conv2d {
+        attrs: Conv2dAttrs::new((1, 1), (0, 0), (1, 1)),
+        layout: Layout::Nhwc,
+    };
+    let y = g.op("conv", op, &[x, w]).unwrap();
+    let z = g
+        .op("add", Op::Binary(tessera_graph::Binary::Add), &[r, y])
+        .unwrap();
+    g.mark_output(z);
+    let plan = tessera_graph::ConvPlan::for_cpu(g, 8, true).unwrap();
+    let tasks = plan_tasks(&plan, &Target::cpu(), &HardwareParams::detect_host()).unwrap();
+    assert_eq!(tasks.len(), 1);
+    let t = &tasks[0];
+    let Some(Ok(f)) = &t.default else {
+        panic!("{}: no default program", t.task.name)
+    };
+    let want: Vec<Vec<i64>> = tessera_search::state::State::new(&t.task.dag)
+        .args()
+        .iter()
+        .map(|a| a.shape().to_vec())
+        .collect();
+    assert_eq!(want[0], [1, 8, 8, 16], "the DAG takes the residual first");
+    let got: Vec<Vec<i64>> = f
+        .params
+        .iter()
+        .map(|b| b.shape().iter().map(|d| d.as_int().unwrap()).collect())
+        .collect();
+    assert_eq!(got, want, "{}", t.task.name);
+}
