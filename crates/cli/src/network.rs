@@ -472,10 +472,7 @@ pub fn run(args: RunArgs) -> Result<()> {
         let value = match given {
             Some((_, file)) => NDArray::load_npy(file)
                 .with_context(|| format!("reading input `{name}` from {file}"))?,
-            None => {
-                let shape: Vec<usize> = ty.shape.iter().map(|&d| d as usize).collect();
-                NDArray::random_uniform(ty.dtype, &shape, 42 + k as u64, -1.0, 1.0)?
-            }
+            None => tessera_graph::random_input(ty, k)?,
         };
         m.set_input(name, &value)?;
     }

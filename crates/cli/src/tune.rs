@@ -164,7 +164,7 @@ fn time_network(
     m: &mut tessera_graph::GraphModule,
     target: &tessera_backends::Target,
 ) -> Result<TimeResult> {
-    tessera_search::network_check::set_random_inputs(m)?;
+    m.set_random_inputs()?;
     m.run()?;
     crate::network::benchmark(m, target, &TimeEvaluator::new(1, 20, 0.0))
 }

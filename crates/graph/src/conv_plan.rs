@@ -135,17 +135,16 @@ impl ConvPlan {
             choices: Vec::new(),
             options: Vec::new(),
         };
-        let fits = |n| {
-            winograd
-                .then(|| winograd_fits(&plan.base, n, block))
-                .flatten()
+        // without Winograd, no choices: the plan's one network is the base's, packed
+        let fitting: Vec<(NodeIndex, usize, i64)> = match winograd {
+            false => Vec::new(),
+            true => plan
+                .base
+                .topo_order()
+                .into_iter()
+                .filter_map(|n| winograd_fits(&plan.base, n, block).map(|(ci, t)| (n, ci, t)))
+                .collect(),
         };
-        let fitting: Vec<(NodeIndex, usize, i64)> = plan
-            .base
-            .topo_order()
-            .into_iter()
-            .filter_map(|n| fits(n).map(|(ci, tile)| (n, ci, tile)))
-            .collect();
         for (n, ci, tile) in fitting {
             if ci < CHOICE_MIN_CHANNELS {
                 continue;

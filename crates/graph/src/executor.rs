@@ -123,15 +123,23 @@ pub trait ScheduleHook: Sync {
         -> Option<Schedule>;
 }
 
-/// Lowers a fused group with its default schedule.
-pub fn lower_group(gc: &GroupCompute, name: &str, p: CpuParams) -> Result<PrimFunc, GraphError> {
-    let s = default_schedule_inlined(&[gc.output.clone()], &gc.inlinable, p).map_err(|source| {
+/// A fused group's default schedule (its inlinable stages inlined).
+fn default_group_schedule(
+    gc: &GroupCompute,
+    name: &str,
+    p: CpuParams,
+) -> Result<Schedule, GraphError> {
+    default_schedule_inlined(&[gc.output.clone()], &gc.inlinable, p).map_err(|source| {
         GraphError::Schedule {
             group: name.to_string(),
             source: Box::new(source),
         }
-    })?;
-    lower_scheduled(gc, name, &s)
+    })
+}
+
+/// Lowers a fused group with its default schedule.
+pub fn lower_group(gc: &GroupCompute, name: &str, p: CpuParams) -> Result<PrimFunc, GraphError> {
+    lower_scheduled(gc, name, &default_group_schedule(gc, name, p)?)
 }
 
 /// Lowers a fused group with its default schedule, its parameters in the order of its
@@ -143,18 +151,9 @@ pub fn lower_group_for_task(
     name: &str,
     p: CpuParams,
 ) -> Result<PrimFunc, GraphError> {
-    let s = default_schedule_inlined(&[gc.output.clone()], &gc.inlinable, p).map_err(|source| {
-        GraphError::Schedule {
-            group: name.to_string(),
-            source: Box::new(source),
-        }
-    })?;
     let mut args = gc.dag()?.inputs();
     args.push(gc.output.clone());
-    lower(&s, &args, name).map_err(|source| GraphError::Lower {
-        group: name.to_string(),
-        source: Box::new(source),
-    })
+    lower_with_args(&default_group_schedule(gc, name, p)?, &args, name)
 }
 
 /// Lowers a fused group with the schedule `s`.
@@ -163,10 +162,32 @@ pub fn lower_scheduled(
     name: &str,
     s: &Schedule,
 ) -> Result<PrimFunc, GraphError> {
-    lower(s, &gc.args(), name).map_err(|source| GraphError::Lower {
+    lower_with_args(s, &gc.args(), name)
+}
+
+/// Lowers `s` into function `name` taking `args`.
+fn lower_with_args(
+    s: &Schedule,
+    args: &[tessera_te::Tensor],
+    name: &str,
+) -> Result<PrimFunc, GraphError> {
+    lower(s, args, name).map_err(|source| GraphError::Lower {
         group: name.to_string(),
         source: Box::new(source),
     })
+}
+
+/// The value a network input gets when none is given: uniform in [-1, 1], seeded by
+/// the input's position (42, 43, …), so that every run, tool and check feeds the same.
+pub fn random_input(ty: &TensorType, position: usize) -> Result<NDArray, GraphError> {
+    let shape: Vec<usize> = ty.shape.iter().map(|&d| d as usize).collect();
+    Ok(NDArray::random_uniform(
+        ty.dtype,
+        &shape,
+        42 + position as u64,
+        -1.0,
+        1.0,
+    )?)
 }
 
 /// Compiles `graph` for `target` (the host CPU) with default schedules.
@@ -511,6 +532,20 @@ impl GraphModule {
     }
 
     /// Copies `value` into the input `name` (its dtype and shape must match).
+    /// Sets every input to its [`random_input`].
+    pub fn set_random_inputs(&mut self) -> Result<(), GraphError> {
+        let values = self
+            .inputs
+            .iter()
+            .enumerate()
+            .map(|(k, (name, ty, _))| Ok((name.clone(), random_input(ty, k)?)))
+            .collect::<Result<Vec<_>, GraphError>>()?;
+        for (name, v) in values {
+            self.set_input(&name, &v)?;
+        }
+        Ok(())
+    }
+
     pub fn set_input(&mut self, name: &str, value: &NDArray) -> Result<(), GraphError> {
         let Some((_, ty, s)) = self.inputs.iter().find(|(n, _, _)| n == name) else {
             let names: Vec<&str> = self.inputs.iter().map(|(n, _, _)| n.as_str()).collect();

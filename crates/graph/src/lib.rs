@@ -28,7 +28,8 @@ pub mod zoo;
 pub use conv_plan::{ConvAlgorithm, ConvChoice, ConvPlan};
 pub use error::GraphError;
 pub use executor::{
-    build, build_on, build_with, BuildContext, BuildSummary, GraphModule, ScheduleHook,
+    build, build_on, build_with, random_input, BuildContext, BuildSummary, GraphModule,
+    ScheduleHook,
 };
 pub use fuse::{fuse, group_compute, Group, GroupCompute};
 pub use ir::{Binary, Graph, Layout, Layout3d, Node, Op, Pattern, TensorType, Unary};

@@ -24,7 +24,6 @@ use crate::types::ScheduleDesc;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use tessera_graph::{GraphError, GraphModule};
-use tessera_runtime::NDArray;
 
 /// The value of a check line's `check` field.
 pub const NETWORK_CHECK: &str = "network";
@@ -175,8 +174,8 @@ pub fn check_in_network(
     if checked.is_empty() {
         return Ok(Vec::new());
     }
-    set_random_inputs(tuned)?;
-    set_random_inputs(default)?;
+    tuned.set_random_inputs()?;
+    default.set_random_inputs()?;
     tuned.run()?;
     default.run()?;
     let rounds = opts.rounds.max(1);
@@ -217,18 +216,4 @@ pub fn check_in_network(
             timestamp,
         })
         .collect())
-}
-
-/// Sets every input of `m` to uniform random values in [-1, 1] (seeds 42, 43, …).
-pub fn set_random_inputs(m: &mut GraphModule) -> Result<(), GraphError> {
-    let inputs: Vec<(String, tessera_graph::TensorType)> = m
-        .inputs()
-        .map(|(n, t)| (n.to_string(), t.clone()))
-        .collect();
-    for (k, (name, ty)) in inputs.iter().enumerate() {
-        let shape: Vec<usize> = ty.shape.iter().map(|&d| d as usize).collect();
-        let v = NDArray::random_uniform(ty.dtype, &shape, 42 + k as u64, -1.0, 1.0)?;
-        m.set_input(name, &v)?;
-    }
-    Ok(())
 }
