@@ -16,6 +16,7 @@ pub mod executor;
 pub mod fuse;
 pub mod ir;
 pub mod onnx;
+pub mod op;
 pub mod op_spec;
 pub mod pack;
 pub mod passes;

@@ -320,7 +320,7 @@ pub fn broadcast_shape(op: &str, a: &[i64], b: &[i64]) -> Result<Vec<i64>, TeErr
 
 /// The index into an input of shape `s` broadcast to `out` at output index `ix` (TVM's
 /// `InputIndexFromBroadcast`): a stretched dimension reads index 0.
-fn broadcast_index(ix: &[Expr], out: &[i64], s: &[i64]) -> Vec<Expr> {
+pub(crate) fn broadcast_index(ix: &[Expr], out: &[i64], s: &[i64]) -> Vec<Expr> {
     let off = out.len() - s.len();
     s.iter()
         .enumerate()

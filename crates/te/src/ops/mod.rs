@@ -13,6 +13,13 @@
 //! - [`elemwise`]: elementwise and broadcast operators.
 //! - [`injective`]: pad, reshape, transpose, concatenate, flatten, strided slice,
 //!   layout transforms.
+//! - [`transform`]: broadcast_to, tile, take, reflect / edge padding.
+//! - [`math`]: abs, sign, rounding, parameterized activations, power, PReLU,
+//!   comparisons, logic, where.
+//! - [`reduce`]: sum, mean, max, min, prod, L1, L2, sum of squares, log-sum-exp over
+//!   any axes.
+//! - [`norm`]: local response and instance normalization.
+//! - [`image`]: resize2d (nearest, linear).
 //!
 //! Invalid attributes are [`TeError::BadAttr`] errors naming the operator and the
 //! attribute; shapes that do not fit are [`TeError::BadShape`].
@@ -21,18 +28,28 @@ pub mod conv;
 pub mod conv3d;
 pub mod dense;
 pub mod elemwise;
+pub mod image;
 pub mod injective;
+pub mod math;
+pub mod norm;
 pub mod pool;
+pub mod reduce;
 pub mod softmax;
+pub mod transform;
 pub mod winograd;
 
 pub use conv::*;
 pub use conv3d::*;
 pub use dense::*;
 pub use elemwise::*;
+pub use image::*;
 pub use injective::*;
+pub use math::*;
+pub use norm::*;
 pub use pool::*;
+pub use reduce::*;
 pub use softmax::*;
+pub use transform::*;
 pub use winograd::*;
 
 use crate::error::TeError;

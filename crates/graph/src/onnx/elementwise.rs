@@ -1,0 +1,266 @@
+//! Elementwise operators: arithmetic (with the legacy `broadcast`/`axis` form of opsets
+//! before 7), the unary functions and activations, power and PReLU, comparisons and
+//! logic, `Where`, the variadic `Sum`/`Mean`/`Max`/`Min`, `Clip` and `Cast`.
+
+use super::attrs::NodeCtx;
+use super::{tensor, Importer, Outputs};
+use crate::error::GraphError;
+use crate::ir::{Binary, Op, Unary};
+use petgraph::stable_graph::NodeIndex;
+use tessera_te::ops::{Activation, BinaryFn, MathFn};
+
+/// `Relu`, `Sigmoid`, `Tanh`, `Exp`, `Sqrt`, `Erf`.
+pub(super) fn unary(imp: &mut Importer, c: &NodeCtx) -> Outputs {
+    let u = match c.op {
+        "Relu" => Unary::Relu,
+        "Sigmoid" => Unary::Sigmoid,
+        "Tanh" => Unary::Tanh,
+        "Exp" => Unary::Exp,
+        "Sqrt" => Unary::Sqrt,
+        _ => Unary::Erf,
+    };
+    Ok(vec![imp.op(&c.name, Op::Unary(u), &[c.input(0)?])?])
+}
+
+/// The functions of one argument without parameters.
+pub(super) fn math(imp: &mut Importer, c: &NodeCtx) -> Outputs {
+    let f = match c.op {
+        "Abs" => MathFn::Abs,
+        "Neg" => MathFn::Neg,
+        "Sign" => MathFn::Sign,
+        "Log" => MathFn::Log,
+        "Floor" => MathFn::Floor,
+        "Ceil" => MathFn::Ceil,
+        "Round" => MathFn::RoundEven,
+        "Reciprocal" => MathFn::Reciprocal,
+        "Softplus" => MathFn::Softplus,
+        "Softsign" => MathFn::Softsign,
+        "HardSwish" => MathFn::HardSwish,
+        _ => MathFn::Not,
+    };
+    Ok(vec![imp.op(&c.name, Op::Math(f), &[c.input(0)?])?])
+}
+
+/// `Gelu` (opset 20): exact, or its tanh approximation.
+pub(super) fn gelu(imp: &mut Importer, c: &NodeCtx) -> Outputs {
+    let op = match c.string("approximate").as_deref().unwrap_or("none") {
+        "none" => Op::Unary(Unary::Gelu),
+        "tanh" => Op::Math(MathFn::GeluTanh),
+        other => return Err(c.bad(format!("approximate `{other}` is not defined"))),
+    };
+    Ok(vec![imp.op(&c.name, op, &[c.input(0)?])?])
+}
+
+/// The activations with parameters, ONNX's defaults.
+pub(super) fn activation(imp: &mut Importer, c: &NodeCtx) -> Outputs {
+    let f = |name: &str, default: f32| c.float(name, default) as f64;
+    let act = match c.op {
+        "LeakyRelu" => Activation::LeakyRelu {
+            alpha: f("alpha", 0.01),
+        },
+        "Elu" => Activation::Elu {
+            alpha: f("alpha", 1.0),
+        },
+        "Selu" => Activation::Selu {
+            alpha: f("alpha", 1.673_263_2),
+            gamma: f("gamma", 1.050_701),
+        },
+        "HardSigmoid" => Activation::HardSigmoid {
+            alpha: f("alpha", 0.2),
+            beta: f("beta", 0.5),
+        },
+        _ => Activation::ThresholdedRelu {
+            alpha: f("alpha", 1.0),
+        },
+    };
+    Ok(vec![imp.op(
+        &c.name,
+        Op::Activation(act),
+        &[c.input(0)?],
+    )?])
+}
+
+/// `b` aligned for the legacy broadcast of opsets before 7: with `broadcast = 1` and an
+/// `axis`, `b`'s dimensions sit at `axis` of `a`'s (NumPy aligns them at the end).
+fn legacy_broadcast(
+    imp: &mut Importer,
+    c: &NodeCtx,
+    a: NodeIndex,
+    b: NodeIndex,
+) -> Result<NodeIndex, GraphError> {
+    if imp.opset >= 7 || c.int("broadcast", 0) == 0 || !c.has("axis") {
+        return Ok(b);
+    }
+    let (ra, sb) = (imp.rank(a) as i64, imp.shape(b));
+    let mut axis = c.int("axis", 0);
+    if axis < 0 {
+        axis += ra;
+    }
+    let trailing = ra - axis - sb.len() as i64;
+    if axis < 0 || trailing < 0 {
+        return Err(c.bad(format!(
+            "legacy broadcast of {sb:?} at axis {axis} of rank {ra}"
+        )));
+    }
+    let mut shape = sb;
+    shape.extend(std::iter::repeat_n(1, trailing as usize));
+    imp.reshape(&c.sub("broadcast"), b, shape)
+}
+
+/// `Add`, `Sub`, `Mul`, `Div`.
+pub(super) fn arithmetic(imp: &mut Importer, c: &NodeCtx) -> Outputs {
+    let b = match c.op {
+        "Add" => Binary::Add,
+        "Sub" => Binary::Sub,
+        "Mul" => Binary::Mul,
+        _ => Binary::Div,
+    };
+    let x = c.input(0)?;
+    let y = legacy_broadcast(imp, c, x, c.input(1)?)?;
+    Ok(vec![imp.op(&c.name, Op::Binary(b), &[x, y])?])
+}
+
+/// `y` converted to `x`'s element type when it is a constant of another (an integer
+/// exponent of a float power).
+fn same_type_constant(
+    imp: &mut Importer,
+    c: &NodeCtx,
+    x: NodeIndex,
+    y: NodeIndex,
+) -> Result<NodeIndex, GraphError> {
+    let dt = imp.ty(x).dtype;
+    if imp.ty(y).dtype == dt {
+        return Ok(y);
+    }
+    if imp.constant(y).is_some() {
+        return imp.op(&c.sub("cast"), Op::Cast { dtype: dt }, &[y]);
+    }
+    Err(c.bad(format!(
+        "operands of types {} and {} are not supported",
+        dt,
+        imp.ty(y).dtype
+    )))
+}
+
+/// `Pow`.
+pub(super) fn pow(imp: &mut Importer, c: &NodeCtx) -> Outputs {
+    let x = c.input(0)?;
+    let y = legacy_broadcast(imp, c, x, c.input(1)?)?;
+    let y = same_type_constant(imp, c, x, y)?;
+    Ok(vec![imp.op(
+        &c.name,
+        Op::BinaryFn(BinaryFn::Power),
+        &[x, y],
+    )?])
+}
+
+/// `PRelu`: the slope broadcast to the data.
+pub(super) fn prelu(imp: &mut Importer, c: &NodeCtx) -> Outputs {
+    let x = c.input(0)?;
+    let mut slope = c.input(1)?;
+    // before opset 7 a 1-D slope of the channels' size applies along axis 1
+    let (sx, ss) = (imp.shape(x), imp.shape(slope));
+    if imp.opset < 7 && ss.len() == 1 && sx.len() > 2 && ss[0] == sx[1] && ss[0] != sx[sx.len() - 1]
+    {
+        let mut shape = ss.clone();
+        shape.extend(std::iter::repeat_n(1, sx.len() - 2));
+        slope = imp.reshape(&c.sub("slope"), slope, shape)?;
+    }
+    Ok(vec![imp.op(
+        &c.name,
+        Op::BinaryFn(BinaryFn::Prelu),
+        &[x, slope],
+    )?])
+}
+
+/// Comparisons and logic of two arguments.
+pub(super) fn predicate(imp: &mut Importer, c: &NodeCtx) -> Outputs {
+    let f = match c.op {
+        "Equal" => BinaryFn::Equal,
+        "Less" => BinaryFn::Less,
+        "Greater" => BinaryFn::Greater,
+        "LessOrEqual" => BinaryFn::LessEqual,
+        "GreaterOrEqual" => BinaryFn::GreaterEqual,
+        "And" => BinaryFn::And,
+        "Or" => BinaryFn::Or,
+        _ => BinaryFn::Xor,
+    };
+    let x = c.input(0)?;
+    let y = legacy_broadcast(imp, c, x, c.input(1)?)?;
+    Ok(vec![imp.op(&c.name, Op::BinaryFn(f), &[x, y])?])
+}
+
+/// `Where`.
+pub(super) fn where_(imp: &mut Importer, c: &NodeCtx) -> Outputs {
+    let ins = [c.input(0)?, c.input(1)?, c.input(2)?];
+    Ok(vec![imp.op(&c.name, Op::Where, &ins)?])
+}
+
+/// `Sum`, `Mean`, `Max`, `Min` of one or more inputs (broadcast): a chain of binary
+/// operators, the mean scaled by `1/n` at the end.
+pub(super) fn variadic(imp: &mut Importer, c: &NodeCtx) -> Outputs {
+    let xs = c.all_inputs();
+    let Some((&first, rest)) = xs.split_first() else {
+        return Err(c.bad("needs at least one input"));
+    };
+    let b = match c.op {
+        "Max" => Binary::Max,
+        "Min" => Binary::Min,
+        _ => Binary::Add,
+    };
+    let mut acc = first;
+    for (k, &x) in rest.iter().enumerate() {
+        let name = if k + 1 == rest.len() && c.op != "Mean" {
+            c.name.clone()
+        } else {
+            c.sub(&format!("{}", k + 1))
+        };
+        acc = imp.op(&name, Op::Binary(b), &[acc, x])?;
+    }
+    if c.op == "Mean" && xs.len() > 1 {
+        let dt = imp.ty(acc).dtype;
+        let s = imp.scalar(&c.sub("scale"), dt, 1.0 / xs.len() as f64)?;
+        acc = imp.op(&c.name, Op::Binary(Binary::Mul), &[acc, s])?;
+    }
+    Ok(vec![acc])
+}
+
+/// `Clip`: bounds as attributes before opset 11, as constant inputs from it.
+pub(super) fn clip(imp: &mut Importer, c: &NodeCtx) -> Outputs {
+    let (mut lo, mut hi) = (f32::MIN as f64, f32::MAX as f64);
+    if imp.opset < 11 {
+        lo = c.float("min", f32::MIN) as f64;
+        hi = c.float("max", f32::MAX) as f64;
+    } else {
+        for (k, slot) in [(1usize, &mut lo), (2, &mut hi)] {
+            if let Some(v) = imp.const_floats(c, k, "the bound")? {
+                *slot = *v
+                    .first()
+                    .ok_or_else(|| c.bad(format!("input {k} is empty")))?;
+            }
+        }
+    }
+    Ok(vec![imp.op(
+        &c.name,
+        Op::Clip { min: lo, max: hi },
+        &[c.input(0)?],
+    )?])
+}
+
+/// `Cast` (constants are converted at import).
+pub(super) fn cast(imp: &mut Importer, c: &NodeCtx) -> Outputs {
+    let x = c.input(0)?;
+    // before opset 6 the type is named by a string
+    let code = match c.string("to").as_deref() {
+        Some(name) => {
+            tensor::code_of_name(name).ok_or_else(|| c.bad(format!("unknown type `{name}`")))?
+        }
+        None => c.int("to", 1) as i32,
+    };
+    let to =
+        tensor::dtype_of(code).ok_or_else(|| c.bad(format!("unsupported target type {code}")))?;
+    if to == imp.ty(x).dtype {
+        return Ok(vec![x]);
+    }
+    Ok(vec![imp.op(&c.name, Op::Cast { dtype: to }, &[x])?])
+}

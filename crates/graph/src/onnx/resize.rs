@@ -1,0 +1,148 @@
+//! `Resize` (opsets 10 to 19: nearest and linear; scales or sizes) and `Upsample`
+//! (opsets 7 to 9), over the last two axes of the input; the others must keep their
+//! size.
+
+use super::attrs::NodeCtx;
+use super::{Importer, Outputs};
+use crate::error::GraphError;
+use crate::ir::Op;
+use tessera_te::ops::{CoordMode, NearestMode, ResizeAttrs, ResizeMethod};
+
+/// The output size and the scales (output over input) of the last two axes.
+type Plan = ((i64, i64), (f64, f64));
+
+/// The output size and scales of the last two axes of `shape` from per-axis `scales`
+/// or `sizes`; every other axis must be kept.
+fn plan(
+    c: &NodeCtx,
+    shape: &[i64],
+    scales: Option<Vec<f64>>,
+    sizes: Option<Vec<i64>>,
+) -> Result<Plan, GraphError> {
+    let n = shape.len();
+    if n < 2 {
+        return Err(c.bad(format!("cannot resize a rank-{n} tensor")));
+    }
+    let (out, scale): (Vec<i64>, Vec<f64>) = match (scales, sizes) {
+        (_, Some(sizes)) if !sizes.is_empty() => {
+            let sc = sizes
+                .iter()
+                .zip(shape)
+                .map(|(&o, &i)| o as f64 / i as f64)
+                .collect();
+            (sizes, sc)
+        }
+        (Some(scales), _) if !scales.is_empty() => {
+            let out = scales
+                .iter()
+                .zip(shape)
+                .map(|(&s, &i)| (s as f32 * i as f32) as i64)
+                .collect();
+            (out, scales)
+        }
+        _ => return Err(c.bad("needs scales or sizes")),
+    };
+    if out.len() != n {
+        return Err(c.bad(format!("{} scales or sizes for rank {n}", out.len())));
+    }
+    if out[..n - 2] != shape[..n - 2] {
+        return Err(c.bad(format!(
+            "only the last two axes can be resized ({shape:?} to {out:?})"
+        )));
+    }
+    Ok(((out[n - 2], out[n - 1]), (scale[n - 2], scale[n - 1])))
+}
+
+fn nearest_mode(c: &NodeCtx) -> Result<NearestMode, GraphError> {
+    Ok(
+        match c
+            .string("nearest_mode")
+            .as_deref()
+            .unwrap_or("round_prefer_floor")
+        {
+            "round_prefer_floor" => NearestMode::RoundPreferFloor,
+            "round_prefer_ceil" => NearestMode::RoundPreferCeil,
+            "floor" => NearestMode::Floor,
+            "ceil" => NearestMode::Ceil,
+            other => return Err(c.bad(format!("nearest_mode `{other}` is not supported"))),
+        },
+    )
+}
+
+/// `Resize`: inputs `X, scales` (opset 10) or `X, roi, scales, sizes` (11 on).
+pub(super) fn resize(imp: &mut Importer, c: &NodeCtx) -> Outputs {
+    let x = c.input(0)?;
+    let (scales, sizes) = if imp.opset < 11 {
+        (imp.const_floats(c, 1, "the scales")?, None)
+    } else {
+        (
+            imp.const_floats(c, 2, "the scales")?,
+            imp.const_ints(c, 3, "the sizes")?,
+        )
+    };
+    if c.has("axes") || c.int("antialias", 0) != 0 {
+        return Err(c.bad("the axes and antialias attributes are not supported"));
+    }
+    let (size, scale) = plan(c, &imp.shape(x), scales, sizes)?;
+    let default_coord = if imp.opset < 11 {
+        "asymmetric"
+    } else {
+        "half_pixel"
+    };
+    let coord = match c
+        .string("coordinate_transformation_mode")
+        .as_deref()
+        .unwrap_or(default_coord)
+    {
+        "half_pixel" => CoordMode::HalfPixel,
+        "pytorch_half_pixel" => CoordMode::PytorchHalfPixel,
+        "align_corners" => CoordMode::AlignCorners,
+        "asymmetric" => CoordMode::Asymmetric,
+        other => {
+            return Err(c.bad(format!(
+                "coordinate_transformation_mode `{other}` is not supported"
+            )))
+        }
+    };
+    let method = match c.string("mode").as_deref().unwrap_or("nearest") {
+        "nearest" => ResizeMethod::Nearest(if imp.opset < 11 {
+            NearestMode::Floor
+        } else {
+            nearest_mode(c)?
+        }),
+        "linear" => ResizeMethod::Linear,
+        other => return Err(c.bad(format!("mode `{other}` is not supported"))),
+    };
+    let attrs = ResizeAttrs {
+        size,
+        scale,
+        coord,
+        method,
+    };
+    Ok(vec![imp.op(&c.name, Op::Resize(attrs), &[x])?])
+}
+
+/// `Upsample`: scales as an attribute (opset 7) or an input (9); asymmetric
+/// coordinates, nearest rounding down.
+pub(super) fn upsample(imp: &mut Importer, c: &NodeCtx) -> Outputs {
+    let x = c.input(0)?;
+    let scales = if imp.opset < 9 {
+        c.floats("scales")
+            .map(|v| v.iter().map(|&s| s as f64).collect())
+    } else {
+        imp.const_floats(c, 1, "the scales")?
+    };
+    let (size, scale) = plan(c, &imp.shape(x), scales, None)?;
+    let method = match c.string("mode").as_deref().unwrap_or("nearest") {
+        "nearest" => ResizeMethod::Nearest(NearestMode::Floor),
+        "linear" | "bilinear" => ResizeMethod::Linear,
+        other => return Err(c.bad(format!("mode `{other}` is not supported"))),
+    };
+    let attrs = ResizeAttrs {
+        size,
+        scale,
+        coord: CoordMode::Asymmetric,
+        method,
+    };
+    Ok(vec![imp.op(&c.name, Op::Resize(attrs), &[x])?])
+}

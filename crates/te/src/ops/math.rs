@@ -1,0 +1,315 @@
+//! Elementwise functions beyond arithmetic: the sign and rounding family, the
+//! activations with parameters (ONNX's `LeakyRelu`, `Elu`, `Selu`, `HardSigmoid`,
+//! `HardSwish`, `Softplus`, `Softsign`), power and PReLU, comparisons and logic (bool
+//! results), and the three-way `where`. Each is one stage tagged `elemwise` (one input)
+//! or `broadcast` (several, NumPy broadcasting), so a fused group inlines it.
+
+use super::attr_err;
+use super::elemwise::{
+    broadcast_index, broadcast_shape, compute_ax, const_of, TAG_BROADCAST, TAG_ELEMWISE,
+};
+use crate::error::TeError;
+use crate::tensor::Tensor;
+use tessera_ir::{DataType, Expr, Intrinsic};
+
+/// The elementwise functions of one argument without parameters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MathFn {
+    Abs,
+    Neg,
+    /// -1, 0 or 1.
+    Sign,
+    Log,
+    Floor,
+    Ceil,
+    /// To the nearest integer, halves to even (ONNX's `Round`, NumPy's `round`).
+    RoundEven,
+    Reciprocal,
+    /// `log(1 + e^x)`, computed as `max(x, 0) + log(1 + e^-|x|)` (no overflow).
+    Softplus,
+    /// `x / (1 + |x|)`.
+    Softsign,
+    /// `x · min(max(x + 3, 0), 6) / 6`.
+    HardSwish,
+    /// Logical not (bool tensors).
+    Not,
+    /// GELU's tanh approximation, `0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))`.
+    GeluTanh,
+}
+
+impl MathFn {
+    /// The operator's name (`abs`, `negative`, …): stage `T_<name>`.
+    pub fn name(self) -> &'static str {
+        match self {
+            MathFn::Abs => "abs",
+            MathFn::Neg => "negative",
+            MathFn::Sign => "sign",
+            MathFn::Log => "log",
+            MathFn::Floor => "floor",
+            MathFn::Ceil => "ceil",
+            MathFn::RoundEven => "round",
+            MathFn::Reciprocal => "reciprocal",
+            MathFn::Softplus => "softplus",
+            MathFn::Softsign => "softsign",
+            MathFn::HardSwish => "hard_swish",
+            MathFn::Not => "logical_not",
+            MathFn::GeluTanh => "gelu_tanh",
+        }
+    }
+
+    fn needs_float(self) -> bool {
+        !matches!(self, MathFn::Abs | MathFn::Neg | MathFn::Sign | MathFn::Not)
+    }
+
+    fn apply(self, v: Expr, dt: DataType) -> Expr {
+        let c = |x: f64| const_of(dt, x);
+        match self {
+            MathFn::Abs => Expr::max(v.clone(), c(0.0) - v),
+            MathFn::Neg => c(0.0) - v,
+            MathFn::Sign => Expr::select(
+                v.gt(c(0.0)),
+                c(1.0),
+                Expr::select(v.lt(c(0.0)), c(-1.0), c(0.0)),
+            ),
+            MathFn::Log => v.log(),
+            MathFn::Floor => Expr::math(Intrinsic::Floor, v),
+            MathFn::Ceil => Expr::math(Intrinsic::Ceil, v),
+            MathFn::RoundEven => {
+                let f = Expr::math(Intrinsic::Floor, v.clone());
+                let d = v - f.clone();
+                let half = Expr::math(Intrinsic::Floor, f.clone() * c(0.5)) * c(2.0);
+                let even = half.eq(f.clone());
+                Expr::select(
+                    d.gt(c(0.5)),
+                    f.clone() + c(1.0),
+                    Expr::select(
+                        d.lt(c(0.5)),
+                        f.clone(),
+                        Expr::select(even, f.clone(), f + c(1.0)),
+                    ),
+                )
+            }
+            MathFn::Reciprocal => c(1.0) / v,
+            MathFn::Softplus => {
+                let abs = Expr::math(Intrinsic::Fabs, v.clone());
+                Expr::max(v, c(0.0)) + (c(1.0) + (c(0.0) - abs).exp()).log()
+            }
+            MathFn::Softsign => v.clone() / (c(1.0) + Expr::math(Intrinsic::Fabs, v)),
+            MathFn::HardSwish => {
+                let gate = Expr::min(Expr::max(v.clone() + c(3.0), c(0.0)), c(6.0));
+                v * gate / c(6.0)
+            }
+            MathFn::Not => Expr::not(v),
+            MathFn::GeluTanh => {
+                let k = (2.0 / std::f64::consts::PI).sqrt();
+                let cube = v.clone() * v.clone() * v.clone();
+                let inner = c(k) * (v.clone() + c(0.044715) * cube);
+                c(0.5) * v * (c(1.0) + inner.tanh())
+            }
+        }
+    }
+}
+
+/// `f(x)` elementwise (stage `T_<name>`, tag `elemwise`).
+pub fn math(x: &Tensor, f: MathFn) -> Result<Tensor, TeError> {
+    let dt = x.dtype();
+    if f.needs_float() && !dt.is_float() {
+        return Err(attr_err(
+            f.name(),
+            "dtype",
+            format!("needs a float tensor, got {dt}"),
+        ));
+    }
+    if (f == MathFn::Not) != dt.is_bool() {
+        return Err(attr_err(
+            f.name(),
+            "dtype",
+            format!("{} of a {dt} tensor is not defined", f.name()),
+        ));
+    }
+    compute_ax(x.shape(), &format!("T_{}", f.name()), TAG_ELEMWISE, |ix| {
+        f.apply(x.at(ix), dt)
+    })
+}
+
+/// Activations with parameters (ONNX's definitions).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Activation {
+    /// `x` if `x ≥ 0`, else `alpha · x`.
+    LeakyRelu { alpha: f64 },
+    /// `x` if `x > 0`, else `alpha · (e^x - 1)`.
+    Elu { alpha: f64 },
+    /// `gamma · (x if x > 0, else alpha · (e^x - 1))`.
+    Selu { alpha: f64, gamma: f64 },
+    /// `max(0, min(1, alpha · x + beta))`.
+    HardSigmoid { alpha: f64, beta: f64 },
+    /// `x` if `x > alpha`, else 0.
+    ThresholdedRelu { alpha: f64 },
+}
+
+impl Activation {
+    /// The operator's name: stage `T_<name>`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Activation::LeakyRelu { .. } => "leaky_relu",
+            Activation::Elu { .. } => "elu",
+            Activation::Selu { .. } => "selu",
+            Activation::HardSigmoid { .. } => "hard_sigmoid",
+            Activation::ThresholdedRelu { .. } => "thresholded_relu",
+        }
+    }
+}
+
+/// A parameterized activation elementwise (stage `T_<name>`, tag `elemwise`). Float
+/// tensors only.
+pub fn activation(x: &Tensor, act: Activation) -> Result<Tensor, TeError> {
+    let dt = x.dtype();
+    if !dt.is_float() {
+        return Err(attr_err(
+            act.name(),
+            "dtype",
+            format!("needs a float tensor, got {dt}"),
+        ));
+    }
+    let c = |v: f64| const_of(dt, v);
+    compute_ax(
+        x.shape(),
+        &format!("T_{}", act.name()),
+        TAG_ELEMWISE,
+        |ix| {
+            let v = x.at(ix);
+            let elu = |alpha: f64, v: Expr| {
+                Expr::select(v.gt(c(0.0)), v.clone(), c(alpha) * (v.exp() - c(1.0)))
+            };
+            match act {
+                Activation::LeakyRelu { alpha } => {
+                    Expr::select(v.lt(c(0.0)), c(alpha) * v.clone(), v)
+                }
+                Activation::Elu { alpha } => elu(alpha, v),
+                Activation::Selu { alpha, gamma } => c(gamma) * elu(alpha, v),
+                Activation::HardSigmoid { alpha, beta } => {
+                    Expr::max(Expr::min(c(alpha) * v + c(beta), c(1.0)), c(0.0))
+                }
+                Activation::ThresholdedRelu { alpha } => Expr::select(v.gt(c(alpha)), v, c(0.0)),
+            }
+        },
+    )
+}
+
+/// Functions of two arguments beyond arithmetic, NumPy broadcasting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BinaryFn {
+    /// `a^b` (floats).
+    Power,
+    /// `a` if `a ≥ 0`, else `b · a` (ONNX's PRelu, the slope broadcast to the data).
+    Prelu,
+    Equal,
+    Less,
+    Greater,
+    LessEqual,
+    GreaterEqual,
+    /// Logical and, or, xor (bool tensors).
+    And,
+    Or,
+    Xor,
+}
+
+impl BinaryFn {
+    /// The operator's name: stage `T_<name>`.
+    pub fn name(self) -> &'static str {
+        match self {
+            BinaryFn::Power => "power",
+            BinaryFn::Prelu => "prelu",
+            BinaryFn::Equal => "equal",
+            BinaryFn::Less => "less",
+            BinaryFn::Greater => "greater",
+            BinaryFn::LessEqual => "less_equal",
+            BinaryFn::GreaterEqual => "greater_equal",
+            BinaryFn::And => "logical_and",
+            BinaryFn::Or => "logical_or",
+            BinaryFn::Xor => "logical_xor",
+        }
+    }
+
+    /// Whether the result is a bool tensor.
+    pub fn is_predicate(self) -> bool {
+        !matches!(self, BinaryFn::Power | BinaryFn::Prelu)
+    }
+
+    fn apply(self, a: Expr, b: Expr, dt: DataType) -> Expr {
+        match self {
+            BinaryFn::Power => a.pow(b),
+            BinaryFn::Prelu => Expr::select(a.lt(const_of(dt, 0.0)), b * a.clone(), a),
+            BinaryFn::Equal => a.eq(b),
+            BinaryFn::Less => a.lt(b),
+            BinaryFn::Greater => a.gt(b),
+            BinaryFn::LessEqual => a.le(b),
+            BinaryFn::GreaterEqual => a.ge(b),
+            BinaryFn::And => Expr::and(a, b),
+            BinaryFn::Or => Expr::or(a, b),
+            BinaryFn::Xor => a.ne(b),
+        }
+    }
+}
+
+/// `f(a, b)` with NumPy broadcasting (stage `T_<name>`, tag `broadcast`).
+pub fn binary_fn(a: &Tensor, b: &Tensor, f: BinaryFn) -> Result<Tensor, TeError> {
+    let op = f.name();
+    if a.dtype() != b.dtype() {
+        return Err(attr_err(
+            op,
+            "dtype",
+            format!("operands differ in type: {} and {}", a.dtype(), b.dtype()),
+        ));
+    }
+    let dt = a.dtype();
+    let logic = matches!(f, BinaryFn::And | BinaryFn::Or | BinaryFn::Xor);
+    if logic != dt.is_bool() || (matches!(f, BinaryFn::Power | BinaryFn::Prelu) && !dt.is_float()) {
+        return Err(attr_err(
+            op,
+            "dtype",
+            format!("{op} of {dt} tensors is not defined"),
+        ));
+    }
+    let out = broadcast_shape(op, a.shape(), b.shape())?;
+    compute_ax(&out, &format!("T_{op}"), TAG_BROADCAST, |ix| {
+        f.apply(
+            a.at(&broadcast_index(ix, &out, a.shape())),
+            b.at(&broadcast_index(ix, &out, b.shape())),
+            dt,
+        )
+    })
+}
+
+/// `cond ? a : b` elementwise with NumPy broadcasting of all three (stage `T_where`, tag
+/// `broadcast`); `cond` is a bool tensor, `a` and `b` of one type.
+pub fn where_(cond: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor, TeError> {
+    let op = "where";
+    if !cond.dtype().is_bool() {
+        return Err(attr_err(
+            op,
+            "condition",
+            format!("must be bool, got {}", cond.dtype()),
+        ));
+    }
+    if a.dtype() != b.dtype() {
+        return Err(attr_err(
+            op,
+            "dtype",
+            format!(
+                "the branches differ in type: {} and {}",
+                a.dtype(),
+                b.dtype()
+            ),
+        ));
+    }
+    let ab = broadcast_shape(op, a.shape(), b.shape())?;
+    let out = broadcast_shape(op, cond.shape(), &ab)?;
+    compute_ax(&out, "T_where", TAG_BROADCAST, |ix| {
+        Expr::select(
+            cond.at(&broadcast_index(ix, &out, cond.shape())),
+            a.at(&broadcast_index(ix, &out, a.shape())),
+            b.at(&broadcast_index(ix, &out, b.shape())),
+        )
+    })
+}
