@@ -142,3 +142,12 @@ fn unknown_operators_and_bad_attributes_are_one_line() {
         "{err}"
     );
 }
+
+#[test]
+fn buffers_the_machine_cannot_hold_are_one_line_not_an_abort() {
+    // A and B are small; C is 2e6 × 2e6 floats (16 TB)
+    let out = tessera(&["op", "matmul", "--shape", "2000000,2000000,1"]);
+    let err = one_line_error(&out);
+    assert!(err.contains("cannot allocate"), "{err}");
+    assert!(err.contains("[2000000, 2000000]"), "{err}");
+}

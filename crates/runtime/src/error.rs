@@ -13,6 +13,17 @@ pub enum RuntimeError {
     /// The array would need more than `isize::MAX` bytes.
     #[error("an array of shape {shape:?} and type {dtype} is too large")]
     TooLarge { dtype: DataType, shape: Vec<usize> },
+    /// The machine cannot hold the array: larger than its physical memory, or refused by
+    /// the allocator.
+    #[error(
+        "cannot allocate {bytes} bytes for an array of shape {shape:?} and type {dtype}: {reason}"
+    )]
+    OutOfMemory {
+        dtype: DataType,
+        shape: Vec<usize>,
+        bytes: usize,
+        reason: String,
+    },
     /// A constructor got a number of values that does not fill the shape.
     #[error("{got} values given for shape {shape:?}, which holds {expected}")]
     ValueCount {

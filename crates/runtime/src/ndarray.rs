@@ -262,6 +262,19 @@ unsafe impl Send for NDArray {}
 // SAFETY: as above.
 unsafe impl Sync for NDArray {}
 
+/// Allocations from this size on are checked against the memory the system has
+/// available before they are made.
+const CHECKED_ALLOCATION: usize = 256 << 20;
+
+/// The memory the system can give without swapping (`MemAvailable` of
+/// `/proc/meminfo`), where it tells it.
+fn available_memory() -> Option<usize> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
 impl NDArray {
     /// The bytes an array of `dtype` and `shape` holds, or why it cannot exist (a dtype
     /// arrays do not store, a size that overflows). Device arrays follow the same rules.
@@ -293,12 +306,22 @@ impl NDArray {
             NonNull::<Aligned64>::dangling().cast::<u8>()
         } else {
             let layout = Layout::from_size_align(nbytes, ALIGNMENT).map_err(|_| too_large())?;
+            let oom = |reason: String| RuntimeError::OutOfMemory {
+                dtype,
+                shape: shape.to_vec(),
+                bytes: nbytes,
+                reason,
+            };
+            // past the available memory an allocation may still succeed (overcommit)
+            // and the process be killed when it touches the pages: refuse it here
+            if nbytes >= CHECKED_ALLOCATION {
+                if let Some(free) = available_memory().filter(|&f| nbytes > f) {
+                    return Err(oom(format!("only {free} bytes of memory are available")));
+                }
+            }
             // SAFETY: the layout has a non-zero size.
             let p = unsafe { alloc::alloc_zeroed(layout) };
-            match NonNull::new(p) {
-                Some(p) => p,
-                None => alloc::handle_alloc_error(layout),
-            }
+            NonNull::new(p).ok_or_else(|| oom("the allocator refused it".into()))?
         };
         Ok(NDArray {
             dtype,
@@ -370,20 +393,19 @@ impl NDArray {
         let mut a = NDArray::zeros(dtype, shape)?;
         let mut rng = SplitMix64(seed);
         let float = dtype.is_float();
-        let values: Vec<f64> = (0..a.len)
-            .map(|_| {
-                let v = lo + rng.next_f64() * (hi - lo);
-                if float {
-                    v
-                } else {
-                    v.floor()
-                }
-            })
-            .collect();
+        let mut draw = || {
+            let v = lo + rng.next_f64() * (hi - lo);
+            if float {
+                v
+            } else {
+                v.floor()
+            }
+        };
         with_kind!(a.kind, T, is_bool => {
             // SAFETY: `T` is the storage type of `a.kind`.
             let dst = unsafe { a.raw_slice_mut::<T>() };
-            for (d, &v) in dst.iter_mut().zip(&values) {
+            for d in dst.iter_mut() {
+                let v = draw();
                 *d = if is_bool { bool_byte::<T>(v != 0.0) } else { <T as Element>::from_f64(v) };
             }
         });

@@ -63,6 +63,11 @@ fn unsupported_dtypes_and_bad_counts_are_errors() {
         NDArray::zeros(DataType::float64(), &[usize::MAX / 4]),
         Err(RuntimeError::TooLarge { .. })
     ));
+    // representable, but more than any machine here holds: an error, not an abort
+    match NDArray::zeros(DataType::float32(), &[1 << 28, 1 << 20]) {
+        Err(RuntimeError::OutOfMemory { bytes, .. }) => assert_eq!(bytes, 1 << 50),
+        other => panic!("expected OutOfMemory, got {:?}", other.map(|a| a.nbytes())),
+    }
     match NDArray::from_slice_f32(&[2, 2], &[1.0, 2.0, 3.0]) {
         Err(RuntimeError::ValueCount {
             expected: 4,

@@ -78,11 +78,12 @@ pub(super) fn constant_of_shape(imp: &mut Importer, c: &NodeCtx) -> Outputs {
         None => (DataType::float32(), 0.0),
     };
     let dims: Vec<usize> = shape.iter().map(|&d| d as usize).collect();
-    let n = dims
-        .iter()
-        .try_fold(1usize, |a, &d| a.checked_mul(d))
-        .ok_or_else(|| c.bad(format!("shape {shape:?} is too large")))?;
-    let v = NDArray::from_f64(dtype, &dims, &vec![value; n])?;
+    let one = NDArray::from_f64(dtype, &[1], &[value])?;
+    let mut v = NDArray::zeros(dtype, &dims)?;
+    let fill = one.as_bytes();
+    for chunk in v.as_bytes_mut().chunks_exact_mut(fill.len()) {
+        chunk.copy_from_slice(fill);
+    }
     Ok(vec![imp.g.constant(c.out_name(0), v)])
 }
 
