@@ -11,6 +11,7 @@ use crate::error::GraphError;
 use crate::ir::{Binary, Layout, Layout3d, Op};
 use crate::reference::permute;
 use petgraph::stable_graph::NodeIndex;
+use tessera_runtime::NDArray;
 use tessera_te::ops::{Conv2dAttrs, Conv3dAttrs, LrnAttrs, Pool2dAttrs, Pool3dAttrs, PoolType};
 
 /// The spatial geometry of a convolution or pooling window: per spatial axis, the
@@ -198,9 +199,23 @@ pub(super) fn conv_transpose(imp: &mut Importer, c: &NodeCtx) -> Outputs {
             "kernel_shape, strides, dilations and output_padding need {n} values"
         )));
     }
-    if dil.iter().any(|&v| v != 1) {
-        return Err(c.bad("dilated transposed convolutions are not supported"));
-    }
+    // a dilated kernel is the kernel with zeros between its taps
+    let (w, ws, kernel) = if dil.iter().any(|&v| v != 1) {
+        let v = imp
+            .constant(w)
+            .cloned()
+            .ok_or_else(|| c.bad("a dilated transposed convolution needs constant weights"))?;
+        let dilated = dilate_kernel(&v, &dil)?;
+        let shape: Vec<i64> = dilated.shape().iter().map(|&d| d as i64).collect();
+        let kernel = shape[2..].to_vec();
+        (
+            imp.g.constant(&c.sub("weight_dilated"), dilated),
+            shape,
+            kernel,
+        )
+    } else {
+        (w, ws, kernel)
+    };
     let auto = c.string("auto_pad").unwrap_or_else(|| "NOTSET".into());
     let output_shape = c.ints("output_shape");
     let (mut before, mut after) = (vec![0; n], vec![0; n]);
@@ -275,6 +290,33 @@ pub(super) fn conv_transpose(imp: &mut Importer, c: &NodeCtx) -> Outputs {
     };
     let y = if n == 1 { drop_1d(imp, &c.name, y)? } else { y };
     Ok(vec![bias_add(imp, c, y, 2)?])
+}
+
+/// The float32 kernel `[I, O, k…]` dilated by `dil`: `(k - 1)·d + 1` taps per spatial
+/// axis, zeros between the kernel's.
+fn dilate_kernel(w: &NDArray, dil: &[i64]) -> Result<NDArray, GraphError> {
+    let s = w.shape().to_vec();
+    let n = s.len() - 2;
+    let mut out_shape = s.clone();
+    for d in 0..n {
+        out_shape[2 + d] = (s[2 + d] - 1) * dil[d] as usize + 1;
+    }
+    let src = w.to_f64_vec();
+    let mut dst = vec![0.0; out_shape.iter().product()];
+    let (kin, kout): (usize, usize) = (s[2..].iter().product(), out_shape[2..].iter().product());
+    for (i, v) in src.iter().enumerate() {
+        let (plane, mut tap) = (i / kin, i % kin);
+        let mut o = 0;
+        let mut scale = 1;
+        for d in (0..n).rev() {
+            let k = tap % s[2 + d];
+            tap /= s[2 + d];
+            o += k * dil[d] as usize * scale;
+            scale *= out_shape[2 + d];
+        }
+        dst[plane * kout + o] = *v;
+    }
+    Ok(NDArray::from_f64(w.dtype(), &out_shape, &dst)?)
 }
 
 /// `MaxPool`, `AveragePool`: 1-D, 2-D or 3-D.

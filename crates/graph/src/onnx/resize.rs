@@ -80,10 +80,47 @@ pub(super) fn resize(imp: &mut Importer, c: &NodeCtx) -> Outputs {
             imp.const_ints(c, 3, "the sizes")?,
         )
     };
-    if c.has("axes") || c.int("antialias", 0) != 0 {
-        return Err(c.bad("the axes and antialias attributes are not supported"));
+    if c.int("antialias", 0) != 0 {
+        return Err(c.bad("antialiasing is not supported"));
     }
-    let (size, scale) = plan(c, &imp.shape(x), scales, sizes)?;
+    if c.string("keep_aspect_ratio_policy")
+        .is_some_and(|p| p != "stretch")
+    {
+        return Err(c.bad("only the keep_aspect_ratio_policy `stretch` is supported"));
+    }
+    let shape = imp.shape(x);
+    let (scales, sizes) = match c.ints("axes") {
+        // opset 18: the scales or sizes of the listed axes only
+        Some(axes) => {
+            let axes: Vec<usize> = axes
+                .iter()
+                .map(|&a| super::shape::norm_axis(c, a, shape.len()))
+                .collect::<Result<_, _>>()?;
+            let spread = |v: &[f64], keep: &dyn Fn(usize) -> f64| -> Result<Vec<f64>, GraphError> {
+                if v.len() != axes.len() {
+                    return Err(c.bad(format!("{} values for the axes {axes:?}", v.len())));
+                }
+                Ok((0..shape.len())
+                    .map(|d| axes.iter().position(|&a| a == d).map_or(keep(d), |k| v[k]))
+                    .collect())
+            };
+            let scales = scales
+                .filter(|v| !v.is_empty())
+                .map(|v| spread(&v, &|_| 1.0))
+                .transpose()?;
+            let sizes = sizes
+                .filter(|v| !v.is_empty())
+                .map(|v| {
+                    let f: Vec<f64> = v.iter().map(|&s| s as f64).collect();
+                    spread(&f, &|d| shape[d] as f64)
+                        .map(|r| r.iter().map(|&s| s as i64).collect::<Vec<i64>>())
+                })
+                .transpose()?;
+            (scales, sizes)
+        }
+        None => (scales, sizes),
+    };
+    let (size, scale) = plan(c, &shape, scales, sizes)?;
     let default_coord = if imp.opset < 11 {
         "asymmetric"
     } else {

@@ -467,8 +467,29 @@ pub(super) fn pad(imp: &mut Importer, c: &NodeCtx) -> Outputs {
         before[ax] = pads[k];
         after[ax] = pads[k + axes.len()];
     }
+    // negative pads crop: a slice first, then the padding that is left
+    let mut x = x;
     if before.iter().chain(&after).any(|&p| p < 0) {
-        return Err(c.bad("negative pads (cropping) are not supported"));
+        let s = imp.shape(x);
+        let begin: Vec<i64> = before.iter().map(|&p| (-p).max(0)).collect();
+        let end: Vec<i64> = (0..rank).map(|d| s[d] + after[d].min(0)).collect();
+        if (0..rank).any(|d| end[d] <= begin[d]) {
+            return Err(c.bad(format!("pads {pads:?} crop all of {s:?}")));
+        }
+        let strides = vec![1; rank];
+        let crop = Op::StridedSlice {
+            begin,
+            end,
+            strides,
+        };
+        x = imp.op(&c.sub("crop"), crop, &[x])?;
+        before
+            .iter_mut()
+            .chain(after.iter_mut())
+            .for_each(|p| *p = (*p).max(0));
+        if before.iter().chain(&after).all(|&p| p == 0) {
+            return Ok(vec![x]);
+        }
     }
     let op = match mode.as_str() {
         "constant" => Op::Pad {
