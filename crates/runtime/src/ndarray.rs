@@ -254,6 +254,17 @@ pub struct NDArray {
     len: usize,
     nbytes: usize,
     data: NonNull<u8>,
+    /// How far `data` is past the start of its allocation ([`allocation`]).
+    offset: usize,
+}
+
+/// The layout of the allocation behind an array of `nbytes` bytes: `ALIGNMENT` bytes
+/// more at the allocator's own alignment, `data` the first 64-byte aligned address in
+/// it. At that alignment `alloc_zeroed` is glibc's `calloc`, which maps large arrays as
+/// fresh zero pages instead of writing them: a large array costs nothing until touched
+/// (at 64 the allocator's `aligned_alloc` and a `memset` would write every page).
+fn allocation(nbytes: usize) -> Option<Layout> {
+    Layout::from_size_align(nbytes.checked_add(ALIGNMENT)?, 16).ok()
 }
 
 // SAFETY: the array owns its allocation exclusively; shared access only reads it and
@@ -302,10 +313,10 @@ impl NDArray {
         let nbytes = Self::byte_size(dtype, shape)?;
         // `byte_size` checked that the product does not overflow.
         let len: usize = shape.iter().product();
-        let data = if nbytes == 0 {
-            NonNull::<Aligned64>::dangling().cast::<u8>()
+        let (data, offset) = if nbytes == 0 {
+            (NonNull::<Aligned64>::dangling().cast::<u8>(), 0)
         } else {
-            let layout = Layout::from_size_align(nbytes, ALIGNMENT).map_err(|_| too_large())?;
+            let layout = allocation(nbytes).ok_or_else(too_large)?;
             let oom = |reason: String| RuntimeError::OutOfMemory {
                 dtype,
                 shape: shape.to_vec(),
@@ -320,8 +331,18 @@ impl NDArray {
                 }
             }
             // SAFETY: the layout has a non-zero size.
-            let p = unsafe { alloc::alloc_zeroed(layout) };
-            NonNull::new(p).ok_or_else(|| oom("the allocator refused it".into()))?
+            let base = unsafe { alloc::alloc_zeroed(layout) };
+            if base.is_null() {
+                return Err(oom("the allocator refused it".into()));
+            }
+            let offset = base.align_offset(ALIGNMENT);
+            // SAFETY: the allocation has ALIGNMENT bytes more than the array needs, and
+            // `offset < ALIGNMENT`.
+            let data = unsafe { base.add(offset) };
+            (
+                NonNull::new(data).expect("inside a live allocation"),
+                offset,
+            )
         };
         Ok(NDArray {
             dtype,
@@ -330,6 +351,7 @@ impl NDArray {
             len,
             nbytes,
             data,
+            offset,
         })
     }
 
@@ -650,13 +672,9 @@ fn bool_byte<T: Element>(b: bool) -> T {
 impl Drop for NDArray {
     fn drop(&mut self) {
         if self.nbytes != 0 {
-            // SAFETY: allocated in `zeros` with exactly this layout.
-            unsafe {
-                alloc::dealloc(
-                    self.data.as_ptr(),
-                    Layout::from_size_align_unchecked(self.nbytes, ALIGNMENT),
-                )
-            };
+            let layout = allocation(self.nbytes).expect("the layout `zeros` allocated");
+            // SAFETY: allocated in `zeros` with this layout, `offset` bytes before `data`.
+            unsafe { alloc::dealloc(self.data.as_ptr().sub(self.offset), layout) };
         }
     }
 }

@@ -81,8 +81,10 @@ pub(super) fn constant_of_shape(imp: &mut Importer, c: &NodeCtx) -> Outputs {
     let one = NDArray::from_f64(dtype, &[1], &[value])?;
     let mut v = NDArray::zeros(dtype, &dims)?;
     let fill = one.as_bytes();
-    for chunk in v.as_bytes_mut().chunks_exact_mut(fill.len()) {
-        chunk.copy_from_slice(fill);
+    if fill.iter().any(|&b| b != 0) {
+        for chunk in v.as_bytes_mut().chunks_exact_mut(fill.len()) {
+            chunk.copy_from_slice(fill);
+        }
     }
     Ok(vec![imp.g.constant(c.out_name(0), v)])
 }
@@ -471,8 +473,10 @@ pub(super) fn pad(imp: &mut Importer, c: &NodeCtx) -> Outputs {
     let mut x = x;
     if before.iter().chain(&after).any(|&p| p < 0) {
         let s = imp.shape(x);
-        let begin: Vec<i64> = before.iter().map(|&p| (-p).max(0)).collect();
-        let end: Vec<i64> = (0..rank).map(|d| s[d] + after[d].min(0)).collect();
+        let begin: Vec<i64> = before.iter().map(|&p| p.saturating_neg().max(0)).collect();
+        let end: Vec<i64> = (0..rank)
+            .map(|d| s[d].saturating_add(after[d].min(0)))
+            .collect();
         if (0..rank).any(|d| end[d] <= begin[d]) {
             return Err(c.bad(format!("pads {pads:?} crop all of {s:?}")));
         }
