@@ -15,6 +15,7 @@ pub mod process;
 
 pub use backend::{builtin_backend, Backend, BackendError};
 pub use cpu::CpuBackend;
+pub use tessera_target::hardware::host_cpu_features;
 pub use tessera_target::{
     Artifact, HardwareParams, LaunchDims, ParamSpec, Target, TargetError, TargetKind,
 };

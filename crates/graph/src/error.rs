@@ -32,6 +32,9 @@ pub enum GraphError {
     /// An ONNX model could not be imported.
     #[error("ONNX import: {0}")]
     Onnx(String),
+    /// A module file that cannot be loaded.
+    #[error("module {path}: {reason}")]
+    Module { path: String, reason: String },
     /// An input given to the executor does not fit.
     #[error("input `{name}`: {reason}")]
     Input { name: String, reason: String },

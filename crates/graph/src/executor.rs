@@ -11,13 +11,13 @@
 //! host CPU.
 
 use crate::error::GraphError;
-use crate::fuse::{fuse, group_compute, group_name, GroupCompute};
+use crate::fuse::{group_compute, group_name, GroupCompute};
 use crate::ir::{Graph, TensorType};
 use petgraph::stable_graph::NodeIndex;
 use std::collections::HashMap;
 use std::sync::Arc;
 use tessera_backends::{Artifact, Backend, CpuBackend, HardwareParams, LaunchDims, Target};
-use tessera_ir::{DataType, PrimFunc};
+use tessera_ir::PrimFunc;
 use tessera_runtime::{
     BufferId, CpuDevice, Device, DeviceArray, FunctionId, NDArray, TimeEvaluator, TimeResult,
 };
@@ -26,36 +26,36 @@ use tessera_te::{lower, Schedule};
 
 /// One kernel call of a run.
 #[derive(Clone, Debug)]
-struct Step {
+pub(crate) struct Step {
     /// The fused group's name.
-    name: String,
-    kernel: usize,
+    pub(crate) name: String,
+    pub(crate) kernel: usize,
     /// The device buffers of the arguments (inputs, then the output).
-    buffers: Vec<BufferId>,
+    pub(crate) buffers: Vec<BufferId>,
 }
 
 /// A loaded kernel: its function on the device and how it is launched.
-struct Kernel {
-    function: FunctionId,
-    launch: Option<LaunchDims>,
+pub(crate) struct Kernel {
+    pub(crate) function: FunctionId,
+    pub(crate) launch: Option<LaunchDims>,
     /// The workload key of the groups it computes (the key tuning records are under).
-    workload_key: String,
+    pub(crate) workload_key: String,
 }
 
 /// A compiled network, ready to run.
 pub struct GraphModule {
     // Kept so the artifacts stay on disk as long as the modules are used.
-    _dir: tempfile::TempDir,
-    device: Arc<dyn Device>,
-    kernels: Vec<Kernel>,
-    steps: Vec<Step>,
-    storages: Vec<DeviceArray>,
-    inputs: Vec<(String, TensorType, usize)>,
-    outputs: Vec<(TensorType, usize)>,
+    pub(crate) _dir: tempfile::TempDir,
+    pub(crate) device: Arc<dyn Device>,
+    pub(crate) kernels: Vec<Kernel>,
+    pub(crate) steps: Vec<Step>,
+    pub(crate) storages: Vec<DeviceArray>,
+    pub(crate) inputs: Vec<(String, TensorType, usize)>,
+    pub(crate) outputs: Vec<(TensorType, usize)>,
     /// Bytes of intermediate values with and without storage reuse.
-    planned_bytes: usize,
-    unplanned_bytes: usize,
-    weight_bytes: usize,
+    pub(crate) planned_bytes: usize,
+    pub(crate) unplanned_bytes: usize,
+    pub(crate) weight_bytes: usize,
 }
 
 impl std::fmt::Debug for GraphModule {
@@ -221,64 +221,15 @@ pub fn build_on(
     device: Arc<dyn Device>,
     hook: Option<&dyn ScheduleHook>,
 ) -> Result<GraphModule, GraphError> {
-    graph.validate()?;
-    let ctx = BuildContext::of(backend);
-    let groups = fuse(graph);
-    let lowered = lower_distinct(graph, &groups, &ctx, hook)?;
-
-    // Compile the distinct kernels in parallel and load them on the device.
-    let dir = tempfile::Builder::new()
-        .prefix("tessera-graph-")
-        .tempdir()
-        .map_err(|source| GraphError::Io {
-            path: std::env::temp_dir().display().to_string(),
-            source,
-        })?;
-    let kernels = compile_all(backend, &lowered.funcs, dir.path())?
-        .into_iter()
-        .zip(&lowered.keys)
-        .map(|(a, key)| load_kernel(&device, &a, key))
-        .collect::<Result<Vec<_>, _>>()?;
-
-    let plan = plan_storage(graph, &groups, &lowered);
-    let mut storages = Vec::with_capacity(plan.sizes.sizes.len());
-    for &bytes in &plan.sizes.sizes {
-        storages.push(DeviceArray::empty(&device, DataType::uint(8), &[bytes])?);
-    }
-    // The weights go to the device once, here.
-    let weight_bytes = plan.constants.iter().map(|(_, v)| v.nbytes()).sum();
-    for (s, v) in &plan.constants {
-        device.copy_from_host(storages[*s].buffer(), 0, v.as_bytes())?;
-    }
-    let steps = plan
-        .steps
-        .into_iter()
-        .map(|(name, kernel, args)| Step {
-            name,
-            kernel,
-            buffers: args.iter().map(|&s| storages[s].buffer()).collect(),
-        })
-        .collect();
-    Ok(GraphModule {
-        _dir: dir,
-        device,
-        kernels,
-        steps,
-        storages,
-        inputs: plan.inputs,
-        outputs: plan.outputs,
-        planned_bytes: plan.sizes.reused_bytes(),
-        unplanned_bytes: plan.sizes.requested_reusable,
-        weight_bytes,
-    })
+    crate::deploy::compile(graph, backend, hook)?.load(device)
 }
 
 /// The fused groups lowered, each distinct workload once.
-struct Lowered {
+pub(crate) struct Lowered {
     /// The distinct kernels: name and function.
-    funcs: Vec<(String, PrimFunc)>,
+    pub(crate) funcs: Vec<(String, PrimFunc)>,
     /// Each distinct kernel's workload key.
-    keys: Vec<String>,
+    pub(crate) keys: Vec<String>,
     /// Each group's kernel (an index into `funcs`) and its compute.
     group_kernels: Vec<usize>,
     computes: Vec<GroupCompute>,
@@ -286,7 +237,7 @@ struct Lowered {
 
 /// Lowers each distinct group (by workload key) once: with `hook`'s schedule when it
 /// has one, else the default schedule.
-fn lower_distinct(
+pub(crate) fn lower_distinct(
     graph: &Graph,
     groups: &[crate::fuse::Group],
     ctx: &BuildContext,
@@ -328,18 +279,22 @@ fn lower_distinct(
 
 /// Where every value of a run lives: storage sizes, the network's inputs and outputs,
 /// the constants to upload, and each step's (name, kernel, argument storages).
-struct StoragePlan {
-    sizes: Planner,
-    inputs: Vec<(String, TensorType, usize)>,
-    outputs: Vec<(TensorType, usize)>,
-    constants: Vec<(usize, Arc<NDArray>)>,
-    steps: Vec<(String, usize, Vec<usize>)>,
+pub(crate) struct StoragePlan {
+    pub(crate) sizes: Planner,
+    pub(crate) inputs: Vec<(String, TensorType, usize)>,
+    pub(crate) outputs: Vec<(TensorType, usize)>,
+    pub(crate) constants: Vec<(usize, Arc<NDArray>)>,
+    pub(crate) steps: Vec<(String, usize, Vec<usize>)>,
 }
 
 /// Plans the storages: fresh ones for inputs, outputs and constants, reused ones for
 /// intermediates (a group's output storage is taken before its inputs' are released, so
 /// no kernel's output aliases its inputs).
-fn plan_storage(graph: &Graph, groups: &[crate::fuse::Group], lowered: &Lowered) -> StoragePlan {
+pub(crate) fn plan_storage(
+    graph: &Graph,
+    groups: &[crate::fuse::Group],
+    lowered: &Lowered,
+) -> StoragePlan {
     let mut plan = Planner::default();
     let mut storage_of: HashMap<NodeIndex, usize> = HashMap::new();
     let mut inputs = Vec::new();
@@ -420,7 +375,7 @@ fn plan_storage(graph: &Graph, groups: &[crate::fuse::Group], lowered: &Lowered)
 }
 
 /// Loads a built kernel on the device.
-fn load_kernel(
+pub(crate) fn load_kernel(
     device: &Arc<dyn Device>,
     artifact: &Artifact,
     workload_key: &str,
@@ -434,7 +389,7 @@ fn load_kernel(
 }
 
 /// Compiles the functions on up to `available_parallelism` threads, in order.
-fn compile_all(
+pub(crate) fn compile_all(
     backend: &dyn Backend,
     funcs: &[(String, PrimFunc)],
     dir: &std::path::Path,
@@ -473,11 +428,11 @@ fn compile_all(
 /// Storage allocation: fresh storages for values that live through the run, and
 /// best-fit reuse of released storages for intermediates.
 #[derive(Default)]
-struct Planner {
-    sizes: Vec<usize>,
+pub(crate) struct Planner {
+    pub(crate) sizes: Vec<usize>,
     free: Vec<usize>,
     reusable: std::collections::BTreeSet<usize>,
-    requested_reusable: usize,
+    pub(crate) requested_reusable: usize,
 }
 
 impl Planner {
@@ -516,7 +471,7 @@ impl Planner {
             self.free.push(s);
         }
     }
-    fn reused_bytes(&self) -> usize {
+    pub(crate) fn reused_bytes(&self) -> usize {
         self.reusable.iter().map(|&s| self.sizes[s]).sum()
     }
 }

@@ -7,10 +7,12 @@
 //!                                    3×3 convs, packed weights;
 //!                                    for VTA: quantize to int8, pack NCHW1n16c)
 //!             ->  fuse   ->  extract_tasks (one compute DAG per distinct group)
-//!                        ->  build -> GraphModule (set_input / run / get_output)
+//!                        ->  compile -> CompiledNetwork (save / read: a module file)
+//!                                    -> load -> GraphModule (set_input / run / get_output)
 //! ```
 
 pub mod conv_plan;
+pub mod deploy;
 pub mod error;
 pub mod executor;
 pub mod fuse;
@@ -27,6 +29,7 @@ pub mod winograd;
 pub mod zoo;
 
 pub use conv_plan::{ConvAlgorithm, ConvChoice, ConvPlan};
+pub use deploy::{compile, CompiledNetwork, MODULE_FORMAT_VERSION};
 pub use error::GraphError;
 pub use executor::{
     build, build_on, build_with, random_input, BuildContext, BuildSummary, GraphModule,

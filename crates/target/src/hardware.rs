@@ -92,6 +92,43 @@ impl HardwareParams {
     }
 }
 
+/// The instruction-set extensions of the host that generated code may use with
+/// `-march=native` (x86-64: SSE4.2 to AVX-512), as the compiler names them.
+#[cfg(target_arch = "x86_64")]
+pub fn host_cpu_features() -> Vec<&'static str> {
+    macro_rules! detected {
+        ($($f:tt),*) => {{
+            let mut v = Vec::new();
+            $(if std::arch::is_x86_feature_detected!($f) { v.push($f); })*
+            v
+        }};
+    }
+    detected!(
+        "sse4.2",
+        "popcnt",
+        "avx",
+        "avx2",
+        "fma",
+        "f16c",
+        "bmi1",
+        "bmi2",
+        "avx512f",
+        "avx512bw",
+        "avx512cd",
+        "avx512dq",
+        "avx512vl",
+        "avx512vnni",
+        "avx512bf16",
+        "avx512fp16"
+    )
+}
+
+/// The instruction-set extensions of the host (none are tracked off x86-64).
+#[cfg(not(target_arch = "x86_64"))]
+pub fn host_cpu_features() -> Vec<&'static str> {
+    Vec::new()
+}
+
 #[cfg(target_arch = "x86_64")]
 fn host_vector_bytes() -> usize {
     if std::arch::is_x86_feature_detected!("avx512f") {

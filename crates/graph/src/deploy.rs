@@ -1,0 +1,526 @@
+//! Compiled networks and deployable module files.
+//!
+//! [`compile`] does all of a build that needs the compiler: it fuses the network, lowers
+//! each distinct group once (with a hook's schedule or the default one), compiles the
+//! kernels in parallel and plans memory. The result, a [`CompiledNetwork`], holds the
+//! kernels' files, the plan (storages, the constants to upload, each step's kernel and
+//! arguments, the inputs and outputs) and the target; [`CompiledNetwork::load`] puts it
+//! on a device as a [`GraphModule`]. `build_on` is the two in a row.
+//!
+//! [`CompiledNetwork::save`] writes it as one file — TVM's `export_library` — and
+//! [`CompiledNetwork::read`] reads it back, so that a network runs in another process
+//! (or on another machine of the same kind) without the compiler. The file is a tar
+//! archive, readable with `tar tf`:
+//!
+//! ```text
+//! module.json          the header: format and version, target, the host's CPU
+//!                      features for a `-march=native` build, kernels, plan
+//! kernels/<i>/<file>   each kernel's loadable file (a shared object on the CPU) and
+//!                      its generated source
+//! weights/<i>.bin      each constant's bytes (row-major, little-endian)
+//! ```
+//!
+//! A module of another format version, or built for CPU features this host lacks, is
+//! refused with a message saying so; a damaged file is an error naming what is wrong.
+
+use crate::error::GraphError;
+use crate::executor::{
+    compile_all, load_kernel, lower_distinct, plan_storage, BuildContext, GraphModule, Step,
+};
+use crate::fuse::fuse;
+use crate::ir::{Graph, TensorType};
+use crate::{BuildSummary, ScheduleHook};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use tessera_backends::{Artifact, Backend, Target, TargetKind};
+use tessera_ir::DataType;
+use tessera_runtime::{Device, DeviceArray, NDArray};
+
+/// The version of the module file format this build writes and reads.
+pub const MODULE_FORMAT_VERSION: u32 = 1;
+
+/// The `format` field of a module's header.
+const FORMAT: &str = "tessera-module";
+
+/// A compiled kernel: its artifact (files in the network's folder) and workload key.
+#[derive(Clone, Debug)]
+struct CompiledKernel {
+    artifact: Artifact,
+    workload_key: String,
+}
+
+/// A network compiled for a target, not yet on a device.
+pub struct CompiledNetwork {
+    name: String,
+    target: Target,
+    /// The host CPU features the kernels may use (a CPU build without `-mcpu`).
+    cpu_features: Vec<String>,
+    dir: tempfile::TempDir,
+    kernels: Vec<CompiledKernel>,
+    storages: Vec<usize>,
+    constants: Vec<(usize, Arc<NDArray>)>,
+    steps: Vec<(String, usize, Vec<usize>)>,
+    inputs: Vec<(String, TensorType, usize)>,
+    outputs: Vec<(TensorType, usize)>,
+    planned_bytes: usize,
+    unplanned_bytes: usize,
+}
+
+impl std::fmt::Debug for CompiledNetwork {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompiledNetwork")
+            .field("name", &self.name)
+            .field("target", &self.target.to_string())
+            .field("kernels", &self.kernels.len())
+            .field("steps", &self.steps.len())
+            .finish()
+    }
+}
+
+fn temp_dir(prefix: &str) -> Result<tempfile::TempDir, GraphError> {
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir()
+        .map_err(|source| GraphError::Io {
+            path: std::env::temp_dir().display().to_string(),
+            source,
+        })
+}
+
+/// Compiles `graph` with `backend`, asking `hook` (if any) for each distinct group's
+/// schedule first.
+pub fn compile(
+    graph: &Graph,
+    backend: &dyn Backend,
+    hook: Option<&dyn ScheduleHook>,
+) -> Result<CompiledNetwork, GraphError> {
+    graph.validate()?;
+    let ctx = BuildContext::of(backend);
+    let groups = fuse(graph);
+    let lowered = lower_distinct(graph, &groups, &ctx, hook)?;
+    let dir = temp_dir("tessera-graph-")?;
+    let kernels = compile_all(backend, &lowered.funcs, dir.path())?
+        .into_iter()
+        .zip(&lowered.keys)
+        .map(|(artifact, key)| CompiledKernel {
+            artifact,
+            workload_key: key.clone(),
+        })
+        .collect();
+    let plan = plan_storage(graph, &groups, &lowered);
+    let target = backend.target().clone();
+    let native = target.kind == TargetKind::CPU && target.option("mcpu").is_none();
+    let cpu_features = if native {
+        tessera_backends::host_cpu_features()
+            .into_iter()
+            .map(String::from)
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Ok(CompiledNetwork {
+        name: graph.name.clone(),
+        target,
+        cpu_features,
+        dir,
+        kernels,
+        storages: plan.sizes.sizes.clone(),
+        planned_bytes: plan.sizes.reused_bytes(),
+        unplanned_bytes: plan.sizes.requested_reusable,
+        constants: plan.constants,
+        steps: plan.steps,
+        inputs: plan.inputs,
+        outputs: plan.outputs,
+    })
+}
+
+impl CompiledNetwork {
+    /// The network's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The target it was compiled for.
+    pub fn target(&self) -> &Target {
+        &self.target
+    }
+
+    /// What the build produced.
+    pub fn summary(&self) -> BuildSummary {
+        BuildSummary {
+            groups: self.steps.len(),
+            kernels: self.kernels.len(),
+            planned_bytes: self.planned_bytes,
+            unplanned_bytes: self.unplanned_bytes,
+            weight_bytes: self.constants.iter().map(|(_, v)| v.nbytes()).sum(),
+        }
+    }
+
+    /// The CPU features the kernels may use that this host lacks (none for a build
+    /// with an explicit `-mcpu` or for another kind of target).
+    pub fn missing_cpu_features(&self) -> Vec<String> {
+        let host = tessera_backends::host_cpu_features();
+        self.cpu_features
+            .iter()
+            .filter(|f| !host.contains(&f.as_str()))
+            .cloned()
+            .collect()
+    }
+
+    /// Loads the kernels on `device` (of the target's kind), allocates the storages and
+    /// uploads the constants.
+    pub fn load(self, device: Arc<dyn Device>) -> Result<GraphModule, GraphError> {
+        let missing = self.missing_cpu_features();
+        if !missing.is_empty() {
+            return Err(GraphError::Invalid(format!(
+                "`{}` was compiled for CPU features this machine lacks: {}",
+                self.name,
+                missing.join(", ")
+            )));
+        }
+        let kernels = self
+            .kernels
+            .iter()
+            .map(|k| load_kernel(&device, &k.artifact, &k.workload_key))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut storages = Vec::with_capacity(self.storages.len());
+        for &bytes in &self.storages {
+            storages.push(DeviceArray::empty(&device, DataType::uint(8), &[bytes])?);
+        }
+        // The weights go to the device once, here.
+        let mut weight_bytes = 0;
+        for (s, v) in &self.constants {
+            device.copy_from_host(storages[*s].buffer(), 0, v.as_bytes())?;
+            weight_bytes += v.nbytes();
+        }
+        let steps = self
+            .steps
+            .into_iter()
+            .map(|(name, kernel, args)| Step {
+                name,
+                kernel,
+                buffers: args.iter().map(|&s| storages[s].buffer()).collect(),
+            })
+            .collect();
+        Ok(GraphModule {
+            _dir: self.dir,
+            device,
+            kernels,
+            steps,
+            storages,
+            inputs: self.inputs,
+            outputs: self.outputs,
+            planned_bytes: self.planned_bytes,
+            unplanned_bytes: self.unplanned_bytes,
+            weight_bytes,
+        })
+    }
+
+    /// Writes the module file (to a temporary name beside `path`, then renamed, so that
+    /// an interrupted write never leaves a partial module under `path`).
+    pub fn save(&self, path: &Path) -> Result<(), GraphError> {
+        let io = |source| GraphError::Io {
+            path: path.display().to_string(),
+            source,
+        };
+        let mut header = Header {
+            format: FORMAT.into(),
+            version: MODULE_FORMAT_VERSION,
+            tessera: env!("CARGO_PKG_VERSION").into(),
+            name: self.name.clone(),
+            target: self.target.to_string(),
+            cpu_features: self.cpu_features.clone(),
+            kernels: Vec::new(),
+            storages: self.storages.clone(),
+            constants: Vec::new(),
+            steps: self
+                .steps
+                .iter()
+                .map(|(name, kernel, args)| StepEntry {
+                    name: name.clone(),
+                    kernel: *kernel,
+                    args: args.clone(),
+                })
+                .collect(),
+            inputs: self
+                .inputs
+                .iter()
+                .map(|(n, t, s)| ValueEntry::of(Some(n), t, *s))
+                .collect(),
+            outputs: self
+                .outputs
+                .iter()
+                .map(|(t, s)| ValueEntry::of(None, t, *s))
+                .collect(),
+            planned_bytes: self.planned_bytes,
+            unplanned_bytes: self.unplanned_bytes,
+        };
+        let tmp = path.with_extension("partial");
+        let file = std::fs::File::create(&tmp).map_err(io)?;
+        let mut tar = tar::Builder::new(std::io::BufWriter::new(file));
+        for (i, k) in self.kernels.iter().enumerate() {
+            let mut artifact = k.artifact.clone();
+            for p in [&mut artifact.path, &mut artifact.source_path] {
+                let file_name = p.file_name().map(PathBuf::from).unwrap_or_default();
+                let entry = Path::new("kernels").join(i.to_string()).join(file_name);
+                tar.append_path_with_name(&*p, &entry).map_err(io)?;
+                *p = entry;
+            }
+            header.kernels.push(KernelEntry {
+                artifact,
+                workload_key: k.workload_key.clone(),
+            });
+        }
+        for (i, (storage, v)) in self.constants.iter().enumerate() {
+            let file = format!("weights/{i}.bin");
+            append_bytes(&mut tar, &file, v.as_bytes()).map_err(io)?;
+            header.constants.push(ConstEntry {
+                storage: *storage,
+                dtype: v.dtype().to_string(),
+                shape: v.shape().to_vec(),
+                file,
+            });
+        }
+        let json = serde_json::to_vec_pretty(&header)
+            .map_err(|e| GraphError::Invalid(format!("writing the module header: {e}")))?;
+        append_bytes(&mut tar, "module.json", &json).map_err(io)?;
+        let out = tar.into_inner().map_err(io)?;
+        out.into_inner()
+            .map_err(|e| io(e.into_error()))?
+            .sync_all()
+            .map_err(io)?;
+        std::fs::rename(&tmp, path).map_err(io)
+    }
+
+    /// Reads a module file written by [`save`](Self::save).
+    pub fn read(path: &Path) -> Result<CompiledNetwork, GraphError> {
+        let bad = |reason: String| GraphError::Module {
+            path: path.display().to_string(),
+            reason,
+        };
+        let file = std::fs::File::open(path).map_err(|source| GraphError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let mut entries: HashMap<String, Vec<u8>> = HashMap::new();
+        let mut archive = tar::Archive::new(std::io::BufReader::new(file));
+        let not_tar = |e: std::io::Error| bad(format!("not a tessera module (a tar archive): {e}"));
+        for entry in archive.entries().map_err(not_tar)? {
+            let mut entry = entry.map_err(not_tar)?;
+            let name = entry.path().map_err(not_tar)?.display().to_string();
+            let mut bytes = Vec::new();
+            entry.read_to_end(&mut bytes).map_err(not_tar)?;
+            entries.insert(name, bytes);
+        }
+        let header = entries
+            .get("module.json")
+            .ok_or_else(|| bad("not a tessera module: it has no module.json".into()))?;
+        let header: Header = serde_json::from_slice(header)
+            .map_err(|e| bad(format!("module.json is not a module header: {e}")))?;
+        if header.format != FORMAT {
+            return Err(bad(format!(
+                "its format is `{}`, not `{FORMAT}`",
+                header.format
+            )));
+        }
+        if header.version != MODULE_FORMAT_VERSION {
+            return Err(bad(format!(
+                "module format version {} (written by tessera {}); this tessera reads version \
+                 {MODULE_FORMAT_VERSION}: compile the network again",
+                header.version, header.tessera
+            )));
+        }
+        header.into_network(&entries).map_err(bad)
+    }
+}
+
+fn append_bytes<W: std::io::Write>(
+    tar: &mut tar::Builder<W>,
+    name: &str,
+    bytes: &[u8],
+) -> std::io::Result<()> {
+    let mut h = tar::Header::new_gnu();
+    h.set_size(bytes.len() as u64);
+    h.set_mode(0o644);
+    h.set_cksum();
+    tar.append_data(&mut h, name, bytes)
+}
+
+/// `module.json`.
+#[derive(Serialize, Deserialize)]
+struct Header {
+    format: String,
+    version: u32,
+    /// The tessera version that wrote it.
+    tessera: String,
+    name: String,
+    target: String,
+    cpu_features: Vec<String>,
+    kernels: Vec<KernelEntry>,
+    /// Each storage's size in bytes.
+    storages: Vec<usize>,
+    constants: Vec<ConstEntry>,
+    steps: Vec<StepEntry>,
+    inputs: Vec<ValueEntry>,
+    outputs: Vec<ValueEntry>,
+    planned_bytes: usize,
+    unplanned_bytes: usize,
+}
+
+#[derive(Serialize, Deserialize)]
+struct KernelEntry {
+    /// Its paths are entries of the archive.
+    artifact: Artifact,
+    workload_key: String,
+}
+
+#[derive(Serialize, Deserialize)]
+struct ConstEntry {
+    storage: usize,
+    dtype: String,
+    shape: Vec<usize>,
+    file: String,
+}
+
+#[derive(Serialize, Deserialize)]
+struct StepEntry {
+    name: String,
+    kernel: usize,
+    args: Vec<usize>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct ValueEntry {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    name: Option<String>,
+    dtype: String,
+    shape: Vec<i64>,
+    storage: usize,
+}
+
+impl ValueEntry {
+    fn of(name: Option<&String>, t: &TensorType, storage: usize) -> ValueEntry {
+        ValueEntry {
+            name: name.cloned(),
+            dtype: t.dtype.to_string(),
+            shape: t.shape.clone(),
+            storage,
+        }
+    }
+
+    fn ty(&self, storages: &[usize]) -> Result<TensorType, String> {
+        let dtype: DataType = self
+            .dtype
+            .parse()
+            .map_err(|_| format!("unknown data type `{}`", self.dtype))?;
+        let t = TensorType::new(&self.shape, dtype);
+        let bytes = self.shape.iter().try_fold(dtype.bytes() as i64, |a, &d| {
+            a.checked_mul(d).filter(|_| d >= 0)
+        });
+        match (bytes, storages.get(self.storage)) {
+            (Some(b), Some(&size)) if b as usize <= size => Ok(t),
+            _ => Err(format!(
+                "a value of {t} does not fit its storage {}",
+                self.storage
+            )),
+        }
+    }
+}
+
+impl Header {
+    /// The network the header and the archive's `entries` describe, every index and size
+    /// checked.
+    fn into_network(self, entries: &HashMap<String, Vec<u8>>) -> Result<CompiledNetwork, String> {
+        let target: Target = self
+            .target
+            .parse()
+            .map_err(|e| format!("target `{}`: {e}", self.target))?;
+        let dir = temp_dir("tessera-module-").map_err(|e| e.to_string())?;
+        let entry = |name: &Path| {
+            entries
+                .get(&name.display().to_string())
+                .ok_or_else(|| format!("the archive has no `{}`", name.display()))
+        };
+        let mut kernels = Vec::with_capacity(self.kernels.len());
+        for (i, k) in self.kernels.into_iter().enumerate() {
+            let mut artifact = k.artifact;
+            for p in [&mut artifact.path, &mut artifact.source_path] {
+                let bytes = entry(p)?;
+                let file = p.file_name().ok_or("a kernel file without a name")?;
+                let out = dir.path().join(format!("{i}_{}", file.to_string_lossy()));
+                std::fs::write(&out, bytes).map_err(|e| format!("{}: {e}", out.display()))?;
+                *p = out;
+            }
+            kernels.push(CompiledKernel {
+                artifact,
+                workload_key: k.workload_key,
+            });
+        }
+        let storages = self.storages;
+        let mut constants = Vec::with_capacity(self.constants.len());
+        for c in self.constants {
+            let dtype: DataType = c
+                .dtype
+                .parse()
+                .map_err(|_| format!("{}: unknown data type `{}`", c.file, c.dtype))?;
+            let mut v = NDArray::zeros(dtype, &c.shape).map_err(|e| format!("{}: {e}", c.file))?;
+            let bytes = entry(Path::new(&c.file))?;
+            if bytes.len() != v.nbytes() || storages.get(c.storage).is_none_or(|&s| s < v.nbytes())
+            {
+                return Err(format!(
+                    "{}: {} bytes for {dtype} {:?} in storage {}",
+                    c.file,
+                    bytes.len(),
+                    c.shape,
+                    c.storage
+                ));
+            }
+            v.as_bytes_mut().copy_from_slice(bytes);
+            constants.push((c.storage, Arc::new(v)));
+        }
+        let mut steps = Vec::with_capacity(self.steps.len());
+        for s in self.steps {
+            if s.kernel >= kernels.len() || s.args.iter().any(|&a| a >= storages.len()) {
+                return Err(format!(
+                    "step `{}` names a kernel or storage it lacks",
+                    s.name
+                ));
+            }
+            if s.args.len() != kernels[s.kernel].artifact.params.len() {
+                return Err(format!(
+                    "step `{}` passes {} arguments to a kernel of {}",
+                    s.name,
+                    s.args.len(),
+                    kernels[s.kernel].artifact.params.len()
+                ));
+            }
+            steps.push((s.name, s.kernel, s.args));
+        }
+        let mut inputs = Vec::new();
+        for v in &self.inputs {
+            let name = v.name.clone().ok_or("an input without a name")?;
+            inputs.push((name, v.ty(&storages)?, v.storage));
+        }
+        let mut outputs = Vec::new();
+        for v in &self.outputs {
+            outputs.push((v.ty(&storages)?, v.storage));
+        }
+        Ok(CompiledNetwork {
+            name: self.name,
+            target,
+            cpu_features: self.cpu_features,
+            dir,
+            kernels,
+            storages,
+            constants,
+            steps,
+            inputs,
+            outputs,
+            planned_bytes: self.planned_bytes,
+            unplanned_bytes: self.unplanned_bytes,
+        })
+    }
+}

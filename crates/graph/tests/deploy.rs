@@ -1,0 +1,178 @@
+//! Module files: a network compiled, saved, read back and run gives the outputs of the
+//! network built directly, bit for bit; a module of another format version, for CPU
+//! features the host lacks, or damaged, is refused with a message saying so.
+
+use std::io::Read;
+use std::path::Path;
+use std::sync::Arc;
+use tessera_backends::{CpuBackend, Target};
+use tessera_graph::zoo::{self, ZooOptions};
+use tessera_graph::{build, compile, CompiledNetwork, GraphError, Layout};
+use tessera_runtime::{CpuDevice, NDArray};
+
+fn small_resnet() -> tessera_graph::Graph {
+    let opts = ZooOptions {
+        layout: Layout::Nhwc,
+        image_size: Some(32),
+        num_classes: 10,
+        ..ZooOptions::default()
+    };
+    let mut g = zoo::network("resnet-18", &opts).unwrap();
+    tessera_graph::passes::optimize(&mut g, Some(Layout::Nhwc)).unwrap();
+    g
+}
+
+fn run(m: &mut tessera_graph::GraphModule) -> NDArray {
+    m.set_random_inputs().unwrap();
+    m.run().unwrap();
+    m.get_output(0).unwrap()
+}
+
+/// The archive at `path` with `module.json` passed through `edit` (or dropped, with
+/// `None`), and every other entry kept unless it is named `drop`.
+fn rewrite(
+    path: &Path,
+    out: &Path,
+    edit: impl Fn(serde_json::Value) -> Option<serde_json::Value>,
+    drop: &str,
+) {
+    let mut archive = tar::Archive::new(std::fs::File::open(path).unwrap());
+    let mut b = tar::Builder::new(std::fs::File::create(out).unwrap());
+    for e in archive.entries().unwrap() {
+        let mut e = e.unwrap();
+        let name = e.path().unwrap().display().to_string();
+        let mut bytes = Vec::new();
+        e.read_to_end(&mut bytes).unwrap();
+        if name == drop {
+            continue;
+        }
+        if name == "module.json" {
+            let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+            match edit(v) {
+                Some(v) => bytes = serde_json::to_vec(&v).unwrap(),
+                None => continue,
+            }
+        }
+        let mut h = tar::Header::new_gnu();
+        h.set_size(bytes.len() as u64);
+        h.set_mode(0o644);
+        h.set_cksum();
+        b.append_data(&mut h, &name, &bytes[..]).unwrap();
+    }
+    b.finish().unwrap();
+}
+
+fn read_err(path: &Path) -> String {
+    match CompiledNetwork::read(path) {
+        Ok(n) => match n.load(Arc::new(CpuDevice::new())) {
+            Ok(_) => panic!("{} loaded", path.display()),
+            Err(e) => e.to_string(),
+        },
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn a_saved_module_runs_as_the_direct_build_and_bad_ones_are_refused() {
+    let g = small_resnet();
+    let want = run(&mut build(&g, &Target::cpu()).unwrap());
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("resnet18.tsm");
+    let backend = CpuBackend::new(Target::cpu());
+    let compiled = compile(&g, &backend, None).unwrap();
+    let summary = compiled.summary();
+    compiled.save(&path).unwrap();
+    assert!(!path.with_extension("partial").exists());
+
+    let read = CompiledNetwork::read(&path).unwrap();
+    assert_eq!(read.summary(), summary);
+    assert_eq!(read.target(), &Target::cpu());
+    assert_eq!(read.name(), g.name);
+    let got = run(&mut read.load(Arc::new(CpuDevice::new())).unwrap());
+    assert_eq!(
+        got, want,
+        "the module's output differs from the direct build's"
+    );
+
+    // another format version
+    let other = dir.path().join("v99.tsm");
+    rewrite(
+        &path,
+        &other,
+        |mut v| {
+            v["version"] = 99.into();
+            Some(v)
+        },
+        "",
+    );
+    let e = read_err(&other);
+    assert!(
+        e.contains("module format version 99") && e.contains("reads version 1"),
+        "{e}"
+    );
+
+    // CPU features this host lacks
+    rewrite(
+        &path,
+        &other,
+        |mut v| {
+            v["cpu_features"] = serde_json::json!(["avx2", "not-a-real-feature"]);
+            Some(v)
+        },
+        "",
+    );
+    let e = read_err(&other);
+    assert!(
+        e.contains("CPU features this machine lacks: not-a-real-feature"),
+        "{e}"
+    );
+
+    // a missing weight, a missing header, a foreign format
+    rewrite(&path, &other, Some, "weights/0.bin");
+    assert!(
+        read_err(&other).contains("has no `weights/0.bin`"),
+        "{}",
+        read_err(&other)
+    );
+    rewrite(&path, &other, |_| None, "");
+    assert!(read_err(&other).contains("no module.json"));
+    rewrite(
+        &path,
+        &other,
+        |mut v| {
+            v["format"] = "something-else".into();
+            Some(v)
+        },
+        "",
+    );
+    assert!(read_err(&other).contains("format is `something-else`"));
+    // a step that names a storage the module lacks
+    rewrite(
+        &path,
+        &other,
+        |mut v| {
+            v["steps"][0]["args"][0] = 100000.into();
+            Some(v)
+        },
+        "",
+    );
+    assert!(read_err(&other).contains("names a kernel or storage it lacks"));
+
+    // not an archive, and an archive cut short: errors, never panics
+    std::fs::write(&other, b"not a module").unwrap();
+    assert!(read_err(&other).contains("module"));
+    let bytes = std::fs::read(&path).unwrap();
+    for cut in [10, bytes.len() / 3, bytes.len() - 700] {
+        std::fs::write(&other, &bytes[..cut]).unwrap();
+        let e = read_err(&other);
+        assert!(!e.is_empty());
+    }
+}
+
+#[test]
+fn reading_a_missing_file_names_it() {
+    let e = CompiledNetwork::read(Path::new("/nonexistent/m.tsm")).unwrap_err();
+    assert!(matches!(e, GraphError::Io { .. }), "{e}");
+    assert!(e.to_string().contains("/nonexistent/m.tsm"));
+}
