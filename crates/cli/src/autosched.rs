@@ -11,7 +11,7 @@ use tessera_costmodel::{PackSumParams, PackSumXgb, ProgramCostModel, RandomProgr
 use tessera_search::measure::Measurer;
 use tessera_search::policy::PolicyOptions;
 use tessera_search::scheduler::{SchedulerOptions, TaskSelection};
-use tessera_search::session::{SessionOptions, SessionReport, TuningSession};
+use tessera_search::session::{Progress, SessionOptions, SessionReport, TuningSession};
 use tessera_search::tasks::{operator_task, operator_tasks, plan_tasks};
 use tessera_te::catalog::{OpAttrs, OpSpec};
 
@@ -36,17 +36,84 @@ fn strategy_name(args: &TuneArgs) -> Result<String> {
     })
 }
 
-/// The session's text on the terminal: tables to stdout, warnings to stderr.
-struct Terminal;
+/// The session's text on the terminal: tables to stdout, warnings to stderr, and the
+/// progress after each round — a bar with the time left (indicatif) on a terminal, a
+/// plain line on stderr otherwise (a log file, a pipe, CI).
+#[derive(Default)]
+struct Terminal {
+    bar: Option<indicatif::ProgressBar>,
+}
+
+impl Terminal {
+    /// Runs `f` with the bar (if any) hidden, so that text does not tear it.
+    fn print(&self, f: impl FnOnce()) {
+        match &self.bar {
+            Some(bar) => bar.suspend(f),
+            None => f(),
+        }
+    }
+}
+
+/// `progress` as one line: trials, time, time left, the estimated latency.
+pub(crate) fn progress_line(p: &Progress) -> String {
+    let pct = 100.0 * p.trials as f64 / p.budget.max(1) as f64;
+    let left = if p.done || p.session_trials == 0 {
+        String::new()
+    } else {
+        let rate = p.elapsed / p.session_trials as f64;
+        format!(
+            ", about {:.0} s left",
+            rate * p.budget.saturating_sub(p.trials) as f64
+        )
+    };
+    let latency = p
+        .estimated_latency
+        .map(|l| format!(", estimated latency {:.3} ms", l * 1e3))
+        .unwrap_or_default();
+    format!(
+        "{}/{} trials ({pct:.0}%) in {:.0} s{left}{latency}",
+        p.trials, p.budget, p.elapsed
+    )
+}
 
 impl SessionReport for Terminal {
     fn out(&mut self, text: &str) {
         use std::io::Write;
-        print!("{text}");
-        let _ = std::io::stdout().flush();
+        self.print(|| {
+            say_part!("{text}");
+            let _ = std::io::stdout().flush();
+        });
     }
     fn warn(&mut self, text: &str) {
-        eprintln!("warning: {text}");
+        self.print(|| eprintln!("warning: {text}"));
+    }
+    fn progress(&mut self, p: &Progress) {
+        use std::io::IsTerminal;
+        if !std::io::stderr().is_terminal() {
+            // each round's line already said where the search ended
+            if !p.done {
+                eprintln!("progress: {}", progress_line(p));
+            }
+            return;
+        }
+        let bar = self.bar.get_or_insert_with(|| {
+            let bar = indicatif::ProgressBar::new(p.budget as u64);
+            let style = indicatif::ProgressStyle::with_template(
+                "{bar:30} {pos}/{len} trials, {elapsed} elapsed, ETA {eta} {msg}",
+            )
+            .expect("a valid template");
+            bar.set_style(style);
+            bar
+        });
+        bar.set_position(p.trials as u64);
+        if let Some(l) = p.estimated_latency {
+            bar.set_message(format!("estimated latency {:.3} ms", l * 1e3));
+        }
+        if p.done {
+            bar.finish_and_clear();
+            self.bar = None;
+            eprintln!("progress: {}", progress_line(p));
+        }
     }
 }
 
@@ -175,9 +242,15 @@ pub fn run(args: TuneArgs) -> Result<()> {
         model,
         session_opts,
     )?;
-    session
-        .run(&mut Terminal)
+    let names: Vec<(String, String, usize)> = session
+        .tasks()
+        .iter()
+        .map(|t| (t.task.name.clone(), t.task.workload_key.clone(), t.weight))
+        .collect();
+    let summary = session
+        .run(&mut Terminal::default())
         .with_context(|| format!("tuning into {}", args.log.display()))?;
+    let mut network = serde_json::Value::Null;
     if let Some(plan) = plan {
         // the check times kernels here, in whole runs: not for a remote device (each
         // step would carry a round trip) nor VTA (whose defaults run on its board's CPU)
@@ -185,7 +258,26 @@ pub fn run(args: TuneArgs) -> Result<()> {
         if local && !args.no_network_check && target.kind != tessera_backends::TargetKind::VTA {
             crate::tune::check_in_network(&plan, &target, &args.log)?;
         }
-        crate::tune::compare_untuned_and_tuned(&plan, &target, &args.log)?;
+        network = crate::tune::compare_untuned_and_tuned(&plan, &target, &args.log)?;
+    }
+    if args.json {
+        let ms =
+            |c: f64| (c.is_finite() && c < tessera_search::scheduler::NO_COST).then_some(c * 1e3);
+        let tasks: Vec<serde_json::Value> = names
+            .iter()
+            .zip(&summary.best_costs)
+            .map(|((name, key, weight), &c)| {
+                serde_json::json!({"task": name, "workload_key": key, "weight": weight, "best_ms": ms(c)})
+            })
+            .collect();
+        let out = serde_json::json!({
+            "log": args.log.display().to_string(),
+            "trials": summary.trials,
+            "tasks": tasks,
+            "estimated_latency_ms": summary.estimated_latency.map(|l| l * 1e3),
+            "network": network,
+        });
+        println!("{out}");
     }
     Ok(())
 }

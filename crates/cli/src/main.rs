@@ -1,9 +1,45 @@
 //! `tessera`: the command line of the Tessera tensor compiler.
 
+/// Whether a command prints its `--json` summary: its human text then goes to stderr,
+/// so that stdout is the JSON alone.
+static JSON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Switches [`say!`] to stderr (a command given `--json`).
+pub(crate) fn set_json(on: bool) {
+    JSON.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+pub(crate) fn json_mode() -> bool {
+    JSON.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// The human text of a command: `println!` on stdout, on stderr under `--json`.
+macro_rules! say {
+    ($($t:tt)*) => {
+        if $crate::json_mode() {
+            eprintln!($($t)*)
+        } else {
+            println!($($t)*)
+        }
+    };
+}
+
+/// [`say!`] without the newline.
+macro_rules! say_part {
+    ($($t:tt)*) => {
+        if $crate::json_mode() {
+            eprint!($($t)*)
+        } else {
+            print!($($t)*)
+        }
+    };
+}
+
 mod autosched;
 mod bench;
 mod network;
 mod op;
+mod plot;
 mod plugins;
 mod records;
 mod rpc;
@@ -15,8 +51,29 @@ use std::process::ExitCode;
 #[derive(Parser)]
 #[command(name = "tessera", version, about = "Tessera: a tensor-program compiler and auto-tuner", long_about = None)]
 struct Cli {
+    /// Log what the library does on stderr: -v the main steps (imports, compiles,
+    /// tuning rounds), -vv every measurement batch, -vvv every failure and node.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
     #[command(subcommand)]
     command: Command,
+}
+
+/// The `tracing` subscriber of `-v`: nothing without it, so the output stays as it is.
+fn init_logging(verbose: u8) {
+    let level = match verbose {
+        0 => return,
+        1 => tracing::Level::INFO,
+        2 => tracing::Level::DEBUG,
+        _ => tracing::Level::TRACE,
+    };
+    use std::io::IsTerminal;
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_max_level(level)
+        .with_target(false)
+        .init();
 }
 
 #[derive(Subcommand)]
@@ -41,9 +98,15 @@ enum Command {
     /// Compile a network with default schedules and run it: output, top-5 classes,
     /// and with --benchmark the execution time summary.
     #[command(
-        after_help = "Examples:\n  tessera run --network resnet-18 --benchmark\n  tessera run --onnx resnet18.onnx --input input=image.npy --benchmark --repeat 20\n  tessera run --network mobilenet --layout NCHW --batch 4 --profile"
+        after_help = "Examples:\n  tessera run --network resnet-18 --benchmark\n  tessera run --module resnet18.tsm --input data=image.npy\n  tessera run --onnx resnet18.onnx --input input=image.npy --benchmark --repeat 20\n  tessera run --network mobilenet --layout NCHW --batch 4 --profile"
     )]
     Run(network::RunArgs),
+    /// Compile a network (with --log, its history best) into one module file that
+    /// `tessera run --module` runs without compiling (TVM's `tvmc compile`).
+    #[command(
+        after_help = "Examples:\n  tessera compile --network resnet-18 --out resnet18.tsm\n  tessera compile --onnx model.onnx --log tuned.jsonl --out model.tsm\n  tessera run --module model.tsm --benchmark"
+    )]
+    Compile(network::CompileArgs),
     /// Tune a network's (or one operator's) tasks with a search strategy (the
     /// auto-scheduler `sketch` by default; with --templates a template tuner; any
     /// strategy a plugin provides with --strategy), appending every measurement to a
@@ -76,11 +139,13 @@ fn main() -> ExitCode {
     // This binary runs its own measurement jobs (`tessera runner`): no second binary.
     tessera_search::measure::use_this_binary_as_runner();
     let cli = Cli::parse();
+    init_logging(cli.verbose);
     let result = match cli.command {
         Command::Op(args) => op::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Tasks(args) => network::tasks(args),
         Command::Run(args) => network::run(args),
+        Command::Compile(args) => network::compile(args),
         Command::Tune(args) => tune::run(*args),
         Command::Plugins(cmd) => plugins::run(cmd),
         Command::Records(cmd) => records::run(cmd),

@@ -5,7 +5,9 @@ use clap::Args;
 use std::path::PathBuf;
 use tessera_backends::Target;
 use tessera_graph::zoo::{self, ZooOptions};
-use tessera_graph::{passes, print_tasks, ConvPlan, Graph, GraphModule, Layout, ScheduleHook};
+use tessera_graph::{
+    passes, print_tasks, CompiledNetwork, ConvPlan, Graph, GraphModule, Layout, ScheduleHook,
+};
 use tessera_runtime::{NDArray, TimeEvaluator};
 use tessera_search::record::LoadedLog;
 
@@ -37,9 +39,10 @@ pub struct NetworkArgs {
     /// Input shape of an ONNX model whose input shape is symbolic: NAME=D0,D1,…
     #[arg(long = "shape", value_name = "NAME=DIMS")]
     shapes: Vec<String>,
-    /// The target: `cpu` (built in) or a kind a loaded backend plugin provides.
-    #[arg(long, default_value = "cpu")]
-    target: String,
+    /// The target: `cpu` (built in; the default) or a kind a loaded backend plugin
+    /// provides.
+    #[arg(long)]
+    target: Option<String>,
     /// Compute every convolution directly: no Winograd for the 3×3 stride-1 NHWC ones
     /// (a CPU build's default where they have at least 32 input channels).
     #[arg(long)]
@@ -58,8 +61,18 @@ impl NetworkArgs {
 
     pub(crate) fn target(&self) -> Result<Target> {
         crate::plugins::registry()
-            .parse_target(&self.target)
+            .parse_target(self.target.as_deref().unwrap_or("cpu"))
             .map_err(Into::into)
+    }
+
+    /// Whether a network was named (`--network` or `--onnx`).
+    pub(crate) fn given(&self) -> bool {
+        self.network.is_some() || self.onnx.is_some()
+    }
+
+    /// Whether `--target` was given.
+    fn target_given(&self) -> bool {
+        self.target.is_some()
     }
 
     /// Whether the target is VTA's: the network is then built in NCHW, quantized to
@@ -184,17 +197,19 @@ pub fn tasks(args: TasksArgs) -> Result<()> {
             .filter(|t| template_fits(&target, &t.task.template))
             .collect();
         for (i, t) in tasks.iter().enumerate() {
-            println!(
+            say!(
                 "========== Template task {i}  (workload key: {}) ==========",
                 t.task.workload_key
             );
-            println!(
+            say!(
                 "# {}  weight: {}  FLOPs: {:.0}",
-                t.task.template, t.weight, t.task.flop
+                t.task.template,
+                t.weight,
+                t.task.flop
             );
-            println!("{}", t.task.space);
+            say!("{}", t.task.space);
         }
-        println!(
+        say!(
             "{} template tasks of network `{}` for target `{target}`",
             tasks.len(),
             g.name
@@ -206,13 +221,16 @@ pub fn tasks(args: TasksArgs) -> Result<()> {
     let g = plan.base();
     let groups = tessera_graph::fuse(plan.rule_graph()).len();
     if args.summary {
-        println!(
+        say!(
             "{:>4}  {:>6}  {:>14}  {:<34}  name",
-            "ID", "weight", "FLOPs", "workload key"
+            "ID",
+            "weight",
+            "FLOPs",
+            "workload key"
         );
         for (i, (t, w)) in tasks.iter().zip(&weights).enumerate() {
             let option = t.choice.as_ref().map(|c| format!("  (one option of {c})"));
-            println!(
+            say!(
                 "{i:>4}  {w:>6}  {:>14.0}  {:<34}  {}{}",
                 t.flop_count(),
                 t.workload_key,
@@ -221,15 +239,15 @@ pub fn tasks(args: TasksArgs) -> Result<()> {
             );
         }
     } else {
-        print!("{}", print_tasks(&tasks, &weights));
+        say_part!("{}", print_tasks(&tasks, &weights));
     }
-    println!(
+    say!(
         "{} tasks from {groups} fused groups of network `{}` for target `{target}`",
         tasks.len(),
         g.name
     );
     if !plan.choices().is_empty() {
-        println!(
+        say!(
             "{} of them are options of {} convolutions that can be computed directly or \
              with Winograd: tuning tunes each option, a build with the log takes the faster",
             tasks.iter().filter(|t| t.choice.is_some()).count(),
@@ -269,6 +287,109 @@ pub struct RunArgs {
     /// tasks without a record keep their default schedule, with one warning each.
     #[arg(long, value_name = "FILE")]
     log: Option<PathBuf>,
+    /// Run a module file written by `tessera compile` instead of compiling a network
+    /// (no compiler is called).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["network", "onnx", "log"])]
+    module: Option<PathBuf>,
+    /// Print a JSON summary on stdout (build, output, top-5, profile, time summary);
+    /// the text goes to stderr.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `tessera compile`: a network compiled into one module file.
+#[derive(Args, Debug)]
+pub struct CompileArgs {
+    #[command(flatten)]
+    net: NetworkArgs,
+    /// Compile with the best configurations of this record log (apply-history-best).
+    #[arg(long, value_name = "FILE")]
+    log: Option<PathBuf>,
+    /// The module file to write.
+    #[arg(long, short, value_name = "FILE")]
+    out: PathBuf,
+}
+
+/// Compiles the network of `net` for its target, with the history best of `log` when
+/// given, printing what the build applied.
+fn compile_for(net: &NetworkArgs, log: Option<&std::path::Path>) -> Result<CompiledNetwork> {
+    let target = net.target()?;
+    let log = match log {
+        Some(path) => Some((path, crate::records::load_warn(path)?)),
+        None => None,
+    };
+    let plan = match &log {
+        Some((_, loaded)) if holds_templates(&loaded.records) => {
+            ConvPlan::fixed(net.load_for_templates()?)
+        }
+        _ => net.plan()?,
+    };
+    let start = std::time::Instant::now();
+    let compiled = match &log {
+        None => compile_untuned(&plan, &target, true)?,
+        Some((log, loaded)) => {
+            let (c, applied) = compile_with_history(&plan, &target, loaded, true)?;
+            say!(
+                "applied the history best of {} to {applied} distinct fused groups",
+                log.display()
+            );
+            c
+        }
+    };
+    let s = compiled.summary();
+    say!(
+        "built `{}` for `{target}`: {} fused groups, {} kernels compiled in {:.1} s; \
+         intermediate memory {:.1} MiB (without reuse {:.1} MiB)",
+        plan.base().name,
+        s.groups,
+        s.kernels,
+        start.elapsed().as_secs_f64(),
+        s.planned_bytes as f64 / (1 << 20) as f64,
+        s.unplanned_bytes as f64 / (1 << 20) as f64
+    );
+    Ok(compiled)
+}
+
+pub fn compile(args: CompileArgs) -> Result<()> {
+    let compiled = compile_for(&args.net, args.log.as_deref())?;
+    compiled
+        .save(&args.out)
+        .with_context(|| format!("writing {}", args.out.display()))?;
+    let bytes = std::fs::metadata(&args.out).map(|m| m.len()).unwrap_or(0);
+    say!(
+        "wrote {} ({:.1} MiB): `tessera run --module {}` runs it without compiling",
+        args.out.display(),
+        bytes as f64 / (1 << 20) as f64,
+        args.out.display()
+    );
+    Ok(())
+}
+
+/// The network to run: the module file of `--module`, or the network compiled now.
+fn module_to_run(args: &RunArgs) -> Result<GraphModule> {
+    let Some(path) = &args.module else {
+        return load(compile_for(&args.net, args.log.as_deref())?);
+    };
+    let compiled = CompiledNetwork::read(path)?;
+    if args.net.target_given() {
+        let asked = args.net.target()?;
+        if &asked != compiled.target() {
+            bail!(
+                "{} was compiled for `{}`, not `{asked}`: compile it again for `{asked}`",
+                path.display(),
+                compiled.target()
+            );
+        }
+    }
+    say!(
+        "loaded `{}` for `{}` from {} ({} fused groups, {} kernels)",
+        compiled.name(),
+        compiled.target(),
+        path.display(),
+        compiled.summary().groups,
+        compiled.summary().kernels
+    );
+    load(compiled)
 }
 
 /// Whether template `template` (`conv2d_nchw.x86`, `conv2d_packed.vta`) tunes a kernel of
@@ -279,16 +400,31 @@ pub(crate) fn template_fits(target: &Target, template: &str) -> bool {
     vta_template == (target.kind == tessera_backends::TargetKind::VTA)
 }
 
-/// Builds `g` for `target` with the target's backend and device (the CPU's, or a
-/// plugin's), asking `hook` for schedules first.
+/// Compiles `g` for `target` with the target's backend (the CPU's, or a plugin's),
+/// asking `hook` for schedules first.
+pub fn compile_network(
+    g: &Graph,
+    target: &Target,
+    hook: Option<&dyn ScheduleHook>,
+) -> Result<CompiledNetwork> {
+    let backend = crate::plugins::registry().backend_for(target)?;
+    Ok(tessera_graph::compile(g, backend.as_ref(), hook)?)
+}
+
+/// Loads a compiled network on the device of its target (the CPU, a plugin's device, or
+/// a remote one).
+pub(crate) fn load(compiled: CompiledNetwork) -> Result<GraphModule> {
+    let device = crate::rpc::device_for(compiled.target())?;
+    Ok(compiled.load(device)?)
+}
+
+/// Builds `g` for `target`: [`compile_network`], then [`load`].
 pub fn build_network(
     g: &Graph,
     target: &Target,
     hook: Option<&dyn ScheduleHook>,
 ) -> Result<GraphModule> {
-    let backend = crate::plugins::registry().backend_for(target)?;
-    let device = crate::rpc::device_for(target)?;
-    Ok(tessera_graph::build_on(g, backend.as_ref(), device, hook)?)
+    load(compile_network(g, target, hook)?)
 }
 
 /// Builds `plan` with the history best of the record log `log` (apply-history-best),
@@ -300,7 +436,8 @@ pub fn build_tuned(
     log: &std::path::Path,
 ) -> Result<(tessera_graph::GraphModule, usize)> {
     let loaded = crate::records::load_warn(log)?;
-    build_with_history(plan, target, &loaded, true)
+    let (c, applied) = compile_with_history(plan, target, &loaded, true)?;
+    Ok((load(c)?, applied))
 }
 
 /// Whether `records` hold template configurations (AutoTVM's), which apply to HWIO
@@ -316,31 +453,28 @@ pub(crate) fn holds_templates(records: &[tessera_search::record::Record]) -> boo
 /// with the algorithm whose options measured fastest (`search::tasks::pick_algorithms`),
 /// printing the warnings (a task without a record, a record that did not apply), the
 /// algorithms and the groups an in-network check kept on their default when `warn`.
-fn build_with_history(
+fn compile_with_history(
     plan: &ConvPlan,
     target: &Target,
     log: &LoadedLog,
     warn: bool,
-) -> Result<(tessera_graph::GraphModule, usize)> {
+) -> Result<(CompiledNetwork, usize)> {
     let best = tessera_search::record::ApplyHistoryBest::from_log(log);
     let (graph, picked) = tessera_search::tasks::pick_algorithms(plan, &best, &target.to_string())?;
     if warn && !picked.is_empty() {
-        println!("{}", algorithms_line(&picked));
+        say!("{}", algorithms_line(&picked));
     }
     let overruled = best.overruled().len();
     if warn && overruled > 0 {
-        println!(
+        say!(
             "{overruled} tuned groups keep their default schedule: the log's in-network \
              check timed it faster than their history best"
         );
     }
-    build_graph_with_best(&graph, target, best, holds_templates(&log.records), warn)
+    compile_graph_with_best(&graph, target, best, holds_templates(&log.records), warn)
 }
 
-/// Builds `g` with the history best `best` (step histories, and template
-/// configurations for the rest where `templates` — a log that holds them, or VTA,
-/// whose packed convolutions run on VTA only with a configuration); returns the module
-/// and how many distinct groups got a tuned schedule.
+/// Builds `g` with the history best `best`: [`compile_graph_with_best`], then [`load`].
 pub(crate) fn build_graph_with_best(
     g: &Graph,
     target: &Target,
@@ -348,6 +482,21 @@ pub(crate) fn build_graph_with_best(
     templates: bool,
     warn: bool,
 ) -> Result<(tessera_graph::GraphModule, usize)> {
+    let (c, applied) = compile_graph_with_best(g, target, best, templates, warn)?;
+    Ok((load(c)?, applied))
+}
+
+/// Compiles `g` with the history best `best` (step histories, and template
+/// configurations for the rest where `templates` — a log that holds them, or VTA,
+/// whose packed convolutions run on VTA only with a configuration); returns the
+/// compiled network and how many distinct groups got a tuned schedule.
+fn compile_graph_with_best(
+    g: &Graph,
+    target: &Target,
+    best: tessera_search::record::ApplyHistoryBest,
+    templates: bool,
+    warn: bool,
+) -> Result<(CompiledNetwork, usize)> {
     use tessera_autotvm::network::TunedHook;
     let target_str = target.to_string();
     let has_templates = target.kind == tessera_backends::TargetKind::VTA || templates;
@@ -361,7 +510,7 @@ pub(crate) fn build_graph_with_best(
         None
     };
     let sketch = tessera_sketch::network::SketchHook::new(best, &target_str, fallback);
-    let m = build_network(g, target, Some(&sketch))?;
+    let m = compile_network(g, target, Some(&sketch))?;
     let warnings = sketch.warnings().into_iter().chain(templates.warnings());
     for w in warnings.filter(|_| warn) {
         eprintln!("warning: {w}");
@@ -395,10 +544,15 @@ fn algorithms_line(picked: &[(tessera_graph::ConvAlgorithm, bool)]) -> String {
 /// configuration, on VTA (their default schedule would run on the board's CPU), one
 /// warning each when `warn`.
 pub(crate) fn build_untuned(plan: &ConvPlan, target: &Target, warn: bool) -> Result<GraphModule> {
+    load(compile_untuned(plan, target, warn)?)
+}
+
+/// [`build_untuned`] without the device: the compiled network.
+fn compile_untuned(plan: &ConvPlan, target: &Target, warn: bool) -> Result<CompiledNetwork> {
     if target.kind == tessera_backends::TargetKind::VTA {
-        Ok(build_with_history(plan, target, &LoadedLog::default(), warn)?.0)
+        Ok(compile_with_history(plan, target, &LoadedLog::default(), warn)?.0)
     } else {
-        build_network(plan.rule_graph(), target, None)
+        compile_network(plan.rule_graph(), target, None)
     }
 }
 
@@ -417,66 +571,14 @@ pub(crate) fn benchmark(
     })
 }
 
-pub fn run(args: RunArgs) -> Result<()> {
-    crate::rpc::use_remote(&args.rpc)?;
-    let target = args.net.target()?;
-    let log = match &args.log {
-        Some(path) => Some((path, crate::records::load_warn(path)?)),
-        None => None,
-    };
-    let plan = match &log {
-        Some((_, loaded)) if holds_templates(&loaded.records) => {
-            ConvPlan::fixed(args.net.load_for_templates()?)
-        }
-        _ => args.net.plan()?,
-    };
-    let g = plan.base();
-    let start = std::time::Instant::now();
-    let mut m = match &log {
-        None => build_untuned(&plan, &target, true)?,
-        Some((log, loaded)) => {
-            let (m, applied) = build_with_history(&plan, &target, loaded, true)?;
-            println!(
-                "applied the history best of {} to {applied} distinct fused groups",
-                log.display()
-            );
-            m
-        }
-    };
-    let s = m.summary();
-    println!(
-        "built `{}` for `{target}`: {} fused groups, {} kernels compiled in {:.1} s; \
-         intermediate memory {:.1} MiB (without reuse {:.1} MiB)",
-        g.name,
-        s.groups,
-        s.kernels,
-        start.elapsed().as_secs_f64(),
-        s.planned_bytes as f64 / (1 << 20) as f64,
-        s.unplanned_bytes as f64 / (1 << 20) as f64
-    );
-    println!(
-        "weights: {:.1} MiB ({} bytes), on the device from the build on",
-        s.weight_bytes as f64 / (1 << 20) as f64,
-        s.weight_bytes
-    );
+/// Sets every input: from its `--input NAME=FILE.npy`, else its `random_input`; an
+/// `--input` naming no input of the network is an error.
+fn set_inputs(m: &mut GraphModule, given: &[String]) -> Result<()> {
     let inputs: Vec<(String, tessera_graph::TensorType)> = m
         .inputs()
         .map(|(n, t)| (n.to_string(), t.clone()))
         .collect();
-    for (k, (name, ty)) in inputs.iter().enumerate() {
-        let given = args
-            .inputs
-            .iter()
-            .filter_map(|s| s.split_once('='))
-            .find(|(n, _)| n == name);
-        let value = match given {
-            Some((_, file)) => NDArray::load_npy(file)
-                .with_context(|| format!("reading input `{name}` from {file}"))?,
-            None => tessera_graph::random_input(ty, k)?,
-        };
-        m.set_input(name, &value)?;
-    }
-    for s in &args.inputs {
+    for s in given {
         let Some((name, _)) = s.split_once('=') else {
             bail!("--input `{s}`: expected NAME=FILE.npy");
         };
@@ -488,72 +590,147 @@ pub fn run(args: RunArgs) -> Result<()> {
             );
         }
     }
-    let before = m.device_counters()?;
-    m.run()?;
-    let counted = m.device_counters()?.since(&before);
-    let out = m.get_output(0)?;
-    println!("output 0: {:?} {}", out.shape(), out.dtype());
-    if let Some(path) = &args.output {
-        out.save_npy(path)?;
-        println!("wrote {}", path.display());
-    }
-    if out.ndim() == 2 && out.shape()[1] >= 5 {
-        print_top5(&out)?;
-    }
-    if args.profile {
-        let p = m.profile(args.repeat.max(1))?;
-        let total: f64 = p.iter().map(|(_, ms)| ms).sum();
-        let mut p: Vec<(usize, String, f64)> = p
-            .into_iter()
-            .enumerate()
-            .map(|(i, (n, ms))| (i, n, ms))
-            .collect();
-        p.sort_by(|a, b| b.2.total_cmp(&a.2));
-        println!(
-            "{:>10}  {:>6}  {:>4}  kernel (step, slowest first)",
-            "time (ms)", "share", "step"
-        );
-        for (step, name, ms) in &p {
-            println!(
-                "{ms:>10.3}  {:>5.1}%  {step:>4}  {name}",
-                100.0 * ms / total
-            );
-        }
-        println!("{total:>10.3}  100.0%  (all {} kernels)", p.len());
-    }
-    if args.benchmark {
-        let ev = TimeEvaluator::new(args.number.max(1), args.repeat.max(1), 0.0);
-        if target.kind == tessera_backends::TargetKind::VTA {
-            println!("(VTA: the sum of each kernel's time on the device's clock, VTA's cycle model at the board's clock)");
-        }
-        let r = benchmark(&mut m, &target, &ev)?;
-        println!("Execution time summary:");
-        println!(
-            " {:>10}  {:>11}  {:>8}  {:>8}  {:>8}",
-            "mean (ms)", "median (ms)", "max (ms)", "min (ms)", "std (ms)"
-        );
-        println!(
-            " {:>10.4}  {:>11.4}  {:>8.4}  {:>8.4}  {:>8.4}",
-            r.mean_ms(),
-            r.median_ms(),
-            r.max_ms(),
-            r.min_ms(),
-            r.std_ms()
-        );
-        // a simulator's counters, as TVM's `simulator.stats()` prints them
-        if !counted.is_empty() {
-            println!("Execution statistics (one inference):");
-            for (name, value) in &counted.0 {
-                println!("\t{name:<20}: {value:>16}");
-            }
-        }
+    for (k, (name, ty)) in inputs.iter().enumerate() {
+        let file = given
+            .iter()
+            .filter_map(|s| s.split_once('='))
+            .find(|(n, _)| n == name)
+            .map(|(_, f)| f);
+        let value = match file {
+            Some(file) => NDArray::load_npy(file)
+                .with_context(|| format!("reading input `{name}` from {file}"))?,
+            None => tessera_graph::random_input(ty, k)?,
+        };
+        m.set_input(name, &value)?;
     }
     Ok(())
 }
 
-/// The five largest classes of row 0, as probabilities (a softmax is applied when the
-/// row is not one already).
-fn print_top5(out: &NDArray) -> Result<()> {
+/// Prints the per-kernel profile of `repeat` runs, slowest first; returns it as JSON.
+fn print_profile(m: &mut GraphModule, repeat: usize) -> Result<serde_json::Value> {
+    let p = m.profile(repeat)?;
+    let total: f64 = p.iter().map(|(_, ms)| ms).sum();
+    let mut p: Vec<(usize, String, f64)> = p
+        .into_iter()
+        .enumerate()
+        .map(|(i, (n, ms))| (i, n, ms))
+        .collect();
+    p.sort_by(|a, b| b.2.total_cmp(&a.2));
+    say!(
+        "{:>10}  {:>6}  {:>4}  kernel (step, slowest first)",
+        "time (ms)",
+        "share",
+        "step"
+    );
+    for (step, name, ms) in &p {
+        say!(
+            "{ms:>10.3}  {:>5.1}%  {step:>4}  {name}",
+            100.0 * ms / total
+        );
+    }
+    say!("{total:>10.3}  100.0%  (all {} kernels)", p.len());
+    Ok(serde_json::json!(p
+        .iter()
+        .map(|(step, name, ms)| serde_json::json!({"step": step, "kernel": name, "ms": ms}))
+        .collect::<Vec<_>>()))
+}
+
+/// Times whole runs and prints TVM's execution time summary (and a simulator's
+/// counters of one inference); returns the summary as JSON.
+fn print_benchmark(
+    m: &mut GraphModule,
+    args: &RunArgs,
+    counted: &tessera_runtime::DeviceCounters,
+) -> Result<serde_json::Value> {
+    let target = m.target().clone();
+    let ev = TimeEvaluator::new(args.number.max(1), args.repeat.max(1), 0.0);
+    if target.kind == tessera_backends::TargetKind::VTA {
+        say!("(VTA: the sum of each kernel's time on the device's clock, VTA's cycle model at the board's clock)");
+    }
+    let r = benchmark(m, &target, &ev)?;
+    say!("Execution time summary:");
+    say!(
+        " {:>10}  {:>11}  {:>8}  {:>8}  {:>8}",
+        "mean (ms)",
+        "median (ms)",
+        "max (ms)",
+        "min (ms)",
+        "std (ms)"
+    );
+    say!(
+        " {:>10.4}  {:>11.4}  {:>8.4}  {:>8.4}  {:>8.4}",
+        r.mean_ms(),
+        r.median_ms(),
+        r.max_ms(),
+        r.min_ms(),
+        r.std_ms()
+    );
+    // a simulator's counters, as TVM's `simulator.stats()` prints them
+    if !counted.is_empty() {
+        say!("Execution statistics (one inference):");
+        for (name, value) in &counted.0 {
+            say!("\t{name:<20}: {value:>16}");
+        }
+    }
+    Ok(serde_json::json!({
+        "mean_ms": r.mean_ms(), "median_ms": r.median_ms(), "max_ms": r.max_ms(),
+        "min_ms": r.min_ms(), "std_ms": r.std_ms(),
+    }))
+}
+
+pub fn run(args: RunArgs) -> Result<()> {
+    crate::set_json(args.json);
+    crate::rpc::use_remote(&args.rpc)?;
+    let mut m = module_to_run(&args)?;
+    let s = m.summary();
+    say!(
+        "weights: {:.1} MiB ({} bytes), on the device from the build on",
+        s.weight_bytes as f64 / (1 << 20) as f64,
+        s.weight_bytes
+    );
+    set_inputs(&mut m, &args.inputs)?;
+    let before = m.device_counters()?;
+    m.run()?;
+    let counted = m.device_counters()?.since(&before);
+    let out = m.get_output(0)?;
+    say!("output 0: {:?} {}", out.shape(), out.dtype());
+    if let Some(path) = &args.output {
+        out.save_npy(path)?;
+        say!("wrote {}", path.display());
+    }
+    let top5 = if out.ndim() == 2 && out.shape()[1] >= 5 {
+        print_top5(&out)?
+    } else {
+        serde_json::Value::Null
+    };
+    let profile = if args.profile {
+        print_profile(&mut m, args.repeat.max(1))?
+    } else {
+        serde_json::Value::Null
+    };
+    let bench = if args.benchmark {
+        print_benchmark(&mut m, &args, &counted)?
+    } else {
+        serde_json::Value::Null
+    };
+    if args.json {
+        let summary = serde_json::json!({
+            "target": m.target().to_string(),
+            "module": args.module.as_ref().map(|p| p.display().to_string()),
+            "groups": s.groups, "kernels": s.kernels,
+            "planned_bytes": s.planned_bytes, "unplanned_bytes": s.unplanned_bytes,
+            "weight_bytes": s.weight_bytes,
+            "output": {"shape": out.shape(), "dtype": out.dtype().to_string()},
+            "top5": top5, "profile": profile, "benchmark": bench,
+        });
+        println!("{summary}");
+    }
+    Ok(())
+}
+
+/// Prints the five largest classes of row 0, as probabilities (a softmax is applied
+/// when the row is not one already); returns them as JSON.
+fn print_top5(out: &NDArray) -> Result<serde_json::Value> {
     let v = out.to_f64_vec();
     let row = &v[..out.shape()[1]];
     let sum: f64 = row.iter().sum();
@@ -568,7 +745,7 @@ fn print_top5(out: &NDArray) -> Result<()> {
     };
     let mut idx: Vec<usize> = (0..probs.len()).collect();
     idx.sort_by(|&a, &b| probs[b].total_cmp(&probs[a]).then(a.cmp(&b)));
-    println!(
+    say!(
         "top-5 classes (row 0{}):",
         if is_prob {
             ""
@@ -577,7 +754,12 @@ fn print_top5(out: &NDArray) -> Result<()> {
         }
     );
     for (rank, &c) in idx.iter().take(5).enumerate() {
-        println!("  #{}  class {c:>4}  probability {:.6}", rank + 1, probs[c]);
+        say!("  #{}  class {c:>4}  probability {:.6}", rank + 1, probs[c]);
     }
-    Ok(())
+    let top: Vec<serde_json::Value> = idx
+        .iter()
+        .take(5)
+        .map(|&c| serde_json::json!({"class": c, "probability": probs[c]}))
+        .collect();
+    Ok(serde_json::json!(top))
 }

@@ -23,6 +23,9 @@ pub enum RecordsCmd {
         /// Show at most N records.
         #[arg(long, value_name = "N")]
         limit: Option<usize>,
+        /// One JSON array of the records on stdout instead of the table.
+        #[arg(long)]
+        json: bool,
     },
     /// The best successful record of every workload (and target): task, target, best
     /// mean time, schedule, workload key.
@@ -33,6 +36,26 @@ pub enum RecordsCmd {
         /// Only records of this target string (compared exactly).
         #[arg(long, value_name = "T")]
         target: Option<String>,
+        /// One JSON array of the best records on stdout instead of the table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Draw the tuning curve of a log as an SVG: each task's best (GFLOPS with a
+    /// network's tasks, else its best time) against trials, and with --network or
+    /// --onnx the network's estimated latency.
+    #[command(
+        after_help = "Examples:\n  tessera records plot r18.jsonl --network resnet-18 --out r18.svg\n  tessera records plot mm.jsonl --out mm.svg"
+    )]
+    Plot {
+        /// The record log (JSON lines).
+        file: PathBuf,
+        /// The picture to write (SVG).
+        #[arg(long, short, value_name = "FILE.svg")]
+        out: PathBuf,
+        /// The network the log tuned (as given to `tessera tune`): its tasks' weights
+        /// and FLOPs.
+        #[command(flatten)]
+        net: Box<crate::network::NetworkArgs>,
     },
     /// Keep only the best successful record of every workload and target (TVM's
     /// distill); OUT is replaced atomically and may be IN.
@@ -42,6 +65,9 @@ pub enum RecordsCmd {
         input: PathBuf,
         /// The log to write.
         output: PathBuf,
+        /// One JSON object of the counts on stdout instead of the text.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -51,13 +77,33 @@ pub fn run(cmd: RecordsCmd) -> Result<()> {
             file,
             workload,
             limit,
-        } => show(&file, workload.as_deref(), limit),
-        RecordsCmd::Best { file, target } => best(&file, target.as_deref()),
-        RecordsCmd::Distill { input, output } => {
+            json,
+        } => {
+            crate::set_json(json);
+            show(&file, workload.as_deref(), limit)
+        }
+        RecordsCmd::Best { file, target, json } => {
+            crate::set_json(json);
+            best(&file, target.as_deref())
+        }
+        RecordsCmd::Plot { file, out, net } => crate::plot::plot(&file, &out, &net),
+        RecordsCmd::Distill {
+            input,
+            output,
+            json,
+        } => {
+            crate::set_json(json);
             // The error names the file (input or output) and what failed.
             let s = distill_file(&input, &output)?;
             warn_skipped(&input, &s.skipped);
-            println!(
+            if json {
+                println!(
+                    "{}",
+                    serde_json::json!({"kept": s.kept, "total": s.total, "workloads": s.workloads,
+                        "without_success": s.without_success.len()})
+                );
+            }
+            say!(
                 "kept {} of {} records ({} workload{})",
                 s.kept,
                 s.total,
@@ -65,7 +111,7 @@ pub fn run(cmd: RecordsCmd) -> Result<()> {
                 plural(s.workloads)
             );
             if !s.without_success.is_empty() {
-                println!(
+                say!(
                     "dropped {} workload/target pair{} without a successful record",
                     s.without_success.len(),
                     plural(s.without_success.len())
@@ -196,7 +242,7 @@ fn print_table(header: &[&str], right: &[bool], rows: &[Vec<String>]) {
                 }
             }
         }
-        println!("{out}");
+        say!("{out}");
     };
     line(header.to_vec());
     for row in rows {
@@ -214,18 +260,30 @@ fn show(file: &Path, workload: Option<&str>, limit: Option<usize>) -> Result<()>
         .filter(|(_, r)| workload.is_none_or(|w| workload_matches(&r.workload_key, w)))
         .collect();
     if matching.is_empty() {
+        if crate::json_mode() {
+            println!("[]");
+            return Ok(());
+        }
         match workload {
             Some(w) if !log.records.is_empty() => {
-                println!(
+                say!(
                     "no records of workload `{w}` ({} records in all)",
                     log.records.len()
                 )
             }
-            _ => println!("no records"),
+            _ => say!("no records"),
         }
         return Ok(());
     }
     let shown = limit.unwrap_or(usize::MAX).min(matching.len());
+    if crate::json_mode() {
+        let v: Vec<serde_json::Value> = matching[..shown]
+            .iter()
+            .map(|(line, r)| record_json(Some(*line), r))
+            .collect();
+        println!("{}", serde_json::Value::Array(v));
+        return Ok(());
+    }
     let rows: Vec<Vec<String>> = matching[..shown]
         .iter()
         .map(|(line, r)| {
@@ -254,14 +312,14 @@ fn show(file: &Path, workload: Option<&str>, limit: Option<usize>) -> Result<()>
         &rows,
     );
     if shown < matching.len() {
-        println!(
+        say!(
             "… {} more (showing {shown} of {} records)",
             matching.len() - shown,
             matching.len()
         );
     }
     if !log.checks.is_empty() {
-        println!(
+        say!(
             "and {} in-network check lines (`tessera records best` names the groups they \
              keep on their default schedule)",
             log.checks.len()
@@ -270,9 +328,27 @@ fn show(file: &Path, workload: Option<&str>, limit: Option<usize>) -> Result<()>
     Ok(())
 }
 
+/// A record as JSON: its line (where known), keys, schedule, mean time and error.
+fn record_json(line: Option<usize>, r: &Record) -> serde_json::Value {
+    serde_json::json!({
+        "line": line,
+        "workload_key": r.workload_key,
+        "task": r.task,
+        "target": r.target,
+        "schedule": schedule_text(&r.schedule),
+        "mean_ms": r.is_usable().then(|| r.result.mean_cost() * 1e3),
+        "error": r.result.error_no.name(),
+    })
+}
+
 fn best(file: &Path, target: Option<&str>) -> Result<()> {
     let log = load_warn(file)?;
     let best = best_by_workload(&log.records, target);
+    if crate::json_mode() {
+        let v: Vec<serde_json::Value> = best.values().map(|r| record_json(None, r)).collect();
+        println!("{}", serde_json::Value::Array(v));
+        return Ok(());
+    }
     let rows: Vec<Vec<String>> = best
         .values()
         .map(|r| {
@@ -286,7 +362,7 @@ fn best(file: &Path, target: Option<&str>) -> Result<()> {
         })
         .collect();
     if rows.is_empty() {
-        println!("no successful records");
+        say!("no successful records");
     } else {
         print_table(
             &["TASK", "TARGET", "BEST (ms)", "SCHEDULE", "WORKLOAD"],
@@ -300,7 +376,7 @@ fn best(file: &Path, target: Option<&str>) -> Result<()> {
     let applied = tessera_search::record::ApplyHistoryBest::from_log(&log);
     for c in applied.overruled() {
         if target.is_none_or(|t| c.target == t) {
-            println!(
+            say!(
                 "built with its default schedule: {} ({}) on `{}`, whose best ran {:.3} ms \
                  in the network against the default's {:.3} ms (in-network check)",
                 c.task,
@@ -319,7 +395,7 @@ fn best(file: &Path, target: Option<&str>) -> Result<()> {
         }
         let key = (r.workload_key.clone(), r.target.clone());
         if !best.contains_key(&key) && seen.insert(key) {
-            println!(
+            say!(
                 "no successful record: {} ({}) on `{}`",
                 r.task,
                 short_key(&r.workload_key),

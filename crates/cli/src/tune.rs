@@ -125,6 +125,10 @@ pub struct TuneArgs {
     /// way without this flag; with it, a missing log is an error.
     #[arg(long)]
     pub(crate) resume: bool,
+    /// Print a JSON summary on stdout at the end (trials, each task's best, the
+    /// estimated latency, untuned and tuned network times); the tables go to stderr.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 /// The measurement options of `tessera tune` (both modes): builds on every core,
@@ -170,6 +174,7 @@ fn time_network(
 }
 
 pub fn run(args: TuneArgs) -> Result<()> {
+    crate::set_json(args.json);
     crate::autosched::run(args)
 }
 
@@ -201,7 +206,7 @@ pub(crate) fn check_in_network(
         .and_then(|mut w| w.append_checks(&checks))
         .with_context(|| format!("appending the in-network check to {}", log.display()))?;
     let slower: Vec<_> = checks.iter().filter(|c| c.default_faster()).collect();
-    println!(
+    say!(
         "in-network check: {} tuned groups timed inside whole runs against their default \
          schedules ({} rounds of {} runs); {} ran faster with the default, which builds \
          with this log now use",
@@ -212,7 +217,7 @@ pub(crate) fn check_in_network(
     );
     let median = |v: &[f64]| tessera_search::record::stable_cost(v.to_vec());
     for c in slower {
-        println!(
+        say!(
             "  {:<36} tuned {:>7.3} ms, default {:>7.3} ms   {}",
             c.task,
             median(&c.tuned_ms),
@@ -224,32 +229,39 @@ pub(crate) fn check_in_network(
 }
 
 /// Builds `plan` untuned and with the history best of `log`, times both and prints the
-/// comparison (the end of both tuning modes).
+/// comparison (the end of both tuning modes); returns it as JSON.
 pub(crate) fn compare_untuned_and_tuned(
     plan: &tessera_graph::ConvPlan,
     target: &tessera_backends::Target,
     log: &std::path::Path,
-) -> Result<()> {
+) -> Result<serde_json::Value> {
     let g = plan.base();
     let mut untuned = crate::network::build_untuned(plan, target, false)?;
     let (mut tuned, applied) = crate::network::build_tuned(plan, target, log)?;
     let a = time_network(&mut untuned, target)?;
     let b = time_network(&mut tuned, target)?;
-    println!(
+    say!(
         "network `{}`: {applied} distinct fused groups built with tuned schedules (the others: their default schedule, measured faster or untuned)",
         g.name
     );
-    println!(
+    say!(
         "{:>8}  {:>10}  {:>11}  {:>8}",
-        "", "mean (ms)", "median (ms)", "std (ms)"
+        "",
+        "mean (ms)",
+        "median (ms)",
+        "std (ms)"
     );
     for (name, r) in [("untuned", &a), ("tuned", &b)] {
-        println!(
+        say!(
             "{name:>8}  {:>10.4}  {:>11.4}  {:>8.4}",
             r.mean_ms(),
             r.median_ms(),
             r.std_ms()
         );
     }
-    Ok(())
+    Ok(serde_json::json!({
+        "applied": applied,
+        "untuned_median_ms": a.median_ms(),
+        "tuned_median_ms": b.median_ms(),
+    }))
 }

@@ -102,7 +102,16 @@ pub fn compile(
     let groups = fuse(graph);
     let lowered = lower_distinct(graph, &groups, &ctx, hook)?;
     let dir = temp_dir("tessera-graph-")?;
-    let kernels = compile_all(backend, &lowered.funcs, dir.path())?
+    let started = std::time::Instant::now();
+    let artifacts = compile_all(backend, &lowered.funcs, dir.path())?;
+    tracing::info!(
+        network = %graph.name,
+        groups = groups.len(),
+        kernels = artifacts.len(),
+        seconds = started.elapsed().as_secs_f64(),
+        "compiled the network's kernels"
+    );
+    let kernels = artifacts
         .into_iter()
         .zip(&lowered.keys)
         .map(|(artifact, key)| CompiledKernel {
@@ -208,6 +217,7 @@ impl CompiledNetwork {
         Ok(GraphModule {
             _dir: self.dir,
             device,
+            target: self.target,
             kernels,
             steps,
             storages,

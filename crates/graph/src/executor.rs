@@ -47,6 +47,7 @@ pub struct GraphModule {
     // Kept so the artifacts stay on disk as long as the modules are used.
     pub(crate) _dir: tempfile::TempDir,
     pub(crate) device: Arc<dyn Device>,
+    pub(crate) target: Target,
     pub(crate) kernels: Vec<Kernel>,
     pub(crate) steps: Vec<Step>,
     pub(crate) storages: Vec<DeviceArray>,
@@ -477,6 +478,11 @@ impl Planner {
 }
 
 impl GraphModule {
+    /// The target the network was compiled for.
+    pub fn target(&self) -> &Target {
+        &self.target
+    }
+
     /// The network's inputs: name and type.
     pub fn inputs(&self) -> impl Iterator<Item = (&str, &TensorType)> {
         self.inputs.iter().map(|(n, t, _)| (n.as_str(), t))

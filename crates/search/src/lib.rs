@@ -3,6 +3,7 @@
 //! task scheduler that splits a budget across a network's tasks (`scheduler`), and
 //! (later) the search drivers.
 
+pub mod curve;
 pub mod measure;
 pub mod network_check;
 pub mod par;

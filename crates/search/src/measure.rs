@@ -275,7 +275,15 @@ impl Measurer {
             return candidates.iter().map(simulated_result).collect();
         }
         let out_dir = self.dir.path().join(format!("batch{}", self.batches));
+        let started = std::time::Instant::now();
         let builds = self.build_all(candidates, &out_dir);
+        tracing::debug!(
+            batch = self.batches,
+            candidates = candidates.len(),
+            built = builds.iter().filter(|b| b.is_ok()).count(),
+            seconds = started.elapsed().as_secs_f64(),
+            "built a measurement batch"
+        );
         if let Some(rpc) = &self.opts.rpc {
             let jobs: Vec<Result<(RunJob, f64), MeasureResult>> = builds
                 .into_iter()
@@ -298,11 +306,20 @@ impl Measurer {
             self.note(&r);
             results.push(r);
         }
+        tracing::debug!(
+            batch = self.batches,
+            ok = results.iter().filter(|r| r.is_ok()).count(),
+            seconds = started.elapsed().as_secs_f64(),
+            "measured a batch"
+        );
         results
     }
 
     /// Counts consecutive errors; past the threshold, reports each one.
     fn note(&mut self, r: &MeasureResult) {
+        if !r.is_ok() {
+            tracing::trace!(error = %r.error_no, message = r.error_msg.as_deref().unwrap_or(""), "a measurement failed");
+        }
         if r.is_ok() {
             self.consecutive_errors = 0;
             return;

@@ -79,11 +79,29 @@ pub enum SessionError {
     Log(#[from] RecordError),
 }
 
-/// Where a session's text goes: `out` the tables and progress, `warn` what the user
-/// should know (skipped log lines, records that do not replay).
+/// Where a session's text goes: `out` the tables, `warn` what the user should know
+/// (skipped log lines, records that do not replay), `progress` how far the search is
+/// after each round (for a progress bar; nothing by default).
 pub trait SessionReport {
     fn out(&mut self, text: &str);
     fn warn(&mut self, text: &str);
+    fn progress(&mut self, _progress: &Progress) {}
+}
+
+/// How far a session's search is, after a round.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Progress {
+    /// Trials in all (a resumed log's included) and the budget they count against.
+    pub trials: usize,
+    pub budget: usize,
+    /// Trials measured by this session (the rate for an estimate of the time left).
+    pub session_trials: usize,
+    /// Seconds since this session's search started.
+    pub elapsed: f64,
+    /// The network's estimated latency (seconds), once every task has a cost.
+    pub estimated_latency: Option<f64>,
+    /// Whether the search has ended.
+    pub done: bool,
 }
 
 /// What a session ends with.
@@ -199,6 +217,11 @@ impl TuningSession {
         })
     }
 
+    /// The tasks it tunes, in order (the order of `SessionSummary::best_costs`).
+    pub fn tasks(&self) -> &[TuningTask] {
+        &self.tasks
+    }
+
     /// Runs the session to its end (see the module's steps).
     pub fn run(self, report: &mut dyn SessionReport) -> Result<SessionSummary, SessionError> {
         let TuningSession {
@@ -254,10 +277,30 @@ impl TuningSession {
             }
         }
         let start = std::time::Instant::now();
+        let first = scheduler.total_trials();
+        let progress = |s: &TaskScheduler, done: bool| Progress {
+            trials: s.total_trials(),
+            session_trials: s.total_trials() - first,
+            budget: opts.trials,
+            elapsed: start.elapsed().as_secs_f64(),
+            estimated_latency: s.estimated_latency(),
+            done,
+        };
         let reason = scheduler.tune(opts.trials, &mut rounds, &mut |s, next| {
             let table = s.table(start.elapsed().as_secs_f64(), next);
-            report.borrow_mut().out(&table);
+            let p = progress(s, false);
+            tracing::info!(
+                trials = p.trials,
+                budget = p.budget,
+                seconds = p.elapsed,
+                estimated_latency_ms = p.estimated_latency.map(|l| l * 1e3),
+                "a tuning round ended"
+            );
+            let mut r = report.borrow_mut();
+            r.out(&table);
+            r.progress(&p);
         });
+        report.borrow_mut().progress(&progress(&scheduler, true));
         if let Some(e) = rounds.log_error.take() {
             return Err(e.into());
         }

@@ -232,7 +232,15 @@ pub fn import(bytes: &[u8], base_dir: &Path, options: &ImportOptions) -> Result<
     }
     imp.g.set_outputs(outs);
     imp.g.validate()?;
-    crate::passes::dead_code_elimination(&mut imp.g);
+    let removed = crate::passes::dead_code_elimination(&mut imp.g);
+    tracing::info!(
+        graph = %imp.g.name,
+        opset,
+        onnx_nodes = graph.node.len(),
+        nodes = imp.g.len(),
+        dead = removed,
+        "imported an ONNX model"
+    );
     Ok(imp.g)
 }
 
@@ -413,6 +421,7 @@ impl Importer {
             });
         }
         let ctx = NodeCtx::new(node, label, ins);
+        tracing::trace!(node = label, op = op_type, "converting");
         if node.output.first().is_none_or(String::is_empty) {
             return Err(ctx.bad("the node has no output"));
         }
