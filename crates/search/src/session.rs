@@ -149,6 +149,8 @@ struct Rounds<'r, 's> {
 pub struct TuningSession {
     tasks: Vec<TuningTask>,
     states: Vec<TaskState>,
+    /// Why each task the strategy cannot tune was left out (it keeps its default).
+    skipped: Vec<SessionError>,
     measurer: Measurer,
     log: PathBuf,
     model: Box<dyn ProgramCostModel>,
@@ -158,7 +160,9 @@ pub struct TuningSession {
 impl TuningSession {
     /// A session whose policies `strategy` creates, one per task; task `i`'s policy is
     /// seeded with `options.seed + i`. The reference outputs are computed here, so a task
-    /// that cannot be checked fails early.
+    /// that cannot be checked fails early. A task the strategy cannot tune (or whose
+    /// reference cannot be computed) is left out, with a warning when the session runs,
+    /// and keeps its default schedule; when no task is left, that is the error.
     pub fn new(
         tasks: Vec<TuningTask>,
         strategy: &dyn StrategyFactory,
@@ -172,44 +176,26 @@ impl TuningSession {
             return Err(SessionError::NoTasks);
         }
         let mut states = Vec::with_capacity(tasks.len());
-        for (i, t) in tasks.iter().enumerate() {
-            let policy_err = |source| SessionError::Policy {
-                task: t.task.name.clone(),
-                source,
-            };
-            let seeded = PolicyOptions {
-                seed: options.seed.wrapping_add(i as u64),
-                ..options.clone()
-            };
-            let policy = strategy.create(&t.task, &seeded).map_err(policy_err)?;
-            let info = policy.info();
-            let reference =
-                if opts.check {
-                    let naive = policy.reference().map_err(policy_err)?;
-                    let outputs = t.task.dag.outputs.len();
-                    let mut r = Reference::compute(measurer.backend(), &naive, outputs, 1)
-                        .map_err(|e| SessionError::Reference {
-                            task: t.task.name.clone(),
-                            message: e.to_string(),
-                        })?;
-                    r.atol_of_max = t.task.dag.check_atol_of_max();
-                    Some(r)
-                } else {
-                    None
-                };
-            states.push(TaskState {
-                policy,
-                info,
-                reference,
-                programs: Vec::new(),
-                best: None,
-                good: Vec::new(),
-                measured: 0,
-            });
+        let mut kept = Vec::with_capacity(tasks.len());
+        let mut skipped = Vec::new();
+        for (i, t) in tasks.into_iter().enumerate() {
+            match task_state(&t, i, strategy, options, &measurer, &opts) {
+                Ok(state) => {
+                    states.push(state);
+                    kept.push(t);
+                }
+                Err(e) => skipped.push(e),
+            }
         }
+        // a task the strategy cannot tune keeps its default schedule; none left is an error
+        if kept.is_empty() {
+            return Err(skipped.into_iter().next().expect("there were tasks"));
+        }
+        let tasks = kept;
         Ok(TuningSession {
             tasks,
             states,
+            skipped,
             measurer,
             log: log.into(),
             model,
@@ -227,11 +213,15 @@ impl TuningSession {
         let TuningSession {
             tasks,
             states,
+            skipped,
             measurer,
             log,
             model,
             opts,
         } = self;
+        for e in &skipped {
+            report.warn(&format!("{e}; it keeps its default schedule"));
+        }
         report.out(&task_list(&tasks));
         let earlier = read_log(&log, report)?;
         let report = RefCell::new(report);
@@ -324,6 +314,51 @@ impl TuningSession {
             estimated_latency: scheduler.estimated_latency(),
         })
     }
+}
+
+/// Task `i`'s policy (seeded with `options.seed + i`) and, when candidates are checked,
+/// its reference outputs.
+fn task_state(
+    t: &TuningTask,
+    i: usize,
+    strategy: &dyn StrategyFactory,
+    options: &PolicyOptions,
+    measurer: &Measurer,
+    opts: &SessionOptions,
+) -> Result<TaskState, SessionError> {
+    let policy_err = |source| SessionError::Policy {
+        task: t.task.name.clone(),
+        source,
+    };
+    let seeded = PolicyOptions {
+        seed: options.seed.wrapping_add(i as u64),
+        ..options.clone()
+    };
+    let policy = strategy.create(&t.task, &seeded).map_err(policy_err)?;
+    let info = policy.info();
+    let reference = if opts.check {
+        let naive = policy.reference().map_err(policy_err)?;
+        let outputs = t.task.dag.outputs.len();
+        let mut r = Reference::compute(measurer.backend(), &naive, outputs, 1).map_err(|e| {
+            SessionError::Reference {
+                task: t.task.name.clone(),
+                message: e.to_string(),
+            }
+        })?;
+        r.atol_of_max = t.task.dag.check_atol_of_max();
+        Some(r)
+    } else {
+        None
+    };
+    Ok(TaskState {
+        policy,
+        info,
+        reference,
+        programs: Vec::new(),
+        best: None,
+        good: Vec::new(),
+        measured: 0,
+    })
 }
 
 /// The log's records so far (none when it does not exist yet); skipped lines are

@@ -530,3 +530,52 @@ fn a_tuning_session_logs_the_baseline_and_the_templates_configurations() {
         .collect();
     assert_eq!(all.len(), 24, "a configuration was measured twice");
 }
+
+/// Collects a session's warnings.
+#[derive(Default)]
+struct Warnings(Vec<String>);
+impl SessionReport for Warnings {
+    fn out(&mut self, _text: &str) {}
+    fn warn(&mut self, text: &str) {
+        self.0.push(text.to_string());
+    }
+}
+
+#[test]
+fn a_task_the_strategy_cannot_tune_is_left_out_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = Target::cpu();
+    let tasks = vec![
+        operator_task(&spec("matmul", &[32, 32, 32]), &target, &hw8()).unwrap(),
+        // no template fits a pooling
+        operator_task(&spec("max_pool2d", &[1, 8, 8, 8, 3, 3]), &target, &hw8()).unwrap(),
+    ];
+    let measure = MeasureOptions {
+        simulated: true,
+        runner: Some(std::env::current_exe().unwrap()),
+        ..MeasureOptions::default()
+    };
+    let measurer = Measurer::new(tessera_backends::CpuBackend::new(target), measure).unwrap();
+    let new = |tasks| {
+        TuningSession::new(
+            tasks,
+            &TemplateStrategy::new("random").unwrap(),
+            &PolicyOptions::default(),
+            measurer,
+            dir.path().join("log.jsonl"),
+            Box::new(RandomProgramModel::new(0)),
+            session_opts(8),
+        )
+    };
+    let session = new(tasks).unwrap();
+    assert_eq!(session.tasks().len(), 1);
+    let mut w = Warnings::default();
+    let summary = session.run(&mut w).unwrap();
+    assert_eq!(summary.best_costs.len(), 1);
+    assert_eq!(w.0.len(), 1, "{:?}", w.0);
+    assert!(
+        w.0[0].contains("max_pool2d") && w.0[0].contains("keeps its default schedule"),
+        "{:?}",
+        w.0
+    );
+}
