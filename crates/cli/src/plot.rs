@@ -61,6 +61,12 @@ pub fn plot(file: &Path, out: &Path, net: &NetworkArgs) -> Result<()> {
     Ok(())
 }
 
+/// The first 8 characters of a workload key's hash (`["hash", …]`), to tell tasks of
+/// one name apart.
+fn key_hash(key: &str) -> String {
+    key.trim_start_matches(['[', '"']).chars().take(8).collect()
+}
+
 /// A task's y values: GFLOPS where its FLOPs are known, else its best time in ms.
 fn y_of(t: &TaskCurve, cost: f64) -> f64 {
     match &t.info {
@@ -95,14 +101,18 @@ fn draw(curve: &TuningCurve, out: &Path) -> Result<()> {
     };
     let last = curve.trials.max(1);
     if let (Some(area), Some(_)) = (top, curve.network.first()) {
+        // the range the estimate moves in, so that its gains show
         let ys: Vec<f64> = curve.network.iter().map(|p| p.1 * 1e3).collect();
-        let hi = ys.iter().cloned().fold(0.0, f64::max) * 1.05;
+        let hi = ys.iter().cloned().fold(0.0, f64::max);
+        let lo = ys.iter().cloned().fold(f64::INFINITY, f64::min);
+        let pad = ((hi - lo) * 0.1).max(hi * 0.01);
+        let (lo, hi) = ((lo - pad).max(0.0), hi + pad);
         let mut chart = ChartBuilder::on(&area)
             .caption("estimated network latency", ("sans-serif", 20))
             .margin(10)
             .x_label_area_size(35)
             .y_label_area_size(60)
-            .build_cartesian_2d(0f64..last as f64, 0f64..hi)?;
+            .build_cartesian_2d(0f64..last as f64, lo..hi)?;
         chart
             .configure_mesh()
             .x_desc("trials")
@@ -155,11 +165,7 @@ fn draw(curve: &TuningCurve, out: &Path) -> Result<()> {
             let color = Palette99::pick(rank).to_rgba();
             chart
                 .draw_series(LineSeries::new(line, color.stroke_width(2)))?
-                .label(format!(
-                    "{} {}",
-                    t.task,
-                    &t.workload_key.chars().take(8).collect::<String>()
-                ))
+                .label(format!("{} {}", t.task, key_hash(&t.workload_key)))
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color));
         } else {
             chart.draw_series(LineSeries::new(line, RGBColor(190, 190, 190)))?;

@@ -56,3 +56,19 @@ fn a_compiled_module_runs_without_the_compiler_and_matches_run() {
     let err = one_line_error(&tessera(&["run", "--module", bogus.to_str().unwrap()]));
     assert!(err.contains("not a tessera module"), "{err}");
 }
+
+#[test]
+fn a_network_too_large_for_the_machine_is_one_line() {
+    // 100,000 images of 224×224×3: past 32-bit indices
+    let err = one_line_error(&tessera(&[
+        "run",
+        "--network",
+        "resnet-18",
+        "--batch",
+        "100000",
+    ]));
+    assert!(
+        err.contains("is too large: kernels index with 32 bits"),
+        "{err}"
+    );
+}

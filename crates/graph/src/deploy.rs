@@ -90,6 +90,31 @@ fn temp_dir(prefix: &str) -> Result<tempfile::TempDir, GraphError> {
         })
 }
 
+/// The most elements a value may have: kernels index with 32-bit integers.
+pub const MAX_ELEMENTS: i64 = i32::MAX as i64;
+
+/// Every value of `graph` fits 32-bit indices (else the C compiler would be handed loops
+/// it refuses, or kernels that overflow).
+fn check_index_range(graph: &Graph) -> Result<(), GraphError> {
+    for n in graph.topo_order() {
+        let node = graph.node(n);
+        let numel = node
+            .ty
+            .shape
+            .iter()
+            .try_fold(1i64, |a, &d| a.checked_mul(d))
+            .filter(|&v| v <= MAX_ELEMENTS);
+        if numel.is_none() {
+            return Err(GraphError::Invalid(format!(
+                "`{}` ({}) is too large: kernels index with 32 bits, at most {MAX_ELEMENTS} \
+                 elements a value",
+                node.name, node.ty
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Compiles `graph` with `backend`, asking `hook` (if any) for each distinct group's
 /// schedule first.
 pub fn compile(
@@ -98,6 +123,7 @@ pub fn compile(
     hook: Option<&dyn ScheduleHook>,
 ) -> Result<CompiledNetwork, GraphError> {
     graph.validate()?;
+    check_index_range(graph)?;
     let ctx = BuildContext::of(backend);
     let groups = fuse(graph);
     let lowered = lower_distinct(graph, &groups, &ctx, hook)?;
