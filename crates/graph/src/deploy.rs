@@ -299,7 +299,14 @@ impl CompiledNetwork {
         let mut tar = tar::Builder::new(std::io::BufWriter::new(file));
         for (i, k) in self.kernels.iter().enumerate() {
             let mut artifact = k.artifact.clone();
+            // a backend that keeps no source leaves its path empty in the module
+            if !artifact.source_path.is_file() {
+                artifact.source_path = PathBuf::new();
+            }
             for p in [&mut artifact.path, &mut artifact.source_path] {
+                if p.as_os_str().is_empty() {
+                    continue;
+                }
                 let file_name = p.file_name().map(PathBuf::from).unwrap_or_default();
                 let entry = Path::new("kernels").join(i.to_string()).join(file_name);
                 tar.append_path_with_name(&*p, &entry).map_err(io)?;
@@ -483,7 +490,13 @@ impl Header {
         let mut kernels = Vec::with_capacity(self.kernels.len());
         for (i, k) in self.kernels.into_iter().enumerate() {
             let mut artifact = k.artifact;
+            if artifact.path.as_os_str().is_empty() {
+                return Err(format!("kernel {i} has no file"));
+            }
             for p in [&mut artifact.path, &mut artifact.source_path] {
+                if p.as_os_str().is_empty() {
+                    continue;
+                }
                 let bytes = entry(p)?;
                 let file = p.file_name().ok_or("a kernel file without a name")?;
                 let out = dir.path().join(format!("{i}_{}", file.to_string_lossy()));

@@ -33,7 +33,7 @@ mod shape;
 mod tensor;
 
 use crate::error::GraphError;
-use crate::ir::{Graph, Op, TensorType};
+use crate::ir::{Graph, Op, Pattern, TensorType};
 use attrs::NodeCtx;
 use petgraph::stable_graph::NodeIndex;
 use prost::Message;
@@ -147,9 +147,9 @@ pub fn supported_ops() -> impl Iterator<Item = &'static str> {
     CONVERTERS.iter().map(|(name, _)| *name)
 }
 
-/// The largest result (in elements) of a node on constants that the importer evaluates
-/// at once: shape arithmetic and small constants, not weight transforms (the graph
-/// passes fold those).
+/// The largest inputs and result (in elements) of an elementwise, data-movement or
+/// reduction node on constants that the importer evaluates at once: shape arithmetic
+/// and small constants, not weight transforms (the graph passes fold those).
 const FOLD_AT_IMPORT: i64 = 1 << 16;
 
 pub(crate) fn err(msg: impl Into<String>) -> GraphError {
@@ -363,9 +363,18 @@ impl Importer {
     /// Adds `op` on `ins`; when every input is a constant and the result is small, the
     /// node is evaluated at once and its value takes its place.
     fn op(&mut self, name: &str, op: Op, ins: &[NodeIndex]) -> Result<NodeIndex, GraphError> {
+        // data movement and elementwise arithmetic only: a convolution or a product on
+        // constants costs the interpreter too much here (the graph passes fold those)
+        let cheap = matches!(
+            op.pattern(),
+            Some(Pattern::ElemWise | Pattern::Injective | Pattern::Reduce)
+        );
         let n = self.g.op(name, op, ins)?;
-        let fold = !ins.is_empty()
-            && ins.iter().all(|&i| self.g.constant_value(i).is_some())
+        let fold = cheap
+            && !ins.is_empty()
+            && ins.iter().all(|&i| {
+                self.g.constant_value(i).is_some() && self.ty(i).numel() <= FOLD_AT_IMPORT
+            })
             && self.ty(n).numel() <= FOLD_AT_IMPORT;
         if !fold {
             return Ok(n);

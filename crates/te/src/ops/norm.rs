@@ -9,6 +9,22 @@ use crate::error::TeError;
 use crate::tensor::{compute_tagged, reduce_axis, sum, IterVar, Tensor};
 use tessera_ir::Expr;
 
+/// The shape of `x`, which `op` needs to be a float tensor `[N, C, …]` of rank 3 or more.
+fn float_rank3(op: &str, x: &Tensor) -> Result<Vec<i64>, TeError> {
+    let s = x.shape().to_vec();
+    if s.len() < 3 || !x.dtype().is_float() {
+        return Err(attr_err(
+            op,
+            "data",
+            format!(
+                "needs a float tensor of rank 3 or more, got {} {s:?}",
+                x.dtype()
+            ),
+        ));
+    }
+    Ok(s)
+}
+
 /// The attributes of [`lrn`].
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct LrnAttrs {
@@ -26,17 +42,7 @@ pub struct LrnAttrs {
 /// `rxk`) and `T_lrn` (tag `elemwise`).
 pub fn lrn(x: &Tensor, a: &LrnAttrs) -> Result<Tensor, TeError> {
     let op = "lrn";
-    let s = x.shape().to_vec();
-    if s.len() < 3 || !x.dtype().is_float() {
-        return Err(attr_err(
-            op,
-            "data",
-            format!(
-                "needs a float tensor of rank 3 or more, got {} {s:?}",
-                x.dtype()
-            ),
-        ));
-    }
+    let s = float_rank3(op, x)?;
     if a.size < 1 {
         return Err(attr_err(op, "size", format!("{} must be positive", a.size)));
     }
@@ -71,17 +77,7 @@ pub fn instance_norm(
     epsilon: f64,
 ) -> Result<Tensor, TeError> {
     let op = "instance_norm";
-    let s = x.shape().to_vec();
-    if s.len() < 3 || !x.dtype().is_float() {
-        return Err(attr_err(
-            op,
-            "data",
-            format!(
-                "needs a float tensor of rank 3 or more, got {} {s:?}",
-                x.dtype()
-            ),
-        ));
-    }
+    let s = float_rank3(op, x)?;
     for (name, p) in [("scale", gamma), ("B", beta)] {
         if p.shape() != [s[1]] || p.dtype() != x.dtype() {
             return Err(attr_err(
