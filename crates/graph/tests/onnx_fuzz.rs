@@ -200,6 +200,47 @@ fn seeds() -> Vec<Vec<u8>> {
             &[1, 2, 4, 4],
             13,
         ),
+        // transposed convolution, tile, reflect pad, expand, gather, LRN, instance norm
+        model(
+            vec![
+                node(
+                    "ConvTranspose",
+                    &["x", "wt"],
+                    &["ct"],
+                    vec![
+                        attr_ints("strides", &[2, 2]),
+                        attr_ints("pads", &[1, 1, 1, 1]),
+                    ],
+                ),
+                node("LRN", &["ct"], &["l"], vec![attr_int("size", 3)]),
+                node("InstanceNormalization", &["l", "s2", "b2"], &["in"], vec![]),
+                node("Tile", &["in", "reps"], &["t"], vec![]),
+                node(
+                    "Pad",
+                    &["t", "rpads"],
+                    &["rp"],
+                    vec![AttributeProto {
+                        name: Some("mode".into()),
+                        s: Some(b"reflect".to_vec()),
+                        r#type: Some(proto::attribute_proto::AttributeType::String as i32),
+                        ..Default::default()
+                    }],
+                ),
+                node("Gather", &["rp", "idx"], &["g"], vec![attr_int("axis", 1)]),
+                node("Expand", &["g", "eshape"], &["y"], vec![]),
+            ],
+            vec![
+                floats("wt", &[3, 2, 3, 3]),
+                floats("s2", &[2]),
+                floats("b2", &[2]),
+                ints("reps", &[1, 1, 1, 2]),
+                ints("rpads", &[0, 0, 1, 1, 0, 0, 1, 1]),
+                ints("idx", &[1, 0]),
+                ints("eshape", &[2, 1, 1, 1, 1]),
+            ],
+            &[1, 3, 4, 4],
+            13,
+        ),
         // an old opset: attributes where inputs came later
         model(
             vec![
@@ -256,7 +297,7 @@ proptest! {
 
     #[test]
     fn mutated_models_import_or_fail_cleanly(
-        seed in 0usize..3,
+        seed in 0usize..4,
         edits in prop::collection::vec((0.0f64..1.0, any::<u8>(), any::<u8>()), 1..8),
     ) {
         let bytes = mutate(&seeds()[seed], &edits);

@@ -59,9 +59,11 @@ impl Window {
             "VALID" => {}
             "SAME_UPPER" | "SAME_LOWER" => {
                 for d in 0..n {
-                    let out = (spatial[d] + strides[d] - 1) / strides[d];
-                    let total = ((out - 1) * strides[d] + (kernel[d] - 1) * dilations[d] + 1
-                        - spatial[d])
+                    let out = spatial[d].saturating_add(strides[d] - 1) / strides[d];
+                    let total = (out - 1)
+                        .saturating_mul(strides[d])
+                        .saturating_add((kernel[d] - 1).saturating_mul(dilations[d]))
+                        .saturating_add(1 - spatial[d])
                         .max(0);
                     let (lo, hi) = (total / 2, total - total / 2);
                     (before[d], after[d]) = if auto == "SAME_UPPER" {
@@ -199,6 +201,11 @@ pub(super) fn conv_transpose(imp: &mut Importer, c: &NodeCtx) -> Outputs {
             "kernel_shape, strides, dilations and output_padding need {n} values"
         )));
     }
+    if strides.iter().chain(&dil).chain(&kernel).any(|&v| v < 1) || out_pad.iter().any(|&v| v < 0) {
+        return Err(c.bad(
+            "kernel_shape, strides and dilations must be positive, output_padding not negative",
+        ));
+    }
     // a dilated kernel is the kernel with zeros between its taps
     let (w, ws, kernel) = if dil.iter().any(|&v| v != 1) {
         let v = imp
@@ -226,11 +233,14 @@ pub(super) fn conv_transpose(imp: &mut Importer, c: &NodeCtx) -> Outputs {
             None => (0..n).map(|d| xs[2 + d] * strides[d]).collect(),
         };
         for d in 0..n {
-            let full = strides[d] * (xs[2 + d] - 1) + out_pad[d] + kernel[d];
-            let total = full - target[d];
+            let full = strides[d]
+                .saturating_mul(xs[2 + d] - 1)
+                .saturating_add(out_pad[d])
+                .saturating_add(kernel[d]);
+            let total = full.saturating_sub(target[d]);
             if total < 0 {
                 // the output grows past the full result: the extra is output padding
-                out_pad[d] -= total;
+                out_pad[d] = out_pad[d].saturating_sub(total);
                 continue;
             }
             let (lo, hi) = (total / 2, total - total / 2);

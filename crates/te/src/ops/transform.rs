@@ -38,7 +38,12 @@ pub fn tile(x: &Tensor, reps: &[i64]) -> Result<Tensor, TeError> {
             format!("{reps:?} must be positive"),
         ));
     }
-    let out: Vec<i64> = s.iter().zip(reps).map(|(d, r)| d * r).collect();
+    let out: Vec<i64> = s
+        .iter()
+        .zip(reps)
+        .map(|(d, r)| d.checked_mul(*r))
+        .collect::<Option<_>>()
+        .ok_or_else(|| attr_err("tile", "reps", format!("{reps:?} of {s:?} overflows")))?;
     compute_ax(&out, "T_tile", TAG_INJECTIVE, |ix| {
         let idx: Vec<Expr> = ix
             .iter()
@@ -123,7 +128,10 @@ pub fn pad_mode(
             ));
         }
     }
-    let out: Vec<i64> = (0..s.len()).map(|d| s[d] + before[d] + after[d]).collect();
+    let out: Vec<i64> = (0..s.len())
+        .map(|d| s[d].checked_add(before[d])?.checked_add(after[d]))
+        .collect::<Option<_>>()
+        .ok_or_else(|| attr_err(op, "pad_after", "the padded size overflows"))?;
     compute_ax(&out, "T_pad", TAG_INJECTIVE, |ix| {
         let idx: Vec<Expr> = (0..s.len())
             .map(|d| {
