@@ -306,10 +306,15 @@ impl Hash for Tensor {
     }
 }
 
-type Registry = Mutex<HashMap<u64, Weak<TensorNode>>>;
+type Registry = Mutex<HashMap<u64, Vec<Weak<TensorNode>>>>;
 
 /// Maps buffer handles to the tensors they belong to, so that `compute` can find the
 /// tensors its body reads. Entries are weak and pruned as tensors die.
+///
+/// A buffer can belong to several live tensors: a schedule rewrite (rfactor, a cache
+/// stage) makes a new tensor for a stage that keeps the stage's buffer, while the
+/// original lives on in the DAG. A lookup takes the newest one alive, so that when a
+/// rewritten schedule is dropped, its DAG's tensors are found again.
 fn registry() -> &'static Registry {
     static R: OnceLock<Registry> = OnceLock::new();
     R.get_or_init(|| Mutex::new(HashMap::new()))
@@ -318,15 +323,22 @@ fn registry() -> &'static Registry {
 fn register(t: &Tensor) {
     let mut r = registry().lock().unwrap_or_else(|e| e.into_inner());
     if r.len() > 4096 && r.len().is_power_of_two() {
-        r.retain(|_, w| w.strong_count() > 0);
+        r.retain(|_, ws| {
+            ws.retain(|w| w.strong_count() > 0);
+            !ws.is_empty()
+        });
     }
-    r.insert(t.0.buffer.data().id(), Arc::downgrade(&t.0));
+    let ws = r.entry(t.0.buffer.data().id()).or_default();
+    ws.retain(|w| w.strong_count() > 0);
+    ws.push(Arc::downgrade(&t.0));
 }
 
 fn lookup(buffer: &Buffer) -> Option<Tensor> {
     let r = registry().lock().unwrap_or_else(|e| e.into_inner());
-    r.get(&buffer.data().id())
-        .and_then(|w| w.upgrade())
+    r.get(&buffer.data().id())?
+        .iter()
+        .rev()
+        .find_map(Weak::upgrade)
         .map(Tensor)
 }
 

@@ -156,3 +156,30 @@ fn gpu_winograd_has_one_sketch() {
     assert_eq!(sk.len(), 1);
     insta::assert_snapshot!(show(&sk));
 }
+
+/// An elementwise output that reads two reductions (instance and layer normalization):
+/// a sketch's rewrite of the variance's stage (rfactor) made a new tensor on its
+/// buffer, and once that schedule was dropped the DAG's own tensor could no longer be
+/// found by its buffer, so every later replay failed ("reads buffer
+/// `T_instance_norm_var`, which belongs to no live tensor"). Both now get their sketches.
+#[test]
+fn normalizations_with_two_reductions_have_sketches() {
+    use tessera_ir::DataType;
+    use tessera_te::ops::{instance_norm, layer_norm};
+    use tessera_te::placeholder;
+    let f32 = DataType::float32();
+    let x = placeholder(&[2, 3, 5, 6], f32, "x").unwrap();
+    let g = placeholder(&[3], f32, "g").unwrap();
+    let b = placeholder(&[3], f32, "b").unwrap();
+    let inorm = ComputeDag::new(&[instance_norm(&x, &g, &b, 1e-5).unwrap()]).unwrap();
+    let x2 = placeholder(&[2, 30], f32, "x").unwrap();
+    let g2 = placeholder(&[30], f32, "g").unwrap();
+    let lnorm = ComputeDag::new(&[layer_norm(&x2, &g2, None, &[1], 1e-5).unwrap()]).unwrap();
+    for dag in [inorm, lnorm] {
+        let sketches = generate_sketches(&dag, &cpu()).unwrap();
+        assert!(sketches.len() > 1, "{}", show(&sketches));
+        for s in &sketches {
+            s.print().unwrap();
+        }
+    }
+}
