@@ -178,7 +178,7 @@ def tessera_records(log):
 
 def tessera_run(bin_dir, workload, op, trials, seed, log):
     _, shape, flop, extra, _ = WORKLOADS[workload]
-    cmd = [os.path.join(bin_dir, "tessera"), "tune", "--op", op, "--op-shape", shape,
+    cmd = [os.path.join(bin_dir, "tessera"), "tune", "--op", op, "--op-shape", shape, "--pad", "same",
            "--per-round", str(PER_ROUND), "--remeasure-top", "0", "--tuner-seed",
            str(seed), "--trials", str(trials), "--log", log + ".part"] + extra
     t0 = time.time()

@@ -88,7 +88,7 @@ def main():
                         # search's own measurements, and so is the wall time
                         how = ["--model", tuner, "--per-round", "64",
                                "--remeasure-top", "0"]
-                    cmd = [tessera, "tune", "--op", op, "--op-shape", shape] + how + [
+                    cmd = [tessera, "tune", "--op", op, "--op-shape", shape, "--pad", "same"] + how + [
                            "--tuner-seed", str(seed), "--trials",
                            str(args.trials), "--log", log + ".part"] + extra
                     p = subprocess.run(cmd, capture_output=True, text=True)

@@ -37,6 +37,19 @@ pub enum BackendError {
     Io { path: PathBuf, message: String },
     #[error("no backend for target `{target}`: {reason}")]
     NoBackend { target: String, reason: String },
+    #[error("target `{target}` compiles for `-march={mcpu}`, which uses {} that this CPU lacks (it has: {}): its kernels would die with an illegal instruction here; compile with `-mcpu=native` (the default) or run on a CPU that has them", missing.join(", "), if host.is_empty() { "none of the tracked extensions".to_string() } else { host.join(", ") })]
+    HostLacksFeatures {
+        target: String,
+        mcpu: String,
+        missing: Vec<String>,
+        host: Vec<String>,
+    },
+    #[error("C compiler `{compiler}` does not know `-march={mcpu}`: {message}")]
+    UnknownMcpu {
+        compiler: String,
+        mcpu: String,
+        message: String,
+    },
 }
 
 /// A code generator and builder for one kind of device.

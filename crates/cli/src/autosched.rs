@@ -13,13 +13,19 @@ use tessera_search::policy::PolicyOptions;
 use tessera_search::scheduler::{SchedulerOptions, TaskSelection};
 use tessera_search::session::{Progress, SessionOptions, SessionReport, TuningSession};
 use tessera_search::tasks::{operator_task, operator_tasks, plan_tasks};
-use tessera_te::catalog::{OpAttrs, OpSpec};
+use tessera_te::catalog::OpSpec;
 
-/// The catalog operator of `--op OP --op-shape DIMS` (convolutions and pools: stride 1,
-/// "same" padding).
-pub(crate) fn op_spec(op: &str, shape: Option<&str>) -> Result<OpSpec> {
-    let dims = parse_dims(shape.context("--op needs --op-shape")?)?;
-    Ok(OpSpec::new(op, &dims, OpAttrs::default())?)
+/// The catalog operator of `--op OP --op-shape DIMS` with the attributes of `attrs`
+/// (the same flags and defaults as `tessera op`).
+pub(crate) fn op_spec(
+    op: &str,
+    shape: Option<&str>,
+    attrs: &crate::op::OpAttrArgs,
+) -> Result<OpSpec> {
+    let dims = parse_dims(shape.context(
+        "--op needs --op-shape (the operator's sizes, as `tessera op --list` gives them)",
+    )?)?;
+    Ok(OpSpec::new(op, &dims, attrs.attrs()?)?)
 }
 
 /// The strategy's name: `--strategy`, else `--tuner` (the familiar spelling with
@@ -42,14 +48,17 @@ fn strategy_name(args: &TuneArgs) -> Result<String> {
 #[derive(Default)]
 struct Terminal {
     bar: Option<indicatif::ProgressBar>,
+    /// The phase under way (baselines, re-measuring), if any.
+    phase: Option<crate::progress::Phase>,
 }
 
 impl Terminal {
-    /// Runs `f` with the bar (if any) hidden, so that text does not tear it.
+    /// Runs `f` with the bars (if any) hidden, so that text does not tear them.
     fn print(&self, f: impl FnOnce()) {
-        match &self.bar {
-            Some(bar) => bar.suspend(f),
-            None => f(),
+        match (&self.bar, &self.phase) {
+            (Some(bar), _) => bar.suspend(f),
+            (None, Some(phase)) => phase.suspend(f),
+            (None, None) => f(),
         }
     }
 }
@@ -70,6 +79,11 @@ pub(crate) fn progress_line(p: &Progress) -> String {
         .estimated_latency
         .map(|l| format!(", estimated latency {:.3} ms", l * 1e3))
         .unwrap_or_default();
+    let left = if left.is_empty() {
+        left
+    } else {
+        format!("{left} in the search")
+    };
     format!(
         "{}/{} trials ({pct:.0}%) in {:.0} s{left}{latency}",
         p.trials, p.budget, p.elapsed
@@ -86,6 +100,17 @@ impl SessionReport for Terminal {
     }
     fn warn(&mut self, text: &str) {
         self.print(|| eprintln!("warning: {text}"));
+    }
+    fn phase(&mut self, name: &str, done: usize, total: usize, _elapsed: f64) {
+        if self.phase.as_ref().is_none_or(|p| p.name() != name) {
+            self.phase = Some(crate::progress::Phase::new(name, total));
+        }
+        if let Some(p) = &mut self.phase {
+            p.set(done);
+        }
+        if done >= total {
+            self.phase = None;
+        }
     }
     fn progress(&mut self, p: &Progress) {
         use std::io::IsTerminal;
@@ -191,7 +216,7 @@ pub fn run(args: TuneArgs) -> Result<()> {
     let hw = backend.hardware_params().clone();
     let (plan, tasks) = match &args.op {
         Some(op) => {
-            let spec = op_spec(op, args.op_shape.as_deref())?;
+            let spec = op_spec(op, args.op_shape.as_deref(), &args.op_attrs)?;
             let mut task = operator_task(&spec, &target, &hw)?;
             if args.templates {
                 tessera_autotvm::network::vta_fallback_baseline(&mut task, hw.f32_lanes());

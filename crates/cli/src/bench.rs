@@ -21,12 +21,16 @@ pub struct BenchArgs {
     pub min_repeat_ms: f64,
     /// Instead of the default schedules: time the best step history an auto-scheduler
     /// log (--log) holds for one operator, `matmul` (--op-shape M,N,K) or `conv2d`
-    /// (NHWC, N=1,H,W,C_IN,C_OUT,KH,KW, stride 1, same padding), against its default
+    /// (NHWC, N=1,H,W,C_IN,C_OUT,KH,KW, with --stride/--pad), against its default
     /// schedule and the gemm crate (im2col + gemm for conv2d) in the same run.
     #[arg(long, requires_all = ["op_shape", "log"])]
     pub op: Option<String>,
-    #[arg(long)]
+    /// With --op: the operator's sizes, comma-separated (as `tessera op --list`).
+    #[arg(long, value_name = "DIMS")]
     pub op_shape: Option<String>,
+    /// With --op: stride, padding (default 0, or `same`), dilation, … as `tessera op`.
+    #[command(flatten)]
+    pub op_attrs: crate::op::OpAttrArgs,
     #[arg(long)]
     pub log: Option<std::path::PathBuf>,
     /// Threads of the --op comparison (both sides).
@@ -278,14 +282,15 @@ mod imp {
         ev: &TimeEvaluator,
         op: &str,
         shape: &str,
+        attrs: &crate::op::OpAttrArgs,
         log: &std::path::Path,
         threads: usize,
     ) -> Result<()> {
         use tessera_search::state::State;
         use tessera_search::ScheduleDesc;
         let dims = crate::tune::parse_dims(shape)?;
-        // stride 1, "same" padding: the workload `tessera tune --op` tunes
-        let spec = OpSpec::new(op, &dims, OpAttrs::default())?;
+        // the workload `tessera tune --op` tunes with the same flags
+        let spec = OpSpec::new(op, &dims, attrs.attrs()?)?;
         let dag = spec.dag()?;
         let key = dag.workload_key();
         let loaded = crate::records::load_warn(log)?;
@@ -501,7 +506,7 @@ mod imp {
             cache_flush: false,
         };
         if let (Some(op), Some(shape), Some(log)) = (&a.op, &a.op_shape, &a.log) {
-            return tuned(&ev, op, shape, log, a.threads.max(1));
+            return tuned(&ev, op, shape, &a.op_attrs, log, a.threads.max(1));
         }
         let dir = tempfile::tempdir()?;
         let mut rows = gemm_rows(&ev, dir.path())?;

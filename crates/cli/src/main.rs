@@ -41,6 +41,7 @@ mod network;
 mod op;
 mod plot;
 mod plugins;
+mod progress;
 mod records;
 mod rpc;
 mod tune;
@@ -155,10 +156,26 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            // One line: the error and its causes, no backtrace.
-            let msg = format!("{e:#}").replace('\n', " | ");
-            eprintln!("error: {msg}");
+            eprintln!("error: {}", error_line(&e));
             ExitCode::FAILURE
         }
     }
+}
+
+/// The error and its causes on one line, no backtrace: `context: cause: cause`, each
+/// cause once (an error whose message already quotes its source's, as `io::Error`
+/// wrappers do, would otherwise print it twice).
+fn error_line(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string().replace('\n', " | ");
+        if text.is_empty() || line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
 }

@@ -319,7 +319,7 @@ fn compile_for(net: &NetworkArgs, log: Option<&std::path::Path>) -> Result<Compi
         None => None,
     };
     let plan = match &log {
-        Some((_, loaded)) if holds_templates(&loaded.records) => {
+        Some((_, loaded)) if templates_fit_better(net, &target, loaded)? => {
             ConvPlan::fixed(net.load_for_templates()?)
         }
         _ => net.plan()?,
@@ -333,6 +333,9 @@ fn compile_for(net: &NetworkArgs, log: Option<&std::path::Path>) -> Result<Compi
                 "applied the history best of {} to {applied} distinct fused groups",
                 log.display()
             );
+            if applied == 0 {
+                warn_nothing_applied(net, &plan, &target, log, loaded)?;
+            }
             c
         }
     };
@@ -390,6 +393,98 @@ fn module_to_run(args: &RunArgs) -> Result<GraphModule> {
         compiled.summary().kernels
     );
     load(compiled)
+}
+
+/// The workload keys a log's records can apply to in a build of `net` for `target`:
+/// the auto-scheduler's tasks of `plan` and the template tasks of the network.
+fn task_keys(
+    net: &NetworkArgs,
+    plan: &ConvPlan,
+    target: &Target,
+) -> Result<(Vec<String>, Vec<String>)> {
+    let (tasks, _) = plan.tasks(target)?;
+    let sketch: Vec<String> = tasks.into_iter().map(|t| t.workload_key).collect();
+    let lanes = crate::plugins::registry()
+        .backend_for(target)?
+        .hardware_params()
+        .f32_lanes();
+    let templates: Vec<String> =
+        tessera_autotvm::network::extract_template_tasks(&net.load_for_templates()?, lanes)
+            .into_iter()
+            .map(|t| t.task.workload_key)
+            .collect();
+    Ok((sketch, templates))
+}
+
+/// Whether a log is built with the template plan (every convolution direct, weights
+/// HWIO, which template configurations need) rather than the auto-scheduler's (weights
+/// packed, Winograd where it pays): a log holding both kinds of records takes the plan
+/// under which more of its tasks have a record, so that appending template records to
+/// an auto-scheduler log does not throw its step histories (and Winograd) away.
+fn templates_fit_better(net: &NetworkArgs, target: &Target, log: &LoadedLog) -> Result<bool> {
+    use tessera_search::ScheduleDesc;
+    let configs: std::collections::HashSet<&str> = log
+        .records
+        .iter()
+        .filter(|r| matches!(r.schedule, ScheduleDesc::Config { .. }))
+        .map(|r| r.workload_key.as_str())
+        .collect();
+    if configs.is_empty() {
+        return Ok(false);
+    }
+    let steps: std::collections::HashSet<&str> = log
+        .records
+        .iter()
+        .filter(|r| matches!(r.schedule, ScheduleDesc::Steps { .. }))
+        .map(|r| r.workload_key.as_str())
+        .collect();
+    if steps.is_empty() {
+        return Ok(true);
+    }
+    let (sketch, templates) = task_keys(net, &net.plan()?, target)?;
+    let hits = |keys: &[String], have: &std::collections::HashSet<&str>| {
+        keys.iter().filter(|k| have.contains(k.as_str())).count()
+    };
+    let (by_steps, by_configs) = (hits(&sketch, &steps), hits(&templates, &configs));
+    if by_steps > 0 && by_configs > 0 {
+        eprintln!(
+            "warning: the log holds step histories for {by_steps} tasks and template \
+             configurations for {by_configs}; a build takes one plan, and takes the {}",
+            if by_configs > by_steps {
+                "templates' (direct convolutions, HWIO weights)"
+            } else {
+                "auto-scheduler's (packed weights, Winograd where it pays)"
+            }
+        );
+    }
+    Ok(by_configs > by_steps)
+}
+
+/// The warning for a log none of whose records applied to the build, with why.
+fn warn_nothing_applied(
+    net: &NetworkArgs,
+    plan: &ConvPlan,
+    target: &Target,
+    log: &std::path::Path,
+    loaded: &LoadedLog,
+) -> Result<()> {
+    let (mut keys, templates) = task_keys(net, plan, target)?;
+    keys.extend(templates);
+    let why = tessera_search::record::why_nothing_applies(
+        &loaded.records,
+        &keys,
+        &target.to_string(),
+    )
+    .unwrap_or_else(|| {
+        "its records for this network's tasks all failed or were overruled by the in-network check"
+            .into()
+    });
+    eprintln!(
+        "warning: nothing of {} applies to this build, which uses default schedules \
+         throughout: {why}",
+        log.display()
+    );
+    Ok(())
 }
 
 /// Whether template `template` (`conv2d_nchw.x86`, `conv2d_packed.vta`) tunes a kernel of

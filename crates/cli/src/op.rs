@@ -43,28 +43,17 @@ pub struct OpArgs {
     #[arg(long, exclusive = true)]
     pub list: bool,
     /// Comma-separated sizes; their meaning depends on the operator (`--list`).
+    /// `--op-shape`, `tune --op`'s spelling, is the same flag.
     #[arg(
         long,
+        visible_alias = "op-shape",
         value_delimiter = ',',
         allow_hyphen_values = true,
         required_unless_present = "list"
     )]
     pub shape: Vec<i64>,
-    /// Stride of every spatial axis (convolutions, pooling).
-    #[arg(long, default_value_t = 1)]
-    pub stride: i64,
-    /// Zero padding on both sides of every spatial axis (convolutions, pooling, pad).
-    #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
-    pub pad: i64,
-    /// Dilation of every spatial axis (convolutions, pooling).
-    #[arg(long, default_value_t = 1)]
-    pub dilation: i64,
-    /// Pooling: round the output size up.
-    #[arg(long)]
-    pub ceil_mode: bool,
-    /// conv2d_nchwc: the input and output channel blocks, IB,OB.
-    #[arg(long, value_delimiter = ',')]
-    pub block: Option<Vec<i64>>,
+    #[command(flatten)]
+    pub attrs: OpAttrArgs,
     /// The target, e.g. `cpu` or `cpu -mcpu=native -num-cores=2`.
     #[arg(long, default_value = "cpu")]
     pub target: String,
@@ -113,22 +102,70 @@ pub fn long_help() -> String {
     )
 }
 
+/// The attributes of one operator, the same flags and defaults for `tessera op` and
+/// `tessera tune --op` (so that both name the same workload).
+#[derive(Args, Debug, Clone)]
+pub struct OpAttrArgs {
+    /// Stride of every spatial axis (convolutions, pooling).
+    #[arg(long, default_value_t = 1)]
+    pub stride: i64,
+    /// Zero padding on both sides of every spatial axis (convolutions, pooling, pad): a
+    /// number, or `same` (kernel / 2).
+    #[arg(long, default_value = "0", allow_hyphen_values = true, value_parser = parse_pad)]
+    pub pad: Pad,
+    /// Dilation of every spatial axis (convolutions, pooling).
+    #[arg(long, default_value_t = 1)]
+    pub dilation: i64,
+    /// Pooling: round the output size up.
+    #[arg(long)]
+    pub ceil_mode: bool,
+    /// conv2d_nchwc: the input and output channel blocks, IB,OB.
+    #[arg(long, value_delimiter = ',')]
+    pub block: Option<Vec<i64>>,
+}
+
+/// `--pad`: a number of elements, or "same".
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pad {
+    Same,
+    Elements(i64),
+}
+
+fn parse_pad(s: &str) -> std::result::Result<Pad, String> {
+    if s.eq_ignore_ascii_case("same") {
+        return Ok(Pad::Same);
+    }
+    s.trim()
+        .parse()
+        .map(Pad::Elements)
+        .map_err(|_| format!("`{s}`: a whole number of elements, or `same`"))
+}
+
+impl OpAttrArgs {
+    /// The catalog's attributes.
+    pub fn attrs(&self) -> Result<OpAttrs> {
+        let block = match self.block.as_deref() {
+            None => None,
+            Some(&[ib, ob]) => Some((ib, ob)),
+            Some(v) => bail!("--block takes IB,OB (2 numbers), got {}", v.len()),
+        };
+        Ok(OpAttrs {
+            stride: self.stride,
+            pad: match self.pad {
+                Pad::Same => None,
+                Pad::Elements(p) => Some(p),
+            },
+            dilation: self.dilation,
+            ceil_mode: self.ceil_mode,
+            block,
+        })
+    }
+}
+
 /// The operator the arguments ask for.
 fn spec_of(a: &OpArgs) -> Result<OpSpec> {
     let name = a.op.as_deref().context("no operator given (see --list)")?;
-    let block = match a.block.as_deref() {
-        None => None,
-        Some(&[ib, ob]) => Some((ib, ob)),
-        Some(v) => bail!("--block takes IB,OB (2 numbers), got {}", v.len()),
-    };
-    let attrs = OpAttrs {
-        stride: a.stride,
-        pad: Some(a.pad),
-        dilation: a.dilation,
-        ceil_mode: a.ceil_mode,
-        block,
-    };
-    Ok(OpSpec::new(name, &a.shape, attrs)?)
+    Ok(OpSpec::new(name, &a.shape, a.attrs.attrs()?)?)
 }
 
 fn make_func(spec: &OpSpec, kind: ScheduleKind, hw: &HardwareParams) -> Result<PrimFunc> {

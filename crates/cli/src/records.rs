@@ -139,8 +139,16 @@ pub(crate) fn load_warn(file: &Path) -> Result<LoadedLog> {
 }
 
 fn warn_skipped(file: &Path, skipped: &[(usize, String)]) {
-    for w in tessera_search::record::skipped_warnings(file, skipped) {
+    const SHOWN: usize = 10;
+    for w in tessera_search::record::skipped_warnings(file, &skipped[..skipped.len().min(SHOWN)]) {
         eprintln!("warning: {w}");
+    }
+    if skipped.len() > SHOWN {
+        eprintln!(
+            "warning: {}: {} more lines skipped",
+            file.display(),
+            skipped.len() - SHOWN
+        );
     }
 }
 

@@ -16,7 +16,7 @@ pub enum RpcCmd {
     /// Run a tracker: device servers register with it under a key (`mali`, `rk3399`),
     /// tuners ask it for a free server of a key.
     #[command(
-        after_help = "Examples:\n  tessera rpc tracker --token $TOKEN\n  tessera rpc tracker --host 0.0.0.0 --port 9190   # reachable from other machines"
+        after_help = "Examples:\n  tessera rpc tracker --rpc-token $TOKEN\n  tessera rpc tracker --host 0.0.0.0 --port 9190   # reachable from other machines"
     )]
     Tracker {
         /// The address to listen on: loopback unless said otherwise.
@@ -25,18 +25,24 @@ pub enum RpcCmd {
         /// The port (0: any free port, printed).
         #[arg(long, default_value_t = 9190)]
         port: u16,
-        /// The token servers and clients must present (or TESSERA_RPC_TOKEN).
-        #[arg(long)]
+        /// The token servers and clients must present (or TESSERA_RPC_TOKEN). Also
+        /// `--token`, the old spelling.
+        #[arg(long = "rpc-token", alias = "token")]
         token: Option<String>,
     },
     /// Serve this machine's device for a target to the clients of a tracker, under a key:
     /// each measurement runs in a process of its own with its time limit.
     #[command(
-        after_help = "Examples:\n  tessera rpc server --tracker 127.0.0.1:9190 --key mali --target \"opencl -device=mali\"\n  tessera rpc server --tracker 10.0.0.2:9190 --key cpu --host 0.0.0.0 --custom-addr 10.0.0.7"
+        after_help = "Examples:\n  tessera rpc server --rpc-tracker 127.0.0.1:9190 --key mali --target \"opencl -device=mali\"\n  tessera rpc server --rpc-tracker 10.0.0.2:9190 --key cpu --host 0.0.0.0 --custom-addr 10.0.0.7"
     )]
     Server {
-        /// The tracker, HOST:PORT.
-        #[arg(long, default_value = "127.0.0.1:9190")]
+        /// The tracker, HOST:PORT (the flag `tune`, `run` and `op` take too). Also
+        /// `--tracker`, the old spelling.
+        #[arg(
+            long = "rpc-tracker",
+            alias = "tracker",
+            default_value = "127.0.0.1:9190"
+        )]
         tracker: String,
         /// The key clients ask for (e.g. mali, rk3399).
         #[arg(long)]
@@ -54,8 +60,9 @@ pub enum RpcCmd {
         /// --host 0.0.0.0, or behind NAT).
         #[arg(long)]
         custom_addr: Option<String>,
-        /// The tracker's token (or TESSERA_RPC_TOKEN).
-        #[arg(long)]
+        /// The tracker's token (or TESSERA_RPC_TOKEN). Also `--token`, the old
+        /// spelling.
+        #[arg(long = "rpc-token", alias = "token")]
         token: Option<String>,
     },
     /// One session's device (what `tessera rpc server` starts per session): answers the
@@ -68,11 +75,17 @@ pub enum RpcCmd {
     /// Print the tracker's servers and, per key, `total free pending` (TVM's
     /// `query_rpc_tracker`).
     Queue {
-        /// The tracker, HOST:PORT.
-        #[arg(long, default_value = "127.0.0.1:9190")]
+        /// The tracker, HOST:PORT (the flag `tune`, `run` and `op` take too). Also
+        /// `--tracker`, the old spelling.
+        #[arg(
+            long = "rpc-tracker",
+            alias = "tracker",
+            default_value = "127.0.0.1:9190"
+        )]
         tracker: String,
-        /// The tracker's token (or TESSERA_RPC_TOKEN).
-        #[arg(long)]
+        /// The tracker's token (or TESSERA_RPC_TOKEN). Also `--token`, the old
+        /// spelling.
+        #[arg(long = "rpc-token", alias = "token")]
         token: Option<String>,
         /// Seconds to wait for the tracker.
         #[arg(long, default_value_t = 5.0)]
@@ -87,7 +100,20 @@ fn token(flag: Option<String>) -> Result<String> {
         .ok_or_else(|| RpcError::NoToken.into())
 }
 
+/// The old spellings of flags given on this command line, with a warning each: the
+/// `rpc` subcommands took `--tracker` and `--token` where every other command takes
+/// `--rpc-tracker` and `--rpc-token`; both are still accepted.
+fn warn_old_spellings() {
+    for (old, new) in [("--tracker", "--rpc-tracker"), ("--token", "--rpc-token")] {
+        let given = std::env::args().any(|a| a == old || a.starts_with(&format!("{old}=")));
+        if given {
+            eprintln!("warning: `{old}` is now spelled `{new}`, as in `tessera tune`, `run` and `op`; the old spelling will go");
+        }
+    }
+}
+
 pub fn run(cmd: RpcCmd) -> Result<()> {
+    warn_old_spellings();
     match cmd {
         RpcCmd::Tracker {
             host,

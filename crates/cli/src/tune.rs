@@ -22,12 +22,18 @@ pub struct TuneArgs {
     /// One operator instead of a network: any name of the operator catalog
     /// (`tessera op --list`), e.g. `matmul` (--op-shape M,N,K), `conv2d` (NHWC,
     /// N,H,W,C_IN,C_OUT,KH,KW), `max_pool2d` (N,H,W,C,KH,KW); convolutions and pools
-    /// have stride 1 and same padding. Templates fit matmul, dense, batch_matmul,
+    /// take --stride, --pad and --dilation as in `tessera op`. Templates fit matmul, dense, batch_matmul,
     /// conv2d, conv2d_nchw, conv2d_nchwc and depthwise_conv2d.
     #[arg(long, conflicts_with_all = ["network", "onnx"])]
     pub(crate) op: Option<String>,
-    #[arg(long, requires = "op")]
+    /// With --op: the operator's sizes, comma-separated, in the order `tessera op
+    /// --list` gives (matmul M,N,K; conv2d N,H,W,C_IN,C_OUT,KH,KW; …). `tessera op`
+    /// takes the same as --op-shape or --shape.
+    #[arg(long, requires = "op", value_name = "DIMS")]
     pub(crate) op_shape: Option<String>,
+    /// With --op: stride, padding (default 0, or `same`), dilation, … as `tessera op`.
+    #[command(flatten)]
+    pub(crate) op_attrs: crate::op::OpAttrArgs,
     /// With --templates, the template tuner (the same as --strategy): xgb (the default,
     /// with TVM's variants: xgb_knob, xgb_itervar, xgb_curve, xgb_rank,
     /// xgb_rank_binary_curve, …), ga, random, gridsearch.
@@ -164,15 +170,6 @@ pub(crate) fn parse_dims(s: &str) -> Result<Vec<i64>> {
         .with_context(|| format!("--op-shape `{s}`: positive integers separated by commas"))
 }
 
-fn time_network(
-    m: &mut tessera_graph::GraphModule,
-    target: &tessera_backends::Target,
-) -> Result<TimeResult> {
-    m.set_random_inputs()?;
-    m.run()?;
-    crate::network::benchmark(m, target, &TimeEvaluator::new(1, 20, 0.0))
-}
-
 pub fn run(args: TuneArgs) -> Result<()> {
     crate::set_json(args.json);
     crate::autosched::run(args)
@@ -228,20 +225,67 @@ pub(crate) fn check_in_network(
     Ok(())
 }
 
-/// Builds `plan` untuned and with the history best of `log`, times both and prints the
-/// comparison (the end of both tuning modes); returns it as JSON.
+/// Rounds of the closing comparison, each timing both builds (alternating which goes
+/// first), and the whole runs each side gets per round.
+const COMPARE_ROUNDS: usize = 5;
+const COMPARE_RUNS: usize = 4;
+
+/// Builds `plan` untuned and with the history best of `log`, times both in alternating
+/// rounds and prints the comparison (the end of both tuning modes): a speed-up only
+/// where every round agrees (`runtime::timer::Comparison`), else that the difference is
+/// inside the noise. Returns it as JSON.
 pub(crate) fn compare_untuned_and_tuned(
     plan: &tessera_graph::ConvPlan,
     target: &tessera_backends::Target,
     log: &std::path::Path,
 ) -> Result<serde_json::Value> {
+    use tessera_runtime::timer::{Comparison, Verdict};
     let g = plan.base();
-    let mut untuned = crate::network::build_untuned(plan, target, false)?;
     let (mut tuned, applied) = crate::network::build_tuned(plan, target, log)?;
-    let a = time_network(&mut untuned, target)?;
-    let b = time_network(&mut tuned, target)?;
+    if applied == 0 {
+        say!(
+            "network `{}`: no fused group is built with a tuned schedule (each kept its \
+             default schedule, measured faster or untuned), so the tuned build is the \
+             untuned one: nothing to compare",
+            g.name
+        );
+        return Ok(serde_json::json!({ "applied": 0 }));
+    }
+    let mut untuned = crate::network::build_untuned(plan, target, false)?;
+    for m in [&mut untuned, &mut tuned] {
+        m.set_random_inputs()?;
+        m.run()?;
+    }
+    let ev = TimeEvaluator::new(1, COMPARE_RUNS, 0.0);
+    let mut phase = crate::progress::Phase::new("comparing untuned and tuned", COMPARE_ROUNDS);
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    let mut cmp = Comparison::default();
+    for round in 0..COMPARE_ROUNDS {
+        let (x, y) = if round % 2 == 0 {
+            let x = crate::network::benchmark(&mut untuned, target, &ev)?;
+            (x, crate::network::benchmark(&mut tuned, target, &ev)?)
+        } else {
+            let y = crate::network::benchmark(&mut tuned, target, &ev)?;
+            (crate::network::benchmark(&mut untuned, target, &ev)?, y)
+        };
+        cmp.a.push(x.median_ms());
+        cmp.b.push(y.median_ms());
+        a.extend(x.results);
+        b.extend(y.results);
+        phase.set(round + 1);
+    }
+    let (a, b) = (
+        TimeResult {
+            results: a,
+            number: 1,
+        },
+        TimeResult {
+            results: b,
+            number: 1,
+        },
+    );
     say!(
-        "network `{}`: {applied} distinct fused groups built with tuned schedules (the others: their default schedule, measured faster or untuned)",
+        "network `{}`: {applied} distinct fused groups built with tuned schedules (the others: their default schedule, measured faster or untuned); {COMPARE_ROUNDS} alternating rounds of {COMPARE_RUNS} runs each",
         g.name
     );
     say!(
@@ -259,9 +303,28 @@ pub(crate) fn compare_untuned_and_tuned(
             r.std_ms()
         );
     }
+    let ratios = tessera_runtime::Stats::of(&cmp.speedups());
+    let verdict = match cmp.verdict() {
+        Verdict::BFaster(x) => format!(
+            "tuned runs {x:.2}x as fast as untuned (every round agrees: {:.2}x to {:.2}x)",
+            ratios.min, ratios.max
+        ),
+        Verdict::AFaster(x) => format!(
+            "tuned runs {x:.2}x slower than untuned (every round agrees: {:.2}x to {:.2}x as fast)",
+            ratios.min, ratios.max
+        ),
+        Verdict::WithinNoise => format!(
+            "the difference is inside this run's noise (the rounds' untuned/tuned ratios go \
+             from {:.2} to {:.2}): no speed-up is claimed",
+            ratios.min, ratios.max
+        ),
+    };
+    say!("{verdict}");
     Ok(serde_json::json!({
         "applied": applied,
         "untuned_median_ms": a.median_ms(),
         "tuned_median_ms": b.median_ms(),
+        "round_speedups": cmp.speedups(),
+        "verdict": verdict,
     }))
 }

@@ -209,6 +209,8 @@ fn run_with_a_record_log_applies_the_tuned_configurations() {
         "conv2d_nchw",
         "--op-shape",
         "1,55,55,16,64,3,3",
+        "--pad",
+        "1",
         "--tuner",
         "random",
         "--trials",

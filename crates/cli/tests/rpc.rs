@@ -62,7 +62,7 @@ fn start_server_of(tracker: &str, key: &str, target: &str) -> Tracker {
     let args = [
         "rpc",
         "server",
-        "--tracker",
+        "--rpc-tracker",
         tracker,
         "--key",
         key,
@@ -70,7 +70,7 @@ fn start_server_of(tracker: &str, key: &str, target: &str) -> Tracker {
         target,
     ];
     start(
-        &[&args[..], &["--token", TOKEN]].concat(),
+        &[&args[..], &["--rpc-token", TOKEN]].concat(),
         &format!("RPC server of key `{key}` listening on "),
     )
 }
@@ -115,7 +115,7 @@ fn tune_cmd(tracker: &str, key: &str, log: &std::path::Path, trials: &str) -> Co
 
 fn queue(addr: &str, token: Option<&str>) -> Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_tessera"));
-    c.args(["rpc", "queue", "--tracker", addr, "--timeout", "2"])
+    c.args(["rpc", "queue", "--rpc-tracker", addr, "--timeout", "2"])
         .env_remove("TESSERA_RPC_TOKEN");
     if let Some(t) = token {
         c.env("TESSERA_RPC_TOKEN", t);
@@ -461,7 +461,7 @@ fn a_server_on_every_address_says_where_clients_reach_it() {
     let args = [
         "rpc",
         "server",
-        "--tracker",
+        "--rpc-tracker",
         t.addr.as_str(),
         "--key",
         "cpu",
@@ -470,7 +470,11 @@ fn a_server_on_every_address_says_where_clients_reach_it() {
     ];
     one_line_error(&tessera(&args), "give --custom-addr");
     let _s = start(
-        &[&args[..], &["--custom-addr", "127.0.0.1", "--token", TOKEN]].concat(),
+        &[
+            &args[..],
+            &["--custom-addr", "127.0.0.1", "--rpc-token", TOKEN],
+        ]
+        .concat(),
         "RPC server of key `cpu` listening on 0.0.0.0:",
     );
     let text = String::from_utf8_lossy(&queue(&t.addr, Some(TOKEN)).stdout).into_owned();
@@ -534,6 +538,8 @@ fn vta_tunes_and_runs_through_the_tracker() {
         "conv2d_packed",
         "--op-shape",
         "1,8,8,32,32,3,3",
+        "--pad",
+        "same",
         "--target",
         "vta",
     ];

@@ -348,8 +348,31 @@ impl CompiledNetwork {
             path: path.display().to_string(),
             source,
         })?;
+        let mut reader = std::io::BufReader::new(file);
+        // A tar archive has `ustar` at byte 257 of its first header. Anything else is
+        // refused here, before the tar reader quotes its bytes as entry names.
+        let head = {
+            use std::io::BufRead;
+            reader.fill_buf().map_err(|source| GraphError::Io {
+                path: path.display().to_string(),
+                source,
+            })?
+        };
+        if head.get(257..262) != Some(b"ustar".as_slice()) {
+            let onnx = path
+                .extension()
+                .is_some_and(|e| e.eq_ignore_ascii_case("onnx"));
+            let hint = if onnx {
+                "; an ONNX model runs with `--onnx FILE`"
+            } else {
+                ""
+            };
+            return Err(bad(format!(
+                "not a tessera module (a tar archive written by `tessera compile`){hint}"
+            )));
+        }
         let mut entries: HashMap<String, Vec<u8>> = HashMap::new();
-        let mut archive = tar::Archive::new(std::io::BufReader::new(file));
+        let mut archive = tar::Archive::new(reader);
         let not_tar = |e: std::io::Error| bad(format!("not a tessera module (a tar archive): {e}"));
         for entry in archive.entries().map_err(not_tar)? {
             let mut entry = entry.map_err(not_tar)?;

@@ -39,6 +39,8 @@ pub enum PluginError {
     NoBackend { kind: String, loaded: String },
     #[error("no search strategy `{name}` is loaded (strategies loaded: {loaded}); put the .so of the plugin that provides it in `plugins/` beside the tessera binary or in a directory of TESSERA_PLUGIN_PATH")]
     NoStrategy { name: String, loaded: String },
+    #[error(transparent)]
+    Backend(#[from] tessera_backends::BackendError),
 }
 
 /// Where a plugin came from.
@@ -304,6 +306,8 @@ impl Registry {
     /// The device of `target`: the host CPU, or a plugin's device (opened now).
     pub fn device_for(&self, target: &Target) -> Result<Arc<dyn Device>, PluginError> {
         if self.is_builtin_cpu(target) {
+            // kernels for another CPU would die with SIGILL here: say so first
+            tessera_backends::cpu::check_host_runs(target)?;
             return Ok(Arc::new(CpuDevice::new()));
         }
         let plugin = self.backend_plugin(target)?;

@@ -208,6 +208,54 @@ impl Stats {
     }
 }
 
+/// Two programs (`a`, `b`) timed in alternating rounds, each round giving one time per
+/// side (seconds or milliseconds, the same unit on both). On a shared machine the
+/// speed drifts between minutes, so a claim rests on the per-round ratios: `b` is
+/// faster only if it was faster in every round, and slower only if slower in every
+/// round; otherwise the difference is inside the noise of the run.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Comparison {
+    pub a: Vec<f64>,
+    pub b: Vec<f64>,
+}
+
+/// What a [`Comparison`] can claim.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Verdict {
+    /// `b` ran faster in every round: the median of `a / b` (over 1).
+    BFaster(f64),
+    /// `a` ran faster in every round: the median of `b / a` (over 1).
+    AFaster(f64),
+    /// The rounds disagree, or the sides are within 2 %: no claim.
+    WithinNoise,
+}
+
+impl Comparison {
+    /// Each round's `a / b`: how many times as fast `b` ran.
+    pub fn speedups(&self) -> Vec<f64> {
+        self.a
+            .iter()
+            .zip(&self.b)
+            .filter(|(a, b)| a.is_finite() && b.is_finite() && **a > 0.0 && **b > 0.0)
+            .map(|(a, b)| a / b)
+            .collect()
+    }
+
+    pub fn verdict(&self) -> Verdict {
+        let s = Stats::of(&self.speedups());
+        if s.median.is_nan() {
+            return Verdict::WithinNoise;
+        }
+        if s.min > 1.0 && s.median > 1.02 {
+            Verdict::BFaster(s.median)
+        } else if s.max < 1.0 && s.median < 1.0 / 1.02 {
+            Verdict::AFaster(1.0 / s.median)
+        } else {
+            Verdict::WithinNoise
+        }
+    }
+}
+
 impl fmt::Display for TimeResult {
     /// TVM's `BenchmarkResult` print:
     ///

@@ -166,3 +166,35 @@ mean (ms)   median (ms)    max (ms)     min (ms)     std (ms)  \n   \
 2.5000       2.5000       4.0000       1.0000       1.1180   ";
     assert_eq!(r.to_string(), expected);
 }
+
+#[test]
+fn a_comparison_claims_a_speed_up_only_when_every_round_agrees() {
+    use tessera_runtime::timer::{Comparison, Verdict};
+    // b faster in every round: claimed, with the median ratio
+    let c = Comparison {
+        a: vec![10.0, 12.0, 11.0],
+        b: vec![5.0, 6.0, 5.0],
+    };
+    assert_eq!(c.verdict(), Verdict::BFaster(2.0));
+    // a faster in every round
+    let c = Comparison {
+        a: vec![4.0, 4.0, 4.0],
+        b: vec![8.0, 12.0, 6.0],
+    };
+    assert_eq!(c.verdict(), Verdict::AFaster(2.0));
+    // one round disagrees (the 17.69 against 9.43 ms of a run whose std was 34 ms):
+    // no claim, whatever the means say
+    let c = Comparison {
+        a: vec![17.7, 9.0, 9.1],
+        b: vec![9.4, 9.2, 9.0],
+    };
+    assert_eq!(c.verdict(), Verdict::WithinNoise);
+    // every round agrees, but by under 2 %
+    let c = Comparison {
+        a: vec![10.1, 10.1],
+        b: vec![10.0, 10.0],
+    };
+    assert_eq!(c.verdict(), Verdict::WithinNoise);
+    // nothing timed
+    assert_eq!(Comparison::default().verdict(), Verdict::WithinNoise);
+}

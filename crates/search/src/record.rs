@@ -151,6 +151,15 @@ pub enum RecordError {
     /// A record of a batch that cannot be written (nothing of the batch was written).
     #[error("record {index} of the batch cannot be written: {reason}")]
     Unwritable { index: usize, reason: String },
+    /// A file none of whose lines is a record or a check (a binary file, another
+    /// program's output): not a record log at all.
+    #[error("{}: not a record log: none of its {lines} lines is a record (line {first_line}: {first_reason})", path.display())]
+    NotALog {
+        path: PathBuf,
+        lines: usize,
+        first_line: usize,
+        first_reason: String,
+    },
 }
 
 impl RecordError {
@@ -314,7 +323,99 @@ pub fn skipped_warnings(path: &Path, skipped: &[(usize, String)]) -> Vec<String>
 pub fn load(path: impl AsRef<Path>) -> Result<LoadedLog, RecordError> {
     let path = path.as_ref();
     let bytes = fs::read(path).map_err(|e| RecordError::io(path, "read the record log", e))?;
-    Ok(parse_log(&bytes))
+    let log = parse_log(&bytes);
+    // No record, and lines that are not even JSON text: not a log (a binary file,
+    // another program's output). A torn last line alone is a run killed while writing
+    // its first record, and records of a newer format are a newer tessera's log: both
+    // stay logs, their lines skipped with a warning.
+    let not_text = |reason: &str| {
+        !reason.starts_with("torn last line")
+            && (reason.contains("not UTF-8") || reason.starts_with("not JSON"))
+    };
+    let first_bad = log
+        .skipped
+        .iter()
+        .find(|(_, reason)| not_text(reason))
+        .cloned();
+    if let (true, Some((first_line, first_reason))) =
+        (log.records.is_empty() && log.checks.is_empty(), first_bad)
+    {
+        return Err(RecordError::NotALog {
+            path: path.to_path_buf(),
+            lines: log.skipped.len(),
+            first_line,
+            first_reason,
+        });
+    }
+    Ok(log)
+}
+
+/// Why none of `records` applies to a build for `target` whose tasks have the workload
+/// keys `task_keys`: the records are for another target kind, or for other workloads
+/// (another network, image size, batch size or layout), with examples of both sides'
+/// shapes. `None` when some record does apply.
+pub fn why_nothing_applies(
+    records: &[Record],
+    task_keys: &[String],
+    target: &str,
+) -> Option<String> {
+    if records.is_empty() {
+        return Some("the log holds no records".into());
+    }
+    let kind = |t: &str| t.split_whitespace().next().unwrap_or("").to_string();
+    let want = kind(target);
+    let same_kind: Vec<&Record> = records.iter().filter(|r| kind(&r.target) == want).collect();
+    let keys: std::collections::HashSet<&str> = task_keys.iter().map(String::as_str).collect();
+    if same_kind
+        .iter()
+        .any(|r| keys.contains(r.workload_key.as_str()))
+    {
+        return None;
+    }
+    if same_kind.is_empty() {
+        let mut targets: Vec<&str> = records.iter().map(|r| r.target.as_str()).collect();
+        targets.sort_unstable();
+        targets.dedup();
+        return Some(format!(
+            "its {} records were tuned for target `{}`, and this build is for `{target}`",
+            records.len(),
+            targets.join("`, `")
+        ));
+    }
+    // Examples: the first argument's shape of a few workloads on each side.
+    let first_shape = |key: &str| -> Option<String> {
+        let v: serde_json::Value = serde_json::from_str(key).ok()?;
+        let dims = v.as_array()?.get(1)?.as_array()?;
+        Some(
+            dims.iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join("x"),
+        )
+    };
+    let examples = |keys: &mut dyn Iterator<Item = &str>| -> String {
+        let mut shapes: Vec<String> = keys.filter_map(first_shape).collect();
+        shapes.sort_unstable();
+        shapes.dedup();
+        let n = shapes.len();
+        shapes.truncate(4);
+        if n > 4 {
+            shapes.push("…".into());
+        }
+        shapes.join(", ")
+    };
+    let mut log_keys: Vec<&str> = same_kind.iter().map(|r| r.workload_key.as_str()).collect();
+    log_keys.sort_unstable();
+    log_keys.dedup();
+    Some(format!(
+        "none of its {} workloads is one of this network's {} tasks: the log was tuned for \
+         another network, image size, batch size or layout (first inputs in the log: {}; \
+         in this network: {})",
+        log_keys.len(),
+        task_keys.len(),
+        examples(&mut log_keys.iter().copied()),
+        examples(&mut task_keys.iter().map(String::as_str)),
+    ))
 }
 
 /// Parses the contents of a log (see [`load`]).

@@ -86,6 +86,10 @@ pub trait SessionReport {
     fn out(&mut self, text: &str);
     fn warn(&mut self, text: &str);
     fn progress(&mut self, _progress: &Progress) {}
+    /// A phase other than the search's rounds (`baselines`: the default schedules
+    /// measured; `re-measuring`: the best programs timed again): `done` of its `total`
+    /// steps, `elapsed` seconds after it started (called after each step).
+    fn phase(&mut self, _name: &str, _done: usize, _total: usize, _elapsed: f64) {}
 }
 
 /// How far a session's search is, after a round.
@@ -113,6 +117,8 @@ pub struct SessionSummary {
     pub best_costs: Vec<f64>,
     /// The network's estimated latency (seconds), where every task has a number.
     pub estimated_latency: Option<f64>,
+    /// Trials this session measured (0 when the log had already spent the budget).
+    pub new_trials: usize,
 }
 
 /// The per-task state of a session.
@@ -300,8 +306,21 @@ impl TuningSession {
             start.elapsed().as_secs_f64(),
             scheduler.dead()
         ));
+        let new_trials = scheduler.total_trials() - first;
         let again_start = std::time::Instant::now();
-        let again = rounds.remeasure(opts.remeasure_top, opts.remeasure_runs)?;
+        // a log whose budget was already spent was re-measured by the run that spent it
+        let again = if new_trials == 0 && taken > 0 {
+            rounds.out(&format!(
+                "{} already holds {} trials, the budget of --trials {}: nothing was measured \
+                 (give a larger --trials to tune further)\n",
+                log.display(),
+                scheduler.total_trials(),
+                opts.trials
+            ));
+            Vec::new()
+        } else {
+            rounds.remeasure(opts.remeasure_top, opts.remeasure_runs)?
+        };
         if !again.is_empty() {
             let names: Vec<String> = rounds.tasks.iter().map(|t| t.task.name.clone()).collect();
             let seconds = again_start.elapsed().as_secs_f64();
@@ -312,6 +331,7 @@ impl TuningSession {
             trials: scheduler.total_trials(),
             best_costs: scheduler.best_costs().to_vec(),
             estimated_latency: scheduler.estimated_latency(),
+            new_trials,
         })
     }
 }
@@ -418,15 +438,27 @@ impl Rounds<'_, '_> {
     /// appends them.
     fn measure_baselines(&mut self, earlier: &[Record]) -> Result<Vec<Record>, SessionError> {
         let mut out = Vec::new();
-        for i in 0..self.tasks.len() {
-            let key = &self.states[i].info.workload_key;
-            let target = &self.tasks[i].task.target;
-            let known = earlier.iter().any(|r| {
-                matches!(r.schedule, ScheduleDesc::Default)
-                    && &r.target == target
-                    && &r.workload_key == key
-            });
-            let Some(func) = self.tasks[i].default.clone().filter(|_| !known) else {
+        let todo: Vec<usize> = (0..self.tasks.len())
+            .filter(|&i| {
+                let key = &self.states[i].info.workload_key;
+                let target = &self.tasks[i].task.target;
+                let known = earlier.iter().any(|r| {
+                    matches!(r.schedule, ScheduleDesc::Default)
+                        && &r.target == target
+                        && &r.workload_key == key
+                });
+                !known && self.tasks[i].default.is_some()
+            })
+            .collect();
+        let start = std::time::Instant::now();
+        for (done, &i) in todo.iter().enumerate() {
+            self.report.borrow_mut().phase(
+                "baselines",
+                done,
+                todo.len(),
+                start.elapsed().as_secs_f64(),
+            );
+            let Some(func) = self.tasks[i].default.clone() else {
                 continue;
             };
             let outputs = self.tasks[i].task.dag.outputs.len();
@@ -438,6 +470,12 @@ impl Rounds<'_, '_> {
             if let Some(r) = r.into_iter().next() {
                 out.push(self.record(i, ScheduleDesc::Default, r));
             }
+        }
+        if !todo.is_empty() {
+            let elapsed = start.elapsed().as_secs_f64();
+            self.report
+                .borrow_mut()
+                .phase("baselines", todo.len(), todo.len(), elapsed);
         }
         self.writer.append_batch(&out)?;
         Ok(out)
@@ -623,7 +661,13 @@ impl Rounds<'_, '_> {
         if top == 0 || runs == 0 {
             return Ok(out);
         }
+        let start = std::time::Instant::now();
+        let total = self.tasks.len();
         for task in 0..self.tasks.len() {
+            let elapsed = start.elapsed().as_secs_f64();
+            self.report
+                .borrow_mut()
+                .phase("re-measuring", task, total, elapsed);
             let mut leaders: Vec<&(ScheduleDesc, f64)> = self.states[task].good.iter().collect();
             leaders.sort_by(|a, b| a.1.total_cmp(&b.1));
             leaders.truncate(top);
@@ -656,6 +700,10 @@ impl Rounds<'_, '_> {
             }
             out.extend(rows);
         }
+        let elapsed = start.elapsed().as_secs_f64();
+        self.report
+            .borrow_mut()
+            .phase("re-measuring", total, total, elapsed);
         Ok(out)
     }
 

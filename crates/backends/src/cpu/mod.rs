@@ -2,8 +2,10 @@
 //! object.
 
 mod codegen;
+mod features;
 
 pub use codegen::{entry_symbol, generate_c, generate_c_for};
+pub use features::{check_host_runs, march_features};
 
 use crate::backend::{Backend, BackendError};
 use std::path::{Path, PathBuf};
