@@ -95,7 +95,11 @@ fn hanging_crashing_and_wrong_kernels_are_their_candidates_errors_and_tuning_goe
     let cpu = tessera_backends::CpuBackend::new(tessera_backends::Target::cpu());
     let reference = Reference::compute(&cpu, &naive, 1, 7).unwrap();
     let opts = MeasureOptions {
-        run_timeout: Duration::from_secs(5),
+        // A good kernel's run (a runner process started, the OpenCL platform opened, the
+        // kernel compiled by the driver, run and checked) must not reach the timeout on
+        // a fully loaded machine; the hanging kernel (2^40 dependent additions per
+        // element) still does.
+        run_timeout: Duration::from_secs(20),
         timer: TimerConfig {
             number: 2,
             repeat: 2,
@@ -129,7 +133,10 @@ fn hanging_crashing_and_wrong_kernels_are_their_candidates_errors_and_tuning_goe
         "{rs:#?}"
     );
     for g in [&rs[0], &rs[4]] {
-        assert!(g.costs.iter().all(|&c| c > 0.0 && c < 1.0), "{g:?}");
+        assert!(
+            !g.costs.is_empty() && g.costs.iter().all(|&c| c.is_finite() && c > 0.0),
+            "{g:?}"
+        );
     }
 }
 

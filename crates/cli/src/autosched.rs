@@ -142,6 +142,21 @@ impl SessionReport for Terminal {
     }
 }
 
+/// `words` as one shell command line (words with spaces or quotes quoted).
+fn shell_words(words: &[String]) -> String {
+    words
+        .iter()
+        .map(|w| {
+            if !w.is_empty() && w.chars().all(|c| c.is_ascii_alphanumeric() || "-_=.,/:@+".contains(c)) {
+                w.clone()
+            } else {
+                format!("'{}'", w.replace('\'', r"'\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// The session's options from the arguments.
 fn session_options(args: &TuneArgs) -> Result<(SessionOptions, PolicyOptions)> {
     let selection = match args.task_scheduler.as_str() {
@@ -258,6 +273,23 @@ pub fn run(args: TuneArgs) -> Result<()> {
     let opts = measure_options(&args, backend.as_ref())?;
     let measurer = Measurer::with_backend(backend, opts)?;
     let strategy = crate::plugins::registry().strategy(&strategy_name(&args)?)?;
+    // the policies and, for the correctness check, each task's reference outputs
+    // (a naive kernel compiled and run per task) come before the first table
+    eprintln!(
+        "preparing {} tasks{}",
+        tasks.len(),
+        if args.no_check {
+            ""
+        } else {
+            ": computing each one's reference outputs for the correctness check"
+        }
+    );
+    let rerun: Vec<String> = std::env::args().collect();
+    crate::interrupt::set_hint(format!(
+        "every measurement so far is in {}; run the same command again to resume from it:\n  {}",
+        args.log.display(),
+        shell_words(&rerun)
+    ));
     let session = TuningSession::new(
         tasks,
         &strategy,
@@ -280,7 +312,15 @@ pub fn run(args: TuneArgs) -> Result<()> {
         // the check times kernels here, in whole runs: not for a remote device (each
         // step would carry a round trip) nor VTA (whose defaults run on its board's CPU)
         let local = crate::rpc::use_remote(&args.rpc)?.is_none() && !args.simulated_runner;
-        if local && !args.no_network_check && target.kind != tessera_backends::TargetKind::VTA {
+        // a run that measured nothing new keeps the log's own check
+        let checked_before = summary.new_trials == 0
+            && tessera_search::record::load(&args.log).is_ok_and(|l| !l.checks.is_empty());
+        if checked_before {
+            say!("in-network check: the log's check stands (nothing new was measured)");
+        } else if local
+            && !args.no_network_check
+            && target.kind != tessera_backends::TargetKind::VTA
+        {
             crate::tune::check_in_network(&plan, &target, &args.log)?;
         }
         network = crate::tune::compare_untuned_and_tuned(&plan, &target, &args.log)?;

@@ -37,6 +37,7 @@ macro_rules! say_part {
 
 mod autosched;
 mod bench;
+mod interrupt;
 mod network;
 mod op;
 mod plot;
@@ -141,6 +142,10 @@ fn main() -> ExitCode {
     tessera_search::measure::use_this_binary_as_runner();
     let cli = Cli::parse();
     init_logging(cli.verbose);
+    // a runner job is its parent's to end
+    if !matches!(cli.command, Command::Runner { .. }) {
+        interrupt::install();
+    }
     let result = match cli.command {
         Command::Op(args) => op::run(args),
         Command::Bench(args) => bench::run(args),

@@ -39,6 +39,10 @@ pub struct NetworkArgs {
     /// Input shape of an ONNX model whose input shape is symbolic: NAME=D0,D1,…
     #[arg(long = "shape", value_name = "NAME=DIMS")]
     shapes: Vec<String>,
+    /// The shapes of the `--input` files of `tessera run`: an ONNX input with symbolic
+    /// dimensions takes its file's shape.
+    #[arg(skip)]
+    value_shapes: Vec<(String, Vec<i64>)>,
     /// The target: `cpu` (built in; the default) or a kind a loaded backend plugin
     /// provides.
     #[arg(long)]
@@ -154,8 +158,13 @@ impl NetworkArgs {
                         })?;
                     opts.input_shapes.insert(name.to_string(), dims);
                 }
-                tessera_graph::onnx::load(path, &opts)
-                    .with_context(|| format!("importing {}", path.display()))?
+                opts.value_shapes.extend(self.value_shapes.iter().cloned());
+                let (g, warnings) = tessera_graph::onnx::load_reporting(path, &opts)
+                    .with_context(|| format!("importing {}", path.display()))?;
+                for w in warnings {
+                    eprintln!("warning: {w}");
+                }
+                g
             }
             (None, None) => bail!("give --network NAME or --onnx FILE"),
         };
@@ -267,8 +276,9 @@ pub struct RunArgs {
     /// [-1, 1]).
     #[arg(long = "input", value_name = "NAME=FILE.npy")]
     inputs: Vec<String>,
-    /// Write output 0 to this .npy file.
-    #[arg(long, value_name = "FILE.npy")]
+    /// Write the outputs to this file: a .npz holds every output (`output_0`,
+    /// `output_1`, …, as tvmc writes them); a .npy the one output of a network that has one.
+    #[arg(long, value_name = "FILE.npz|FILE.npy")]
     output: Option<PathBuf>,
     /// Time whole runs and print the summary.
     #[arg(long)]
@@ -312,7 +322,11 @@ pub struct CompileArgs {
 
 /// Compiles the network of `net` for its target, with the history best of `log` when
 /// given, printing what the build applied.
-fn compile_for(net: &NetworkArgs, log: Option<&std::path::Path>) -> Result<CompiledNetwork> {
+fn compile_for(
+    net: &NetworkArgs,
+    log: Option<&std::path::Path>,
+    inputs: &[(String, NDArray)],
+) -> Result<CompiledNetwork> {
     let target = net.target()?;
     let log = match log {
         Some(path) => Some((path, crate::records::load_warn(path)?)),
@@ -324,6 +338,7 @@ fn compile_for(net: &NetworkArgs, log: Option<&std::path::Path>) -> Result<Compi
         }
         _ => net.plan()?,
     };
+    check_inputs(plan.base(), inputs)?;
     let start = std::time::Instant::now();
     let compiled = match &log {
         None => compile_untuned(&plan, &target, true)?,
@@ -354,7 +369,7 @@ fn compile_for(net: &NetworkArgs, log: Option<&std::path::Path>) -> Result<Compi
 }
 
 pub fn compile(args: CompileArgs) -> Result<()> {
-    let compiled = compile_for(&args.net, args.log.as_deref())?;
+    let compiled = compile_for(&args.net, args.log.as_deref(), &[])?;
     compiled
         .save(&args.out)
         .with_context(|| format!("writing {}", args.out.display()))?;
@@ -369,9 +384,9 @@ pub fn compile(args: CompileArgs) -> Result<()> {
 }
 
 /// The network to run: the module file of `--module`, or the network compiled now.
-fn module_to_run(args: &RunArgs) -> Result<GraphModule> {
+fn module_to_run(args: &RunArgs, inputs: &[(String, NDArray)]) -> Result<GraphModule> {
     let Some(path) = &args.module else {
-        return load(compile_for(&args.net, args.log.as_deref())?);
+        return load(compile_for(&args.net, args.log.as_deref(), inputs)?);
     };
     let compiled = CompiledNetwork::read(path)?;
     if args.net.target_given() {
@@ -668,32 +683,78 @@ pub(crate) fn benchmark(
 
 /// Sets every input: from its `--input NAME=FILE.npy`, else its `random_input`; an
 /// `--input` naming no input of the network is an error.
-fn set_inputs(m: &mut GraphModule, given: &[String]) -> Result<()> {
+/// The values of `--input NAME=FILE.npy`, read (before anything is compiled).
+fn read_inputs(given: &[String]) -> Result<Vec<(String, NDArray)>> {
+    given
+        .iter()
+        .map(|s| {
+            let (name, file) = s
+                .split_once('=')
+                .with_context(|| format!("--input `{s}`: expected NAME=FILE.npy"))?;
+            let value = NDArray::load_npy(file)
+                .with_context(|| format!("reading input `{name}` from {file}"))?;
+            Ok((name.to_string(), value))
+        })
+        .collect()
+}
+
+/// Each given input names an input of the network and has its shape and type
+/// (checked before compiling, so that a wrong file costs no compile).
+fn check_inputs(g: &Graph, given: &[(String, NDArray)]) -> Result<()> {
+    let inputs: Vec<(String, tessera_graph::TensorType)> = g
+        .inputs()
+        .iter()
+        .map(|&n| (g.node(n).name.clone(), g.node(n).ty.clone()))
+        .collect();
+    check_given(&inputs, given)
+}
+
+fn check_given(
+    inputs: &[(String, tessera_graph::TensorType)],
+    given: &[(String, NDArray)],
+) -> Result<()> {
+    let listed = || {
+        inputs
+            .iter()
+            .map(|(n, t)| format!("`{n}` {:?} {}", t.shape, t.dtype))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    for (name, value) in given {
+        let Some((_, ty)) = inputs.iter().find(|(n, _)| n == name) else {
+            bail!(
+                "--input `{name}`: the network has no such input (its inputs: {})",
+                listed()
+            );
+        };
+        let shape: Vec<usize> = ty.shape.iter().map(|&d| d as usize).collect();
+        if value.shape() != shape.as_slice() || value.dtype() != ty.dtype {
+            bail!(
+                "--input `{name}`: the file holds {:?} {}, the network takes {:?} {}{}",
+                value.shape(),
+                value.dtype(),
+                ty.shape,
+                ty.dtype,
+                if value.shape() != shape.as_slice() {
+                    " (an ONNX model's input shape can be set with --shape NAME=DIMS)"
+                } else {
+                    ""
+                }
+            );
+        }
+    }
+    Ok(())
+}
+
+fn set_inputs(m: &mut GraphModule, given: &[(String, NDArray)]) -> Result<()> {
     let inputs: Vec<(String, tessera_graph::TensorType)> = m
         .inputs()
         .map(|(n, t)| (n.to_string(), t.clone()))
         .collect();
-    for s in given {
-        let Some((name, _)) = s.split_once('=') else {
-            bail!("--input `{s}`: expected NAME=FILE.npy");
-        };
-        if !inputs.iter().any(|(n, _)| n == name) {
-            let names: Vec<&str> = inputs.iter().map(|(n, _)| n.as_str()).collect();
-            bail!(
-                "--input `{name}`: the network has no such input (its inputs: {})",
-                names.join(", ")
-            );
-        }
-    }
+    check_given(&inputs, given)?;
     for (k, (name, ty)) in inputs.iter().enumerate() {
-        let file = given
-            .iter()
-            .filter_map(|s| s.split_once('='))
-            .find(|(n, _)| n == name)
-            .map(|(_, f)| f);
-        let value = match file {
-            Some(file) => NDArray::load_npy(file)
-                .with_context(|| format!("reading input `{name}` from {file}"))?,
+        let value = match given.iter().find(|(n, _)| n == name) {
+            Some((_, v)) => v.clone(),
             None => tessera_graph::random_input(ty, k)?,
         };
         m.set_input(name, &value)?;
@@ -773,28 +834,38 @@ fn print_benchmark(
     }))
 }
 
-pub fn run(args: RunArgs) -> Result<()> {
+pub fn run(mut args: RunArgs) -> Result<()> {
     crate::set_json(args.json);
     crate::rpc::use_remote(&args.rpc)?;
-    let mut m = module_to_run(&args)?;
+    let inputs = read_inputs(&args.inputs)?;
+    args.net.value_shapes = inputs
+        .iter()
+        .map(|(n, v)| (n.clone(), v.shape().iter().map(|&d| d as i64).collect()))
+        .collect();
+    let mut m = module_to_run(&args, &inputs)?;
     let s = m.summary();
     say!(
         "weights: {:.1} MiB ({} bytes), on the device from the build on",
         s.weight_bytes as f64 / (1 << 20) as f64,
         s.weight_bytes
     );
-    set_inputs(&mut m, &args.inputs)?;
+    set_inputs(&mut m, &inputs)?;
     let before = m.device_counters()?;
     m.run()?;
     let counted = m.device_counters()?.since(&before);
-    let out = m.get_output(0)?;
-    say!("output 0: {:?} {}", out.shape(), out.dtype());
-    if let Some(path) = &args.output {
-        out.save_npy(path)?;
-        say!("wrote {}", path.display());
+    let outputs: Vec<NDArray> = (0..m.output_types().count())
+        .map(|i| m.get_output(i))
+        .collect::<Result<_, _>>()?;
+    for (i, o) in outputs.iter().enumerate() {
+        say!("output {i}: {:?} {}", o.shape(), o.dtype());
     }
-    let top5 = if out.ndim() == 2 && out.shape()[1] >= 5 {
-        print_top5(&out)?
+    if let Some(path) = &args.output {
+        save_outputs(path, &outputs)?;
+    }
+    let out = outputs.first().context("the network has no output")?;
+    // class scores: one output, a row of at least 5 classes per image
+    let top5 = if outputs.len() == 1 && out.ndim() == 2 && out.shape()[1] >= 5 {
+        print_top5(out)?
     } else {
         serde_json::Value::Null
     };
@@ -816,10 +887,37 @@ pub fn run(args: RunArgs) -> Result<()> {
             "planned_bytes": s.planned_bytes, "unplanned_bytes": s.unplanned_bytes,
             "weight_bytes": s.weight_bytes,
             "output": {"shape": out.shape(), "dtype": out.dtype().to_string()},
+            "outputs": outputs.iter().map(|o| serde_json::json!({"shape": o.shape(), "dtype": o.dtype().to_string()})).collect::<Vec<_>>(),
             "top5": top5, "profile": profile, "benchmark": bench,
         });
         println!("{summary}");
     }
+    Ok(())
+}
+
+/// Writes the outputs to `path`: all of them to a `.npz` (`output_0`, `output_1`, …, as
+/// tvmc names them), or the one output to a `.npy`.
+fn save_outputs(path: &std::path::Path, outputs: &[NDArray]) -> Result<()> {
+    let npz = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("npz"));
+    if npz {
+        let names: Vec<String> = (0..outputs.len()).map(|i| format!("output_{i}")).collect();
+        let arrays: Vec<(&str, &NDArray)> = names.iter().map(String::as_str).zip(outputs).collect();
+        NDArray::save_npz(path, &arrays)?;
+        say!("wrote {} ({} outputs: {})", path.display(), outputs.len(), names.join(", "));
+        return Ok(());
+    }
+    if outputs.len() > 1 {
+        bail!(
+            "--output {}: the network has {} outputs and a .npy file holds one: give a .npz \
+             file (all outputs, as output_0, output_1, …)",
+            path.display(),
+            outputs.len()
+        );
+    }
+    outputs[0].save_npy(path)?;
+    say!("wrote {}", path.display());
     Ok(())
 }
 

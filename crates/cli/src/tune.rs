@@ -192,13 +192,28 @@ pub(crate) fn check_in_network(
     let target_str = target.to_string();
     let (graph, _) = tessera_search::tasks::pick_algorithms(plan, &best, &target_str)?;
     let templates = crate::network::holds_templates(&loaded.records);
-    let (mut tuned, _) =
+    let mut phase = crate::progress::Phase::new("in-network check: building", 2);
+    let (mut tuned, applied) =
         crate::network::build_graph_with_best(&graph, target, best.clone(), templates, false)?;
+    if applied == 0 {
+        phase.set(2);
+        say!("in-network check: no group is built with a tuned schedule, nothing to check");
+        return Ok(());
+    }
+    phase.set(1);
     let mut default = crate::network::build_network(&graph, target, None)?;
+    phase.set(2);
     let opts = CheckOptions::default();
-    let checks =
-        network_check::check_in_network(&mut tuned, &mut default, &best, &target_str, &opts)
-            .context("the in-network check")?;
+    let mut phase = crate::progress::Phase::new("in-network check: timing", opts.rounds);
+    let checks = network_check::check_in_network_with(
+        &mut tuned,
+        &mut default,
+        &best,
+        &target_str,
+        &opts,
+        &mut |done, _| phase.set(done),
+    )
+    .context("the in-network check")?;
     RecordWriter::open(log)
         .and_then(|mut w| w.append_checks(&checks))
         .with_context(|| format!("appending the in-network check to {}", log.display()))?;

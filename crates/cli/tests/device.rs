@@ -154,8 +154,11 @@ fn tuning_on_the_test_device_survives_hanging_crashing_and_wrong_kernels() {
         "16",
         "--min-repeat-ms",
         "1",
+        // long enough that no good kernel's runner (a process start, a build's load and
+        // a few launches) reaches it on a fully loaded machine; the hanging kernel
+        // sleeps forever, so it still does
         "--run-timeout",
-        "2",
+        "10",
         "--remeasure-top",
         "0",
         "--log",
@@ -187,7 +190,7 @@ fn tuning_on_the_test_device_survives_hanging_crashing_and_wrong_kernels() {
     assert_eq!(codes.iter().filter(|&&c| c == 0).count(), 14, "{codes:?}");
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(
-        text.contains("the kernel did not finish within 2 s"),
+        text.contains("the kernel did not finish within 10 s"),
         "{text}"
     );
     assert!(text.contains("SIGABRT"), "{text}");
@@ -256,6 +259,8 @@ fn a_network_tuned_on_the_test_device_is_built_with_its_log() {
             "1",
             "--remeasure-top",
             "0",
+            // the check times kernels in whole runs: what it decides is the machine's
+            "--no-network-check",
             "--log",
             log.to_str().unwrap(),
         ],
@@ -269,14 +274,22 @@ fn a_network_tuned_on_the_test_device_is_built_with_its_log() {
     let text = std::fs::read_to_string(&log).unwrap();
     let tasks = out.matches("========== Task ").count();
     assert_eq!(text.matches(r#""kind":"default""#).count(), tasks, "{out}");
-    // the records' step histories (the in-network check's lines name theirs too)
-    let records: String = text
-        .lines()
-        .filter(|l| !l.contains(r#""check":"network""#))
-        .collect();
-    assert_eq!(records.matches(r#""kind":"steps""#).count(), 30, "{text}");
+    // records only: no in-network check ran
+    assert!(!text.contains(r#""check":"network""#), "{text}");
+    assert_eq!(text.matches(r#""kind":"steps""#).count(), 30, "{text}");
     let codes = error_codes(&log);
     assert!(codes.iter().all(|&c| c == 0), "{codes:?}");
+
+    // Keep the step histories only, so that each task tuned has one as its history
+    // best: whether a tuned program measured faster than its default schedule (the
+    // baseline records) is a matter of timings, which a loaded machine decides.
+    let steps: String = text
+        .lines()
+        .filter(|l| !l.contains(r#""kind":"default""#))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(steps.lines().count(), 30, "{steps}");
+    std::fs::write(&log, steps).unwrap();
 
     let run = [&["run"][..], &net, &["--log", log.to_str().unwrap()]].concat();
     let out = ok(tessera(&bin(), &run, &env, &[]));

@@ -648,6 +648,37 @@ impl NDArray {
         })
     }
 
+    /// Writes `arrays` to `path` as a `.npz` file (NumPy's `np.savez`: a zip archive of
+    /// one `NAME.npy` per array, stored uncompressed). Written under a temporary name
+    /// and renamed, so that an interrupted write leaves no half file.
+    pub fn save_npz(path: impl AsRef<Path>, arrays: &[(&str, &NDArray)]) -> Result<(), RuntimeError> {
+        use std::io::Write;
+        let path = path.as_ref();
+        let err = |e: std::io::Error| RuntimeError::Npy {
+            path: path.to_path_buf(),
+            source: NpyError::Io(e),
+        };
+        let zip_err = |e: zip::result::ZipError| err(std::io::Error::other(e));
+        let tmp = path.with_extension(format!("npz.tmp{}", std::process::id()));
+        let file = std::fs::File::create(&tmp).map_err(err)?;
+        let mut zip = zip::ZipWriter::new(file);
+        let options = zip::write::SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Stored)
+            .large_file(true);
+        let written = (|| {
+            for (name, a) in arrays {
+                zip.start_file(format!("{name}.npy"), options).map_err(zip_err)?;
+                zip.write_all(&a.to_npy_bytes()).map_err(err)?;
+            }
+            zip.finish().map_err(zip_err)?.sync_all().map_err(err)
+        })();
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
+        }
+        std::fs::rename(&tmp, path).map_err(err)
+    }
+
     /// Reads a `.npy` file.
     pub fn load_npy(path: impl AsRef<Path>) -> Result<NDArray, RuntimeError> {
         let path = path.as_ref();

@@ -1,6 +1,5 @@
 //! The time evaluator: TVM's defaults, growth of `number`, repeats, statistics, print.
 
-use std::time::Duration;
 use tessera_runtime::{next_number, Stats, TimeEvaluator, TimeResult};
 
 #[test]
@@ -35,6 +34,11 @@ fn calls_warm_up_plus_number_times_repeat() {
     assert!(r.results.iter().all(|&s| s >= 0.0));
 }
 
+/// The growth rule over a clock of known readings (`evaluate_with`): a repeat shorter
+/// than `min_repeat_ms` is run again with a larger `number`, the grown `number` is kept
+/// for the later repeats, and each result is the repeat's time per call. (Over the
+/// wall clock, whether a call measures under `min_repeat_ms` is the machine's
+/// business.)
 #[test]
 fn min_repeat_ms_grows_number() {
     let ev = TimeEvaluator {
@@ -42,18 +46,56 @@ fn min_repeat_ms_grows_number() {
         min_repeat_ms: 20.0,
         ..Default::default()
     };
+    // every call takes 2^-10 s (0.977 ms)
+    let per_call = 1.0 / 1024.0;
+    let mut calls = Vec::new();
     let r = ev
-        .evaluate(|| {
-            std::thread::sleep(Duration::from_millis(1));
-            Ok::<(), ()>(())
+        .evaluate_with(|n| {
+            calls.push(n);
+            Ok::<f64, ()>(n as f64 * per_call)
         })
         .unwrap();
+    // the warm-up; 1 call (short of 20 ms), then next_number(1, 0.977, 20) = 21 calls
+    // (20.5 ms); the later repeats start at 21
+    assert_eq!(calls, vec![1, 1, 21, 21, 21]);
+    assert_eq!(r.number, 21);
     assert_eq!(r.results.len(), 3);
-    assert!(r.number > 1, "{r:?}");
-    // Each repeat lasted at least min_repeat_ms at the final number... roughly: the
-    // per-call time is about 1 ms, and number calls took >= 20 ms.
-    assert!(r.number as f64 * r.max_ms() >= 20.0, "{r:?}");
-    assert!(r.min_ms() >= 1.0, "{r}");
+    assert!(
+        r.results.iter().all(|&s| (s - per_call).abs() < 1e-15),
+        "{r:?}"
+    );
+
+    // readings that fall short twice: the golden ratio grows `number` past the
+    // estimate, and a later repeat that falls short grows it again
+    let readings_ms = [5.0, 1.5, 19.0, 25.0, 7.0, 40.0, 30.0];
+    let mut calls = Vec::new();
+    let r = ev
+        .evaluate_with(|n| {
+            let ms = readings_ms[calls.len()];
+            calls.push(n);
+            Ok::<f64, ()>(ms * 1e-3)
+        })
+        .unwrap();
+    // the warm-up (5 ms); next_number(1, 1.5, 20) = max(14.3, 1.6) = 14;
+    // next_number(14, 19, 20) = max(15.7, 22.65) = 22, which reaches 20 ms; the second
+    // repeat falls short at 22 calls: next_number(22, 7, 20) = max(63.9, 35.6) = 63
+    assert_eq!(calls, vec![1, 1, 14, 22, 22, 63, 63]);
+    assert_eq!(r.number, 63);
+    let expected = [25.0 / 22.0, 40.0 / 63.0, 30.0 / 63.0];
+    assert_eq!(r.results.len(), 3);
+    for (got, want) in r.results.iter().zip(expected) {
+        assert!((got * 1e3 - want).abs() < 1e-12, "{r:?}");
+    }
+
+    // without min_repeat_ms, number stays
+    let mut calls = Vec::new();
+    let r = TimeEvaluator::new(4, 2, 0.0)
+        .evaluate_with(|n| {
+            calls.push(n);
+            Ok::<f64, ()>(1e-9)
+        })
+        .unwrap();
+    assert_eq!((calls, r.number), (vec![1, 4, 4], 4));
 }
 
 #[test]

@@ -80,6 +80,47 @@ impl Default for MeasureOptions {
     }
 }
 
+/// The temporary folders of this process's measurements (`tessera-measure-*`, its
+/// builds and job files; `tessera-reference-*`), removed when their owner is dropped,
+/// and by [`remove_scratch_dirs`] when the process is interrupted (a signal handler
+/// exits without running destructors).
+static SCRATCH: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+/// A temporary folder registered in [`SCRATCH`] while it lives.
+#[derive(Debug)]
+struct ScratchDir(tempfile::TempDir);
+
+impl ScratchDir {
+    fn new(prefix: &str) -> std::io::Result<ScratchDir> {
+        let dir = tempfile::Builder::new().prefix(prefix).tempdir()?;
+        SCRATCH
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(dir.path().to_path_buf());
+        Ok(ScratchDir(dir))
+    }
+    fn path(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let mut dirs = SCRATCH.lock().unwrap_or_else(|e| e.into_inner());
+        dirs.retain(|d| d != self.0.path());
+    }
+}
+
+/// Removes every measurement folder this process still has (for an interrupt handler,
+/// just before the process exits: the runners, in the same process group, are ended
+/// by the same signal).
+pub fn remove_scratch_dirs() {
+    let dirs = std::mem::take(&mut *SCRATCH.lock().unwrap_or_else(|e| e.into_inner()));
+    for d in dirs {
+        let _ = std::fs::remove_dir_all(d);
+    }
+}
+
 /// One candidate: a lowered function, or why it could not be instantiated.
 #[derive(Clone, Debug)]
 pub struct Candidate {
@@ -88,7 +129,7 @@ pub struct Candidate {
 
 /// Expected outputs of a task on the runner's seeded inputs.
 pub struct Reference {
-    _dir: tempfile::TempDir,
+    _dir: ScratchDir,
     expected: Vec<PathBuf>,
     seed: u64,
     /// The check's absolute tolerance as a fraction of the largest expected magnitude
@@ -115,10 +156,7 @@ impl Reference {
             host = CpuBackend::new(Target::cpu());
             &host
         };
-        let dir = tempfile::Builder::new()
-            .prefix("tessera-reference-")
-            .tempdir()
-            .map_err(|e| err(&e))?;
+        let dir = ScratchDir::new("tessera-reference-").map_err(|e| err(&e))?;
         let artifact = backend.build(func, dir.path()).map_err(|e| err(&e))?;
         let module = Module::load(&artifact).map_err(|e| err(&e))?;
         let mut args = make_args(&artifact.params, seed, num_outputs).map_err(|e| err(&e))?;
@@ -148,7 +186,7 @@ pub struct Measurer {
     backend: Arc<dyn Backend>,
     opts: MeasureOptions,
     runner: PathBuf,
-    dir: tempfile::TempDir,
+    dir: ScratchDir,
     consecutive_errors: usize,
     report: Box<dyn FnMut(&str) + Send>,
     batches: usize,
@@ -236,10 +274,7 @@ impl Measurer {
         opts: MeasureOptions,
     ) -> Result<Measurer, MeasureError> {
         let runner = find_runner(opts.runner.as_deref())?;
-        let dir = tempfile::Builder::new()
-            .prefix("tessera-measure-")
-            .tempdir()
-            .map_err(|e| MeasureError::Io(e.to_string()))?;
+        let dir = ScratchDir::new("tessera-measure-").map_err(|e| MeasureError::Io(e.to_string()))?;
         backend.set_build_timeout(opts.build_timeout);
         Ok(Measurer {
             backend: Arc::from(backend),

@@ -149,6 +149,19 @@ pub fn check_in_network(
     target: &str,
     opts: &CheckOptions,
 ) -> Result<Vec<NetworkCheck>, GraphError> {
+    check_in_network_with(tuned, default, best, target, opts, &mut |_, _| {})
+}
+
+/// [`check_in_network`], calling `progress(done, total)` after each round (for a
+/// command's progress bar: the check takes seconds).
+pub fn check_in_network_with(
+    tuned: &mut GraphModule,
+    default: &mut GraphModule,
+    best: &ApplyHistoryBest,
+    target: &str,
+    opts: &CheckOptions,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<Vec<NetworkCheck>, GraphError> {
     let keys: Vec<String> = tuned
         .step_workload_keys()
         .into_iter()
@@ -199,6 +212,7 @@ pub fn check_in_network(
             times[i].0.push(sum(&t));
             times[i].1.push(sum(&d));
         }
+        progress(round + 1, rounds);
     }
     let timestamp = crate::types::now();
     Ok(checked

@@ -82,7 +82,11 @@ fn hang(name: &str) -> PrimFunc {
 
 fn fast_opts() -> MeasureOptions {
     MeasureOptions {
-        run_timeout: Duration::from_secs(3),
+        // A good kernel's run (a runner process started, the kernel loaded, run five
+        // times and checked) takes milliseconds, and must not reach the timeout on a
+        // fully loaded machine either; the hanging kernel (2^36 dependent additions
+        // per element) still does.
+        run_timeout: Duration::from_secs(10),
         timer: TimerConfig {
             number: 2,
             repeat: 2,
@@ -149,7 +153,10 @@ fn each_fault_is_its_candidates_error_and_the_batch_goes_on() {
         .contains("split factor 3"));
     for good in [&rs[0], &rs[5]] {
         assert_eq!(good.costs.len(), 2);
-        assert!(good.costs.iter().all(|&c| c > 0.0 && c < 1.0), "{good:?}");
+        assert!(
+            good.costs.iter().all(|&c| c.is_finite() && c > 0.0),
+            "{good:?}"
+        );
     }
     // (which of the two good kernels is faster is not asserted: on a 64×64 matmul timed
     // for a few microseconds, a loaded machine decides it, and it once did)

@@ -162,20 +162,43 @@ pub struct ImportOptions {
     /// Shapes for inputs whose shape is symbolic (or to override it); symbolic dimensions
     /// without an entry here become 1.
     pub input_shapes: HashMap<String, Vec<i64>>,
+    /// Shapes of the values a caller will feed (`tessera run --input NAME=FILE`): used
+    /// for an input with symbolic dimensions that `input_shapes` does not set, where
+    /// the rank agrees and the static dimensions match (a static mismatch is left for
+    /// the caller's own check of its values).
+    pub value_shapes: HashMap<String, Vec<i64>>,
 }
 
 /// Reads and imports an ONNX file (external data is looked up next to it).
 pub fn load(path: &Path, options: &ImportOptions) -> Result<Graph, GraphError> {
+    load_reporting(path, options).map(|(g, _)| g)
+}
+
+/// [`load`], with the import's warnings (each symbolic input dimension given the
+/// value 1, naming the `--shape` that sets it).
+pub fn load_reporting(
+    path: &Path,
+    options: &ImportOptions,
+) -> Result<(Graph, Vec<String>), GraphError> {
     let bytes = std::fs::read(path).map_err(|source| GraphError::Io {
         path: path.display().to_string(),
         source,
     })?;
     let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
-    import(&bytes, &dir, options)
+    import_reporting(&bytes, &dir, options)
 }
 
 /// Imports a serialized `ModelProto`; `base_dir` is where external data files are.
 pub fn import(bytes: &[u8], base_dir: &Path, options: &ImportOptions) -> Result<Graph, GraphError> {
+    import_reporting(bytes, base_dir, options).map(|(g, _)| g)
+}
+
+/// [`import`], with the import's warnings (see [`load_reporting`]).
+pub fn import_reporting(
+    bytes: &[u8],
+    base_dir: &Path,
+    options: &ImportOptions,
+) -> Result<(Graph, Vec<String>), GraphError> {
     let model = proto::ModelProto::decode(bytes)
         .map_err(|e| err(format!("not a valid ONNX model: {e}")))?;
     let opset = model
@@ -206,11 +229,32 @@ pub fn import(bytes: &[u8], base_dir: &Path, options: &ImportOptions) -> Result<
         let c = imp.g.constant(t.name(), v);
         imp.values.insert(t.name().to_string(), c);
     }
+    // every shape given must name an input of the model
+    let real_inputs: Vec<&proto::ValueInfoProto> = graph
+        .input
+        .iter()
+        .filter(|vi| !imp.values.contains_key(vi.name()))
+        .collect();
+    let mut given: Vec<&String> = options.input_shapes.keys().collect();
+    given.sort();
+    for name in given {
+        if !real_inputs.iter().any(|vi| vi.name() == name) {
+            let names: Vec<String> = real_inputs
+                .iter()
+                .map(|vi| format!("`{}` {}", vi.name(), declared_shape(vi)))
+                .collect();
+            return Err(err(format!(
+                "a shape was given for `{name}`, which is not an input of the model (its inputs: {})",
+                names.join(", ")
+            )));
+        }
+    }
+    let mut warnings = Vec::new();
     for vi in &graph.input {
         if imp.values.contains_key(vi.name()) {
             continue; // an initializer listed as an input (older exporters)
         }
-        let ty = input_type(vi, options)?;
+        let ty = input_type(vi, options, &mut warnings)?;
         let n = imp.g.input(vi.name(), ty);
         imp.values.insert(vi.name().to_string(), n);
     }
@@ -241,12 +285,37 @@ pub fn import(bytes: &[u8], base_dir: &Path, options: &ImportOptions) -> Result<
         dead = removed,
         "imported an ONNX model"
     );
-    Ok(imp.g)
+    Ok((imp.g, warnings))
+}
+
+/// An input's declared shape as ONNX writes it, `[N, 3, 224, 224]` (symbolic dimensions
+/// by their names, unknown ones as `?`).
+fn declared_shape(vi: &proto::ValueInfoProto) -> String {
+    use proto::tensor_shape_proto::dimension::Value;
+    let Some(proto::type_proto::Value::TensorType(t)) =
+        vi.r#type.as_ref().and_then(|t| t.value.as_ref())
+    else {
+        return "(not a tensor)".into();
+    };
+    let dims: Vec<String> = t
+        .shape
+        .as_ref()
+        .map(|s| s.dim.as_slice())
+        .unwrap_or(&[])
+        .iter()
+        .map(|d| match &d.value {
+            Some(Value::DimValue(v)) => v.to_string(),
+            Some(Value::DimParam(p)) if !p.is_empty() => p.clone(),
+            _ => "?".into(),
+        })
+        .collect();
+    format!("[{}]", dims.join(", "))
 }
 
 fn input_type(
     vi: &proto::ValueInfoProto,
     options: &ImportOptions,
+    warnings: &mut Vec<String>,
 ) -> Result<TensorType, GraphError> {
     let name = vi.name();
     let Some(proto::type_proto::Value::TensorType(t)) =
@@ -260,17 +329,60 @@ fn input_type(
             t.elem_type()
         ))
     })?;
+    let dims = t.shape.as_ref().map(|s| s.dim.as_slice()).unwrap_or(&[]);
     if let Some(s) = options.input_shapes.get(name) {
+        if t.shape.is_some() && s.len() != dims.len() {
+            return Err(err(format!(
+                "the shape given for input `{name}` has {} dimensions, but the model declares \
+                 {} ({})",
+                s.len(),
+                dims.len(),
+                declared_shape(vi)
+            )));
+        }
         return Ok(TensorType::new(s, dtype));
     }
-    let dims = t.shape.as_ref().map(|s| s.dim.as_slice()).unwrap_or(&[]);
+    let static_dim = |d: &proto::tensor_shape_proto::Dimension| match &d.value {
+        Some(proto::tensor_shape_proto::dimension::Value::DimValue(v)) if *v > 0 => Some(*v),
+        _ => None,
+    };
+    if let Some(s) = options.value_shapes.get(name) {
+        let fits = s.len() == dims.len()
+            && dims
+                .iter()
+                .zip(s)
+                .all(|(d, &v)| static_dim(d).is_none_or(|x| x == v));
+        if fits && dims.iter().any(|d| static_dim(d).is_none()) {
+            return Ok(TensorType::new(s, dtype));
+        }
+    }
+    let mut symbolic = Vec::new();
     let shape: Vec<i64> = dims
         .iter()
-        .map(|d| match &d.value {
+        .enumerate()
+        .map(|(i, d)| match &d.value {
             Some(proto::tensor_shape_proto::dimension::Value::DimValue(v)) if *v > 0 => *v,
-            _ => 1,
+            Some(proto::tensor_shape_proto::dimension::Value::DimParam(p)) if !p.is_empty() => {
+                symbolic.push(format!("{i} (`{p}`)"));
+                1
+            }
+            _ => {
+                symbolic.push(format!("{i}"));
+                1
+            }
         })
         .collect();
+    if !symbolic.is_empty() {
+        let example: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+        warnings.push(format!(
+            "input `{name}` {} has symbolic dimension{} {}, taken as 1: give the shape with \
+             --shape {name}={}",
+            declared_shape(vi),
+            if symbolic.len() > 1 { "s" } else { "" },
+            symbolic.join(", "),
+            example.join(",")
+        ));
+    }
     Ok(TensorType::new(&shape, dtype))
 }
 
