@@ -147,7 +147,10 @@ fn shell_words(words: &[String]) -> String {
     words
         .iter()
         .map(|w| {
-            if !w.is_empty() && w.chars().all(|c| c.is_ascii_alphanumeric() || "-_=.,/:@+".contains(c)) {
+            if !w.is_empty()
+                && w.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_=.,/:@+".contains(c))
+            {
                 w.clone()
             } else {
                 format!("'{}'", w.replace('\'', r"'\''"))

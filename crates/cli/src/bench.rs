@@ -54,7 +54,6 @@ mod imp {
     use tessera_backends::{Backend, CpuBackend, Target};
     use tessera_runtime::{Module, NDArray, TimeEvaluator};
     use tessera_te::catalog::{OpAttrs, OpSpec};
-    use tessera_te::lower;
     use tessera_te::schedules::CpuParams;
 
     /// Which build of our schedule to time.
@@ -286,31 +285,21 @@ mod imp {
         log: &std::path::Path,
         threads: usize,
     ) -> Result<()> {
-        use tessera_search::state::State;
-        use tessera_search::ScheduleDesc;
         let dims = crate::tune::parse_dims(shape)?;
         // the workload `tessera tune --op` tunes with the same flags
         let spec = OpSpec::new(op, &dims, attrs.attrs()?)?;
         let dag = spec.dag()?;
-        let key = dag.workload_key();
         let loaded = crate::records::load_warn(log)?;
         // the history best among the step histories (the median of each one's
         // measurements, as `tessera run --log` chooses)
-        let best =
-            tessera_search::record::best_of(loaded.records.iter().filter(|r| {
-                r.workload_key == key && matches!(r.schedule, ScheduleDesc::Steps { .. })
-            }))
-            .with_context(|| {
-                format!(
-                    "{}: no successful step history for {op} {shape}",
-                    log.display()
-                )
-            })?;
-        let ScheduleDesc::Steps { steps } = &best.schedule else {
-            unreachable!("filtered to step histories")
-        };
-        let replayed = State::from_json(&dag, steps)?.replay()?;
-        let func = lower(&replayed.schedule, &replayed.args, "tuned")?;
+        let (func, best) =
+            tessera_search::state::best_program(&dag, &loaded.records, "cpu", "tuned")?
+                .with_context(|| {
+                    format!(
+                        "{}: no successful step history for {op} {shape}",
+                        log.display()
+                    )
+                })?;
         let (ins, outs) = spec.tensors()?;
         let out = outs.first().context("the operator has no output")?;
         let inputs: Vec<NDArray> = ins

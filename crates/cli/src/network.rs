@@ -356,7 +356,7 @@ fn compile_for(
     };
     let s = compiled.summary();
     say!(
-        "built `{}` for `{target}`: {} fused groups, {} kernels compiled in {:.1} s; \
+        "built `{}` for `{target}`: {} fused groups, {} kernels generated and built in {:.1} s; \
          intermediate memory {:.1} MiB (without reuse {:.1} MiB)",
         plan.base().name,
         s.groups,
@@ -386,7 +386,7 @@ pub fn compile(args: CompileArgs) -> Result<()> {
 /// The network to run: the module file of `--module`, or the network compiled now.
 fn module_to_run(args: &RunArgs, inputs: &[(String, NDArray)]) -> Result<GraphModule> {
     let Some(path) = &args.module else {
-        return load(compile_for(&args.net, args.log.as_deref(), inputs)?);
+        return load_timed(compile_for(&args.net, args.log.as_deref(), inputs)?);
     };
     let compiled = CompiledNetwork::read(path)?;
     if args.net.target_given() {
@@ -407,7 +407,20 @@ fn module_to_run(args: &RunArgs, inputs: &[(String, NDArray)]) -> Result<GraphMo
         compiled.summary().groups,
         compiled.summary().kernels
     );
-    load(compiled)
+    load_timed(compiled)
+}
+
+/// [`load`], saying how long it took: a device whose driver compiles the kernels itself
+/// (OpenCL) does so here, not in the build before.
+fn load_timed(compiled: CompiledNetwork) -> Result<GraphModule> {
+    let start = std::time::Instant::now();
+    let target = compiled.target().clone();
+    let m = load(compiled)?;
+    say!(
+        "loaded onto the device of `{target}` in {:.1} s (a driver that compiles the kernels itself, as OpenCL's, does it here)",
+        start.elapsed().as_secs_f64()
+    );
+    Ok(m)
 }
 
 /// The workload keys a log's records can apply to in a build of `net` for `target`:
@@ -905,7 +918,12 @@ fn save_outputs(path: &std::path::Path, outputs: &[NDArray]) -> Result<()> {
         let names: Vec<String> = (0..outputs.len()).map(|i| format!("output_{i}")).collect();
         let arrays: Vec<(&str, &NDArray)> = names.iter().map(String::as_str).zip(outputs).collect();
         NDArray::save_npz(path, &arrays)?;
-        say!("wrote {} ({} outputs: {})", path.display(), outputs.len(), names.join(", "));
+        say!(
+            "wrote {} ({} outputs: {})",
+            path.display(),
+            outputs.len(),
+            names.join(", ")
+        );
         return Ok(());
     }
     if outputs.len() > 1 {

@@ -81,6 +81,12 @@ pub struct OpArgs {
     /// Timing: flush the CPU cache before each repeat.
     #[arg(long)]
     pub cache_flush: bool,
+    /// Build the history best of this record log (the step history with the lowest
+    /// median for this operator's workload on the target, as `tessera run --log`
+    /// chooses) instead of the default schedule; without one, the default, with a
+    /// warning that says why.
+    #[arg(long, value_name = "FILE", conflicts_with = "schedule")]
+    pub log: Option<std::path::PathBuf>,
     /// Build the kernel into this folder and stop: the target's compiler runs (NVRTC
     /// for `cuda`), no device is opened and nothing runs. For a target whose device is
     /// not on this machine.
@@ -166,6 +172,46 @@ impl OpAttrArgs {
 fn spec_of(a: &OpArgs) -> Result<OpSpec> {
     let name = a.op.as_deref().context("no operator given (see --list)")?;
     Ok(OpSpec::new(name, &a.shape, a.attrs.attrs()?)?)
+}
+
+/// The history best of `log` for the operator (its name for the report), else the
+/// default schedule with a warning that says why the log had nothing for it.
+fn from_log(
+    spec: &OpSpec,
+    dag: &ComputeDag,
+    log: &std::path::Path,
+    target: &tessera_backends::Target,
+    hw: &HardwareParams,
+) -> Result<(PrimFunc, String)> {
+    let loaded = crate::records::load_warn(log)?;
+    let target_str = target.to_string();
+    let best = tessera_search::state::best_program(dag, &loaded.records, &target_str, &spec.name)
+        .with_context(|| format!("applying the history best of {}", log.display()))?;
+    if let Some((func, record)) = best {
+        let name = format!(
+            "history best of {} (measured at {:.4} ms)",
+            log.display(),
+            record.result.mean_cost() * 1e3
+        );
+        return Ok((func, name));
+    }
+    let key = dag.workload_key();
+    let why = tessera_search::record::why_nothing_applies(&loaded.records, &[key], &target_str)
+        .unwrap_or_else(|| {
+            "it has no successful step history for this workload (template configurations \
+             apply with `tessera run --log`)"
+                .into()
+        });
+    eprintln!(
+        "warning: nothing of {} applies to {} {:?}: {why}; the default schedule is built",
+        log.display(),
+        spec.name,
+        spec.shape
+    );
+    Ok((
+        make_func(spec, ScheduleKind::Default, hw)?,
+        "default".into(),
+    ))
 }
 
 fn make_func(spec: &OpSpec, kind: ScheduleKind, hw: &HardwareParams) -> Result<PrimFunc> {
@@ -326,6 +372,8 @@ struct Report<'a> {
     spec: &'a OpSpec,
     target: String,
     target_kind: String,
+    /// Which schedule was built: `default`, `naive`, or the history best of a log.
+    schedule: String,
     dag: &'a ComputeDag,
     func: &'a PrimFunc,
     source: &'a str,
@@ -349,7 +397,7 @@ impl Report<'_> {
             "op": self.spec.name,
             "shape": self.spec.shape,
             "target": self.target,
-            "schedule": format!("{:?}", self.a.schedule).to_lowercase(),
+            "schedule": self.schedule,
             "workload_key": self.dag.workload_key(),
             "flops": self.dag.flop_count(),
             "correct": self.correct.as_ref().map(|c| c.is_ok()),
@@ -390,11 +438,11 @@ impl Report<'_> {
         }
         let shape: Vec<String> = self.spec.shape.iter().map(|d| d.to_string()).collect();
         println!(
-            "{} {} on `{}`, {:?} schedule",
+            "{} {} on `{}`, {} schedule",
             self.spec.name,
             shape.join("x"),
             self.target,
-            self.a.schedule
+            self.schedule
         );
         let against = self.checked_against;
         match &self.correct {
@@ -429,7 +477,13 @@ pub fn run(a: OpArgs) -> Result<()> {
     let backend = registry.backend_for(&target)?;
     let hw = backend.hardware_params().clone();
     let dag = spec.dag()?;
-    let func = make_func(&spec, a.schedule, &hw)?;
+    let (func, schedule) = match &a.log {
+        Some(log) => from_log(&spec, &dag, log, &target, &hw)?,
+        None => (
+            make_func(&spec, a.schedule, &hw)?,
+            format!("{:?}", a.schedule).to_lowercase(),
+        ),
+    };
     if let Some(dir) = &a.emit {
         return emit(&a, backend.as_ref(), &func, dir);
     }
@@ -464,6 +518,7 @@ pub fn run(a: OpArgs) -> Result<()> {
         spec: &spec,
         target: target.to_string(),
         target_kind: target.kind.name().to_string(),
+        schedule,
         dag: &dag,
         func: &func,
         source: &source,

@@ -140,6 +140,13 @@ impl TrackerClient {
         };
         let mut g = self.grpc.clone();
         let r = self.call(wait + self.timeout, async move { g.r#match(req).await })?;
+        tracing::info!(
+            tracker = %self.addr,
+            key,
+            server = %r.server_id,
+            addr = %r.addr,
+            "the tracker lent a server"
+        );
         Ok(Lease {
             addr: r.addr,
             server_id: r.server_id,

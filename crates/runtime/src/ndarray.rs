@@ -651,7 +651,10 @@ impl NDArray {
     /// Writes `arrays` to `path` as a `.npz` file (NumPy's `np.savez`: a zip archive of
     /// one `NAME.npy` per array, stored uncompressed). Written under a temporary name
     /// and renamed, so that an interrupted write leaves no half file.
-    pub fn save_npz(path: impl AsRef<Path>, arrays: &[(&str, &NDArray)]) -> Result<(), RuntimeError> {
+    pub fn save_npz(
+        path: impl AsRef<Path>,
+        arrays: &[(&str, &NDArray)],
+    ) -> Result<(), RuntimeError> {
         use std::io::Write;
         let path = path.as_ref();
         let err = |e: std::io::Error| RuntimeError::Npy {
@@ -667,7 +670,8 @@ impl NDArray {
             .large_file(true);
         let written = (|| {
             for (name, a) in arrays {
-                zip.start_file(format!("{name}.npy"), options).map_err(zip_err)?;
+                zip.start_file(format!("{name}.npy"), options)
+                    .map_err(zip_err)?;
                 zip.write_all(&a.to_npy_bytes()).map_err(err)?;
             }
             zip.finish().map_err(zip_err)?.sync_all().map_err(err)

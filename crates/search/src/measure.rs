@@ -274,7 +274,8 @@ impl Measurer {
         opts: MeasureOptions,
     ) -> Result<Measurer, MeasureError> {
         let runner = find_runner(opts.runner.as_deref())?;
-        let dir = ScratchDir::new("tessera-measure-").map_err(|e| MeasureError::Io(e.to_string()))?;
+        let dir =
+            ScratchDir::new("tessera-measure-").map_err(|e| MeasureError::Io(e.to_string()))?;
         backend.set_build_timeout(opts.build_timeout);
         Ok(Measurer {
             backend: Arc::from(backend),

@@ -408,9 +408,9 @@ pub fn why_nothing_applies(
     log_keys.sort_unstable();
     log_keys.dedup();
     Some(format!(
-        "none of its {} workloads is one of this network's {} tasks: the log was tuned for \
-         another network, image size, batch size or layout (first inputs in the log: {}; \
-         in this network: {})",
+        "none of its {} workloads is among the {} of this build: the log was tuned for \
+         another network, operator shape, image size, batch size or layout (first inputs \
+         in the log: {}; here: {})",
         log_keys.len(),
         task_keys.len(),
         examples(&mut log_keys.iter().copied()),

@@ -111,6 +111,17 @@ impl OpenClDevice {
         let queue =
             CommandQueue::create_default_with_properties(&context, CL_QUEUE_PROFILING_ENABLE, 0)
                 .map_err(|e| format!("{name}: cannot create a command queue: {e}"))?;
+        let platform = dev
+            .platform()
+            .ok()
+            .and_then(|p| opencl3::platform::Platform::new(p).name().ok())
+            .unwrap_or_else(|| "an unknown platform".into());
+        tracing::info!(
+            device = %dev.name().unwrap_or_default(),
+            vendor = %dev.vendor().unwrap_or_default(),
+            platform = %platform,
+            "opened the OpenCL device"
+        );
         Ok(OpenClDevice {
             name,
             kind,

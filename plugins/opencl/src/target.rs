@@ -19,9 +19,20 @@ pub fn is_mali(target: &Target) -> bool {
     target.option("device") == Some("mali")
 }
 
+/// The `-device` values the OpenCL backend knows (TVM's `opencl -device=…` names
+/// others, which it has no parameters or rules for).
+pub const KNOWN_DEVICES: &[&str] = &["mali"];
+
 /// The hardware parameters of an `opencl` target string.
 pub fn hardware_params(target: &str) -> Result<HardwareParams, String> {
     let t = Target::parse_any(target).map_err(|e| e.to_string())?;
+    if let Some(d) = t.option("device").filter(|d| !KNOWN_DEVICES.contains(d)) {
+        return Err(format!(
+            "{target}: unknown -device `{d}` (known: {}; without -device the first OpenCL \
+             device's own limits are used)",
+            KNOWN_DEVICES.join(", ")
+        ));
+    }
     let mut p = if is_mali(&t) {
         HardwareParams {
             num_cores: 1,
@@ -114,6 +125,11 @@ mod tests {
     fn a_bad_target_string_or_limit_is_an_error() {
         assert!(hardware_params("").is_err());
         assert!(hardware_params("opencl mali").is_err());
+        let e = hardware_params("opencl -device=foo").unwrap_err();
+        assert!(
+            e.contains("unknown -device `foo`") && e.contains("mali"),
+            "{e}"
+        );
         let err = hardware_params("opencl -device=mali -max-threads-per-block=lots").unwrap_err();
         assert!(
             err.contains("max-threads-per-block") && err.contains("lots"),
