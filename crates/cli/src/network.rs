@@ -451,21 +451,18 @@ fn task_keys(
 /// an auto-scheduler log does not throw its step histories (and Winograd) away.
 fn templates_fit_better(net: &NetworkArgs, target: &Target, log: &LoadedLog) -> Result<bool> {
     use tessera_search::ScheduleDesc;
-    let configs: std::collections::HashSet<&str> = log
-        .records
-        .iter()
-        .filter(|r| matches!(r.schedule, ScheduleDesc::Config { .. }))
-        .map(|r| r.workload_key.as_str())
-        .collect();
+    let keys_where = |kind: fn(&ScheduleDesc) -> bool| -> std::collections::HashSet<&str> {
+        log.records
+            .iter()
+            .filter(|r| kind(&r.schedule))
+            .map(|r| r.workload_key.as_str())
+            .collect()
+    };
+    let configs = keys_where(|s| matches!(s, ScheduleDesc::Config { .. }));
     if configs.is_empty() {
         return Ok(false);
     }
-    let steps: std::collections::HashSet<&str> = log
-        .records
-        .iter()
-        .filter(|r| matches!(r.schedule, ScheduleDesc::Steps { .. }))
-        .map(|r| r.workload_key.as_str())
-        .collect();
+    let steps = keys_where(|s| matches!(s, ScheduleDesc::Steps { .. }));
     if steps.is_empty() {
         return Ok(true);
     }

@@ -59,7 +59,9 @@ fn a_hanging_compiler_is_a_build_timeout() {
         rs[0].error_msg.as_deref().unwrap().contains("within 0.5 s"),
         "{rs:?}"
     );
-    assert!(start.elapsed() < Duration::from_secs(10));
+    // the measurer did not wait for the 60 s pass (a generous bound: a loaded machine
+    // may be slow to start the script, never 60 s)
+    assert!(start.elapsed() < Duration::from_secs(45));
 
     // the compiler's pass was killed with it, and its temporary file removed
     let pid = std::fs::read_to_string(&pid_file).unwrap();
