@@ -160,6 +160,22 @@ fn shell_words(words: &[String]) -> String {
         .join(" ")
 }
 
+/// The progress of preparing the tasks (the policies, and with the check each task's
+/// reference outputs), before the first table.
+fn prepare_progress(check: bool) -> tessera_search::session::PrepareProgress {
+    let name = if check {
+        "preparing the tasks (each one's reference outputs for the correctness check)"
+    } else {
+        "preparing the tasks"
+    };
+    let phase = std::sync::Mutex::new(None::<crate::progress::Phase>);
+    tessera_search::session::PrepareProgress(std::sync::Arc::new(move |done, total| {
+        let mut p = phase.lock().unwrap_or_else(|e| e.into_inner());
+        p.get_or_insert_with(|| crate::progress::Phase::new(name, total))
+            .set(done);
+    }))
+}
+
 /// The session's options from the arguments.
 fn session_options(args: &TuneArgs) -> Result<(SessionOptions, PolicyOptions)> {
     let selection = match args.task_scheduler.as_str() {
@@ -186,6 +202,7 @@ fn session_options(args: &TuneArgs) -> Result<(SessionOptions, PolicyOptions)> {
         check: !args.no_check,
         remeasure_top: args.remeasure_top,
         remeasure_runs: args.remeasure_runs,
+        on_prepare: Some(prepare_progress(!args.no_check)),
     };
     let params = [
         ("population", args.population.to_string()),
@@ -276,17 +293,6 @@ pub fn run(args: TuneArgs) -> Result<()> {
     let opts = measure_options(&args, backend.as_ref())?;
     let measurer = Measurer::with_backend(backend, opts)?;
     let strategy = crate::plugins::registry().strategy(&strategy_name(&args)?)?;
-    // the policies and, for the correctness check, each task's reference outputs
-    // (a naive kernel compiled and run per task) come before the first table
-    eprintln!(
-        "preparing {} tasks{}",
-        tasks.len(),
-        if args.no_check {
-            ""
-        } else {
-            ": computing each one's reference outputs for the correctness check"
-        }
-    );
     let rerun: Vec<String> = std::env::args().collect();
     crate::interrupt::set_hint(format!(
         "every measurement so far is in {}; run the same command again to resume from it:\n  {}",

@@ -1,6 +1,6 @@
 //! `tessera tasks` and `tessera run`: a whole network, from the zoo or an ONNX file.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use std::path::PathBuf;
 use tessera_backends::Target;
@@ -325,7 +325,7 @@ pub struct CompileArgs {
 fn compile_for(
     net: &NetworkArgs,
     log: Option<&std::path::Path>,
-    inputs: &[(String, NDArray)],
+    inputs: &[Given],
 ) -> Result<CompiledNetwork> {
     let target = net.target()?;
     let log = match log {
@@ -384,7 +384,7 @@ pub fn compile(args: CompileArgs) -> Result<()> {
 }
 
 /// The network to run: the module file of `--module`, or the network compiled now.
-fn module_to_run(args: &RunArgs, inputs: &[(String, NDArray)]) -> Result<GraphModule> {
+fn module_to_run(args: &RunArgs, inputs: &[Given]) -> Result<GraphModule> {
     let Some(path) = &args.module else {
         return load_timed(compile_for(&args.net, args.log.as_deref(), inputs)?);
     };
@@ -693,8 +693,12 @@ pub(crate) fn benchmark(
 
 /// Sets every input: from its `--input NAME=FILE.npy`, else its `random_input`; an
 /// `--input` naming no input of the network is an error.
+/// An `--input NAME=FILE.npy`: its name and the file's value, or why it could not be
+/// read (said after the name is checked against the network's inputs).
+type Given = (String, std::result::Result<NDArray, String>);
+
 /// The values of `--input NAME=FILE.npy`, read (before anything is compiled).
-fn read_inputs(given: &[String]) -> Result<Vec<(String, NDArray)>> {
+fn read_inputs(given: &[String]) -> Result<Vec<Given>> {
     given
         .iter()
         .map(|s| {
@@ -702,15 +706,15 @@ fn read_inputs(given: &[String]) -> Result<Vec<(String, NDArray)>> {
                 .split_once('=')
                 .with_context(|| format!("--input `{s}`: expected NAME=FILE.npy"))?;
             let value = NDArray::load_npy(file)
-                .with_context(|| format!("reading input `{name}` from {file}"))?;
+                .map_err(|e| format!("reading input `{name}` from {file}: {e}"));
             Ok((name.to_string(), value))
         })
         .collect()
 }
 
-/// Each given input names an input of the network and has its shape and type
-/// (checked before compiling, so that a wrong file costs no compile).
-fn check_inputs(g: &Graph, given: &[(String, NDArray)]) -> Result<()> {
+/// Each given input names an input of the network, was read, and has its shape and
+/// type (checked before compiling, so that a wrong file costs no compile).
+fn check_inputs(g: &Graph, given: &[Given]) -> Result<()> {
     let inputs: Vec<(String, tessera_graph::TensorType)> = g
         .inputs()
         .iter()
@@ -719,10 +723,7 @@ fn check_inputs(g: &Graph, given: &[(String, NDArray)]) -> Result<()> {
     check_given(&inputs, given)
 }
 
-fn check_given(
-    inputs: &[(String, tessera_graph::TensorType)],
-    given: &[(String, NDArray)],
-) -> Result<()> {
+fn check_given(inputs: &[(String, tessera_graph::TensorType)], given: &[Given]) -> Result<()> {
     let listed = || {
         inputs
             .iter()
@@ -730,12 +731,18 @@ fn check_given(
             .collect::<Vec<_>>()
             .join(", ")
     };
-    for (name, value) in given {
-        let Some((_, ty)) = inputs.iter().find(|(n, _)| n == name) else {
+    for (name, _) in given {
+        if !inputs.iter().any(|(n, _)| n == name) {
             bail!(
                 "--input `{name}`: the network has no such input (its inputs: {})",
                 listed()
             );
+        }
+    }
+    for (name, value) in given {
+        let value = value.as_ref().map_err(|e| anyhow!("{e}"))?;
+        let Some((_, ty)) = inputs.iter().find(|(n, _)| n == name) else {
+            continue;
         };
         let shape: Vec<usize> = ty.shape.iter().map(|&d| d as usize).collect();
         if value.shape() != shape.as_slice() || value.dtype() != ty.dtype {
@@ -756,7 +763,7 @@ fn check_given(
     Ok(())
 }
 
-fn set_inputs(m: &mut GraphModule, given: &[(String, NDArray)]) -> Result<()> {
+fn set_inputs(m: &mut GraphModule, given: &[Given]) -> Result<()> {
     let inputs: Vec<(String, tessera_graph::TensorType)> = m
         .inputs()
         .map(|(n, t)| (n.to_string(), t.clone()))
@@ -764,7 +771,8 @@ fn set_inputs(m: &mut GraphModule, given: &[(String, NDArray)]) -> Result<()> {
     check_given(&inputs, given)?;
     for (k, (name, ty)) in inputs.iter().enumerate() {
         let value = match given.iter().find(|(n, _)| n == name) {
-            Some((_, v)) => v.clone(),
+            Some((_, Ok(v))) => v.clone(),
+            Some((_, Err(e))) => bail!("{e}"),
             None => tessera_graph::random_input(ty, k)?,
         };
         m.set_input(name, &value)?;
@@ -850,7 +858,10 @@ pub fn run(mut args: RunArgs) -> Result<()> {
     let inputs = read_inputs(&args.inputs)?;
     args.net.value_shapes = inputs
         .iter()
-        .map(|(n, v)| (n.clone(), v.shape().iter().map(|&d| d as i64).collect()))
+        .filter_map(|(n, v)| {
+            let v = v.as_ref().ok()?;
+            Some((n.clone(), v.shape().iter().map(|&d| d as i64).collect()))
+        })
         .collect();
     let mut m = module_to_run(&args, &inputs)?;
     let s = m.summary();

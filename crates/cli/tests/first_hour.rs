@@ -109,6 +109,7 @@ fn a_tune_shows_its_phases_claims_no_noise_and_is_not_redone() {
         "32",
         "--trials",
         "0",
+        "--no-check",
         "--log",
         log.to_str().unwrap(),
     ];
@@ -368,6 +369,7 @@ fn a_log_of_both_kinds_is_built_per_task_plan() {
     let net = ["--network", "resnet-18", "--image-size", "32"];
     let common = [
         "--simulated-runner",
+        "--no-check",
         "--no-network-check",
         "--remeasure-top",
         "0",
@@ -378,7 +380,7 @@ fn a_log_of_both_kinds_is_built_per_task_plan() {
         &[
             &["tune"][..],
             &net[..],
-            &["--trials", "40", "--per-round", "2"],
+            &["--trials", "8", "--per-round", "2"],
             &common[..],
         ]
         .concat(),

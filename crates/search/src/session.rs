@@ -58,6 +58,20 @@ pub struct SessionOptions {
     pub remeasure_top: usize,
     /// … this many more runs each.
     pub remeasure_runs: usize,
+    /// Called as `TuningSession::new` prepares each task (its policy and, with `check`,
+    /// its reference outputs: a naive kernel compiled and run), with (done, total): the
+    /// seconds before the first table, for a progress line.
+    pub on_prepare: Option<PrepareProgress>,
+}
+
+/// The callback of [`SessionOptions::on_prepare`].
+#[derive(Clone)]
+pub struct PrepareProgress(pub std::sync::Arc<dyn Fn(usize, usize) + Send + Sync>);
+
+impl std::fmt::Debug for PrepareProgress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PrepareProgress(..)")
+    }
 }
 
 /// A failure that stops a session (not one candidate's).
@@ -184,7 +198,11 @@ impl TuningSession {
         let mut states = Vec::with_capacity(tasks.len());
         let mut kept = Vec::with_capacity(tasks.len());
         let mut skipped = Vec::new();
+        let total = tasks.len();
         for (i, t) in tasks.into_iter().enumerate() {
+            if let Some(p) = &opts.on_prepare {
+                (p.0)(i, total);
+            }
             match task_state(&t, i, strategy, options, &measurer, &opts) {
                 Ok(state) => {
                     states.push(state);
@@ -192,6 +210,9 @@ impl TuningSession {
                 }
                 Err(e) => skipped.push(e),
             }
+        }
+        if let Some(p) = &opts.on_prepare {
+            (p.0)(total, total);
         }
         // a task the strategy cannot tune keeps its default schedule; none left is an error
         if kept.is_empty() {
@@ -662,12 +683,18 @@ impl Rounds<'_, '_> {
             return Ok(out);
         }
         let start = std::time::Instant::now();
-        let total = self.tasks.len();
-        for task in 0..self.tasks.len() {
+        let todo: Vec<usize> = (0..self.tasks.len())
+            .filter(|&t| !self.states[t].good.is_empty())
+            .collect();
+        if todo.is_empty() {
+            return Ok(out);
+        }
+        let total = todo.len();
+        for (done, &task) in todo.iter().enumerate() {
             let elapsed = start.elapsed().as_secs_f64();
             self.report
                 .borrow_mut()
-                .phase("re-measuring", task, total, elapsed);
+                .phase("re-measuring", done, total, elapsed);
             let mut leaders: Vec<&(ScheduleDesc, f64)> = self.states[task].good.iter().collect();
             leaders.sort_by(|a, b| a.1.total_cmp(&b.1));
             leaders.truncate(top);

@@ -31,9 +31,24 @@ const MACROS: &[(&str, &str)] = &[
 ];
 
 /// The tracked extensions that the C compiler may use with `-march=mcpu`, read from
-/// the macros it predefines (`cc -march=MCPU -dM -E -x c /dev/null`).
+/// the macros it predefines (`cc -march=MCPU -dM -E -x c /dev/null`); asked once per
+/// compiler and `mcpu` in a process (a runner opens its device for every candidate).
 pub fn march_features(mcpu: &str) -> Result<Vec<&'static str>, BackendError> {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    type Answers = HashMap<(String, String), Result<Vec<&'static str>, BackendError>>;
+    static ASKED: OnceLock<Mutex<Answers>> = OnceLock::new();
     let compiler = find_compiler()?;
+    let asked = ASKED.get_or_init(|| Mutex::new(HashMap::new()));
+    let mut asked = asked.lock().unwrap_or_else(|e| e.into_inner());
+    asked
+        .entry((compiler.clone(), mcpu.to_string()))
+        .or_insert_with(|| ask_compiler(&compiler, mcpu))
+        .clone()
+}
+
+fn ask_compiler(compiler: &str, mcpu: &str) -> Result<Vec<&'static str>, BackendError> {
+    let compiler = compiler.to_string();
     let mut words = compiler.split_whitespace();
     let program = words.next().ok_or_else(|| BackendError::CompilerNotFound {
         tried: "$CC (empty)".into(),
