@@ -293,7 +293,7 @@ mod imp {
         // the history best among the step histories (the median of each one's
         // measurements, as `tessera run --log` chooses)
         let (func, best) =
-            tessera_search::state::best_program(&dag, &loaded.records, "cpu", "tuned")?
+            tessera_search::tasks::best_program(&dag, &loaded.records, "cpu", "tuned")?
                 .with_context(|| {
                     format!(
                         "{}: no successful step history for {op} {shape}",

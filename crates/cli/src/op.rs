@@ -185,7 +185,7 @@ fn from_log(
 ) -> Result<(PrimFunc, String)> {
     let loaded = crate::records::load_warn(log)?;
     let target_str = target.to_string();
-    let best = tessera_search::state::best_program(dag, &loaded.records, &target_str, &spec.name)
+    let best = tessera_search::tasks::best_program(dag, &loaded.records, &target_str, &spec.name)
         .with_context(|| format!("applying the history best of {}", log.display()))?;
     if let Some((func, record)) = best {
         let name = format!(
