@@ -22,7 +22,7 @@ use tessera_te::{lower, placeholder, ComputeDag};
 /// Annotated states compiled per sketch, out of at most `SEEDS` tries (the annotation
 /// rejects most random draws, as in the search: too few threads, too much shared
 /// memory).
-const PER_SKETCH: usize = 24;
+const PER_SKETCH: usize = 12;
 const SEEDS: u64 = 400;
 
 /// Compiles `PER_SKETCH` annotated states of every sketch; returns how many compiled.

@@ -220,7 +220,7 @@ pub(crate) fn check_in_network(
     let slower: Vec<_> = checks.iter().filter(|c| c.default_faster()).collect();
     say!(
         "in-network check: {} tuned groups timed inside whole runs against their default \
-         schedules ({} rounds of {} runs); {} ran faster with the default, which builds \
+         schedules ({} rounds of at most {} runs); {} ran faster with the default, which builds \
          with this log now use",
         checks.len(),
         opts.rounds,
@@ -241,9 +241,11 @@ pub(crate) fn check_in_network(
 }
 
 /// Rounds of the closing comparison, each timing both builds (alternating which goes
-/// first), and the whole runs each side gets per round.
+/// first), and the most whole runs each side gets per round: fewer where a run is long,
+/// so that a side's share of a round stays near `COMPARE_ROUND_MS`.
 const COMPARE_ROUNDS: usize = 5;
 const COMPARE_RUNS: usize = 4;
+const COMPARE_ROUND_MS: f64 = 1000.0;
 
 /// Builds `plan` untuned and with the history best of `log`, times both in alternating
 /// rounds and prints the comparison (the end of both tuning modes): a speed-up only
@@ -254,7 +256,7 @@ pub(crate) fn compare_untuned_and_tuned(
     target: &tessera_backends::Target,
     log: &std::path::Path,
 ) -> Result<serde_json::Value> {
-    use tessera_runtime::timer::{Comparison, Verdict};
+    use tessera_runtime::timer::{alternate, runs_within, Comparison, Side, Verdict};
     let g = plan.base();
     let (mut tuned, applied) = crate::network::build_tuned(plan, target, log)?;
     if applied == 0 {
@@ -267,28 +269,31 @@ pub(crate) fn compare_untuned_and_tuned(
         return Ok(serde_json::json!({ "applied": 0 }));
     }
     let mut untuned = crate::network::build_untuned(plan, target, false)?;
+    let warm_up = std::time::Instant::now();
     for m in [&mut untuned, &mut tuned] {
         m.set_random_inputs()?;
         m.run()?;
     }
-    let ev = TimeEvaluator::new(1, COMPARE_RUNS, 0.0);
+    let one_run_ms = warm_up.elapsed().as_secs_f64() * 1e3 / 2.0;
+    let runs = runs_within(one_run_ms, COMPARE_ROUND_MS, COMPARE_RUNS);
+    let ev = TimeEvaluator::new(1, runs, 0.0);
     let mut phase = crate::progress::Phase::new("comparing untuned and tuned", COMPARE_ROUNDS);
     let (mut a, mut b) = (Vec::new(), Vec::new());
     let mut cmp = Comparison::default();
-    for round in 0..COMPARE_ROUNDS {
-        let (x, y) = if round % 2 == 0 {
-            let x = crate::network::benchmark(&mut untuned, target, &ev)?;
-            (x, crate::network::benchmark(&mut tuned, target, &ev)?)
-        } else {
-            let y = crate::network::benchmark(&mut tuned, target, &ev)?;
-            (crate::network::benchmark(&mut untuned, target, &ev)?, y)
-        };
-        cmp.a.push(x.median_ms());
-        cmp.b.push(y.median_ms());
-        a.extend(x.results);
-        b.extend(y.results);
-        phase.set(round + 1);
-    }
+    alternate(
+        COMPARE_ROUNDS,
+        |side| match side {
+            Side::A => crate::network::benchmark(&mut untuned, target, &ev),
+            Side::B => crate::network::benchmark(&mut tuned, target, &ev),
+        },
+        |round, x, y| {
+            cmp.a.push(x.median_ms());
+            cmp.b.push(y.median_ms());
+            a.extend(x.results);
+            b.extend(y.results);
+            phase.set(round + 1);
+        },
+    )?;
     let (a, b) = (
         TimeResult {
             results: a,
@@ -300,8 +305,9 @@ pub(crate) fn compare_untuned_and_tuned(
         },
     );
     say!(
-        "network `{}`: {applied} distinct fused groups built with tuned schedules (the others: their default schedule, measured faster or untuned); {COMPARE_ROUNDS} alternating rounds of {COMPARE_RUNS} runs each",
-        g.name
+        "network `{}`: {applied} distinct fused groups built with tuned schedules (the others: their default schedule, measured faster or untuned); {COMPARE_ROUNDS} alternating rounds of {runs} run{} each",
+        g.name,
+        if runs == 1 { "" } else { "s" }
     );
     say!(
         "{:>8}  {:>10}  {:>11}  {:>8}",

@@ -208,6 +208,55 @@ impl Stats {
     }
 }
 
+/// One of the two sides of an alternating comparison.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    A,
+    B,
+}
+
+/// Times two programs in `rounds` alternating rounds: `time(Side::A)` then
+/// `time(Side::B)` in even rounds, the other order in odd ones (so that neither side
+/// always runs on the warmer or the quieter machine), and hands each round's two
+/// results to `each(round, a, b)`. Stops at the first error.
+pub fn alternate<T, E>(
+    rounds: usize,
+    mut time: impl FnMut(Side) -> Result<T, E>,
+    mut each: impl FnMut(usize, T, T),
+) -> Result<(), E> {
+    for round in 0..rounds {
+        let (a, b) = if round % 2 == 0 {
+            let a = time(Side::A)?;
+            (a, time(Side::B)?)
+        } else {
+            let b = time(Side::B)?;
+            (time(Side::A)?, b)
+        };
+        each(round, a, b);
+    }
+    Ok(())
+}
+
+/// How many whole runs of a program that took `one_run_ms` fit in `budget_ms`: at least
+/// 1, at most `max_runs`. The rounds of a comparison take whole runs, and a network
+/// that runs for half a second needs one run per round where a 10 ms one needs ten, or
+/// the comparison would take minutes (the same idea as the time evaluator's
+/// `min_repeat_ms`, from the other side).
+pub fn runs_within(one_run_ms: f64, budget_ms: f64, max_runs: usize) -> usize {
+    let max_runs = max_runs.max(1);
+    if !one_run_ms.is_finite() || one_run_ms <= 0.0 || !budget_ms.is_finite() {
+        return max_runs;
+    }
+    let fit = (budget_ms / one_run_ms).floor();
+    if fit < 1.0 {
+        1
+    } else if fit >= max_runs as f64 {
+        max_runs
+    } else {
+        fit as usize
+    }
+}
+
 /// Two programs (`a`, `b`) timed in alternating rounds, each round giving one time per
 /// side (seconds or milliseconds, the same unit on both). On a shared machine the
 /// speed drifts between minutes, so a claim rests on the per-round ratios: `b` is

@@ -240,3 +240,55 @@ fn a_comparison_claims_a_speed_up_only_when_every_round_agrees() {
     // nothing timed
     assert_eq!(Comparison::default().verdict(), Verdict::WithinNoise);
 }
+
+#[test]
+fn alternating_rounds_swap_the_order_and_stop_at_an_error() {
+    use tessera_runtime::timer::{alternate, Side};
+    let mut order = Vec::new();
+    let mut rounds = Vec::new();
+    alternate::<_, ()>(
+        3,
+        |side| {
+            order.push(side);
+            Ok(if side == Side::A { 1 } else { 2 })
+        },
+        |round, a, b| rounds.push((round, a, b)),
+    )
+    .unwrap();
+    use Side::{A, B};
+    assert_eq!(order, [A, B, B, A, A, B]);
+    // each round's results come back as (a, b) whatever the order they ran in
+    assert_eq!(rounds, [(0, 1, 2), (1, 1, 2), (2, 1, 2)]);
+    let mut calls = 0;
+    let r = alternate(
+        4,
+        |side| {
+            calls += 1;
+            if side == Side::B {
+                Err("b failed")
+            } else {
+                Ok(())
+            }
+        },
+        |_, _, _| panic!("no round completes"),
+    );
+    assert_eq!(r, Err("b failed"));
+    assert_eq!(calls, 2);
+}
+
+#[test]
+fn runs_per_round_fit_the_budget_within_their_bounds() {
+    use tessera_runtime::timer::runs_within;
+    // a 10 ms network: 10 runs in 1 s, capped at the most asked for
+    assert_eq!(runs_within(10.0, 1000.0, 10), 10);
+    assert_eq!(runs_within(10.0, 1000.0, 4), 4);
+    // a 300 ms one: 3; a 650 ms one (ResNet-18 on PoCL): one run, never none
+    assert_eq!(runs_within(300.0, 1000.0, 10), 3);
+    assert_eq!(runs_within(650.0, 1000.0, 10), 1);
+    assert_eq!(runs_within(5000.0, 1000.0, 10), 1);
+    // an unusable first time keeps the most
+    for t in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+        assert_eq!(runs_within(t, 1000.0, 10), 10, "{t}");
+    }
+    assert_eq!(runs_within(1.0, 1000.0, 0), 1);
+}

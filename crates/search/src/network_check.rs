@@ -24,6 +24,7 @@ use crate::types::ScheduleDesc;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use tessera_graph::{GraphError, GraphModule};
+use tessera_runtime::timer::{alternate, runs_within, Side};
 
 /// The value of a check line's `check` field.
 pub const NETWORK_CHECK: &str = "network";
@@ -123,8 +124,12 @@ pub fn latest_checks(checks: &[NetworkCheck]) -> BTreeMap<(String, String), &Net
 pub struct CheckOptions {
     /// Rounds, each profiling both builds (their order alternating round to round).
     pub rounds: usize,
-    /// Whole runs per build and round, each step's time averaged over them.
+    /// The most whole runs per build and round, each step's time averaged over them.
     pub runs: usize,
+    /// How long one build's share of a round may take: a network whose warm-up run
+    /// takes longer than `round_ms / runs` gets fewer runs per round (at least one;
+    /// `runtime::timer::runs_within`).
+    pub round_ms: f64,
 }
 
 impl Default for CheckOptions {
@@ -132,6 +137,7 @@ impl Default for CheckOptions {
         CheckOptions {
             rounds: 5,
             runs: 10,
+            round_ms: 1000.0,
         }
     }
 }
@@ -189,31 +195,34 @@ pub fn check_in_network_with(
     }
     tuned.set_random_inputs()?;
     default.set_random_inputs()?;
+    let warm_up = std::time::Instant::now();
     tuned.run()?;
     default.run()?;
+    let one_run_ms = warm_up.elapsed().as_secs_f64() * 1e3 / 2.0;
+    let runs = runs_within(one_run_ms, opts.round_ms, opts.runs);
     let rounds = opts.rounds.max(1);
     let mut times = vec![(Vec::with_capacity(rounds), Vec::with_capacity(rounds)); checked.len()];
-    for round in 0..rounds {
-        let (t, d) = if round % 2 == 0 {
-            let t = tuned.profile(opts.runs)?;
-            (t, default.profile(opts.runs)?)
-        } else {
-            let d = default.profile(opts.runs)?;
-            (tuned.profile(opts.runs)?, d)
-        };
-        for (i, (key, _)) in checked.iter().enumerate() {
-            let sum = |p: &[(String, f64)]| {
-                p.iter()
-                    .zip(&keys)
-                    .filter(|(_, k)| k == key)
-                    .map(|((_, ms), _)| ms)
-                    .sum::<f64>()
-            };
-            times[i].0.push(sum(&t));
-            times[i].1.push(sum(&d));
-        }
-        progress(round + 1, rounds);
-    }
+    alternate(
+        rounds,
+        |side| match side {
+            Side::A => tuned.profile(runs),
+            Side::B => default.profile(runs),
+        },
+        |round, t, d| {
+            for (i, (key, _)) in checked.iter().enumerate() {
+                let sum = |p: &[(String, f64)]| {
+                    p.iter()
+                        .zip(&keys)
+                        .filter(|(_, k)| k == key)
+                        .map(|((_, ms), _)| ms)
+                        .sum::<f64>()
+                };
+                times[i].0.push(sum(&t));
+                times[i].1.push(sum(&d));
+            }
+            progress(round + 1, rounds);
+        },
+    )?;
     let timestamp = crate::types::now();
     Ok(checked
         .into_iter()

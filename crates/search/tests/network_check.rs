@@ -105,7 +105,11 @@ fn the_in_network_check_times_each_tuned_group_and_goes_to_the_log() {
     let device = std::sync::Arc::new(CpuDevice::new());
     let mut tuned = build_on(&g, &backend, device, Some(&hook)).unwrap();
 
-    let opts = CheckOptions { rounds: 3, runs: 3 };
+    let opts = CheckOptions {
+        rounds: 3,
+        runs: 3,
+        ..CheckOptions::default()
+    };
     let checks = check_in_network(&mut tuned, &mut default, &best, "cpu", &opts).unwrap();
     assert_eq!(
         checks.len(),

@@ -3,6 +3,7 @@
 
 mod codegen;
 mod features;
+pub mod kernel_cache;
 
 pub use codegen::{entry_symbol, generate_c, generate_c_for};
 pub use features::{check_host_runs, march_features};
@@ -85,9 +86,15 @@ pub fn find_compiler() -> Result<String, BackendError> {
 /// GCC before 14, the first major version we have not seen it in; clang is unaffected.
 /// `limit` bounds the `--version` call.
 fn workaround_cflags(compiler: &str, limit: std::time::Duration) -> Vec<String> {
+    flags_for_version(&compiler_version(compiler, limit))
+}
+
+/// What `compiler --version` prints (empty when it fails or does not answer within
+/// `limit`), asked once per compiler command and process.
+fn compiler_version(compiler: &str, limit: std::time::Duration) -> String {
     use std::collections::HashMap;
     use std::sync::{Mutex, OnceLock};
-    static CACHE: OnceLock<Mutex<HashMap<String, Vec<String>>>> = OnceLock::new();
+    static CACHE: OnceLock<Mutex<HashMap<String, String>>> = OnceLock::new();
     let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
     let mut cache = cache.lock().unwrap_or_else(|e| e.into_inner());
     cache
@@ -95,11 +102,11 @@ fn workaround_cflags(compiler: &str, limit: std::time::Duration) -> Vec<String> 
         .or_insert_with(|| {
             let mut words = compiler.split_whitespace();
             let Some(program) = words.next() else {
-                return Vec::new();
+                return String::new();
             };
             // A compiler that does not answer within the limit gets no flags (its
             // build then times out on its own).
-            let version = Command::new(program)
+            Command::new(program)
                 .args(words)
                 .arg("--version")
                 .stdin(std::process::Stdio::null())
@@ -113,10 +120,22 @@ fn workaround_cflags(compiler: &str, limit: std::time::Duration) -> Vec<String> 
                         .flatten()
                 })
                 .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-                .unwrap_or_default();
-            flags_for_version(&version)
+                .unwrap_or_default()
         })
         .clone()
+}
+
+/// The host CPU's model name (`/proc/cpuinfo`), or empty where there is none.
+fn cpu_model_name() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_default()
 }
 
 /// The workaround flags for a compiler whose `--version` printed `version`.
@@ -218,25 +237,54 @@ impl Backend for CpuBackend {
         // directory of this build's, removed whatever happens: a killed compiler
         // leaves them behind otherwise.
         let scratch = ScratchDir::new(out_dir, &stem)?;
+        let version_limit = self
+            .timeout
+            .unwrap_or(std::time::Duration::from_secs(5))
+            .min(std::time::Duration::from_secs(5));
+        let mut flags: Vec<String> = [
+            "-O3",
+            &format!("-march={}", self.march()),
+            "-std=gnu11",
+            "-fPIC",
+            "-shared",
+            "-fopenmp",
+        ]
+        .map(String::from)
+        .to_vec();
+        flags.extend(workaround_cflags(&compiler, version_limit));
+        flags.extend(self.extra_cflags.iter().cloned());
+        let cache = kernel_cache::KernelCache::user();
+        let key = cache.as_ref().map(|_| {
+            let version = compiler_version(&compiler, version_limit);
+            // `-march=native` means this host: its extensions (and its model, which
+            // `-mtune=native` tunes for) are part of what was built; read from the CPU,
+            // not asked of the compiler (one more compiler call per process, and a
+            // compiler that hangs would hang here outside the build's timeout)
+            let host = if self.march() == "native" {
+                let features = tessera_target::hardware::host_cpu_features().join(",");
+                format!("{features};{}", cpu_model_name())
+            } else {
+                String::new()
+            };
+            let mut parts = vec![
+                source.as_str(),
+                compiler.as_str(),
+                version.as_str(),
+                host.as_str(),
+            ];
+            parts.extend(flags.iter().map(String::as_str));
+            kernel_cache::KernelCache::key(&parts)
+        });
+        if let (Some(cache), Some(key)) = (&cache, &key) {
+            if cache.fetch(key, &path) {
+                return Ok(self.artifact(func, path, source_path));
+            }
+        }
         let mut cmd = Command::new(program);
         crate::process::own_process_group(&mut cmd);
         cmd.env("TMPDIR", &scratch.0)
             .args(words)
-            .args([
-                "-O3",
-                &format!("-march={}", self.march()),
-                "-std=gnu11",
-                "-fPIC",
-                "-shared",
-                "-fopenmp",
-            ])
-            .args(workaround_cflags(
-                &compiler,
-                self.timeout
-                    .unwrap_or(std::time::Duration::from_secs(5))
-                    .min(std::time::Duration::from_secs(5)),
-            ))
-            .args(&self.extra_cflags)
+            .args(&flags)
             .arg("-o")
             .arg(&tmp_path)
             .arg(&source_path)
@@ -287,15 +335,24 @@ impl Backend for CpuBackend {
         }
         // Publish atomically: a reader never sees a half-written shared object.
         std::fs::rename(&tmp_path, &path).map_err(|e| io_err(&path, e))?;
-        let params = ParamSpec::of(func);
-        Ok(Artifact {
+        if let (Some(cache), Some(key)) = (&cache, &key) {
+            cache.store(key, &path);
+        }
+        Ok(self.artifact(func, path, source_path))
+    }
+}
+
+impl CpuBackend {
+    /// The artifact of `func` built at `path` from `source_path`.
+    fn artifact(&self, func: &PrimFunc, path: PathBuf, source_path: PathBuf) -> Artifact {
+        Artifact {
             device: TargetKind::CPU,
             path,
             source_path,
             entry: entry_symbol(&func.name),
-            params,
+            params: ParamSpec::of(func),
             launch: None,
-        })
+        }
     }
 }
 
