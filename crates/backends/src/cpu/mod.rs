@@ -125,17 +125,21 @@ fn compiler_version(compiler: &str, limit: std::time::Duration) -> String {
         .clone()
 }
 
-/// The host CPU's model name (`/proc/cpuinfo`), or empty where there is none.
-fn cpu_model_name() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, v)| v.trim().to_string())
-        })
-        .unwrap_or_default()
+/// The host CPU's model name (`/proc/cpuinfo`, read once per process), or empty where
+/// there is none.
+fn cpu_model_name() -> &'static str {
+    static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    NAME.get_or_init(|| {
+        std::fs::read_to_string("/proc/cpuinfo")
+            .ok()
+            .and_then(|t| {
+                t.lines()
+                    .find(|l| l.starts_with("model name"))
+                    .and_then(|l| l.split_once(':'))
+                    .map(|(_, v)| v.trim().to_string())
+            })
+            .unwrap_or_default()
+    })
 }
 
 /// The workaround flags for a compiler whose `--version` printed `version`.
