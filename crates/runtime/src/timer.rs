@@ -237,6 +237,14 @@ pub fn alternate<T, E>(
     Ok(())
 }
 
+/// The milliseconds `run` takes, once (for [`runs_within`]: call it after a warm-up run,
+/// since a first run that compiles kernels or uploads weights would say too few runs).
+pub fn time_once_ms<E>(run: impl FnOnce() -> Result<(), E>) -> Result<f64, E> {
+    let start = Instant::now();
+    run()?;
+    Ok(start.elapsed().as_secs_f64() * 1e3)
+}
+
 /// How many whole runs of a program that took `one_run_ms` fit in `budget_ms`: at least
 /// 1, at most `max_runs`. The rounds of a comparison take whole runs, and a network
 /// that runs for half a second needs one run per round where a 10 ms one needs ten, or

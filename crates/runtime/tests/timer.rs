@@ -292,3 +292,16 @@ fn runs_per_round_fit_the_budget_within_their_bounds() {
     }
     assert_eq!(runs_within(1.0, 1000.0, 0), 1);
 }
+
+#[test]
+fn one_timed_run_passes_its_error_on() {
+    use tessera_runtime::timer::time_once_ms;
+    let ms = time_once_ms::<()>(|| {
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        Ok(())
+    })
+    .unwrap();
+    // a lower bound only: a loaded machine may take longer, never less
+    assert!(ms >= 2.0, "{ms}");
+    assert_eq!(time_once_ms(|| Err::<(), _>("failed")), Err("failed"));
+}

@@ -24,7 +24,7 @@ use crate::types::ScheduleDesc;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use tessera_graph::{GraphError, GraphModule};
-use tessera_runtime::timer::{alternate, runs_within, Side};
+use tessera_runtime::timer::{alternate, runs_within, time_once_ms, Side};
 
 /// The value of a check line's `check` field.
 pub const NETWORK_CHECK: &str = "network";
@@ -195,11 +195,14 @@ pub fn check_in_network_with(
     }
     tuned.set_random_inputs()?;
     default.set_random_inputs()?;
-    let warm_up = std::time::Instant::now();
     tuned.run()?;
     default.run()?;
-    let one_run_ms = warm_up.elapsed().as_secs_f64() * 1e3 / 2.0;
-    let runs = runs_within(one_run_ms, opts.round_ms, opts.runs);
+    // timed after the warm-up runs, which may compile kernels or move weights
+    let two_runs_ms = time_once_ms(|| {
+        tuned.run()?;
+        default.run()
+    })?;
+    let runs = runs_within(two_runs_ms / 2.0, opts.round_ms, opts.runs);
     let rounds = opts.rounds.max(1);
     let mut times = vec![(Vec::with_capacity(rounds), Vec::with_capacity(rounds)); checked.len()];
     alternate(
