@@ -12,10 +12,8 @@
 # Why each package:
 # - gcc, libgomp1: the CPU backend compiles the C it generates with the system C
 #   compiler and OpenMP, at run time.
-# - g++, cmake, libclang-dev: the XGBoost cost model. xgboost-rs-sys builds XGBoost's
-#   C++ with cmake and binds it with bindgen (which loads libclang). They are needed
-#   only while building; see ARCHITECTURE.md, "Dependencies", for what dropping them
-#   would cost.
+# Nothing else is needed to build: no dependency has a C or C++ build step (the cost
+# models' gradient-boosted trees are Rust, crates/costmodel/src/gbdt).
 # - (--tests) pocl-opencl-icd, ocl-icd-opencl-dev: PoCL, the CPU's OpenCL device, and
 #   the ICD loader, so that the OpenCL tests run for real without a GPU.
 # - (--tests) python3 with pip, tests/onnx/requirements.txt (onnx, onnxruntime, numpy):
@@ -39,7 +37,7 @@ if ! command -v cargo >/dev/null 2>&1; then
   exit 1
 fi
 
-packages=(gcc g++ libgomp1 cmake libclang-dev)
+packages=(gcc libgomp1)
 if $tests; then
   packages+=(pocl-opencl-icd ocl-icd-opencl-dev python3 python3-pip)
 fi

@@ -97,7 +97,7 @@ pub struct TuneArgs {
     /// `round-robin`.
     #[arg(long, default_value = "gradient")]
     pub(crate) task_scheduler: String,
-    /// Auto-scheduler: the cost model, `xgb` (pack-sum XGBoost) or `random`.
+    /// Auto-scheduler: the cost model, `xgb` (pack-sum gradient-boosted trees, TVM's XGBModel) or `random`.
     #[arg(long, default_value = "xgb")]
     pub(crate) model: String,
     /// Auto-scheduler: members of each generation of the evolutionary search.

@@ -27,13 +27,17 @@ pub enum CostModelError {
     /// `update` was called with no samples.
     #[error("no training samples")]
     NoData,
-    /// `predict` on a model that was never trained (XGBoost). Tuners search at random
+    /// `predict` on a model that was never trained (gradient-boosted trees). Tuners search at random
     /// until the first `update`, as TVM's XGBTuner does.
     #[error("the {model} cost model is not trained yet: call update first")]
     NotTrained { model: &'static str },
-    /// XGBoost refused an operation; its own message.
-    #[error("xgboost: {0}")]
-    Xgboost(String),
+    /// A training parameter out of its range.
+    #[error("cost-model parameter {name} is {value}: expected {expected}")]
+    BadParameter {
+        name: &'static str,
+        value: f64,
+        expected: &'static str,
+    },
     /// Reading or writing a file failed.
     #[error("{}: {source}", path.display())]
     Io {
@@ -44,21 +48,6 @@ pub enum CostModelError {
     /// A saved model's settings file is not what this version writes.
     #[error("{}: {message}", path.display())]
     BadFile { path: PathBuf, message: String },
-}
-
-/// XGBoost's message (its `Display` starts with "XGBoost error: ", which we drop).
-pub(crate) fn xgb_message(e: &xgboost_rs::XGBError) -> String {
-    let text = e.to_string();
-    text.strip_prefix("XGBoost error: ")
-        .unwrap_or(&text)
-        .trim()
-        .to_string()
-}
-
-impl From<xgboost_rs::XGBError> for CostModelError {
-    fn from(e: xgboost_rs::XGBError) -> Self {
-        CostModelError::Xgboost(xgb_message(&e))
-    }
 }
 
 impl CostModelError {

@@ -3,8 +3,11 @@
 //!
 //! - [`CostModel`]: the interface a tuner uses — `update` (retrain on the whole history),
 //!   `predict` (higher is better), `save`/`load`.
-//! - [`XgbModel`]: gradient-boosted trees through `xgboost-rs` with TVM AutoTVM's
-//!   XGBTuner settings and loss types ([`LossType`]: `reg`, `rank`, `rank-binary`).
+//! - [`XgbModel`]: gradient-boosted trees ([`gbdt`]: XGBoost's exact algorithm, in
+//!   Rust) with TVM AutoTVM's XGBTuner settings and loss types ([`LossType`]: `reg`,
+//!   `rank`, `rank-binary`).
+//! - [`PackSumXgb`]: the same trees on the auto-scheduler's per-store rows, TVM Ansor's
+//!   pack-sum model.
 //! - [`RandomModel`]: uniform random scores from a seed (the "random" tuner, and the
 //!   baseline of benchmarks).
 //! - [`features`]: TVM AutoTVM's "itervar", "curve" and "knob" features of a lowered
@@ -14,11 +17,12 @@
 //! maximum, as TVM does (`y / max(y)`).
 //!
 //! A saved model is a small JSON settings file (`{"kind": "xgboost" | "random", …}`) at
-//! the path given; XGBoost's trees go to a sibling file (see [`XgbModel::save`]).
+//! the path given; the trees go to a sibling file (see [`XgbModel::save`]).
 //! [`load_model`] reads either kind back behind a `Box<dyn CostModel>`.
 
 pub mod error;
 pub mod features;
+pub mod gbdt;
 pub mod packsum;
 mod random;
 pub mod store_features;
@@ -49,7 +53,7 @@ pub trait CostModel: Send {
     /// One score per row; higher means faster. An empty batch gives an empty result.
     fn predict(&self, features: &[Vec<f32>]) -> Result<Vec<f32>, CostModelError>;
 
-    /// Writes the model: a JSON settings file at `path` (plus, for XGBoost, its trees in a
+    /// Writes the model: a JSON settings file at `path` (plus, for trees, the trees in a
     /// sibling file).
     fn save(&self, path: &Path) -> Result<(), CostModelError>;
 
@@ -61,7 +65,7 @@ pub trait CostModel: Send {
     /// A short name for logs and tuner tables (`xgb-rank`, `random`, …).
     fn name(&self) -> &str;
 
-    /// Whether `predict` can answer. False for an XGBoost model before its first
+    /// Whether `predict` can answer. False for a trees model before its first
     /// `update`: tuners pick candidates at random until then.
     fn is_trained(&self) -> bool {
         true
@@ -143,8 +147,9 @@ pub(crate) fn check_training(
     Ok(width)
 }
 
-/// The settings file format version written by this crate.
-pub(crate) const SETTINGS_VERSION: u32 = 1;
+/// The settings file format version written by this crate. Version 1 held XGBoost's
+/// own model files (before [`gbdt`]); they do not load (retrain from the tuning log).
+pub(crate) const SETTINGS_VERSION: u32 = 2;
 
 pub(crate) fn read_settings<T: serde::de::DeserializeOwned>(
     path: &Path,

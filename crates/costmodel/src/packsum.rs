@@ -5,20 +5,17 @@
 //! Training (TVM's `pack_sum_square_error`): every row carries its program's label `y`
 //! (a normalized throughput: the task's best cost over this program's cost, 0 for a
 //! failure) and weight `y`; the gradient of row `i` in program `p` is
-//! `(Σ_{j∈p} pred_j − y_p) · y_p`, its hessian `y_p`. Programs are passed to XGBoost
-//! as groups of consecutive rows (the matrix's `group` info), which the objective
-//! reads back; the base objective is `reg:squarederror` with base score 0, so what
-//! `xgboost-rs` hands the objective (the transformed predictions) is the raw margin.
+//! `(Σ_{j∈p} pred_j − y_p) · y_p`, its hessian `y_p`. A program's rows are
+//! consecutive in the training matrix; every margin starts at 0 (TVM's base score).
+//! The trees are this crate's ([`crate::gbdt`]: XGBoost's exact algorithm).
 //!
 //! Parameters are TVM's (depth 10, gamma 0.001, min_child_weight 0, eta 0.2, seed
 //! 43); TVM boosts up to 10000 rounds with early stopping on its own metric, we boost
 //! a fixed number ([`PackSumParams::num_rounds`]).
 
-use crate::error::xgb_message;
+use crate::gbdt::{BoostParams, Forest, GradPair, Matrix, Objective, SplitMix};
 use crate::CostModelError;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use xgboost_rs::{Booster, DMatrix};
 
 /// A model that scores programs given as bags of feature rows (higher is better).
 pub trait ProgramCostModel: Send {
@@ -32,7 +29,7 @@ pub trait ProgramCostModel: Send {
     fn is_trained(&self) -> bool;
 }
 
-/// XGBoost's training parameters for the pack-sum model (TVM's values).
+/// The training parameters of the pack-sum model (TVM's values, XGBoost's names).
 #[derive(Clone, Debug, PartialEq)]
 pub struct PackSumParams {
     pub max_depth: u32,
@@ -41,7 +38,6 @@ pub struct PackSumParams {
     pub eta: f64,
     pub seed: u64,
     pub num_rounds: u32,
-    pub nthread: u32,
 }
 
 impl Default for PackSumParams {
@@ -53,56 +49,51 @@ impl Default for PackSumParams {
             eta: 0.2,
             seed: 43,
             num_rounds: 100,
-            nthread: 2,
         }
     }
 }
 
-/// The pack-sum XGBoost model.
+/// The pack-sum gradient-boosted-trees model.
 pub struct PackSumXgb {
     params: PackSumParams,
-    booster: Option<Booster>,
-    width: Option<usize>,
+    forest: Option<Forest>,
 }
 
 impl PackSumXgb {
     pub fn new(params: PackSumParams) -> Self {
         PackSumXgb {
             params,
-            booster: None,
-            width: None,
+            forest: None,
         }
     }
 
-    fn config(&self) -> HashMap<String, String> {
+    fn boost_params(&self) -> BoostParams {
         let p = &self.params;
-        crate::xgb::booster_config(
-            "reg:squarederror",
-            p.nthread,
-            &[
-                ("base_score", "0".to_string()),
-                ("max_depth", p.max_depth.to_string()),
-                ("gamma", p.gamma.to_string()),
-                ("min_child_weight", p.min_child_weight.to_string()),
-                ("eta", p.eta.to_string()),
-                ("seed", p.seed.to_string()),
-            ],
-        )
+        BoostParams {
+            max_depth: p.max_depth,
+            gamma: p.gamma,
+            min_child_weight: p.min_child_weight,
+            subsample: 1.0,
+            eta: p.eta,
+            lambda: 1.0,
+            alpha: 0.0,
+            seed: p.seed,
+        }
     }
 }
 
-/// The rows of `programs` as one matrix (programs without rows are left out) and the
-/// number of rows of each program.
-fn pack(
-    programs: &[Vec<Vec<f32>>],
-    nthread: u32,
-) -> Result<(DMatrix, Vec<u32>, usize), CostModelError> {
+/// The rows of `programs` as one flat row-major vector (programs without rows add
+/// none), the number of rows of each program and the row width.
+fn pack(programs: &[Vec<Vec<f32>>]) -> Result<(Vec<f32>, Vec<u32>, usize), CostModelError> {
     let width = programs
         .iter()
         .flatten()
         .map(Vec::len)
         .next()
         .ok_or(CostModelError::NoData)?;
+    if width == 0 {
+        return Err(CostModelError::EmptyFeatures);
+    }
     let mut flat = Vec::new();
     let mut sizes = Vec::with_capacity(programs.len());
     for (p, rows) in programs.iter().enumerate() {
@@ -118,29 +109,24 @@ fn pack(
         }
         sizes.push(rows.len() as u32);
     }
-    let n_rows = flat.len() / width;
-    let f = std::mem::size_of::<f32>();
-    let m = DMatrix::from_col_major_f32(
-        &flat,
-        width * f,
-        f,
-        n_rows,
-        width,
-        nthread.max(1) as i32,
-        f32::NAN,
-    )?;
-    Ok((m, sizes, width))
+    Ok((flat, sizes, width))
 }
 
-/// TVM's `pack_sum_square_error` over the groups of `dtrain` (one per program).
-pub fn pack_sum_objective(preds: &[f32], dtrain: &DMatrix) -> (Vec<f32>, Vec<f32>) {
-    let ptr = dtrain.get_group().map(<[u32]>::to_vec).unwrap_or_default();
-    let labels = dtrain.get_labels().map(<[f32]>::to_vec).unwrap_or_default();
-    let weights = dtrain
-        .get_weights()
-        .map(<[f32]>::to_vec)
-        .unwrap_or_default();
-    pack_sum_gradient(preds, &ptr, &labels, &weights)
+/// TVM's `pack_sum_square_error` as an objective: programs are the row ranges
+/// `ptr[p]..ptr[p+1]`, each with its label and weight.
+struct PackSum {
+    ptr: Vec<u32>,
+    row_labels: Vec<f32>,
+    weights: Vec<f32>,
+}
+
+impl Objective for PackSum {
+    fn gradients(&mut self, margins: &[f32], out: &mut [GradPair], _: &mut SplitMix) {
+        let (grad, hess) = pack_sum_gradient(margins, &self.ptr, &self.row_labels, &self.weights);
+        for ((o, g), h) in out.iter_mut().zip(grad).zip(hess) {
+            *o = GradPair { grad: g, hess: h };
+        }
+    }
 }
 
 /// The gradient and hessian of `Σ_p w_p/2 · (Σ_{i∈p} pred_i − y_p)²` by each row's
@@ -187,49 +173,49 @@ impl ProgramCostModel for PackSumXgb {
         {
             return Err(CostModelError::BadLabel { index, value });
         }
-        let (mut m, sizes, width) = pack(programs, self.params.nthread)?;
-        let mut row_labels = Vec::new();
-        for (&n, &y) in sizes.iter().zip(labels) {
-            row_labels.extend(std::iter::repeat_n(y, n as usize));
+        let (flat, sizes, width) = pack(programs)?;
+        let mut objective = PackSum {
+            ptr: Vec::with_capacity(sizes.len() + 1),
+            row_labels: Vec::with_capacity(flat.len() / width),
+            weights: Vec::with_capacity(sizes.len()),
+        };
+        // programs without rows take no part (they have no margin to move)
+        objective.ptr.push(0);
+        for (&n, &y) in sizes.iter().zip(labels).filter(|(n, _)| **n > 0) {
+            objective
+                .row_labels
+                .extend(std::iter::repeat_n(y, n as usize));
+            objective
+                .ptr
+                .push(objective.ptr.last().copied().unwrap_or(0) + n);
+            objective.weights.push(y);
         }
-        m.set_labels(&row_labels)?;
-        // with groups, XGBoost takes one weight per group (program)
-        let groups: Vec<u32> = sizes.iter().copied().filter(|&n| n > 0).collect();
-        let group_weights: Vec<f32> = sizes
-            .iter()
-            .zip(labels)
-            .filter(|(n, _)| **n > 0)
-            .map(|(_, &y)| y)
-            .collect();
-        m.set_group(&groups)?;
-        m.set_weights(&group_weights)?;
-        let mut booster = Booster::new_with_json_config(&[&m], self.config())
-            .map_err(|e| CostModelError::Xgboost(xgb_message(&e)))?;
-        for _ in 0..self.params.num_rounds {
-            booster.update_custom(&m, pack_sum_objective)?;
-        }
-        self.booster = Some(booster);
-        self.width = Some(width);
+        let forest = Forest::train(
+            &self.boost_params(),
+            Matrix::new(&flat, width)?,
+            self.params.num_rounds,
+            0.0,
+            &mut objective,
+        )?;
+        self.forest = Some(forest);
         Ok(())
     }
 
     fn predict(&self, programs: &[Vec<Vec<f32>>]) -> Result<Vec<f32>, CostModelError> {
-        let Some(booster) = &self.booster else {
-            return Err(CostModelError::NotTrained {
-                model: "pack-sum xgboost",
-            });
+        let Some(forest) = &self.forest else {
+            return Err(CostModelError::NotTrained { model: "pack-sum" });
         };
         if programs.iter().all(Vec::is_empty) {
             return Ok(vec![f32::NEG_INFINITY; programs.len()]);
         }
-        let (m, sizes, width) = pack(programs, self.params.nthread)?;
-        if Some(width) != self.width {
+        let (flat, sizes, width) = pack(programs)?;
+        if width != forest.num_features {
             return Err(CostModelError::FeatureWidth {
-                expected: self.width.unwrap_or(0),
+                expected: forest.num_features,
                 got: width,
             });
         }
-        let rows = booster.predict(&m)?;
+        let rows = forest.predict(Matrix::new(&flat, width)?);
         let mut out = Vec::with_capacity(sizes.len());
         let mut at = 0usize;
         for n in sizes {
@@ -249,7 +235,7 @@ impl ProgramCostModel for PackSumXgb {
     }
 
     fn is_trained(&self) -> bool {
-        self.booster.is_some()
+        self.forest.is_some()
     }
 }
 

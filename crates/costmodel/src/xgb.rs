@@ -1,14 +1,13 @@
-//! The XGBoost cost model (TVM AutoTVM's `XGBoostCostModel`).
+//! The gradient-boosted-trees cost model (TVM AutoTVM's `XGBoostCostModel`), on this
+//! crate's trees ([`crate::gbdt`]: XGBoost's exact algorithm).
 
-use crate::error::xgb_message;
+use crate::gbdt::{BoostParams, Forest, Matrix, Objective, PairwiseRank, SquaredError};
 use crate::{
     check_training, normalize_labels, read_settings, row_width, write_settings, CostModel,
     CostModelError,
 };
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use xgboost_rs::{Booster, DMatrix};
 
 pub(crate) const KIND: &str = "xgboost";
 
@@ -62,7 +61,7 @@ impl LossType {
         }
     }
 
-    /// The XGBoost objective.
+    /// XGBoost's name of the objective.
     pub fn objective(self) -> &'static str {
         match self {
             LossType::Reg => "reg:squarederror",
@@ -79,7 +78,8 @@ impl LossType {
     }
 }
 
-/// XGBoost's training parameters. [`Default`] is TVM AutoTVM's XGBTuner setting.
+/// The training parameters, XGBoost's names and meanings ([`BoostParams`]).
+/// [`Default`] is TVM AutoTVM's XGBTuner setting.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct XgbParams {
     pub max_depth: u32,
@@ -96,13 +96,9 @@ pub struct XgbParams {
     /// With eta 0.3 and trees of depth 3 the training loss has levelled off well before
     /// 100 rounds on the few hundred to few thousand samples of a tuning run.
     pub num_rounds: u32,
-    /// XGBoost's random seed. With `subsample` 1 and the exact tree method nothing
-    /// is sampled; `rank:pairwise` draws its pairs with it.
+    /// The random seed. With `subsample` 1 nothing is sampled; `rank:pairwise` draws
+    /// its pairs with it. Training is single-threaded and deterministic.
     pub seed: u64,
-    /// XGBoost's threads. 1 by default: training and prediction are then bitwise
-    /// deterministic, and on a small data set threads gain little while the tuner's
-    /// builds and measurements need the cores.
-    pub nthread: u32,
 }
 
 impl Default for XgbParams {
@@ -117,7 +113,6 @@ impl Default for XgbParams {
             alpha: 0.0,
             num_rounds: 100,
             seed: 0,
-            nthread: 1,
         }
     }
 }
@@ -132,13 +127,12 @@ impl Default for XgbParams {
 /// [`CostModel::is_trained`]). Training is deterministic: the same data, in the same
 /// order, gives the same trees and predictions.
 ///
-/// Features go to XGBoost as dense rows with NaN as the missing value, so 0 is an
-/// ordinary value (the padding of fixed-length feature vectors is 0).
+/// Features are dense rows with NaN as the missing value, so 0 is an ordinary value
+/// (the padding of fixed-length feature vectors is 0).
 pub struct XgbModel {
     loss: LossType,
     params: XgbParams,
-    booster: Option<Booster>,
-    num_features: Option<usize>,
+    forest: Option<Forest>,
 }
 
 impl std::fmt::Debug for XgbModel {
@@ -146,8 +140,8 @@ impl std::fmt::Debug for XgbModel {
         f.debug_struct("XgbModel")
             .field("loss", &self.loss)
             .field("params", &self.params)
-            .field("trained", &self.booster.is_some())
-            .field("num_features", &self.num_features)
+            .field("trained", &self.forest.is_some())
+            .field("num_features", &self.num_features())
             .finish()
     }
 }
@@ -160,7 +154,7 @@ struct Settings {
     params: XgbParams,
     /// Row width of the training data; `None` while untrained.
     num_features: Option<usize>,
-    /// The trees (XGBoost's UBJSON model), relative to the settings file's folder.
+    /// The trees (a [`Forest`] as JSON), relative to the settings file's folder.
     model_file: Option<String>,
 }
 
@@ -174,8 +168,7 @@ impl XgbModel {
         XgbModel {
             loss,
             params,
-            booster: None,
-            num_features: None,
+            forest: None,
         }
     }
 
@@ -189,54 +182,30 @@ impl XgbModel {
 
     /// The row width the model was trained on.
     pub fn num_features(&self) -> Option<usize> {
-        self.num_features
+        self.forest.as_ref().map(|f| f.num_features)
     }
 
-    /// Where [`CostModel::save`] to `path` puts the trees: `<stem>.xgb.ubj` beside it.
+    /// Where [`CostModel::save`] to `path` puts the trees: `<stem>.trees.json` beside it.
     pub fn model_file_for(path: &Path) -> PathBuf {
         let stem = path
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_else(|| "model".to_string());
-        path.with_file_name(format!("{stem}.xgb.ubj"))
+        path.with_file_name(format!("{stem}.trees.json"))
     }
 
-    fn config(&self) -> HashMap<String, String> {
+    fn boost_params(&self) -> BoostParams {
         let p = &self.params;
-        booster_config(
-            self.loss.objective(),
-            p.nthread,
-            &[
-                ("max_depth", p.max_depth.to_string()),
-                ("gamma", p.gamma.to_string()),
-                ("min_child_weight", p.min_child_weight.to_string()),
-                ("subsample", p.subsample.to_string()),
-                ("eta", p.eta.to_string()),
-                ("lambda", p.lambda.to_string()),
-                ("alpha", p.alpha.to_string()),
-                ("seed", p.seed.to_string()),
-            ],
-        )
-    }
-
-    /// Dense row-major rows as an XGBoost matrix, NaN meaning missing.
-    fn matrix(&self, features: &[Vec<f32>], width: usize) -> Result<DMatrix, CostModelError> {
-        let mut flat = Vec::with_capacity(features.len() * width);
-        for row in features {
-            flat.extend_from_slice(row);
+        BoostParams {
+            max_depth: p.max_depth,
+            gamma: p.gamma,
+            min_child_weight: p.min_child_weight,
+            subsample: p.subsample,
+            eta: p.eta,
+            lambda: p.lambda,
+            alpha: p.alpha,
+            seed: p.seed,
         }
-        let f32_bytes = std::mem::size_of::<f32>();
-        // Despite its name this takes any strides: row-major is (width * 4, 4) bytes.
-        // XGBoost copies the values, so `flat` may go once the matrix exists.
-        Ok(DMatrix::from_col_major_f32(
-            &flat,
-            width * f32_bytes,
-            f32_bytes,
-            features.len(),
-            width,
-            self.params.nthread.max(1) as i32,
-            f32::NAN,
-        )?)
     }
 
     /// The training labels: normalized by the maximum, binarized for `RankBinary`.
@@ -252,41 +221,37 @@ impl XgbModel {
     }
 }
 
-/// The booster settings every model of this crate uses (gradient-boosted trees, the
-/// exact tree method, quiet, `nthread` threads) with `objective` and the model's own
-/// `params`.
-pub(crate) fn booster_config(
-    objective: &str,
-    nthread: u32,
-    params: &[(&str, String)],
-) -> HashMap<String, String> {
-    let mut c: HashMap<String, String> = [
-        ("booster", "gbtree".to_string()),
-        ("objective", objective.to_string()),
-        ("tree_method", "exact".to_string()),
-        ("nthread", nthread.max(1).to_string()),
-        ("verbosity", "0".to_string()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
-    c.extend(params.iter().map(|(k, v)| (k.to_string(), v.clone())));
-    c
+/// Dense row-major rows as one flat vector.
+pub(crate) fn flatten(features: &[Vec<f32>]) -> Vec<f32> {
+    features.iter().flatten().copied().collect()
 }
 
 impl CostModel for XgbModel {
     fn update(&mut self, features: &[Vec<f32>], labels: &[f32]) -> Result<(), CostModelError> {
         let width = check_training(features, labels)?;
-        let mut dtrain = self.matrix(features, width)?;
-        dtrain.set_labels(&self.training_labels(labels))?;
-        // Parameters are checked by XGBoost on the first round, so a bad one is an error
-        // from `update` below.
-        let mut booster = Booster::new_with_json_config(&[&dtrain], self.config())?;
-        for round in 0..self.params.num_rounds {
-            booster.update(&dtrain, round as i32)?;
-        }
-        self.booster = Some(booster);
-        self.num_features = Some(width);
+        let flat = flatten(features);
+        let y = self.training_labels(labels);
+        let (mut reg, mut rank);
+        // the mean for squared error (XGBoost's estimated intercept); for ranking
+        // only differences of margins count
+        let (objective, base): (&mut dyn Objective, f32) = match self.loss {
+            LossType::Reg => {
+                reg = SquaredError { labels: &y };
+                (&mut reg, y.iter().sum::<f32>() / y.len() as f32)
+            }
+            LossType::Rank | LossType::RankBinary => {
+                rank = PairwiseRank::new(&y);
+                (&mut rank, 0.0)
+            }
+        };
+        let forest = Forest::train(
+            &self.boost_params(),
+            Matrix::new(&flat, width)?,
+            self.params.num_rounds,
+            base,
+            objective,
+        )?;
+        self.forest = Some(forest);
         Ok(())
     }
 
@@ -294,44 +259,26 @@ impl CostModel for XgbModel {
         let Some(width) = row_width(features)? else {
             return Ok(Vec::new());
         };
-        let (Some(booster), Some(expected)) = (&self.booster, self.num_features) else {
+        let Some(forest) = &self.forest else {
             return Err(CostModelError::NotTrained { model: KIND });
         };
-        if width != expected {
+        if width != forest.num_features {
             return Err(CostModelError::FeatureWidth {
-                expected,
+                expected: forest.num_features,
                 got: width,
             });
         }
-        let scores = booster.predict(&self.matrix(features, width)?)?;
-        if scores.len() != features.len() {
-            return Err(CostModelError::Xgboost(format!(
-                "{} predictions for {} rows",
-                scores.len(),
-                features.len()
-            )));
-        }
-        Ok(scores)
+        Ok(forest.predict(Matrix::new(&flatten(features), width)?))
     }
 
-    /// Writes the settings JSON at `path` and, once trained, the trees in XGBoost's
-    /// UBJSON format at [`XgbModel::model_file_for`]`(path)` (exact floats, so a loaded
+    /// Writes the settings JSON at `path` and, once trained, the trees as JSON at
+    /// [`XgbModel::model_file_for`]`(path)` (shortest round-trip floats, so a loaded
     /// model predicts bit for bit what this one does).
     fn save(&self, path: &Path) -> Result<(), CostModelError> {
         let model_path = Self::model_file_for(path);
-        let model_file = match &self.booster {
-            Some(booster) => {
-                // XGBoost's own error for a missing folder is vague: check it here.
-                if let Some(dir) = model_path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                    std::fs::metadata(dir).map_err(|e| CostModelError::io(dir, e))?;
-                }
-                booster.save(&model_path).map_err(|e| {
-                    CostModelError::Xgboost(format!(
-                        "saving {}: {}",
-                        model_path.display(),
-                        xgb_message(&e)
-                    ))
-                })?;
+        let model_file = match &self.forest {
+            Some(forest) => {
+                crate::gbdt::save(forest, &model_path)?;
                 Some(
                     model_path
                         .file_name()
@@ -349,7 +296,7 @@ impl CostModel for XgbModel {
                 version: crate::SETTINGS_VERSION,
                 loss: self.loss,
                 params: self.params.clone(),
-                num_features: self.num_features,
+                num_features: self.num_features(),
                 model_file,
             },
         )
@@ -360,17 +307,17 @@ impl CostModel for XgbModel {
         let mut model = XgbModel::with_params(s.loss, s.params);
         match (s.model_file, s.num_features) {
             (Some(file), Some(width)) => {
-                let model_path = path.with_file_name(file);
-                std::fs::metadata(&model_path).map_err(|e| CostModelError::io(&model_path, e))?;
-                let booster = Booster::load(&model_path).map_err(|e| {
-                    CostModelError::Xgboost(format!(
-                        "loading {}: {}",
-                        model_path.display(),
-                        xgb_message(&e)
-                    ))
-                })?;
-                model.booster = Some(booster);
-                model.num_features = Some(width);
+                let forest = crate::gbdt::load(&path.with_file_name(file))?;
+                if forest.num_features != width {
+                    return Err(CostModelError::BadFile {
+                        path: path.to_path_buf(),
+                        message: format!(
+                            "the settings say {width} features, the trees {}",
+                            forest.num_features
+                        ),
+                    });
+                }
+                model.forest = Some(forest);
             }
             (None, _) => {}
             (Some(_), None) => {
@@ -388,6 +335,6 @@ impl CostModel for XgbModel {
     }
 
     fn is_trained(&self) -> bool {
-        self.booster.is_some()
+        self.forest.is_some()
     }
 }

@@ -193,7 +193,7 @@ fn load_errors_name_the_file() {
         Err(CostModelError::Io { path, .. }) => assert_eq!(path, missing),
         other => panic!("{other:?}"),
     }
-    // A random model's settings are not an XGBoost model.
+    // A random model's settings are not a trees model.
     let random = dir.path().join("random.json");
     RandomModel::new(3).save(&random).unwrap();
     let e = XgbModel::load(&random).unwrap_err();
@@ -216,6 +216,38 @@ fn load_errors_name_the_file() {
     std::fs::remove_file(&trees).unwrap();
     match XgbModel::load(&saved) {
         Err(CostModelError::Io { path, .. }) => assert_eq!(path, trees),
+        other => panic!("{other:?}"),
+    }
+    // Trees that are not a saved forest, or whose nodes point nowhere.
+    m.save(&saved).unwrap();
+    std::fs::write(&trees, "[1, 2").unwrap();
+    match XgbModel::load(&saved) {
+        Err(e @ CostModelError::BadFile { .. }) => {
+            assert!(e.to_string().contains("not a saved forest"), "{e}")
+        }
+        other => panic!("{other:?}"),
+    }
+    std::fs::write(
+        &trees,
+        r#"{"base_score":0,"num_features":6,"trees":[{"nodes":[{"feature":0,"threshold":0.5,"default_left":true,"left":1,"right":7},{"leaf":1}]}]}"#,
+    )
+    .unwrap();
+    match XgbModel::load(&saved) {
+        Err(e @ CostModelError::BadFile { .. }) => {
+            assert!(e.to_string().contains("tree 0 is malformed"), "{e}")
+        }
+        other => panic!("{other:?}"),
+    }
+    // A settings file of the XGBoost-library days (version 1) says which version.
+    std::fs::write(
+        &saved,
+        r#"{"kind":"xgboost","version":1,"loss":"reg","num_features":6}"#,
+    )
+    .unwrap();
+    match XgbModel::load(&saved) {
+        Err(e @ CostModelError::BadFile { .. }) => {
+            assert!(e.to_string().contains("version"), "{e}")
+        }
         other => panic!("{other:?}"),
     }
     // Saving into a folder that does not exist.
@@ -285,18 +317,45 @@ fn bad_inputs_are_errors_not_panics() {
         }) => {}
         other => panic!("{other:?}"),
     }
-    // A parameter XGBoost refuses is its error, with its message (eta is an alias of
-    // learning_rate).
-    let mut bad = XgbModel::with_params(
-        LossType::Reg,
-        XgbParams {
-            eta: -1.0,
-            ..XgbParams::default()
-        },
-    );
-    match bad.update(&[vec![1.0], vec![2.0]], &[1.0, 2.0]) {
-        Err(CostModelError::Xgboost(msg)) => assert!(msg.contains("learning_rate"), "{msg}"),
-        other => panic!("{other:?}"),
+    // A parameter XGBoost refuses is refused, naming it (eta is XGBoost's learning_rate).
+    for (params, name) in [
+        (
+            XgbParams {
+                eta: -1.0,
+                ..XgbParams::default()
+            },
+            "eta (learning_rate)",
+        ),
+        (
+            XgbParams {
+                max_depth: 0,
+                ..XgbParams::default()
+            },
+            "max_depth",
+        ),
+        (
+            XgbParams {
+                subsample: 1.5,
+                ..XgbParams::default()
+            },
+            "subsample",
+        ),
+        (
+            XgbParams {
+                lambda: f64::NAN,
+                ..XgbParams::default()
+            },
+            "lambda",
+        ),
+    ] {
+        let mut bad = XgbModel::with_params(LossType::Reg, params);
+        match bad.update(&[vec![1.0], vec![2.0]], &[1.0, 2.0]) {
+            Err(e @ CostModelError::BadParameter { name: n, .. }) => {
+                assert_eq!(n, name);
+                assert!(e.to_string().contains(name), "{e}");
+            }
+            other => panic!("{other:?}"),
+        }
     }
     // All-failed histories (every label 0) still train.
     let mut m = XgbModel::new(LossType::Rank);

@@ -65,7 +65,7 @@ pub struct XgbOptions {
     pub sa_parallel: usize,
     pub sa_iters: usize,
     pub sa_early_stop: usize,
-    /// Use the random model instead of XGBoost (the baseline of the model's value).
+    /// Use the random model instead of the gradient-boosted trees (the baseline of the model's value).
     pub random_model: bool,
 }
 
