@@ -189,6 +189,7 @@ fn session_options(args: &TuneArgs) -> Result<(SessionOptions, PolicyOptions)> {
     if !(0.0..=1.0).contains(&args.sketch_share) {
         bail!("--sketch-share must be between 0 and 1");
     }
+    crate::tune::check_compare_rounds(args.compare_rounds)?;
     let session = SessionOptions {
         scheduler: SchedulerOptions {
             selection,
@@ -332,7 +333,8 @@ pub fn run(args: TuneArgs) -> Result<()> {
         {
             crate::tune::check_in_network(&plan, &target, &args.log)?;
         }
-        network = crate::tune::compare_untuned_and_tuned(&plan, &target, &args.log)?;
+        network =
+            crate::tune::compare_untuned_and_tuned(&plan, &target, &args.log, args.compare_rounds)?;
     }
     if args.json {
         let ms =

@@ -126,6 +126,12 @@ pub struct TuneArgs {
     /// schedule for a group whose tuned kernel ran slower in the network.
     #[arg(long)]
     pub(crate) no_network_check: bool,
+    /// After tuning a network, the rounds of the closing comparison of its untuned and
+    /// tuned builds (each round times both, alternating which goes first; a speed-up is
+    /// claimed only when every round agrees). 0 skips it: each round runs the network
+    /// twice, which on a device where a run takes seconds (a Mali board, PoCL) is long.
+    #[arg(long, default_value_t = COMPARE_ROUNDS, value_name = "ROUNDS")]
+    pub(crate) compare_rounds: usize,
     /// Resume from the log (which must exist): its measurements count against
     /// --trials and seed the search and the model. A log given again is read the same
     /// way without this flag; with it, a missing log is an error.
@@ -244,6 +250,19 @@ pub(crate) fn check_in_network(
 /// first), and the most whole runs each side gets per round: fewer where a run is long,
 /// so that a side's share of a round stays near `COMPARE_ROUND_MS`.
 const COMPARE_ROUNDS: usize = 5;
+/// The fewest rounds that can show a difference beyond the noise (all must agree).
+const MIN_COMPARE_ROUNDS: usize = 3;
+
+/// `--compare-rounds`: 0 (skip) or at least [`MIN_COMPARE_ROUNDS`].
+pub(crate) fn check_compare_rounds(n: usize) -> Result<()> {
+    if n != 0 && n < MIN_COMPARE_ROUNDS {
+        anyhow::bail!(
+            "--compare-rounds {n}: {n} rounds cannot tell a speed-up from noise: give 0 (no \
+             comparison) or at least {MIN_COMPARE_ROUNDS}"
+        );
+    }
+    Ok(())
+}
 const COMPARE_RUNS: usize = 4;
 const COMPARE_ROUND_MS: f64 = 1000.0;
 
@@ -255,9 +274,18 @@ pub(crate) fn compare_untuned_and_tuned(
     plan: &tessera_graph::ConvPlan,
     target: &tessera_backends::Target,
     log: &std::path::Path,
+    rounds: usize,
 ) -> Result<serde_json::Value> {
     use tessera_runtime::timer::{alternate, runs_within, time_once_ms, Comparison, Side, Verdict};
     let g = plan.base();
+    if rounds == 0 {
+        say!(
+            "network `{}`: no comparison of the untuned and tuned builds (--compare-rounds 0); \
+             `tessera run` with and without --log times each",
+            g.name
+        );
+        return Ok(serde_json::json!({ "skipped": true }));
+    }
     let (mut tuned, applied) = crate::network::build_tuned(plan, target, log)?;
     if applied == 0 {
         say!(
@@ -280,11 +308,11 @@ pub(crate) fn compare_untuned_and_tuned(
     })?;
     let runs = runs_within(two_runs_ms / 2.0, COMPARE_ROUND_MS, COMPARE_RUNS);
     let ev = TimeEvaluator::new(1, runs, 0.0);
-    let mut phase = crate::progress::Phase::new("comparing untuned and tuned", COMPARE_ROUNDS);
+    let mut phase = crate::progress::Phase::new("comparing untuned and tuned", rounds);
     let (mut a, mut b) = (Vec::new(), Vec::new());
     let mut cmp = Comparison::default();
     alternate(
-        COMPARE_ROUNDS,
+        rounds,
         |side| match side {
             Side::A => crate::network::benchmark(&mut untuned, target, &ev),
             Side::B => crate::network::benchmark(&mut tuned, target, &ev),
@@ -308,7 +336,7 @@ pub(crate) fn compare_untuned_and_tuned(
         },
     );
     say!(
-        "network `{}`: {applied} distinct fused groups built with tuned schedules (the others: their default schedule, measured faster or untuned); {COMPARE_ROUNDS} alternating rounds of {runs} run{} each",
+        "network `{}`: {applied} distinct fused groups built with tuned schedules (the others: their default schedule, measured faster or untuned); {rounds} alternating rounds of {runs} run{} each",
         g.name,
         if runs == 1 { "" } else { "s" }
     );

@@ -169,6 +169,10 @@ fn bad_auto_scheduler_options_are_one_line_errors() {
             vec!["--sketch-share", "1.5"],
             "--sketch-share must be between 0 and 1",
         ),
+        (
+            vec!["--compare-rounds", "2"],
+            "2 rounds cannot tell a speed-up from noise: give 0 (no comparison) or at least 3",
+        ),
     ] {
         let mut a = args(&log, "8");
         a.extend(extra.iter().map(|s| s.to_string()));

@@ -261,6 +261,8 @@ fn a_network_tuned_on_the_test_device_is_built_with_its_log() {
             "0",
             // the check times kernels in whole runs: what it decides is the machine's
             "--no-network-check",
+            "--compare-rounds",
+            "0",
             "--log",
             log.to_str().unwrap(),
         ],

@@ -371,6 +371,8 @@ fn a_log_of_both_kinds_is_built_per_task_plan() {
         "--simulated-runner",
         "--no-check",
         "--no-network-check",
+        "--compare-rounds",
+        "0",
         "--remeasure-top",
         "0",
         "--log",

@@ -89,7 +89,13 @@ fn a_network_plot_has_its_estimated_latency_and_run_json() {
         log.to_str().unwrap(),
     ];
     tune.extend(net);
-    tune.extend(["--no-network-check", "--remeasure-top", "0"]);
+    tune.extend([
+        "--no-network-check",
+        "--remeasure-top",
+        "0",
+        "--compare-rounds",
+        "0",
+    ]);
     let out = tessera(&tune);
     assert!(out.status.success(), "{}", text(&out));
 
