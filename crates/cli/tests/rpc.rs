@@ -105,6 +105,11 @@ fn tune_cmd(tracker: &str, key: &str, log: &std::path::Path, trials: &str) -> Co
         "1",
         "--remeasure-top",
         "0",
+        // timeouts are not what these tests are about, and the machine is shared
+        "--build-timeout",
+        "120",
+        "--run-timeout",
+        "120",
     ])
     .args(["--rpc-tracker", tracker, "--rpc-key", key])
     .arg("--log")
@@ -441,9 +446,13 @@ fn template_tuning_measures_on_the_servers_of_the_key() {
             "8",
             "--remeasure-top",
             "0",
-            // the build is local: on 2 cores shared with the other tests' servers a
-            // compile can pass the default 15 s, which is not what this test is about
+            // on 2 cores shared with the other tests' servers (the Mali flow's PoCL
+            // threads among them) a compile can pass the default 15 s and a run the
+            // default 10 s, which is not what this test is about (timeouts: the fault
+            // tests of crates/cli/tests/device.rs and opencl_faults.rs)
             "--build-timeout",
+            "120",
+            "--run-timeout",
             "120",
             "--rpc-tracker",
             &t.addr,
