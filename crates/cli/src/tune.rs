@@ -250,6 +250,8 @@ pub(crate) fn check_in_network(
 /// first), and the most whole runs each side gets per round: fewer where a run is long,
 /// so that a side's share of a round stays near `COMPARE_ROUND_MS`.
 const COMPARE_ROUNDS: usize = 5;
+const COMPARE_RUNS: usize = 4;
+const COMPARE_ROUND_MS: f64 = 1000.0;
 /// The fewest rounds that can show a difference beyond the noise (all must agree).
 const MIN_COMPARE_ROUNDS: usize = 3;
 
@@ -263,8 +265,6 @@ pub(crate) fn check_compare_rounds(n: usize) -> Result<()> {
     }
     Ok(())
 }
-const COMPARE_RUNS: usize = 4;
-const COMPARE_ROUND_MS: f64 = 1000.0;
 
 /// Builds `plan` untuned and with the history best of `log`, times both in alternating
 /// rounds and prints the comparison (the end of both tuning modes): a speed-up only

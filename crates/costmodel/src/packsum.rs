@@ -251,13 +251,11 @@ impl RandomProgramModel {
         }
     }
     fn next(&self) -> f32 {
-        let mut x = self
-            .state
-            .fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed)
-            .wrapping_add(0x9E37_79B9_7F4A_7C15);
-        x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        ((x ^ (x >> 31)) >> 40) as f32 / (1u64 << 24) as f32
+        let x = crate::gbdt::splitmix(
+            self.state
+                .fetch_add(crate::gbdt::SPLITMIX_GAMMA, Ordering::Relaxed),
+        );
+        (x >> 40) as f32 / (1u64 << 24) as f32
     }
 }
 

@@ -1,5 +1,6 @@
 //! The random cost model.
 
+use crate::gbdt::splitmix as mix;
 use crate::{read_settings, row_width, write_settings, CostModel, CostModelError};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -39,14 +40,6 @@ impl RandomModel {
     pub fn seed(&self) -> u64 {
         self.seed
     }
-}
-
-/// SplitMix64's output function: a bijective 64-bit mix.
-fn mix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 impl CostModel for RandomModel {
