@@ -128,13 +128,11 @@ enum Command {
     /// its queue.
     #[command(subcommand)]
     Rpc(rpc::RpcCmd),
-    /// Runs one measurement job (what `tessera tune` starts, one process per kernel) and
-    /// prints its reply as one JSON line.
+    /// Runs measurement jobs (what `tessera tune` starts and reuses for many kernels): reads
+    /// one job file's path per line of standard input and answers each with one marked
+    /// JSON line on standard output, until its input ends or a job fails on the device.
     #[command(hide = true)]
-    Runner {
-        /// The job file the tuner wrote.
-        job: std::path::PathBuf,
-    },
+    Runner,
 }
 
 fn main() -> ExitCode {
@@ -143,7 +141,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.verbose);
     // a runner job is its parent's to end
-    if !matches!(cli.command, Command::Runner { .. }) {
+    if !matches!(cli.command, Command::Runner) {
         interrupt::install();
     }
     let result = match cli.command {
@@ -156,7 +154,7 @@ fn main() -> ExitCode {
         Command::Plugins(cmd) => plugins::run(cmd),
         Command::Records(cmd) => records::run(cmd),
         Command::Rpc(cmd) => rpc::run(cmd),
-        Command::Runner { job } => return plugins::serve_job(&job),
+        Command::Runner => return plugins::serve_jobs(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

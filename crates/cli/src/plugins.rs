@@ -100,21 +100,24 @@ pub fn run(cmd: PluginsCmd) -> Result<()> {
     }
 }
 
-/// `tessera runner JOB.json`: runs one measurement job on its target's device (the CPU,
-/// or a plugin's) and prints the reply as one JSON line for the tuner.
-pub fn serve_job(job: &std::path::Path) -> std::process::ExitCode {
-    let reply = tessera_search::measure::serve_job(job, |target| {
-        let r = registry();
-        let t = r.parse_target(target).map_err(|e| e.to_string())?;
-        r.device_for(&t).map_err(|e| e.to_string())
-    });
-    match serde_json::to_string(&reply) {
-        Ok(line) => {
-            println!("{line}");
-            std::process::ExitCode::SUCCESS
-        }
+/// `tessera runner`: runs the measurement jobs whose paths come on standard input, each
+/// on its target's device (the CPU, or a plugin's; opened once), and prints each reply as
+/// one marked line for the tuner (`tessera_search::runner_process`).
+pub fn serve_jobs() -> std::process::ExitCode {
+    let stdin = std::io::stdin();
+    let served = tessera_search::runner_process::serve_jobs(
+        stdin.lock(),
+        std::io::stdout().lock(),
+        |target| {
+            let r = registry();
+            let t = r.parse_target(target).map_err(|e| e.to_string())?;
+            r.device_for(&t).map_err(|e| e.to_string())
+        },
+    );
+    match served {
+        Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("cannot encode the reply: {e}");
+            eprintln!("runner: {e}");
             std::process::ExitCode::from(3)
         }
     }

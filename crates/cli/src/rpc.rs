@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tessera_rpc::{server, text_summary, tracker, RpcError, TrackerClient, TOKEN_ENV};
 use tessera_search::measure::RemoteOptions;
+use tessera_search::runner_process::RunnerProcess;
 
 #[derive(Subcommand, Debug)]
 pub enum RpcCmd {
@@ -149,8 +150,13 @@ pub fn run(cmd: RpcCmd) -> Result<()> {
                 format!("--host {host} --port {port}: not an IP address and port")
             })?;
             let runner_bin = std::env::current_exe().context("finding this binary")?;
+            // one runner process for the jobs one after another, replaced as the tuner's is
+            let process = std::sync::Mutex::new(RunnerProcess::new(runner_bin));
             let runner: server::JobRunner = Arc::new(move |job: &Path, limit: Duration| {
-                let r = tessera_search::measure::run_job_file(&runner_bin, job, limit);
+                let r = process
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .run(job, limit);
                 serde_json::to_string(&r).unwrap_or_default()
             });
             let (exe, t) = (runner_bin_for_worker()?, target.clone());

@@ -14,7 +14,7 @@
 //! - [`timer`]: [`TimeEvaluator`], TVM's time evaluator (`number`, `repeat`,
 //!   `min_repeat_ms`, cache flush) and its [`TimeResult`].
 //! - [`runner`]: one kernel run as measurement runs it (seeded inputs, check, timing),
-//!   on any device: what a runner process (`tessera runner JOB.json`) executes.
+//!   on any device: what a runner process (`tessera runner`) executes for each job.
 //! - [`error`]: [`RuntimeError`], [`NpyError`] and [`CompareError`].
 //!
 //! ```no_run

@@ -1,12 +1,13 @@
-//! Running one built kernel in a process of its own: the job a tuner hands to a runner
+//! Running one built kernel outside the tuner: the job a tuner hands to a runner
 //! process, and what comes back.
 //!
-//! The tuner writes a [`RunJob`] as JSON, starts `tessera runner JOB.json` with a
-//! timeout and reads one [`RunReply`] from its standard output. The runner opens the
-//! job's target as a [`Device`] (the CPU, or a plugin's device) and calls [`execute`].
-//! A kernel that crashes kills only the runner (the tuner sees the signal), one that
-//! hangs is killed at the timeout, and one that computes a wrong result is caught by the
-//! optional check. The inputs are seeded random arrays made by [`make_args`], so the
+//! The tuner writes a [`RunJob`] as JSON, hands its path to a `tessera runner` process
+//! (reused for many jobs: `tessera_search::runner_process`) with a timeout and reads one
+//! [`RunReply`] from its standard output. The runner opens the job's target as a
+//! [`Device`] (the CPU, or a plugin's device; once per process) and calls [`execute`].
+//! A kernel that crashes kills only the runner (the tuner sees the signal and starts
+//! another), one that hangs is killed at the timeout, and one that computes a wrong
+//! result is caught by the optional check. The inputs are seeded random arrays made by [`make_args`], so the
 //! tuner can compute the expected outputs on the very same inputs.
 
 use crate::device::{Device, DeviceArray, DeviceError};

@@ -11,6 +11,7 @@ pub mod policy;
 pub mod record;
 pub mod remote;
 pub mod rng;
+pub mod runner_process;
 pub mod scheduler;
 pub mod session;
 pub mod session_report;

@@ -2,25 +2,26 @@
 //!
 //! A batch of candidates is built in parallel (`n_parallel` workers; any backend, the
 //! CPU's or a plugin's, each build under a build timeout), then each built kernel is run
-//! in a process of its own (`tessera runner JOB.json`, see `tessera_runtime::runner`) on
-//! the target's device with a run timeout, optionally checked against reference outputs
-//! first. A plugin's kernels therefore run in the runner process, never in the tuner's:
-//! a hang, a crash or a device fault is that one candidate's error. Every failure
+//! in a runner process (`tessera runner`, reused for many jobs: [`crate::runner_process`];
+//! see `tessera_runtime::runner`) on the target's device with a run timeout, optionally
+//! checked against reference outputs first. A plugin's kernels therefore run in the
+//! runner process, never in the tuner's: a hang, a crash or a device fault is that one
+//! candidate's error (and the process is replaced). Every failure
 //! becomes the typed error of that one candidate ([`MeasureErrorNo`]) with its message,
 //! and the batch goes on. After `verbose_after` consecutive failures the measurer
 //! reports each further error's message, so a broken setup never looks like a silent
 //! stream of "0.00 GFLOPS".
 
 pub use crate::remote::RemoteOptions;
-use crate::types::{now, MeasureErrorNo, MeasureResult};
+use crate::runner_process::RunnerProcess;
+use crate::types::{MeasureErrorNo, MeasureResult};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 use tessera_backends::{Artifact, Backend, BackendError, CpuBackend, Target};
 use tessera_ir::PrimFunc;
-use tessera_runtime::runner::{make_args, CheckSpec, RunJob, RunReply, TimerConfig};
-use tessera_runtime::{Device, Module, NDArray};
+use tessera_runtime::runner::{make_args, CheckSpec, RunJob, TimerConfig};
+use tessera_runtime::{Module, NDArray};
 
 /// What can stop measurement as a whole (not one candidate).
 #[derive(Debug, thiserror::Error)]
@@ -185,7 +186,7 @@ type Built = Result<(Artifact, f64), MeasureResult>;
 pub struct Measurer {
     backend: Arc<dyn Backend>,
     opts: MeasureOptions,
-    runner: PathBuf,
+    runner: RunnerProcess,
     dir: ScratchDir,
     consecutive_errors: usize,
     report: Box<dyn FnMut(&str) + Send>,
@@ -237,27 +238,6 @@ pub fn find_runner(explicit: Option<&Path>) -> Result<PathBuf, MeasureError> {
     })
 }
 
-/// What a runner process does with `tessera runner JOB.json`: reads the job, opens its
-/// target's device with `open_device` (the CPU, or a plugin's device) and runs it. Every
-/// failure is a reply, never a panic.
-pub fn serve_job(
-    job_path: &Path,
-    open_device: impl FnOnce(&str) -> Result<Arc<dyn Device>, String>,
-) -> RunReply {
-    let failed = |message: String| RunReply::Failed { message };
-    let job = match std::fs::read(job_path)
-        .map_err(|e| e.to_string())
-        .and_then(|b| serde_json::from_slice::<RunJob>(&b).map_err(|e| e.to_string()))
-    {
-        Ok(job) => job,
-        Err(e) => return failed(format!("{}: {e}", job_path.display())),
-    };
-    match open_device(&job.target) {
-        Ok(device) => tessera_runtime::runner::execute(&device, &job),
-        Err(e) => failed(format!("opening the device of `{}`: {e}", job.target)),
-    }
-}
-
 impl Measurer {
     /// A measurer for `backend` (its build timeout is set from `opts`).
     pub fn new(
@@ -280,7 +260,7 @@ impl Measurer {
         Ok(Measurer {
             backend: Arc::from(backend),
             opts,
-            runner,
+            runner: RunnerProcess::new(runner),
             dir,
             consecutive_errors: 0,
             report: Box::new(|line| eprintln!("{line}")),
@@ -435,7 +415,7 @@ impl Measurer {
     }
 
     fn run_one(
-        &self,
+        &mut self,
         artifact: &Artifact,
         index: usize,
         num_outputs: usize,
@@ -457,91 +437,9 @@ impl Measurer {
                 total(start),
             );
         }
-        let mut r = run_job_file(&self.runner, &job_path, self.opts.run_timeout);
+        let mut r = self.runner.run(&job_path, self.opts.run_timeout);
         r.all_cost += build_s;
         r
-    }
-}
-
-/// Runs the job file `job_path` in a runner process (`RUNNER runner JOB`), stopped after
-/// `timeout`: the outcome as a measurement whose `all_cost` is the run's wall time. The
-/// local measurer and an RPC device server both run jobs this way.
-pub fn run_job_file(runner: &Path, job_path: &Path, timeout: Duration) -> MeasureResult {
-    let start = Instant::now();
-    let total = |start: Instant| start.elapsed().as_secs_f64();
-    let child = Command::new(runner)
-        .arg("runner")
-        .arg(job_path)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn();
-    let child = match child {
-        Ok(c) => c,
-        Err(e) => {
-            return MeasureResult::failed(
-                MeasureErrorNo::Unknown,
-                format!("starting {}: {e}", runner.display()),
-                total(start),
-            )
-        }
-    };
-    let out = match tessera_backends::process::wait_with_timeout(child, timeout) {
-        Ok(Some(out)) => out,
-        Ok(None) => {
-            return MeasureResult::failed(
-                MeasureErrorNo::RunTimeout,
-                format!(
-                    "the kernel did not finish within {} s",
-                    timeout.as_secs_f64()
-                ),
-                total(start),
-            )
-        }
-        Err(e) => {
-            return MeasureResult::failed(MeasureErrorNo::Unknown, e.to_string(), total(start))
-        }
-    };
-    if !out.status.success() {
-        return MeasureResult::failed(
-            MeasureErrorNo::RuntimeDevice,
-            format!(
-                "the runner {}{}",
-                describe_exit(&out.status),
-                tail_of(&out.stderr)
-            ),
-            total(start),
-        );
-    }
-    // The reply is the last line: a device library may print to standard output too.
-    let text = String::from_utf8_lossy(&out.stdout);
-    let line = text
-        .lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("");
-    match serde_json::from_str::<RunReply>(line.trim()) {
-        Ok(RunReply::Ok { costs }) => MeasureResult {
-            costs,
-            error_no: MeasureErrorNo::NoError,
-            error_msg: None,
-            all_cost: total(start),
-            timestamp: now(),
-        },
-        Ok(RunReply::WrongAnswer { message }) => {
-            MeasureResult::failed(MeasureErrorNo::WrongAnswer, message, total(start))
-        }
-        Ok(RunReply::LoadFailed { message }) => {
-            MeasureResult::failed(MeasureErrorNo::CompileDevice, message, total(start))
-        }
-        Ok(RunReply::Failed { message }) => {
-            MeasureResult::failed(MeasureErrorNo::RuntimeDevice, message, total(start))
-        }
-        Err(e) => MeasureResult::failed(
-            MeasureErrorNo::Unknown,
-            format!("unreadable runner output ({e}): {}", line.trim()),
-            total(start),
-        ),
     }
 }
 
@@ -659,42 +557,5 @@ fn build_one(backend: &dyn Backend, c: &Candidate, out_dir: &Path) -> Built {
                 secs,
             ))
         }
-    }
-}
-
-/// The last lines of a process's standard error, prefixed for a message.
-fn tail_of(stderr: &[u8]) -> String {
-    let text = String::from_utf8_lossy(stderr);
-    let lines: Vec<&str> = text.lines().rev().take(5).collect();
-    if lines.is_empty() {
-        String::new()
-    } else {
-        let mut l = lines;
-        l.reverse();
-        format!(": {}", l.join(" | "))
-    }
-}
-
-/// "was killed by signal 11 (SIGSEGV)" or "exited with status 3".
-fn describe_exit(status: &std::process::ExitStatus) -> String {
-    #[cfg(unix)]
-    {
-        use std::os::unix::process::ExitStatusExt;
-        if let Some(sig) = status.signal() {
-            let name = match sig {
-                4 => " (SIGILL)",
-                6 => " (SIGABRT)",
-                7 => " (SIGBUS)",
-                8 => " (SIGFPE)",
-                9 => " (SIGKILL)",
-                11 => " (SIGSEGV)",
-                _ => "",
-            };
-            return format!("was killed by signal {sig}{name}");
-        }
-    }
-    match status.code() {
-        Some(c) => format!("exited with status {c}"),
-        None => "ended abnormally".into(),
     }
 }

@@ -1,0 +1,396 @@
+//! The runner processes that measured kernels run in, each reused for many jobs, as
+//! TVM's local runner runs a batch in one reused worker (its `PopenPoolExecutor`); ours
+//! also lives on from batch to batch.
+//!
+//! A process per kernel isolates every fault, but pays for the process each time: the
+//! binary's start, the plugin registry, opening the device (an OpenCL context; on PoCL,
+//! loading its kernel library into LLVM before the first program builds, about 1 s; a
+//! CUDA context on a GPU). On PoCL that was most of a candidate's cost. So a
+//! [`RunnerProcess`] starts `tessera runner` once and hands it one job file per line on
+//! its standard input; the runner ([`serve_jobs`]) keeps each target's device open and
+//! answers each job with one marked line on its standard output ([`REPLY_MARK`]: a
+//! device library may print there too).
+//!
+//! The isolation is the same as one process per job:
+//! - a kernel that hangs is killed at its run timeout with the whole process, and the
+//!   next job starts a new one;
+//! - a kernel that crashes ends the process: its job's error names the signal and the
+//!   last lines of standard error, and the next job starts a new one;
+//! - a job that fails on the device (a launch error, which can leave a CUDA context
+//!   unusable) ends the process too: a job never runs on a device an earlier failure may
+//!   have left broken;
+//! - after [`JOBS_PER_PROCESS`] jobs the process is replaced, which bounds what the
+//!   loaded modules hold (a device keeps its modules until it closes).
+
+use crate::types::{now, MeasureErrorNo, MeasureResult};
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tessera_runtime::runner::{RunJob, RunReply};
+use tessera_runtime::Device;
+
+/// What starts a runner's reply line (anything else on its standard output is a device
+/// library's and ignored).
+pub const REPLY_MARK: &str = "\u{1}tessera-reply ";
+
+/// Jobs one runner process runs before it is replaced.
+pub const JOBS_PER_PROCESS: usize = 64;
+
+/// How much of a runner's standard error is kept for the message of a job that ends it.
+const STDERR_KEPT: usize = 16 * 1024;
+
+/// Runs the job file `job_path` on the device `open_device` gives for its target (what
+/// a runner does with each job). Every failure is a reply, never a panic.
+pub fn serve_job(
+    job_path: &Path,
+    open_device: impl FnOnce(&str) -> Result<Arc<dyn Device>, String>,
+) -> RunReply {
+    let failed = |message: String| RunReply::Failed { message };
+    let job = match std::fs::read(job_path)
+        .map_err(|e| e.to_string())
+        .and_then(|b| serde_json::from_slice::<RunJob>(&b).map_err(|e| e.to_string()))
+    {
+        Ok(job) => job,
+        Err(e) => return failed(format!("{}: {e}", job_path.display())),
+    };
+    match open_device(&job.target) {
+        Ok(device) => tessera_runtime::runner::execute(&device, &job),
+        Err(e) => failed(format!("opening the device of `{}`: {e}", job.target)),
+    }
+}
+
+/// The reply line for `reply`: [`REPLY_MARK`] and its JSON.
+pub fn reply_line(reply: &RunReply) -> String {
+    // a reply is plain data: encoding it cannot fail
+    let json = serde_json::to_string(reply).unwrap_or_else(|e| {
+        format!("{{\"status\":\"failed\",\"message\":\"cannot encode the reply: {e}\"}}")
+    });
+    format!("{REPLY_MARK}{json}")
+}
+
+/// What `tessera runner` does: for each line of `input` (a job file's path), runs the
+/// job and writes its reply line to `output`, until `input` ends. Each target's device
+/// is opened once ([`open_device`]) and kept for the jobs after it; after a job that
+/// failed on the device the runner stops (see the module's header), and its parent
+/// starts another for the next job.
+pub fn serve_jobs(
+    input: impl BufRead,
+    mut output: impl Write,
+    mut open_device: impl FnMut(&str) -> Result<Arc<dyn Device>, String>,
+) -> std::io::Result<()> {
+    let mut devices: HashMap<String, Arc<dyn Device>> = HashMap::new();
+    for line in input.lines() {
+        let line = line?;
+        let path = line.trim();
+        if path.is_empty() {
+            continue;
+        }
+        let reply = serve_job(Path::new(path), |target| {
+            if let Some(d) = devices.get(target) {
+                return Ok(Arc::clone(d));
+            }
+            let d = open_device(target)?;
+            devices.insert(target.to_string(), Arc::clone(&d));
+            Ok(d)
+        });
+        writeln!(output, "{}", reply_line(&reply))?;
+        output.flush()?;
+        if matches!(reply, RunReply::Failed { .. }) {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// A runner process that runs jobs one after another (see the module's header), started
+/// when the first job comes and again after one ends it.
+pub struct RunnerProcess {
+    runner: PathBuf,
+    live: Option<Live>,
+    jobs_per_process: usize,
+}
+
+/// A running runner process.
+struct Live {
+    child: Child,
+    stdin: ChildStdin,
+    /// Its reply lines; disconnected when its standard output closes.
+    replies: Receiver<String>,
+    /// The tail of its standard error since the current job began.
+    stderr: Arc<Mutex<Vec<u8>>>,
+    /// The thread that reads it, done once the process has ended.
+    stderr_reader: std::thread::JoinHandle<()>,
+    jobs: usize,
+}
+
+impl RunnerProcess {
+    /// Jobs will run in `runner runner` (a `tessera` binary).
+    pub fn new(runner: impl Into<PathBuf>) -> RunnerProcess {
+        RunnerProcess {
+            runner: runner.into(),
+            live: None,
+            jobs_per_process: JOBS_PER_PROCESS,
+        }
+    }
+
+    /// Replaces the process after `n` jobs instead of [`JOBS_PER_PROCESS`] (1: a process
+    /// per job).
+    pub fn with_jobs_per_process(mut self, n: usize) -> RunnerProcess {
+        self.jobs_per_process = n.max(1);
+        self
+    }
+
+    /// The process id of the runner now running, if any.
+    pub fn pid(&self) -> Option<u32> {
+        self.live.as_ref().map(|l| l.child.id())
+    }
+
+    /// Runs the job file `job_path`, stopped after `timeout` (counted from when the job
+    /// is handed over, including a new process's start): the outcome as a measurement
+    /// whose `all_cost` is the job's wall time.
+    pub fn run(&mut self, job_path: &Path, timeout: Duration) -> MeasureResult {
+        let start = Instant::now();
+        let total = || start.elapsed().as_secs_f64();
+        let mut live = match self.live.take() {
+            Some(l) => l,
+            None => match Live::start(&self.runner) {
+                Ok(l) => l,
+                Err(e) => {
+                    return MeasureResult::failed(
+                        MeasureErrorNo::Unknown,
+                        format!("starting {}: {e}", self.runner.display()),
+                        total(),
+                    )
+                }
+            },
+        };
+        live.stderr
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+        let line = format!("{}\n", job_path.display());
+        if let Err(e) = live
+            .stdin
+            .write_all(line.as_bytes())
+            .and_then(|()| live.stdin.flush())
+        {
+            // it ended between jobs (nothing ends it then but a signal from outside)
+            let why = live.end();
+            return MeasureResult::failed(
+                MeasureErrorNo::RuntimeDevice,
+                format!("the runner {why} before the job began ({e})"),
+                total(),
+            );
+        }
+        match live.replies.recv_timeout(timeout) {
+            Ok(reply) => {
+                let result = result_of(&reply, total());
+                live.jobs += 1;
+                let failed_on_device = result.error_no == MeasureErrorNo::RuntimeDevice;
+                if failed_on_device || live.jobs >= self.jobs_per_process {
+                    live.retire();
+                } else {
+                    self.live = Some(live);
+                }
+                result
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                live.kill();
+                MeasureResult::failed(
+                    MeasureErrorNo::RunTimeout,
+                    format!(
+                        "the kernel did not finish within {} s",
+                        timeout.as_secs_f64()
+                    ),
+                    total(),
+                )
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                let why = live.end();
+                MeasureResult::failed(MeasureErrorNo::RuntimeDevice, why, total())
+            }
+        }
+    }
+}
+
+impl Drop for RunnerProcess {
+    fn drop(&mut self) {
+        if let Some(live) = self.live.take() {
+            live.retire();
+        }
+    }
+}
+
+impl Live {
+    fn start(runner: &Path) -> std::io::Result<Live> {
+        let mut child = Command::new(runner)
+            .arg("runner")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()?;
+        let (stdin, stdout, stderr) =
+            match (child.stdin.take(), child.stdout.take(), child.stderr.take()) {
+                (Some(i), Some(o), Some(e)) => (i, o, e),
+                _ => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(std::io::Error::other("its pipes were not opened"));
+                }
+            };
+        let (tx, replies) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                // a device library's output before the mark on the same line is dropped
+                if let Some(at) = line.find(REPLY_MARK) {
+                    if tx.send(line[at + REPLY_MARK.len()..].to_string()).is_err() {
+                        break;
+                    }
+                }
+            }
+        });
+        let kept = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&kept);
+        let stderr_reader = std::thread::spawn(move || {
+            let mut stderr = stderr;
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stderr.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                let mut k = sink.lock().unwrap_or_else(|e| e.into_inner());
+                k.extend_from_slice(&buf[..n]);
+                if k.len() > STDERR_KEPT {
+                    let cut = k.len() - STDERR_KEPT;
+                    k.drain(..cut);
+                }
+            }
+        });
+        Ok(Live {
+            child,
+            stdin,
+            replies,
+            stderr: kept,
+            stderr_reader,
+            jobs: 0,
+        })
+    }
+
+    /// Waits (a moment, then kills it) for a process whose output ended and says how it
+    /// ended, with the last lines of its standard error.
+    fn end(self) -> String {
+        let Live {
+            mut child,
+            stdin,
+            stderr,
+            stderr_reader,
+            ..
+        } = self;
+        drop(stdin);
+        let status = match wait_briefly(&mut child) {
+            Ok(s) => describe_exit(&s),
+            Err(e) => format!("could not be waited for ({e})"),
+        };
+        // all it wrote is read once its standard error closed with it
+        let _ = stderr_reader.join();
+        let stderr = stderr.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        format!("the runner {status}{}", tail_of(&stderr))
+    }
+
+    fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Ends a process between jobs: closing its input ends its loop; one that does not
+    /// end soon is killed.
+    fn retire(self) {
+        let Live {
+            mut child, stdin, ..
+        } = self;
+        drop(stdin);
+        let _ = wait_briefly(&mut child);
+    }
+}
+
+/// Waits up to two seconds for `child` to end, then kills it: its status.
+fn wait_briefly(child: &mut Child) -> std::io::Result<std::process::ExitStatus> {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < deadline {
+        if let Some(status) = child.try_wait()? {
+            return Ok(status);
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let _ = child.kill();
+    child.wait()
+}
+
+/// A runner's reply as a measurement that took `seconds`.
+fn result_of(reply: &str, seconds: f64) -> MeasureResult {
+    match serde_json::from_str::<RunReply>(reply.trim()) {
+        Ok(RunReply::Ok { costs }) => MeasureResult {
+            costs,
+            error_no: MeasureErrorNo::NoError,
+            error_msg: None,
+            all_cost: seconds,
+            timestamp: now(),
+        },
+        Ok(RunReply::WrongAnswer { message }) => {
+            MeasureResult::failed(MeasureErrorNo::WrongAnswer, message, seconds)
+        }
+        Ok(RunReply::LoadFailed { message }) => {
+            MeasureResult::failed(MeasureErrorNo::CompileDevice, message, seconds)
+        }
+        Ok(RunReply::Failed { message }) => {
+            MeasureResult::failed(MeasureErrorNo::RuntimeDevice, message, seconds)
+        }
+        Err(e) => MeasureResult::failed(
+            MeasureErrorNo::Unknown,
+            format!("unreadable runner output ({e}): {}", reply.trim()),
+            seconds,
+        ),
+    }
+}
+
+/// The last lines of a process's standard error, prefixed for a message.
+fn tail_of(stderr: &[u8]) -> String {
+    let text = String::from_utf8_lossy(stderr);
+    let lines: Vec<&str> = text.lines().rev().take(5).collect();
+    if lines.is_empty() {
+        String::new()
+    } else {
+        let mut l = lines;
+        l.reverse();
+        format!(": {}", l.join(" | "))
+    }
+}
+
+/// "was killed by signal 11 (SIGSEGV)" or "exited with status 3".
+fn describe_exit(status: &std::process::ExitStatus) -> String {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        if let Some(sig) = status.signal() {
+            let name = match sig {
+                4 => " (SIGILL)",
+                6 => " (SIGABRT)",
+                7 => " (SIGBUS)",
+                8 => " (SIGFPE)",
+                9 => " (SIGKILL)",
+                11 => " (SIGSEGV)",
+                _ => "",
+            };
+            return format!("was killed by signal {sig}{name}");
+        }
+    }
+    match status.code() {
+        Some(c) => format!("exited with status {c}"),
+        None => "ended abnormally".into(),
+    }
+}
