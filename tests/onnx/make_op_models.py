@@ -11,7 +11,8 @@ There are two groups of cases:
           at the opset where the operator has that form (old opsets included);
   "arch"  small opset-9 networks in the node patterns of the classic ONNX model zoo models
           (AlexNet, ZFNet-512, Inception v1/v2, ResNet-50 (Caffe2), ShuffleNet, SqueezeNet 1.0,
-          DenseNet-121, VGG-19) with He-scaled seeded random weights.
+          DenseNet-121, VGG-19) with He-scaled seeded random weights, and two opset-17
+          transformers in PyTorch's export patterns (a BERT-style encoder layer, a small ViT).
 
 Weights, shapes, axes, indices, pads, scales etc. are initializers, never graph inputs, so the
 importer sees them as constants. Graph inputs are seeded random arrays (a fixed seed per case,
@@ -746,6 +747,49 @@ def matmul_cases():
         single(name, "MatMul", 13, [("A", g.normal(*sa)), ("B", g.normal(*sb))])
 
 
+def np_group_norm(x, scale, bias, groups, eps, per_group):
+    n, c = x.shape[:2]
+    xr = x.reshape(n, groups, -1)
+    y = ((xr - xr.mean(-1, keepdims=True)) / np.sqrt(xr.var(-1, keepdims=True) + eps)).reshape(x.shape)
+    if per_group:
+        scale, bias = np.repeat(scale, c // groups), np.repeat(bias, c // groups)
+    shape = (c,) + (1,) * (x.ndim - 2)
+    return [(y * scale.reshape(shape) + bias.reshape(shape)).astype(F32)]
+
+
+def transformer_op_cases():
+    """The operators of transformer exports: LayerNormalization, GroupNormalization, Mod,
+    Einsum (the batched-matmul forms attention uses, implicit output, a summed letter)."""
+    g = Rng("layernorm")
+    single("layernorm_last_axis", "LayerNormalization", 17,
+           [("X", g.normal(2, 5, 8, scale=2.0) + F32(0.3)), ("Scale", Init(g.uniform(0.5, 1.5, 8))),
+            ("B", Init(g.normal(8, scale=0.2)))])
+    g = Rng("layernorm_axis")
+    single("layernorm_axis_m2_no_bias", "LayerNormalization", 17,
+           [("X", g.normal(2, 3, 4, 5)), ("Scale", Init(g.uniform(0.5, 1.5, 4, 5)))], {"axis": -2, "epsilon": 1e-3})
+    # (opset 18's per-group form is converted too, but onnx's checker refuses it as deprecated)
+    for name, opset, groups, per in [("groupnorm_opset21", 21, 2, 6), ("groupnorm_opset21_g3", 21, 3, 6)]:
+        g = Rng(name)
+        x = g.normal(2, 6, 4, 4, scale=1.5)
+        scale, bias = g.uniform(0.5, 1.5, per), g.normal(per, scale=0.2)
+        single(name, "GroupNormalization", opset, [("X", x), ("scale", Init(scale)), ("bias", Init(bias))],
+               {"num_groups": groups, "epsilon": 1e-5},
+               ref=lambda x, s=scale, b=bias, gr=groups, pg=(opset < 21): np_group_norm(x, s, b, gr, 1e-5, pg))
+    g = Rng("mod")
+    single("mod_int_floor", "Mod", 13, [("A", g.ints(-20, 20, 3, 4)), ("B", Init(np.array([3, -4, 5, 7], dtype=I64)))],
+           out_type=TensorProto.INT64)
+    single("mod_float_fmod", "Mod", 13, [("A", g.normal(3, 4, scale=5.0)), ("B", Init(g.uniform(1.0, 2.0, 4)))],
+           {"fmod": 1})
+    for name, eq, sa, sb in [("einsum_bhid_bhjd", "bhid,bhjd->bhij", (1, 2, 5, 4), (1, 2, 6, 4)),
+                             ("einsum_bhij_bhjd", "bhij,bhjd->bhid", (1, 2, 5, 6), (1, 2, 6, 4)),
+                             ("einsum_bij_bjk", "bij,bjk->bik", (2, 3, 4), (2, 4, 5)),
+                             ("einsum_implicit_ij_jk", "ij,jk", (3, 4), (4, 5)),
+                             ("einsum_summed_letter", "bij,jk->bk", (2, 3, 4), (4, 5))]:
+        g = Rng(name)
+        single(name, "Einsum", 12, [("A", g.normal(*sa)), ("B", g.normal(*sb))], {"equation": eq})
+    single("einsum_one_operand", "Einsum", 12, [("A", Rng("einsum1").normal(2, 3, 4))], {"equation": "abc->ca"})
+
+
 def old_opset_cases():
     g = Rng("old")
     x = g.normal(2, 3, 4, 5)
@@ -914,12 +958,12 @@ class Net:
     def softmax(self, x, name="softmax"):
         return self.node("Softmax", [x], name)
 
-    def finish(self, in_name, in_shape, y, seed_name):
+    def finish(self, in_name, in_shape, y, seed_name, opset=9):
         last = self.nodes[-1]
         assert last.output[0] == y
         last.output[0] = f"{last.name}out_1"
         x = np.random.default_rng(hash_name("input/" + seed_name)).standard_normal(in_shape, dtype=F32)
-        add_case(self.name, self.name, 9, self.nodes, [(in_name, x)], self.inits, [(last.output[0], FLOAT)],
+        add_case(self.name, self.name, opset, self.nodes, [(in_name, x)], self.inits, [(last.output[0], FLOAT)],
                  group="arch")
 
 
@@ -1166,12 +1210,107 @@ def vgg19():
     n.finish("data_0", (1, 3, 32, 32), x, "vgg19")
 
 
+class Encoder(Net):
+    """An opset-17 transformer in the node patterns PyTorch exports: linear layers as
+    MatMul + Add, heads by Reshape/Transpose, LayerNormalization, GELU as x/2·(1+erf(x/√2))."""
+
+    def linear(self, x, name, cin, cout):
+        y = self.node("MatMul", [x, self.init(f"{name}_w", self.normal((cin, cout), 1 / np.sqrt(cin)))], f"{name}_mm")
+        return self.node("Add", [y, self.init(f"{name}_b", self.normal((cout,), 0.02))], f"{name}_bias")
+
+    def layer_norm(self, x, name, width):
+        scale = self.init(f"{name}_scale", self.rng.uniform(0.8, 1.2, size=width).astype(F32))
+        return self.node("LayerNormalization", [x, scale, self.init(f"{name}_bias", self.normal((width,), 0.05))],
+                         name, axis=-1, epsilon=1e-5)
+
+    def const(self, name, value, dtype=F32):
+        return self.init(name, np.array(value, dtype=dtype))
+
+    def gelu(self, x, name):
+        e = self.node("Erf", [self.node("Div", [x, self.const(f"{name}_sqrt2", np.sqrt(2.0))], f"{name}_div")],
+                      f"{name}_erf")
+        e = self.node("Add", [e, self.const(f"{name}_one", 1.0)], f"{name}_add")
+        return self.node("Mul", [self.node("Mul", [x, e], f"{name}_mul"), self.const(f"{name}_half", 0.5)],
+                         f"{name}_half")
+
+    def attention(self, x, name, seq, width, heads, mask=None, einsum=False):
+        """Multi-head self-attention of x [1, seq, width]; the heads' shape is computed from
+        x's as exporters do (Shape → Gather → Unsqueeze → Concat), folded at import."""
+        d = width // heads
+        shape = self.node("Shape", [x], f"{name}_shape")
+        batch = self.node("Gather", [shape, self.const(f"{name}_i0", 0, I64)], f"{name}_batch", axis=0)
+        batch = self.node("Unsqueeze", [batch, self.const(f"{name}_ax0", [0], I64)], f"{name}_batch1")
+        split = self.node("Concat", [batch, self.const(f"{name}_rest", [seq, heads, d], I64)], f"{name}_heads_shape",
+                          axis=0)
+
+        def heads_of(t, tag):
+            r = self.node("Reshape", [self.linear(t, f"{name}_{tag}", width, width), split], f"{name}_{tag}_split")
+            return self.node("Transpose", [r], f"{name}_{tag}_heads", perm=[0, 2, 1, 3])
+
+        q, k, v = heads_of(x, "q"), heads_of(x, "k"), heads_of(x, "v")
+        if einsum:
+            s = self.node("Einsum", [q, k], f"{name}_qk", equation="bhid,bhjd->bhij")
+        else:
+            kt = self.node("Transpose", [k], f"{name}_kt", perm=[0, 1, 3, 2])
+            s = self.node("MatMul", [q, kt], f"{name}_qk")
+        s = self.node("Div", [s, self.const(f"{name}_sqrt_d", np.sqrt(d))], f"{name}_scale")
+        if mask is not None:
+            # an additive padding mask: Where(mask == 0, -10000, 0), folded at import
+            cond = self.node("Equal", [self.init(f"{name}_mask", mask), self.const(f"{name}_z", 0, I64)],
+                             f"{name}_mask_eq")
+            add = self.node("Where", [cond, self.const(f"{name}_neg", -1e4), self.const(f"{name}_zf", 0.0)],
+                            f"{name}_mask_where")
+            s = self.node("Add", [s, add], f"{name}_masked")
+        p = self.node("Softmax", [s], f"{name}_softmax", axis=-1)
+        if einsum:
+            o = self.node("Einsum", [p, v], f"{name}_pv", equation="bhij,bhjd->bhid")
+        else:
+            o = self.node("MatMul", [p, v], f"{name}_pv")
+        o = self.node("Transpose", [o], f"{name}_merge", perm=[0, 2, 1, 3])
+        o = self.node("Reshape", [o, self.const(f"{name}_merged", [1, seq, width], I64)], f"{name}_merged")
+        return self.linear(o, f"{name}_out", width, width)
+
+
+def bert_encoder_layer():
+    """A post-norm BERT-style encoder layer (nn.TransformerEncoderLayer's export): seq 16,
+    width 64, 4 heads, a padding mask, FFN 128."""
+    n = Encoder("bert_encoder_layer")
+    seq, width = 16, 64
+    mask = np.ones((1, 1, 1, seq), dtype=I64)
+    mask[..., -3:] = 0
+    x = "hidden_states"
+    h = n.layer_norm(n.node("Add", [x, n.attention(x, "attn", seq, width, 4, mask=mask)], "res1"), "ln1", width)
+    f = n.linear(n.gelu(n.linear(h, "ffn1", width, 128), "gelu"), "ffn2", 128, width)
+    y = n.layer_norm(n.node("Add", [h, f], "res2"), "ln2", width)
+    n.finish(x, (1, seq, width), y, "bert_encoder_layer", opset=17)
+
+
+def vit_tiny():
+    """A pre-norm vision transformer (torchvision's ViT export, small): 8×8 patches of a
+    32×32 image, width 32, a class token, position embeddings, one block with attention
+    by Einsum, the class token's LayerNorm and head."""
+    n = Encoder("vit_tiny")
+    width, seq = 32, 17
+    x = n.conv("image", "patch", 3, width, 8, stride=8, gain=1.0)
+    x = n.node("Reshape", [x, n.const("flat_shape", [1, width, 16], I64)], "flatten_patches")
+    x = n.node("Transpose", [x], "patches", perm=[0, 2, 1])
+    x = n.node("Concat", [n.init("class_token", n.normal((1, 1, width), 0.5)), x], "with_class", axis=1)
+    x = n.node("Add", [x, n.init("pos_embedding", n.normal((1, seq, width), 0.1))], "embedded")
+    a = n.attention(n.layer_norm(x, "ln1", width), "attn", seq, width, 2, einsum=True)
+    x = n.node("Add", [x, a], "res1")
+    m = n.linear(n.gelu(n.linear(n.layer_norm(x, "ln2", width), "mlp1", width, 64), "gelu"), "mlp2", 64, width)
+    x = n.node("Add", [x, m], "res2")
+    cls = n.node("Gather", [n.layer_norm(x, "ln_final", width), n.const("cls_index", 0, I64)], "class_out", axis=1)
+    y = n.linear(cls, "head", width, 10)
+    n.finish("image", (1, 3, 32, 32), y, "vit_tiny", opset=17)
+
+
 OP_GROUPS = [unary_cases, prelu_cases, pow_cases, compare_cases, variadic_cases, softmax_cases, split_cases,
              expand_tile_cases, gather_cases, slice_cases, reduce_cases, instnorm_cases, pad_cases, lrn_cases,
              conv_pool_cases, convtranspose_cases, resize_cases, constant_cases, squeeze_cases, matmul_cases,
-             old_opset_cases]
+             transformer_op_cases, old_opset_cases]
 ARCHS = [alexnet, zfnet512, inception_v1, inception_v2, resnet50_caffe2, shufflenet, squeezenet1_0, densenet121,
-         vgg19]
+         vgg19, bert_encoder_layer, vit_tiny]
 
 
 def main():

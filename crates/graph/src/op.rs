@@ -210,6 +210,12 @@ pub enum Op {
     InstanceNorm {
         epsilon: f64,
     },
+    /// Layer normalization over `axes` (ONNX's `LayerNormalization`: the axes from
+    /// `axis` on): `x`, `gamma`, `beta`, the last two shaped as those axes.
+    LayerNorm {
+        axes: Vec<i64>,
+        epsilon: f64,
+    },
     /// Log-softmax over `axis`.
     LogSoftmax {
         axis: i64,
@@ -307,6 +313,7 @@ impl Op {
             Op::PadBorder { .. } => "pad",
             Op::Lrn(_) => "lrn",
             Op::InstanceNorm { .. } => "instance_norm",
+            Op::LayerNorm { .. } => "layer_norm",
             Op::LogSoftmax { .. } => "log_softmax",
             Op::Resize(_) => "resize2d",
         }
@@ -327,7 +334,7 @@ impl Op {
             | Op::Conv2dTranspose { .. }
             | Op::BinaryFn(_)
             | Op::Take { .. } => 2,
-            Op::Where | Op::InstanceNorm { .. } => 3,
+            Op::Where | Op::InstanceNorm { .. } | Op::LayerNorm { .. } => 3,
             Op::BatchNorm { .. } => 5,
             Op::Concat { .. } => return None,
             _ => 1,
@@ -367,6 +374,7 @@ impl Op {
             | Op::StopFusion
             | Op::Lrn(_)
             | Op::InstanceNorm { .. }
+            | Op::LayerNorm { .. }
             | Op::LogSoftmax { .. } => Pattern::Opaque,
             Op::Concat { .. }
             | Op::Flatten
@@ -544,6 +552,9 @@ impl Op {
             Op::Lrn(a) => ops::lrn(x(), a),
             Op::InstanceNorm { epsilon } => {
                 ops::instance_norm(&inputs[0], &inputs[1], &inputs[2], *epsilon)
+            }
+            Op::LayerNorm { axes, epsilon } => {
+                ops::layer_norm(&inputs[0], &inputs[1], Some(&inputs[2]), axes, *epsilon)
             }
             Op::LogSoftmax { axis } => ops::log_softmax(x(), *axis),
             Op::Resize(a) => ops::resize2d(x(), a),

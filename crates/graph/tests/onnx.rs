@@ -180,6 +180,86 @@ fn unsupported_operator_names_it_and_the_node() {
     );
 }
 
+/// The transformer operators' forms the importer does not take are errors naming the
+/// node and what is wrong, never a panic.
+#[test]
+fn transformer_operator_forms_not_supported_say_why() {
+    let equation = |eq: &str| proto::AttributeProto {
+        name: Some("equation".into()),
+        s: Some(eq.as_bytes().to_vec()),
+        r#type: Some(proto::attribute_proto::AttributeType::String as i32),
+        ..Default::default()
+    };
+    let one = |n: proto::NodeProto, inits: Vec<TensorProto>| {
+        import_err(&with_io(model(vec![n], inits, 21), &[2, 4], &[2, 4]))
+    };
+    let cases = [
+        (
+            one(
+                node("Einsum", "e", &["x"], &["y"], vec![equation("ii->i")]),
+                vec![],
+            ),
+            "node `e`",
+            "a letter repeated within one term",
+        ),
+        (
+            one(
+                node("Einsum", "e", &["x"], &["y"], vec![equation("...i->i")]),
+                vec![],
+            ),
+            "node `e`",
+            "ellipses are not supported",
+        ),
+        (
+            one(
+                node("Einsum", "e", &["x"], &["y"], vec![equation("abc->a")]),
+                vec![],
+            ),
+            "node `e`",
+            "operand 0 has rank 2, its term 3 letters",
+        ),
+        (
+            one(
+                node("Mod", "m", &["x", "x"], &["y"], vec![int_attr("fmod", 0)]),
+                vec![],
+            ),
+            "node `m`",
+            "fmod=0 on floating-point tensors",
+        ),
+        (
+            one(
+                node(
+                    "LayerNormalization",
+                    "ln",
+                    &["x", "s"],
+                    &["y", "mean"],
+                    vec![],
+                ),
+                vec![f32_tensor("s", &[4], 1)],
+            ),
+            "node `ln`",
+            "Mean and InvStdDev outputs",
+        ),
+        (
+            one(
+                node(
+                    "GroupNormalization",
+                    "gn",
+                    &["x", "s", "b"],
+                    &["y"],
+                    vec![int_attr("num_groups", 3)],
+                ),
+                vec![f32_tensor("s", &[4], 1), f32_tensor("b", &[4], 2)],
+            ),
+            "node `gn`",
+            "num_groups 3 must be positive and divide the 4 channels",
+        ),
+    ];
+    for (e, node, why) in cases {
+        assert!(e.contains(node) && e.contains(why), "{e}");
+    }
+}
+
 #[test]
 fn malformed_files_are_errors() {
     let good = model(vec![node("Relu", "r", &["x"], &["y"], vec![])], vec![], 13).encode_to_vec();

@@ -1,6 +1,7 @@
 //! Every ONNX operator the importer supports beyond the torchvision set, one node per
-//! model with several attribute combinations and opsets, and the classic model-zoo
-//! architectures (opset 9) in their node patterns, at small sizes: imported, built for
+//! model with several attribute combinations and opsets, the classic model-zoo
+//! architectures (opset 9) in their node patterns and two transformers in PyTorch's
+//! export patterns (opset 17), at small sizes: imported, built for
 //! the CPU and run, against onnxruntime's outputs on the same inputs (or NumPy's, for
 //! opsets onnxruntime no longer runs). The models come from
 //! tests/onnx/make_op_models.py.
@@ -145,6 +146,8 @@ fn operators_and_classic_architectures_match_onnxruntime() {
         "squeezenet1_0",
         "densenet121",
         "vgg19",
+        "bert_encoder_layer",
+        "vit_tiny",
     ] {
         assert!(cases.iter().any(|c| c.name == arch), "no case `{arch}`");
     }

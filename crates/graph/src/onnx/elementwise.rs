@@ -173,6 +173,23 @@ pub(super) fn prelu(imp: &mut Importer, c: &NodeCtx) -> Outputs {
     )?])
 }
 
+/// `Mod`: with `fmod=1` the remainder with the dividend's sign (C's `fmod`, the only
+/// form defined for floats), else with the divisor's (Python's `%`, integers).
+pub(super) fn modulo(imp: &mut Importer, c: &NodeCtx) -> Outputs {
+    let x = c.input(0)?;
+    let y = c.input(1)?;
+    let fmod = c.int("fmod", 0) != 0;
+    if !fmod && imp.ty(x).dtype.is_float() {
+        return Err(c.bad("fmod=0 on floating-point tensors (ONNX requires fmod=1 there)"));
+    }
+    let f = if fmod {
+        BinaryFn::TruncMod
+    } else {
+        BinaryFn::FloorMod
+    };
+    Ok(vec![imp.op(&c.name, Op::BinaryFn(f), &[x, y])?])
+}
+
 /// Comparisons and logic of two arguments.
 pub(super) fn predicate(imp: &mut Importer, c: &NodeCtx) -> Outputs {
     let f = match c.op {

@@ -1,9 +1,9 @@
 //! The ONNX frontend: a `ModelProto` (decoded by prost from the bindings generated from
 //! `onnx.proto`) becomes a [`Graph`].
 //!
-//! Supported: the operators of [`supported_ops`] — those of convolutional and MLP-style
-//! models, from torchvision's exports to the classic model-zoo architectures — opsets 1
-//! to 21 (older attribute forms are converted: BatchNormalization's `spatial`, Pad,
+//! Supported: the operators of [`supported_ops`] — those of convolutional, MLP-style and
+//! transformer models, from torchvision's exports to the classic model-zoo architectures
+//! — opsets 1 to 21 (older attribute forms are converted: BatchNormalization's `spatial`, Pad,
 //! Slice, Reshape, Split, Squeeze and the reductions taking attributes where later
 //! opsets take inputs, the legacy `broadcast`/`axis` of arithmetic, Upsample),
 //! initializers with raw or typed data, external data files, and the shape arithmetic of
@@ -18,13 +18,15 @@
 //!
 //! The converters live by family: [`nn`] (convolutions, pooling, normalization, dense
 //! layers, softmax), [`elementwise`], [`shape`] (shape arithmetic and data movement),
-//! [`reduce`] and [`resize`]; [`CONVERTERS`] maps each operator type to its converter.
+//! [`reduce`], [`resize`] and [`einsum`]; [`CONVERTERS`] maps each operator type to its
+//! converter.
 
 #[rustfmt::skip]
 #[allow(clippy::all, missing_docs, rustdoc::all)]
 pub mod proto;
 
 mod attrs;
+mod einsum;
 mod elementwise;
 mod nn;
 mod reduce;
@@ -67,6 +69,7 @@ const CONVERTERS: &[(&str, Convert)] = &[
     ("ConvTranspose", nn::conv_transpose),
     ("Div", elementwise::arithmetic),
     ("Dropout", shape::identity),
+    ("Einsum", einsum::einsum),
     ("Elu", elementwise::activation),
     ("Equal", elementwise::predicate),
     ("Erf", elementwise::unary),
@@ -81,11 +84,13 @@ const CONVERTERS: &[(&str, Convert)] = &[
     ("GlobalMaxPool", nn::global_pool),
     ("Greater", elementwise::predicate),
     ("GreaterOrEqual", elementwise::predicate),
+    ("GroupNormalization", nn::group_norm),
     ("HardSigmoid", elementwise::activation),
     ("HardSwish", elementwise::math),
     ("Identity", shape::identity),
     ("InstanceNormalization", nn::instance_norm),
     ("LRN", nn::lrn),
+    ("LayerNormalization", nn::layer_norm),
     ("LeakyRelu", elementwise::activation),
     ("Less", elementwise::predicate),
     ("LessOrEqual", elementwise::predicate),
@@ -96,6 +101,7 @@ const CONVERTERS: &[(&str, Convert)] = &[
     ("MaxPool", nn::pool),
     ("Mean", elementwise::variadic),
     ("Min", elementwise::variadic),
+    ("Mod", elementwise::modulo),
     ("Mul", elementwise::arithmetic),
     ("Neg", elementwise::math),
     ("Not", elementwise::math),

@@ -1,6 +1,6 @@
 //! Network layers: convolutions (1-D as 2-D between reshapes, 2-D, 3-D, grouped,
-//! transposed), pooling (1-D, 2-D, 3-D, global), batch, instance and local response
-//! normalization, `Gemm`, `MatMul` (dense on constant weights, batched with NumPy
+//! transposed), pooling (1-D, 2-D, 3-D, global), batch, instance, layer, group and local
+//! response normalization, `Gemm`, `MatMul` (dense on constant weights, batched with NumPy
 //! broadcasting otherwise), `Softmax` and `LogSoftmax` (the 2-D coercion of opsets
 //! before 13).
 
@@ -467,6 +467,133 @@ pub(super) fn instance_norm(imp: &mut Importer, c: &NodeCtx) -> Outputs {
         epsilon: c.float("epsilon", 1e-5) as f64,
     };
     Ok(vec![imp.op(&c.name, op, &ins)?])
+}
+
+/// `LayerNormalization` (opset 17): over the axes from `axis` (default -1) on; `Scale`
+/// and `B` broadcast to those axes' shape, `B` zero when omitted. The optional `Mean`
+/// and `InvStdDev` outputs (for training) are refused.
+pub(super) fn layer_norm(imp: &mut Importer, c: &NodeCtx) -> Outputs {
+    if (1..3).any(|k| !c.out_name(k).is_empty()) {
+        return Err(c.bad("the Mean and InvStdDev outputs (training) are not supported"));
+    }
+    let x = c.input(0)?;
+    let shape = imp.shape(x);
+    let axis = norm_axis(c, c.int("axis", -1), shape.len())?;
+    let norm_shape = shape[axis..].to_vec();
+    let dtype = imp.ty(x).dtype;
+    let scale = fit_to(imp, c, c.input(1)?, &norm_shape, "scale")?;
+    let bias = match c.opt(2) {
+        Some(b) => fit_to(imp, c, b, &norm_shape, "bias")?,
+        None => zeros(imp, &c.sub("bias"), dtype, &norm_shape)?,
+    };
+    let op = Op::LayerNorm {
+        axes: (axis as i64..shape.len() as i64).collect(),
+        epsilon: c.float("epsilon", 1e-5) as f64,
+    };
+    Ok(vec![imp.op(&c.name, op, &[x, scale, bias])?])
+}
+
+/// `GroupNormalization` (opsets 18 and 21): the channels (axis 1) in `num_groups`
+/// groups, each normalized over its channels and the spatial axes, then scaled and
+/// shifted per group (opset 18) or per channel (opset 21). A layer normalization of
+/// `[N, groups, rest]`, then the scale and bias per channel.
+pub(super) fn group_norm(imp: &mut Importer, c: &NodeCtx) -> Outputs {
+    let x = c.input(0)?;
+    let shape = imp.shape(x);
+    let groups = c.int("num_groups", 0);
+    if shape.len() < 2 {
+        return Err(c.bad(format!(
+            "the input has rank {}, needs [N, C, ...]",
+            shape.len()
+        )));
+    }
+    let channels = shape[1];
+    if groups < 1 || channels % groups != 0 {
+        return Err(c.bad(format!(
+            "num_groups {groups} must be positive and divide the {channels} channels"
+        )));
+    }
+    let dtype = imp.ty(x).dtype;
+    let rest: i64 = shape[1..].iter().product::<i64>() / groups;
+    let grouped = imp.reshape(&c.sub("grouped"), x, vec![shape[0], groups, rest])?;
+    let ones = imp.g.constant(
+        &c.sub("unit_scale"),
+        NDArray::from_f64(dtype, &[rest as usize], &vec![1.0; rest as usize])?,
+    );
+    let no_bias = zeros(imp, &c.sub("unit_bias"), dtype, &[rest])?;
+    let op = Op::LayerNorm {
+        axes: vec![2],
+        epsilon: c.float("epsilon", 1e-5) as f64,
+    };
+    let normed = imp.op(&c.sub("normalized"), op, &[grouped, ones, no_bias])?;
+    let normed = imp.reshape(&c.sub("ungrouped"), normed, shape.clone())?;
+    // per-channel factors, shaped [C, 1, …] to broadcast over the spatial axes
+    let mut per_channel = vec![channels];
+    per_channel.extend(std::iter::repeat_n(1, shape.len() - 2));
+    let per_group = imp.opset < 21;
+    let factor = |imp: &mut Importer, k: usize, what: &str| {
+        let v = c.input(k)?;
+        let want = if per_group { groups } else { channels };
+        if imp.shape(v) != [want] {
+            return Err(c.bad(format!(
+                "{what} has shape {:?}, expected [{want}] (one per {} at opset {})",
+                imp.shape(v),
+                if per_group { "group" } else { "channel" },
+                imp.opset
+            )));
+        }
+        let v = if per_group {
+            let column = imp.reshape(&c.sub(&format!("{what}_column")), v, vec![groups, 1])?;
+            let spread = Op::BroadcastTo {
+                shape: vec![groups, channels / groups],
+            };
+            imp.op(&c.sub(&format!("{what}_spread")), spread, &[column])?
+        } else {
+            v
+        };
+        imp.reshape(&c.sub(&format!("{what}_channels")), v, per_channel.clone())
+    };
+    let scale = factor(imp, 1, "scale")?;
+    let bias = factor(imp, 2, "bias")?;
+    let scaled = imp.op(&c.sub("scaled"), Op::Binary(Binary::Mul), &[normed, scale])?;
+    Ok(vec![imp.op(
+        &c.name,
+        Op::Binary(Binary::Add),
+        &[scaled, bias],
+    )?])
+}
+
+/// `v` (a normalization's scale or bias) in the shape `shape`: as it is, reshaped when
+/// it has as many elements, else broadcast (NumPy's rules).
+fn fit_to(
+    imp: &mut Importer,
+    c: &NodeCtx,
+    v: NodeIndex,
+    shape: &[i64],
+    what: &str,
+) -> Result<NodeIndex, GraphError> {
+    let have = imp.shape(v);
+    if have == shape {
+        return Ok(v);
+    }
+    if have.iter().product::<i64>() == shape.iter().product::<i64>() {
+        return imp.reshape(&c.sub(what), v, shape.to_vec());
+    }
+    let op = Op::BroadcastTo {
+        shape: shape.to_vec(),
+    };
+    imp.op(&c.sub(what), op, &[v])
+}
+
+/// A constant of zeros.
+fn zeros(
+    imp: &mut Importer,
+    name: &str,
+    dtype: tessera_ir::DataType,
+    shape: &[i64],
+) -> Result<NodeIndex, GraphError> {
+    let dims: Vec<usize> = shape.iter().map(|&d| d.max(0) as usize).collect();
+    Ok(imp.g.constant(name, NDArray::zeros(dtype, &dims)?))
 }
 
 /// `LRN`.

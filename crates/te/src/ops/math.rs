@@ -203,6 +203,12 @@ pub enum BinaryFn {
     Power,
     /// `a` if `a ≥ 0`, else `b · a` (ONNX's PRelu, the slope broadcast to the data).
     Prelu,
+    /// The remainder of `a / b` rounded toward zero, with `a`'s sign (C's `%` and
+    /// `fmod`; ONNX's `Mod` with `fmod=1`).
+    TruncMod,
+    /// The remainder of `a / b` rounded toward negative infinity, with `b`'s sign
+    /// (Python's `%`; ONNX's integer `Mod`).
+    FloorMod,
     Equal,
     Less,
     Greater,
@@ -220,6 +226,8 @@ impl BinaryFn {
         match self {
             BinaryFn::Power => "power",
             BinaryFn::Prelu => "prelu",
+            BinaryFn::TruncMod => "truncmod",
+            BinaryFn::FloorMod => "floormod",
             BinaryFn::Equal => "equal",
             BinaryFn::Less => "less",
             BinaryFn::Greater => "greater",
@@ -233,13 +241,18 @@ impl BinaryFn {
 
     /// Whether the result is a bool tensor.
     pub fn is_predicate(self) -> bool {
-        !matches!(self, BinaryFn::Power | BinaryFn::Prelu)
+        !matches!(
+            self,
+            BinaryFn::Power | BinaryFn::Prelu | BinaryFn::TruncMod | BinaryFn::FloorMod
+        )
     }
 
     fn apply(self, a: Expr, b: Expr, dt: DataType) -> Expr {
         match self {
             BinaryFn::Power => a.pow(b),
             BinaryFn::Prelu => Expr::select(a.lt(const_of(dt, 0.0)), b * a.clone(), a),
+            BinaryFn::TruncMod => a % b,
+            BinaryFn::FloorMod => Expr::floormod(a, b),
             BinaryFn::Equal => a.eq(b),
             BinaryFn::Less => a.lt(b),
             BinaryFn::Greater => a.gt(b),
@@ -264,7 +277,8 @@ pub fn binary_fn(a: &Tensor, b: &Tensor, f: BinaryFn) -> Result<Tensor, TeError>
     }
     let dt = a.dtype();
     let logic = matches!(f, BinaryFn::And | BinaryFn::Or | BinaryFn::Xor);
-    if logic != dt.is_bool() || (matches!(f, BinaryFn::Power | BinaryFn::Prelu) && !dt.is_float()) {
+    let float_only = matches!(f, BinaryFn::Power | BinaryFn::Prelu);
+    if logic != dt.is_bool() || (float_only && !dt.is_float()) {
         return Err(attr_err(
             op,
             "dtype",
