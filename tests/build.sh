@@ -5,7 +5,7 @@
 #    plugins, with the sketch and autotvm plugins beside it as .so files (plugins/).
 #    The strategy-plugin test checks that it writes the same log as the default binary.
 #    The CUDA and VTA backends' .so files go to target/debug/dynamic/extra/ (found
-#    through TESSERA_PLUGIN_PATH by crates/cli/tests/cuda.rs and vta.rs). Each crate is built on its own so
+#    through TESSERA_PLUGIN_PATH by crates/cli/tests/suite/cuda.rs and vta.rs). Each crate is built on its own so
 #    that cargo does not unify the `static` feature the default binary turns on.
 # 2. the workspace (the default `tessera`, the fixture plugins' .so files).
 set -euo pipefail

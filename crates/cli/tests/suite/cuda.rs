@@ -11,8 +11,7 @@
 //!
 //! NVRTC missing outside CI: the build tests skip with the reason printed.
 
-mod common;
-use common::{bin, dynamic_bin, ok, top5};
+use crate::common::{bin, dynamic_bin, ok, top5};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -2,8 +2,7 @@
 //! check against the interpreter and time end to end; `--list` prints the catalog; an
 //! unknown name or a bad attribute is one line on stderr.
 
-mod common;
-use common::{one_line_error, tessera};
+use crate::common::{one_line_error, tessera};
 
 const CHECKED: &[&str] = &[
     "--check",

@@ -6,8 +6,7 @@
 //! cycle model; the plugin as a `.so` gives the same. That the VTA path computes the
 //! quantized CPU path's bits is `tests/tests/vta_network_agrees.rs`.
 
-mod common;
-use common::{ok, tessera, top5_rows};
+use crate::common::{ok, tessera, top5_rows};
 
 #[test]
 fn the_template_tasks_of_resnet18_are_its_packed_convolutions() {
@@ -176,12 +175,12 @@ fn a_tuned_network_runs_on_vta_with_the_board_cpus_bits() {
 
 #[test]
 fn the_plugin_as_a_shared_object_runs_the_packed_operator() {
-    let extra = common::bin()
+    let extra = crate::common::bin()
         .parent()
         .unwrap()
         .join("dynamic")
         .join("extra");
-    let out = std::process::Command::new(common::dynamic_bin())
+    let out = std::process::Command::new(crate::common::dynamic_bin())
         .args([
             "op",
             "conv2d_packed",
@@ -198,7 +197,7 @@ fn the_plugin_as_a_shared_object_runs_the_packed_operator() {
     let v: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
     assert_eq!(v["correct"], true, "{text}");
     // the simulator's counters cross the plugin boundary
-    let out = std::process::Command::new(common::dynamic_bin())
+    let out = std::process::Command::new(crate::common::dynamic_bin())
         .args([
             "run",
             "--network",
@@ -252,7 +251,7 @@ fn a_vta_config_file_is_read_and_a_bad_one_refused() {
     let bad = dir.path().join("bad.json");
     std::fs::write(&bad, r#"{"LOG_INP_WIDTH": 4}"#).unwrap();
     let target = format!("vta -config={}", bad.display());
-    common::assert_one_line_error(
+    crate::common::assert_one_line_error(
         &tessera(&[&op[..], &["--target", &target]].concat()),
         "VTA configuration",
     );

@@ -1,8 +1,7 @@
 //! `tessera tasks` and `tessera run` as a user runs them: a zoo network and an ONNX
 //! model end to end, and bad input giving one error line and a non-zero exit.
 
-mod common;
-use common::{assert_one_line_error, tessera};
+use crate::common::{assert_one_line_error, tessera};
 
 use std::path::Path;
 use std::process::{Command, Output};

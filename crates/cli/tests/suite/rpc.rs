@@ -3,8 +3,7 @@
 //! free pending` table, and a wrong token, a dead tracker and a missing token are one
 //! clear error line each.
 
-mod common;
-use common::{assert_one_line_error as one_line_error, ok, top5};
+use crate::common::{assert_one_line_error as one_line_error, ok, top5};
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Output, Stdio};
@@ -77,7 +76,7 @@ fn start_server_of(tracker: &str, key: &str, target: &str) -> Tracker {
 
 /// `tessera ARGS` with the token in the environment.
 fn tessera(args: &[&str]) -> Output {
-    common::command(args)
+    crate::common::command(args)
         .env("TESSERA_RPC_TOKEN", TOKEN)
         .output()
         .unwrap()

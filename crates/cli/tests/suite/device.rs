@@ -5,8 +5,7 @@
 //! compute wrong; a tuned log is applied; and one `tessera` binary alone is a complete
 //! tuner (it runs its own measurement jobs).
 
-mod common;
-use common::{bin, ok, top5_rows as top5};
+use crate::common::{bin, ok, top5_rows as top5};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -1,8 +1,7 @@
 //! `tessera records`: show, best and distill on a small log written with the library;
 //! a torn last line is a warning, a missing file one error line.
 
-mod common;
-use common::{one_line_error, tessera};
+use crate::common::{one_line_error, tessera};
 
 use serde_json::json;
 use std::fs;

@@ -2,8 +2,7 @@
 //! compiles and runs a kernel (`tessera op --target testdev`) with the core untouched;
 //! broken files and a panicking plugin give one-line errors.
 
-mod common;
-use common::one_line_error;
+use crate::common::one_line_error;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -2,8 +2,7 @@
 //! a fresh process without the C compiler and gives the output of `tessera run` on the
 //! same network; a module for another target, or a file that is not one, is one line.
 
-mod common;
-use common::{command, one_line_error, tessera, text};
+use crate::common::{command, one_line_error, tessera, text};
 
 #[test]
 fn a_compiled_module_runs_without_the_compiler_and_matches_run() {

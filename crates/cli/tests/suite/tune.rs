@@ -1,8 +1,7 @@
 //! `tessera tune --templates` on one small operator: progress lines, the record log
 //! (every measurement plus the default schedule's), and its errors.
 
-mod common;
-use common::tessera;
+use crate::common::tessera;
 
 use std::process::Output;
 

@@ -9,8 +9,7 @@
 //! - (8) Ctrl-C cleans up and says how to resume, a finished tune measures nothing again;
 //! - (9) the OpenCL device (and, in `rpc.rs`, the RPC server) named at `-v`.
 
-mod common;
-use common::{assert_one_line_error, command, ok, one_line_error, tessera, text};
+use crate::common::{assert_one_line_error, command, ok, one_line_error, tessera, text};
 use std::path::Path;
 
 fn stderr_of(out: &std::process::Output) -> String {

@@ -5,8 +5,7 @@
 //! completes. Without an OpenCL platform each test skips with the reason printed,
 //! except under CI, where that fails (CI installs PoCL).
 
-mod common;
-use common::{ok, tessera, top5};
+use crate::common::{ok, tessera, top5};
 
 use std::path::Path;
 use std::process::Command;

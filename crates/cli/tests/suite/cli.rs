@@ -1,8 +1,7 @@
 //! The `tessera` command as a user runs it: small operators end to end, and bad input
 //! giving a one-line error with a non-zero exit (no panic, no backtrace).
 
-mod common;
-use common::assert_one_line_error;
+use crate::common::assert_one_line_error;
 
 use std::process::{Command, Output};
 
@@ -125,7 +124,7 @@ fn bad_input_is_one_line_and_a_non_zero_exit() {
     );
     assert_one_line_error(&bad_option, "unknown option `arch`");
     // the tessera built without its plugins (tests/build.sh) has no `vta` backend
-    let no_plugin = std::process::Command::new(common::dynamic_bin())
+    let no_plugin = std::process::Command::new(crate::common::dynamic_bin())
         .args(["op", "matmul", "--shape", "8,8,8", "--target", "vta"])
         .env_remove("TESSERA_PLUGIN_PATH")
         .output()

@@ -6,8 +6,7 @@
 //! - `tilewalk`, a third-party strategy fixture loaded from a `.so`, tunes a matmul and
 //!   a small network through the plugin interface, on the real runner.
 
-mod common;
-use common::{bin, dynamic_bin, ok};
+use crate::common::{bin, dynamic_bin, ok};
 
 use std::path::Path;
 use std::process::{Command, Output};

@@ -2,8 +2,7 @@
 //! (a bar when it is), `--json` summaries on `tune`, `run` and `records` (stdout the
 //! JSON alone), `records plot` drawing a log's tuning curve, and `-v` logs.
 
-mod common;
-use common::{ok, tessera, text};
+use crate::common::{ok, tessera, text};
 
 fn json(stdout: &str) -> serde_json::Value {
     serde_json::from_str(stdout.trim())

@@ -1,6 +1,6 @@
 //! What the CLI's integration tests share: running the binary, reading a success's
 //! output, checking that a failure is one clear line, and the top-5 rows a network run
-//! prints. Each test file takes what it needs (`mod common;`).
+//! prints. Each test module takes what it needs (`use crate::common::…`).
 #![allow(dead_code)]
 
 use std::path::PathBuf;
