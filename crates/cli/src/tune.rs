@@ -76,6 +76,10 @@ pub struct TuneArgs {
     /// a build timeout (TVM's builder `timeout`).
     #[arg(long = "build-timeout", default_value_t = 15.0)]
     pub(crate) build_timeout: f64,
+    /// Candidates one runner process measures before it is replaced (one after a crash,
+    /// a hang or a device error is replaced at once); 1 starts a process per candidate.
+    #[arg(long = "jobs-per-runner", default_value_t = tessera_search::runner_process::JOBS_PER_PROCESS)]
+    pub(crate) jobs_per_runner: usize,
     /// Skip the correctness check of each candidate against the reference.
     #[arg(long)]
     pub(crate) no_check: bool,
@@ -164,6 +168,7 @@ pub(crate) fn measure_options(args: &TuneArgs, backend: &dyn Backend) -> Result<
             cache_flush: args.cache_flush,
         },
         simulated: args.simulated_runner,
+        jobs_per_runner: args.jobs_per_runner.max(1),
         rpc: crate::rpc::remote_options(&args.rpc)?,
         ..MeasureOptions::default()
     })

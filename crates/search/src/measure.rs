@@ -58,6 +58,9 @@ pub struct MeasureOptions {
     pub simulated: bool,
     /// Run on the device servers of an RPC tracker's key instead of here.
     pub rpc: Option<RemoteOptions>,
+    /// Jobs one runner process runs before it is replaced
+    /// ([`crate::runner_process::JOBS_PER_PROCESS`]; 1: a process per kernel).
+    pub jobs_per_runner: usize,
 }
 
 impl Default for MeasureOptions {
@@ -77,6 +80,7 @@ impl Default for MeasureOptions {
             runner: None,
             simulated: false,
             rpc: None,
+            jobs_per_runner: crate::runner_process::JOBS_PER_PROCESS,
         }
     }
 }
@@ -254,13 +258,14 @@ impl Measurer {
         opts: MeasureOptions,
     ) -> Result<Measurer, MeasureError> {
         let runner = find_runner(opts.runner.as_deref())?;
+        let jobs_per_runner = opts.jobs_per_runner;
         let dir =
             ScratchDir::new("tessera-measure-").map_err(|e| MeasureError::Io(e.to_string()))?;
         backend.set_build_timeout(opts.build_timeout);
         Ok(Measurer {
             backend: Arc::from(backend),
             opts,
-            runner: RunnerProcess::new(runner),
+            runner: RunnerProcess::new(runner).with_jobs_per_process(jobs_per_runner),
             dir,
             consecutive_errors: 0,
             report: Box::new(|line| eprintln!("{line}")),
