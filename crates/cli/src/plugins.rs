@@ -107,7 +107,8 @@ pub fn serve_jobs() -> std::process::ExitCode {
     let stdin = std::io::stdin();
     let served = tessera_search::runner_process::serve_jobs(
         stdin.lock(),
-        std::io::stdout().lock(),
+        // not locked across jobs: a device library's thread may print too
+        std::io::stdout(),
         |target| {
             let r = registry();
             let t = r.parse_target(target).map_err(|e| e.to_string())?;

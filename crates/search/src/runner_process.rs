@@ -97,7 +97,11 @@ pub fn serve_jobs(
             devices.insert(target.to_string(), Arc::clone(&d));
             Ok(d)
         });
-        writeln!(output, "{}", reply_line(&reply))?;
+        // one write of the whole line: standard output locks once for it, so another
+        // thread's printing cannot land inside the reply
+        let mut line = reply_line(&reply);
+        line.push('\n');
+        output.write_all(line.as_bytes())?;
         output.flush()?;
         if matches!(reply, RunReply::Failed { .. }) {
             break;

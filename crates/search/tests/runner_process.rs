@@ -5,7 +5,6 @@
 //! SIGSEGV, `hang` sleeps, `fail` replies a device failure, `chatter` prints around its
 //! reply; any other job replies its pid.
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tessera_search::runner_process::{serve_jobs, RunnerProcess, REPLY_MARK};
@@ -26,11 +25,34 @@ while read -r job; do
 done
 "#;
 
-fn stand_in(dir: &Path) -> PathBuf {
-    let path = dir.join("runner.sh");
-    std::fs::write(&path, SCRIPT).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    path
+/// The stand-in runner, written once per test process by a shell of its own: a file this
+/// process had open for writing could be inherited, for the instant between fork and
+/// exec, by a runner another test thread starts, and executing it would then fail with
+/// "text file busy".
+fn stand_in() -> PathBuf {
+    static SCRIPT_PATH: std::sync::OnceLock<(tempfile::TempDir, PathBuf)> =
+        std::sync::OnceLock::new();
+    let (_, path) = SCRIPT_PATH.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("runner.sh");
+        let mut sh = std::process::Command::new("sh")
+            .arg("-c")
+            .arg("cat > \"$1\" && chmod 755 \"$1\"")
+            .arg("sh")
+            .arg(&path)
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        sh.stdin
+            .take()
+            .unwrap()
+            .write_all(SCRIPT.as_bytes())
+            .unwrap();
+        assert!(sh.wait().unwrap().success());
+        (dir, path)
+    });
+    path.clone()
 }
 
 /// Runs the job named `name`: (its error kind, the pid that ran it if it succeeded).
@@ -42,8 +64,7 @@ fn run(p: &mut RunnerProcess, name: &str) -> (MeasureErrorNo, Option<u32>) {
 
 #[test]
 fn one_process_runs_job_after_job() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut p = RunnerProcess::new(stand_in(dir.path()));
+    let mut p = RunnerProcess::new(stand_in());
     assert_eq!(p.pid(), None, "nothing starts before the first job");
     let pids: Vec<u32> = (0..5)
         .map(|i| {
@@ -58,8 +79,7 @@ fn one_process_runs_job_after_job() {
 
 #[test]
 fn a_crash_is_its_jobs_error_and_the_next_job_gets_a_new_process() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut p = RunnerProcess::new(stand_in(dir.path()));
+    let mut p = RunnerProcess::new(stand_in());
     let (_, first) = run(&mut p, "good");
     let r = p.run(Path::new("crash"), Duration::from_secs(5));
     assert_eq!(r.error_no, MeasureErrorNo::RuntimeDevice, "{r:?}");
@@ -73,8 +93,7 @@ fn a_crash_is_its_jobs_error_and_the_next_job_gets_a_new_process() {
 
 #[test]
 fn a_hang_is_a_run_timeout_and_the_process_is_replaced() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut p = RunnerProcess::new(stand_in(dir.path()));
+    let mut p = RunnerProcess::new(stand_in());
     let (_, first) = run(&mut p, "good");
     let hung = first.unwrap();
     let r = p.run(Path::new("hang"), Duration::from_millis(300));
@@ -92,8 +111,7 @@ fn a_hang_is_a_run_timeout_and_the_process_is_replaced() {
 
 #[test]
 fn a_device_failure_retires_the_process() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut p = RunnerProcess::new(stand_in(dir.path()));
+    let mut p = RunnerProcess::new(stand_in());
     let (_, first) = run(&mut p, "good");
     let r = p.run(Path::new("fail"), Duration::from_secs(5));
     assert_eq!(r.error_no, MeasureErrorNo::RuntimeDevice);
@@ -105,8 +123,7 @@ fn a_device_failure_retires_the_process() {
 
 #[test]
 fn a_process_is_replaced_after_its_share_of_jobs() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut p = RunnerProcess::new(stand_in(dir.path())).with_jobs_per_process(2);
+    let mut p = RunnerProcess::new(stand_in()).with_jobs_per_process(2);
     let pids: Vec<Option<u32>> = (0..5).map(|i| run(&mut p, &format!("j{i}")).1).collect();
     assert_eq!(pids[0], pids[1]);
     assert_ne!(pids[1], pids[2]);
@@ -116,8 +133,7 @@ fn a_process_is_replaced_after_its_share_of_jobs() {
 
 #[test]
 fn what_a_device_library_prints_around_a_reply_is_ignored() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut p = RunnerProcess::new(stand_in(dir.path()));
+    let mut p = RunnerProcess::new(stand_in());
     for _ in 0..3 {
         let (kind, pid) = run(&mut p, "chatter");
         assert_eq!(kind, MeasureErrorNo::NoError);
