@@ -159,37 +159,12 @@ impl RunnerProcess {
     pub fn run(&mut self, job_path: &Path, timeout: Duration) -> MeasureResult {
         let start = Instant::now();
         let total = || start.elapsed().as_secs_f64();
-        let mut live = match self.live.take() {
-            Some(l) => l,
-            None => match Live::start(&self.runner) {
-                Ok(l) => l,
-                Err(e) => {
-                    return MeasureResult::failed(
-                        MeasureErrorNo::Unknown,
-                        format!("starting {}: {e}", self.runner.display()),
-                        total(),
-                    )
-                }
-            },
+        let mut live = match self.hand_over(job_path) {
+            Ok(l) => l,
+            Err(message) => {
+                return MeasureResult::failed(MeasureErrorNo::Unknown, message, total())
+            }
         };
-        live.stderr
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clear();
-        let line = format!("{}\n", job_path.display());
-        if let Err(e) = live
-            .stdin
-            .write_all(line.as_bytes())
-            .and_then(|()| live.stdin.flush())
-        {
-            // it ended between jobs (nothing ends it then but a signal from outside)
-            let why = live.end();
-            return MeasureResult::failed(
-                MeasureErrorNo::RuntimeDevice,
-                format!("the runner {why} before the job began ({e})"),
-                total(),
-            );
-        }
         match live.replies.recv_timeout(timeout) {
             Ok(reply) => {
                 let result = result_of(&reply, total());
@@ -216,6 +191,39 @@ impl RunnerProcess {
             Err(RecvTimeoutError::Disconnected) => {
                 let why = live.end();
                 MeasureResult::failed(MeasureErrorNo::RuntimeDevice, why, total())
+            }
+        }
+    }
+
+    /// A process that has been handed the job: the running one, or a new one when none
+    /// runs or the running one ended between jobs (ended from outside: the job is not to
+    /// blame, so it goes to a new process).
+    fn hand_over(&mut self, job_path: &Path) -> Result<Live, String> {
+        let line = format!("{}\n", job_path.display());
+        let reused = self.live.take();
+        let fresh = reused.is_none();
+        let mut live = match reused {
+            Some(l) => l,
+            None => Live::start(&self.runner)
+                .map_err(|e| format!("starting {}: {e}", self.runner.display()))?,
+        };
+        live.stderr
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+        match live
+            .stdin
+            .write_all(line.as_bytes())
+            .and_then(|()| live.stdin.flush())
+        {
+            Ok(()) => Ok(live),
+            Err(e) if fresh => {
+                let why = live.end();
+                Err(format!("{why} before its first job began ({e})"))
+            }
+            Err(_) => {
+                let _ = live.end();
+                self.hand_over(job_path)
             }
         }
     }

@@ -121,6 +121,40 @@ fn a_device_failure_retires_the_process() {
     assert_ne!(next, first);
 }
 
+/// A runner killed from outside between two jobs costs the next job nothing: it goes to
+/// a new process.
+#[test]
+fn a_runner_killed_between_jobs_is_replaced_without_failing_the_next_job() {
+    let mut p = RunnerProcess::new(stand_in());
+    let (_, first) = run(&mut p, "good");
+    let pid = p.pid().unwrap();
+    assert_eq!(Some(pid), first);
+    let killed = std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    // wait until it is gone (a zombie: its pipes closed, not reaped yet)
+    let gone = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| {
+                s.rsplit_once(')')
+                    .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+            })
+            .unwrap_or(true)
+    };
+    for _ in 0..1000 {
+        if gone() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(gone(), "runner {pid} still runs after SIGKILL");
+    let (kind, next) = run(&mut p, "good");
+    assert_eq!(kind, MeasureErrorNo::NoError);
+    assert_ne!(next, first);
+}
+
 #[test]
 fn a_process_is_replaced_after_its_share_of_jobs() {
     let mut p = RunnerProcess::new(stand_in()).with_jobs_per_process(2);
