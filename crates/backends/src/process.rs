@@ -1,5 +1,5 @@
-//! Child processes with a time limit: the C compiler here, the kernel runner in
-//! measurement.
+//! Child processes with a time limit: the C compiler here, the runner processes of
+//! measurement (`tessera_search::runner_process`).
 
 use std::io::Read;
 use std::process::{Child, Command, Output};
@@ -36,6 +36,20 @@ fn kill(child: &mut Child) {
         }
     }
     let _ = child.kill();
+}
+
+/// Waits for `child` up to `limit` (zero: not at all), then kills it (with its process
+/// group, when it leads one) and reaps it: its exit status. For a child whose pipes
+/// others read.
+pub fn wait_or_kill(
+    child: &mut Child,
+    limit: Duration,
+) -> std::io::Result<std::process::ExitStatus> {
+    if let Some(status) = child.wait_timeout(limit)? {
+        return Ok(status);
+    }
+    kill(child);
+    child.wait()
 }
 
 /// Waits for `child` up to `limit` while reading its piped stdout and stderr (so a chatty

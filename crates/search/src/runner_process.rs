@@ -30,6 +30,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tessera_backends::process::wait_or_kill;
 use tessera_runtime::runner::{RunJob, RunReply};
 use tessera_runtime::Device;
 
@@ -39,6 +40,10 @@ pub const REPLY_MARK: &str = "\u{1}tessera-reply ";
 
 /// Jobs one runner process runs before it is replaced.
 pub const JOBS_PER_PROCESS: usize = 64;
+
+/// How long a runner whose input closed (or whose output ended) may take to exit
+/// before it is killed.
+const GRACE: Duration = Duration::from_secs(2);
 
 /// How much of a runner's standard error is kept for the message of a job that ends it.
 const STDERR_KEPT: usize = 16 * 1024;
@@ -304,7 +309,7 @@ impl Live {
             ..
         } = self;
         drop(stdin);
-        let status = match wait_briefly(&mut child) {
+        let status = match wait_or_kill(&mut child, GRACE) {
             Ok(s) => describe_exit(&s),
             Err(e) => format!("could not be waited for ({e})"),
         };
@@ -315,8 +320,7 @@ impl Live {
     }
 
     fn kill(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let _ = wait_or_kill(&mut self.child, Duration::ZERO);
     }
 
     /// Ends a process between jobs: closing its input ends its loop; one that does not
@@ -326,21 +330,8 @@ impl Live {
             mut child, stdin, ..
         } = self;
         drop(stdin);
-        let _ = wait_briefly(&mut child);
+        let _ = wait_or_kill(&mut child, GRACE);
     }
-}
-
-/// Waits up to two seconds for `child` to end, then kills it: its status.
-fn wait_briefly(child: &mut Child) -> std::io::Result<std::process::ExitStatus> {
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while Instant::now() < deadline {
-        if let Some(status) = child.try_wait()? {
-            return Ok(status);
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let _ = child.kill();
-    child.wait()
 }
 
 /// A runner's reply as a measurement that took `seconds`.
