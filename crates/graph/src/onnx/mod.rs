@@ -475,7 +475,22 @@ impl Importer {
 
     /// A scalar constant of `dtype`.
     fn scalar(&mut self, name: &str, dtype: DataType, v: f64) -> Result<NodeIndex, GraphError> {
-        Ok(self.g.constant(name, NDArray::from_f64(dtype, &[], &[v])?))
+        self.filled(name, dtype, &[], v)
+    }
+
+    /// A constant of `dtype` and `shape` whose every element is `v`.
+    fn filled(
+        &mut self,
+        name: &str,
+        dtype: DataType,
+        shape: &[i64],
+        v: f64,
+    ) -> Result<NodeIndex, GraphError> {
+        let dims: Vec<usize> = shape.iter().map(|&d| d.max(0) as usize).collect();
+        let values = vec![v; dims.iter().product()];
+        Ok(self
+            .g
+            .constant(name, NDArray::from_f64(dtype, &dims, &values)?))
     }
 
     /// Adds `op` on `ins`; when every input is a constant and the result is small, the

@@ -484,7 +484,7 @@ pub(super) fn layer_norm(imp: &mut Importer, c: &NodeCtx) -> Outputs {
     let scale = fit_to(imp, c, c.input(1)?, &norm_shape, "scale")?;
     let bias = match c.opt(2) {
         Some(b) => fit_to(imp, c, b, &norm_shape, "bias")?,
-        None => zeros(imp, &c.sub("bias"), dtype, &norm_shape)?,
+        None => imp.filled(&c.sub("bias"), dtype, &norm_shape, 0.0)?,
     };
     let op = Op::LayerNorm {
         axes: (axis as i64..shape.len() as i64).collect(),
@@ -516,11 +516,8 @@ pub(super) fn group_norm(imp: &mut Importer, c: &NodeCtx) -> Outputs {
     let dtype = imp.ty(x).dtype;
     let rest: i64 = shape[1..].iter().product::<i64>() / groups;
     let grouped = imp.reshape(&c.sub("grouped"), x, vec![shape[0], groups, rest])?;
-    let ones = imp.g.constant(
-        &c.sub("unit_scale"),
-        NDArray::from_f64(dtype, &[rest as usize], &vec![1.0; rest as usize])?,
-    );
-    let no_bias = zeros(imp, &c.sub("unit_bias"), dtype, &[rest])?;
+    let ones = imp.filled(&c.sub("unit_scale"), dtype, &[rest], 1.0)?;
+    let no_bias = imp.filled(&c.sub("unit_bias"), dtype, &[rest], 0.0)?;
     let op = Op::LayerNorm {
         axes: vec![2],
         epsilon: c.float("epsilon", 1e-5) as f64,
@@ -583,17 +580,6 @@ fn fit_to(
         shape: shape.to_vec(),
     };
     imp.op(&c.sub(what), op, &[v])
-}
-
-/// A constant of zeros.
-fn zeros(
-    imp: &mut Importer,
-    name: &str,
-    dtype: tessera_ir::DataType,
-    shape: &[i64],
-) -> Result<NodeIndex, GraphError> {
-    let dims: Vec<usize> = shape.iter().map(|&d| d.max(0) as usize).collect();
-    Ok(imp.g.constant(name, NDArray::zeros(dtype, &dims)?))
 }
 
 /// `LRN`.
