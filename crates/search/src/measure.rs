@@ -279,6 +279,12 @@ impl Measurer {
         self
     }
 
+    /// Makes the next batch run in a new runner process (a re-measurement wants samples
+    /// independent of the process the first measurement ran in).
+    pub fn restart_runner(&mut self) {
+        self.runner.restart();
+    }
+
     pub fn backend(&self) -> &dyn Backend {
         self.backend.as_ref()
     }

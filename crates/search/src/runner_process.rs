@@ -153,6 +153,13 @@ impl RunnerProcess {
         self
     }
 
+    /// Ends the running process, if any, so that the next job starts a new one.
+    pub fn restart(&mut self) {
+        if let Some(live) = self.live.take() {
+            live.retire();
+        }
+    }
+
     /// The process id of the runner now running, if any.
     pub fn pid(&self) -> Option<u32> {
         self.live.as_ref().map(|l| l.child.id())
@@ -236,9 +243,7 @@ impl RunnerProcess {
 
 impl Drop for RunnerProcess {
     fn drop(&mut self) {
-        if let Some(live) = self.live.take() {
-            live.retire();
-        }
+        self.restart();
     }
 }
 

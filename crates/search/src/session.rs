@@ -676,7 +676,8 @@ impl Rounds<'_, '_> {
     }
 
     /// Measures the `top` fastest candidates of every task `runs` more times, each run in
-    /// a fresh process (one batch per run), appending every measurement to the log.
+    /// a fresh runner process (one batch per run, the process restarted before it),
+    /// appending every measurement to the log.
     fn remeasure(&mut self, top: usize, runs: usize) -> Result<Vec<Remeasured>, SessionError> {
         let mut out = Vec::new();
         if top == 0 || runs == 0 {
@@ -719,6 +720,7 @@ impl Rounds<'_, '_> {
                 .map(|f| f.map_err(|e| e.to_string()))
                 .collect();
             for _ in 0..runs {
+                self.measurer.restart_runner();
                 let (results, logged) = self.measure_and_log(task, &descs, funcs.clone());
                 logged?;
                 for (row, r) in rows.iter_mut().zip(&results) {

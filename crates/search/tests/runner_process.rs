@@ -121,6 +121,17 @@ fn a_device_failure_retires_the_process() {
     assert_ne!(next, first);
 }
 
+#[test]
+fn a_restart_starts_the_next_job_in_a_new_process() {
+    let mut p = RunnerProcess::new(stand_in());
+    let (_, first) = run(&mut p, "good");
+    p.restart();
+    assert_eq!(p.pid(), None);
+    let (kind, next) = run(&mut p, "good");
+    assert_eq!(kind, MeasureErrorNo::NoError);
+    assert_ne!(next, first);
+}
+
 /// A runner killed from outside between two jobs costs the next job nothing: it goes to
 /// a new process.
 #[test]
