@@ -144,9 +144,7 @@ fn import_err(m: &ModelProto) -> String {
     .to_string()
 }
 
-#[test]
-fn a_small_model_imports_and_runs() {
-    let m = model(vec![node("Relu", "r", &["x"], &["y"], vec![])], vec![], 13);
+fn run_model(m: &ModelProto, x: &NDArray) -> Vec<f64> {
     let g = import(
         &m.encode_to_vec(),
         Path::new("."),
@@ -154,15 +152,97 @@ fn a_small_model_imports_and_runs() {
     )
     .unwrap();
     let mut exe = build(&g, &Target::cpu()).unwrap();
-    exe.set_input(
-        "x",
-        &NDArray::from_slice_f32(&[1, 4], &[-1.0, 2.0, -3.0, 4.0]).unwrap(),
-    )
-    .unwrap();
+    exe.set_input("x", x).unwrap();
     exe.run().unwrap();
-    assert_eq!(
-        exe.get_output(0).unwrap().to_f64_vec(),
-        vec![0.0, 2.0, 0.0, 4.0]
+    exe.get_output(0).unwrap().to_f64_vec()
+}
+
+#[test]
+fn a_small_model_imports_and_runs() {
+    let m = model(vec![node("Relu", "r", &["x"], &["y"], vec![])], vec![], 13);
+    let x = NDArray::from_slice_f32(&[1, 4], &[-1.0, 2.0, -3.0, 4.0]).unwrap();
+    assert_eq!(run_model(&m, &x), vec![0.0, 2.0, 0.0, 4.0]);
+}
+
+/// Exports' shape arithmetic on constants: PyTorch's attention takes `shape[3:]` of a 3-D
+/// shape (empty) into a Concat, and Swin builds its window mask with ScatterND on a
+/// constant; both fold at import.
+#[test]
+fn empty_slices_and_scatter_nd_on_constants_fold_at_import() {
+    let x = NDArray::from_slice_f32(&[2, 4], &[1., 2., 3., 4., 5., 6., 7., 8.]).unwrap();
+    // y = reshape(x, concat([8], shape(x)[2:]))
+    let nodes = vec![
+        node("Shape", "shape", &["x"], &["s"], vec![]),
+        node("Slice", "tail", &["s", "two", "big"], &["t"], vec![]),
+        node(
+            "Concat",
+            "cat",
+            &["eight", "t"],
+            &["spec"],
+            vec![int_attr("axis", 0)],
+        ),
+        node("Reshape", "flat", &["x", "spec"], &["y"], vec![]),
+    ];
+    let inits = vec![
+        i64_tensor("two", &[2]),
+        i64_tensor("big", &[i64::MAX]),
+        i64_tensor("eight", &[8]),
+    ];
+    let m = with_io(model(nodes, inits, 17), &[2, 4], &[8]);
+    assert_eq!(run_model(&m, &x), x.to_f64_vec());
+
+    // y = x + scatter_nd(ones [2, 4], [[1]], [[10, 20, 30, 40]]), then with reduction add
+    for (reduction, second_row) in [
+        ("none", [10., 20., 30., 40.]),
+        ("add", [11., 21., 31., 41.]),
+    ] {
+        let mut idx = i64_tensor("idx", &[1]);
+        idx.dims = vec![1, 1];
+        let mut upd = f32_tensor("upd", &[1, 4], 0);
+        upd.float_data = vec![10., 20., 30., 40.];
+        let mut ones = f32_tensor("ones", &[2, 4], 0);
+        ones.float_data = vec![1.; 8];
+        let attr = proto::AttributeProto {
+            name: Some("reduction".into()),
+            s: Some(reduction.as_bytes().to_vec()),
+            r#type: Some(proto::attribute_proto::AttributeType::String as i32),
+            ..Default::default()
+        };
+        let nodes = vec![
+            node(
+                "ScatterND",
+                "scatter",
+                &["ones", "idx", "upd"],
+                &["m"],
+                vec![attr],
+            ),
+            node("Add", "add", &["x", "m"], &["y"], vec![]),
+        ];
+        let m = with_io(model(nodes, vec![ones, idx, upd], 18), &[2, 4], &[2, 4]);
+        let want: Vec<f64> = (0..8)
+            .map(|i| (i + 1) as f64 + if i >= 4 { second_row[i - 4] } else { 1. })
+            .collect();
+        assert_eq!(run_model(&m, &x), want, "{reduction}");
+    }
+
+    // on a computed tensor it is refused, naming the node
+    let nodes = vec![node(
+        "ScatterND",
+        "scatter",
+        &["x", "idx", "upd"],
+        &["y"],
+        vec![],
+    )];
+    let mut idx = i64_tensor("idx", &[1]);
+    idx.dims = vec![1, 1];
+    let e = import_err(&with_io(
+        model(nodes, vec![idx, f32_tensor("upd", &[1, 4], 0)], 18),
+        &[2, 4],
+        &[2, 4],
+    ));
+    assert!(
+        e.contains("scatter") && e.contains("only ScatterND on constants"),
+        "{e}"
     );
 }
 

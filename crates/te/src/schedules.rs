@@ -398,6 +398,36 @@ pub fn schedule_conv2d_nhwc(
     schedule_conv_tile(s, conv, epilogue, 2, p.register_rows(vectors), true, p)
 }
 
+/// Grouped conv2d NHWC (`group_conv2d_nhwc`, kernel HWIO with `I` = input channels per
+/// group): the dense conv's register tiles with vectors no wider than a group's output
+/// channels, so that every lane of a vector reads the same input channel (the
+/// vectorizer makes `ff / group_width` one value per vector, and the input load a
+/// broadcast). ResNeXt's 4 channels per group take 4-lane vectors, RegNet's 8 and
+/// wider full AVX2 ones; a group width with no power-of-two divisor stays scalar.
+pub fn schedule_group_conv2d_nhwc(
+    s: &mut Schedule,
+    conv: &Tensor,
+    epilogue: Option<&Tensor>,
+    p: CpuParams,
+) -> Result<(), ScheduleError> {
+    let per_group = conv
+        .inputs()
+        .get(1)
+        .filter(|k| k.ndim() == 4)
+        .map(|k| {
+            let groups = conv.inputs()[0].shape().last().copied().unwrap_or(1) / k.shape()[2];
+            conv.shape()[3] / groups.max(1)
+        })
+        .unwrap_or(1);
+    let lanes = pick_vector(per_group, p.vector_lanes);
+    let p = CpuParams {
+        vector_lanes: lanes,
+        vectorize: p.vectorize && lanes > 1,
+        ..p
+    };
+    schedule_conv2d_nhwc(s, conv, epilogue, p)
+}
+
 /// conv2d NCHW: 8 output channels × output columns per register tile (columns are
 /// contiguous in NCHW).
 pub fn schedule_conv2d_nchw(
@@ -747,7 +777,12 @@ pub fn schedule_stages(
         let reduces = !t.reduce_axis().is_empty();
         let is_conv = matches!(
             tag.as_str(),
-            "conv2d_nhwc" | "conv2d_nchw" | "depthwise_conv2d_nhwc" | "depthwise_conv2d_nchw"
+            "conv2d_nhwc"
+                | "conv2d_nchw"
+                | "group_conv2d_nhwc"
+                | "group_conv2d_nchw"
+                | "depthwise_conv2d_nhwc"
+                | "depthwise_conv2d_nchw"
         );
         let epilogue = if is_conv {
             conv_epilogue(s, t, outputs).filter(|e| stages.contains(e) && !inlined.contains(e))
@@ -758,7 +793,8 @@ pub fn schedule_stages(
         let epilogue = epilogue.as_ref();
         match tag.as_str() {
             "conv2d_nhwc" => schedule_conv2d_nhwc(s, t, epilogue, p)?,
-            "conv2d_nchw" => schedule_conv2d_nchw(s, t, epilogue, p)?,
+            "conv2d_nchw" | "group_conv2d_nchw" => schedule_conv2d_nchw(s, t, epilogue, p)?,
+            "group_conv2d_nhwc" => schedule_group_conv2d_nhwc(s, t, epilogue, p)?,
             "depthwise_conv2d_nhwc" | "depthwise_conv2d_nchw" => {
                 schedule_depthwise(s, t, epilogue, p)?
             }

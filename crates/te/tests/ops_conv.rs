@@ -757,6 +757,14 @@ fn default_schedules_of_the_conv_family_compute_the_same() {
         vec![dn.clone(), kt.clone()],
         ops::conv2d_transpose_nchw(&dn, &kt, (2, 2), [1; 4], (1, 1)).unwrap(),
     ));
+    // grouped NHWC: 4 and 8 output channels per group (vectors of 4 and 8 lanes), 3
+    // (scalar), 16 (two vectors per group)
+    for (groups, cout) in [(4, 16), (2, 16), (2, 6), (2, 32)] {
+        let dg = placeholder(&[1, 5, 7, 8], F32, "data").unwrap();
+        let kg = placeholder(&[3, 3, 8 / groups, cout], F32, "kernel").unwrap();
+        let out = ops::conv2d_nhwc_with(&dg, &kg, &a.with_groups(groups)).unwrap();
+        cases.push((vec![dg, kg], out));
+    }
     for (ins, out) in cases {
         let s =
             default_schedule(&[out.clone()], p).unwrap_or_else(|e| panic!("{}: {e}", out.name()));
@@ -764,6 +772,33 @@ fn default_schedules_of_the_conv_family_compute_the_same() {
         args.push(out.clone());
         common::assert_same_as_unscheduled(&s, &[out], &args, ins.len());
     }
+}
+
+/// A grouped NHWC conv's default schedule vectorizes over the output channels of one
+/// group, so that every lane reads the same input channel: the input load is one
+/// broadcast value, not a gather.
+#[test]
+fn grouped_conv_default_schedule_reads_its_input_as_a_broadcast() {
+    use tessera_te::schedules::{default_schedule, CpuParams};
+    let p = CpuParams {
+        vector_lanes: 8,
+        num_cores: 2,
+        vectorize: true,
+        gpu_threads: 0,
+    };
+    // ResNeXt's first stage in small: 4 channels per group
+    let d = placeholder(&[1, 6, 6, 16], F32, "data").unwrap();
+    let k = placeholder(&[3, 3, 4, 16], F32, "kernel").unwrap();
+    let a = Conv2dAttrs::new((1, 1), (1, 1), (1, 1)).with_groups(4);
+    let out = ops::conv2d_nhwc_with(&d, &k, &a).unwrap();
+    let s = default_schedule(&[out.clone()], p).unwrap();
+    let f = tessera_te::lower(&s, &[d, k, out], "group").unwrap();
+    let (v, skipped) = tessera_ir::transform::vectorize_loops(&f.body);
+    assert!(skipped.is_empty(), "{skipped:?}");
+    let text = v.to_string();
+    // the input read once and broadcast, the kernel as a 4-lane ramp
+    assert!(text.contains("x4(pad_temp["), "{text}");
+    assert!(text.contains(", 1, 4)]"), "{text}");
 }
 
 #[test]

@@ -110,6 +110,7 @@ const CONVERTERS: &[(&str, Convert)] = &[
     ("Pad", shape::pad),
     ("Pow", elementwise::pow),
     ("Range", shape::range),
+    ("ScatterND", shape::scatter_nd),
     ("Reciprocal", elementwise::math),
     ("ReduceL1", reduce::reduce),
     ("ReduceL2", reduce::reduce),

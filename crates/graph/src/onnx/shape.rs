@@ -110,6 +110,64 @@ pub(super) fn range(imp: &mut Importer, c: &NodeCtx) -> Outputs {
     Ok(vec![imp.g.constant(c.out_name(0), v)])
 }
 
+/// `ScatterND` on constants (folded at import): `data` with the slices `indices` names
+/// replaced by (or, from opset 16, combined with) `updates`. Exporters write it where a
+/// model builds a mask from its static shape (Swin's shifted-window attention mask);
+/// on a computed tensor it is refused.
+pub(super) fn scatter_nd(imp: &mut Importer, c: &NodeCtx) -> Outputs {
+    let (data, indices, updates) = (c.input(0)?, c.input(1)?, c.input(2)?);
+    let (Some(d), Some(idx), Some(u)) = (
+        imp.constant(data).cloned(),
+        imp.ints_of(indices),
+        imp.constant(updates).map(NDArray::to_f64_vec),
+    ) else {
+        return Err(c.bad("only ScatterND on constants (known at import time) is supported"));
+    };
+    let shape: Vec<usize> = d.shape().to_vec();
+    let ishape = imp.shape(indices);
+    let k = *ishape.last().unwrap_or(&0) as usize;
+    if ishape.is_empty() || k == 0 || k > shape.len() {
+        return Err(c.bad(format!(
+            "indices of shape {ishape:?} do not index data of rank {}",
+            shape.len()
+        )));
+    }
+    let slice: usize = shape[k..].iter().product();
+    let count = idx.len() / k;
+    if u.len() != count * slice {
+        return Err(c.bad(format!(
+            "{} updates for {count} slices of {slice} elements",
+            u.len()
+        )));
+    }
+    let reduction = c.string("reduction").unwrap_or_else(|| "none".to_string());
+    let combine: fn(f64, f64) -> f64 = match reduction.as_str() {
+        "none" => |_, u| u,
+        "add" => |a, u| a + u,
+        "mul" => |a, u| a * u,
+        "max" => f64::max,
+        "min" => f64::min,
+        other => return Err(c.bad(format!("unknown reduction `{other}`"))),
+    };
+    let mut out = d.to_f64_vec();
+    for (j, at) in idx.chunks(k).enumerate() {
+        let mut offset = 0usize;
+        for (axis, &i) in at.iter().enumerate() {
+            let n = shape[axis] as i64;
+            if i < -n || i >= n {
+                return Err(c.bad(format!("index {i} is out of range for dimension {n}")));
+            }
+            offset = offset * shape[axis] + i.rem_euclid(n) as usize;
+        }
+        let base = offset * slice;
+        for e in 0..slice {
+            out[base + e] = combine(out[base + e], u[j * slice + e]);
+        }
+    }
+    let v = NDArray::from_f64(d.dtype(), &shape, &out)?;
+    Ok(vec![imp.g.constant(c.out_name(0), v)])
+}
+
 /// `Shape` (with `start` / `end` from opset 15).
 pub(super) fn shape(imp: &mut Importer, c: &NodeCtx) -> Outputs {
     let s = imp.shape(c.input(0)?);
@@ -275,6 +333,14 @@ pub(super) fn concat(imp: &mut Importer, c: &NodeCtx) -> Outputs {
     if xs.is_empty() {
         return Err(c.bad("needs at least one input"));
     }
+    // empty inputs (an empty slice of a shape) add nothing
+    let xs: Vec<NodeIndex> = match xs.iter().filter(|&&x| imp.ty(x).numel() > 0).count() {
+        0 => xs[..1].to_vec(),
+        _ => xs.into_iter().filter(|&x| imp.ty(x).numel() > 0).collect(),
+    };
+    if xs.len() == 1 && imp.ty(xs[0]).numel() == 0 {
+        return Ok(xs);
+    }
     Ok(vec![imp.op(
         &c.name,
         Op::Concat {
@@ -389,12 +455,41 @@ pub(super) fn slice(imp: &mut Importer, c: &NodeCtx) -> Outputs {
         end[a] = ends[k];
         strides[a] = steps[k];
     }
+    // An empty slice of a constant (a shape's tail past its end, as PyTorch's attention
+    // export takes `shape[3:]` of a 3-D shape) is an empty constant, which a Concat
+    // drops; of a computed tensor it is an error, as zero-size tensors are not computed.
+    let selected = (0..s.len()).map(|d| slice_extent(s[d], begin[d], end[d], strides[d]));
+    let empty: Vec<usize> = selected.map(|n| n.max(0) as usize).collect();
+    if empty.contains(&0) {
+        if let Some(v) = imp.constant(x) {
+            return Ok(vec![imp
+                .g
+                .constant(&c.name, NDArray::zeros(v.dtype(), &empty)?)]);
+        }
+    }
     let op = Op::StridedSlice {
         begin,
         end,
         strides,
     };
     Ok(vec![imp.op(&c.name, op, &[x])?])
+}
+
+/// The count of elements `begin:end:stride` selects from `dim` (NumPy's rules: negative
+/// bounds from the end, bounds clamped), 0 or less when none.
+fn slice_extent(dim: i64, begin: i64, end: i64, stride: i64) -> i64 {
+    let clamp = |v: i64, lo: i64, hi: i64| v.clamp(lo, hi);
+    let norm = |v: i64| if v < 0 { v.saturating_add(dim) } else { v };
+    if stride > 0 {
+        let (b, e) = (clamp(norm(begin), 0, dim), clamp(norm(end), 0, dim));
+        (e - b + stride - 1).div_euclid(stride)
+    } else {
+        let (b, e) = (
+            clamp(norm(begin), -1, dim - 1),
+            clamp(norm(end), -1, dim - 1),
+        );
+        (b - e + (-stride) - 1).div_euclid(-stride)
+    }
 }
 
 /// `Gather` along `axis`.

@@ -125,6 +125,10 @@ impl Lanes {
             _ => None,
         };
         let n = self.lanes;
+        // two lane-invariant operands: one scalar operation, broadcast
+        if let (Some(x), Some(y)) = (scalar_value(&a), scalar_value(&b)) {
+            return Expr::broadcast(Expr::binary(op, x, y), n);
+        }
         if a.dtype().is_integer() {
             match (op, ramp(&a), ramp(&b), scalar_value(&a), scalar_value(&b)) {
                 (BinOp::Add, Some((b1, s1)), Some((b2, s2)), _, _) => {
@@ -142,10 +146,42 @@ impl Lanes {
                 (BinOp::Mul, _, Some((b2, s2)), Some(x), _) => {
                     return Expr::ramp(&x * b2, x * s2, n)
                 }
+                (BinOp::FloorDiv | BinOp::FloorMod, Some((b1, s1)), _, _, Some(c)) => {
+                    if let Some(e) = self.aligned_floor(op, &b1, &s1, &c) {
+                        return e;
+                    }
+                }
                 _ => {}
             }
         }
         Expr::binary(op, self.widen(a), self.widen(b))
+    }
+
+    /// `floordiv` / `floormod` of a unit-stride ramp `ramp(b, 1, n)` by a constant `c`
+    /// that the lanes cannot straddle a multiple of (`n` divides both `b` and `c`): the
+    /// quotient is the same in every lane, `broadcast(b / c)`, and the remainder a ramp,
+    /// `ramp(b % c, 1, n)`. This keeps a grouped convolution's input channel
+    /// (`ff / group_width · cin_g + rc`, the output channels vectorized inside one group)
+    /// a broadcast instead of a gather.
+    fn aligned_floor(&self, op: BinOp, base: &Expr, stride: &Expr, c: &Expr) -> Option<Expr> {
+        let n = i64::from(self.lanes);
+        let divisor = c.as_int().filter(|c| *c > 0 && c % n == 0)?;
+        if stride.as_int() != Some(1) {
+            return None;
+        }
+        let analyzer = crate::arith::Analyzer::new();
+        if !analyzer.modular_set(base).divisible_by(n) {
+            return None;
+        }
+        let d = Expr::int_of(base.dtype(), divisor);
+        Some(match op {
+            BinOp::FloorDiv => Expr::broadcast(Expr::floordiv(base.clone(), d), self.lanes),
+            _ => Expr::ramp(
+                Expr::floormod(base.clone(), d),
+                Expr::int_of(base.dtype(), 1),
+                self.lanes,
+            ),
+        })
     }
 
     /// A comparison of a unit-stride ramp with a scalar that every lane answers alike,
@@ -445,6 +481,42 @@ mod tests {
             skipped[0].reason.contains("varies across lanes"),
             "{skipped:?}"
         );
+    }
+
+    #[test]
+    fn floor_division_that_no_vector_straddles_is_a_broadcast() {
+        // out[o*8 + i] = a[(o*8 + i) / 8] + b[(o*8 + i) % 16]: the quotient is one value
+        // per vector and the remainder a ramp; by 12, lanes straddle a multiple: a gather
+        let a = Buffer::global("A", DataType::float32(), &[8]);
+        let b = Buffer::global("B", DataType::float32(), &[16]);
+        let out = Buffer::global("OUT", DataType::float32(), &[32]);
+        let (o, i) = (Var::int("o"), Var::int("i"));
+        let body = |div: i64| {
+            let c = &o * 8i64 + i.to_expr();
+            Stmt::for_loop(
+                o.clone(),
+                Expr::int(0),
+                Expr::int(4),
+                ForKind::Serial,
+                vloop(
+                    &i,
+                    0,
+                    8,
+                    Stmt::store(
+                        &out,
+                        vec![c.clone()],
+                        Expr::load(&a, vec![Expr::floordiv(c.clone(), Expr::int(div))])
+                            + Expr::load(&b, vec![Expr::floormod(c, Expr::int(16))]),
+                    ),
+                ),
+            )
+        };
+        let params = [a.clone(), b.clone(), out.clone()];
+        let text = same_results(&params, &body(8)).to_string();
+        assert!(text.contains("A[x8(floordiv("), "{text}");
+        assert!(text.contains("B[ramp(floormod("), "{text}");
+        let text = same_results(&params, &body(12)).to_string();
+        assert!(!text.contains("A[x8("), "{text}");
     }
 
     #[test]
