@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -68,9 +69,12 @@ def main():
             times[name]["o"].append(o)
             line = f"round {r + 1} {name:30} tessera {t:9.2f} ms  onnxruntime {o:9.2f} ms  ratio {t / o:5.2f}"
             if a.baseline:
-                b, _ = tessera_median_ms(a.baseline, path, a.threads, a.repeat, a.layout)
-                times[name]["b"].append(b)
-                line += f"  baseline {b:9.2f} ms"
+                try:
+                    b, _ = tessera_median_ms(a.baseline, path, a.threads, a.repeat, a.layout)
+                    times[name]["b"].append(b)
+                    line += f"  baseline {b:9.2f} ms"
+                except subprocess.CalledProcessError:
+                    line += "  baseline failed (import or build)"
             print(line, flush=True)
     end = cpu_times()
     d = [y - x for x, y in zip(start, end)]
@@ -85,9 +89,11 @@ def main():
         ratios = [t / o for t, o in zip(v["t"], v["o"])]
         row = (f"| {name} | {min(v['t']):.2f} | {min(v['o']):.2f} | {summary(ratios)} | "
                f"{min(v['t']) / min(v['o']):.2f} |")
-        if a.baseline:
+        if a.baseline and v["b"]:
             rb = [t / b for t, b in zip(v["t"], v["b"])]
             row += f" {summary(rb)} | {min(v['b']):.2f} |"
+        elif a.baseline:
+            row += " – | fails |"
         print(row)
 
 

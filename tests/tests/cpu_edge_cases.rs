@@ -520,6 +520,52 @@ fn math_intrinsics_lane_by_lane() {
     k.check(false);
 }
 
+/// The CPU's float32 vector `exp`, `sigmoid` and `erf` (polynomials on whole registers,
+/// not libm lane by lane) across their range: overflow to ∞, underflow through the
+/// subnormals to 0, tiny arguments, NaN.
+#[test]
+fn float32_vector_math_over_its_range() {
+    let mut k = Kernel::new();
+    let values = [
+        -200.0,
+        -104.5,
+        -100.0,
+        -88.5,
+        -87.0,
+        -20.0,
+        -1.0,
+        -1e-6,
+        0.0,
+        1e-6,
+        0.3,
+        1.0,
+        5.5,
+        20.0,
+        88.5,
+        88.7,
+        89.0,
+        200.0,
+        f64::NAN,
+        -0.0,
+        3.0,
+        -3.0,
+        0.7,
+        -0.7,
+    ];
+    let a = k.input("A", f32t(), &values);
+    for op in [Intrinsic::Exp, Intrinsic::Sigmoid, Intrinsic::Erf] {
+        let name = op.name().replace("tir.", "");
+        let o = k.output(&name, f32t(), values.len() as i64);
+        k.body.push(for_(ForKind::Serial, "b", 0, 3, |b| {
+            vloop(8, |i| {
+                let at = i + b * 8i64;
+                st(&o, at.clone(), Expr::math(op, ld(&a, at)))
+            })
+        }));
+    }
+    k.check(false);
+}
+
 #[test]
 fn literals_keep_their_values_in_c() {
     let mut k = Kernel::new();

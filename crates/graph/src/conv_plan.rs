@@ -19,7 +19,9 @@
 use crate::error::GraphError;
 use crate::fuse::{fuse, group_compute};
 use crate::ir::Graph;
-use crate::passes::{dead_code_elimination, pack_conv_weights_mapped, PACK_WEIGHTS_ABOVE};
+use crate::passes::{
+    dead_code_elimination, pack_conv_weights_mapped, pack_dense_weights_mapped, PACK_WEIGHTS_ABOVE,
+};
 use crate::tasks::{extract_tasks, Task};
 use crate::winograd::{rewrite_winograd, rule_takes_winograd, winograd_fits};
 use petgraph::stable_graph::NodeIndex;
@@ -125,7 +127,8 @@ impl ConvPlan {
 
     /// A plan for a CPU build on vectors of `block` float32 lanes: every NHWC
     /// convolution's weights packed by `block` output channels where that pays
-    /// ([`PACK_WEIGHTS_ABOVE`]), and with `winograd` a choice between the direct and the
+    /// ([`PACK_WEIGHTS_ABOVE`]), every dense layer's by `block` output features
+    /// ([`crate::passes::pack_dense_weights_mapped`]), and with `winograd` a choice between the direct and the
     /// Winograd form for each 3×3 stride-1 convolution of at least
     /// [`CHOICE_MIN_CHANNELS`] input channels. `base` is the optimized NHWC network.
     pub fn for_cpu(base: Graph, block: i64, winograd: bool) -> Result<ConvPlan, GraphError> {
@@ -272,6 +275,9 @@ impl ConvPlan {
             }
         }
         for (old, new) in pack_conv_weights_mapped(&mut g, block, PACK_WEIGHTS_ABOVE)? {
+            moved.insert(old, new);
+        }
+        for (old, new) in pack_dense_weights_mapped(&mut g, block)? {
             moved.insert(old, new);
         }
         dead_code_elimination(&mut g);

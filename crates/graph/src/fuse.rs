@@ -11,13 +11,18 @@
 //!   it: reductions end a group;
 //! - conv2d / dense / matmul, concatenation and softmax start a group of their own.
 //!
-//! Each group has exactly one output (every member but the last has its single consumer
+//! A value read by several elementwise operators whose paths meet again within a few
+//! elementwise steps (a diamond: GELU's `x · ½(1 + erf(x/√2))`, SiLU's `x · σ(x)`) counts
+//! as having one consumer, the node where they meet ([`converging_values`]), as TVM's
+//! post-dominator analysis fuses it: the whole diamond joins one group.
+//!
+//! Each group has exactly one output (every member but the last has all its consumers
 //! inside the group), which is what TVM's fused functions are.
 
 use crate::error::GraphError;
 use crate::ir::{Graph, Op, Pattern};
 use petgraph::stable_graph::NodeIndex;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use tessera_te::{placeholder, ComputeDag, Tensor};
 
 /// A fused group of operator nodes.
@@ -40,6 +45,27 @@ impl Group {
 
 /// Partitions the operator nodes of `graph` into fused groups, in an order they can run.
 pub fn fuse(graph: &Graph) -> Vec<Group> {
+    let groups = fuse_with(graph, &converging_values(graph));
+    // a diamond that did not close inside one group would leave a member read from
+    // outside it: then no diamond fuses
+    if groups.iter().all(|g| single_output(graph, g)) {
+        groups
+    } else {
+        fuse_with(graph, &HashSet::new())
+    }
+}
+
+/// Whether every member of `g` but its output is read only inside `g` (and is not a
+/// network output).
+fn single_output(graph: &Graph, g: &Group) -> bool {
+    let outputs = graph.outputs();
+    g.nodes[..g.nodes.len() - 1]
+        .iter()
+        .all(|&m| !outputs.contains(&m) && graph.users(m).iter().all(|u| g.nodes.contains(u)))
+}
+
+/// The greedy fusion, where the values of `converging` count as read once.
+fn fuse_with(graph: &Graph, converging: &HashSet<NodeIndex>) -> Vec<Group> {
     let mut groups: Vec<Group> = Vec::new();
     let mut group_of: HashMap<NodeIndex, usize> = HashMap::new();
     let outputs = graph.outputs();
@@ -61,7 +87,9 @@ pub fn fuse(graph: &Graph) -> Vec<Group> {
         let join = graph
             .args(n)
             .into_iter()
-            .filter(|&a| graph.users(a).len() == 1 && !outputs.contains(&a))
+            .filter(|&a| {
+                (graph.users(a).len() == 1 || converging.contains(&a)) && !outputs.contains(&a)
+            })
             .filter_map(|a| group_of.get(&a).copied())
             .find(|&g| joinable(&groups[g]));
         let gi = match join {
@@ -89,6 +117,65 @@ pub fn fuse(graph: &Graph) -> Vec<Group> {
     groups
 }
 
+/// The most elementwise steps a diamond's paths take before they meet.
+const DIAMOND_STEPS: usize = 8;
+
+/// The values read by more than one operator, all elementwise, whose paths meet again:
+/// from each reader, following single-consumer elementwise operators for at most
+/// [`DIAMOND_STEPS`] steps, every path reaches one common node. The greedy fusion may
+/// then take the value's readers into its group one by one: they all end up there, so
+/// the value stays inside the group.
+fn converging_values(graph: &Graph) -> HashSet<NodeIndex> {
+    let outputs = graph.outputs();
+    let elementwise = |n: NodeIndex| graph.node(n).op.pattern() == Some(Pattern::ElemWise);
+    // the nodes a reader's value flows through: itself, then while each has one
+    // elementwise consumer (and is not a network output), that consumer
+    let path = |start: NodeIndex| {
+        let mut p = vec![start];
+        let mut at = start;
+        while p.len() < DIAMOND_STEPS {
+            let users = graph.users(at);
+            match users.as_slice() {
+                [next] if elementwise(*next) && !outputs.contains(&at) => {
+                    p.push(*next);
+                    at = *next;
+                }
+                _ => break,
+            }
+        }
+        p
+    };
+    let mut out = HashSet::new();
+    for n in graph.topo_order() {
+        let mut users = graph.users(n);
+        users.dedup();
+        if graph.users(n).len() < 2 || !users.iter().all(|&u| elementwise(u)) {
+            continue;
+        }
+        if users.len() == 1 {
+            // one operator reading the value twice (`x · x`)
+            out.insert(n);
+            continue;
+        }
+        let paths: Vec<Vec<NodeIndex>> = users.iter().map(|&u| path(u)).collect();
+        let meet = paths[0]
+            .iter()
+            .position(|m| paths[1..].iter().all(|p| p.contains(m)));
+        // every path must reach the meeting node before leaving the diamond
+        if let Some(i) = meet {
+            let m = paths[0][i];
+            let inside = paths.iter().all(|p| {
+                let k = p.iter().position(|x| *x == m).expect("contains");
+                !p[..k].iter().any(|x| outputs.contains(x))
+            });
+            if inside {
+                out.insert(n);
+            }
+        }
+    }
+    out
+}
+
 /// The name of a fused function in TVM's style: `fused_` and the operator names.
 pub fn group_name(graph: &Graph, group: &Group) -> String {
     let mut name = String::from("fused");
@@ -107,8 +194,8 @@ pub struct GroupCompute {
     pub params: Vec<NodeIndex>,
     pub placeholders: Vec<Tensor>,
     pub output: Tensor,
-    /// The tensors of the members that are elementwise or injective and not the output:
-    /// the default schedule inlines them into their consumers.
+    /// The tensors of the members that are elementwise or injective, not the output and
+    /// not broadcast into it: the default schedule inlines them into their consumers.
     pub inlinable: Vec<Tensor>,
     /// The group's conv2d / dense / matmul node and its tensor, if it has one: what a
     /// tuned template schedules.
@@ -127,6 +214,16 @@ impl GroupCompute {
         ComputeDag::new(&[self.output.clone()])
             .map_err(|e| GraphError::Invalid(format!("compute DAG of a fused group: {e}")))
     }
+}
+
+/// Whether `t` (a member of `group`) has at most an eighth of the elements of the
+/// group's output: a value broadcast into it, as a squeeze-excitation's channel scales
+/// (`σ(conv(pool(x)))`, C values) into `x · scale` (H·W·C). Inlined, it would be computed
+/// once per output element (a sigmoid per pixel instead of per channel); it is computed
+/// once, into a buffer of its own.
+fn broadcast_into(graph: &Graph, group: &Group, t: &Tensor) -> bool {
+    let out: i64 = graph.node(group.output()).ty.shape.iter().product();
+    t.shape().iter().product::<i64>() * 8 <= out
 }
 
 /// Builds the tensor expression of `group`.
@@ -193,6 +290,7 @@ pub fn group_compute(graph: &Graph, group: &Group) -> Result<GroupCompute, Graph
                 node.op.pattern(),
                 Some(Pattern::ElemWise | Pattern::Injective)
             )
+            && !broadcast_into(graph, group, &out)
         {
             inlinable.push(out.clone());
         }

@@ -410,6 +410,53 @@ pub(crate) fn pack_conv_weights_mapped(
     Ok(packed)
 }
 
+/// [`pack_dense_weights_mapped`], returning how many dense layers were packed.
+pub fn pack_dense_weights(graph: &mut Graph, block: i64) -> Result<usize, GraphError> {
+    Ok(pack_dense_weights_mapped(graph, block)?.len())
+}
+
+/// Packs the constant weights of dense layers (`[N, K]`, `N` a multiple of `block`, at
+/// least [`PACK_DENSE_MIN_ROWS`] rows of data) by blocks of `block` output features:
+/// `[N/block, K, block]`, once, at build time (TVM's `dense_pack.x86` layout). The
+/// default schedule then computes register tiles of rows × two blocks with one broadcast
+/// and two contiguous vector loads per reduction step, where the `[N, K]` weight needs
+/// a dot product per output and its horizontal sum. Returns each packed dense node
+/// before and after.
+pub(crate) fn pack_dense_weights_mapped(
+    graph: &mut Graph,
+    block: i64,
+) -> Result<Vec<(NodeIndex, NodeIndex)>, GraphError> {
+    let Some(b) = usize::try_from(block).ok().filter(|&b| b >= 2) else {
+        return Ok(Vec::new());
+    };
+    let mut packed = Vec::new();
+    for n in graph.topo_order() {
+        if !matches!(graph.node(n).op, Op::Dense) {
+            continue;
+        }
+        let args = graph.args(n);
+        let rows = graph.node(args[0]).ty.shape.first().copied().unwrap_or(0);
+        let Some(w) = graph.constant_value(args[1]) else {
+            continue;
+        };
+        let &[nf, k] = w.shape() else {
+            continue;
+        };
+        if nf % b != 0 || rows < PACK_DENSE_MIN_ROWS {
+            continue;
+        }
+        let value = permute(&reshape(w, &[nf / b, b, k])?, &[0, 2, 1])?;
+        let dense = replace_conv_weight(graph, n, Op::Dense, &format!("nk{b}n"), value)?;
+        packed.push((n, dense));
+    }
+    dead_code_elimination(graph);
+    Ok(packed)
+}
+
+/// The fewest data rows for which a dense layer's weights are packed: a matrix–vector
+/// product (a classifier's head) streams its weights once either way.
+pub const PACK_DENSE_MIN_ROWS: i64 = 4;
+
 /// The attributes and constant weight of node `n` if it is an NHWC conv2d whose weight
 /// is a constant.
 pub(crate) fn nhwc_conv_with_constant_weight(
@@ -427,8 +474,9 @@ pub(crate) fn nhwc_conv_with_constant_weight(
     Some((*attrs, w))
 }
 
-/// Replaces convolution `n` with `op` (the same name and data input) on the constant
-/// `weight`, named after the old weight with `_{suffix}`; returns the new node.
+/// Replaces convolution (or dense layer) `n` with `op` (the same name and data input)
+/// on the constant `weight`, named after the old weight with `_{suffix}`; returns the
+/// new node.
 pub(crate) fn replace_conv_weight(
     graph: &mut Graph,
     n: NodeIndex,

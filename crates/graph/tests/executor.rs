@@ -268,6 +268,98 @@ fn fusion_groups_and_task_weights() {
     assert_eq!(tasks.len(), weights.len());
 }
 
+/// A transformer's MLP in small: dense → GELU as PyTorch exports it
+/// (`x · ½(1 + erf(x/√2))`, a diamond on `x`) → dense → a squeeze-excitation-like
+/// scale (`σ(dense(first row))` broadcast over the rows).
+fn mlp_net() -> Graph {
+    let mut g = Graph::new("mlp");
+    let x = g.input("data", TensorType::f32(&[12, 16]));
+    let w1 = konst(&mut g, "w1", &[32, 16], 3, 0.5, 0.0);
+    let h = g.op("fc1", Op::Dense, &[x, w1]).unwrap();
+    let sqrt2 = konst(&mut g, "sqrt2", &[1], 0, 0.0, std::f32::consts::SQRT_2);
+    let (one, half) = (
+        konst(&mut g, "one", &[1], 0, 0.0, 1.0),
+        konst(&mut g, "half", &[1], 0, 0.0, 0.5),
+    );
+    let d = g.op("div", Op::Binary(Binary::Div), &[h, sqrt2]).unwrap();
+    let e = g.op("erf", Op::Unary(Unary::Erf), &[d]).unwrap();
+    let e1 = g.op("add1", Op::Binary(Binary::Add), &[e, one]).unwrap();
+    let m = g.op("mul", Op::Binary(Binary::Mul), &[h, e1]).unwrap();
+    let gelu = g.op("half", Op::Binary(Binary::Mul), &[m, half]).unwrap();
+    let w2 = konst(&mut g, "w2", &[16, 32], 4, 0.3, 0.0);
+    let y = g.op("fc2", Op::Dense, &[gelu, w2]).unwrap();
+    let first = g
+        .op(
+            "first",
+            Op::StridedSlice {
+                begin: vec![0, 0],
+                end: vec![1, 16],
+                strides: vec![1, 1],
+            },
+            &[y],
+        )
+        .unwrap();
+    let w3 = konst(&mut g, "w3", &[16, 16], 5, 0.3, 0.0);
+    let one_row = g.op("row", Op::Dense, &[first, w3]).unwrap();
+    let s = g.op("gate", Op::Unary(Unary::Sigmoid), &[one_row]).unwrap();
+    let out = g.op("scale", Op::Binary(Binary::Mul), &[y, s]).unwrap();
+    g.set_outputs(vec![out]);
+    g
+}
+
+#[test]
+fn packed_dense_weights_and_fused_diamonds_compute_the_same() {
+    let g = mlp_net();
+    let data = NDArray::from_slice_f32(&[12, 16], &(0..192).map(|i| rnd(7, i)).collect::<Vec<_>>())
+        .unwrap();
+    let want = interpret(&g, &[("data", &data)]).unwrap().remove(0);
+    let run = |g: &Graph| {
+        let mut m = build(g, &Target::cpu()).unwrap();
+        m.set_input("data", &data).unwrap();
+        m.run().unwrap();
+        m.get_output(0).unwrap()
+    };
+    // the GELU diamond fuses into the first dense layer's group
+    let names: Vec<String> = fuse(&g)
+        .iter()
+        .map(|gr| tessera_graph::fuse::group_name(&g, gr))
+        .collect();
+    assert!(
+        names.contains(&"fused_dense_divide_erf_add_multiply_multiply".to_string()),
+        "{names:?}"
+    );
+    // the gate (16 values) is computed once, not inlined into the 12 × 16 scaling
+    let groups = fuse(&g);
+    let gate = groups
+        .iter()
+        .find(|gr| tessera_graph::fuse::group_name(&g, gr).contains("sigmoid"))
+        .unwrap();
+    let gc = tessera_graph::group_compute(&g, gate).unwrap();
+    assert!(
+        gc.inlinable.iter().all(|t| t.shape() != [1, 16]),
+        "{:?}",
+        gc.inlinable
+            .iter()
+            .map(|t| t.shape().to_vec())
+            .collect::<Vec<_>>()
+    );
+    run(&g).allclose(&want, 1e-4, 1e-5).unwrap();
+    // blocks of 8 output features: [N, K] becomes [N/8, K, 8]
+    let mut packed = g.clone();
+    // (not the gate's one-row layer)
+    assert_eq!(passes::pack_dense_weights(&mut packed, 8).unwrap(), 2);
+    let shapes: Vec<Vec<i64>> = packed
+        .topo_order()
+        .into_iter()
+        .filter(|&n| matches!(packed.node(n).op, Op::Dense))
+        .map(|n| packed.node(packed.args(n)[1]).ty.shape.clone())
+        .collect();
+    assert_eq!(shapes, vec![vec![4, 16, 8], vec![2, 32, 8], vec![16, 16]]);
+    run(&packed).allclose(&want, 1e-4, 1e-5).unwrap();
+    // a block that divides no layer's features, or fewer rows than the bound, packs none
+    assert_eq!(passes::pack_dense_weights(&mut g.clone(), 5).unwrap(), 0);
+}
+
 #[test]
 fn bad_input_is_a_typed_error() {
     let g = small_net();

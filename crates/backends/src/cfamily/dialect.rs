@@ -1,11 +1,12 @@
 //! What differs between the C-family languages the printer writes: the [`Dialect`]
 //! trait, and [`CDialect`], the host C of the CPU backend (GCC/Clang vector extensions,
 //! OpenMP). A backend — built in or a plugin — picks one, or writes its own by overriding
-//! the hooks that differ; every default is the C dialect's.
+//! the hooks that differ; every default is the C dialect's (which adds only its float32
+//! vector math, [`super::vmath`]).
 
 use super::names::vec_name;
 use tessera_ir::transform::{AllreduceInfo, ThreadExtents};
-use tessera_ir::{DataType, StorageScope, ThreadAxis};
+use tessera_ir::{DataType, Intrinsic, StorageScope, ThreadAxis};
 
 /// How an allocation is declared.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -59,13 +60,7 @@ pub trait Dialect: Sync {
     /// The declaration of the vector type `name` of `lanes` lanes of `elem` (the C type
     /// of `t`; bool lanes are `int8_t`).
     fn vector_typedef(&self, elem: &str, t: DataType, lanes: u16) -> String {
-        let bytes = t.bytes() * lanes as usize;
-        let name = vec_name(t, lanes);
-        format!(
-            "typedef {elem} {name} __attribute__((vector_size({bytes})));\n\
-             typedef {elem} {name}_u __attribute__((vector_size({bytes}), aligned({})));\n",
-            t.bytes()
-        )
+        gcc_vector_typedef(elem, t, lanes)
     }
 
     /// `code` (a vector) with its bits read as the vector type `to` of the same size.
@@ -162,10 +157,42 @@ pub trait Dialect: Sync {
         None
     }
 
+    /// `op` on the vectors `args` (of `lanes` lanes of `t`) as one expression of the
+    /// language, or `None` to apply the scalar function lane by lane.
+    fn vector_math(
+        &self,
+        op: Intrinsic,
+        t: DataType,
+        lanes: u16,
+        args: &[String],
+    ) -> Option<String> {
+        let _ = (op, t, lanes, args);
+        None
+    }
+
+    /// The definitions [`Dialect::vector_math`]'s expressions on vectors of `lanes` lanes
+    /// of `t` call, printed once after the vector typedefs of a source that uses them.
+    fn vector_math_helpers(&self, t: DataType, lanes: u16) -> String {
+        let _ = (t, lanes);
+        String::new()
+    }
+
     /// The declaration of a parameter: a pointer to elements of the C type `elem`.
     fn param(&self, elem: &str, name: &str) -> String {
         format!("{elem}* __restrict__ {name}")
     }
+}
+
+/// The GCC/Clang vector type `v_<t>x<lanes>` of `lanes` lanes of `elem` (the C type of
+/// `t`), and its unaligned variant `…_u`.
+fn gcc_vector_typedef(elem: &str, t: DataType, lanes: u16) -> String {
+    let bytes = t.bytes() * lanes as usize;
+    let name = vec_name(t, lanes);
+    format!(
+        "typedef {elem} {name} __attribute__((vector_size({bytes})));\n\
+         typedef {elem} {name}_u __attribute__((vector_size({bytes}), aligned({})));\n",
+        t.bytes()
+    )
 }
 
 /// Which vectorized loops a dialect prints as vector code.
@@ -197,5 +224,24 @@ impl Dialect for CDialect {
     /// BENCHMARKS.md, issue 24's third part).
     fn serial_pragma(&self) -> Option<String> {
         Some("#pragma GCC unroll 1".into())
+    }
+
+    /// Float32 vector math as polynomials on whole registers ([`super::vmath`]).
+    fn vector_math_helpers(&self, t: DataType, lanes: u16) -> String {
+        if t == DataType::float32() {
+            super::vmath::float32_helpers(lanes)
+        } else {
+            String::new()
+        }
+    }
+
+    fn vector_math(
+        &self,
+        op: Intrinsic,
+        t: DataType,
+        lanes: u16,
+        args: &[String],
+    ) -> Option<String> {
+        super::vmath::call(op, t, lanes, args)
     }
 }

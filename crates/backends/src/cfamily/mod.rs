@@ -27,6 +27,7 @@ pub mod names;
 pub mod opencl;
 mod printer;
 mod vector;
+mod vmath;
 
 pub use cuda::CudaDialect;
 pub use dialect::{AllocDecl, CDialect, Dialect, VectorCode};

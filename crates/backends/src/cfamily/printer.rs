@@ -104,13 +104,20 @@ pub fn print_function(
     })
 }
 
-/// The typedefs of `types` in `dialect`, one block.
+/// The name under which [`VectorTypes`] records that the vector math of a type is used
+/// ([`Dialect::vector_math`]): its helpers print after the typedefs.
+pub(super) const VECTOR_MATH: &str = "~vector math";
+
+/// The typedefs of `types` in `dialect`, one block, then the vector math helpers used.
 pub fn vector_typedefs(dialect: &dyn Dialect, types: &VectorTypes) -> String {
     let mut out = String::new();
-    for (_, l, t) in types {
+    for (_, l, t) in types.iter().filter(|(n, ..)| n != VECTOR_MATH) {
         // GCC has no vectors of `bool`: bool lanes are bytes holding 0 or 1.
         let c = if t.is_bool() { "int8_t" } else { scalar_c(*t) };
         out.push_str(&dialect.vector_typedef(c, *t, *l));
+    }
+    for (_, l, t) in types.iter().filter(|(n, ..)| n == VECTOR_MATH) {
+        out.push_str(&dialect.vector_math_helpers(*t, *l));
     }
     if !types.is_empty() {
         out.push('\n');
@@ -215,6 +222,12 @@ impl Gen<'_> {
         }
         self.body.push_str(s);
         self.body.push('\n');
+    }
+
+    /// Records that the source calls the vector math of `lanes` lanes of `t`.
+    pub(super) fn use_vector_math(&mut self, t: DataType, lanes: u16) {
+        self.vec_types
+            .insert((VECTOR_MATH.into(), lanes, t.element_of()));
     }
 
     pub(super) fn vt(&mut self, t: DataType, lanes: u16) -> String {

@@ -335,10 +335,14 @@ impl Gen<'_> {
                     .collect::<Result<_, _>>()?;
                 let op = *op;
                 let d = self.dialect;
-                (
-                    self.per_lane(a, el, lanes, |xs| math_call(d, op, el, xs)),
-                    Ty::V(el, lanes),
-                )
+                let code = match d.vector_math(op, el, lanes, &a) {
+                    Some(code) => {
+                        self.use_vector_math(el, lanes);
+                        code
+                    }
+                    None => self.per_lane(a, el, lanes, |xs| math_call(d, op, el, xs)),
+                };
+                (code, Ty::V(el, lanes))
             }
             ExprNode::Cast { dtype, value } => {
                 let v = self.vector_as(value, dtype.element_of(), lanes)?;

@@ -62,6 +62,9 @@ pub fn matmul(a: &Tensor, b: &Tensor) -> Result<Tensor, TeError> {
 pub fn dense(data: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tensor, TeError> {
     let op = "dense";
     let (sd, sw) = (data.shape(), weight.shape());
+    if sd.len() == 2 && sw.len() == 3 && bias.is_none() {
+        return dense_packed(data, weight);
+    }
     if sd.len() != 2 || sw.len() != 2 {
         return Err(shape_err(
             op,
@@ -111,6 +114,46 @@ pub fn dense(data: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Result<Te
             |ix| mat.at(ix) + b.at(&ix[1..]),
         ),
     }
+}
+
+/// [`dense`] on a weight packed by blocks of `b` output features, `[N/b, K, b]` (made at
+/// build time by the graph's weight packing, as TVM's `dense_pack.x86` packs): stage
+/// `T_matmul_NT(i, j) += data[i, k]*weight[j / b, k, j % b]`, tag `dense_pack`. A register
+/// tile of rows × `b` columns then reads, per `k`, one contiguous vector of each block,
+/// where the `[N, K]` weight gives `b` rows `K` floats apart.
+fn dense_packed(data: &Tensor, weight: &Tensor) -> Result<Tensor, TeError> {
+    let op = "dense";
+    let (sd, sw) = (data.shape(), weight.shape());
+    if sd[1] != sw[1] || sw[2] <= 0 {
+        return Err(shape_err(
+            op,
+            sd,
+            format!(
+                "data {sd:?} has {} input features but the packed weight {sw:?} [N/b, K, b] has {}",
+                sd[1], sw[1]
+            ),
+        ));
+    }
+    same_dtype(op, data, weight)?;
+    let b = sw[2];
+    let k = reduce_axis(sd[1], "k");
+    compute_tagged(
+        &[sd[0], sw[0] * b],
+        "T_matmul_NT",
+        "dense_pack",
+        &["i", "j"],
+        |ix| {
+            let w = [
+                Expr::floordiv(ix[1].clone(), Expr::int(b)),
+                k.expr(),
+                Expr::floormod(ix[1].clone(), Expr::int(b)),
+            ];
+            sum(
+                data.at(&[ix[0].clone(), k.expr()]) * weight.at(&w),
+                &[k.clone()],
+            )
+        },
+    )
 }
 
 /// TVM's `topi.nn.batch_matmul` with its defaults (`transpose_a = false`,

@@ -1,0 +1,117 @@
+//! Vector math for the CPU's C: `exp`, `sigmoid` and `erf` of float32 vectors as inline
+//! polynomial code on GCC vector types, instead of a libm call per lane.
+//!
+//! A vector `exp` printed lane by lane is eight `expf` calls and the shuffles around
+//! them; EfficientNet's SiLU (`x · σ(x)` after 49 of its convolutions) and the GELU of
+//! every transformer's MLP (`erf`) spent most of their time there, where onnxruntime
+//! (MLAS) evaluates a polynomial on whole registers. The functions here do the same:
+//!
+//! - `exp`: Cephes' `expf` — `x = n·ln 2 + r` (ln 2 split in two constants for an
+//!   exact `r`), a degree-6 polynomial for `e^r` on |r| ≤ ½ ln 2, times `2^n` built in
+//!   the exponent bits of two factors `2^⌊n/2⌋ · 2^⌈n/2⌉` (so that both are normal
+//!   numbers from the largest result down through the subnormals); within 2 ulp of
+//!   `expf`. Above ln(FLT_MAX) it is ∞, below −104 it underflows to 0, a NaN stays NaN.
+//! - `sigmoid`: `1 / (1 + exp(-x))` on the vector `exp`.
+//! - `erf`: Abramowitz & Stegun 7.1.26, `1 − (a₁t + … + a₅t⁵)·e^{−x²}` with
+//!   `t = 1/(1 + p|x|)`, the sign restored: absolute error under 1.5e-7 (float32's own
+//!   rounding of values near 1 is 6e-8).
+//!
+//! Each vector type of float32 gets its functions with its typedef
+//! ([`float32_helpers`]); [`call`] names the function for an intrinsic, or `None` for an
+//! intrinsic that stays lane by lane.
+
+use super::names::vec_name;
+use tessera_ir::{DataType, Intrinsic};
+
+/// The call of the vector function computing `op` on `args` (float32 vectors of
+/// `lanes` lanes), if there is one.
+pub fn call(op: Intrinsic, t: DataType, lanes: u16, args: &[String]) -> Option<String> {
+    if t != DataType::float32() || lanes < 2 || args.len() != 1 {
+        return None;
+    }
+    let f = match op {
+        Intrinsic::Exp => "exp",
+        Intrinsic::Sigmoid => "sigmoid",
+        Intrinsic::Erf => "erf",
+        _ => return None,
+    };
+    Some(format!("tsr_v{f}_{}({})", vec_name(t, lanes), args[0]))
+}
+
+/// The definitions of the vector functions of float32 vectors of `lanes` lanes (after
+/// the vector type's typedef).
+pub fn float32_helpers(lanes: u16) -> String {
+    let v = vec_name(DataType::float32(), lanes);
+    let vi = format!("tsr_i32_{v}");
+    let bytes = 4 * lanes as usize;
+    let splat = |c: &str| {
+        let items = vec![c; lanes as usize].join(", ");
+        format!("(({v}){{{items}}})")
+    };
+    let (one, half) = (splat("1.0f"), splat("0.5f"));
+    format!(
+        r#"typedef int32_t {vi} __attribute__((vector_size({bytes})));
+static inline {v} tsr_vexp_{v}({v} x) {{
+  {v} hi = {hi}, lo = {lo};
+  {vi} over = x > hi, under = x < lo, nan = x != x;
+  {v} c = ({v})((({vi})x & ~(over | under | nan)) | (({vi})lo & under));
+  {v} fx = c * {log2e} + {half};
+  {vi} n = __builtin_convertvector(fx, {vi});
+  {v} nf = __builtin_convertvector(n, {v});
+  {vi} down = nf > fx;
+  n = n + down;
+  nf = __builtin_convertvector(n, {v});
+  {v} r = c - nf * {c1} - nf * {c2};
+  {v} z = r * r;
+  {v} y = {p0};
+  y = y * r + {p1};
+  y = y * r + {p2};
+  y = y * r + {p3};
+  y = y * r + {p4};
+  y = y * r + {p5};
+  y = y * z + r + {one};
+  {vi} n1 = n >> 1, n2 = n - n1;
+  {v} e = y * ({v})((n1 + 127) << 23) * ({v})((n2 + 127) << 23);
+  {vi} keep = ~(nan | over);
+  return ({v})((({vi})e & keep) | (({vi})x & nan) | (({vi}){inf} & over));
+}}
+static inline {v} tsr_vsigmoid_{v}({v} x) {{
+  return {one} / ({one} + tsr_vexp_{v}(-x));
+}}
+static inline {v} tsr_verf_{v}({v} x) {{
+  {vi} sign = ({vi})x & {sign_bit};
+  {v} a = ({v})(({vi})x & ~{sign_bit});
+  {v} t = {one} / ({one} + {p} * a);
+  {v} q = {a5};
+  q = q * t + {a4};
+  q = q * t + {a3};
+  q = q * t + {a2};
+  q = q * t + {a1};
+  {v} y = {one} - q * t * tsr_vexp_{v}(-(a * a));
+  return ({v})(({vi})y | sign);
+}}
+"#,
+        hi = splat("88.72283905206835f"),
+        lo = splat("-104.0f"),
+        inf = splat("__builtin_inff()"),
+        log2e = splat("1.44269504088896341f"),
+        c1 = splat("0.693359375f"),
+        c2 = splat("-2.12194440e-4f"),
+        p0 = splat("1.9875691500e-4f"),
+        p1 = splat("1.3981999507e-3f"),
+        p2 = splat("8.3334519073e-3f"),
+        p3 = splat("4.1665795894e-2f"),
+        p4 = splat("1.6666665459e-1f"),
+        p5 = splat("5.0000001201e-1f"),
+        sign_bit = format!(
+            "(({vi}){{{}}})",
+            vec!["(int32_t)0x80000000"; lanes as usize].join(", ")
+        ),
+        p = splat("0.3275911f"),
+        a1 = splat("0.254829592f"),
+        a2 = splat("-0.284496736f"),
+        a3 = splat("1.421413741f"),
+        a4 = splat("-1.453152027f"),
+        a5 = splat("1.061405429f"),
+    )
+}
