@@ -3,7 +3,7 @@
 //! NHWC convolution weights by output-channel blocks (a CPU build's choice).
 
 use crate::error::GraphError;
-use crate::ir::{Binary, Graph, Layout, Op};
+use crate::ir::{Binary, Graph, Layout, Op, Pattern};
 use crate::reference::{eval_op, permute, reshape};
 use petgraph::stable_graph::NodeIndex;
 use std::collections::{HashMap, HashSet};
@@ -279,7 +279,12 @@ pub fn convert_layout_nhwc(graph: &Graph) -> Result<Graph, GraphError> {
                 };
                 (out.op(&node.name, op, &ins)?, true)
             }
-            Op::Unary(_) | Op::Clip { .. } if flagged(&map, args[0]) => (
+            // any one-input elementwise operator (ReLU, clip, hard swish, hard sigmoid, a
+            // cast, …) computes the same in either layout
+            op if args.len() == 1
+                && op.pattern() == Some(Pattern::ElemWise)
+                && flagged(&map, args[0]) =>
+            (
                 out.op(&node.name, node.op.clone(), &[map[&args[0]].0])?,
                 true,
             ),
