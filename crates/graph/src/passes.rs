@@ -284,10 +284,12 @@ pub fn convert_layout_nhwc(graph: &Graph) -> Result<Graph, GraphError> {
             op if args.len() == 1
                 && op.pattern() == Some(Pattern::ElemWise)
                 && flagged(&map, args[0]) =>
-            (
-                out.op(&node.name, node.op.clone(), &[map[&args[0]].0])?,
-                true,
-            ),
+            {
+                (
+                    out.op(&node.name, node.op.clone(), &[map[&args[0]].0])?,
+                    true,
+                )
+            }
             Op::Binary(_)
                 if node.ty.shape.len() == 4
                     && args.iter().any(|&a| flagged(&map, a))
