@@ -35,6 +35,16 @@ def ort_median_ms(sess, feed, repeat):
     return statistics.median(ts)
 
 
+def ort_session(model, threads):
+    """An onnxruntime CPU session of `model` on `threads` intra-op threads, all graph
+    optimizations on."""
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+
+
 def tessera_median_ms(exe, model, threads, repeat, layout, log=None):
     cmd = [exe, "run", "--onnx", model, "--benchmark", "--repeat", str(repeat),
            "--layout", layout, "--target", f"cpu -num-cores={threads}"]
@@ -59,11 +69,7 @@ def main():
     ap.add_argument("--log", help="also time the build with this log's history best")
     ap.add_argument("--baseline", help="also time this tessera binary, untuned")
     a = ap.parse_args()
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = a.threads
-    so.inter_op_num_threads = 1
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    sess = ort.InferenceSession(a.model, so, providers=["CPUExecutionProvider"])
+    sess = ort_session(a.model, a.threads)
     inp = sess.get_inputs()[0]
     shape = [d if isinstance(d, int) else 1 for d in inp.shape]
     feed = {inp.name: np.random.default_rng(0).uniform(-1, 1, shape).astype(np.float32)}

@@ -18,7 +18,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from network_vs_ort import ort_median_ms, tessera_median_ms  # noqa: E402
+from network_vs_ort import ort_median_ms, ort_session, tessera_median_ms  # noqa: E402
 
 import numpy as np  # noqa: E402
 import onnxruntime as ort  # noqa: E402
@@ -49,13 +49,10 @@ def main():
     if a.only:
         want = a.only.split(",")
         manifest = sorted((e for e in manifest if e["name"] in want), key=lambda e: want.index(e["name"]))
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = a.threads
-    so.inter_op_num_threads = 1
     sessions = {}
     for e in manifest:
         path = os.path.join(a.zoo, e["model"])
-        sessions[e["name"]] = (path, ort.InferenceSession(path, so, providers=["CPUExecutionProvider"]),
+        sessions[e["name"]] = (path, ort_session(path, a.threads),
                                {e["input_name"]: np.load(os.path.join(a.zoo, e["input"]))})
     times = {e["name"]: {"t": [], "o": [], "b": []} for e in manifest}
     print(f"{a.threads} threads, onnxruntime {ort.__version__}, {a.rounds} rounds of {a.repeat} runs, "

@@ -148,8 +148,9 @@ fn converging_values(graph: &Graph) -> HashSet<NodeIndex> {
     let mut out = HashSet::new();
     for n in graph.topo_order() {
         let mut users = graph.users(n);
+        let reads = users.len();
         users.dedup();
-        if graph.users(n).len() < 2 || !users.iter().all(|&u| elementwise(u)) {
+        if reads < 2 || !users.iter().all(|&u| elementwise(u)) {
             continue;
         }
         if users.len() == 1 {

@@ -410,7 +410,7 @@ pub(crate) fn pack_conv_weights_mapped(
         let blocked = reshape(w, &[kh, kw, ci, co / b, b])?;
         let value = permute(&blocked, &[3, 0, 1, 2, 4])?;
         let op = graph.node(n).op.clone();
-        let conv = replace_conv_weight(graph, n, op, &format!("ohwi{b}o"), value)?;
+        let conv = replace_weight(graph, n, op, &format!("ohwi{b}o"), value)?;
         packed.push((n, conv));
     }
     dead_code_elimination(graph);
@@ -453,7 +453,7 @@ pub(crate) fn pack_dense_weights_mapped(
             continue;
         }
         let value = permute(&reshape(w, &[nf / b, b, k])?, &[0, 2, 1])?;
-        let dense = replace_conv_weight(graph, n, Op::Dense, &format!("nk{b}n"), value)?;
+        let dense = replace_weight(graph, n, Op::Dense, &format!("nk{b}n"), value)?;
         packed.push((n, dense));
     }
     dead_code_elimination(graph);
@@ -484,7 +484,7 @@ pub(crate) fn nhwc_conv_with_constant_weight(
 /// Replaces convolution (or dense layer) `n` with `op` (the same name and data input)
 /// on the constant `weight`, named after the old weight with `_{suffix}`; returns the
 /// new node.
-pub(crate) fn replace_conv_weight(
+pub(crate) fn replace_weight(
     graph: &mut Graph,
     n: NodeIndex,
     op: Op,

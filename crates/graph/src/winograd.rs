@@ -15,7 +15,7 @@
 
 use crate::error::GraphError;
 use crate::ir::{Graph, Op};
-use crate::passes::{dead_code_elimination, nhwc_conv_with_constant_weight, replace_conv_weight};
+use crate::passes::{dead_code_elimination, nhwc_conv_with_constant_weight, replace_weight};
 use petgraph::stable_graph::NodeIndex;
 use tessera_ir::DataType;
 use tessera_runtime::NDArray;
@@ -111,7 +111,7 @@ pub fn rewrite_winograd(
         padding: attrs.padding,
         tile,
     };
-    replace_conv_weight(graph, n, op, &format!("winograd{tile}"), value)
+    replace_weight(graph, n, op, &format!("winograd{tile}"), value)
 }
 
 /// Rewrites the NHWC convolutions of `graph` that Winograd computes faster by the rule

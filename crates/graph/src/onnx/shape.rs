@@ -14,7 +14,7 @@ use crate::reference::permute;
 use petgraph::stable_graph::NodeIndex;
 use tessera_ir::DataType;
 use tessera_runtime::NDArray;
-use tessera_te::ops::PadMode;
+use tessera_te::ops::{slice_dim, PadMode};
 
 /// `axis` (negative counts from the end) in `0..rank`.
 pub(super) fn norm_axis(c: &NodeCtx, axis: i64, rank: usize) -> Result<usize, GraphError> {
@@ -333,14 +333,16 @@ pub(super) fn concat(imp: &mut Importer, c: &NodeCtx) -> Outputs {
     if xs.is_empty() {
         return Err(c.bad("needs at least one input"));
     }
-    // empty inputs (an empty slice of a shape) add nothing
-    let xs: Vec<NodeIndex> = match xs.iter().filter(|&&x| imp.ty(x).numel() > 0).count() {
-        0 => xs[..1].to_vec(),
-        _ => xs.into_iter().filter(|&x| imp.ty(x).numel() > 0).collect(),
-    };
-    if xs.len() == 1 && imp.ty(xs[0]).numel() == 0 {
-        return Ok(xs);
+    // empty inputs (an empty slice of a shape) add nothing; all empty, the first is it
+    let nonempty: Vec<NodeIndex> = xs
+        .iter()
+        .copied()
+        .filter(|&x| imp.ty(x).numel() > 0)
+        .collect();
+    if nonempty.is_empty() {
+        return Ok(vec![xs[0]]);
     }
+    let xs = nonempty;
     Ok(vec![imp.op(
         &c.name,
         Op::Concat {
@@ -458,13 +460,18 @@ pub(super) fn slice(imp: &mut Importer, c: &NodeCtx) -> Outputs {
     // An empty slice of a constant (a shape's tail past its end, as PyTorch's attention
     // export takes `shape[3:]` of a 3-D shape) is an empty constant, which a Concat
     // drops; of a computed tensor it is an error, as zero-size tensors are not computed.
-    let selected = (0..s.len()).map(|d| slice_extent(s[d], begin[d], end[d], strides[d]));
-    let empty: Vec<usize> = selected.map(|n| n.max(0) as usize).collect();
-    if empty.contains(&0) {
+    let selected: Vec<usize> = (0..s.len())
+        .map(|d| {
+            slice_dim(s[d], Some(begin[d]), Some(end[d]), strides[d])
+                .1
+                .max(0) as usize
+        })
+        .collect();
+    if selected.contains(&0) {
         if let Some(v) = imp.constant(x) {
             return Ok(vec![imp
                 .g
-                .constant(&c.name, NDArray::zeros(v.dtype(), &empty)?)]);
+                .constant(&c.name, NDArray::zeros(v.dtype(), &selected)?)]);
         }
     }
     let op = Op::StridedSlice {
@@ -473,23 +480,6 @@ pub(super) fn slice(imp: &mut Importer, c: &NodeCtx) -> Outputs {
         strides,
     };
     Ok(vec![imp.op(&c.name, op, &[x])?])
-}
-
-/// The count of elements `begin:end:stride` selects from `dim` (NumPy's rules: negative
-/// bounds from the end, bounds clamped), 0 or less when none.
-fn slice_extent(dim: i64, begin: i64, end: i64, stride: i64) -> i64 {
-    let clamp = |v: i64, lo: i64, hi: i64| v.clamp(lo, hi);
-    let norm = |v: i64| if v < 0 { v.saturating_add(dim) } else { v };
-    if stride > 0 {
-        let (b, e) = (clamp(norm(begin), 0, dim), clamp(norm(end), 0, dim));
-        (e - b + stride - 1).div_euclid(stride)
-    } else {
-        let (b, e) = (
-            clamp(norm(begin), -1, dim - 1),
-            clamp(norm(end), -1, dim - 1),
-        );
-        (b - e + (-stride) - 1).div_euclid(-stride)
-    }
 }
 
 /// `Gather` along `axis`.

@@ -332,8 +332,8 @@ pub fn concatenate(tensors: &[Tensor], axis: i64) -> Result<Tensor, TeError> {
 // ----- strided slice -----
 
 /// The NumPy slice `begin:end:stride` of a dimension of size `n`: the first index and
-/// the number of elements.
-fn slice_dim(n: i64, begin: Option<i64>, end: Option<i64>, stride: i64) -> (i64, i64) {
+/// the number of elements (0 when it selects none).
+pub fn slice_dim(n: i64, begin: Option<i64>, end: Option<i64>, stride: i64) -> (i64, i64) {
     let norm = |v: i64| if v < 0 { v + n } else { v };
     if stride > 0 {
         let b = begin.map_or(0, |b| norm(b).clamp(0, n));
