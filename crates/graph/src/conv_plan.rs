@@ -19,6 +19,7 @@
 use crate::error::GraphError;
 use crate::fuse::{fuse, group_compute};
 use crate::ir::Graph;
+use crate::pad_channels::{pad_conv_channels, pad_matmul_columns};
 use crate::passes::{
     dead_code_elimination, pack_conv_weights_mapped, pack_dense_weights_mapped, PACK_WEIGHTS_ABOVE,
 };
@@ -125,8 +126,11 @@ impl ConvPlan {
         }
     }
 
-    /// A plan for a CPU build on vectors of `block` float32 lanes: every NHWC
-    /// convolution's weights packed by `block` output channels where that pays
+    /// A plan for a CPU build on vectors of `block` float32 lanes: NHWC convolutions'
+    /// output channels padded to a multiple of `block`
+    /// ([`crate::pad_channels::pad_conv_channels`]) and matrix products' columns too
+    /// ([`crate::pad_channels::pad_matmul_columns`]), every NHWC convolution's weights
+    /// packed by `block` output channels where that pays
     /// ([`PACK_WEIGHTS_ABOVE`]), every dense layer's by `block` output features
     /// ([`crate::passes::pack_dense_weights_mapped`]), and with `winograd` a choice between the direct and the
     /// Winograd form for each 3×3 stride-1 convolution of at least
@@ -274,8 +278,21 @@ impl ConvPlan {
                 moved.insert(c.node, rewrite_winograd(&mut g, c.node, tile, block)?);
             }
         }
+        let follow = |moved: &mut HashMap<NodeIndex, NodeIndex>, old, new| match moved
+            .values_mut()
+            .find(|v| **v == old)
+        {
+            Some(v) => *v = new,
+            None => {
+                moved.insert(old, new);
+            }
+        };
+        for (old, new) in pad_conv_channels(&mut g, block)? {
+            follow(&mut moved, old, new);
+        }
+        pad_matmul_columns(&mut g, block)?;
         for (old, new) in pack_conv_weights_mapped(&mut g, block, PACK_WEIGHTS_ABOVE)? {
-            moved.insert(old, new);
+            follow(&mut moved, old, new);
         }
         for (old, new) in pack_dense_weights_mapped(&mut g, block)? {
             moved.insert(old, new);

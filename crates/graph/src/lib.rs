@@ -12,6 +12,7 @@
 //! ```
 
 pub mod conv_plan;
+pub mod dead_taps;
 pub mod deploy;
 pub mod error;
 pub mod executor;
@@ -21,6 +22,7 @@ pub mod onnx;
 pub mod op;
 pub mod op_spec;
 pub mod pack;
+pub mod pad_channels;
 pub mod passes;
 pub mod quantize;
 pub mod reference;

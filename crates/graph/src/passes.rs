@@ -11,13 +11,18 @@ use tessera_runtime::NDArray;
 use tessera_te::ops::Conv2dAttrs;
 
 /// The standard pipeline before fusion: fold batch norms into convolutions, fold
-/// constants, convert the layout if asked, fold again (the converted weights), remove
-/// what is dead.
+/// constants, convert the layout if asked, fold again (the converted weights), split
+/// the convolutions whose taps mostly read padding ([`crate::dead_taps`]) and fold
+/// their cropped weights, remove what is dead.
 pub fn optimize(graph: &mut Graph, layout: Option<Layout>) -> Result<(), GraphError> {
     fold_batch_norm(graph)?;
     fold_constants(graph)?;
     if let Some(Layout::Nhwc) = layout {
         *graph = convert_layout_nhwc(graph)?;
+        fold_constants(graph)?;
+    }
+    // after the layout conversion, which would leave the slices in NCHW
+    if crate::dead_taps::split_dead_taps(graph)? > 0 {
         fold_constants(graph)?;
     }
     dead_code_elimination(graph);
@@ -69,7 +74,7 @@ pub fn dead_code_elimination(graph: &mut Graph) -> usize {
     dead.len()
 }
 
-fn f32_values(v: &NDArray) -> Result<Vec<f32>, GraphError> {
+pub(crate) fn f32_values(v: &NDArray) -> Result<Vec<f32>, GraphError> {
     Ok(v.as_slice::<f32>()?.to_vec())
 }
 

@@ -388,3 +388,183 @@ fn bad_input_is_a_typed_error() {
         .to_string();
     assert!(e.starts_with("node `c` (conv2d):"), "{e}");
 }
+
+/// ASPP's branches on a 14×14 map: 3×3 convolutions of dilation 1, 8 (outer taps reading
+/// the image over part of it) and 16 (only the centre tap reads it), concatenated.
+fn aspp_net() -> Graph {
+    let mut g = Graph::new("aspp");
+    let x = g.input("data", TensorType::f32(&[1, 6, 14, 14]));
+    let branches: Vec<_> = [1, 8, 16]
+        .iter()
+        .enumerate()
+        .map(|(k, &d)| {
+            let w = konst(
+                &mut g,
+                &format!("w{k}"),
+                &[5, 6, 3, 3],
+                40 + k as u64,
+                0.3,
+                0.0,
+            );
+            let conv = Op::Conv2d {
+                attrs: Conv2dAttrs::new((1, 1), (d, d), (d, d)),
+                layout: Layout::Nchw,
+            };
+            g.op(&format!("aspp{k}"), conv, &[x, w]).unwrap()
+        })
+        .collect();
+    let cat = g.op("cat", Op::Concat { axis: 1 }, &branches).unwrap();
+    let r = g.op("relu", Op::Unary(Unary::Relu), &[cat]).unwrap();
+    g.set_outputs(vec![r]);
+    g
+}
+
+#[test]
+fn convolutions_reading_padding_are_split_into_their_live_taps() {
+    let g = aspp_net();
+    let data = NDArray::from_slice_f32(
+        &[1, 6, 14, 14],
+        &(0..6 * 14 * 14).map(|i| rnd(9, i)).collect::<Vec<_>>(),
+    )
+    .unwrap();
+    let want = interpret(&g, &[("data", &data)]).unwrap().remove(0);
+    for layout in [None, Some(Layout::Nhwc)] {
+        let mut split = g.clone();
+        passes::optimize(&mut split, layout).unwrap();
+        // dilation 1 stays whole; dilation 16 is one 1×1 conv over the whole map;
+        // dilation 8 is 3 × 3 regions (6 positions of taps 1..3, 2 of tap 1, 6 of taps
+        // 0..2 along each axis)
+        let convs: Vec<(Vec<i64>, Vec<i64>)> = split
+            .topo_order()
+            .into_iter()
+            .filter(|&n| matches!(split.node(n).op, Op::Conv2d { .. }))
+            .map(|n| {
+                let w = split.node(split.args(n)[1]).ty.shape.clone();
+                (w, split.node(n).ty.shape.clone())
+            })
+            .collect();
+        assert_eq!(convs.len(), 1 + 9 + 1, "{layout:?} {convs:?}");
+        let taps: usize = convs
+            .iter()
+            .map(|(w, o)| {
+                let (k, px) = match layout {
+                    None => (w[2] * w[3], o[2] * o[3]),
+                    Some(_) => (w[0] * w[1], o[1] * o[2]),
+                };
+                (k * px) as usize
+            })
+            .sum();
+        // live (pixel, tap) pairs: 14² · 9 for dilation 1, (6·2 + 2 + 6·2)² = 676 for
+        // dilation 8, 14² for dilation 16
+        assert_eq!(taps, 196 * 9 + 676 + 196, "{layout:?}");
+        agrees_interpreted_and_built(&split, &[("data", &data)], &want);
+    }
+}
+
+#[test]
+fn output_channels_are_padded_to_whole_vectors_and_sliced_back() {
+    // conv (20 channels) + bias + ReLU, read by a second conv and the output
+    let mut g = Graph::new("pad");
+    let x = g.input("data", TensorType::f32(&[1, 5, 9, 9]));
+    let w0 = konst(&mut g, "w0", &[20, 5, 3, 3], 51, 0.3, 0.0);
+    let conv = |pad| Op::Conv2d {
+        attrs: Conv2dAttrs::new((1, 1), (pad, pad), (1, 1)),
+        layout: Layout::Nchw,
+    };
+    let c0 = g.op("c0", conv(1), &[x, w0]).unwrap();
+    let b0 = konst(&mut g, "b0", &[20], 52, 0.5, -0.2);
+    let a0 = g.op("a0", Op::BiasAdd { axis: 1 }, &[c0, b0]).unwrap();
+    let r0 = g.op("r0", Op::Unary(Unary::Relu), &[a0]).unwrap();
+    let w1 = konst(&mut g, "w1", &[8, 20, 1, 1], 53, 0.3, 0.0);
+    let c1 = g.op("c1", conv(0), &[r0, w1]).unwrap();
+    g.set_outputs(vec![c1]);
+    let data = NDArray::from_slice_f32(
+        &[1, 5, 9, 9],
+        &(0..5 * 81).map(|i| rnd(11, i)).collect::<Vec<_>>(),
+    )
+    .unwrap();
+    let want = interpret(&g, &[("data", &data)]).unwrap().remove(0);
+    let mut nhwc = g.clone();
+    passes::optimize(&mut nhwc, Some(Layout::Nhwc)).unwrap();
+    let mut padded = nhwc.clone();
+    let moved = tessera_graph::pad_channels::pad_conv_channels(&mut padded, 8).unwrap();
+    // only the 20-channel conv (8 is a whole vector): its weight and bias padded to 24,
+    // a slice back to 20 after the ReLU
+    assert_eq!(moved.len(), 1);
+    let conv = moved[0].1;
+    assert_eq!(
+        padded.node(padded.args(conv)[1]).ty.shape,
+        vec![3, 3, 5, 24]
+    );
+    let chain: Vec<&str> = {
+        let mut at = conv;
+        let mut names = Vec::new();
+        while let [u] = padded.users(at)[..] {
+            names.push(padded.node(u).op.name());
+            at = u;
+            if names.len() == 4 {
+                break;
+            }
+        }
+        names
+    };
+    assert_eq!(chain, ["bias_add", "relu", "strided_slice", "conv2d"]);
+    agrees_interpreted_and_built(&padded, &[("data", &data)], &want);
+}
+
+/// `g` interpreted and built for the CPU, on `inputs`, against `want`.
+fn agrees_interpreted_and_built(g: &Graph, inputs: &[(&str, &NDArray)], want: &NDArray) {
+    interpret(g, inputs)
+        .unwrap()
+        .remove(0)
+        .allclose(want, 1e-5, 1e-6)
+        .unwrap();
+    let mut m = build(g, &Target::cpu()).unwrap();
+    for (name, value) in inputs {
+        m.set_input(name, value).unwrap();
+    }
+    m.run().unwrap();
+    m.get_output(0).unwrap().allclose(want, 1e-4, 1e-5).unwrap();
+}
+
+#[test]
+fn matrix_products_get_whole_vectors_of_columns() {
+    // attention scores: q · kᵀ with 20 keys, then softmax
+    let mut g = Graph::new("scores");
+    let q = g.input("q", TensorType::f32(&[2, 5, 8]));
+    let k = g.input("k", TensorType::f32(&[2, 20, 8]));
+    let kt = g
+        .op(
+            "kt",
+            Op::Transpose {
+                axes: vec![0, 2, 1],
+            },
+            &[k],
+        )
+        .unwrap();
+    let s = g.op("scores", Op::MatMul, &[q, kt]).unwrap();
+    let p = g.op("probs", Op::Softmax { axis: 2 }, &[s]).unwrap();
+    g.set_outputs(vec![p]);
+    let qv = NDArray::from_slice_f32(&[2, 5, 8], &(0..80).map(|i| rnd(21, i)).collect::<Vec<_>>())
+        .unwrap();
+    let kv = NDArray::from_slice_f32(
+        &[2, 20, 8],
+        &(0..320).map(|i| rnd(22, i)).collect::<Vec<_>>(),
+    )
+    .unwrap();
+    let inputs = [("q", &qv), ("k", &kv)];
+    let want = interpret(&g, &inputs).unwrap().remove(0);
+    let mut padded = g.clone();
+    let moved = tessera_graph::pad_channels::pad_matmul_columns(&mut padded, 8).unwrap();
+    assert_eq!(moved.len(), 1);
+    let mm = moved[0].1;
+    assert_eq!(padded.node(padded.args(mm)[1]).ty.shape, vec![2, 8, 24]);
+    assert_eq!(padded.node(mm).ty.shape, vec![2, 5, 24]);
+    // a product with whole vectors of columns, or fewer than two, is left alone
+    assert!(
+        tessera_graph::pad_channels::pad_matmul_columns(&mut padded, 8)
+            .unwrap()
+            .is_empty()
+    );
+    agrees_interpreted_and_built(&padded, &inputs, &want);
+}

@@ -64,6 +64,14 @@ pub fn pick_vector(extent: i64, lanes: i64) -> i64 {
     v
 }
 
+/// Rows of a register tile over `rows` when no divisor is near `target` (Inception's
+/// 17, 71, 73, 149 pixels, primes): as few tiles as `target` rows allow, the rows shared
+/// evenly among them, the last tile guarded (17 = 6 + 6 + 5).
+fn guarded_rows(rows: i64, target: i64) -> i64 {
+    let tiles = (rows + target - 1) / target.max(1);
+    (rows + tiles - 1) / tiles.max(1)
+}
+
 /// The columns of a register tile: two vector registers when the extent allows, else the
 /// widest vector-friendly divisor, else a divisor.
 fn col_tile(n: i64, p: CpuParams) -> i64 {
@@ -207,6 +215,19 @@ pub fn schedule_injective(s: &mut Schedule, t: &Tensor, p: CpuParams) -> Result<
     Ok(())
 }
 
+/// The register tile of [`schedule_conv_tile`].
+#[derive(Clone, Copy, Debug)]
+struct ConvTile {
+    /// The output axis of the tile's rows (unrolled).
+    rows_axis: usize,
+    /// The most rows.
+    row_target: i64,
+    /// The columns (the last axis, vectorized): a divisor of its extent.
+    cols: i64,
+    /// Whether the column tiles go outermost when the weights outweigh the input.
+    columns_outer: bool,
+}
+
 /// A convolution-like output of rank 4 whose last axis is contiguous: a register tile of
 /// `rows` (axis `rows_axis`, up to `row_target`) × columns (the last axis, two vector
 /// registers), the accumulator tile (a `local` cache) computed at the column tile with
@@ -219,11 +240,15 @@ fn schedule_conv_tile(
     s: &mut Schedule,
     conv: &Tensor,
     epilogue: Option<&Tensor>,
-    rows_axis: usize,
-    row_target: i64,
-    columns_outer: bool,
+    tile: ConvTile,
     p: CpuParams,
 ) -> Result<(), ScheduleError> {
+    let ConvTile {
+        rows_axis,
+        row_target,
+        cols: cr,
+        columns_outer,
+    } = tile;
     let cc = s.cache_write(conv, StorageScope::Local)?;
     // the conv stage is now a copy of the accumulator: inlined into the epilogue
     let out = match epilogue {
@@ -236,13 +261,15 @@ fn schedule_conv_tile(
     let out = &out;
     let ax = s.axis(out)?;
     let (rows, cols) = (out.shape()[rows_axis], out.shape()[3]);
-    let (mut rr, mut cr) = (pick_factor(rows, row_target), col_tile(cols, p));
+    let (mut rr, mut cr) = (pick_factor(rows, row_target), cr);
     // A row count with no divisor near the target (13, 7, 11): the whole row, one vector
     // of columns, keeps about as many accumulators in registers as the usual tile
     // instead of a tile of one row.
     if rr * 2 <= row_target && rows <= 2 * row_target {
         rr = rows;
         cr = pick_vector(cols, p.vector_lanes).max(pick_factor(cols, 2));
+    } else if rr * 2 <= row_target {
+        rr = guarded_rows(rows, row_target);
     }
     let (ro, ri) = s.split(out, &ax[rows_axis], rr)?;
     let (co, ci) = s.split(out, &ax[3], cr)?;
@@ -419,8 +446,26 @@ pub fn schedule_conv2d_nhwc(
     epilogue: Option<&Tensor>,
     p: CpuParams,
 ) -> Result<(), ScheduleError> {
-    let vectors = col_tile(conv.shape()[3], p) / pick_vector(conv.shape()[3], p.vector_lanes);
-    schedule_conv_tile(s, conv, epilogue, 2, p.register_rows(vectors), true, p)
+    let co = conv.shape()[3];
+    let lanes = pick_vector(co, p.vector_lanes);
+    let vectors = conv_vectors(co / lanes);
+    let tile = ConvTile {
+        rows_axis: 2,
+        row_target: p.register_rows(vectors),
+        cols: vectors * lanes,
+        columns_outer: true,
+    };
+    schedule_conv_tile(s, conv, epilogue, tile, p)
+}
+
+/// Vector registers of columns in an NHWC conv's register tile, out of `count` vectors
+/// of output channels: the tile of rows × vectors that fits the registers
+/// ([`CpuParams::register_rows`]) with the most FMAs per load (each row broadcasts one
+/// input, each vector loads one weight). On AVX2: 7 × 2 (14 FMAs for 9 loads), else
+/// 4 × 3 (12 for 7: MobileNet's 24, 72 and 120 channels), 2 × 5 (10 for 7: 40 and 200
+/// channels), and a column of 8 × 1 (8 for 9) only when no other divides.
+fn conv_vectors(count: i64) -> i64 {
+    [2, 3, 5].into_iter().find(|v| count % v == 0).unwrap_or(1)
 }
 
 /// Grouped conv2d NHWC (`group_conv2d_nhwc`, kernel HWIO with `I` = input channels per
@@ -461,7 +506,13 @@ pub fn schedule_conv2d_nchw(
     epilogue: Option<&Tensor>,
     p: CpuParams,
 ) -> Result<(), ScheduleError> {
-    schedule_conv_tile(s, conv, epilogue, 1, 8, false, p)
+    let tile = ConvTile {
+        rows_axis: 1,
+        row_target: 8,
+        cols: col_tile(conv.shape()[3], p),
+        columns_outer: false,
+    };
+    schedule_conv_tile(s, conv, epilogue, tile, p)
 }
 
 /// Depthwise conv2d: 4 pixels × channels (NHWC) or 4 rows × columns (NCHW) per tile.
@@ -471,7 +522,13 @@ pub fn schedule_depthwise(
     epilogue: Option<&Tensor>,
     p: CpuParams,
 ) -> Result<(), ScheduleError> {
-    schedule_conv_tile(s, conv, epilogue, 2, 4, false, p)
+    let tile = ConvTile {
+        rows_axis: 2,
+        row_target: 4,
+        cols: col_tile(conv.shape()[3], p),
+        columns_outer: false,
+    };
+    schedule_conv_tile(s, conv, epilogue, tile, p)
 }
 
 /// The stage a convolution `conv` of `s` (not itself an output) can leave its tiles
@@ -547,6 +604,17 @@ pub fn schedule_dense(s: &mut Schedule, out: &Tensor, p: CpuParams) -> Result<()
     }
     if p.num_cores > 1 {
         let mut par = io;
+        // Fewer row tiles than cores (a matrix–vector product: a classifier's head, one
+        // row): the column tiles run in parallel too, else one core streams the whole
+        // weight (MobileNet-v3's 960 × 1280 head ran at 10 GB/s on one core).
+        let row_tiles = m / pick_factor(m, 4)
+            * ax[..nd - 2]
+                .iter()
+                .map(|a| a.extent().unwrap_or(1))
+                .product::<i64>();
+        if row_tiles < p.num_cores as i64 {
+            par = s.fuse(out, &par, &jo)?;
+        }
         for b in ax[..nd - 2].iter().rev() {
             par = s.fuse(out, b, &par)?;
         }

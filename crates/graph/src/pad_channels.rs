@@ -1,0 +1,204 @@
+//! Output channels of NHWC convolutions, and columns of matrix products, padded to a
+//! whole number of vectors.
+//!
+//! The default schedule vectorizes a convolution over its output channels with the
+//! widest power of two that divides them: ShuffleNet-v2's 58 channels (2 · 29) took
+//! 2-lane vectors and its 1×1 convolutions ran at 18 GFLOPS where 64 channels run at
+//! 100. Here the weight gets zero filters up to a multiple of the vector lanes, the
+//! per-channel elementwise operators after it (bias, activation) are computed on the
+//! padded channels (the bias padded with zeros), and a slice drops the padding after
+//! them. The convolution then takes whole vectors and packed weights; the slice reads
+//! the padded result once (a fused group that ends in it keeps the convolution's result
+//! in a buffer and applies the bias and activation on the way out).
+
+use crate::error::GraphError;
+use crate::ir::{Graph, Op};
+use crate::passes::{dead_code_elimination, f32_values, nhwc_conv_with_constant_weight};
+use petgraph::stable_graph::NodeIndex;
+use tessera_ir::DataType;
+use tessera_runtime::NDArray;
+
+/// Pads the output channels of every one-group NHWC convolution with a constant
+/// float32 weight whose channel count is not a multiple of `lanes` but at least
+/// `2 · lanes`, with the single-reader chain of per-channel elementwise operators after
+/// it (see the module's header). Returns each padded convolution's node before and
+/// after.
+pub fn pad_conv_channels(
+    graph: &mut Graph,
+    lanes: i64,
+) -> Result<Vec<(NodeIndex, NodeIndex)>, GraphError> {
+    let mut padded = Vec::new();
+    for n in graph.topo_order().into_iter().filter(|_| lanes >= 2) {
+        let Some((attrs, w)) = nhwc_conv_with_constant_weight(graph, n) else {
+            continue;
+        };
+        let &[kh, kw, ci, co] = w.shape() else {
+            continue;
+        };
+        let co = co as i64;
+        if attrs.groups != 1
+            || w.dtype() != DataType::float32()
+            || co % lanes == 0
+            || co < 2 * lanes
+            || graph.outputs().contains(&n)
+        {
+            continue;
+        }
+        let to = round_up(co, lanes);
+        let weight = pad_last_axis(w, &[kh, kw, ci], co as usize, to)?;
+        let args = graph.args(n);
+        let name = graph.node(n).name.clone();
+        let wname = format!("{}_pad{to}", graph.node(args[1]).name);
+        let wc = graph.constant(&wname, weight);
+        let conv = graph.op(&name, graph.node(n).op.clone(), &[args[0], wc])?;
+        let (old_end, new_end) = pad_epilogue(graph, n, conv, co, to)?;
+        let out = slice_back(graph, &name, new_end, co)?;
+        graph.replace_uses(old_end, out);
+        padded.push((n, conv));
+    }
+    if !padded.is_empty() {
+        dead_code_elimination(graph);
+    }
+    Ok(padded)
+}
+
+/// Pads the columns of every matrix product (`MatMul`, `a[.., M, K] · b[.., K, N]`) of
+/// a computed `b` whose `N` is not a multiple of `lanes` but at least `2 · lanes`: `b` padded with zero
+/// columns (a `Pad` that fuses into `b`'s producer), the product sliced back to `N`.
+/// ViT's attention scores `QKᵀ` have 197 columns (a prime) and Swin's 49: the product's
+/// register tile found no vector width and ran scalar (ViT's at 13 GFLOPS). Returns the
+/// padded products' nodes before and after.
+pub fn pad_matmul_columns(
+    graph: &mut Graph,
+    lanes: i64,
+) -> Result<Vec<(NodeIndex, NodeIndex)>, GraphError> {
+    let mut padded = Vec::new();
+    for n in graph.topo_order().into_iter().filter(|_| lanes >= 2) {
+        if !matches!(graph.node(n).op, Op::MatMul) {
+            continue;
+        }
+        let args = graph.args(n);
+        let b_shape = graph.node(args[1]).ty.shape.clone();
+        let Some(&cols) = b_shape.last() else {
+            continue;
+        };
+        // (a constant `b`, a weight, would be padded by a kernel on every run)
+        let constant = graph.constant_value(args[1]).is_some();
+        if b_shape.len() < 2 || cols % lanes == 0 || cols < 2 * lanes || constant {
+            continue;
+        }
+        let to = round_up(cols, lanes);
+        let name = graph.node(n).name.clone();
+        let rank = b_shape.len();
+        let mut after = vec![0; rank];
+        after[rank - 1] = to - cols;
+        let pad = Op::Pad {
+            before: vec![0; rank],
+            after,
+            value: 0.0,
+        };
+        let b = graph.op(&format!("{name}_b_pad{to}"), pad, &[args[1]])?;
+        let mm = graph.op(&name, Op::MatMul, &[args[0], b])?;
+        let out = slice_back(graph, &name, mm, cols)?;
+        graph.replace_uses(n, out);
+        graph.remove(n);
+        padded.push((n, mm));
+    }
+    Ok(padded)
+}
+
+/// The least multiple of `lanes` at least `n`.
+fn round_up(n: i64, lanes: i64) -> i64 {
+    (n + lanes - 1) / lanes * lanes
+}
+
+/// `x[.., :keep]`, named `{name}_unpad`: the padding dropped from the last axis.
+fn slice_back(
+    graph: &mut Graph,
+    name: &str,
+    x: NodeIndex,
+    keep: i64,
+) -> Result<NodeIndex, GraphError> {
+    let shape = graph.node(x).ty.shape.clone();
+    let mut end = shape.clone();
+    if let Some(last) = end.last_mut() {
+        *last = keep;
+    }
+    let slice = Op::StridedSlice {
+        begin: vec![0; shape.len()],
+        end,
+        strides: vec![1; shape.len()],
+    };
+    graph.op(&format!("{name}_unpad"), slice, &[x])
+}
+
+/// Rebuilds on the padded convolution `conv` the chain of single-reader per-channel
+/// elementwise operators after the old convolution `old` (bias of `co` channels padded
+/// to `to` with zeros; activations as they are); returns the chain's old and new last
+/// nodes.
+fn pad_epilogue(
+    graph: &mut Graph,
+    old: NodeIndex,
+    conv: NodeIndex,
+    co: i64,
+    to: i64,
+) -> Result<(NodeIndex, NodeIndex), GraphError> {
+    let (mut old_end, mut new_end) = (old, conv);
+    loop {
+        let users = graph.users(old_end);
+        let [u] = users[..] else { break };
+        if graph.outputs().contains(&old_end) {
+            break;
+        }
+        let node = graph.node(u);
+        let (op, name) = (node.op.clone(), node.name.clone());
+        let inputs = match &op {
+            Op::BiasAdd { axis: 3 | -1 } => {
+                let bias = graph.args(u)[1];
+                let Some(b) = graph
+                    .constant_value(bias)
+                    .filter(|b| b.shape() == [co as usize] && b.dtype() == DataType::float32())
+                else {
+                    break;
+                };
+                let b = pad_last_axis(b, &[], co as usize, to)?;
+                let bname = format!("{}_pad{to}", graph.node(bias).name);
+                vec![new_end, graph.constant(&bname, b)]
+            }
+            Op::Unary(_) | Op::Clip { .. } | Op::Math(_) | Op::Activation(_) => vec![new_end],
+            _ => break,
+        };
+        new_end = graph.op(&name, op, &inputs)?;
+        old_end = u;
+    }
+    Ok((old_end, new_end))
+}
+
+/// `x` (shape `lead` × `from`) with zeros appended along its last axis up to `to`.
+fn pad_last_axis(x: &NDArray, lead: &[usize], from: usize, to: i64) -> Result<NDArray, GraphError> {
+    let to = to as usize;
+    let values = f32_values(x)?;
+    let mut out = vec![0f32; values.len() / from.max(1) * to];
+    for (row, chunk) in values.chunks(from.max(1)).enumerate() {
+        out[row * to..row * to + from].copy_from_slice(chunk);
+    }
+    let mut shape = lead.to_vec();
+    shape.push(to);
+    Ok(NDArray::from_slice_f32(&shape, &out)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_last_axis_gets_zeros() {
+        let x = NDArray::from_slice_f32(&[2, 3], &[1., 2., 3., 4., 5., 6.]).unwrap();
+        let y = pad_last_axis(&x, &[2], 3, 4).unwrap();
+        assert_eq!(y.shape(), [2, 4]);
+        assert_eq!(
+            y.as_slice::<f32>().unwrap(),
+            [1., 2., 3., 0., 4., 5., 6., 0.]
+        );
+    }
+}
