@@ -229,8 +229,8 @@ struct ConvTile {
 }
 
 /// A convolution-like output of rank 4 whose last axis is contiguous: a register tile of
-/// `rows` (axis `rows_axis`, up to `row_target`) × columns (the last axis, two vector
-/// registers), the accumulator tile (a `local` cache) computed at the column tile with
+/// rows (axis `tile.rows_axis`, up to `tile.row_target`) × `tile.cols` columns (the last
+/// axis, whole vector registers), the accumulator tile (a `local` cache) computed at the column tile with
 /// the whole reduction outermost, the two outer axes fused and parallel. Producers (the
 /// padded input) stay at root, so the inner loop has no bounds checks. With an
 /// `epilogue` (an elementwise output of the conv's shape, [`conv_epilogue`]), the tiles
@@ -438,8 +438,9 @@ fn conv_weights_outweigh_input(conv: &Tensor) -> bool {
     }
 }
 
-/// conv2d NHWC: 8 output pixels of a row × output channels per register tile (the
-/// tiles of `epilogue`'s loops when there is one, see [`schedule_conv_tile`]).
+/// conv2d NHWC: output pixels of a row × vectors of output channels per register tile,
+/// as many as the registers hold ([`conv_vectors`]; the tiles of `epilogue`'s loops
+/// when there is one, see [`schedule_conv_tile`]).
 pub fn schedule_conv2d_nhwc(
     s: &mut Schedule,
     conv: &Tensor,
