@@ -103,10 +103,10 @@ pub fn split_dead_taps(graph: &mut Graph) -> Result<usize, GraphError> {
         let Op::Conv2d { attrs, layout } = graph.node(n).op.clone() else {
             continue;
         };
-        let Some(plan) = plan(graph, n, &attrs, layout) else {
+        let Some((axes, bands)) = plan(graph, n, &attrs, layout) else {
             continue;
         };
-        let out = emit(graph, n, &attrs, layout, &plan)?;
+        let out = emit(graph, n, &attrs, layout, &axes, &bands)?;
         graph.replace_uses(n, out);
         graph.remove(n);
         split += 1;
@@ -118,7 +118,12 @@ pub fn split_dead_taps(graph: &mut Graph) -> Result<usize, GraphError> {
 }
 
 /// The two axes of conv `n` and their bands, when splitting it pays.
-fn plan(graph: &Graph, n: NodeIndex, attrs: &Conv2dAttrs, layout: Layout) -> Option<[Axis; 2]> {
+fn plan(
+    graph: &Graph,
+    n: NodeIndex,
+    attrs: &Conv2dAttrs,
+    layout: Layout,
+) -> Option<([Axis; 2], [Vec<Band>; 2])> {
     let args = graph.args(n);
     let data = &graph.node(args[0]).ty.shape;
     let weight = &graph.node(args[1]).ty.shape;
@@ -154,7 +159,7 @@ fn plan(graph: &Graph, n: NodeIndex, attrs: &Conv2dAttrs, layout: Layout) -> Opt
         .iter()
         .zip(&bands)
         .any(|(a, bs)| bs.len() == 1 && bs[0].t1 - bs[0].t0 < a.taps);
-    (dead_tap_everywhere || 2 * lh * lw <= fh * fw).then_some(axes)
+    (dead_tap_everywhere || 2 * lh * lw <= fh * fw).then_some((axes, bands))
 }
 
 /// Emits the regions of conv `n` and their concatenation; returns the node that
@@ -165,12 +170,12 @@ fn emit(
     attrs: &Conv2dAttrs,
     layout: Layout,
     axes: &[Axis; 2],
+    [hb, wb]: &[Vec<Band>; 2],
 ) -> Result<NodeIndex, GraphError> {
     let args = graph.args(n);
     let name = graph.node(n).name.clone();
     let data_rank = graph.node(args[0]).ty.shape.len();
     let (dh, kh) = spatial_axes(layout);
-    let [hb, wb] = [axes[0].bands(), axes[1].bands()];
     let mut rows = Vec::with_capacity(hb.len());
     for (i, bh) in hb.iter().enumerate() {
         let mut cols = Vec::with_capacity(wb.len());

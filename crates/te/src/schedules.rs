@@ -228,6 +228,19 @@ struct ConvTile {
     columns_outer: bool,
 }
 
+impl ConvTile {
+    /// Up to `row_target` rows along `rows_axis` × [`col_tile`]'s columns, the pixels
+    /// outermost whatever the weights weigh.
+    fn pixels_outer(rows_axis: usize, row_target: i64, conv: &Tensor, p: CpuParams) -> Self {
+        ConvTile {
+            rows_axis,
+            row_target,
+            cols: col_tile(conv.shape()[3], p),
+            columns_outer: false,
+        }
+    }
+}
+
 /// A convolution-like output of rank 4 whose last axis is contiguous: a register tile of
 /// rows (axis `tile.rows_axis`, up to `tile.row_target`) × `tile.cols` columns (the last
 /// axis, whole vector registers), the accumulator tile (a `local` cache) computed at the column tile with
@@ -507,12 +520,7 @@ pub fn schedule_conv2d_nchw(
     epilogue: Option<&Tensor>,
     p: CpuParams,
 ) -> Result<(), ScheduleError> {
-    let tile = ConvTile {
-        rows_axis: 1,
-        row_target: 8,
-        cols: col_tile(conv.shape()[3], p),
-        columns_outer: false,
-    };
+    let tile = ConvTile::pixels_outer(1, 8, conv, p);
     schedule_conv_tile(s, conv, epilogue, tile, p)
 }
 
@@ -523,12 +531,7 @@ pub fn schedule_depthwise(
     epilogue: Option<&Tensor>,
     p: CpuParams,
 ) -> Result<(), ScheduleError> {
-    let tile = ConvTile {
-        rows_axis: 2,
-        row_target: 4,
-        cols: col_tile(conv.shape()[3], p),
-        columns_outer: false,
-    };
+    let tile = ConvTile::pixels_outer(2, 4, conv, p);
     schedule_conv_tile(s, conv, epilogue, tile, p)
 }
 
