@@ -128,6 +128,9 @@ pub struct OpAttrArgs {
     /// conv2d_nchwc: the input and output channel blocks, IB,OB.
     #[arg(long, value_delimiter = ',')]
     pub block: Option<Vec<i64>>,
+    /// conv2d, conv2d_nchw: channel groups (the kernel's input channels are C_IN / groups).
+    #[arg(long, default_value_t = 1)]
+    pub groups: i64,
 }
 
 /// `--pad`: a number of elements, or "same".
@@ -164,6 +167,7 @@ impl OpAttrArgs {
             dilation: self.dilation,
             ceil_mode: self.ceil_mode,
             block,
+            groups: self.groups,
         })
     }
 }

@@ -69,6 +69,14 @@ pub struct OpAttrs {
     /// of two up to 16 dividing each channel count.
     #[serde(default)]
     pub block: Option<(i64, i64)>,
+    /// `conv2d` and `conv2d_nchw`: the channel groups (the kernel's input channels are
+    /// `C_IN / groups`; ResNeXt's 32); 1 is an ordinary convolution and is not written.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub groups: i64,
+}
+
+fn is_one(v: &i64) -> bool {
+    *v == 1
 }
 
 impl Default for OpAttrs {
@@ -79,6 +87,7 @@ impl Default for OpAttrs {
             dilation: 1,
             ceil_mode: false,
             block: None,
+            groups: 1,
         }
     }
 }
@@ -551,6 +560,15 @@ fn check_attrs(op: &str, a: &OpAttrs) -> Result<(), CatalogError> {
     if let Some((ib, ob)) = a.block.filter(|(i, o)| *i <= 0 || *o <= 0) {
         return bad("block", format!("({ib}, {ob}) must be positive"));
     }
+    if !(1..=limit).contains(&a.groups) {
+        return bad("groups", format!("{} must be in [1, {limit}]", a.groups));
+    }
+    if a.groups != 1 && !matches!(op, "conv2d" | "conv2d_nchw") {
+        return bad(
+            "groups",
+            format!("{} (only conv2d and conv2d_nchw take groups)", a.groups),
+        );
+    }
     Ok(())
 }
 
@@ -626,15 +644,18 @@ fn conv2d(kind: Conv2dKind, s: &OpSpec) -> Result<Built, TeError> {
         (a.stride, a.stride),
         (s.pad_for(kh), s.pad_for(kw)),
         (a.dilation, a.dilation),
-    );
+    )
+    .with_groups(a.groups);
+    // the kernel's input channels (per group); the op checks that `groups` divides both
+    let kci = ci / a.groups.max(1);
     let (data, kernel) = match kind {
         K::Nchwc => return conv2d_nchwc(s, dims, &attrs),
         K::NhwcPacked => return conv2d_nhwc_packed(s, dims, &attrs),
         K::PackedVta => return conv2d_packed(s, dims, &attrs),
         K::Winograd => return conv2d_winograd(s, dims),
         K::WinogradBlocked => return conv2d_winograd_blocked(s, dims),
-        K::Nhwc => ([n, h, w, ci], [kh, kw, ci, co]),
-        K::Nchw => ([n, ci, h, w], [co, ci, kh, kw]),
+        K::Nhwc => ([n, h, w, ci], [kh, kw, kci, co]),
+        K::Nchw => ([n, ci, h, w], [co, kci, kh, kw]),
         K::DepthwiseNhwc => ([n, h, w, ci], [kh, kw, ci, 1]),
         K::DepthwiseNchw => ([n, ci, h, w], [ci, 1, kh, kw]),
         K::TransposeNchw => ([n, ci, h, w], [ci, co, kh, kw]),

@@ -112,7 +112,7 @@ fn register_tile(
 /// `C[i, j] = Σ_k A[i, k] * B[k, j]`: 8 rows × 2 vectors of columns per register tile.
 pub fn schedule_matmul(s: &mut Schedule, c: &Tensor, p: CpuParams) -> Result<(), ScheduleError> {
     let (m, n) = (c.shape()[0], c.shape()[1]);
-    register_tiled_product(s, c, pick_factor(m, 8), col_tile(n, p), p)
+    register_tiled_product(s, c, pick_factor(m, 8), col_tile(n, p), false, p)
 }
 
 /// A matrix product whose second operand is contiguous along the output's columns
@@ -137,7 +137,8 @@ pub fn schedule_product_tiles(
     // 4.5–6.3 and 6.7–8.1 ms, 7 rows 7.2–7.7 and 10.9–11.5, 8 rows 6.5–7.1 and
     // 10.1–11.3; the largest divisor (4 rows; 1 for 197) 6.8–7.6 and 20.7–20.9.
     let mr = (p.register_rows(vectors) - 1).clamp(1, m.max(1));
-    register_tiled_product(s, c, mr, nr, p)
+    let columns_outer = c.tag() == "dense_pack";
+    register_tiled_product(s, c, mr, nr, columns_outer, p)
 }
 
 /// A matrix product over the last two axes of `c` (leading axes: a batch), a reduction
@@ -150,24 +151,32 @@ pub(crate) fn register_tiled_product(
     c: &Tensor,
     mr: i64,
     nr: i64,
+    columns_outer: bool,
     p: CpuParams,
 ) -> Result<(), ScheduleError> {
     let cc = s.cache_write(c, StorageScope::Local)?;
     let ax = s.axis(c)?;
     let nd = ax.len();
-    let (io, jo, _ii, ji) = s.tile(c, &ax[nd - 2], &ax[nd - 1], mr, nr)?;
+    let (io, jo, ii, ji) = s.tile(c, &ax[nd - 2], &ax[nd - 1], mr, nr)?;
+    // the tile loop that runs in parallel, and the one the accumulators are computed at
+    let (outer, inner) = if columns_outer {
+        s.reorder(c, &[jo.clone(), io.clone(), ii, ji.clone()])?;
+        (jo, io)
+    } else {
+        (io, jo)
+    };
     if p.vectorize {
         s.vectorize(c, &ji)?;
     }
-    s.compute_at(&cc, c, &jo)?;
+    s.compute_at(&cc, c, &inner)?;
     let cax = s.axis(&cc)?;
     let k = s.reduce_axis(&cc)?;
     register_tile(s, &cc, &k, &cax[nd - 2], &cax[nd - 1], nr, p)?;
     if p.num_cores > 1 {
         let mut run = ax[..nd - 2].to_vec();
-        run.push(io);
-        let outer = fuse_run(s, c, &run[0], &run[1..])?;
-        s.parallel(c, &outer)?;
+        run.push(outer);
+        let fused = fuse_run(s, c, &run[0], &run[1..])?;
+        s.parallel(c, &fused)?;
     }
     Ok(())
 }
@@ -295,31 +304,21 @@ fn schedule_conv_tile(
     // is read once and reused over every pixel while it is in cache; otherwise the
     // pixels go outermost and each thread streams the weights once per row.
     let weights_outer = columns_outer && conv_weights_outweigh_input(conv);
-    if weights_outer {
-        s.reorder(
-            out,
-            &[
-                co.clone(),
-                outer[0].clone(),
-                outer[1].clone(),
-                ro.clone(),
-                ri,
-                ci.clone(),
-            ],
-        )?;
+    // Weights past half of L2 with the pixels outermost would stream from L3 once per
+    // row tile: a row of pixels is then the block, its columns tiles outside its row
+    // tiles, so each row's input stays in L2 while every weight column block passes.
+    let row_blocks = !weights_outer && conv_weight_bytes(conv) > ROW_BLOCK_WEIGHTS_ABOVE;
+    let (o0, o1) = (outer[0].clone(), outer[1].clone());
+    let tiles = if weights_outer {
+        [co.clone(), o0, o1, ro.clone()]
+    } else if row_blocks {
+        [o0, o1, co.clone(), ro.clone()]
     } else {
-        s.reorder(
-            out,
-            &[
-                outer[0].clone(),
-                outer[1].clone(),
-                ro.clone(),
-                co.clone(),
-                ri,
-                ci.clone(),
-            ],
-        )?;
-    }
+        [o0, o1, ro.clone(), co.clone()]
+    };
+    let mut order = tiles.to_vec();
+    order.extend([ri, ci.clone()]);
+    s.reorder(out, &order)?;
     if p.vectorize {
         s.vectorize(out, &ci)?;
     }
@@ -334,7 +333,15 @@ fn schedule_conv_tile(
             }
         }
         None => {
-            s.compute_at(&cc, out, if weights_outer { &ro } else { &co })?;
+            s.compute_at(
+                &cc,
+                out,
+                if weights_outer || row_blocks {
+                    &ro
+                } else {
+                    &co
+                },
+            )?;
             let cax = s.axis(&cc)?;
             let r = s.reduce_axis(&cc)?;
             register_tile(s, &cc, &r, &cax[rows_axis], &cax[3], cr, p)?;
@@ -443,6 +450,17 @@ fn pack_chunk_weights(
 
 /// Whether a convolution's kernel (its second input) has more elements than its
 /// (padded) data input.
+/// The weight bytes past which an NHWC conv with its pixels outermost blocks them by
+/// rows ([`schedule_conv_tile`]): half of a 512 KiB L2.
+const ROW_BLOCK_WEIGHTS_ABOVE: i64 = 256 << 10;
+
+/// The bytes of a conv's weights (its second input).
+fn conv_weight_bytes(conv: &Tensor) -> i64 {
+    conv.inputs().get(1).map_or(0, |k| {
+        k.shape().iter().product::<i64>() * k.dtype().bytes() as i64
+    })
+}
+
 fn conv_weights_outweigh_input(conv: &Tensor) -> bool {
     let size = |t: &Tensor| t.shape().iter().product::<i64>();
     match conv.inputs() {
@@ -536,37 +554,57 @@ pub fn schedule_depthwise(
 }
 
 /// The stage a convolution `conv` of `s` (not itself an output) can leave its tiles
-/// through: an output of `outputs`, not inlined, that reads the conv only through a
-/// chain of elementwise stages (no reduction, tagged `elemwise` or `broadcast`, of the
-/// conv's shape, so each reads its producer where it writes: bias, residual,
-/// activation), itself one of them, each the only reader of the one before.
+/// through: the one output of `outputs`, not inlined, reached from the conv through
+/// elementwise stages only (no reduction, tagged `elemwise` or `broadcast`, of the
+/// conv's shape, so each reads its producers where it writes: bias, residual,
+/// activation). Every stage that reads the conv or one of them is one of them; all but
+/// the output are inlined. Chains (bias → ReLU) and diamonds whose branches meet again
+/// (SiLU's `x · sigmoid(x)`, hard-swish's `x · relu6(x + 3) / 6`) both qualify.
 pub fn conv_epilogue(s: &Schedule, conv: &Tensor, outputs: &[Tensor]) -> Option<Tensor> {
     if outputs.contains(conv) {
         // stored anyway: its own tiles
         return None;
     }
-    let mut at = conv.clone();
-    loop {
-        let mut readers = s.stages.iter().filter(|st| {
+    let mut exit: Option<Tensor> = None;
+    let mut seen: Vec<Tensor> = Vec::new();
+    let mut todo = vec![conv.clone()];
+    while let Some(at) = todo.pop() {
+        let readers = s.stages.iter().filter(|st| {
             !st.is_placeholder()
                 && st
                     .op
                     .body()
                     .is_some_and(|b| crate::schedule::body_reads(b).contains(at.buffer()))
         });
-        let reader = readers.next()?;
-        let tag = reader.op.tag();
-        let elementwise = (tag == crate::ops::TAG_ELEMWISE || tag == crate::ops::TAG_BROADCAST)
-            && reader.op.reduce_axis().is_empty()
-            && reader.op.shape() == conv.shape();
-        if readers.next().is_some() || !elementwise {
+        let mut any = false;
+        for reader in readers {
+            any = true;
+            let tag = reader.op.tag();
+            let elementwise = (tag == crate::ops::TAG_ELEMWISE || tag == crate::ops::TAG_BROADCAST)
+                && reader.op.reduce_axis().is_empty()
+                && reader.op.shape() == conv.shape();
+            if !elementwise {
+                return None;
+            }
+            if seen.contains(&reader.op) {
+                continue;
+            }
+            seen.push(reader.op.clone());
+            if matches!(reader.attach, crate::schedule::Attach::Inline) {
+                todo.push(reader.op.clone());
+            } else if exit.is_some() || !outputs.contains(&reader.op) {
+                // two ways out, or one that is not an output
+                return None;
+            } else {
+                exit = Some(reader.op.clone());
+            }
+        }
+        // an inlined stage no one reads: not a way to an output
+        if !any && at != *conv {
             return None;
         }
-        if !matches!(reader.attach, crate::schedule::Attach::Inline) {
-            return outputs.contains(&reader.op).then(|| reader.op.clone());
-        }
-        at = reader.op.clone();
     }
+    exit
 }
 
 /// dense `out[…, i, j] = Σ_k data[…, i, k] · weight[…, j, k]` (also batch_matmul NT and
@@ -625,6 +663,12 @@ pub fn schedule_dense(s: &mut Schedule, out: &Tensor, p: CpuParams) -> Result<()
         s.parallel(out, &par)?;
     }
     Ok(())
+}
+
+/// Whether `t` is a padding (tag `injective,pad`) that adds nothing: a copy of its one
+/// input.
+fn is_identity_pad(t: &Tensor) -> bool {
+    t.tag() == "injective,pad" && matches!(t.inputs(), [x] if x.shape() == t.shape())
 }
 
 /// Whether `t` is a pooling stage (a max or sum over a window).
@@ -847,6 +891,18 @@ pub fn schedule_stages(
                 if padding && !outputs.contains(input) && s.compute_inline(input).is_ok() {
                     inlined.push(input.clone());
                 }
+            }
+        }
+    }
+    // a padding of nothing (a 1×1 conv's `pad_temp`) is a copy of its input: read the
+    // input instead (EfficientNet's 112×112×16 input copied 0.8 MB per 1×1 conv)
+    if p.gpu_threads == 0 {
+        for t in stages.iter().filter(|t| is_identity_pad(t)) {
+            let at_root = s
+                .stage(t)
+                .is_ok_and(|st| matches!(st.attach, crate::schedule::Attach::Root));
+            if at_root && !outputs.contains(t) && s.compute_inline(t).is_ok() {
+                inlined.push(t.clone());
             }
         }
     }

@@ -240,6 +240,48 @@ fn attrs(stride: i64, pad: Option<i64>, dilation: i64) -> OpAttrs {
 }
 
 #[test]
+fn grouped_convolutions_are_catalog_operators() {
+    let grouped = |groups| OpAttrs {
+        groups,
+        ..attrs(1, Some(1), 1)
+    };
+    // ResNeXt's 4 channels per group and RegNet-like 8, in both layouts
+    for (name, shape, groups) in [
+        ("conv2d", [1, 5, 6, 8, 8, 3, 3], 2),
+        ("conv2d", [1, 4, 5, 16, 32, 3, 3], 2),
+        ("conv2d_nchw", [1, 5, 4, 8, 12, 3, 3], 4),
+    ] {
+        let spec = OpSpec::new(name, &shape, grouped(groups)).unwrap();
+        let (ins, out) = spec.tensors().unwrap();
+        let per_group = shape[3] / groups;
+        let kernel_cin = if name == "conv2d" { 2 } else { 1 };
+        assert_eq!(ins[1].shape()[kernel_cin], per_group, "{name} {shape:?}");
+        assert!(out[0].tag().starts_with("group_conv2d"), "{}", out[0].tag());
+        assert_default_matches_naive(&spec);
+        // written only when not 1, read back the same
+        let text = serde_json::to_string(&spec).unwrap();
+        assert!(text.contains(&format!("\"groups\":{groups}")), "{text}");
+        assert_eq!(serde_json::from_str::<OpSpec>(&text).unwrap(), spec);
+    }
+    let plain = OpSpec::new("conv2d", &[1, 5, 5, 4, 4, 3, 3], attrs(1, Some(1), 1)).unwrap();
+    assert!(!serde_json::to_string(&plain).unwrap().contains("groups"));
+    // groups that divide neither channel count, zero groups, groups on a matmul
+    let spec = OpSpec::new("conv2d", &[1, 5, 5, 6, 8, 3, 3], grouped(4)).unwrap();
+    assert!(spec.tensors().is_err());
+    for (name, shape, groups) in [
+        ("conv2d", &[1, 5, 5, 4, 4, 3, 3][..], 0),
+        ("matmul", &[2, 3, 4][..], 2),
+        ("depthwise_conv2d", &[1, 5, 5, 4, 3, 3][..], 2),
+    ] {
+        let e = OpSpec::new(name, shape, grouped(groups)).unwrap_err();
+        assert!(
+            matches!(&e, CatalogError::BadAttr { attr, .. } if *attr == "groups"),
+            "{e:?}"
+        );
+    }
+}
+
+#[test]
 fn same_padding_conv2d_is_the_tuners_workload() {
     // `tessera tune --op conv2d` has always built conv2d NHWC with stride 1 and padding
     // kernel / 2: the catalog's default attributes give the same workload key, so logs
@@ -294,7 +336,8 @@ fn specs_round_trip_through_json_and_attrs_default() {
             pad: None,
             dilation: 1,
             ceil_mode: false,
-            block: None
+            block: None,
+            groups: 1,
         }
     );
 }
@@ -412,6 +455,7 @@ fn any_attrs() -> impl Strategy<Value = OpAttrs> {
             dilation,
             ceil_mode,
             block: None,
+            groups: 1,
         },
     )
 }

@@ -887,3 +887,65 @@ fn a_conv_leaves_its_tiles_through_its_elementwise_epilogue() {
     assert!(!text.contains("conv2d_nhwc["), "{text}");
     common::assert_same_as_unscheduled(&s, &[out], &args, 4);
 }
+
+/// SiLU after a 1×1 conv reads the biased conv twice (`x · sigmoid(x)`): the branches
+/// meet again at the output, so the conv still leaves its tiles through it; and a 1×1
+/// conv's padding of nothing is read through, not copied.
+#[test]
+fn a_conv_leaves_its_tiles_through_a_diamond_and_reads_an_unpadded_input_directly() {
+    use tessera_te::schedules::{conv_epilogue, default_schedule_inlined, CpuParams};
+    let p = CpuParams {
+        vector_lanes: 8,
+        num_cores: 2,
+        vectorize: true,
+        gpu_threads: 0,
+    };
+    let d = placeholder(&[1, 6, 14, 8], F32, "data").unwrap();
+    let k = placeholder(&[1, 1, 8, 24], F32, "kernel").unwrap();
+    let b = placeholder(&[24], F32, "bias").unwrap();
+    let conv = ops::conv2d_nhwc_with(&d, &k, &Conv2dAttrs::default()).unwrap();
+    let biased = ops::bias_add(&conv, &b, 3).unwrap();
+    let gate = ops::sigmoid(&biased).unwrap();
+    let out = ops::multiply(&biased, &gate).unwrap();
+    let s = default_schedule_inlined(&[out.clone()], &[biased.clone(), gate.clone()], p).unwrap();
+    let args = [d.clone(), k.clone(), b.clone(), out.clone()];
+    let text = tessera_te::lower(&s, &args, "fused").unwrap().to_string();
+    assert!(!text.contains("conv2d_nhwc["), "{text}");
+    assert!(!text.contains("pad_temp"), "{text}");
+    common::assert_same_as_unscheduled(&s, &[out.clone()], &args, 4);
+    // a branch that leaves the group (the gate also an output) is not an epilogue
+    let s = default_schedule_inlined(&[out.clone(), gate.clone()], &[biased.clone()], p).unwrap();
+    assert_eq!(conv_epilogue(&s, &conv, &[out.clone(), gate.clone()]), None);
+    let args = [d, k, b, out.clone(), gate.clone()];
+    common::assert_same_as_unscheduled(&s, &[out, gate], &args, 4);
+}
+
+/// An NHWC conv with more input than weights keeps its pixels outermost; where its
+/// weights pass 256 KiB (ResNeXt's 28×28 256 → 512 1×1 conv, 512 KiB) a row of pixels is
+/// the block and the column tiles run inside it, before the row tiles. Smaller weights
+/// keep the row tiles outside the column tiles.
+#[test]
+fn heavy_weights_make_a_conv_block_its_pixels_by_rows() {
+    use tessera_te::schedules::{default_schedule, CpuParams};
+    let p = CpuParams {
+        vector_lanes: 8,
+        num_cores: 2,
+        vectorize: true,
+        gpu_threads: 0,
+    };
+    let order = |ci: i64, co: i64| {
+        let d = placeholder(&[1, 28, 28, ci], F32, "data").unwrap();
+        let k = placeholder(&[1, 1, ci, co], F32, "kernel").unwrap();
+        let conv = ops::conv2d_nhwc_with(&d, &k, &Conv2dAttrs::default()).unwrap();
+        let s = default_schedule(&[conv.clone()], p).unwrap();
+        let text = tessera_te::lower(&s, &[d, k, conv], "f")
+            .unwrap()
+            .to_string();
+        let at = |loop_var: &str| text.find(&format!("for ({loop_var}, ")).unwrap();
+        (at("ff.outer") < at("xx.outer"), text)
+    };
+    let (columns_first, text) = order(256, 512);
+    assert!(columns_first, "{text}");
+    let (columns_first, text) = order(64, 128);
+    assert!(!columns_first, "{text}");
+}

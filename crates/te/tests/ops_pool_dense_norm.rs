@@ -1318,3 +1318,30 @@ fn a_pool_reads_its_input_once_in_parallel_vectors() {
         "{text}"
     );
 }
+
+/// A dense layer on packed weights (`[N/b, K, b]`) runs its column tiles outermost and in
+/// parallel, the row tiles inside: each weight block is read once while every row
+/// passes. Rows 13 (a prime) take guarded tiles; the result is the unscheduled one.
+#[test]
+fn packed_dense_runs_its_column_tiles_outermost() {
+    use tessera_te::schedules::{default_schedule, CpuParams};
+    let p = CpuParams {
+        vector_lanes: 8,
+        num_cores: 2,
+        vectorize: true,
+        gpu_threads: 0,
+    };
+    let data = ph(&[13, 24], "data");
+    let weight = ph(&[4, 24, 8], "weight");
+    let out = ops::dense(&data, &weight, None).unwrap();
+    assert_eq!(out.tag(), "dense_pack");
+    let s = default_schedule(&[out.clone()], p).unwrap();
+    let args = [data, weight, out.clone()];
+    let text = tessera_te::lower(&s, &args, "f").unwrap().to_string();
+    let parallel = text
+        .lines()
+        .find(|l| l.contains("parallel"))
+        .unwrap_or_default();
+    assert!(parallel.contains("j.outer"), "{text}");
+    common::assert_same_as_unscheduled(&s, &[out], &args, 3);
+}

@@ -111,7 +111,7 @@ fn batched_gemm(s: &mut Schedule, bgemm: &Tensor, p: CpuParams) -> Result<(), Sc
     let nr = col_tile(cols, p);
     let vectors = nr / pick_vector(cols, p.vector_lanes).max(1);
     let mr = pick_factor(tiles, p.register_rows(vectors));
-    register_tiled_product(s, bgemm, mr, nr, p)
+    register_tiled_product(s, bgemm, mr, nr, false, p)
 }
 
 /// The output `[N, H, W, CO]` (or the epilogue that reads it, with the output inlined
