@@ -9,10 +9,12 @@
 //! padded channels (the bias padded with zeros), and a slice drops the padding after
 //! them. The convolution then takes whole vectors and packed weights; the slice reads
 //! the padded result once (a fused group that ends in it keeps the convolution's result
-//! in a buffer and applies the bias and activation on the way out).
+//! in a buffer and applies the bias and activation on the way out). Matrix products of
+//! a computed `b` get the same for their columns, and a softmax that reads one of them
+//! runs on the padded columns, masked to add nothing.
 
 use crate::error::GraphError;
-use crate::ir::{Graph, Op};
+use crate::ir::{Binary, Graph, Op};
 use crate::passes::{dead_code_elimination, f32_values, nhwc_conv_with_constant_weight};
 use petgraph::stable_graph::NodeIndex;
 use tessera_ir::DataType;
@@ -66,17 +68,22 @@ pub fn pad_conv_channels(
 /// a computed `b` whose `N` is not a multiple of `lanes` but at least `2 · lanes`: `b` padded with zero
 /// columns (a `Pad` that fuses into `b`'s producer), the product sliced back to `N`.
 /// ViT's attention scores `QKᵀ` have 197 columns (a prime) and Swin's 49: the product's
-/// register tile found no vector width and ran scalar (ViT's at 13 GFLOPS). Returns the
+/// register tile found no vector width and ran scalar (ViT's at 13 GFLOPS). A softmax
+/// over the last axis that is the product's one reader is computed on the padded
+/// columns too, masked ([`masked_softmax`]), and the slice goes after it. Returns the
 /// padded products' nodes before and after.
 pub fn pad_matmul_columns(
     graph: &mut Graph,
     lanes: i64,
 ) -> Result<Vec<(NodeIndex, NodeIndex)>, GraphError> {
     let mut padded = Vec::new();
-    for n in graph.topo_order().into_iter().filter(|_| lanes >= 2) {
-        if !matches!(graph.node(n).op, Op::MatMul) {
-            continue;
-        }
+    // (listed first: a rewrite removes the reshapes and softmax after its product)
+    let products: Vec<NodeIndex> = graph
+        .topo_order()
+        .into_iter()
+        .filter(|&n| lanes >= 2 && matches!(graph.node(n).op, Op::MatMul))
+        .collect();
+    for n in products {
         let args = graph.args(n);
         let b_shape = graph.node(args[1]).ty.shape.clone();
         let Some(&cols) = b_shape.last() else {
@@ -99,12 +106,100 @@ pub fn pad_matmul_columns(
         };
         let b = graph.op(&format!("{name}_b_pad{to}"), pad, &[args[1]])?;
         let mm = graph.op(&name, Op::MatMul, &[args[0], b])?;
-        let out = slice_back(graph, &name, mm, cols)?;
-        graph.replace_uses(n, out);
-        graph.remove(n);
+        // the nodes the padded ones replace, in order: the product, its reshapes, the softmax
+        let (mut old, new_end) = match last_axis_softmax(graph, n, cols) {
+            Some((mut chain, softmax)) => {
+                let x = reshaped(graph, mm, &chain, to)?;
+                let end = masked_softmax(graph, x, softmax, cols, to)?;
+                chain.push(softmax);
+                (chain, end)
+            }
+            None => (Vec::new(), mm),
+        };
+        old.insert(0, n);
+        let out = slice_back(graph, &name, new_end, cols)?;
+        graph.replace_uses(*old.last().unwrap_or(&n), out);
+        for &o in old.iter().rev() {
+            graph.remove(o);
+        }
         padded.push((n, mm));
     }
     Ok(padded)
+}
+
+/// The softmax over the last axis that reads product `n` (`cols` columns, not an
+/// output) through single-reader reshapes that keep the last axis (ViT's
+/// `[12, 197, 197]` scores reshaped to `[1, 12, 197, 197]`): the reshapes and the
+/// softmax.
+fn last_axis_softmax(
+    graph: &Graph,
+    n: NodeIndex,
+    cols: i64,
+) -> Option<(Vec<NodeIndex>, NodeIndex)> {
+    let mut reshapes = Vec::new();
+    let mut at = n;
+    loop {
+        let users = graph.users(at);
+        let [u] = users[..] else { return None };
+        if graph.outputs().contains(&at) {
+            return None;
+        }
+        let shape = &graph.node(u).ty.shape;
+        match graph.node(u).op {
+            Op::Reshape { .. } if shape.last() == Some(&cols) => reshapes.push(u),
+            Op::Softmax { axis } if axis == -1 || axis == shape.len() as i64 - 1 => {
+                return Some((reshapes, u));
+            }
+            _ => return None,
+        }
+        at = u;
+    }
+}
+
+/// `x` (whose last axis is padded to `to`) through the reshapes `reshapes`, each with
+/// its last axis padded the same.
+fn reshaped(
+    graph: &mut Graph,
+    mut x: NodeIndex,
+    reshapes: &[NodeIndex],
+    to: i64,
+) -> Result<NodeIndex, GraphError> {
+    for &r in reshapes {
+        let mut shape = graph.node(r).ty.shape.clone();
+        if let Some(last) = shape.last_mut() {
+            *last = to;
+        }
+        let name = format!("{}_pad{to}", graph.node(r).name);
+        x = graph.op(&name, Op::Reshape { shape }, &[x])?;
+    }
+    Ok(x)
+}
+
+/// The softmax `old` computed over the padded product `mm` (`to` columns, the first
+/// `cols` real): the padding columns get the lowest float first, so their exponentials
+/// are 0 and the real columns' sums are unchanged. The exponentials and the division
+/// then run on whole vectors (ViT's 197 columns ran scalar); the slice comes after.
+fn masked_softmax(
+    graph: &mut Graph,
+    mm: NodeIndex,
+    old: NodeIndex,
+    cols: i64,
+    to: i64,
+) -> Result<NodeIndex, GraphError> {
+    let name = graph.node(old).name.clone();
+    let mask: Vec<f32> = (0..to)
+        .map(|c| if c < cols { 0.0 } else { f32::MIN })
+        .collect();
+    let mask = graph.constant(
+        &format!("{name}_mask{to}"),
+        NDArray::from_slice_f32(&[to as usize], &mask)?,
+    );
+    let masked = graph.op(
+        &format!("{name}_masked"),
+        Op::Binary(Binary::Add),
+        &[mm, mask],
+    )?;
+    graph.op(&name, graph.node(old).op.clone(), &[masked])
 }
 
 /// The least multiple of `lanes` at least `n`.

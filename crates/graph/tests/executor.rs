@@ -560,6 +560,20 @@ fn matrix_products_get_whole_vectors_of_columns() {
     let mm = moved[0].1;
     assert_eq!(padded.node(padded.args(mm)[1]).ty.shape, vec![2, 8, 24]);
     assert_eq!(padded.node(mm).ty.shape, vec![2, 5, 24]);
+    // the softmax, the product's one reader, runs on the 24 columns, masked, and the
+    // slice back to 20 comes after it
+    let [masked] = padded.users(mm)[..] else {
+        panic!("one reader")
+    };
+    assert!(matches!(padded.node(masked).op, Op::Binary(Binary::Add)));
+    let [softmax] = padded.users(masked)[..] else {
+        panic!("one reader")
+    };
+    assert!(matches!(padded.node(softmax).op, Op::Softmax { .. }));
+    assert_eq!(padded.node(softmax).ty.shape, vec![2, 5, 24]);
+    let out = padded.outputs()[0];
+    assert!(matches!(padded.node(out).op, Op::StridedSlice { .. }));
+    assert_eq!(padded.node(out).ty.shape, vec![2, 5, 20]);
     // a product with whole vectors of columns, or fewer than two, is left alone
     assert!(
         tessera_graph::pad_channels::pad_matmul_columns(&mut padded, 8)
@@ -567,4 +581,29 @@ fn matrix_products_get_whole_vectors_of_columns() {
             .is_empty()
     );
     agrees_interpreted_and_built(&padded, &inputs, &want);
+    // through a reshape that keeps the columns (ViT's scores gain a batch axis first)
+    let mut g2 = g.clone();
+    let p2 = g2
+        .op(
+            "scores4",
+            Op::Reshape {
+                shape: vec![1, 2, 5, 20],
+            },
+            &[s],
+        )
+        .unwrap();
+    let sm2 = g2.op("probs4", Op::Softmax { axis: -1 }, &[p2]).unwrap();
+    g2.set_outputs(vec![sm2]);
+    g2.remove(p);
+    let want = interpret(&g2, &inputs).unwrap().remove(0);
+    let moved = tessera_graph::pad_channels::pad_matmul_columns(&mut g2, 8).unwrap();
+    assert_eq!(moved.len(), 1);
+    let softmaxes: Vec<_> = g2
+        .topo_order()
+        .into_iter()
+        .filter(|&n| matches!(g2.node(n).op, Op::Softmax { .. }))
+        .collect();
+    assert_eq!(softmaxes.len(), 1);
+    assert_eq!(g2.node(softmaxes[0]).ty.shape, vec![1, 2, 5, 24]);
+    agrees_interpreted_and_built(&g2, &inputs, &want);
 }

@@ -137,7 +137,11 @@ pub fn schedule_product_tiles(
     // 4.5–6.3 and 6.7–8.1 ms, 7 rows 7.2–7.7 and 10.9–11.5, 8 rows 6.5–7.1 and
     // 10.1–11.3; the largest divisor (4 rows; 1 for 197) 6.8–7.6 and 20.7–20.9.
     let mr = (p.register_rows(vectors) - 1).clamp(1, m.max(1));
-    let columns_outer = c.tag() == "dense_pack";
+    // a packed dense layer whose weights outweigh its data (ViT's, BERT's: 197 or 128
+    // rows, 768 × 3072 weights) runs its column tiles outermost, so each weight block is
+    // read once while every row passes; with more data than weights (ConvNeXt's
+    // pointwise layers on 3136 pixels) the rows stay outermost and the weights in cache
+    let columns_outer = c.tag() == "dense_pack" && conv_weights_outweigh_input(c);
     register_tiled_product(s, c, mr, nr, columns_outer, p)
 }
 
@@ -461,6 +465,8 @@ fn conv_weight_bytes(conv: &Tensor) -> i64 {
     })
 }
 
+/// Whether the second input of `conv` (a conv's or a packed dense layer's weights) holds
+/// more elements than the first (its data).
 fn conv_weights_outweigh_input(conv: &Tensor) -> bool {
     let size = |t: &Tensor| t.shape().iter().product::<i64>();
     match conv.inputs() {
@@ -795,8 +801,12 @@ fn schedule_pool_rows(
     Ok(())
 }
 
-/// Any other reduction: parallel over the outermost data-parallel axis.
+/// Any other reduction: a row reduction ([`schedule_row_reduction`]) where it is one,
+/// else parallel over the outermost data-parallel axis.
 pub fn schedule_reduction(s: &mut Schedule, t: &Tensor, p: CpuParams) -> Result<(), ScheduleError> {
+    if schedule_row_reduction(s, t, p)? {
+        return Ok(());
+    }
     let ax = s.axis(t)?;
     if p.num_cores > 1 {
         if let Some(first) = ax.first() {
@@ -804,6 +814,70 @@ pub fn schedule_reduction(s: &mut Schedule, t: &Tensor, p: CpuParams) -> Result<
         }
     }
     Ok(())
+}
+
+/// The extent of `t`'s one reduction axis when it is a row reduction: every load that
+/// uses the axis indexes its last dimension with it and no other dimension (softmax's
+/// maximum and sum, layer norm's mean and variance over the last axis, reading rows).
+fn row_reduction_extent(t: &Tensor) -> Option<i64> {
+    let [k] = t.reduce_axis() else {
+        return None;
+    };
+    let body = t.body()?;
+    let is_k = |v: &tessera_ir::Var| v == k.var();
+    let mut contiguous = true;
+    for e in body.exprs() {
+        tessera_ir::visit::post_order_visit(e, &mut |x| {
+            if let tessera_ir::ExprNode::Load { indices, .. } = x.node() {
+                let Some((last, rest)) = indices.split_last() else {
+                    return;
+                };
+                let last_is_k = matches!(last.node(), tessera_ir::ExprNode::Var(v) if is_k(v));
+                let uses_k = indices
+                    .iter()
+                    .any(|i| tessera_ir::visit::uses_var(i, &is_k));
+                let k_elsewhere = rest.iter().any(|i| tessera_ir::visit::uses_var(i, &is_k));
+                contiguous &= !uses_k || (last_is_k && !k_elsewhere);
+            }
+        });
+    }
+    contiguous.then(|| k.extent()).flatten()
+}
+
+/// A reduction along rows ([`row_reduction_extent`], at least two vectors long, a whole
+/// number of them): the row factored (`rfactor`) into a vector of partial results
+/// computed per output element, one vector load and one vector operation per step
+/// instead of a chain of scalar ones, then reduced across its lanes; the output's axes
+/// fused and parallel (layer norm's `[1, 197]` means ran on one core, parallel over
+/// the batch). Returns whether it applied.
+fn schedule_row_reduction(
+    s: &mut Schedule,
+    t: &Tensor,
+    p: CpuParams,
+) -> Result<bool, ScheduleError> {
+    let nd = t.ndim();
+    let Some(extent) = row_reduction_extent(t).filter(|_| p.vectorize && nd >= 1) else {
+        return Ok(false);
+    };
+    let lanes = pick_vector(extent, p.vector_lanes);
+    if lanes < 4 || extent < 2 * lanes {
+        return Ok(false);
+    }
+    let k = s.reduce_axis(t)?;
+    let (_ko, ki) = s.split(t, &k[0], lanes)?;
+    let rf = s.rfactor(t, &ki, nd)?;
+    let ax = s.axis(t)?;
+    let row = fuse_run(s, t, &ax[0], &ax[1..])?;
+    s.compute_at(&rf, t, &row)?;
+    let rax = s.axis(&rf)?;
+    let mut order = s.reduce_axis(&rf)?;
+    order.extend(rax.iter().cloned());
+    s.reorder(&rf, &order)?;
+    s.vectorize(&rf, &rax[nd])?;
+    if p.num_cores > 1 {
+        s.parallel(t, &row)?;
+    }
+    Ok(true)
 }
 
 /// The default schedule of a whole DAG: each computed stage by its operator family (its

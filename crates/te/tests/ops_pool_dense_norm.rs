@@ -1343,5 +1343,46 @@ fn packed_dense_runs_its_column_tiles_outermost() {
         .find(|l| l.contains("parallel"))
         .unwrap_or_default();
     assert!(parallel.contains("j.outer"), "{text}");
-    common::assert_same_as_unscheduled(&s, &[out], &args, 3);
+    common::assert_same_as_unscheduled(&s, &[out], &args, 2);
+}
+
+/// Reductions along rows (softmax's maximum and sum, layer norm's mean and variance over
+/// the last axis) accumulate a vector of partial results per row and run their rows in
+/// parallel, all the output's axes fused (a `[1, 7]` mean is not one core's work); a
+/// row that is not a whole number of vectors keeps the scalar loop.
+#[test]
+fn row_reductions_accumulate_vectors_and_run_rows_in_parallel() {
+    use tessera_te::schedules::{default_schedule, CpuParams};
+    let p = CpuParams {
+        vector_lanes: 8,
+        num_cores: 2,
+        vectorize: true,
+        gpu_threads: 0,
+    };
+    let x = ph(&[1, 7, 32], "x");
+    let gamma = ph(&[32], "gamma");
+    let ln = ops::layer_norm(&x, &gamma, None, &[], 1e-5).unwrap();
+    let s = default_schedule(&[ln.clone()], p).unwrap();
+    let args = [x.clone(), gamma, ln.clone()];
+    let text = tessera_te::lower(&s, &args, "ln").unwrap().to_string();
+    assert!(text.contains("T_layer_norm_mean.rf"), "{text}");
+    assert!(
+        text.contains("for (ax0.ax1.fused, 0, 7) parallel"),
+        "{text}"
+    );
+    common::assert_same_as_unscheduled(&s, &[ln], &args, 2);
+    let sm = ops::softmax_axis(&x, -1).unwrap();
+    let s = default_schedule(&[sm.clone()], p).unwrap();
+    let args = [x, sm.clone()];
+    let text = tessera_te::lower(&s, &args, "sm").unwrap().to_string();
+    assert!(text.contains("T_softmax_maxelem.rf"), "{text}");
+    common::assert_same_as_unscheduled(&s, &[sm], &args, 1);
+    // 13 columns: no whole vectors, the rows as before
+    let x = ph(&[2, 13], "x");
+    let sm = ops::softmax(&x).unwrap();
+    let s = default_schedule(&[sm.clone()], p).unwrap();
+    let args = [x, sm.clone()];
+    let text = tessera_te::lower(&s, &args, "sm").unwrap().to_string();
+    assert!(!text.contains(".rf"), "{text}");
+    common::assert_same_as_unscheduled(&s, &[sm], &args, 1);
 }
