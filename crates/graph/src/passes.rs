@@ -369,12 +369,15 @@ pub fn convert_layout_nhwc(graph: &Graph) -> Result<Graph, GraphError> {
 }
 
 /// The weights of one output-channel block past which a CPU build packs a
-/// convolution's weights ([`pack_conv_weights`]): 8 KiB. With AVX2's blocks of 8
+/// convolution's weights ([`pack_conv_weights`]): 2 KiB. With AVX2's blocks of 8
 /// channels, ResNet's 3×3 layers hold 18–144 KiB per block and are packed (those of
 /// 28×28 and deeper ran 1.1–1.6× faster packed on an AVX2 EPYC, BENCHMARKS.md, "CPU
-/// default schedules: packed weights, …"); a 1×1 layer of at most 256 input channels
-/// keeps its HWIO weights.
-pub const PACK_WEIGHTS_ABOVE: usize = 8 << 10;
+/// default schedules: packed weights, …"); so are the 1×1 layers of 64 input channels
+/// or more (ResNeXt's 64–256-channel ones read their HWIO weights with a row stride of
+/// the output channels: packed, ResNeXt-50's kernel time fell 5–10 %, EfficientNet's
+/// 4–15 %, alternated); MobileNet's and EfficientNet's narrow 1×1 layers (16–40 input
+/// channels, at most 1.3 KiB per block) keep their HWIO weights.
+pub const PACK_WEIGHTS_ABOVE: usize = 2 << 10;
 
 /// Packs the constant weights of NHWC convolutions with one group whose blocks of
 /// `block` output channels each hold more than `min_block_bytes` of weights: HWIO

@@ -337,15 +337,12 @@ fn schedule_conv_tile(
             }
         }
         None => {
-            s.compute_at(
-                &cc,
-                out,
-                if weights_outer || row_blocks {
-                    &ro
-                } else {
-                    &co
-                },
-            )?;
+            let at = if weights_outer || row_blocks {
+                &ro
+            } else {
+                &co
+            };
+            s.compute_at(&cc, out, at)?;
             let cax = s.axis(&cc)?;
             let r = s.reduce_axis(&cc)?;
             register_tile(s, &cc, &r, &cax[rows_axis], &cax[3], cr, p)?;
@@ -452,8 +449,6 @@ fn pack_chunk_weights(
     Ok(())
 }
 
-/// Whether a convolution's kernel (its second input) has more elements than its
-/// (padded) data input.
 /// The weight bytes past which an NHWC conv with its pixels outermost blocks them by
 /// rows ([`schedule_conv_tile`]): half of a 512 KiB L2.
 const ROW_BLOCK_WEIGHTS_ABOVE: i64 = 256 << 10;
