@@ -372,11 +372,11 @@ pub fn convert_layout_nhwc(graph: &Graph) -> Result<Graph, GraphError> {
 /// convolution's weights ([`pack_conv_weights`]): 2 KiB. With AVX2's blocks of 8
 /// channels, ResNet's 3×3 layers hold 18–144 KiB per block and are packed (those of
 /// 28×28 and deeper ran 1.1–1.6× faster packed on an AVX2 EPYC, BENCHMARKS.md, "CPU
-/// default schedules: packed weights, …"); so are the 1×1 layers of 64 input channels
-/// or more (ResNeXt's 64–256-channel ones read their HWIO weights with a row stride of
-/// the output channels: packed, ResNeXt-50's kernel time fell 5–10 %, EfficientNet's
-/// 4–15 %, alternated); MobileNet's and EfficientNet's narrow 1×1 layers (16–40 input
-/// channels, at most 1.3 KiB per block) keep their HWIO weights.
+/// default schedules: packed weights, …"); so are the 1×1 layers of more than 64
+/// input channels (ResNeXt's 128- and 256-channel ones read their HWIO weights with a
+/// row stride of the output channels: packed, ResNeXt-50's kernel time fell 5–10 %,
+/// EfficientNet's 4–15 %, alternated); narrow 1×1 layers (MobileNet's and
+/// EfficientNet's 16–40 input channels, at most 1.3 KiB per block) keep HWIO weights.
 pub const PACK_WEIGHTS_ABOVE: usize = 2 << 10;
 
 /// Packs the constant weights of NHWC convolutions with one group whose blocks of
