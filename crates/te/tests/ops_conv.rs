@@ -683,13 +683,8 @@ fn flops_and_workload_keys() {
 
 #[test]
 fn default_schedules_of_the_conv_family_compute_the_same() {
-    use tessera_te::schedules::{default_schedule, CpuParams};
-    let p = CpuParams {
-        vector_lanes: 8,
-        num_cores: 2,
-        vectorize: true,
-        gpu_threads: 0,
-    };
+    use tessera_te::schedules::default_schedule;
+    let p = common::AVX2_TWO_CORES;
     let a = Conv2dAttrs::new((1, 1), (1, 1), (1, 1));
     let mut cases: Vec<(Vec<Tensor>, Tensor)> = Vec::new();
     let d = placeholder(&[1, 6, 16, 8], F32, "data").unwrap();
@@ -779,13 +774,8 @@ fn default_schedules_of_the_conv_family_compute_the_same() {
 /// broadcast value, not a gather.
 #[test]
 fn grouped_conv_default_schedule_reads_its_input_as_a_broadcast() {
-    use tessera_te::schedules::{default_schedule, CpuParams};
-    let p = CpuParams {
-        vector_lanes: 8,
-        num_cores: 2,
-        vectorize: true,
-        gpu_threads: 0,
-    };
+    use tessera_te::schedules::default_schedule;
+    let p = common::AVX2_TWO_CORES;
     // ResNeXt's first stage in small: 4 channels per group
     let d = placeholder(&[1, 6, 6, 16], F32, "data").unwrap();
     let k = placeholder(&[3, 3, 4, 16], F32, "kernel").unwrap();
@@ -865,13 +855,8 @@ fn conv2d_nchwc_matches_reference() {
 
 #[test]
 fn a_conv_leaves_its_tiles_through_its_elementwise_epilogue() {
-    use tessera_te::schedules::{default_schedule_inlined, CpuParams};
-    let p = CpuParams {
-        vector_lanes: 8,
-        num_cores: 2,
-        vectorize: true,
-        gpu_threads: 0,
-    };
+    use tessera_te::schedules::default_schedule_inlined;
+    let p = common::AVX2_TWO_CORES;
     let d = placeholder(&[1, 7, 14, 8], F32, "data").unwrap();
     let k = placeholder(&[3, 3, 8, 16], F32, "kernel").unwrap();
     let b = placeholder(&[16], F32, "bias").unwrap();
@@ -893,13 +878,8 @@ fn a_conv_leaves_its_tiles_through_its_elementwise_epilogue() {
 /// conv's padding of nothing is read through, not copied.
 #[test]
 fn a_conv_leaves_its_tiles_through_a_diamond_and_reads_an_unpadded_input_directly() {
-    use tessera_te::schedules::{conv_epilogue, default_schedule_inlined, CpuParams};
-    let p = CpuParams {
-        vector_lanes: 8,
-        num_cores: 2,
-        vectorize: true,
-        gpu_threads: 0,
-    };
+    use tessera_te::schedules::{conv_epilogue, default_schedule_inlined};
+    let p = common::AVX2_TWO_CORES;
     let d = placeholder(&[1, 6, 14, 8], F32, "data").unwrap();
     let k = placeholder(&[1, 1, 8, 24], F32, "kernel").unwrap();
     let b = placeholder(&[24], F32, "bias").unwrap();
@@ -926,13 +906,8 @@ fn a_conv_leaves_its_tiles_through_a_diamond_and_reads_an_unpadded_input_directl
 /// keep the row tiles outside the column tiles.
 #[test]
 fn heavy_weights_make_a_conv_block_its_pixels_by_rows() {
-    use tessera_te::schedules::{default_schedule, CpuParams};
-    let p = CpuParams {
-        vector_lanes: 8,
-        num_cores: 2,
-        vectorize: true,
-        gpu_threads: 0,
-    };
+    use tessera_te::schedules::default_schedule;
+    let p = common::AVX2_TWO_CORES;
     let order = |ci: i64, co: i64| {
         let d = placeholder(&[1, 28, 28, ci], F32, "data").unwrap();
         let k = placeholder(&[1, 1, ci, co], F32, "kernel").unwrap();

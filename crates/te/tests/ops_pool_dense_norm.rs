@@ -1219,13 +1219,8 @@ fn dag_layer_norm() {
 /// what its unscheduled program computes.
 #[test]
 fn default_schedules_compute_the_same() {
-    use tessera_te::schedules::{default_schedule, CpuParams};
-    let p = CpuParams {
-        vector_lanes: 8,
-        num_cores: 2,
-        vectorize: true,
-        gpu_threads: 0,
-    };
+    use tessera_te::schedules::default_schedule;
+    let p = common::AVX2_TWO_CORES;
     let x = ph(&[2, 3, 9, 9], "x");
     let xh = ph(&[2, 9, 9, 3], "x");
     let d = ph(&[5, 16], "d");
@@ -1295,13 +1290,8 @@ fn default_schedules_compute_the_same() {
 /// vectors (NHWC) — computing what the unscheduled program computes.
 #[test]
 fn a_pool_reads_its_input_once_in_parallel_vectors() {
-    use tessera_te::schedules::{default_schedule_inlined, CpuParams};
-    let p = CpuParams {
-        vector_lanes: 8,
-        num_cores: 2,
-        vectorize: true,
-        gpu_threads: 0,
-    };
+    use tessera_te::schedules::default_schedule_inlined;
+    let p = common::AVX2_TWO_CORES;
     let a = ph(&[1, 9, 9, 16], "a");
     let b = ph(&[1, 9, 9, 16], "b");
     let cat = ops::concatenate(&[a.clone(), b.clone()], 3).unwrap();
@@ -1324,13 +1314,8 @@ fn a_pool_reads_its_input_once_in_parallel_vectors() {
 /// passes. Rows 13 (a prime) take guarded tiles; the result is the unscheduled one.
 #[test]
 fn packed_dense_runs_its_column_tiles_outermost() {
-    use tessera_te::schedules::{default_schedule, CpuParams};
-    let p = CpuParams {
-        vector_lanes: 8,
-        num_cores: 2,
-        vectorize: true,
-        gpu_threads: 0,
-    };
+    use tessera_te::schedules::default_schedule;
+    let p = common::AVX2_TWO_CORES;
     let data = ph(&[13, 24], "data");
     let weight = ph(&[4, 24, 8], "weight");
     let out = ops::dense(&data, &weight, None).unwrap();
@@ -1352,13 +1337,8 @@ fn packed_dense_runs_its_column_tiles_outermost() {
 /// row that is not a whole number of vectors keeps the scalar loop.
 #[test]
 fn row_reductions_accumulate_vectors_and_run_rows_in_parallel() {
-    use tessera_te::schedules::{default_schedule, CpuParams};
-    let p = CpuParams {
-        vector_lanes: 8,
-        num_cores: 2,
-        vectorize: true,
-        gpu_threads: 0,
-    };
+    use tessera_te::schedules::default_schedule;
+    let p = common::AVX2_TWO_CORES;
     let x = ph(&[1, 7, 32], "x");
     let gamma = ph(&[32], "gamma");
     let ln = ops::layer_norm(&x, &gamma, None, &[], 1e-5).unwrap();

@@ -116,3 +116,11 @@ pub fn assert_close(what: &str, got: &[f64], want: &[f64], tol: f64) {
         );
     }
 }
+
+/// The CPU of the development VM: AVX2's 8 float32 lanes, 2 cores, vectorized.
+pub const AVX2_TWO_CORES: tessera_te::schedules::CpuParams = tessera_te::schedules::CpuParams {
+    vector_lanes: 8,
+    num_cores: 2,
+    vectorize: true,
+    gpu_threads: 0,
+};
