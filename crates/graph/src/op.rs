@@ -396,9 +396,11 @@ impl Op {
     pub fn is_depthwise(&self, data: &[i64], weight: &[i64]) -> bool {
         match self {
             Op::Conv2d { attrs, layout } => {
-                let (cin, kin) = match layout {
-                    Layout::Nchw => (data[1], weight[1]),
-                    Layout::Nhwc => (data[3], weight[2]),
+                // (a weight packed by output-channel blocks, 5-D, is never depthwise)
+                let (cin, kin) = match (layout, data, weight) {
+                    (Layout::Nchw, &[_, c, ..], &[_, i, _, _]) => (c, i),
+                    (Layout::Nhwc, &[_, _, _, c], &[_, _, i, _]) => (c, i),
+                    _ => return false,
                 };
                 attrs.groups > 1 && attrs.groups == cin && kin == 1
             }
@@ -440,7 +442,7 @@ impl Op {
                     Layout::Nchw => w.shape()[0],
                     Layout::Nhwc => w.shape()[2],
                 };
-                let depthwise = attrs.groups > 1 && attrs.groups == c && wc == c;
+                let depthwise = attrs.groups > 1 && attrs.groups == c && wc == c && w.ndim() == 4;
                 match (layout, depthwise) {
                     (Layout::Nchw, true) => ops::depthwise_conv2d_nchw(d, w, attrs),
                     (Layout::Nhwc, true) => ops::depthwise_conv2d_nhwc(d, w, attrs),

@@ -244,6 +244,44 @@ fn packed_convolution_weights_compute_the_same() {
     assert_eq!(passes::pack_conv_weights(&mut again, 7, 0).unwrap(), 0);
 }
 
+/// A conv, then a grouped conv (2 groups of 4 channels) with ReLU, on `input()`.
+fn grouped_net() -> Graph {
+    let mut g = Graph::new("grouped");
+    let x = g.input("data", TensorType::f32(&[1, 3, 16, 16]));
+    let w0 = konst(&mut g, "w0", &[8, 3, 3, 3], 1, 0.4, 0.0);
+    let conv = |attrs: Conv2dAttrs| Op::Conv2d {
+        attrs,
+        layout: Layout::Nchw,
+    };
+    let same = Conv2dAttrs::new((1, 1), (1, 1), (1, 1));
+    let c0 = g.op("conv0", conv(same), &[x, w0]).unwrap();
+    let wg = konst(&mut g, "wg", &[8, 4, 3, 3], 2, 0.3, 0.0);
+    let cg = g
+        .op("grouped", conv(same.with_groups(2)), &[c0, wg])
+        .unwrap();
+    let r = g.op("relu", Op::Unary(Unary::Relu), &[cg]).unwrap();
+    g.mark_output(r);
+    g
+}
+
+#[test]
+fn grouped_convolution_weights_are_packed_and_compute_the_same() {
+    let g = grouped_net();
+    let want = interpret(&g, &[("data", &input())]).unwrap().remove(0);
+    let mut nhwc = g.clone();
+    passes::optimize(&mut nhwc, Some(Layout::Nhwc)).unwrap();
+    assert_eq!(passes::pack_conv_weights(&mut nhwc, 4, 0).unwrap(), 2);
+    let shapes = conv_weight_shapes(&nhwc);
+    // the grouped weight [3, 3, 4, 8] (4 input channels per group) as [8/4, 3, 3, 4, 4]
+    assert_eq!(shapes, vec![vec![2, 3, 3, 3, 4], vec![2, 3, 3, 4, 4]]);
+    interpret(&nhwc, &[("data", &input())])
+        .unwrap()
+        .remove(0)
+        .allclose(&want, 1e-4, 1e-5)
+        .unwrap();
+    run_built(&nhwc).allclose(&want, 1e-4, 1e-5).unwrap();
+}
+
 /// The weight shapes of `g`'s convolutions, in node order.
 fn conv_weight_shapes(g: &Graph) -> Vec<Vec<i64>> {
     g.topo_order()

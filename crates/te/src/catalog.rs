@@ -69,7 +69,7 @@ pub struct OpAttrs {
     /// of two up to 16 dividing each channel count.
     #[serde(default)]
     pub block: Option<(i64, i64)>,
-    /// `conv2d` and `conv2d_nchw`: the channel groups (the kernel's input channels are
+    /// `conv2d`, `conv2d_nchw` and `conv2d_nhwc_packed`: the channel groups (the kernel's input channels are
     /// `C_IN / groups`; ResNeXt's 32); 1 is an ordinary convolution and is not written.
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub groups: i64,
@@ -288,7 +288,7 @@ static ENTRIES: &[OpEntry] = &[
     row("dense", &[], "M,N,K", "TVM's dense: data[M,K] · weight[N,K]ᵀ", F::Dense),
     row("batch_matmul", &[], "B,M,N,K", "TVM's batch_matmul: A[B,M,K] · B[B,N,K]ᵀ per batch", F::BatchMatmul),
     row("conv2d", &["conv2d_nhwc"], CONV2D_SHAPE, "conv2d, data NHWC, kernel HWIO; stride, pad, dilation", F::Conv2d(Conv2dKind::Nhwc)),
-    row("conv2d_nhwc_packed", &[], CONV2D_SHAPE, "conv2d, data NHWC, kernel packed by blocks of B output channels [C_OUT/B,KH,KW,C_IN,B], as CPU network builds lay out constant weights (B: --block _,B, else the largest power of two up to 16 dividing C_OUT, as tuned up to the target's float32 lanes); stride, pad, dilation", F::Conv2d(Conv2dKind::NhwcPacked)),
+    row("conv2d_nhwc_packed", &[], CONV2D_SHAPE, "conv2d, data NHWC, kernel packed by blocks of B output channels [C_OUT/B,KH,KW,C_IN/groups,B], as CPU network builds lay out constant weights (B: --block _,B, else the largest power of two up to 16 dividing C_OUT, as tuned up to the target's float32 lanes); stride, pad, dilation, groups", F::Conv2d(Conv2dKind::NhwcPacked)),
     row("conv2d_nchw", &[], CONV2D_SHAPE, "conv2d, data NCHW, kernel OIHW; stride, pad, dilation", F::Conv2d(Conv2dKind::Nchw)),
     row("conv2d_nchwc", &[], CONV2D_SHAPE, "conv2d in TVM's blocked NCHW{ib}c layout, kernel OIHW{ib}i{ob}o (block: --block IB,OB, else powers of two up to 16)", F::Conv2d(Conv2dKind::Nchwc)),
     row("depthwise_conv2d", &["depthwise_conv2d_nhwc"], DEPTHWISE_SHAPE, "depthwise conv2d, data NHWC, kernel [KH,KW,C,1]; stride, pad, dilation", F::Conv2d(Conv2dKind::DepthwiseNhwc)),
@@ -563,10 +563,13 @@ fn check_attrs(op: &str, a: &OpAttrs) -> Result<(), CatalogError> {
     if !(1..=limit).contains(&a.groups) {
         return bad("groups", format!("{} must be in [1, {limit}]", a.groups));
     }
-    if a.groups != 1 && !matches!(op, "conv2d" | "conv2d_nchw") {
+    if a.groups != 1 && !matches!(op, "conv2d" | "conv2d_nchw" | "conv2d_nhwc_packed") {
         return bad(
             "groups",
-            format!("{} (only conv2d and conv2d_nchw take groups)", a.groups),
+            format!(
+                "{} (only conv2d, conv2d_nchw and conv2d_nhwc_packed take groups)",
+                a.groups
+            ),
         );
     }
     Ok(())
@@ -707,7 +710,11 @@ fn conv2d_nhwc_packed(s: &OpSpec, dims: [i64; 7], attrs: &Conv2dAttrs) -> Result
         return Err(bad_attr(&s.name, "block", why));
     }
     let d = placeholder(&[n, h, w, ci], F32, "data")?;
-    let k = placeholder(&[co / b, kh, kw, ci, b], F32, "kernel")?;
+    let k = placeholder(
+        &[co / b, kh, kw, ci / attrs.groups.max(1), b],
+        F32,
+        "kernel",
+    )?;
     let out = ops::conv2d_nhwc_with(&d, &k, attrs)?;
     Ok((vec![d, k], out))
 }

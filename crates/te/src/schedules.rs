@@ -502,7 +502,7 @@ fn conv_vectors(count: i64) -> i64 {
 }
 
 /// Grouped conv2d NHWC (`group_conv2d_nhwc`, kernel HWIO with `I` = input channels per
-/// group): the dense conv's register tiles with vectors no wider than a group's output
+/// group, or packed OHWI{b}o): the dense conv's register tiles with vectors no wider than a group's output
 /// channels, so that every lane of a vector reads the same input channel (the
 /// vectorizer makes `ff / group_width` one value per vector, and the input load a
 /// broadcast). ResNeXt's 4 channels per group take 4-lane vectors, RegNet's 8 and
@@ -513,15 +513,14 @@ pub fn schedule_group_conv2d_nhwc(
     epilogue: Option<&Tensor>,
     p: CpuParams,
 ) -> Result<(), ScheduleError> {
-    let per_group = conv
-        .inputs()
-        .get(1)
-        .filter(|k| k.ndim() == 4)
-        .map(|k| {
-            let groups = conv.inputs()[0].shape().last().copied().unwrap_or(1) / k.shape()[2];
+    // the kernel's input channels per group: HWIO's third axis, packed OHWI{b}o's fourth
+    let per_group = match conv.inputs().get(1).map(|k| k.shape()) {
+        Some(&[_, _, i, _] | &[_, _, _, i, _]) if i > 0 => {
+            let groups = conv.inputs()[0].shape().last().copied().unwrap_or(1) / i;
             conv.shape()[3] / groups.max(1)
-        })
-        .unwrap_or(1);
+        }
+        _ => 1,
+    };
     let lanes = pick_vector(per_group, p.vector_lanes);
     let p = CpuParams {
         vector_lanes: lanes,

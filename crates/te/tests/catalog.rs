@@ -250,11 +250,17 @@ fn grouped_convolutions_are_catalog_operators() {
         ("conv2d", [1, 5, 6, 8, 8, 3, 3], 2),
         ("conv2d", [1, 4, 5, 16, 32, 3, 3], 2),
         ("conv2d_nchw", [1, 5, 4, 8, 12, 3, 3], 4),
+        // the weights packed as network builds pack them: [C_OUT/B, KH, KW, C_IN/G, B]
+        ("conv2d_nhwc_packed", [1, 5, 6, 16, 32, 3, 3], 4),
     ] {
         let spec = OpSpec::new(name, &shape, grouped(groups)).unwrap();
         let (ins, out) = spec.tensors().unwrap();
         let per_group = shape[3] / groups;
-        let kernel_cin = if name == "conv2d" { 2 } else { 1 };
+        let kernel_cin = match name {
+            "conv2d" => 2,
+            "conv2d_nhwc_packed" => 3,
+            _ => 1,
+        };
         assert_eq!(ins[1].shape()[kernel_cin], per_group, "{name} {shape:?}");
         assert!(out[0].tag().starts_with("group_conv2d"), "{}", out[0].tag());
         assert_default_matches_naive(&spec);

@@ -196,9 +196,12 @@ fn pack_hwio(kv: &[f64], [kh, kw, ci, co]: [usize; 4], b: usize) -> Vec<f64> {
 
 #[test]
 fn conv2d_nhwc_with_a_packed_kernel_is_the_hwio_convolution() {
-    for (i, c) in cases().iter().filter(|c| c.a.groups == 1).enumerate() {
+    // grouped cases too: a block of output channels may span groups (blocks of 2 and 4
+    // over groups of 2, 3 and 4 output channels)
+    for (i, c) in cases().iter().enumerate() {
         let b = [2, 4, 1].into_iter().find(|b| c.co % b == 0).unwrap();
-        let dims = [c.kh, c.kw, c.ci, c.co];
+        let cig = c.ci / c.a.groups as usize;
+        let dims = [c.kh, c.kw, cig, c.co];
         let data = placeholder(
             &[c.n as i64, c.h as i64, c.w as i64, c.ci as i64],
             F32,
@@ -211,7 +214,7 @@ fn conv2d_nhwc_with_a_packed_kernel_is_the_hwio_convolution() {
                 (c.co / b) as i64,
                 c.kh as i64,
                 c.kw as i64,
-                c.ci as i64,
+                cig as i64,
                 b as i64,
             ],
             F32,
@@ -228,11 +231,12 @@ fn conv2d_nhwc_with_a_packed_kernel_is_the_hwio_convolution() {
         let got = interpret(&out, &[(&data, &dv), (&packed, &pack_hwio(&kv, dims, b))]);
         assert_close(&format!("packed by {b}, case {i} {c:?}"), &got, &want, 1e-9);
     }
-    // a grouped conv takes no packed kernel
+    // a packed kernel whose input channels are not the data's per group is refused
     let data = placeholder(&[1, 4, 4, 4], F32, "data").unwrap();
-    let packed = placeholder(&[2, 3, 3, 2, 2], F32, "kernel").unwrap();
+    let packed = placeholder(&[2, 3, 3, 4, 2], F32, "kernel").unwrap();
     let grouped = Conv2dAttrs::new((1, 1), (1, 1), (1, 1)).with_groups(2);
-    assert!(ops::conv2d_nhwc_with(&data, &packed, &grouped).is_err());
+    let e = ops::conv2d_nhwc_with(&data, &packed, &grouped).unwrap_err();
+    assert!(e.to_string().contains("expected 2"), "{e}");
 }
 
 #[test]
@@ -757,6 +761,14 @@ fn default_schedules_of_the_conv_family_compute_the_same() {
     for (groups, cout) in [(4, 16), (2, 16), (2, 6), (2, 32)] {
         let dg = placeholder(&[1, 5, 7, 8], F32, "data").unwrap();
         let kg = placeholder(&[3, 3, 8 / groups, cout], F32, "kernel").unwrap();
+        let out = ops::conv2d_nhwc_with(&dg, &kg, &a.with_groups(groups)).unwrap();
+        cases.push((vec![dg, kg], out));
+    }
+    // grouped NHWC on packed weights: blocks of 8 over groups of 4 (ResNeXt's first
+    // stage) and of 16 output channels
+    for (groups, cout) in [(4, 16), (2, 32)] {
+        let dg = placeholder(&[1, 5, 7, 8], F32, "data").unwrap();
+        let kg = placeholder(&[cout / 8, 3, 3, 8 / groups, 8], F32, "kernel").unwrap();
         let out = ops::conv2d_nhwc_with(&dg, &kg, &a.with_groups(groups)).unwrap();
         cases.push((vec![dg, kg], out));
     }

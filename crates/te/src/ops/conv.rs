@@ -274,9 +274,9 @@ fn conv2d(
         (Layout::Nchw, true) => "conv2d_nchw",
         (Layout::Nchw, false) => "group_conv2d_nchw",
     };
-    // NHWC with one group also takes a kernel packed by output-channel blocks
-    let block = match (layout, a.groups, kernel.shape()) {
-        (Layout::Nhwc, 1, &[_, _, _, _, b]) if b > 0 => Some(b),
+    // NHWC also takes a kernel packed by output-channel blocks
+    let block = match (layout, kernel.shape()) {
+        (Layout::Nhwc, &[_, _, _, _, b]) if b > 0 => Some(b),
         _ => None,
     };
     match block {
@@ -336,12 +336,12 @@ fn conv2d(
     })
 }
 
-/// 2-D convolution, data NHWC, kernel HWIO (`I` = input channels / groups), or with
-/// one group the kernel packed by blocks of `b` output channels, `[O/b, KH, KW, I, b]`
-/// (OHWI{b}o, made at build time by the graph's weight packing): each block's weights
-/// are contiguous, so a register tile of `b` output channels reads them from L1 (in
-/// HWIO their rows are `O` floats apart, and with `O` ≥ 256 they crowd a few cache
-/// sets).
+/// 2-D convolution, data NHWC, kernel HWIO (`I` = input channels / groups), or the
+/// kernel packed by blocks of `b` output channels, `[O/b, KH, KW, I, b]` (OHWI{b}o,
+/// made at build time by the graph's weight packing; a block may span groups): each
+/// block's weights are contiguous, so a register tile of `b` output channels reads them
+/// from L1 (in HWIO their rows are `O` floats apart, and with `O` ≥ 256 they crowd a few
+/// cache sets) and a cold one streams them from memory in order.
 pub fn conv2d_nhwc_with(
     data: &Tensor,
     kernel: &Tensor,
