@@ -69,8 +69,9 @@ pub struct OpAttrs {
     /// of two up to 16 dividing each channel count.
     #[serde(default)]
     pub block: Option<(i64, i64)>,
-    /// `conv2d`, `conv2d_nchw` and `conv2d_nhwc_packed`: the channel groups (the kernel's input channels are
-    /// `C_IN / groups`; ResNeXt's 32); 1 is an ordinary convolution and is not written.
+    /// `conv2d`, `conv2d_nchw` and `conv2d_nhwc_packed`: the channel groups (the
+    /// kernel's input channels are `C_IN / groups`; ResNeXt's 32); 1 is an ordinary
+    /// convolution and is not written.
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub groups: i64,
 }

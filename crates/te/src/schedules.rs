@@ -502,11 +502,11 @@ fn conv_vectors(count: i64) -> i64 {
 }
 
 /// Grouped conv2d NHWC (`group_conv2d_nhwc`, kernel HWIO with `I` = input channels per
-/// group, or packed OHWI{b}o): the dense conv's register tiles with vectors no wider than a group's output
-/// channels, so that every lane of a vector reads the same input channel (the
-/// vectorizer makes `ff / group_width` one value per vector, and the input load a
-/// broadcast). ResNeXt's 4 channels per group take 4-lane vectors, RegNet's 8 and
-/// wider full AVX2 ones; a group width with no power-of-two divisor stays scalar.
+/// group, or packed OHWI{b}o): the dense conv's register tiles with vectors no wider
+/// than a group's output channels, so that every lane of a vector reads the same input
+/// channel (the vectorizer makes `ff / group_width` one value per vector, and the input
+/// load a broadcast). ResNeXt's 4 channels per group take 4-lane vectors, RegNet's 8
+/// and wider full AVX2 ones; a group width with no power-of-two divisor stays scalar.
 pub fn schedule_group_conv2d_nhwc(
     s: &mut Schedule,
     conv: &Tensor,

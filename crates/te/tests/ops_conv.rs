@@ -794,13 +794,22 @@ fn grouped_conv_default_schedule_reads_its_input_as_a_broadcast() {
     let a = Conv2dAttrs::new((1, 1), (1, 1), (1, 1)).with_groups(4);
     let out = ops::conv2d_nhwc_with(&d, &k, &a).unwrap();
     let s = default_schedule(&[out.clone()], p).unwrap();
-    let f = tessera_te::lower(&s, &[d, k, out], "group").unwrap();
+    let f = tessera_te::lower(&s, &[d.clone(), k, out], "group").unwrap();
     let (v, skipped) = tessera_ir::transform::vectorize_loops(&f.body);
     assert!(skipped.is_empty(), "{skipped:?}");
     let text = v.to_string();
     // the input read once and broadcast, the kernel as a 4-lane ramp
     assert!(text.contains("x4(pad_temp["), "{text}");
     assert!(text.contains(", 1, 4)]"), "{text}");
+    // the same on weights packed by blocks of 8 (two groups per block): the group
+    // width is read from the packed kernel's input channels, its fourth axis
+    let kp = placeholder(&[2, 3, 3, 4, 8], F32, "kernel").unwrap();
+    let out = ops::conv2d_nhwc_with(&d, &kp, &a).unwrap();
+    let s = default_schedule(&[out.clone()], p).unwrap();
+    let f = tessera_te::lower(&s, &[d, kp, out], "group_packed").unwrap();
+    let (v, skipped) = tessera_ir::transform::vectorize_loops(&f.body);
+    assert!(skipped.is_empty(), "{skipped:?}");
+    assert!(v.to_string().contains("x4(pad_temp["), "{v}");
 }
 
 #[test]
