@@ -172,6 +172,16 @@ fn input() -> NDArray {
     .unwrap()
 }
 
+/// `g` on `input()` gives `want`, both in the reference interpreter and built.
+fn assert_computes(g: &Graph, want: &NDArray) {
+    interpret(g, &[("data", &input())])
+        .unwrap()
+        .remove(0)
+        .allclose(want, 1e-4, 1e-5)
+        .unwrap();
+    run_built(g).allclose(want, 1e-4, 1e-5).unwrap();
+}
+
 fn run_built(g: &Graph) -> NDArray {
     let mut m = build(g, &Target::cpu()).unwrap();
     m.set_input("data", &input()).unwrap();
@@ -198,9 +208,7 @@ fn executor_matches_reference_before_and_after_passes() {
     // one transform in (the input) and none back before flatten: global pooling's
     // output goes back to NCHW only once, before the layout-unaware flatten
     assert_eq!(nhwc.op_counts().get("layout_transform"), Some(&2), "{text}");
-    run_built(&nhwc).allclose(&want, 1e-4, 1e-5).unwrap();
-    let ref_nhwc = interpret(&nhwc, &[("data", &input())]).unwrap().remove(0);
-    ref_nhwc.allclose(&want, 1e-4, 1e-5).unwrap();
+    assert_computes(&nhwc, &want);
 }
 
 #[test]
@@ -232,12 +240,7 @@ fn packed_convolution_weights_compute_the_same() {
             "{after:?} {hwio:?}"
         );
     }
-    interpret(&nhwc, &[("data", &input())])
-        .unwrap()
-        .remove(0)
-        .allclose(&want, 1e-4, 1e-5)
-        .unwrap();
-    run_built(&nhwc).allclose(&want, 1e-4, 1e-5).unwrap();
+    assert_computes(&nhwc, &want);
     // a block width that divides no convolution's output channels packs none
     let mut again = g.clone();
     passes::optimize(&mut again, Some(Layout::Nhwc)).unwrap();
@@ -274,12 +277,7 @@ fn grouped_convolution_weights_are_packed_and_compute_the_same() {
     let shapes = conv_weight_shapes(&nhwc);
     // the grouped weight [3, 3, 4, 8] (4 input channels per group) as [8/4, 3, 3, 4, 4]
     assert_eq!(shapes, vec![vec![2, 3, 3, 3, 4], vec![2, 3, 3, 4, 4]]);
-    interpret(&nhwc, &[("data", &input())])
-        .unwrap()
-        .remove(0)
-        .allclose(&want, 1e-4, 1e-5)
-        .unwrap();
-    run_built(&nhwc).allclose(&want, 1e-4, 1e-5).unwrap();
+    assert_computes(&nhwc, &want);
 }
 
 /// The weight shapes of `g`'s convolutions, in node order.
