@@ -7,9 +7,10 @@ package is not needed).
 
 Usage: python3 bench/export_zoo.py OUTDIR [--only NAME[,NAME…]] [--list]
 
-Needs torch and torchvision (pip; the CPU wheels work without their CUDA packages:
-`pip install --no-deps torch torchvision` plus sympy, networkx, jinja2, filelock,
-fsspec, typing_extensions, pillow), onnx and onnxruntime. Weights are torch's default
+Needs torch and torchvision, onnx and onnxruntime (pip, in a venv: `pip install torch
+torchvision onnx onnxruntime`; where only PyPI is reachable its Linux torch is a CUDA
+build, and torch 2.15 does not import without the CUDA library packages it depends on
+— about 5 GB — though it runs on the CPU). Weights are torch's default
 random initialisation under a fixed seed (no download is possible or needed); every
 model is exported in eval mode, opset 17, constant folding on, with the legacy
 (TorchScript) exporter, which writes the node patterns users' exports have.

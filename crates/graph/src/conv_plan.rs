@@ -16,6 +16,7 @@
 //!   measurement — as AutoTVM's `select_implementation` takes, among an operator's
 //!   implementations, the one with the best tuned record.
 
+use crate::attention::fuse_attention;
 use crate::error::GraphError;
 use crate::fuse::{fuse, group_compute};
 use crate::ir::Graph;
@@ -290,6 +291,7 @@ impl ConvPlan {
         for (old, new) in pad_conv_channels(&mut g, block)? {
             follow(&mut moved, old, new);
         }
+        fuse_attention(&mut g, block)?;
         pad_matmul_columns(&mut g, block)?;
         for (old, new) in pack_conv_weights_mapped(&mut g, block, PACK_WEIGHTS_ABOVE)? {
             follow(&mut moved, old, new);

@@ -4,13 +4,15 @@
 //! ```text
 //! zoo / onnx  ->  Graph  ->  passes (fold constants, fold batch norm, DCE, NCHW->NHWC;
 //!                                    for the CPU: a ConvPlan — Winograd or direct
-//!                                    3×3 convs, packed weights;
+//!                                    3×3 convs, packed weights, attention as one
+//!                                    operator;
 //!                                    for VTA: quantize to int8, pack NCHW1n16c)
 //!             ->  fuse   ->  extract_tasks (one compute DAG per distinct group)
 //!                        ->  compile -> CompiledNetwork (save / read: a module file)
 //!                                    -> load -> GraphModule (set_input / run / get_output)
 //! ```
 
+pub mod attention;
 pub mod conv_plan;
 pub mod dead_taps;
 pub mod deploy;

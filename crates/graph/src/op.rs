@@ -222,6 +222,12 @@ pub enum Op {
     },
     /// Resize of the last two axes.
     Resize(ResizeAttrs),
+    /// `softmax(q · kt · scale + bias) · v` over the last axis of the scores: `q [B, M,
+    /// K]`, `kt [B, K, N]`, `v [B, N, D]`, `bias` broadcasting to `[B, M, N]` (te's
+    /// `attention`; made by [`crate::attention::fuse_attention`]).
+    Attention {
+        scale: f64,
+    },
 }
 
 /// How an operator fuses with its neighbours (TVM's `OpPatternKind`, coarsened).
@@ -316,6 +322,7 @@ impl Op {
             Op::LayerNorm { .. } => "layer_norm",
             Op::LogSoftmax { .. } => "log_softmax",
             Op::Resize(_) => "resize2d",
+            Op::Attention { .. } => "attention",
         }
     }
 
@@ -336,6 +343,7 @@ impl Op {
             | Op::Take { .. } => 2,
             Op::Where | Op::InstanceNorm { .. } | Op::LayerNorm { .. } => 3,
             Op::BatchNorm { .. } => 5,
+            Op::Attention { .. } => 4,
             Op::Concat { .. } => return None,
             _ => 1,
         })
@@ -351,7 +359,8 @@ impl Op {
             | Op::Conv2dWinograd { .. }
             | Op::Conv2dTranspose { .. }
             | Op::Dense
-            | Op::MatMul => Pattern::OutFusable,
+            | Op::MatMul
+            | Op::Attention { .. } => Pattern::OutFusable,
             Op::BiasAdd { .. }
             | Op::BatchNorm { .. }
             | Op::Unary(_)
@@ -560,6 +569,9 @@ impl Op {
             }
             Op::LogSoftmax { axis } => ops::log_softmax(x(), *axis),
             Op::Resize(a) => ops::resize2d(x(), a),
+            Op::Attention { scale } => {
+                ops::attention(&inputs[0], &inputs[1], &inputs[2], Some(&inputs[3]), *scale)
+            }
         }
     }
 }

@@ -113,6 +113,12 @@ fn binary_f32(
     Ok(out)
 }
 
+/// `x` (float32) broadcast to `shape`, NumPy's rules.
+pub(crate) fn broadcast_f32(x: &NDArray, shape: &[usize]) -> Result<NDArray, GraphError> {
+    let zero = NDArray::from_slice_f32(&[1], &[0.0])?;
+    binary_f32(Binary::Add, x, &zero, shape)
+}
+
 /// Evaluates one operator of `graph` on concrete input values.
 pub fn eval_op(graph: &Graph, n: NodeIndex, inputs: &[&NDArray]) -> Result<NDArray, GraphError> {
     let node = graph.node(n);

@@ -2,7 +2,7 @@
 //! passes (batch-norm folding, constant folding, NCHW -> NHWC).
 
 mod common;
-use common::rnd;
+use common::{agrees_interpreted_and_built, rnd};
 
 use tessera_backends::Target;
 use tessera_graph::passes::{self, constant_f32};
@@ -546,21 +546,6 @@ fn output_channels_are_padded_to_whole_vectors_and_sliced_back() {
     };
     assert_eq!(chain, ["bias_add", "relu", "strided_slice", "conv2d"]);
     agrees_interpreted_and_built(&padded, &[("data", &data)], &want);
-}
-
-/// `g` interpreted and built for the CPU, on `inputs`, against `want`.
-fn agrees_interpreted_and_built(g: &Graph, inputs: &[(&str, &NDArray)], want: &NDArray) {
-    interpret(g, inputs)
-        .unwrap()
-        .remove(0)
-        .allclose(want, 1e-5, 1e-6)
-        .unwrap();
-    let mut m = build(g, &Target::cpu()).unwrap();
-    for (name, value) in inputs {
-        m.set_input(name, value).unwrap();
-    }
-    m.run().unwrap();
-    m.get_output(0).unwrap().allclose(want, 1e-4, 1e-5).unwrap();
 }
 
 #[test]

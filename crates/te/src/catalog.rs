@@ -203,6 +203,7 @@ enum Family {
     Matmul,
     Dense,
     BatchMatmul,
+    Attention,
     Conv2d(Conv2dKind),
     Conv3d(Layout3d),
     Pool2d(PoolType, Window, Layout2d),
@@ -288,6 +289,7 @@ static ENTRIES: &[OpEntry] = &[
     row("matmul", &[], "M,N,K", "C[M,N] = A[M,K] · B[K,N]", F::Matmul),
     row("dense", &[], "M,N,K", "TVM's dense: data[M,K] · weight[N,K]ᵀ", F::Dense),
     row("batch_matmul", &[], "B,M,N,K", "TVM's batch_matmul: A[B,M,K] · B[B,N,K]ᵀ per batch", F::BatchMatmul),
+    row("attention", &[], "B,M,K,N,D", "scaled dot-product attention as one operator: softmax(Q[B,M,K] · KT[B,K,N] / √K + mask[N]) · V[B,N,D] (a transformer's heads: B; queries M, keys N)", F::Attention),
     row("conv2d", &["conv2d_nhwc"], CONV2D_SHAPE, "conv2d, data NHWC, kernel HWIO; stride, pad, dilation", F::Conv2d(Conv2dKind::Nhwc)),
     row("conv2d_nhwc_packed", &[], CONV2D_SHAPE, "conv2d, data NHWC, kernel packed by blocks of B output channels [C_OUT/B,KH,KW,C_IN/groups,B], as CPU network builds lay out constant weights (B: --block _,B, else the largest power of two up to 16 dividing C_OUT, as tuned up to the target's float32 lanes); stride, pad, dilation, groups", F::Conv2d(Conv2dKind::NhwcPacked)),
     row("conv2d_nchw", &[], CONV2D_SHAPE, "conv2d, data NCHW, kernel OIHW; stride, pad, dilation", F::Conv2d(Conv2dKind::Nchw)),
@@ -582,6 +584,7 @@ type Built = (Vec<Tensor>, Tensor);
 fn build(family: Family, s: &OpSpec) -> Result<Built, TeError> {
     match family {
         F::Matmul | F::Dense | F::BatchMatmul => gemm(family, &s.shape),
+        F::Attention => attention(&s.shape),
         F::Conv2d(kind) => conv2d(kind, s),
         F::Conv3d(layout) => conv3d(layout, s),
         F::Pool2d(ty, window, layout) => pool2d(ty, window, layout, s),
@@ -614,6 +617,20 @@ fn gemm(family: Family, d: &[i64]) -> Result<Built, TeError> {
         _ => ops::batch_matmul(&a, &b)?,
     };
     Ok((vec![a, b], out))
+}
+
+/// attention: `Q [B, M, K]`, `KT [B, K, N]`, `V [B, N, D]`, an additive mask `[N]`,
+/// the scale `1/√K`.
+fn attention(d: &[i64]) -> Result<Built, TeError> {
+    let &[b, m, k, n, dv] = d else {
+        return Err(arity_bug("attention", d));
+    };
+    let q = placeholder(&[b, m, k], F32, "Q")?;
+    let kt = placeholder(&[b, k, n], F32, "KT")?;
+    let v = placeholder(&[b, n, dv], F32, "V")?;
+    let mask = placeholder(&[n], F32, "mask")?;
+    let out = ops::attention(&q, &kt, &v, Some(&mask), 1.0 / (k as f64).sqrt())?;
+    Ok((vec![q, kt, v, mask], out))
 }
 
 /// A shape that does not match its row's arity: unreachable after [`check_shape`],

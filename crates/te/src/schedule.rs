@@ -539,7 +539,27 @@ impl Schedule {
         })
     }
 
-    /// Computes the stage of `t` inside the loop of `axis` of the stage of `target`.
+    /// Whether stage `c` is computed at loop `axis` of the stage of `target`, or at a
+    /// stage that is (transitively).
+    pub(crate) fn computed_inside(&self, c: usize, target: &Buffer, axis: &IterVar) -> bool {
+        let mut cur = c;
+        for _ in 0..self.stages.len() {
+            let Attach::At { target: t, axis: a } = &self.stages[cur].attach else {
+                return false;
+            };
+            if t == target && a == axis {
+                return true;
+            }
+            let Some(next) = self.index_of_buffer(t) else {
+                return false;
+            };
+            cur = next;
+        }
+        false
+    }
+
+    /// Computes the stage of `t` inside the loop of `axis` of the stage of `target`:
+    /// `target` reads it, or stages computed inside that loop do (and no other stage).
     pub fn compute_at(
         &mut self,
         t: &Tensor,
@@ -568,23 +588,31 @@ impl Schedule {
         }
         Self::leaf_pos(&self.stages[ti], axis)?;
         let buf = self.stages[si].op.buffer().clone();
-        if !self.reads_through_inline(ti, &buf) {
+        let consumers: Vec<usize> = (0..self.stages.len())
+            .filter(|&c| {
+                !matches!(self.stages[c].attach, Attach::Inline)
+                    && self.reads_through_inline(c, &buf)
+            })
+            .collect();
+        // the target's stage, or stages already computed inside the same loop of it
+        // (an attention's exponentials, read by the row sums and the products with the
+        // values, both computed per block of rows of the output)
+        let target_buf = self.stages[ti].op.buffer().clone();
+        let sibling = |c: usize| self.computed_inside(c, &target_buf, axis);
+        if consumers.is_empty() {
             return Err(err(format!(
                 "`{}` does not consume `{}`",
                 target.name(),
                 sname
             )));
         }
-        let others: Vec<&str> = (0..self.stages.len())
-            .filter(|&c| {
-                c != ti
-                    && !matches!(self.stages[c].attach, Attach::Inline)
-                    && self.reads_through_inline(c, &buf)
-            })
-            .map(|c| self.stages[c].name())
+        let others: Vec<&str> = consumers
+            .iter()
+            .filter(|&&c| c != ti && !sibling(c))
+            .map(|&c| self.stages[c].name())
             .collect();
         if !others.is_empty() {
-            return Err(err(format!("`{sname}` is also consumed by [{}]; a stage computed at another must have it as its only consumer", others.join(", "))));
+            return Err(err(format!("`{sname}` is also consumed by [{}]; a stage computed at another must be read only by it and by stages computed at the same loop of it", others.join(", "))));
         }
         // No cycles: the target must not be (transitively) attached inside this stage.
         let mut cur = ti;

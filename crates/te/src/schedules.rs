@@ -9,7 +9,9 @@ use crate::schedule::Schedule;
 use crate::tensor::{IterVar, Tensor};
 use tessera_ir::{StorageScope, ThreadAxis};
 
+mod attention;
 mod winograd;
+pub use attention::schedule_attention;
 pub use winograd::schedule_winograd_blocked;
 
 /// What the CPU schedules need to know about the machine.
@@ -975,6 +977,7 @@ pub fn schedule_stages(
         }
     }
     // the elementwise output a conv leaves its tiles through: scheduled with the conv
+    // (and the stages of a chain that one schedule takes care of)
     let mut epilogues: Vec<Tensor> = Vec::new();
     // a Winograd conv's chain of stages: scheduled from its output
     if p.gpu_threads == 0 {
@@ -984,6 +987,16 @@ pub fn schedule_stages(
         {
             let epilogue = conv_epilogue(s, t, outputs).filter(|e| stages.contains(e));
             epilogues.extend(schedule_winograd_blocked(s, t, epilogue.as_ref(), p)?);
+        }
+    }
+    // an attention's stages: scheduled from its output, per block of query rows
+    if p.gpu_threads == 0 {
+        for t in stages
+            .iter()
+            .filter(|t| t.tag() == crate::ops::TAG_ATTENTION && t.name() == "T_attention")
+        {
+            epilogues.extend(schedule_attention(s, t, p)?);
+            epilogues.push(t.clone());
         }
     }
     for t in stages.iter().filter(|t| !inlined.contains(t)) {

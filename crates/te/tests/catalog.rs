@@ -27,6 +27,7 @@ fn small_shape(name: &str) -> Option<&'static [i64]> {
         "matmul" => &[5, 7, 3],
         "dense" => &[4, 6, 5],
         "batch_matmul" => &[2, 3, 5, 4],
+        "attention" => &[2, 9, 8, 16, 8],
         "conv2d" | "conv2d_nchw" | "conv2d_transpose" => &[1, 6, 5, 3, 4, 3, 3],
         "conv2d_nchwc" => &[1, 5, 5, 4, 8, 3, 3],
         "conv2d_nhwc_packed" => &[1, 6, 5, 3, 16, 3, 3],

@@ -9,3 +9,23 @@ pub fn rnd(s: u64, i: usize) -> f32 {
     x ^= x >> 29;
     (x >> 40) as f32 / (1u64 << 23) as f32 - 1.0
 }
+
+/// `g` interpreted and built for the CPU, on `inputs`, against `want`.
+#[allow(dead_code)]
+pub fn agrees_interpreted_and_built(
+    g: &tessera_graph::Graph,
+    inputs: &[(&str, &tessera_runtime::NDArray)],
+    want: &tessera_runtime::NDArray,
+) {
+    tessera_graph::reference::interpret(g, inputs)
+        .unwrap()
+        .remove(0)
+        .allclose(want, 1e-5, 1e-6)
+        .unwrap();
+    let mut m = tessera_graph::build(g, &tessera_backends::Target::cpu()).unwrap();
+    for (name, value) in inputs {
+        m.set_input(name, value).unwrap();
+    }
+    m.run().unwrap();
+    m.get_output(0).unwrap().allclose(want, 1e-4, 1e-5).unwrap();
+}

@@ -34,6 +34,8 @@ use tessera_ir::{Buffer, Expr, ExprNode, ForKind, PrimFunc, Stmt, StorageScope, 
 struct StageBounds {
     /// Per root axis (data-parallel, then reduce): the first index computed.
     root_min: Vec<Expr>,
+    /// Per root axis: how many indices are computed.
+    root_ext: Vec<i64>,
     leaf_ext: HashMap<IterVar, i64>,
     /// Per data-parallel dimension: whether the region may leave the tensor.
     domain_guard: Vec<bool>,
@@ -329,12 +331,55 @@ impl<'a> Lowerer<'a> {
                 return Err(bad(format!("`{}` is no longer a leaf axis of the target (it was split or fused after compute_at)", axis.name())));
             }
             let cons = self.consumers(i);
-            if cons != vec![t] {
+            if cons.is_empty()
+                || cons
+                    .iter()
+                    .any(|&c| c != t && !self.sch.computed_inside(c, target, axis))
+            {
                 let names: Vec<&str> = cons.iter().map(|c| self.stage(*c).name()).collect();
-                return Err(bad(format!("its consumers are [{}]: a stage computed at another must be read by that stage only", names.join(", "))));
+                return Err(bad(format!("its consumers are [{}]: a stage computed at another must be read by that stage only, or by stages computed at the same loop of it", names.join(", "))));
             }
         }
         Ok(())
+    }
+
+    /// The ranges of the root axes of stage `c` over one run of loop `axis` of the stage
+    /// of `target`, where `c` is computed ([`Schedule::computed_inside`]; its bounds and
+    /// those of the stages between inferred): `c`'s own region, in terms of the loops of
+    /// the stage it is computed at, with the loops of every stage between `c` and the
+    /// target's loop relaxed to their whole range. `None` where a range is not known.
+    fn region_env(
+        &self,
+        c: usize,
+        target: &Buffer,
+        axis: &IterVar,
+    ) -> Option<HashMap<Var, Interval>> {
+        let b = &self.bounds[c];
+        let st = self.stage(c);
+        if b.root_ext.len() != b.root_min.len() || b.root_min.is_empty() {
+            return None;
+        }
+        // the leaf loops of the stages between, each over its whole range
+        let mut relaxed: HashMap<Var, Interval> = HashMap::new();
+        let mut cur = c;
+        while let Attach::At { target: t, axis: a } = &self.stage(cur).attach {
+            if t == target && a == axis {
+                break;
+            }
+            let x = self.sch.index_of_buffer(t)?;
+            for lv in &self.stage(x).leaf_iter_vars {
+                let e = *self.bounds[x].leaf_ext.get(lv)?;
+                relaxed.insert(lv.var().clone(), Interval::range(0, e - 1));
+            }
+            cur = x;
+        }
+        let mut env = HashMap::new();
+        for (k, rv) in st.root_iter_vars().iter().enumerate() {
+            let lo = interval(&b.root_min[k], &relaxed)?;
+            let hi = lo.hi.clone() + Expr::int(b.root_ext[k] - 1);
+            env.insert(rv.var().clone(), Interval { lo: lo.lo, hi });
+        }
+        Some(env)
     }
 
     /// Leaf extents from root extents, and the splits that need a guard.
@@ -551,18 +596,39 @@ impl<'a> Lowerer<'a> {
                 );
             }
             let body = self.bodies[t].clone().expect("target is computed");
+            // what the target reads, and what the stages computed beside this one read
+            let mut readers = vec![(body, env)];
+            for c in self.consumers(i).into_iter().filter(|&c| c != t) {
+                let body = self.bodies[c].clone().expect("a consumer is computed");
+                match self.region_env(c, target, axis) {
+                    Some(env) => readers.push((body, env)),
+                    // (unknown: the whole tensor)
+                    None => {
+                        return Err(LowerError::BadAttach {
+                            stage: st.name().to_string(),
+                            target: target.name().to_string(),
+                            reason: format!(
+                                "the region `{}` reads of it is not known where it is computed",
+                                self.stage(c).name()
+                            ),
+                        })
+                    }
+                }
+            }
             let mut region: Vec<Option<Interval>> = vec![None; ndim];
             let mut unknown = vec![false; ndim];
-            for acc in accesses(&body, st.op.buffer()) {
-                for (d, idx) in acc.iter().enumerate() {
-                    match interval(idx, &env) {
-                        Some(iv) => {
-                            region[d] = Some(match region[d].take() {
-                                None => iv,
-                                Some(r) => union(r, iv).expect("union"),
-                            })
+            for (body, env) in &readers {
+                for acc in accesses(body, st.op.buffer()) {
+                    for (d, idx) in acc.iter().enumerate() {
+                        match interval(idx, env) {
+                            Some(iv) => {
+                                region[d] = Some(match region[d].take() {
+                                    None => iv,
+                                    Some(r) => union(r, iv).expect("union"),
+                                })
+                            }
+                            None => unknown[d] = true,
                         }
-                        None => unknown[d] = true,
                     }
                 }
             }
@@ -619,6 +685,7 @@ impl<'a> Lowerer<'a> {
             Some((buf, root_min[..ndim].to_vec()))
         };
         self.bounds[i] = StageBounds {
+            root_ext,
             root_min,
             leaf_ext,
             domain_guard,

@@ -8,6 +8,7 @@
 //! - [`winograd`]: Winograd conv2d F(2×2,3×3) and F(4×4,3×3), TVM's form and the CPU's.
 //! - [`conv3d`]: conv3d NCDHW/NDHWC (groups, dilation, asymmetric padding).
 //! - [`dense`]: matmul, dense, batch_matmul.
+//! - [`attention`]: scaled dot-product attention as one operator.
 //! - [`pool`]: max/avg pool2d and pool3d, global and adaptive pooling (2-D and 3-D).
 //! - [`softmax`]: softmax, log_softmax, layer norm.
 //! - [`elemwise`]: elementwise and broadcast operators.
@@ -24,6 +25,7 @@
 //! Invalid attributes are [`TeError::BadAttr`] errors naming the operator and the
 //! attribute; shapes that do not fit are [`TeError::BadShape`].
 
+pub mod attention;
 pub mod conv;
 pub mod conv3d;
 pub mod dense;
@@ -38,6 +40,7 @@ pub mod softmax;
 pub mod transform;
 pub mod winograd;
 
+pub use attention::*;
 pub use conv::*;
 pub use conv3d::*;
 pub use dense::*;
