@@ -798,8 +798,10 @@ fn grouped_conv_default_schedule_reads_its_input_as_a_broadcast() {
     let (v, skipped) = tessera_ir::transform::vectorize_loops(&f.body);
     assert!(skipped.is_empty(), "{skipped:?}");
     let text = v.to_string();
-    // the input read once and broadcast, the kernel as a 4-lane ramp
-    assert!(text.contains("x4(pad_temp["), "{text}");
+    // the input read once (its padding in place: a guarded load) and broadcast, the
+    // kernel as a 4-lane ramp
+    assert!(text.contains("x4(tir.if_then_else("), "{text}");
+    assert!(!text.contains("pad_temp["), "{text}");
     assert!(text.contains(", 1, 4)]"), "{text}");
     // the same on weights packed by blocks of 8 (two groups per block): the group
     // width is read from the packed kernel's input channels, its fourth axis
@@ -809,7 +811,7 @@ fn grouped_conv_default_schedule_reads_its_input_as_a_broadcast() {
     let f = tessera_te::lower(&s, &[d, kp, out], "group_packed").unwrap();
     let (v, skipped) = tessera_ir::transform::vectorize_loops(&f.body);
     assert!(skipped.is_empty(), "{skipped:?}");
-    assert!(v.to_string().contains("x4(pad_temp["), "{v}");
+    assert!(v.to_string().contains("x4(tir.if_then_else("), "{v}");
 }
 
 #[test]

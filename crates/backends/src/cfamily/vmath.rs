@@ -11,7 +11,13 @@
 //!   the exponent bits of two factors `2^⌊n/2⌋ · 2^⌈n/2⌉` (so that both are normal
 //!   numbers from the largest result down through the subnormals); within 2 ulp of
 //!   `expf`. Above ln(FLT_MAX) it is ∞, below −104 it underflows to 0, a NaN stays NaN.
-//! - `sigmoid`: `1 / (1 + exp(-x))` on the vector `exp`.
+//! - `sigmoid`: a rational function of `x` clamped to [−18, 18], `½ + x·P(x²)/Q(x²)`
+//!   with `P` of degree 4 and `Q` of degree 5 in `x²` (the minimax form MLAS's
+//!   logistic uses), clamped to [0, 1]: absolute error under 2.5e-7 over the whole
+//!   line (float32's rounding of ½ is 3e-8), NaN stays NaN. One division and ten FMAs
+//!   where `1 / (1 + exp(-x))` took the exponential's ~30 operations and the division:
+//!   EfficientNet's SiLU after 49 convolutions (the first two, on 112×112 maps, spent
+//!   more time in it than in the convolution).
 //! - `erf`: Abramowitz & Stegun 7.1.26, `1 − (a₁t + … + a₅t⁵)·e^{−x²}` with
 //!   `t = 1/(1 + p|x|)`, the sign restored: absolute error under 1.5e-7 (float32's own
 //!   rounding of values near 1 is 6e-8).
@@ -76,7 +82,25 @@ static inline {v} tsr_vexp_{v}({v} x) {{
   return ({v})((({vi})e & keep) | (({vi})x & nan) | (({vi}){inf} & over));
 }}
 static inline {v} tsr_vsigmoid_{v}({v} x) {{
-  return {one} / ({one} + tsr_vexp_{v}(-x));
+  {vi} nan = x != x, below = x < {slo}, above = x > {shi};
+  {v} c = ({v})((({vi})x & ~(below | above | nan)) | (({vi}){slo} & below) | (({vi}){shi} & above));
+  {v} c2 = c * c;
+  {v} p = {sa9};
+  p = p * c2 + {sa7};
+  p = p * c2 + {sa5};
+  p = p * c2 + {sa3};
+  p = p * c2 + {sa1};
+  p = p * c;
+  {v} q = {sb10};
+  q = q * c2 + {sb8};
+  q = q * c2 + {sb6};
+  q = q * c2 + {sb4};
+  q = q * c2 + {sb2};
+  q = q * c2 + {sb0};
+  {v} y = p / q + {half};
+  {vi} low = y < {zero}, high = y > {one};
+  y = ({v})((({vi})y & ~(low | high)) | (({vi}){one} & high));
+  return ({v})((({vi})y & ~nan) | (({vi})x & nan));
 }}
 static inline {v} tsr_verf_{v}({v} x) {{
   {vi} sign = ({vi})x & {sign_bit};
@@ -91,6 +115,20 @@ static inline {v} tsr_verf_{v}({v} x) {{
   return ({v})(({vi})y | sign);
 }}
 "#,
+        zero = splat("0.0f"),
+        slo = splat("-18.0f"),
+        shi = splat("18.0f"),
+        sa9 = splat("4.37031012579801e-11f"),
+        sa7 = splat("1.15627324459942e-07f"),
+        sa5 = splat("6.08574864600143e-05f"),
+        sa3 = splat("8.51377133304701e-03f"),
+        sa1 = splat("2.48287947061529e-01f"),
+        sb10 = splat("6.10247389755681e-13f"),
+        sb8 = splat("5.76102136993427e-09f"),
+        sb6 = splat("6.29106785017040e-06f"),
+        sb4 = splat("1.70198817374094e-03f"),
+        sb2 = splat("1.16817656904453e-01f"),
+        sb0 = splat("9.93151921023180e-01f"),
         hi = splat("88.72283905206835f"),
         lo = splat("-104.0f"),
         inf = splat("__builtin_inff()"),
