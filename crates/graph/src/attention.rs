@@ -18,6 +18,7 @@
 
 use crate::error::GraphError;
 use crate::ir::{Binary, Graph, Op};
+use crate::pad_channels::{column_mask, pad_rows, round_up};
 use crate::passes::{dead_code_elimination, f32_values};
 use crate::reference::broadcast_f32;
 use petgraph::stable_graph::NodeIndex;
@@ -236,11 +237,6 @@ fn scores_view_bias(
     Ok(Some(Bias::Computed(b, tail)))
 }
 
-/// The least multiple of `lanes` at least `n`.
-fn round_up(n: i64, lanes: i64) -> i64 {
-    (n + lanes - 1) / lanes * lanes
-}
-
 /// The attention operator computing `chain`, its keys padded to a multiple of `lanes`
 /// where that gives whole vectors (not under a computed bias per query row, which
 /// would need a mask of its own).
@@ -288,7 +284,7 @@ fn rewrite(graph: &mut Graph, chain: Chain, lanes: i64) -> Result<NodeIndex, Gra
         }
         Bias::Constant(values) => {
             let (values, shape) = compress([batch, m, n], values);
-            let values = pad_columns(&values, n, to);
+            let values = pad_rows(&values, n as usize, to as usize, f32::MIN);
             let mut shape: Vec<usize> = shape.iter().map(|&d| d as usize).collect();
             *shape.last_mut().expect("at least the keys' axis") = to as usize;
             graph.constant(
@@ -296,15 +292,7 @@ fn rewrite(graph: &mut Graph, chain: Chain, lanes: i64) -> Result<NodeIndex, Gra
                 NDArray::from_slice_f32(&shape, &values)?,
             )
         }
-        Bias::None => {
-            let mask: Vec<f32> = (0..to)
-                .map(|c| if c < n { 0.0 } else { f32::MIN })
-                .collect();
-            graph.constant(
-                &format!("{name}_mask{to}"),
-                NDArray::from_slice_f32(&[to as usize], &mask)?,
-            )
-        }
+        Bias::None => graph.constant(&format!("{name}_mask{to}"), column_mask(n, to)?),
     };
     graph.op(
         &format!("{name}_attention"),
@@ -326,15 +314,4 @@ fn compress([b, m, n]: [i64; 3], values: Vec<f32>) -> (Vec<f32>, Vec<i64>) {
         return (first[..n].to_vec(), vec![n as i64]);
     }
     (first.to_vec(), vec![m as i64, n as i64])
-}
-
-/// Rows of `n` values with the lowest float appended up to `to`.
-fn pad_columns(values: &[f32], n: i64, to: i64) -> Vec<f32> {
-    let (n, to) = (n as usize, to as usize);
-    let mut out = Vec::with_capacity(values.len() / n.max(1) * to);
-    for row in values.chunks(n.max(1)) {
-        out.extend_from_slice(row);
-        out.extend(std::iter::repeat_n(f32::MIN, to - n));
-    }
-    out
 }

@@ -187,13 +187,7 @@ fn masked_softmax(
     to: i64,
 ) -> Result<NodeIndex, GraphError> {
     let name = graph.node(old).name.clone();
-    let mask: Vec<f32> = (0..to)
-        .map(|c| if c < cols { 0.0 } else { f32::MIN })
-        .collect();
-    let mask = graph.constant(
-        &format!("{name}_mask{to}"),
-        NDArray::from_slice_f32(&[to as usize], &mask)?,
-    );
+    let mask = graph.constant(&format!("{name}_mask{to}"), column_mask(cols, to)?);
     let masked = graph.op(
         &format!("{name}_masked"),
         Op::Binary(Binary::Add),
@@ -202,8 +196,20 @@ fn masked_softmax(
     graph.op(&name, graph.node(old).op.clone(), &[masked])
 }
 
+/// `[to]`: 0 for the first `cols` columns, the lowest float for the padding after them
+/// (added to scores, it makes the padding's exponentials 0).
+pub(crate) fn column_mask(cols: i64, to: i64) -> Result<NDArray, GraphError> {
+    let mask = pad_rows(
+        &vec![0.0; cols as usize],
+        cols as usize,
+        to as usize,
+        f32::MIN,
+    );
+    Ok(NDArray::from_slice_f32(&[to as usize], &mask)?)
+}
+
 /// The least multiple of `lanes` at least `n`.
-fn round_up(n: i64, lanes: i64) -> i64 {
+pub(crate) fn round_up(n: i64, lanes: i64) -> i64 {
     (n + lanes - 1) / lanes * lanes
 }
 
@@ -271,15 +277,20 @@ fn pad_epilogue(
 
 /// `x` (shape `lead` × `from`) with zeros appended along its last axis up to `to`.
 fn pad_last_axis(x: &NDArray, lead: &[usize], from: usize, to: i64) -> Result<NDArray, GraphError> {
-    let to = to as usize;
-    let values = f32_values(x)?;
-    let mut out = vec![0f32; values.len() / from.max(1) * to];
-    for (row, chunk) in values.chunks(from.max(1)).enumerate() {
-        out[row * to..row * to + from].copy_from_slice(chunk);
-    }
+    let out = pad_rows(&f32_values(x)?, from, to as usize, 0.0);
     let mut shape = lead.to_vec();
-    shape.push(to);
+    shape.push(to as usize);
     Ok(NDArray::from_slice_f32(&shape, &out)?)
+}
+
+/// Rows of `from` values, each with `fill` appended up to `to`.
+pub(crate) fn pad_rows(values: &[f32], from: usize, to: usize, fill: f32) -> Vec<f32> {
+    let mut out = Vec::with_capacity(values.len() / from.max(1) * to);
+    for row in values.chunks(from.max(1)) {
+        out.extend_from_slice(row);
+        out.extend(std::iter::repeat_n(fill, to - row.len()));
+    }
+    out
 }
 
 #[cfg(test)]

@@ -671,7 +671,7 @@ pub fn schedule_dense(s: &mut Schedule, out: &Tensor, p: CpuParams) -> Result<()
 /// Whether `t` is a padding (tag `injective,pad`) that adds nothing: a copy of its one
 /// input.
 fn is_identity_pad(t: &Tensor) -> bool {
-    t.tag() == "injective,pad" && matches!(t.inputs(), [x] if x.shape() == t.shape())
+    t.tag() == crate::ops::TAG_PAD && matches!(t.inputs(), [x] if x.shape() == t.shape())
 }
 
 /// Whether `t` is a pooling stage (a max or sum over a window).
@@ -960,13 +960,14 @@ pub fn schedule_stages(
     if p.gpu_threads == 0 {
         // (not where the pooled axis is the contiguous one, NCHW: measured, its rows then
         // run faster from a padded copy, average pooling's most)
-        for pool in stages.iter().filter(|t| {
+        for reader in stages.iter().filter(|t| {
             is_pool(t) && !last_axis_reduced(t)
                 || matches!(t.tag(), "depthwise_conv2d_nhwc" | "group_conv2d_nhwc")
         }) {
-            for input in pool.inputs() {
+            for input in reader.inputs() {
+                let tag = input.tag();
                 let padding =
-                    matches!(input.tag(), "elemwise" | "injective,pad") && stages.contains(input);
+                    (tag == "elemwise" || tag == crate::ops::TAG_PAD) && stages.contains(input);
                 if padding && !outputs.contains(input) && s.compute_inline(input).is_ok() {
                     inlined.push(input.clone());
                 }

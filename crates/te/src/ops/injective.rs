@@ -13,6 +13,8 @@ use tessera_ir::Expr;
 
 /// TVM's tag of injective operators.
 pub const TAG_INJECTIVE: &str = "injective";
+/// The tag of the padding stages of [`pad_with`] (convolutions' `pad_temp`, `PaddedInput`).
+pub const TAG_PAD: &str = "injective,pad";
 
 fn shape_err(op: &str, shape: &[i64], reason: String) -> TeError {
     TeError::BadShape {
@@ -78,7 +80,7 @@ pub fn pad_with(
     }
     let out: Vec<i64> = (0..s.len()).map(|d| s[d] + before[d] + after[d]).collect();
     let fill = to_dtype(x.dtype(), value.into());
-    compute_tagged(&out, name, "injective,pad", &[], |ix| {
+    compute_tagged(&out, name, TAG_PAD, &[], |ix| {
         let mut conds = Vec::new();
         let mut idx = Vec::new();
         for d in 0..s.len() {
