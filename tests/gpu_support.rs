@@ -15,13 +15,13 @@ use tessera_opencl::device::{first_device, OpenClDevice};
 use tessera_opencl::OpenClPlugin;
 use tessera_plugin::Plugin;
 use tessera_runtime::{Device, DeviceArray, NDArray};
-use tessera_target::{Artifact, ParamSpec, TargetKind};
+use tessera_target::{Artifact, ParamSpec, Target, TargetKind};
 
 /// A GPU backend under test: its plugin, the target it builds for, and its device.
 #[derive(Clone)]
 pub struct Gpu {
     pub plugin: &'static dyn Plugin,
-    pub target: String,
+    pub target: Target,
     pub kind: TargetKind,
     pub device: Arc<dyn Device>,
 }
@@ -32,7 +32,10 @@ impl Gpu {
         match first_device().and_then(|_| OpenClDevice::open(TargetKind::OPENCL)) {
             Ok(d) => Some(Gpu {
                 plugin: &OpenClPlugin,
-                target: "opencl".into(),
+                target: Target {
+                    kind: TargetKind::OPENCL,
+                    options: Default::default(),
+                },
                 kind: TargetKind::OPENCL,
                 device: Arc::new(d),
             }),
@@ -49,7 +52,10 @@ impl Gpu {
         match CudaDevice::open() {
             Ok(d) => Some(Gpu {
                 plugin: &CudaPlugin,
-                target: "cuda".into(),
+                target: Target {
+                    kind: TargetKind::CUDA,
+                    options: Default::default(),
+                },
                 kind: TargetKind::CUDA,
                 device: Arc::new(d),
             }),
@@ -63,7 +69,10 @@ impl Gpu {
 
 /// Builds `func` for `gpu`'s target into `dir`: the artifact and the kernel source.
 pub fn build(gpu: &Gpu, func: &PrimFunc, dir: &Path) -> Result<(Artifact, String), String> {
-    let built = gpu.plugin.build(&gpu.target, func)?;
+    let built = gpu
+        .plugin
+        .build(&gpu.target, func)
+        .map_err(|e| e.to_string())?;
     let path = dir.join(format!("{}.mod", func.name));
     std::fs::write(&path, &built.bytes).map_err(|e| e.to_string())?;
     let source_path = dir.join(format!("{}.src", func.name));

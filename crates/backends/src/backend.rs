@@ -13,6 +13,13 @@ pub enum BackendError {
         func: String,
         reason: String,
     },
+    /// A pass left `func` malformed (checked in debug builds): a compiler bug.
+    #[error("`{func}` after {pass} is malformed: {problem}")]
+    Verify {
+        func: String,
+        pass: &'static str,
+        problem: tessera_ir::verify::VerifyError,
+    },
     #[error("no C compiler found: set $CC or install cc, gcc or clang (tried: {tried})")]
     CompilerNotFound { tried: String },
     #[error("C compiler `{compiler}` failed on {}:\n{message}", source_path.display())]

@@ -9,6 +9,7 @@
 //! - [`arith`]: bounds, modular sets and the simplifier.
 //! - [`interp`]: the reference interpreter, the oracle of correctness tests.
 //! - [`transform`]: passes on the way to code generation (vectorization).
+//! - [`verify`]: the verifier of well-formed functions, run around every pass.
 
 pub mod arith;
 pub mod buffer;
@@ -18,6 +19,7 @@ pub mod interp;
 pub mod printer;
 pub mod stmt;
 pub mod transform;
+pub mod verify;
 pub mod visit;
 
 pub use buffer::{Buffer, StorageScope};

@@ -18,7 +18,7 @@ pub struct PluginBackend {
 impl PluginBackend {
     /// The backend of `target` in `plugin` (asks it for the hardware parameters once).
     pub fn new(plugin: &LoadedPlugin, target: &Target) -> Result<PluginBackend, PluginError> {
-        let params = plugin.hardware_params(&target.to_string())?;
+        let params = plugin.hardware_params(target)?;
         Ok(PluginBackend {
             plugin: plugin.clone(),
             target: target.clone(),
@@ -36,6 +36,7 @@ impl PluginBackend {
             func: func.name.clone(),
             reason: match e {
                 PluginError::Call { message, .. } => message,
+                PluginError::Entry { source, .. } => source.to_string(),
                 other => other.to_string(),
             },
         }
@@ -58,21 +59,22 @@ impl Backend for PluginBackend {
     }
     fn codegen(&self, func: &PrimFunc) -> Result<String, BackendError> {
         self.plugin
-            .codegen(&self.target.to_string(), func)
+            .codegen(&self.target, func)
             .map_err(|e| self.unsupported(func, e))
     }
     fn build(&self, func: &PrimFunc, out_dir: &Path) -> Result<Artifact, BackendError> {
-        let built = self
-            .plugin
-            .build(&self.target.to_string(), func)
-            .map_err(|e| BackendError::PluginBuild {
-                backend: self.name(),
-                func: func.name.clone(),
-                message: match e {
-                    PluginError::Call { message, .. } => message,
-                    other => other.to_string(),
-                },
-            })?;
+        let built =
+            self.plugin
+                .build(&self.target, func)
+                .map_err(|e| BackendError::PluginBuild {
+                    backend: self.name(),
+                    func: func.name.clone(),
+                    message: match e {
+                        PluginError::Call { message, .. } => message,
+                        PluginError::Entry { source, .. } => source.to_string(),
+                        other => other.to_string(),
+                    },
+                })?;
         let bytes = &built.bytes;
         let io = |path: &Path, e: std::io::Error| BackendError::Io {
             path: path.to_path_buf(),

@@ -33,7 +33,7 @@ impl PluginDevice {
     ) -> Result<PluginDevice, crate::PluginError> {
         let handle = (plugin.root.device_open())(RStr::from_str(&target.to_string()))
             .into_result()
-            .map_err(|e| plugin.call_err(e.into_string()))?;
+            .map_err(|e| plugin.entry_err(e))?;
         Ok(PluginDevice {
             plugin: plugin.clone(),
             kind: target.kind.clone(),
@@ -163,7 +163,7 @@ impl Device for PluginDevice {
         let r = (self.plugin.root.device_counters())(self.handle);
         unseal(self.done(r)?.as_str()).map_err(|message| DeviceError::Failed {
             device: self.kind.to_string(),
-            message,
+            message: message.to_string(),
         })
     }
 
@@ -187,7 +187,7 @@ impl Device for PluginDevice {
         let timing: TimeResult =
             unseal(self.done(r)?.as_str()).map_err(|message| DeviceError::Failed {
                 device: self.kind.to_string(),
-                message,
+                message: message.to_string(),
             })?;
         // A plugin's timings are checked like any input: one finite, non-negative time
         // per repeat, and at least the calls per repeat that were asked for.

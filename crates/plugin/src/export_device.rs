@@ -63,7 +63,7 @@ fn dims(text: RStr<'_>) -> Result<Option<LaunchDims>, String> {
     if text.is_empty() {
         Ok(None)
     } else {
-        unseal(text.as_str()).map(Some)
+        unseal(text.as_str()).map(Some).map_err(String::from)
     }
 }
 

@@ -9,8 +9,8 @@ use abi_stable::std_types::{RResult, RStr, RString};
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 use tessera_ir::PrimFunc;
-use tessera_search::policy::{Observation, PolicyError, Scorer, SearchPolicy};
-use tessera_search::ScheduleDesc;
+use tessera_policy::ScheduleDesc;
+use tessera_policy::{Observation, PolicyError, Scorer, SearchPolicy};
 
 type Table = Mutex<(u64, HashMap<u64, Box<dyn SearchPolicy>>)>;
 
@@ -74,7 +74,7 @@ impl Scorer for Remote {
         let answer = (self.0.call)(self.0.ctx, RString::from(sealed))
             .into_result()
             .map_err(|e| e.into_string())
-            .and_then(|s| unseal::<Vec<Option<f32>>>(s.as_str()));
+            .and_then(|s| unseal::<Vec<Option<f32>>>(s.as_str()).map_err(String::from));
         match answer {
             Ok(v) if v.len() == programs.len() => v
                 .into_iter()

@@ -15,11 +15,12 @@
 //! compiler as a [`PluginBackend`] (the backends' `Backend`). [`Registry::backend_for`]
 //! and [`Registry::device_for`] give either for any target, the CPU's built-ins included.
 //!
-//! A strategy plugin creates a `tessera_search::policy::SearchPolicy` per task on its
+//! A strategy plugin creates a `tessera_policy::SearchPolicy` per task on its
 //! side; the core sees it as a [`PluginPolicy`] behind a handle, driven round by round
 //! (propose with a scoring callback into the core's cost model, observe, lower), and
 //! finds it by name with [`Registry::strategy`].
 
+pub mod error;
 pub mod loader;
 
 pub use abi_stable;
@@ -31,9 +32,9 @@ use abi_stable::{
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use tessera_ir::PrimFunc;
+use tessera_policy::{PolicyError, PolicyOptions, SearchPolicy, SearchTask};
 use tessera_runtime::Device;
-use tessera_search::policy::{PolicyError, PolicyOptions, SearchPolicy, SearchTask};
-use tessera_target::{HardwareParams, LaunchDims};
+use tessera_target::{HardwareParams, LaunchDims, Target};
 
 pub mod backend;
 pub mod device;
@@ -43,6 +44,7 @@ pub mod strategy;
 
 pub use backend::PluginBackend;
 pub use device::PluginDevice;
+pub use error::CallError;
 pub use loader::{discover, load_file, plugin_dirs, LoadedPlugin, Origin, PluginError, Registry};
 pub use strategy::{PluginPolicy, PluginStrategy};
 
@@ -70,14 +72,33 @@ pub fn seal<T: Serialize>(value: &T) -> String {
     .unwrap_or_default()
 }
 
+/// Why a sealed value does not read back.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SealError {
+    /// Not the JSON of an envelope of the expected value.
+    #[error("malformed value: {0}")]
+    Malformed(String),
+    /// Written by another schema version.
+    #[error("value written with schema {found}, expected {expected}")]
+    Schema { found: u32, expected: u32 },
+}
+
+/// The entry points' closures report errors as text (what crosses the boundary).
+impl From<SealError> for String {
+    fn from(e: SealError) -> String {
+        e.to_string()
+    }
+}
+
 /// Reads a value sealed on the other side of the boundary.
-pub fn unseal<T: for<'de> Deserialize<'de>>(text: &str) -> Result<T, String> {
-    let e: Envelope<T> = serde_json::from_str(text).map_err(|e| format!("malformed value: {e}"))?;
+pub fn unseal<T: for<'de> Deserialize<'de>>(text: &str) -> Result<T, SealError> {
+    let e: Envelope<T> =
+        serde_json::from_str(text).map_err(|e| SealError::Malformed(e.to_string()))?;
     if e.schema != PLUGIN_SCHEMA_VERSION {
-        return Err(format!(
-            "value written with schema {}, expected {PLUGIN_SCHEMA_VERSION}",
-            e.schema
-        ));
+        return Err(SealError::Schema {
+            found: e.schema,
+            expected: PLUGIN_SCHEMA_VERSION,
+        });
     }
     Ok(e.value)
 }
@@ -236,33 +257,23 @@ pub trait Plugin: Send + Sync + 'static {
     fn strategies(&self) -> Vec<String> {
         Vec::new()
     }
-    fn hardware_params(&self, target: &str) -> Result<HardwareParams, String> {
-        Err(format!(
-            "`{}` provides no backend for `{target}`",
-            self.name()
-        ))
+    /// The hardware parameters of `target` (a target of one of [`Plugin::backends`],
+    /// parsed by the core; its options are the plugin's to check).
+    fn hardware_params(&self, target: &Target) -> Result<HardwareParams, CallError> {
+        Err(CallError::not_provided(&self.name(), "backend", target))
     }
-    fn codegen(&self, target: &str, func: &PrimFunc) -> Result<String, String> {
+    fn codegen(&self, target: &Target, func: &PrimFunc) -> Result<String, CallError> {
         let _ = func;
-        Err(format!(
-            "`{}` provides no backend for `{target}`",
-            self.name()
-        ))
+        Err(CallError::not_provided(&self.name(), "backend", target))
     }
-    fn build(&self, target: &str, func: &PrimFunc) -> Result<BuiltKernel, String> {
+    fn build(&self, target: &Target, func: &PrimFunc) -> Result<BuiltKernel, CallError> {
         let _ = func;
-        Err(format!(
-            "`{}` provides no backend for `{target}`",
-            self.name()
-        ))
+        Err(CallError::not_provided(&self.name(), "backend", target))
     }
     /// Opens the device of `target`: the plugin implements the runtime's `Device` (it
     /// owns the device's memory and modules); the core reaches it through handles.
-    fn open_device(&self, target: &str) -> Result<Arc<dyn Device>, String> {
-        Err(format!(
-            "`{}` provides no device for `{target}`",
-            self.name()
-        ))
+    fn open_device(&self, target: &Target) -> Result<Arc<dyn Device>, CallError> {
+        Err(CallError::not_provided(&self.name(), "device", target))
     }
     /// Creates a policy of search strategy `strategy` (one of [`Plugin::strategies`])
     /// for `task`.
@@ -314,7 +325,7 @@ fn catch<T>(f: impl FnOnce() -> T) -> Result<T, String> {
 }
 
 /// Runs `f`, turning a panic into an error that names the plugin entry point.
-pub fn guard<T>(what: &str, f: impl FnOnce() -> Result<T, String>) -> RResult<T, RString> {
+pub(crate) fn guard<T>(what: &str, f: impl FnOnce() -> Result<T, String>) -> RResult<T, RString> {
     match catch(f) {
         Ok(Ok(v)) => RResult::ROk(v),
         Ok(Err(e)) => RResult::RErr(e.into()),
@@ -322,8 +333,31 @@ pub fn guard<T>(what: &str, f: impl FnOnce() -> Result<T, String>) -> RResult<T,
     }
 }
 
+/// Runs a [`Plugin`] method as entry point `what`: its [`CallError`] (or the panic, as
+/// [`CallError::Panicked`]) crosses the boundary sealed, for the core to read back typed.
+pub fn guard_call<T>(what: &str, f: impl FnOnce() -> Result<T, CallError>) -> RResult<T, RString> {
+    let e = match catch(f) {
+        Ok(Ok(v)) => return RResult::ROk(v),
+        Ok(Err(e)) => e,
+        Err(message) => CallError::Panicked {
+            entry: what.to_string(),
+            message,
+        },
+    };
+    RResult::RErr(seal(&e).into())
+}
+
+/// The target string `s` the core passed, parsed (any kind: the plugin's own are not
+/// documented by the core).
+fn parse_target(s: RStr<'_>) -> Result<Target, CallError> {
+    Target::parse_any(s.as_str()).map_err(|e| CallError::BadTarget {
+        target: s.as_str().to_string(),
+        reason: e.to_string(),
+    })
+}
+
 /// Calls `f`, falling back to `default` if it panics (for the infallible entries).
-pub fn guard_infallible<T>(f: impl FnOnce() -> T, default: T) -> T {
+pub(crate) fn guard_infallible<T>(f: impl FnOnce() -> T, default: T) -> T {
     catch(f).unwrap_or(default)
 }
 
@@ -359,9 +393,9 @@ pub mod export {
             .collect()
     }
     extern "C" fn hardware_params<I: Instance>(target: RStr<'_>) -> RResult<RString, RString> {
-        guard("hardware_params", || {
+        guard_call("hardware_params", || {
             I::get()
-                .hardware_params(target.as_str())
+                .hardware_params(&parse_target(target)?)
                 .map(|h| RString::from(seal(&h)))
         })
     }
@@ -369,28 +403,32 @@ pub mod export {
         target: RStr<'_>,
         func: RStr<'_>,
     ) -> RResult<RString, RString> {
-        guard("codegen", || {
-            let f: PrimFunc = unseal(func.as_str())?;
-            I::get().codegen(target.as_str(), &f).map(RString::from)
+        guard_call("codegen", || {
+            let f: PrimFunc = unseal(func.as_str()).map_err(|e| CallError::failed("codegen", e))?;
+            I::get()
+                .codegen(&parse_target(target)?, &f)
+                .map(RString::from)
         })
     }
     extern "C" fn build<I: Instance>(
         target: RStr<'_>,
         func: RStr<'_>,
     ) -> RResult<BuildOutput, RString> {
-        guard("build", || {
-            let f: PrimFunc = unseal(func.as_str())?;
-            I::get().build(target.as_str(), &f).map(|k| BuildOutput {
-                bytes: RVec::from(k.bytes),
-                launch: k.launch.as_ref().map(seal).unwrap_or_default().into(),
-                source: k.source.into(),
-            })
+        guard_call("build", || {
+            let f: PrimFunc = unseal(func.as_str()).map_err(|e| CallError::failed("build", e))?;
+            I::get()
+                .build(&parse_target(target)?, &f)
+                .map(|k| BuildOutput {
+                    bytes: RVec::from(k.bytes),
+                    launch: k.launch.as_ref().map(seal).unwrap_or_default().into(),
+                    source: k.source.into(),
+                })
         })
     }
     extern "C" fn device_open<I: Instance>(target: RStr<'_>) -> RResult<u64, RString> {
-        guard("device_open", || {
+        guard_call("device_open", || {
             I::get()
-                .open_device(target.as_str())
+                .open_device(&parse_target(target)?)
                 .map(crate::export_device::register)
         })
     }

@@ -2,7 +2,7 @@
 
 use crate::{seal, unseal, BuiltKernel, PluginRootRef, PLUGIN_SCHEMA_VERSION};
 use abi_stable::library::{lib_header_from_raw_library, RawLibrary, RootModule};
-use abi_stable::std_types::RStr;
+use abi_stable::std_types::{RStr, RString};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tessera_backends::{Backend, CpuBackend};
@@ -35,6 +35,12 @@ pub enum PluginError {
     },
     #[error("plugin `{plugin}`: {message}")]
     Call { plugin: String, message: String },
+    /// What a [`crate::Plugin`] method returned (read back from the boundary).
+    #[error("plugin `{plugin}`: {source}")]
+    Entry {
+        plugin: String,
+        source: crate::CallError,
+    },
     #[error("no backend plugin for target kind `{kind}` is loaded (plugin kinds loaded: {loaded}); put its .so in `plugins/` beside the tessera binary or in a directory of TESSERA_PLUGIN_PATH")]
     NoBackend { kind: String, loaded: String },
     #[error("no search strategy `{name}` is loaded (strategies loaded: {loaded}); put the .so of the plugin that provides it in `plugins/` beside the tessera binary or in a directory of TESSERA_PLUGIN_PATH")]
@@ -420,26 +426,39 @@ impl LoadedPlugin {
         }
     }
 
-    pub fn hardware_params(&self, target: &str) -> Result<HardwareParams, PluginError> {
-        let r = (self.root.hardware_params())(RStr::from_str(target))
+    /// The error an entry point returned: its sealed [`crate::CallError`], or (from a
+    /// plugin that sends plain text) the text.
+    pub(crate) fn entry_err(&self, raw: RString) -> PluginError {
+        match unseal::<crate::CallError>(raw.as_str()) {
+            Ok(source) => PluginError::Entry {
+                plugin: self.name.clone(),
+                source,
+            },
+            Err(_) => self.call_err(raw.into_string()),
+        }
+    }
+
+    pub fn hardware_params(&self, target: &Target) -> Result<HardwareParams, PluginError> {
+        let t = target.to_string();
+        let r = (self.root.hardware_params())(RStr::from_str(&t))
             .into_result()
-            .map_err(|e| self.call_err(e.into_string()))?;
+            .map_err(|e| self.entry_err(e))?;
         unseal(r.as_str()).map_err(|e| self.call_err(e))
     }
 
-    pub fn codegen(&self, target: &str, func: &PrimFunc) -> Result<String, PluginError> {
-        let f = seal(func);
-        (self.root.codegen())(RStr::from_str(target), RStr::from_str(&f))
+    pub fn codegen(&self, target: &Target, func: &PrimFunc) -> Result<String, PluginError> {
+        let (t, f) = (target.to_string(), seal(func));
+        (self.root.codegen())(RStr::from_str(&t), RStr::from_str(&f))
             .into_result()
             .map(|s| s.into_string())
-            .map_err(|e| self.call_err(e.into_string()))
+            .map_err(|e| self.entry_err(e))
     }
 
-    pub fn build(&self, target: &str, func: &PrimFunc) -> Result<BuiltKernel, PluginError> {
-        let f = seal(func);
-        let out = (self.root.build())(RStr::from_str(target), RStr::from_str(&f))
+    pub fn build(&self, target: &Target, func: &PrimFunc) -> Result<BuiltKernel, PluginError> {
+        let (t, f) = (target.to_string(), seal(func));
+        let out = (self.root.build())(RStr::from_str(&t), RStr::from_str(&f))
             .into_result()
-            .map_err(|e| self.call_err(e.into_string()))?;
+            .map_err(|e| self.entry_err(e))?;
         let launch = if out.launch.is_empty() {
             None
         } else {

@@ -8,11 +8,11 @@ use crate::loader::LoadedPlugin;
 use crate::{seal, unseal, ScorerCallback};
 use abi_stable::std_types::{RResult, RStr, RString};
 use tessera_ir::PrimFunc;
-use tessera_search::policy::{
+use tessera_policy::ScheduleDesc;
+use tessera_policy::{
     Observation, PolicyError, PolicyInfo, PolicyOptions, Proposal, Scorer, SearchPolicy,
     SearchTask, StrategyFactory,
 };
-use tessera_search::ScheduleDesc;
 
 /// A strategy of a loaded plugin.
 #[derive(Debug)]

@@ -106,7 +106,7 @@ fn refusals_name_the_file_and_the_reason_and_the_rest_still_load() {
 
 #[test]
 fn a_third_party_strategy_is_driven_round_by_round_across_the_boundary() {
-    use tessera_search::policy::{Observation, PolicyError, PolicyOptions, StrategyFactory};
+    use tessera_policy::{Observation, PolicyError, PolicyOptions, StrategyFactory};
     let dir = tempfile::tempdir().unwrap();
     let p = copy_to(
         dir.path(),
@@ -123,7 +123,7 @@ fn a_third_party_strategy_is_driven_round_by_round_across_the_boundary() {
         let b = placeholder(&[8, 12], f32, "B").unwrap();
         tessera_te::ComputeDag::new(&[ops::matmul(&a, &b).unwrap()]).unwrap()
     };
-    let task = tessera_search::policy::SearchTask {
+    let task = tessera_policy::SearchTask {
         name: "matmul".into(),
         workload_key: dag.workload_key(),
         dag,
@@ -173,7 +173,7 @@ fn a_third_party_strategy_is_driven_round_by_round_across_the_boundary() {
     assert_eq!(policy.reference().unwrap().params.len(), 3);
     // a candidate it does not understand, and a strategy the plugin does not have
     let bad = policy.observe(&[Observation {
-        schedule: tessera_search::ScheduleDesc::Default,
+        schedule: tessera_policy::ScheduleDesc::Default,
         cost: None,
     }]);
     assert!(

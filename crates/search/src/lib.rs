@@ -7,7 +7,7 @@ pub mod curve;
 pub mod measure;
 pub mod network_check;
 pub mod par;
-pub mod policy;
+pub use tessera_policy as policy;
 pub mod record;
 pub mod remote;
 pub mod rng;

@@ -19,7 +19,7 @@
 //! reader returns them apart (`LoadedLog::checks`); a build that does not know them
 //! skips them as lines it cannot read.
 
-use crate::record::{stable_cost, ApplyHistoryBest, RECORD_VERSION};
+use crate::record::{stable_cost, ApplyHistoryBest, EncodeError, RECORD_VERSION};
 use crate::types::ScheduleDesc;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -60,16 +60,19 @@ impl NetworkCheck {
 
     /// The check as one JSON line, without the newline; fails on a time JSON cannot
     /// hold.
-    pub fn to_json_line(&self) -> Result<String, String> {
+    pub fn to_json_line(&self) -> Result<String, EncodeError> {
         if let Some(t) = self
             .tuned_ms
             .iter()
             .chain(&self.default_ms)
             .find(|t| !t.is_finite())
         {
-            return Err(format!("time {t} is not a finite number"));
+            return Err(EncodeError::NotFinite {
+                field: "time",
+                value: *t,
+            });
         }
-        serde_json::to_string(self).map_err(|e| e.to_string())
+        serde_json::to_string(self).map_err(|e| EncodeError::Json(e.to_string()))
     }
 
     /// Parses a log line as a check: `None` when the line is not one (no `check`

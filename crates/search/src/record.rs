@@ -70,15 +70,21 @@ impl Record {
 
     /// The record as one JSON line, without the newline. Fails on a value JSON cannot
     /// hold (a non-finite cost, which serde_json would write as `null`).
-    pub fn to_json_line(&self) -> Result<String, String> {
+    pub fn to_json_line(&self) -> Result<String, EncodeError> {
         let r = &self.result;
         if let Some(c) = r.costs.iter().find(|c| !c.is_finite()) {
-            return Err(format!("cost {c} is not a finite number"));
+            return Err(EncodeError::NotFinite {
+                field: "cost",
+                value: *c,
+            });
         }
         if !r.all_cost.is_finite() {
-            return Err(format!("all_cost {} is not a finite number", r.all_cost));
+            return Err(EncodeError::NotFinite {
+                field: "all_cost",
+                value: r.all_cost,
+            });
         }
-        serde_json::to_string(self).map_err(|e| e.to_string())
+        serde_json::to_string(self).map_err(|e| EncodeError::Json(e.to_string()))
     }
 
     /// Parses one line of a log (`line` is its 1-based number, for the error).
@@ -131,6 +137,17 @@ fn newer_reason(version: u64) -> String {
     )
 }
 
+/// Why a record or a check cannot be written as a JSON line.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum EncodeError {
+    /// A number JSON cannot hold (serde_json would write `null`).
+    #[error("{field} {value} is not a finite number")]
+    NotFinite { field: &'static str, value: f64 },
+    /// What serde_json refused.
+    #[error("{0}")]
+    Json(String),
+}
+
 /// What can go wrong with a record log.
 #[derive(Debug, thiserror::Error)]
 pub enum RecordError {
@@ -150,7 +167,7 @@ pub enum RecordError {
     NewerVersion { line: usize, version: u64 },
     /// A record of a batch that cannot be written (nothing of the batch was written).
     #[error("record {index} of the batch cannot be written: {reason}")]
-    Unwritable { index: usize, reason: String },
+    Unwritable { index: usize, reason: EncodeError },
     /// A file none of whose lines is a record or a check (a binary file, another
     /// program's output): not a record log at all.
     #[error("{}: not a record log: none of its {lines} lines is a record (line {first_line}: {first_reason})", path.display())]
@@ -281,7 +298,7 @@ impl RecordWriter {
 /// Each item as a JSON line; the first that cannot be written fails them all.
 fn json_lines<T>(
     items: &[T],
-    line: impl Fn(&T) -> Result<String, String>,
+    line: impl Fn(&T) -> Result<String, EncodeError>,
 ) -> Result<Vec<String>, RecordError> {
     items
         .iter()

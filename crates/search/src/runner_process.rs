@@ -50,9 +50,9 @@ const STDERR_KEPT: usize = 16 * 1024;
 
 /// Runs the job file `job_path` on the device `open_device` gives for its target (what
 /// a runner does with each job). Every failure is a reply, never a panic.
-pub fn serve_job(
+pub fn serve_job<E: std::fmt::Display>(
     job_path: &Path,
-    open_device: impl FnOnce(&str) -> Result<Arc<dyn Device>, String>,
+    open_device: impl FnOnce(&str) -> Result<Arc<dyn Device>, E>,
 ) -> RunReply {
     let failed = |message: String| RunReply::Failed { message };
     let job = match std::fs::read(job_path)
@@ -82,10 +82,10 @@ pub fn reply_line(reply: &RunReply) -> String {
 /// is opened once ([`open_device`]) and kept for the jobs after it; after a job that
 /// failed on the device the runner stops (see the module's header), and its parent
 /// starts another for the next job.
-pub fn serve_jobs(
+pub fn serve_jobs<E: std::fmt::Display>(
     input: impl BufRead,
     mut output: impl Write,
-    mut open_device: impl FnMut(&str) -> Result<Arc<dyn Device>, String>,
+    mut open_device: impl FnMut(&str) -> Result<Arc<dyn Device>, E>,
 ) -> std::io::Result<()> {
     let mut devices: HashMap<String, Arc<dyn Device>> = HashMap::new();
     for line in input.lines() {
@@ -94,7 +94,7 @@ pub fn serve_jobs(
         if path.is_empty() {
             continue;
         }
-        let reply = serve_job(Path::new(path), |target| {
+        let reply = serve_job(Path::new(path), |target| -> Result<Arc<dyn Device>, E> {
             if let Some(d) = devices.get(target) {
                 return Ok(Arc::clone(d));
             }

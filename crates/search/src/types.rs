@@ -117,19 +117,4 @@ pub fn now() -> u64 {
         .unwrap_or(0)
 }
 
-/// How a candidate's schedule is described in a record.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum ScheduleDesc {
-    /// A template configuration (AutoTVM): the template's name, the index in its space
-    /// and the knob values.
-    Config {
-        template: String,
-        index: u64,
-        entity: serde_json::Value,
-    },
-    /// A transform-step history (the auto-scheduler).
-    Steps { steps: serde_json::Value },
-    /// A built-in default schedule (the untuned baseline).
-    Default,
-}
+pub use tessera_policy::ScheduleDesc;

@@ -259,6 +259,7 @@ pub fn vta_fallback_baseline(task: &mut tessera_search::session::TuningTask, lan
         .and_then(|t| {
             let config = t.space.fallback().map_err(|e| e.to_string())?;
             t.instantiate(&config, "default_schedule")
+                .map_err(|e| e.to_string())
         });
     task.default = Some(func);
 }

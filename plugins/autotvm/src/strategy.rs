@@ -210,7 +210,9 @@ impl TemplatePolicy {
     /// The lowered program of `config` (named as `tessera tune --templates` names it).
     fn program(&self, config: &Config) -> Result<PrimFunc, String> {
         let name = format!("{}_{}", self.task.template.replace('.', "_"), config.index);
-        self.task.instantiate(config, &name)
+        self.task
+            .instantiate(config, &name)
+            .map_err(|e| e.to_string())
     }
 
     /// Up to `n` configurations the tuner proposes that were never proposed or
@@ -304,6 +306,8 @@ impl SearchPolicy for TemplatePolicy {
     }
 
     fn reference(&self) -> Result<PrimFunc, PolicyError> {
-        self.task.naive("reference").map_err(PolicyError::Failed)
+        self.task
+            .naive("reference")
+            .map_err(|e| PolicyError::Failed(e.to_string()))
     }
 }

@@ -213,6 +213,12 @@ pub enum TemplateError {
     Space(#[from] SpaceError),
     #[error("{0}")]
     Op(String),
+    /// A configuration's schedule refused by the schedule primitives.
+    #[error("{0}")]
+    Schedule(#[from] tessera_te::ScheduleError),
+    /// A scheduled program that does not lower.
+    #[error("{0}")]
+    Lower(#[from] tessera_te::LowerError),
 }
 
 fn op_err(e: impl std::fmt::Display) -> TemplateError {
@@ -430,11 +436,10 @@ impl TemplateTask {
     }
 
     /// The schedule of configuration `config`.
-    pub fn schedule(&self, config: &Config) -> Result<Schedule, String> {
+    pub fn schedule(&self, config: &Config) -> Result<Schedule, TemplateError> {
         let out = self.args.last().expect("an output").clone();
-        let mut s = Schedule::create(&[out.clone()]).map_err(|e| e.to_string())?;
-        self.apply_to(&mut s, &out, config)
-            .map_err(|e| e.to_string())?;
+        let mut s = Schedule::create(&[out.clone()])?;
+        self.apply_to(&mut s, &out, config)?;
         if let TemplateKind::Conv2dPackedVta { .. } = self.kind {
             // the catalog operator's own epilogue: >> 8, clip to [0, 127], no bias
             let e = [
@@ -444,23 +449,23 @@ impl TemplateTask {
                 ("clip_lo", 0),
                 ("clip_hi", 127),
             ];
-            vta_pragmas(&mut s, &out, &e).map_err(|e| e.to_string())?;
+            vta_pragmas(&mut s, &out, &e)?;
         }
         Ok(s)
     }
 
     /// The lowered function of configuration `config` (named `name`): an error is the
     /// candidate's instantiation error.
-    pub fn instantiate(&self, config: &Config, name: &str) -> Result<PrimFunc, String> {
+    pub fn instantiate(&self, config: &Config, name: &str) -> Result<PrimFunc, TemplateError> {
         let s = self.schedule(config)?;
-        lower(&s, &self.args, name).map_err(|e| e.to_string())
+        Ok(lower(&s, &self.args, name)?)
     }
 
     /// The unscheduled function: the reference of the correctness check.
-    pub fn naive(&self, name: &str) -> Result<PrimFunc, String> {
+    pub fn naive(&self, name: &str) -> Result<PrimFunc, TemplateError> {
         let out = self.args.last().expect("an output").clone();
-        let s = Schedule::create(&[out]).map_err(|e| e.to_string())?;
-        lower(&s, &self.args, name).map_err(|e| e.to_string())
+        let s = Schedule::create(&[out])?;
+        Ok(lower(&s, &self.args, name)?)
     }
 
     fn split_of(&self, config: &Config, knob: &str) -> Vec<i64> {

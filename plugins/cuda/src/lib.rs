@@ -26,24 +26,27 @@ pub use error::CudaError;
 use std::sync::Arc;
 use tessera_backends::cfamily::{device_source, CudaDialect, KernelLaunch};
 use tessera_ir::PrimFunc;
-use tessera_plugin::{export_plugin, BuiltKernel, Plugin};
+use tessera_plugin::{export_plugin, BuiltKernel, CallError, Plugin};
 use tessera_runtime::Device;
-use tessera_target::HardwareParams;
+use tessera_target::{HardwareParams, Target};
 
 /// The CUDA plugin.
 pub struct CudaPlugin;
 
 impl CudaPlugin {
     /// The CUDA C of `func` (no NVRTC).
-    pub fn source(func: &PrimFunc) -> Result<tessera_backends::cfamily::DeviceSource, String> {
-        device_source(&CudaDialect, func).map_err(|e| e.to_string())
+    pub fn source(
+        func: &PrimFunc,
+    ) -> Result<tessera_backends::cfamily::DeviceSource, tessera_backends::BackendError> {
+        device_source(&CudaDialect, func)
     }
 
     /// The module of `func` for `target`: its CUDA C compiled to PTX.
-    pub fn module(target: &str, func: &PrimFunc) -> Result<module::CudaModule, String> {
-        let t = target::resolve(target).map_err(|e| e.to_string())?;
-        let src = Self::source(func)?;
-        let ptx = nvrtc::compile(&src.source, &func.name, &t.arch).map_err(|e| e.to_string())?;
+    pub fn module(target: &Target, func: &PrimFunc) -> Result<module::CudaModule, CallError> {
+        let t = target::resolve(target).map_err(|e| CallError::bad_target(target, e))?;
+        let src = Self::source(func).map_err(|e| CallError::failed("codegen", e))?;
+        let ptx = nvrtc::compile(&src.source, &func.name, &t.arch)
+            .map_err(|e| CallError::failed("NVRTC", e))?;
         Ok(module::CudaModule::new(src, t.arch.sm(), ptx))
     }
 }
@@ -58,15 +61,17 @@ impl Plugin for CudaPlugin {
     fn backends(&self) -> Vec<String> {
         vec!["cuda".into()]
     }
-    fn hardware_params(&self, target: &str) -> Result<HardwareParams, String> {
+    fn hardware_params(&self, target: &Target) -> Result<HardwareParams, CallError> {
         target::resolve(target)
             .map(|t| t.params)
-            .map_err(|e| e.to_string())
+            .map_err(|e| CallError::bad_target(target, e))
     }
-    fn codegen(&self, _target: &str, func: &PrimFunc) -> Result<String, String> {
-        Self::source(func).map(|s| s.source)
+    fn codegen(&self, _target: &Target, func: &PrimFunc) -> Result<String, CallError> {
+        Self::source(func)
+            .map(|s| s.source)
+            .map_err(|e| CallError::failed("codegen", e))
     }
-    fn build(&self, target: &str, func: &PrimFunc) -> Result<BuiltKernel, String> {
+    fn build(&self, target: &Target, func: &PrimFunc) -> Result<BuiltKernel, CallError> {
         let m = Self::module(target, func)?;
         let launch = m.kernels.first().map(KernelLaunch::dims);
         Ok(BuiltKernel {
@@ -75,10 +80,10 @@ impl Plugin for CudaPlugin {
             source: m.source,
         })
     }
-    fn open_device(&self, _target: &str) -> Result<Arc<dyn Device>, String> {
-        Ok(Arc::new(
-            device::CudaDevice::open().map_err(|e| e.to_string())?,
-        ))
+    fn open_device(&self, _target: &Target) -> Result<Arc<dyn Device>, CallError> {
+        Ok(Arc::new(device::CudaDevice::open().map_err(|e| {
+            CallError::failed("opening the CUDA device", e)
+        })?))
     }
 }
 

@@ -129,9 +129,9 @@ fn device_params(d: &DeviceInfo) -> HardwareParams {
     }
 }
 
-/// Resolves a `cuda` target string: its architecture and parameters.
-pub fn resolve(target: &str) -> Result<CudaTarget, CudaError> {
-    let t = Target::parse_any(target).map_err(|e| bad(target, e.to_string()))?;
+/// Resolves a `cuda` target: its architecture and parameters.
+pub fn resolve(t: &Target) -> Result<CudaTarget, CudaError> {
+    let target = &t.to_string();
     if t.kind.name() != "cuda" {
         return Err(bad(target, "not a `cuda` target"));
     }
@@ -189,6 +189,11 @@ mod tests {
         for bad in ["sm_8", "compute_80", "sm_", "sm_80_", "80"] {
             assert!(Arch::parse(bad).is_none(), "{bad}");
         }
+    }
+
+    /// `resolve` of a target string.
+    fn resolve(s: &str) -> Result<CudaTarget, CudaError> {
+        super::resolve(&Target::parse_any(s).unwrap())
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! [`Device::time`] uses the profiling events: each repeat is measured from the first
 //! kernel's start to the last kernel's end, on the device's clock.
 
+use crate::error::OpenClError;
 use crate::module::DeviceModule;
 use opencl3::command_queue::{CommandQueue, CL_QUEUE_PROFILING_ENABLE};
 use opencl3::context::Context;
@@ -31,22 +32,25 @@ pub const INSTALL_HINT: &str = "install an OpenCL ICD loader and a driver, e.g. 
 /// The first OpenCL device of the first platform that has one, looked up once per
 /// process (ICD loaders and drivers do not all enumerate safely from several threads at
 /// once: PoCL answered "no device" to a second thread asking while the first did).
-pub fn first_device() -> Result<ClDevice, String> {
-    static FOUND: OnceLock<Result<usize, String>> = OnceLock::new();
+pub fn first_device() -> Result<ClDevice, OpenClError> {
+    static FOUND: OnceLock<Result<usize, OpenClError>> = OnceLock::new();
     FOUND
         .get_or_init(|| find_device().map(|d| d.id() as usize))
         .clone()
         .map(|id| ClDevice::new(id as cl_device_id))
 }
 
-fn find_device() -> Result<ClDevice, String> {
+fn find_device() -> Result<ClDevice, OpenClError> {
+    let none = |reason: String| OpenClError::NoDevice {
+        reason,
+        hint: INSTALL_HINT,
+    };
     if !cl3::is_opencl_runtime_available() {
-        return Err(format!(
-            "no OpenCL runtime: libOpenCL.so.1 could not be loaded ({INSTALL_HINT})"
+        return Err(none(
+            "no OpenCL runtime: libOpenCL.so.1 could not be loaded".into(),
         ));
     }
-    let platforms =
-        get_platforms().map_err(|e| format!("no OpenCL platform ({e}); {INSTALL_HINT}"))?;
+    let platforms = get_platforms().map_err(|e| none(format!("no OpenCL platform ({e})")))?;
     for p in &platforms {
         if let Ok(ids) = p.get_devices(CL_DEVICE_TYPE_ALL) {
             if let Some(id) = ids.first() {
@@ -54,10 +58,10 @@ fn find_device() -> Result<ClDevice, String> {
             }
         }
     }
-    Err(format!(
-        "no OpenCL device on {} platform(s); {INSTALL_HINT}",
+    Err(none(format!(
+        "no OpenCL device on {} platform(s)",
         platforms.len()
-    ))
+    )))
 }
 
 struct LoadedModule {
@@ -100,17 +104,21 @@ pub struct OpenClDevice {
 
 impl OpenClDevice {
     /// Opens the first OpenCL device (see [`first_device`]) for targets of `kind`.
-    pub fn open(kind: TargetKind) -> Result<OpenClDevice, String> {
+    pub fn open(kind: TargetKind) -> Result<OpenClDevice, OpenClError> {
         let dev = first_device()?;
         let name = format!(
             "opencl:{}",
             dev.name().unwrap_or_else(|_| "unknown device".into())
         );
-        let context = Context::from_device(&dev)
-            .map_err(|e| format!("{name}: cannot create a context: {e}"))?;
+        let driver = |action: &'static str, e: &dyn std::fmt::Display| OpenClError::Driver {
+            device: name.clone(),
+            action,
+            reason: e.to_string(),
+        };
+        let context = Context::from_device(&dev).map_err(|e| driver("create a context", &e))?;
         let queue =
             CommandQueue::create_default_with_properties(&context, CL_QUEUE_PROFILING_ENABLE, 0)
-                .map_err(|e| format!("{name}: cannot create a command queue: {e}"))?;
+                .map_err(|e| driver("create a command queue", &e))?;
         let platform = dev
             .platform()
             .ok()
@@ -331,7 +339,7 @@ impl Device for OpenClDevice {
                 artifact_kind: artifact.device.clone(),
             });
         }
-        let module = DeviceModule::read(&artifact.path).map_err(|m| self.failed(m))?;
+        let module = DeviceModule::read(&artifact.path).map_err(|m| self.failed(m.to_string()))?;
         let cached = self.state().programs.get(&module.source).cloned();
         let program = match cached {
             Some(p) => p,

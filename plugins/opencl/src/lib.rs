@@ -12,25 +12,28 @@
 //!   Mali values.
 
 pub mod device;
+pub mod error;
 pub mod module;
 pub mod target;
+
+pub use error::OpenClError;
 
 use std::sync::Arc;
 use tessera_backends::cfamily::{device_source, KernelLaunch, OpenClDialect};
 use tessera_ir::PrimFunc;
-use tessera_plugin::{export_plugin, BuiltKernel, Plugin};
+use tessera_plugin::{export_plugin, BuiltKernel, CallError, Plugin};
 use tessera_runtime::Device;
-use tessera_target::{HardwareParams, TargetKind};
+use tessera_target::{HardwareParams, Target, TargetKind};
 
 /// The OpenCL plugin.
 pub struct OpenClPlugin;
 
 impl OpenClPlugin {
     /// The OpenCL source of `func` and its module file.
-    pub fn module(func: &PrimFunc) -> Result<module::DeviceModule, String> {
+    pub fn module(func: &PrimFunc) -> Result<module::DeviceModule, OpenClError> {
         device_source(&OpenClDialect, func)
             .map(module::DeviceModule::new)
-            .map_err(|e| e.to_string())
+            .map_err(|e| OpenClError::Codegen(e.to_string()))
     }
 }
 
@@ -44,14 +47,16 @@ impl Plugin for OpenClPlugin {
     fn backends(&self) -> Vec<String> {
         vec!["opencl".into()]
     }
-    fn hardware_params(&self, target: &str) -> Result<HardwareParams, String> {
-        target::hardware_params(target)
+    fn hardware_params(&self, target: &Target) -> Result<HardwareParams, CallError> {
+        target::hardware_params(target).map_err(|e| CallError::bad_target(target, e))
     }
-    fn codegen(&self, _target: &str, func: &PrimFunc) -> Result<String, String> {
-        Self::module(func).map(|m| m.source)
+    fn codegen(&self, _target: &Target, func: &PrimFunc) -> Result<String, CallError> {
+        Self::module(func)
+            .map(|m| m.source)
+            .map_err(|e| CallError::failed("codegen", e))
     }
-    fn build(&self, _target: &str, func: &PrimFunc) -> Result<BuiltKernel, String> {
-        let m = Self::module(func)?;
+    fn build(&self, _target: &Target, func: &PrimFunc) -> Result<BuiltKernel, CallError> {
+        let m = Self::module(func).map_err(|e| CallError::failed("codegen", e))?;
         let launch = m.kernels.first().map(KernelLaunch::dims);
         Ok(BuiltKernel {
             bytes: m.to_bytes(),
@@ -59,8 +64,10 @@ impl Plugin for OpenClPlugin {
             source: m.source,
         })
     }
-    fn open_device(&self, _target: &str) -> Result<Arc<dyn Device>, String> {
-        Ok(Arc::new(device::OpenClDevice::open(TargetKind::OPENCL)?))
+    fn open_device(&self, _target: &Target) -> Result<Arc<dyn Device>, CallError> {
+        let device = device::OpenClDevice::open(TargetKind::OPENCL)
+            .map_err(|e| CallError::failed("opening the OpenCL device", e))?;
+        Ok(Arc::new(device))
     }
 }
 

@@ -3,6 +3,7 @@
 //! JSON with a format tag — TVM keeps the same facts beside the source
 //! (`*.tvm_meta.json`). The device builds the source when it loads the module.
 
+use crate::error::OpenClError;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use tessera_backends::cfamily::{DeviceSource, KernelLaunch, Workspace};
@@ -34,16 +35,20 @@ impl DeviceModule {
     }
 
     /// Reads a module file, refusing another format.
-    pub fn read(path: &Path) -> Result<DeviceModule, String> {
-        let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    pub fn read(path: &Path) -> Result<DeviceModule, OpenClError> {
+        let file = |reason: String| OpenClError::ModuleFile {
+            path: path.to_path_buf(),
+            reason,
+        };
+        let bytes = std::fs::read(path).map_err(|e| file(e.to_string()))?;
         let m: DeviceModule = serde_json::from_slice(&bytes)
-            .map_err(|e| format!("{}: not an OpenCL module: {e}", path.display()))?;
+            .map_err(|e| file(format!("not an OpenCL module: {e}")))?;
         if m.format != FORMAT {
-            return Err(format!(
-                "{}: module format `{}`, this device loads `{FORMAT}`",
-                path.display(),
-                m.format
-            ));
+            return Err(OpenClError::ModuleFormat {
+                path: path.to_path_buf(),
+                found: m.format,
+                expected: FORMAT,
+            });
         }
         Ok(m)
     }

@@ -12,6 +12,7 @@
 //! Options `-max-threads-per-block` and `-max-shared-memory-per-block` override either.
 
 use crate::device::first_device;
+use crate::error::OpenClError;
 use tessera_target::{HardwareParams, Target};
 
 /// Whether `target` is the Mali variant.
@@ -23,17 +24,20 @@ pub fn is_mali(target: &Target) -> bool {
 /// others, which it has no parameters or rules for).
 pub const KNOWN_DEVICES: &[&str] = &["mali"];
 
-/// The hardware parameters of an `opencl` target string.
-pub fn hardware_params(target: &str) -> Result<HardwareParams, String> {
-    let t = Target::parse_any(target).map_err(|e| e.to_string())?;
+/// The hardware parameters of an `opencl` target.
+pub fn hardware_params(t: &Target) -> Result<HardwareParams, OpenClError> {
+    let target = t.to_string();
     if let Some(d) = t.option("device").filter(|d| !KNOWN_DEVICES.contains(d)) {
-        return Err(format!(
-            "{target}: unknown -device `{d}` (known: {}; without -device the first OpenCL \
-             device's own limits are used)",
-            KNOWN_DEVICES.join(", ")
-        ));
+        return Err(OpenClError::Target {
+            target,
+            reason: format!(
+                "unknown -device `{d}` (known: {}; without -device the first OpenCL \
+                 device's own limits are used)",
+                KNOWN_DEVICES.join(", ")
+            ),
+        });
     }
-    let mut p = if is_mali(&t) {
+    let mut p = if is_mali(t) {
         HardwareParams {
             num_cores: 1,
             vector_unit_bytes: 16,
@@ -56,13 +60,16 @@ pub fn hardware_params(target: &str) -> Result<HardwareParams, String> {
             warp_size: 1,
         })
     };
-    let opt = |name: &str| -> Result<Option<usize>, String> {
+    let opt = |name: &str| -> Result<Option<usize>, OpenClError> {
         t.option(name)
             .map(|v| {
                 v.parse::<usize>()
                     .ok()
                     .filter(|&n| n > 0)
-                    .ok_or_else(|| format!("{target}: -{name}={v} is not a positive whole number"))
+                    .ok_or_else(|| OpenClError::Target {
+                        target: target.clone(),
+                        reason: format!("-{name}={v} is not a positive whole number"),
+                    })
             })
             .transpose()
     };
@@ -97,7 +104,13 @@ fn queried() -> Option<HardwareParams> {
 
 #[cfg(test)]
 mod tests {
-    use super::hardware_params;
+    use tessera_target::{HardwareParams, Target};
+
+    /// `hardware_params` of a target string (the plugin's entry point parses it first).
+    fn hardware_params(s: &str) -> Result<HardwareParams, String> {
+        let t = Target::parse_any(s).map_err(|e| e.to_string())?;
+        super::hardware_params(&t).map_err(|e| e.to_string())
+    }
 
     #[test]
     fn mali_has_tvms_parameters_and_takes_the_overrides() {

@@ -17,14 +17,25 @@ use tessera_search::policy::{
     Observation, PolicyError, PolicyInfo, PolicyOptions, Proposal, Scorer, SearchPolicy,
     SearchTask, StrategyFactory,
 };
-use tessera_search::state::State;
+use tessera_search::state::{State, StateError};
 use tessera_search::ScheduleDesc;
-use tessera_te::{lower, ComputeDag};
+use tessera_te::{lower, ComputeDag, LowerError};
+
+/// Why a state has no program.
+#[derive(Debug, thiserror::Error)]
+pub enum LowerStateError {
+    /// A step does not replay onto the DAG's schedule.
+    #[error("{0}")]
+    Replay(#[from] StateError),
+    /// The replayed schedule does not lower.
+    #[error("{0}")]
+    Lower(#[from] LowerError),
+}
 
 /// Lowers a complete state into the function that is measured.
-pub fn lower_state(state: &State, name: &str) -> Result<PrimFunc, String> {
-    let r = state.replay().map_err(|e| e.to_string())?;
-    lower(&r.schedule, &r.args, name).map_err(|e| e.to_string())
+pub fn lower_state(state: &State, name: &str) -> Result<PrimFunc, LowerStateError> {
+    let r = state.replay()?;
+    Ok(lower(&r.schedule, &r.args, name)?)
 }
 
 /// Whether `func` is within `max_code_size` IR nodes once its unrolled loops are
@@ -187,7 +198,7 @@ impl SearchPolicy for SketchSearch {
                 schedule: ScheduleDesc::Steps {
                     steps: s.steps_json(),
                 },
-                program: lower_state(s, &format!("cand{k}")),
+                program: lower_state(s, &format!("cand{k}")).map_err(|e| e.to_string()),
             })
             .collect())
     }
@@ -209,12 +220,13 @@ impl SearchPolicy for SketchSearch {
             .iter()
             .map(|d| {
                 let s = self.state_of(d)?;
-                lower_state(&s, "candidate").map_err(PolicyError::Failed)
+                lower_state(&s, "candidate").map_err(|e| PolicyError::Failed(e.to_string()))
             })
             .collect()
     }
 
     fn reference(&self) -> Result<PrimFunc, PolicyError> {
-        lower_state(&State::new(self.dag()), "reference").map_err(PolicyError::Failed)
+        lower_state(&State::new(self.dag()), "reference")
+            .map_err(|e| PolicyError::Failed(e.to_string()))
     }
 }

@@ -136,7 +136,7 @@ pub fn build_vta(
     let program = generate(cfg, w, k)?;
     let layout = crate::isa::Layout::of(cfg).map_err(|reason| VtaError::Config {
         path: "(given)".into(),
-        reason,
+        reason: reason.to_string(),
     })?;
     let mut listing = format!("// {} on VTA {}: {w:?}\n// {k}\n", func.name, cfg.name());
     for (i, word) in program.words.iter().enumerate() {

@@ -3,6 +3,7 @@
 //! follows from it — element sizes and buffer depths, the bitstream name, the peak. The
 //! default is the Pynq configuration `1x16_i8w8a32_15_15_18_17`.
 
+use crate::error::Unsupported;
 use crate::error::VtaError;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -78,26 +79,26 @@ impl VtaConfig {
         })?;
         cfg.check().map_err(|reason| VtaError::Config {
             path: path.display().to_string(),
-            reason,
+            reason: reason.to_string(),
         })?;
         Ok(cfg)
     }
 
     /// What this implementation runs: int8 inputs and weights, int32 accumulators, and
     /// buffers whose index fields fit the instruction words.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), Unsupported> {
         if (self.log_inp_width, self.log_wgt_width, self.log_acc_width) != (3, 3, 5) {
-            return Err(format!(
+            return Err(Unsupported(format!(
                 "only int8 inputs and weights with int32 accumulators are supported \
                  (LOG_INP_WIDTH 3, LOG_WGT_WIDTH 3, LOG_ACC_WIDTH 5), not {}/{}/{}",
                 self.log_inp_width, self.log_wgt_width, self.log_acc_width
-            ));
+            )));
         }
         if self.log_batch > 4 || self.log_block > 6 || self.log_block < 1 {
-            return Err(format!(
+            return Err(Unsupported(format!(
                 "LOG_BATCH {} / LOG_BLOCK {}: a batch of at most 16 and a block of 2 to 64",
                 self.log_batch, self.log_block
-            ));
+            )));
         }
         let depths = [
             ("UOP", self.log_uop_buff_size, self.log_uop_depth()),
@@ -107,13 +108,13 @@ impl VtaConfig {
         ];
         for (name, size, depth) in depths {
             if !(1..=16).contains(&depth) || size > 24 {
-                return Err(format!(
+                return Err(Unsupported(format!(
                     "LOG_{name}_BUFF_SIZE {size}: a buffer of 2 to 65536 elements is supported"
-                ));
+                )));
             }
         }
         if self.clock_mhz == 0 {
-            return Err("CLOCK_MHZ must be positive".into());
+            return Err(Unsupported("CLOCK_MHZ must be positive".into()));
         }
         crate::isa::Layout::of(self).map(|_| ())
     }

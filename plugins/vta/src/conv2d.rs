@@ -16,6 +16,7 @@
 
 use crate::builder::{Arg, Builder, Dir, Program};
 use crate::config::VtaConfig;
+use crate::error::Unsupported;
 use crate::error::VtaError;
 use crate::isa::{
     AluInsn, AluOp, Deps, GemmInsn, Insn, Layout, MemInsn, MemOp, MemType, Module, Uop, UopLoop,
@@ -80,7 +81,7 @@ impl Conv2dPacked {
         }
     }
     /// Checks the shape itself.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), Unsupported> {
         let sizes = [
             self.n,
             self.ci,
@@ -93,21 +94,23 @@ impl Conv2dPacked {
             self.stride.1,
         ];
         if sizes.contains(&0) {
-            return Err("every size and stride must be positive".into());
+            return Err(Unsupported("every size and stride must be positive".into()));
         }
         if self.h + 2 * self.pad.0 < self.kh || self.w + 2 * self.pad.1 < self.kw {
-            return Err("the kernel is larger than the padded input".into());
+            return Err(Unsupported(
+                "the kernel is larger than the padded input".into(),
+            ));
         }
         if self.pad.0 >= self.kh || self.pad.1 >= self.kw || self.pad.0 > 15 || self.pad.1 > 15 {
-            return Err(
+            return Err(Unsupported(
                 "padding smaller than the kernel and at most 15 (the LOAD's pad fields)".into(),
-            );
+            ));
         }
         let e = &self.epilogue;
         if e.shift > 31 || (e.round && e.shift > 15) || e.clip.0 > e.clip.1 {
-            return Err(format!(
+            return Err(Unsupported(format!(
                 "epilogue {e:?}: a shift up to 31 (15 when rounding) and clip low ≤ high"
-            ));
+            )));
         }
         Ok(())
     }
@@ -203,9 +206,9 @@ pub fn generate(cfg: &VtaConfig, w: &Conv2dPacked, k: &Knobs) -> Result<Program,
         config: k.to_string(),
         reason,
     };
-    w.check().map_err(fail)?;
+    w.check().map_err(|e| fail(e.to_string()))?;
     let slots = plan(cfg, w, k).map_err(fail)?;
-    let layout = Layout::of(cfg).map_err(fail)?;
+    let layout = Layout::of(cfg).map_err(|e| fail(e.to_string()))?;
     let threads = k.oc_nthread * k.h_nthread;
     let mut g = Gen {
         b: Builder::new(layout),

@@ -48,3 +48,17 @@ pub enum VtaError {
     #[error("hazard: {0}")]
     Hazard(String),
 }
+
+/// What this implementation of VTA does not run (a configuration whose widths or depths
+/// it does not support, a layer shape it cannot tile), with the reason: the callers
+/// wrap it into the [`VtaError`] of their context.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Unsupported(pub String);
+
+impl Unsupported {
+    /// Whether the reason mentions `needle`.
+    pub fn contains(&self, needle: &str) -> bool {
+        self.0.contains(needle)
+    }
+}

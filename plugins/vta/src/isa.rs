@@ -6,6 +6,7 @@
 //! does not fit its field, naming the field; decoding refuses an unknown opcode.
 
 use crate::config::{VtaConfig, LOOP_ITER_WIDTH};
+use crate::error::Unsupported;
 use crate::error::VtaError;
 use std::fmt;
 
@@ -214,7 +215,7 @@ fn get(word: u128, lo: u32, width: u32) -> u32 {
 
 impl Layout {
     /// The layout of `cfg`; an error when a word would overflow.
-    pub fn of(cfg: &VtaConfig) -> Result<Layout, String> {
+    pub fn of(cfg: &VtaConfig) -> Result<Layout, Unsupported> {
         let l = Layout {
             uop_idx: cfg.log_uop_depth(),
             acc_idx: cfg.log_acc_depth(),
@@ -226,10 +227,10 @@ impl Layout {
         let alu1 = 2 * (l.acc_idx + l.inp_idx) + 3 + 1 + 16;
         let uop = l.acc_idx + l.inp_idx + l.wgt_idx;
         if word0 > 64 || gemm1 > 64 || alu1 > 64 || uop > 32 {
-            return Err(format!(
+            return Err(Unsupported(format!(
                 "the buffer depths give instruction fields of {word0}/{gemm1}/{alu1} bits for \
                  64-bit words and micro-ops of {uop} bits for 32: the buffers are too deep"
-            ));
+            )));
         }
         Ok(l)
     }

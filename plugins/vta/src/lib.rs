@@ -38,7 +38,7 @@ pub mod module;
 use std::sync::Arc;
 use tessera_backends::{Backend, CpuBackend};
 use tessera_ir::PrimFunc;
-use tessera_plugin::{export_plugin, BuiltKernel, Plugin};
+use tessera_plugin::{export_plugin, BuiltKernel, CallError, Plugin};
 use tessera_runtime::Device;
 use tessera_target::{HardwareParams, Target};
 
@@ -47,14 +47,10 @@ use tessera_target::{HardwareParams, Target};
 pub struct VtaPlugin;
 
 impl VtaPlugin {
-    fn config(target: &str) -> Result<VtaConfig, String> {
-        let t: Target = target
-            .parse()
-            .map_err(|e: tessera_target::TargetError| e.to_string())?;
+    fn config(t: &Target) -> Result<VtaConfig, CallError> {
         match t.option("config") {
-            Some(path) => {
-                VtaConfig::from_file(std::path::Path::new(path)).map_err(|e| e.to_string())
-            }
+            Some(path) => VtaConfig::from_file(std::path::Path::new(path))
+                .map_err(|e| CallError::bad_target(t, e)),
             None => Ok(VtaConfig::default()),
         }
     }
@@ -70,30 +66,36 @@ impl Plugin for VtaPlugin {
     fn backends(&self) -> Vec<String> {
         vec!["vta".into()]
     }
-    fn hardware_params(&self, _target: &str) -> Result<HardwareParams, String> {
+    fn hardware_params(&self, _target: &Target) -> Result<HardwareParams, CallError> {
         // the layers VTA does not run are compiled for the board's CPU: this machine's
         Ok(HardwareParams::detect_host())
     }
-    fn codegen(&self, target: &str, func: &PrimFunc) -> Result<String, String> {
+    fn codegen(&self, target: &Target, func: &PrimFunc) -> Result<String, CallError> {
         self.build(target, func).map(|b| b.source)
     }
-    fn build(&self, target: &str, func: &PrimFunc) -> Result<BuiltKernel, String> {
+    fn build(&self, target: &Target, func: &PrimFunc) -> Result<BuiltKernel, CallError> {
         let cfg = Self::config(target)?;
         if let Some(kernel) = backend::vta_kernel(func) {
-            let (w, k) = kernel.map_err(|e| e.to_string())?;
-            let (bytes, source) =
-                backend::build_vta(&cfg, func, &w, &k).map_err(|e| e.to_string())?;
+            let (w, k) = kernel.map_err(|e| CallError::failed("VTA kernel", e))?;
+            let (bytes, source) = backend::build_vta(&cfg, func, &w, &k)
+                .map_err(|e| CallError::failed("VTA build", e))?;
             return Ok(BuiltKernel {
                 bytes,
                 launch: None,
                 source,
             });
         }
-        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let dir = tempfile::tempdir().map_err(|e| CallError::failed("a build directory", e))?;
         let cpu = CpuBackend::new(Target::cpu());
-        let artifact = cpu.build(func, dir.path()).map_err(|e| e.to_string())?;
-        let bytes = std::fs::read(&artifact.path)
-            .map_err(|e| format!("{}: {e}", artifact.path.display()))?;
+        let artifact = cpu
+            .build(func, dir.path())
+            .map_err(|e| CallError::failed("CPU build", e))?;
+        let bytes = std::fs::read(&artifact.path).map_err(|e| {
+            CallError::failed(
+                "reading the built library",
+                format!("{}: {e}", artifact.path.display()),
+            )
+        })?;
         let source = std::fs::read_to_string(&artifact.source_path).unwrap_or_default();
         Ok(BuiltKernel {
             bytes,
@@ -101,11 +103,11 @@ impl Plugin for VtaPlugin {
             source,
         })
     }
-    fn open_device(&self, target: &str) -> Result<Arc<dyn Device>, String> {
+    fn open_device(&self, target: &Target) -> Result<Arc<dyn Device>, CallError> {
         let cfg = Self::config(target)?;
-        Ok(Arc::new(
-            device::VtaDevice::new(cfg).map_err(|e| e.to_string())?,
-        ))
+        let device = device::VtaDevice::new(cfg)
+            .map_err(|e| CallError::failed("opening the VTA device", e))?;
+        Ok(Arc::new(device))
     }
 }
 

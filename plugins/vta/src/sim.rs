@@ -136,7 +136,7 @@ impl Simulator {
     pub fn new(cfg: VtaConfig) -> Result<Simulator, VtaError> {
         cfg.check().map_err(|reason| VtaError::Config {
             path: "(given)".into(),
-            reason,
+            reason: reason.to_string(),
         })?;
         let layout = Layout::of(&cfg).expect("checked");
         Ok(Simulator {

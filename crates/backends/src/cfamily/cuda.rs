@@ -21,7 +21,7 @@
 //! shared buffer and the first warp folds those. Any other shape keeps the printer's
 //! shared-memory tree.
 
-use super::dialect::{AllocDecl, Dialect, VectorCode};
+use super::dialect::{AllocDecl, Dialect, Refusal, VectorCode};
 use super::names::{sanitize, scalar_c, scalar_helpers, vec_name};
 use super::KernelLanguage;
 use tessera_ir::transform::{AllreduceInfo, DeviceKernel, ThreadExtents};
@@ -66,9 +66,12 @@ impl Dialect for CudaDialect {
         RESERVED
     }
 
-    fn check_type(&self, t: DataType) -> Result<(), String> {
+    fn check_type(&self, t: DataType) -> Result<(), Refusal> {
         if t.is_float() && t.bits == 16 {
-            return Err("float16 needs cuda_fp16.h, which this backend does not include".into());
+            return Err(Refusal::Type {
+                dtype: t,
+                why: "float16 needs cuda_fp16.h, which this backend does not include",
+            });
         }
         Ok(())
     }
@@ -86,10 +89,13 @@ impl Dialect for CudaDialect {
         VectorCode::AlignedCopies
     }
 
-    fn check_lanes(&self, lanes: u16) -> Result<(), String> {
+    fn check_lanes(&self, lanes: u16) -> Result<(), Refusal> {
         match lanes {
             2 | 4 => Ok(()),
-            _ => Err(format!("a vector of {lanes} lanes (CUDA copies 2 or 4)")),
+            _ => Err(Refusal::Lanes {
+                lanes,
+                allowed: "CUDA copies 2 or 4",
+            }),
         }
     }
 
@@ -164,7 +170,7 @@ impl Dialect for CudaDialect {
         name: &str,
         n: i64,
         _bytes: usize,
-    ) -> Result<AllocDecl, String> {
+    ) -> Result<AllocDecl, Refusal> {
         match scope {
             // Aligned for the `float4` copies (`copies.rs` proves offsets, not bases).
             StorageScope::Shared => Ok(AllocDecl::Hoisted(format!(
@@ -173,11 +179,11 @@ impl Dialect for CudaDialect {
             StorageScope::Local => Ok(AllocDecl::Here(format!(
                 "__align__(16) {elem} {name}[{n}];"
             ))),
-            StorageScope::Global => Err(
-                "global memory cannot be allocated inside a kernel (only the function's \
-                 top-level intermediates become workspaces)"
-                    .into(),
-            ),
+            StorageScope::Global => Err(Refusal::Allocation {
+                scope,
+                why: "global memory cannot be allocated inside a kernel (only the function's \
+                 top-level intermediates become workspaces)",
+            }),
         }
     }
 }

@@ -8,6 +8,24 @@ use super::names::vec_name;
 use tessera_ir::transform::{AllreduceInfo, ThreadExtents};
 use tessera_ir::{DataType, Intrinsic, StorageScope, ThreadAxis};
 
+/// What a dialect refuses to print: the printer reports it as
+/// `BackendError::Unsupported` naming the function.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// A type the language (or the device) cannot compute in.
+    #[error("{why}")]
+    Type { dtype: DataType, why: &'static str },
+    /// A vector width the language has no type for; `allowed` says which it has.
+    #[error("a vector of {lanes} lanes ({allowed})")]
+    Lanes { lanes: u16, allowed: &'static str },
+    /// An allocation the language cannot make in this scope.
+    #[error("{why}")]
+    Allocation {
+        scope: StorageScope,
+        why: &'static str,
+    },
+}
+
 /// How an allocation is declared.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AllocDecl {
@@ -33,19 +51,20 @@ pub trait Dialect: Sync {
     }
 
     /// Refuses a type the language (or the device) cannot compute in.
-    fn check_type(&self, t: DataType) -> Result<(), String> {
+    fn check_type(&self, t: DataType) -> Result<(), Refusal> {
         let _ = t;
         Ok(())
     }
 
     /// Refuses a number of vector lanes the language has no type for.
-    fn check_lanes(&self, lanes: u16) -> Result<(), String> {
+    fn check_lanes(&self, lanes: u16) -> Result<(), Refusal> {
         if lanes.is_power_of_two() {
             Ok(())
         } else {
-            Err(format!(
-                "a vector of {lanes} lanes (C vector types need a power of two)"
-            ))
+            Err(Refusal::Lanes {
+                lanes,
+                allowed: "C vector types need a power of two",
+            })
         }
     }
 
@@ -120,7 +139,7 @@ pub trait Dialect: Sync {
         name: &str,
         n: i64,
         bytes: usize,
-    ) -> Result<AllocDecl, String> {
+    ) -> Result<AllocDecl, Refusal> {
         let _ = scope;
         if bytes <= super::STACK_LIMIT {
             Ok(AllocDecl::Here(format!(

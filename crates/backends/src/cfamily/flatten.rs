@@ -6,21 +6,32 @@
 use tessera_ir::arith::simplify;
 use tessera_ir::{Buffer, DataType, Expr, ExprNode};
 
+/// Why an access has no flat offset.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FlattenError {
+    #[error("buffer `{buffer}` has a shape that is not constant")]
+    ShapeNotConstant { buffer: String },
+    #[error("buffer `{buffer}` has {rank} dimensions, accessed with {indices} indices")]
+    Rank {
+        buffer: String,
+        rank: usize,
+        indices: usize,
+    },
+}
+
 /// The flat row-major offset of a scalar access, simplified.
-pub fn flat_expr(buffer: &Buffer, indices: &[Expr]) -> Result<Expr, String> {
-    let shape = buffer.const_shape().ok_or_else(|| {
-        format!(
-            "buffer `{}` has a shape that is not constant",
-            buffer.name()
-        )
-    })?;
+pub fn flat_expr(buffer: &Buffer, indices: &[Expr]) -> Result<Expr, FlattenError> {
+    let shape = buffer
+        .const_shape()
+        .ok_or_else(|| FlattenError::ShapeNotConstant {
+            buffer: buffer.name().to_string(),
+        })?;
     if shape.len() != indices.len() {
-        return Err(format!(
-            "buffer `{}` has {} dimensions, accessed with {} indices",
-            buffer.name(),
-            shape.len(),
-            indices.len()
-        ));
+        return Err(FlattenError::Rank {
+            buffer: buffer.name().to_string(),
+            rank: shape.len(),
+            indices: indices.len(),
+        });
     }
     // Offsets are computed in int64 where the buffer has more elements than int32
     // holds, in int32 otherwise; narrower (or unsigned) indices are widened first, so

@@ -3,7 +3,8 @@
 //!
 //! The pipeline, as one list (Halide's `Lower.cpp` style):
 //!
-//! - every function: [`host_passes`] — `auto_unroll` (the auto-scheduler's pragma),
+//! - every function: [`host_passes`] — the verifier on what lowering gave, then
+//!   `auto_unroll` (the auto-scheduler's pragma),
 //!   `split_wide_vectors` (when the backend gives its register width:
 //!   [`host_passes_for`]), `unroll_loops`, `vectorize_loops`, `lower_floor_div`
 //!   (floor division of non-negative integers as C's `/` and `%`);
@@ -11,6 +12,8 @@
 //!   launch extents, workspaces), then per kernel `storage_sync` (barriers for shared
 //!   memory, refused inside a condition) and the host passes, vectorizing what the
 //!   dialect prints (everything, or only [`copies`]' aligned copies);
+//! - in debug builds (every test) `tessera_ir::verify` after each pass, a refusal
+//!   naming the pass ([`BackendError::Verify`]);
 //! - then [`print_function`] per function or kernel, and the backend assembles the
 //!   source: [`crate::cpu::generate_c`] (a C function and its exported entry) or
 //!   [`device_source`] (kernels one after another, each after a `// Function: <name>`
@@ -30,7 +33,7 @@ mod vector;
 mod vmath;
 
 pub use cuda::CudaDialect;
-pub use dialect::{AllocDecl, CDialect, Dialect, VectorCode};
+pub use dialect::{AllocDecl, CDialect, Dialect, Refusal, VectorCode};
 pub use opencl::OpenClDialect;
 pub use printer::{print_function, vector_typedefs, PrintedFunction, VectorTypes};
 
@@ -40,40 +43,85 @@ use tessera_ir::transform::{
     auto_unroll, lower_floor_div, split_host_device, split_wide_vectors, storage_sync,
     unroll_loops, vectorize_loops, DeviceKernel, NotVectorized, TransformError,
 };
+use tessera_ir::verify::verify_body;
 use tessera_ir::{Buffer, PrimFunc, Stmt};
 
 /// Allocations up to this many bytes live on the stack (the C dialect).
 pub const STACK_LIMIT: usize = 32 * 1024;
 
 /// The passes every body takes before it is printed; returns the loops left scalar.
-pub fn host_passes(body: &Stmt) -> (Stmt, Vec<NotVectorized>) {
-    passes(body, VectorCode::Full, None)
+/// `func` names the function (or kernel) in errors, `params` are its parameters (and a
+/// kernel's workspaces): the buffers the verifier accepts as given.
+pub fn host_passes(
+    func: &str,
+    params: &[Buffer],
+    body: &Stmt,
+) -> Result<(Stmt, Vec<NotVectorized>), BackendError> {
+    passes(Checked { func, params }, body, VectorCode::Full, None)
 }
 
 /// The same passes for a machine whose vector registers hold `vector_bytes` bytes:
 /// vector loops wider than a register are first split into register-wide ones.
-pub fn host_passes_for(body: &Stmt, vector_bytes: Option<usize>) -> (Stmt, Vec<NotVectorized>) {
-    passes(body, VectorCode::Full, vector_bytes)
+pub fn host_passes_for(
+    func: &str,
+    params: &[Buffer],
+    body: &Stmt,
+    vector_bytes: Option<usize>,
+) -> Result<(Stmt, Vec<NotVectorized>), BackendError> {
+    passes(
+        Checked { func, params },
+        body,
+        VectorCode::Full,
+        vector_bytes,
+    )
+}
+
+/// What the verifier needs to check a body between passes: its function's name (for
+/// the error) and parameters.
+#[derive(Clone, Copy)]
+struct Checked<'a> {
+    func: &'a str,
+    params: &'a [Buffer],
+}
+
+impl Checked<'_> {
+    /// `body` as `pass` left it, verified in debug builds.
+    fn after(self, pass: &'static str, body: Stmt) -> Result<Stmt, BackendError> {
+        if cfg!(debug_assertions) {
+            verify_body(self.params, &body).map_err(|problem| BackendError::Verify {
+                func: self.func.to_string(),
+                pass,
+                problem,
+            })?;
+        }
+        Ok(body)
+    }
 }
 
 /// The same passes, vectorizing what the dialect's `vector` code can print (the other
 /// vectorized loops are printed as loops).
 fn passes(
+    check: Checked<'_>,
     body: &Stmt,
     vector: VectorCode,
     vector_bytes: Option<usize>,
-) -> (Stmt, Vec<NotVectorized>) {
-    let mut body = auto_unroll(body);
+) -> Result<(Stmt, Vec<NotVectorized>), BackendError> {
+    let body = check.after("lowering", body.clone())?;
+    let mut body = check.after("auto_unroll", auto_unroll(&body))?;
     if let Some(bytes) = vector_bytes {
-        body = split_wide_vectors(&body, bytes);
+        body = check.after("split_wide_vectors", split_wide_vectors(&body, bytes))?;
     }
-    let body = unroll_loops(&body);
+    let body = check.after("unroll_loops", unroll_loops(&body))?;
     let (body, skipped) = match vector {
         VectorCode::Full => vectorize_loops(&body),
         VectorCode::AlignedCopies => vectorize_loops(&copies::keep_aligned_copies(&body)),
         VectorCode::None => (body, Vec::new()),
     };
-    (lower_floor_div(&body), skipped)
+    let body = check.after("vectorize_loops", body)?;
+    Ok((
+        check.after("lower_floor_div", lower_floor_div(&body))?,
+        skipped,
+    ))
 }
 
 /// A GPU function after the device passes: its kernels, in launch order, and the global
@@ -106,9 +154,15 @@ pub fn device_passes(
     let mut kernels = Vec::new();
     let mut skipped = Vec::new();
     for k in split.kernels {
+        let check = Checked {
+            func: &k.name,
+            params: &k.params,
+        };
+        let split_body = check.after("split_host_device", k.body.clone())?;
         let synced =
-            storage_sync(&k.name, &k.body, &k.launch).map_err(|e| transform_err(backend, e))?;
-        let (body, sk) = passes(&synced, vector, None);
+            storage_sync(&k.name, &split_body, &k.launch).map_err(|e| transform_err(backend, e))?;
+        let synced = check.after("storage_sync", synced)?;
+        let (body, sk) = passes(check, &synced, vector, None)?;
         skipped.push(sk);
         kernels.push(DeviceKernel { body, ..k });
     }

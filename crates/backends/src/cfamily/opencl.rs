@@ -8,7 +8,7 @@
 //! are `as_typeN`; math functions are the overloaded built-ins (`exp`, not `expf`).
 //! float16 needs `cl_khr_fp16`, which is not enabled: refused.
 
-use super::dialect::{AllocDecl, Dialect};
+use super::dialect::{AllocDecl, Dialect, Refusal};
 use super::names::{sanitize, scalar_helpers};
 use super::KernelLanguage;
 use tessera_ir::transform::DeviceKernel;
@@ -76,19 +76,23 @@ impl Dialect for OpenClDialect {
         RESERVED
     }
 
-    fn check_type(&self, t: DataType) -> Result<(), String> {
+    fn check_type(&self, t: DataType) -> Result<(), Refusal> {
         if t.is_float() && t.bits == 16 {
-            return Err("float16 needs the cl_khr_fp16 extension, which is not enabled".into());
+            return Err(Refusal::Type {
+                dtype: t,
+                why: "float16 needs the cl_khr_fp16 extension, which is not enabled",
+            });
         }
         Ok(())
     }
 
-    fn check_lanes(&self, lanes: u16) -> Result<(), String> {
+    fn check_lanes(&self, lanes: u16) -> Result<(), Refusal> {
         match lanes {
             2 | 4 | 8 | 16 => Ok(()),
-            _ => Err(format!(
-                "a vector of {lanes} lanes (OpenCL vectors have 2, 4, 8 or 16)"
-            )),
+            _ => Err(Refusal::Lanes {
+                lanes,
+                allowed: "OpenCL vectors have 2, 4, 8 or 16",
+            }),
         }
     }
 
@@ -153,15 +157,15 @@ impl Dialect for OpenClDialect {
         name: &str,
         n: i64,
         _bytes: usize,
-    ) -> Result<AllocDecl, String> {
+    ) -> Result<AllocDecl, Refusal> {
         match scope {
             StorageScope::Shared => Ok(AllocDecl::Hoisted(format!("__local {elem} {name}[{n}];"))),
             StorageScope::Local => Ok(AllocDecl::Here(format!("{elem} {name}[{n}];"))),
-            StorageScope::Global => Err(
-                "global memory cannot be allocated inside a kernel (only the function's \
-                 top-level intermediates become workspaces)"
-                    .into(),
-            ),
+            StorageScope::Global => Err(Refusal::Allocation {
+                scope,
+                why: "global memory cannot be allocated inside a kernel (only the function's \
+                 top-level intermediates become workspaces)",
+            }),
         }
     }
 

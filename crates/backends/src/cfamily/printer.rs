@@ -91,7 +91,9 @@ pub fn print_function(
                 p.name()
             )));
         }
-        dialect.check_type(p.dtype()).map_err(|r| g.err(r))?;
+        dialect
+            .check_type(p.dtype())
+            .map_err(|r| g.err(r.to_string()))?;
         let n = g.declare(p.data());
         decls.push(dialect.param(scalar_c(p.dtype()), &n));
     }
@@ -349,7 +351,9 @@ impl Gen<'_> {
                 )
             }
             ExprNode::Cast { dtype, value } => {
-                self.dialect.check_type(*dtype).map_err(|r| self.err(r))?;
+                self.dialect
+                    .check_type(*dtype)
+                    .map_err(|r| self.err(r.to_string()))?;
                 format!("(({})({}))", scalar_c(*dtype), self.scalar(value)?)
             }
             ExprNode::Load { buffer, indices } => {
@@ -390,7 +394,7 @@ impl Gen<'_> {
         buffer: &Buffer,
         indices: &[Expr],
     ) -> Result<String, BackendError> {
-        let f = flat_expr(buffer, indices).map_err(|r| self.err(r))?;
+        let f = flat_expr(buffer, indices).map_err(|r| self.err(r.to_string()))?;
         self.scalar(&f)
     }
 
@@ -569,7 +573,7 @@ impl Gen<'_> {
                 })?;
                 self.dialect
                     .check_type(buffer.dtype())
-                    .map_err(|r| self.err(r))?;
+                    .map_err(|r| self.err(r.to_string()))?;
                 let n: i64 = shape.iter().product::<i64>().max(1);
                 let c = scalar_c(buffer.dtype());
                 let bytes = n as usize * buffer.dtype().bytes();

@@ -2,6 +2,7 @@
 //! names kept away from C's, comments that stay comments.
 
 use super::*;
+use crate::cfamily::CDialect;
 use crate::cpu::generate_c;
 use tessera_ir::PrimFunc;
 use tessera_ir::StorageScope;
@@ -91,13 +92,42 @@ fn offsets_into_huge_buffers_are_int64() {
     assert!(src.contains("B[((i * 1048576) + j)] = 1.0f;"), "{src}");
 }
 
+/// The printer's own refusal of `f` (printed as given: in debug builds the pipeline's
+/// verifier refuses most of these first, see `malformed_input_is_refused_by_the_verifier`).
 fn refused(f: &PrimFunc, needle: &str) {
-    match generate_c(f, 1) {
+    match print_function(&CDialect, &f.name, &f.params, &f.body, None, 1) {
         Err(BackendError::Unsupported { reason, .. }) => {
             assert!(reason.contains(needle), "`{needle}` not in: {reason}")
         }
         Err(e) => panic!("expected Unsupported ({needle}), got {e}"),
-        Ok(src) => panic!("expected Unsupported ({needle}), got C:\n{src}"),
+        Ok(p) => panic!("expected Unsupported ({needle}), got C:\n{}", p.body),
+    }
+}
+
+/// In debug builds the verifier checks what lowering gives before any pass, and names
+/// the problem.
+#[test]
+fn malformed_input_is_refused_by_the_verifier() {
+    let a = Buffer::global("A", DataType::float32(), &[8]);
+    let free = ivar("free_var");
+    let f = PrimFunc::new(
+        "f",
+        vec![a.clone()],
+        Stmt::store(&a, vec![free.to_expr()], Expr::float(1.0)),
+    );
+    match generate_c(&f, 1) {
+        Err(BackendError::Verify {
+            func,
+            pass,
+            problem,
+        }) if cfg!(debug_assertions) => {
+            assert_eq!((func.as_str(), pass), ("f", "lowering"));
+            assert!(problem.to_string().contains("free_var"), "{problem}");
+        }
+        Err(BackendError::Unsupported { reason, .. }) if !cfg!(debug_assertions) => {
+            assert!(reason.contains("not bound"), "{reason}")
+        }
+        other => panic!("expected the verifier's refusal, got {other:?}"),
     }
 }
 

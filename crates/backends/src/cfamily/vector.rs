@@ -111,7 +111,9 @@ impl Gen<'_> {
 
     /// The dialect's vector types have this many lanes.
     pub(super) fn check_lanes(&self, lanes: u16) -> Result<(), BackendError> {
-        self.dialect.check_lanes(lanes).map_err(|r| self.err(r))
+        self.dialect
+            .check_lanes(lanes)
+            .map_err(|r| self.err(r.to_string()))
     }
 
     /// Applies a scalar C function lane by lane.

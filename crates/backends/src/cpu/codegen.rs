@@ -22,7 +22,7 @@ pub fn generate_c_for(
     num_threads: usize,
     vector_bytes: Option<usize>,
 ) -> Result<String, BackendError> {
-    let (body, skipped) = host_passes_for(&func.body, vector_bytes);
+    let (body, skipped) = host_passes_for(&func.name, &func.params, &func.body, vector_bytes)?;
     let printed = print_function(
         &CDialect,
         &func.name,

@@ -44,7 +44,7 @@ use std::path::{Path, PathBuf};
 use tessera_ir::DataType;
 use tessera_runtime::NDArray;
 
-pub use shape::resolve_reshape;
+pub use shape::{resolve_reshape, ReshapeError};
 
 /// What a converter returns: the graph value of each of the node's outputs, in order.
 type Outputs = Result<Vec<NodeIndex>, GraphError>;

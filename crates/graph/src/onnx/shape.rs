@@ -185,37 +185,65 @@ pub(super) fn size(imp: &mut Importer, c: &NodeCtx) -> Outputs {
     Ok(vec![imp.int_const(c.out_name(0), &[], &[n])?])
 }
 
+/// Why a Reshape's shape does not apply to its input.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ReshapeError {
+    #[error("shape {spec:?}: 0 at {at} has no input dimension to copy")]
+    NothingToCopy { spec: Vec<i64>, at: usize },
+    #[error("shape {spec:?} has more than one -1")]
+    TwoInferred { spec: Vec<i64> },
+    #[error("shape {spec:?} has a negative dimension")]
+    Negative { spec: Vec<i64> },
+    #[error("cannot reshape {input:?} ({total} elements) to {spec:?}")]
+    Count {
+        input: Vec<i64>,
+        total: i64,
+        spec: Vec<i64>,
+    },
+}
+
 /// The output shape of an ONNX Reshape of `input` to `spec` (`0` copies the input's
 /// dimension unless `allowzero`, one `-1` is inferred).
-pub fn resolve_reshape(input: &[i64], spec: &[i64], allowzero: bool) -> Result<Vec<i64>, String> {
+pub fn resolve_reshape(
+    input: &[i64],
+    spec: &[i64],
+    allowzero: bool,
+) -> Result<Vec<i64>, ReshapeError> {
     let total: i64 = input.iter().product();
     let mut out: Vec<i64> = Vec::with_capacity(spec.len());
     let mut infer = None;
+    let spec_v = || spec.to_vec();
     for (i, &d) in spec.iter().enumerate() {
         match d {
-            0 if !allowzero => out.push(*input.get(i).ok_or_else(|| {
-                format!("shape {spec:?}: 0 at {i} has no input dimension to copy")
-            })?),
+            0 if !allowzero => {
+                out.push(*input.get(i).ok_or_else(|| ReshapeError::NothingToCopy {
+                    spec: spec_v(),
+                    at: i,
+                })?)
+            }
             -1 => {
                 if infer.replace(i).is_some() {
-                    return Err(format!("shape {spec:?} has more than one -1"));
+                    return Err(ReshapeError::TwoInferred { spec: spec_v() });
                 }
                 out.push(1);
             }
-            d if d < 0 => return Err(format!("shape {spec:?} has a negative dimension")),
+            d if d < 0 => return Err(ReshapeError::Negative { spec: spec_v() }),
             d => out.push(d),
         }
     }
     let known: i64 = out.iter().product();
+    let count = || ReshapeError::Count {
+        input: input.to_vec(),
+        total,
+        spec: spec_v(),
+    };
     if let Some(i) = infer {
         if known == 0 || total % known != 0 {
-            return Err(format!("cannot reshape {input:?} to {spec:?}"));
+            return Err(count());
         }
         out[i] = total / known;
     } else if known != total {
-        return Err(format!(
-            "cannot reshape {input:?} ({total} elements) to {spec:?}"
-        ));
+        return Err(count());
     }
     Ok(out)
 }
@@ -230,8 +258,8 @@ pub(super) fn reshape(imp: &mut Importer, c: &NodeCtx) -> Outputs {
         imp.const_ints(c, 1, "the shape")?
             .ok_or_else(|| c.bad("input 1 is missing"))?
     };
-    let shape =
-        resolve_reshape(&imp.shape(x), &spec, c.int("allowzero", 0) != 0).map_err(|m| c.bad(m))?;
+    let shape = resolve_reshape(&imp.shape(x), &spec, c.int("allowzero", 0) != 0)
+        .map_err(|m| c.bad(m.to_string()))?;
     Ok(vec![imp.reshape(&c.name, x, shape)?])
 }
 

@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use tessera_backends::{Backend, CpuBackend, HardwareParams, Target};
 use tessera_ir::PrimFunc;
-use tessera_plugin::{export_plugin, BuiltKernel, Plugin};
+use tessera_plugin::{export_plugin, BuiltKernel, CallError, Plugin};
 use tessera_runtime::{BufferId, Device, DeviceError, FunctionId, HostArena, Module, ModuleId};
 use tessera_target::{Artifact, LaunchDims, TargetKind};
 
@@ -87,20 +87,23 @@ impl Plugin for TestDev {
     fn backends(&self) -> Vec<String> {
         vec!["testdev".into()]
     }
-    fn hardware_params(&self, _target: &str) -> Result<HardwareParams, String> {
+    fn hardware_params(&self, _target: &Target) -> Result<HardwareParams, CallError> {
         Ok(HardwareParams::detect_host())
     }
-    fn codegen(&self, _target: &str, func: &PrimFunc) -> Result<String, String> {
-        cpu().codegen(func).map_err(|e| e.to_string())
+    fn codegen(&self, _target: &Target, func: &PrimFunc) -> Result<String, CallError> {
+        cpu()
+            .codegen(func)
+            .map_err(|e| CallError::failed("codegen", e))
     }
-    fn build(&self, _target: &str, func: &PrimFunc) -> Result<BuiltKernel, String> {
+    fn build(&self, _target: &Target, func: &PrimFunc) -> Result<BuiltKernel, CallError> {
         if std::env::var_os("TESSERA_TESTDEV_PANIC").is_some() {
             panic!("testdev was asked to panic");
         }
-        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-        let art = cpu().build(func, dir.path()).map_err(|e| e.to_string())?;
-        let so = std::fs::read(&art.path).map_err(|e| e.to_string())?;
-        let source = std::fs::read_to_string(&art.source_path).map_err(|e| e.to_string())?;
+        let failed = |e: &dyn std::fmt::Display| CallError::failed("build", e);
+        let dir = tempfile::tempdir().map_err(|e| failed(&e))?;
+        let art = cpu().build(func, dir.path()).map_err(|e| failed(&e))?;
+        let so = std::fs::read(&art.path).map_err(|e| failed(&e))?;
+        let source = std::fs::read_to_string(&art.source_path).map_err(|e| failed(&e))?;
         let mut bytes = format!("{MAGIC} {}\n", self.next_fault().name()).into_bytes();
         bytes.extend_from_slice(&so);
         Ok(BuiltKernel {
@@ -109,7 +112,7 @@ impl Plugin for TestDev {
             source,
         })
     }
-    fn open_device(&self, _target: &str) -> Result<Arc<dyn Device>, String> {
+    fn open_device(&self, _target: &Target) -> Result<Arc<dyn Device>, CallError> {
         Ok(Arc::new(TestDevice::default()))
     }
 }

@@ -1,7 +1,7 @@
 //! Search strategies as the core sees them (TVM's `SearchPolicy` and AutoTVM's
 //! `Tuner` behind one interface): a [`StrategyFactory`] creates a [`SearchPolicy`] for
-//! a [`SearchTask`]; the tuning session ([`crate::session`]) then drives every task's
-//! policy round by round under the task scheduler:
+//! a [`SearchTask`]; the tuning session (`tessera_search::session`) then drives every
+//! task's policy round by round under the task scheduler:
 //!
 //! 1. [`SearchPolicy::propose`] gives up to N new candidates, each a [`ScheduleDesc`]
 //!    (what a record stores) with the program it lowers to. A policy may rank what it
@@ -14,14 +14,17 @@
 //! Everything a policy takes and gives is serializable, so the same trait crosses the
 //! plugin boundary (`tessera-plugin` carries it as sealed JSON and a scoring callback):
 //! the core never names a strategy.
+//!
+//! A crate of its own so that what links a plugin (`tessera-plugin`, and through it
+//! every device plugin) needs only the IR, the tensor expressions and the backends'
+//! hardware description: not the measurement, the record log, the cost model (XGBoost's
+//! C++), the ONNX importer or the RPC stack (tonic, tokio) that `tessera-search` brings.
 
 use serde::{Deserialize, Serialize};
 use tessera_backends::HardwareParams;
 use tessera_ir::PrimFunc;
 use tessera_te::catalog::OpSpec;
 use tessera_te::ComputeDag;
-
-use crate::ScheduleDesc;
 
 /// One tuning task as a strategy sees it.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -155,4 +158,21 @@ pub trait StrategyFactory: Send + Sync {
         task: &SearchTask,
         options: &PolicyOptions,
     ) -> Result<Box<dyn SearchPolicy>, PolicyError>;
+}
+
+/// How a candidate's schedule is described in a record.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ScheduleDesc {
+    /// A template configuration (AutoTVM): the template's name, the index in its space
+    /// and the knob values.
+    Config {
+        template: String,
+        index: u64,
+        entity: serde_json::Value,
+    },
+    /// A transform-step history (the auto-scheduler).
+    Steps { steps: serde_json::Value },
+    /// A built-in default schedule (the untuned baseline).
+    Default,
 }
