@@ -193,3 +193,56 @@ fn a_third_party_strategy_is_driven_round_by_round_across_the_boundary() {
         first.iter().map(|p| &p.schedule).collect::<Vec<_>>()
     );
 }
+
+/// The example device answers as every device does (the runtime's device base): an
+/// artifact of another kind is refused by name, an unknown handle is an unknown handle;
+/// and a target the plugin cannot parse is its typed `CallError`.
+#[test]
+fn the_example_device_refuses_like_every_device() {
+    use tessera_plugin::{CallError, PluginDevice};
+    use tessera_runtime::{Device, FunctionId, ModuleId};
+    use tessera_target::{Artifact, Target, TargetKind};
+    let dir = tempfile::tempdir().unwrap();
+    let p = copy_to(dir.path(), &fixture("tessera_testdev_plugin"), "testdev.so");
+    let plug = load_file(&p).unwrap();
+    let target = Target {
+        kind: TargetKind::new("testdev"),
+        options: Default::default(),
+    };
+    let dev = PluginDevice::open(&plug, &target).unwrap();
+    let cpu_artifact = Artifact {
+        device: TargetKind::CPU,
+        path: dir.path().join("k.so"),
+        source_path: dir.path().join("k.c"),
+        entry: "k".into(),
+        params: Vec::new(),
+        launch: None,
+    };
+    let e = dev.load_module(&cpu_artifact).unwrap_err().to_string();
+    assert!(
+        e.contains("cannot load `k`, which was built for `cpu`"),
+        "{e}"
+    );
+    let e = dev
+        .get_function(ModuleId(987_654), "k")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no module with handle 987654"), "{e}");
+    let e = dev
+        .launch(FunctionId(987_655), &[], None)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no function with handle 987655"), "{e}");
+    // the codegen entry with a target string the core never sends: a typed refusal
+    let bad = Target {
+        kind: TargetKind::new("testdev"),
+        options: [("x y".to_string(), "1".to_string())].into_iter().collect(),
+    };
+    match plug.hardware_params(&bad) {
+        Err(PluginError::Entry {
+            source: CallError::BadTarget { .. },
+            ..
+        }) => {}
+        other => panic!("expected a BadTarget entry error, got {other:?}"),
+    }
+}

@@ -12,13 +12,15 @@ use crate::MAX_MESSAGE_BYTES;
 use std::sync::Mutex;
 use std::time::Duration;
 use tessera_runtime::timer::{TimeEvaluator, TimeResult};
-use tessera_runtime::{BufferId, Device, DeviceCounters, DeviceError, FunctionId, ModuleId};
+use tessera_runtime::{
+    BufferId, Device, DeviceCounters, DeviceError, DeviceName, FunctionId, ModuleId,
+};
 use tessera_target::{Artifact, LaunchDims, TargetKind};
 use tonic::transport::{Channel, Endpoint};
 
 /// A device on a remote server.
 pub struct RemoteDevice {
-    name: String,
+    name: DeviceName,
     kind: TargetKind,
     token: String,
     session: u64,
@@ -44,7 +46,7 @@ impl RemoteDevice {
         let opened = Self::open_session(&lease, token, limit);
         match opened {
             Ok((rt, grpc, session, kind)) => Ok(RemoteDevice {
-                name: format!("rpc:{key}@{}", lease.addr),
+                name: DeviceName::new(format!("rpc:{key}@{}", lease.addr)),
                 kind: TargetKind::new(&kind),
                 token: token.to_string(),
                 session,
@@ -110,10 +112,7 @@ impl RemoteDevice {
     }
 
     fn failed(&self, message: impl Into<String>) -> DeviceError {
-        DeviceError::Failed {
-            device: self.name.clone(),
-            message: message.into(),
-        }
+        self.name.failed(message)
     }
 
     /// One call; the device's own error comes back as `Failed` with its text.
@@ -225,13 +224,7 @@ impl Device for RemoteDevice {
         )
     }
     fn load_module(&self, artifact: &Artifact) -> Result<ModuleId, DeviceError> {
-        if artifact.device != self.kind {
-            return Err(DeviceError::WrongKind {
-                device: self.name.clone(),
-                entry: artifact.entry.clone(),
-                artifact_kind: artifact.device.clone(),
-            });
-        }
+        self.name.check_kind(artifact, &self.kind)?;
         let bytes = std::fs::read(&artifact.path)
             .map_err(|e| self.failed(format!("{}: {e}", artifact.path.display())))?;
         let call = DeviceCall::LoadModule {

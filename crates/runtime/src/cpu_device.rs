@@ -4,50 +4,36 @@
 
 use crate::device::{BufferId, Device, DeviceError, FunctionId, ModuleId};
 use crate::error::RuntimeError;
+use crate::handles::{DeviceName, Handles};
 use crate::host_arena::HostArena;
 use crate::module::Module;
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tessera_target::{Artifact, LaunchDims, TargetKind};
 
 /// The host CPU.
-#[derive(Default)]
 pub struct CpuDevice {
+    name: DeviceName,
     state: Mutex<State>,
 }
 
 struct State {
-    next: u64,
     arena: HostArena,
-    modules: HashMap<u64, Arc<Module>>,
-    functions: HashMap<u64, Arc<Module>>,
-}
-
-impl Default for State {
-    fn default() -> State {
-        State {
-            next: 0,
-            arena: HostArena::new(NAME),
-            modules: HashMap::new(),
-            functions: HashMap::new(),
-        }
-    }
-}
-
-impl State {
-    fn fresh(&mut self) -> u64 {
-        self.next += 1;
-        self.next
-    }
+    modules: Handles<Arc<Module>>,
+    functions: Handles<Arc<Module>>,
 }
 
 const NAME: &str = "cpu";
 
-fn unknown(what: &'static str, id: u64) -> DeviceError {
-    DeviceError::UnknownHandle {
-        device: NAME.into(),
-        what,
-        id,
+impl Default for CpuDevice {
+    fn default() -> CpuDevice {
+        CpuDevice {
+            name: DeviceName::new(NAME),
+            state: Mutex::new(State {
+                arena: HostArena::new(NAME),
+                modules: Handles::new("module"),
+                functions: Handles::new("function"),
+            }),
+        }
     }
 }
 
@@ -97,43 +83,25 @@ impl Device for CpuDevice {
     }
 
     fn load_module(&self, artifact: &Artifact) -> Result<ModuleId, DeviceError> {
-        if !artifact.device.is_cpu() {
-            return Err(DeviceError::WrongKind {
-                device: NAME.into(),
-                entry: artifact.entry.clone(),
-                artifact_kind: artifact.device.clone(),
-            });
-        }
+        self.name.check_kind(artifact, &TargetKind::CPU)?;
         let m = Module::load(artifact).map_err(|source| DeviceError::Runtime {
             device: NAME.into(),
             source,
         })?;
-        let mut s = self.lock();
-        let id = s.fresh();
-        s.modules.insert(id, Arc::new(m));
-        Ok(ModuleId(id))
+        Ok(ModuleId(self.lock().modules.insert(Arc::new(m))))
     }
 
     fn get_function(&self, module: ModuleId, name: &str) -> Result<FunctionId, DeviceError> {
         let mut s = self.lock();
-        let m = s
-            .modules
-            .get(&module.0)
-            .cloned()
-            .ok_or_else(|| unknown("module", module.0))?;
+        let m = s.modules.get(&self.name, module.0)?.clone();
         if m.entry() != name {
-            return Err(DeviceError::Failed {
-                device: NAME.into(),
-                message: format!(
-                    "module {} has no function `{name}` (it has `{}`)",
-                    module.0,
-                    m.entry()
-                ),
-            });
+            return Err(self.name.failed(format!(
+                "module {} has no function `{name}` (it has `{}`)",
+                module.0,
+                m.entry()
+            )));
         }
-        let id = s.fresh();
-        s.functions.insert(id, m);
-        Ok(FunctionId(id))
+        Ok(FunctionId(s.functions.insert(m)))
     }
 
     fn launch(
@@ -144,16 +112,8 @@ impl Device for CpuDevice {
     ) -> Result<(), DeviceError> {
         // The lock is held through the call: no buffer can be freed under a kernel.
         let mut s = self.lock();
-        let m = s
-            .functions
-            .get(&function.0)
-            .cloned()
-            .ok_or_else(|| unknown("function", function.0))?;
-        let bad = |reason: String| DeviceError::BadLaunch {
-            device: NAME.into(),
-            function: m.entry().to_string(),
-            reason,
-        };
+        let m = s.functions.get(&self.name, function.0)?.clone();
+        let bad = |reason: String| self.name.bad_launch(m.entry(), reason);
         if dims.is_some() {
             return Err(bad("host kernels take no launch dimensions".into()));
         }

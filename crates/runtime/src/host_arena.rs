@@ -5,34 +5,24 @@
 //! device keeps it behind its own lock.
 
 use crate::device::{copy_range, BufferId, DeviceError};
+use crate::handles::{DeviceName, Handles};
 use crate::ndarray::NDArray;
-use std::collections::HashMap;
 use std::ffi::c_void;
 use tessera_ir::DataType;
 
 /// Buffers of one device, in host memory (64-byte aligned, zeroed when allocated).
 #[derive(Debug)]
 pub struct HostArena {
-    device: String,
-    next: u64,
-    buffers: HashMap<u64, NDArray>,
+    device: DeviceName,
+    buffers: Handles<NDArray>,
 }
 
 impl HostArena {
     /// An empty arena of the device named `device` (its errors say that name).
     pub fn new(device: impl Into<String>) -> HostArena {
         HostArena {
-            device: device.into(),
-            next: 0,
-            buffers: HashMap::new(),
-        }
-    }
-
-    fn unknown(&self, id: BufferId) -> DeviceError {
-        DeviceError::UnknownHandle {
-            device: self.device.clone(),
-            what: "buffer",
-            id: id.0,
+            device: DeviceName::new(device),
+            buffers: Handles::new("buffer"),
         }
     }
 
@@ -44,39 +34,33 @@ impl HostArena {
         len: usize,
         size: usize,
     ) -> Result<std::ops::Range<usize>, DeviceError> {
-        copy_range(&self.device, id, offset, len, size)
+        copy_range(self.device.as_str(), id, offset, len, size)
     }
 
     fn get(&self, id: BufferId) -> Result<&NDArray, DeviceError> {
-        self.buffers.get(&id.0).ok_or_else(|| self.unknown(id))
+        self.buffers.get(&self.device, id.0)
     }
 
     /// The bytes of buffer `id`.
     pub fn bytes_mut(&mut self, id: BufferId) -> Result<&mut [u8], DeviceError> {
-        let e = self.unknown(id);
         self.buffers
-            .get_mut(&id.0)
+            .get_mut(&self.device, id.0)
             .map(NDArray::as_bytes_mut)
-            .ok_or(e)
     }
 
     pub fn alloc(&mut self, nbytes: usize) -> Result<BufferId, DeviceError> {
         let a = NDArray::zeros(DataType::uint(8), &[nbytes]).map_err(|source| {
             DeviceError::Runtime {
-                device: self.device.clone(),
+                device: self.device.to_string(),
                 source,
             }
         })?;
-        self.next += 1;
-        self.buffers.insert(self.next, a);
-        Ok(BufferId(self.next))
+        Ok(BufferId(self.buffers.insert(a)))
     }
 
     pub fn free(&mut self, id: BufferId) -> Result<(), DeviceError> {
-        let e = self.unknown(id);
-        self.buffers.remove(&id.0).map(drop).ok_or(e)
+        self.buffers.remove(&self.device, id.0).map(drop)
     }
-
     pub fn copy_from_host(
         &mut self,
         dst: BufferId,
@@ -124,8 +108,7 @@ impl HostArena {
     ) -> Result<Vec<(*mut c_void, usize)>, DeviceError> {
         args.iter()
             .map(|&b| {
-                let e = self.unknown(b);
-                let a = self.buffers.get_mut(&b.0).ok_or(e)?;
+                let a = self.buffers.get_mut(&self.device, b.0)?;
                 Ok((a.as_mut_ptr(), a.nbytes()))
             })
             .collect()

@@ -3,6 +3,8 @@
 //! - [`device`]: the [`Device`] trait (memory, copies, module loading, launches,
 //!   synchronization, timing) every device implements, and [`DeviceArray`].
 //! - [`cpu_device`]: [`CpuDevice`], the host CPU as a device.
+//! - [`handles`]: [`Handles`] and [`DeviceName`], the base every device is written on:
+//!   its handle tables and its errors.
 //! - [`host_arena`]: [`HostArena`], device memory in host allocations, for devices that
 //!   compute on the host (the CPU's; a plugin's emulated device).
 //! - [`ndarray`]: [`NDArray`], a dense row-major host array with 64-byte-aligned data;
@@ -36,6 +38,7 @@
 pub mod cpu_device;
 pub mod device;
 pub mod error;
+pub mod handles;
 pub mod host_arena;
 pub mod module;
 pub mod ndarray;
@@ -48,6 +51,7 @@ pub use device::{
     BufferId, Device, DeviceArray, DeviceCounters, DeviceError, FunctionId, ModuleId,
 };
 pub use error::{CompareError, NpyError, RuntimeError};
+pub use handles::{DeviceName, Handles};
 pub use host_arena::HostArena;
 pub use module::{EntryFn, Module};
 pub use ndarray::{Element, NDArray, ALIGNMENT};

@@ -24,7 +24,7 @@ use std::ffi::{c_void, CString};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use tessera_runtime::device::{copy_range, launch_args};
 use tessera_runtime::timer::{TimeEvaluator, TimeResult};
-use tessera_runtime::{BufferId, Device, DeviceError, FunctionId, ModuleId};
+use tessera_runtime::{BufferId, Device, DeviceError, DeviceName, FunctionId, Handles, ModuleId};
 use tessera_target::{Artifact, LaunchDims, ParamSpec, TargetKind};
 
 /// What the driver reports about the first GPU.
@@ -103,26 +103,28 @@ struct Function {
     kernels: Vec<Handle<CUfunction>>,
 }
 
-#[derive(Default)]
 struct State {
-    next: u64,
-    buffers: HashMap<u64, (CUdeviceptr, usize)>,
-    modules: HashMap<u64, LoadedModule>,
-    functions: HashMap<u64, Function>,
+    buffers: Handles<(CUdeviceptr, usize)>,
+    modules: Handles<LoadedModule>,
+    functions: Handles<Function>,
     /// Loaded driver modules by PTX text.
     images: HashMap<String, Handle<CUmodule>>,
 }
 
-impl State {
-    fn handle(&mut self) -> u64 {
-        self.next += 1;
-        self.next
+impl Default for State {
+    fn default() -> State {
+        State {
+            buffers: Handles::new("buffer"),
+            modules: Handles::new("module"),
+            functions: Handles::new("function"),
+            images: HashMap::new(),
+        }
     }
 }
 
 /// The first CUDA GPU.
 pub struct CudaDevice {
-    name: String,
+    name: DeviceName,
     arch: Arch,
     ctx: Arc<CudaContext>,
     state: Mutex<State>,
@@ -134,7 +136,7 @@ impl CudaDevice {
         let info = device_info()?;
         let ctx = CudaContext::new(0).map_err(|e| CudaError::driver("creating a context", e))?;
         Ok(CudaDevice {
-            name: format!("cuda:{} ({})", info.name, info.arch),
+            name: DeviceName::new(format!("cuda:{} ({})", info.name, info.arch)),
             arch: info.arch,
             ctx,
             state: Mutex::new(State::default()),
@@ -144,37 +146,16 @@ impl CudaDevice {
     fn state(&self) -> Result<MutexGuard<'_, State>, DeviceError> {
         self.ctx
             .bind_to_thread()
-            .map_err(|e| self.failed(format!("binding the context: {e}")))?;
+            .map_err(|e| self.name.failed(format!("binding the context: {e}")))?;
         Ok(self.state.lock().unwrap_or_else(|e| e.into_inner()))
-    }
-
-    fn failed(&self, message: impl Into<String>) -> DeviceError {
-        DeviceError::Failed {
-            device: self.name.clone(),
-            message: message.into(),
-        }
-    }
-
-    fn unknown(&self, what: &'static str, id: u64) -> DeviceError {
-        DeviceError::UnknownHandle {
-            device: self.name.clone(),
-            what,
-            id,
-        }
-    }
-
-    fn bad_launch(&self, function: &str, reason: String) -> DeviceError {
-        DeviceError::BadLaunch {
-            device: self.name.clone(),
-            function: function.to_string(),
-            reason,
-        }
     }
 
     fn malloc(&self, nbytes: usize) -> Result<CUdeviceptr, DeviceError> {
         // SAFETY: the context is bound (callers hold the state).
-        unsafe { result::malloc_sync(nbytes.max(1)) }
-            .map_err(|e| self.failed(format!("cannot allocate {nbytes} bytes: {e}")))
+        unsafe { result::malloc_sync(nbytes.max(1)) }.map_err(|e| {
+            self.name
+                .failed(format!("cannot allocate {nbytes} bytes: {e}"))
+        })
     }
 
     /// The driver module of `m`'s PTX, loaded once.
@@ -182,20 +163,24 @@ impl CudaDevice {
         if let Some(h) = st.images.get(&m.ptx) {
             return Ok(h.0);
         }
-        let built = Arch::parse(&m.arch)
-            .ok_or_else(|| self.failed(format!("`{entry}`: unknown architecture `{}`", m.arch)))?;
+        let built = Arch::parse(&m.arch).ok_or_else(|| {
+            self.name
+                .failed(format!("`{entry}`: unknown architecture `{}`", m.arch))
+        })?;
         if (built.major, built.minor) > (self.arch.major, self.arch.minor) {
-            return Err(self.failed(format!(
+            return Err(self.name.failed(format!(
                 "`{entry}` was compiled for {built}, newer than this GPU ({}); \
                  build with `-arch={}`",
                 self.arch, self.arch
             )));
         }
-        let ptx = CString::new(m.ptx.as_str())
-            .map_err(|_| self.failed(format!("`{entry}`: the PTX holds a NUL character")))?;
+        let ptx = CString::new(m.ptx.as_str()).map_err(|_| {
+            self.name
+                .failed(format!("`{entry}`: the PTX holds a NUL character"))
+        })?;
         // SAFETY: a NUL-terminated PTX image; the context is bound.
         let cu = unsafe { result::module::load_data(ptx.as_ptr() as *const c_void) }
-            .map_err(|e| self.failed(load_failure(entry, &m.arch, &e)))?;
+            .map_err(|e| self.name.failed(load_failure(entry, &m.arch, &e)))?;
         st.images.insert(m.ptx.clone(), Handle(cu));
         Ok(cu)
     }
@@ -207,16 +192,10 @@ impl CudaDevice {
         function: FunctionId,
         args: &[BufferId],
     ) -> Result<(), DeviceError> {
-        let f = st
-            .functions
-            .get(&function.0)
-            .ok_or_else(|| self.unknown("function", function.0))?;
-        let m = st
-            .modules
-            .get(&f.module)
-            .ok_or_else(|| self.unknown("module", f.module))?;
-        let mut ptrs = launch_args(&self.name, &m.entry, &m.params, args, |b| {
-            st.buffers.get(&b.0).copied()
+        let f = st.functions.get(&self.name, function.0)?;
+        let m = st.modules.get(&self.name, f.module)?;
+        let mut ptrs = launch_args(self.name.as_str(), &m.entry, &m.params, args, |b| {
+            st.buffers.find(b.0).copied()
         })?;
         ptrs.extend(&m.workspaces);
         for (k, launch) in f.kernels.iter().zip(&m.module.kernels) {
@@ -225,7 +204,8 @@ impl CudaDevice {
                 .iter()
                 .map(|&i| {
                     ptrs.get(i).copied().ok_or_else(|| {
-                        self.bad_launch(&m.entry, format!("kernel argument {i} does not exist"))
+                        self.name
+                            .bad_launch(&m.entry, format!("kernel argument {i} does not exist"))
                     })
                 })
                 .collect::<Result<_, _>>()?;
@@ -248,13 +228,16 @@ impl CudaDevice {
                     &mut params,
                 )
             }
-            .map_err(|e| self.failed(format!("{}: launch failed: {e}", launch.name)))?;
+            .map_err(|e| {
+                self.name
+                    .failed(format!("{}: launch failed: {e}", launch.name))
+            })?;
         }
         Ok(())
     }
 
     fn sync(&self) -> Result<(), DeviceError> {
-        result::ctx::synchronize().map_err(|e| self.failed(format!("synchronize: {e}")))
+        result::ctx::synchronize().map_err(|e| self.name.failed(format!("synchronize: {e}")))
     }
 }
 
@@ -301,34 +284,27 @@ impl Device for CudaDevice {
     fn alloc(&self, nbytes: usize) -> Result<BufferId, DeviceError> {
         let mut st = self.state()?;
         let ptr = self.malloc(nbytes)?;
-        let id = st.handle();
-        st.buffers.insert(id, (ptr, nbytes));
+        let id = st.buffers.insert((ptr, nbytes));
         Ok(BufferId(id))
     }
 
     fn free(&self, buffer: BufferId) -> Result<(), DeviceError> {
         let mut st = self.state()?;
-        let (ptr, _) = st
-            .buffers
-            .remove(&buffer.0)
-            .ok_or_else(|| self.unknown("buffer", buffer.0))?;
+        let (ptr, _) = st.buffers.remove(&self.name, buffer.0)?;
         // SAFETY: an allocation of this context, removed from the table above.
-        unsafe { result::free_sync(ptr) }.map_err(|e| self.failed(format!("free: {e}")))
+        unsafe { result::free_sync(ptr) }.map_err(|e| self.name.failed(format!("free: {e}")))
     }
 
     fn copy_from_host(&self, dst: BufferId, offset: usize, src: &[u8]) -> Result<(), DeviceError> {
         let st = self.state()?;
-        let (ptr, size) = *st
-            .buffers
-            .get(&dst.0)
-            .ok_or_else(|| self.unknown("buffer", dst.0))?;
-        copy_range(&self.name, dst, offset, src.len(), size)?;
+        let (ptr, size) = *st.buffers.get(&self.name, dst.0)?;
+        copy_range(self.name.as_str(), dst, offset, src.len(), size)?;
         if src.is_empty() {
             return Ok(());
         }
         // SAFETY: within the allocation (checked above).
         unsafe { result::memcpy_htod_sync(ptr + offset as u64, src) }
-            .map_err(|e| self.failed(format!("copy to buffer {}: {e}", dst.0)))
+            .map_err(|e| self.name.failed(format!("copy to buffer {}: {e}", dst.0)))
     }
 
     fn copy_to_host(
@@ -338,17 +314,14 @@ impl Device for CudaDevice {
         dst: &mut [u8],
     ) -> Result<(), DeviceError> {
         let st = self.state()?;
-        let (ptr, size) = *st
-            .buffers
-            .get(&src.0)
-            .ok_or_else(|| self.unknown("buffer", src.0))?;
-        copy_range(&self.name, src, offset, dst.len(), size)?;
+        let (ptr, size) = *st.buffers.get(&self.name, src.0)?;
+        copy_range(self.name.as_str(), src, offset, dst.len(), size)?;
         if dst.is_empty() {
             return Ok(());
         }
         // SAFETY: within the allocation (checked above).
         unsafe { result::memcpy_dtoh_sync(dst, ptr + offset as u64) }
-            .map_err(|e| self.failed(format!("copy from buffer {}: {e}", src.0)))
+            .map_err(|e| self.name.failed(format!("copy from buffer {}: {e}", src.0)))
     }
 
     fn copy_on_device(
@@ -358,33 +331,23 @@ impl Device for CudaDevice {
         nbytes: usize,
     ) -> Result<(), DeviceError> {
         let st = self.state()?;
-        let look = |b: BufferId| {
-            st.buffers
-                .get(&b.0)
-                .copied()
-                .ok_or_else(|| self.unknown("buffer", b.0))
-        };
+        let look = |b: BufferId| st.buffers.get(&self.name, b.0).copied();
         let (s, s_size) = look(src)?;
         let (d, d_size) = look(dst)?;
-        copy_range(&self.name, src, 0, nbytes, s_size)?;
-        copy_range(&self.name, dst, 0, nbytes, d_size)?;
+        copy_range(self.name.as_str(), src, 0, nbytes, s_size)?;
+        copy_range(self.name.as_str(), dst, 0, nbytes, d_size)?;
         if src == dst || nbytes == 0 {
             return Ok(());
         }
         // SAFETY: both ranges are within their allocations (checked above).
         unsafe { result::memcpy_dtod_sync(d, s, nbytes) }
-            .map_err(|e| self.failed(format!("copy on device: {e}")))
+            .map_err(|e| self.name.failed(format!("copy on device: {e}")))
     }
 
     fn load_module(&self, artifact: &Artifact) -> Result<ModuleId, DeviceError> {
-        if artifact.device != TargetKind::CUDA {
-            return Err(DeviceError::WrongKind {
-                device: self.name.clone(),
-                entry: artifact.entry.clone(),
-                artifact_kind: artifact.device.clone(),
-            });
-        }
-        let module = CudaModule::read(&artifact.path).map_err(|e| self.failed(e.to_string()))?;
+        self.name.check_kind(artifact, &TargetKind::CUDA)?;
+        let module =
+            CudaModule::read(&artifact.path).map_err(|e| self.name.failed(e.to_string()))?;
         let mut st = self.state()?;
         self.image(&mut st, &module, &artifact.entry)?;
         let mut workspaces = Vec::new();
@@ -400,27 +363,20 @@ impl Device for CudaDevice {
                 }
             }
         }
-        let id = st.handle();
-        st.modules.insert(
-            id,
-            LoadedModule {
-                module,
-                params: artifact.params.clone(),
-                entry: artifact.entry.clone(),
-                workspaces,
-            },
-        );
+        let id = st.modules.insert(LoadedModule {
+            module,
+            params: artifact.params.clone(),
+            entry: artifact.entry.clone(),
+            workspaces,
+        });
         Ok(ModuleId(id))
     }
 
     fn get_function(&self, module: ModuleId, name: &str) -> Result<FunctionId, DeviceError> {
         let mut st = self.state()?;
-        let m = st
-            .modules
-            .get(&module.0)
-            .ok_or_else(|| self.unknown("module", module.0))?;
+        let m = st.modules.get(&self.name, module.0)?;
         if m.entry != name {
-            return Err(self.failed(format!(
+            return Err(self.name.failed(format!(
                 "module {} has no function `{name}` (it holds `{}`)",
                 module.0, m.entry
             )));
@@ -428,25 +384,23 @@ impl Device for CudaDevice {
         let cu = st
             .images
             .get(&m.module.ptx)
-            .ok_or_else(|| self.failed(format!("`{name}`: its PTX is not loaded")))?
+            .ok_or_else(|| self.name.failed(format!("`{name}`: its PTX is not loaded")))?
             .0;
         let mut kernels = Vec::new();
         for k in &m.module.kernels {
-            let cname = CString::new(k.name.as_str())
-                .map_err(|_| self.failed(format!("kernel name `{}` holds a NUL", k.name)))?;
+            let cname = CString::new(k.name.as_str()).map_err(|_| {
+                self.name
+                    .failed(format!("kernel name `{}` holds a NUL", k.name))
+            })?;
             // SAFETY: a module loaded by this context; a NUL-terminated name.
             let f = unsafe { result::module::get_function(cu, cname) }
-                .map_err(|e| self.failed(format!("kernel `{}`: {e}", k.name)))?;
+                .map_err(|e| self.name.failed(format!("kernel `{}`: {e}", k.name)))?;
             kernels.push(Handle(f));
         }
-        let id = st.handle();
-        st.functions.insert(
-            id,
-            Function {
-                module: module.0,
-                kernels,
-            },
-        );
+        let id = st.functions.insert(Function {
+            module: module.0,
+            kernels,
+        });
         Ok(FunctionId(id))
     }
 
@@ -474,7 +428,7 @@ impl Device for CudaDevice {
     ) -> Result<TimeResult, DeviceError> {
         let ev = |what| {
             result::event::create(CUevent_flags::CU_EVENT_DEFAULT)
-                .map_err(|e| self.failed(format!("creating the {what} event: {e}")))
+                .map_err(|e| self.name.failed(format!("creating the {what} event: {e}")))
         };
         let st = self.state()?;
         let (start, end) = (ev("start")?, ev("end")?);
@@ -482,7 +436,7 @@ impl Device for CudaDevice {
             let stream = std::ptr::null_mut();
             // SAFETY: events of this context, recorded on its default stream.
             unsafe { result::event::record(start, stream) }
-                .map_err(|e| self.failed(format!("recording: {e}")))?;
+                .map_err(|e| self.name.failed(format!("recording: {e}")))?;
             for _ in 0..n {
                 self.enqueue(&st, function, args)?;
             }
@@ -492,7 +446,7 @@ impl Device for CudaDevice {
                     .and_then(|_| result::event::synchronize(end))
                     .and_then(|_| result::event::elapsed(start, end))
             }
-            .map_err(|e| self.failed(format!("timing `{function:?}`: {e}")))?;
+            .map_err(|e| self.name.failed(format!("timing `{function:?}`: {e}")))?;
             Ok(ms as f64 * 1e-3)
         });
         // SAFETY: created above, no longer recorded.

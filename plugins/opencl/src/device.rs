@@ -22,7 +22,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use tessera_runtime::device::{copy_range, launch_args};
 use tessera_runtime::timer::{TimeEvaluator, TimeResult};
-use tessera_runtime::{BufferId, Device, DeviceError, FunctionId, ModuleId};
+use tessera_runtime::{BufferId, Device, DeviceError, DeviceName, FunctionId, Handles, ModuleId};
 use tessera_target::{Artifact, LaunchDims, ParamSpec, TargetKind};
 
 /// What to install when there is no OpenCL.
@@ -77,25 +77,27 @@ struct Function {
     kernels: Vec<Kernel>,
 }
 
-#[derive(Default)]
 struct State {
-    next: u64,
-    buffers: HashMap<u64, (Buffer<u8>, usize)>,
-    modules: HashMap<u64, LoadedModule>,
-    functions: HashMap<u64, Function>,
+    buffers: Handles<(Buffer<u8>, usize)>,
+    modules: Handles<LoadedModule>,
+    functions: Handles<Function>,
     programs: HashMap<String, Arc<Program>>,
 }
 
-impl State {
-    fn handle(&mut self) -> u64 {
-        self.next += 1;
-        self.next
+impl Default for State {
+    fn default() -> State {
+        State {
+            buffers: Handles::new("buffer"),
+            modules: Handles::new("module"),
+            functions: Handles::new("function"),
+            programs: HashMap::new(),
+        }
     }
 }
 
 /// An OpenCL device.
 pub struct OpenClDevice {
-    name: String,
+    name: DeviceName,
     kind: TargetKind,
     context: Context,
     queue: CommandQueue,
@@ -131,7 +133,7 @@ impl OpenClDevice {
             "opened the OpenCL device"
         );
         Ok(OpenClDevice {
-            name,
+            name: DeviceName::new(name),
             kind,
             context,
             queue,
@@ -141,21 +143,6 @@ impl OpenClDevice {
 
     fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn failed(&self, message: impl Into<String>) -> DeviceError {
-        DeviceError::Failed {
-            device: self.name.clone(),
-            message: message.into(),
-        }
-    }
-
-    fn unknown(&self, what: &'static str, id: u64) -> DeviceError {
-        DeviceError::UnknownHandle {
-            device: self.name.clone(),
-            what,
-            id,
-        }
     }
 
     fn new_buffer(&self, nbytes: usize) -> Result<Buffer<u8>, DeviceError> {
@@ -168,7 +155,10 @@ impl OpenClDevice {
                 std::ptr::null_mut(),
             )
         }
-        .map_err(|e| self.failed(format!("cannot allocate {nbytes} bytes: {e}")))
+        .map_err(|e| {
+            self.name
+                .failed(format!("cannot allocate {nbytes} bytes: {e}"))
+        })
     }
 
     /// Enqueues every kernel of `function` once; returns the first kernel's event and
@@ -179,29 +169,27 @@ impl OpenClDevice {
         function: FunctionId,
         args: &[BufferId],
     ) -> Result<(Event, Option<Event>), DeviceError> {
-        let f = st
-            .functions
-            .get(&function.0)
-            .ok_or_else(|| self.unknown("function", function.0))?;
-        let m = st
-            .modules
-            .get(&f.module)
-            .ok_or_else(|| self.unknown("module", f.module))?;
-        let mut mems: Vec<cl_mem> = launch_args(&self.name, &m.entry, &m.params, args, |b| {
-            st.buffers.get(&b.0).map(|(buf, size)| (buf.get(), *size))
-        })?;
+        let f = st.functions.get(&self.name, function.0)?;
+        let m = st.modules.get(&self.name, f.module)?;
+        let mut mems: Vec<cl_mem> =
+            launch_args(self.name.as_str(), &m.entry, &m.params, args, |b| {
+                st.buffers.find(b.0).map(|(buf, size)| (buf.get(), *size))
+            })?;
         mems.extend(m.workspaces.iter().map(|w| w.get()));
         let mut first = None;
         let mut last = None;
         for (k, launch) in f.kernels.iter().zip(&m.module.kernels) {
             for (j, &i) in launch.args.iter().enumerate() {
                 let mem = mems.get(i).ok_or_else(|| {
-                    self.bad_launch(&m.entry, format!("kernel argument {i} does not exist"))
+                    self.name
+                        .bad_launch(&m.entry, format!("kernel argument {i} does not exist"))
                 })?;
                 // SAFETY: the argument is a live cl_mem of this context, as the kernel's
                 // parameter `j` expects (both come from the same module description).
-                unsafe { k.set_arg(j as u32, mem) }
-                    .map_err(|e| self.failed(format!("{}: argument {j}: {e}", launch.name)))?;
+                unsafe { k.set_arg(j as u32, mem) }.map_err(|e| {
+                    self.name
+                        .failed(format!("{}: argument {j}: {e}", launch.name))
+                })?;
             }
             let local = launch.block.map(|x| x as usize);
             let global: Vec<usize> = (0..3).map(|d| launch.grid[d] as usize * local[d]).collect();
@@ -216,23 +204,19 @@ impl OpenClDevice {
                     &[],
                 )
             }
-            .map_err(|e| self.failed(format!("{}: launch failed: {e}", launch.name)))?;
+            .map_err(|e| {
+                self.name
+                    .failed(format!("{}: launch failed: {e}", launch.name))
+            })?;
             if first.is_none() {
                 first = Some(ev);
             } else {
                 last = Some(ev);
             }
         }
-        let first = first.ok_or_else(|| self.failed(format!("`{}` has no kernel", m.entry)))?;
+        let first =
+            first.ok_or_else(|| self.name.failed(format!("`{}` has no kernel", m.entry)))?;
         Ok((first, last))
-    }
-
-    fn bad_launch(&self, function: &str, reason: String) -> DeviceError {
-        DeviceError::BadLaunch {
-            device: self.name.clone(),
-            function: function.to_string(),
-            reason,
-        }
     }
 }
 
@@ -244,26 +228,20 @@ impl Device for OpenClDevice {
     fn alloc(&self, nbytes: usize) -> Result<BufferId, DeviceError> {
         let b = self.new_buffer(nbytes)?;
         let mut st = self.state();
-        let id = st.handle();
-        st.buffers.insert(id, (b, nbytes));
-        Ok(BufferId(id))
+        Ok(BufferId(st.buffers.insert((b, nbytes))))
     }
 
     fn free(&self, buffer: BufferId) -> Result<(), DeviceError> {
         self.state()
             .buffers
-            .remove(&buffer.0)
+            .remove(&self.name, buffer.0)
             .map(|_| ())
-            .ok_or_else(|| self.unknown("buffer", buffer.0))
     }
 
     fn copy_from_host(&self, dst: BufferId, offset: usize, src: &[u8]) -> Result<(), DeviceError> {
         let mut st = self.state();
-        let (b, size) = st
-            .buffers
-            .get_mut(&dst.0)
-            .ok_or_else(|| self.unknown("buffer", dst.0))?;
-        copy_range(&self.name, dst, offset, src.len(), *size)?;
+        let (b, size) = st.buffers.get_mut(&self.name, dst.0)?;
+        copy_range(self.name.as_str(), dst, offset, src.len(), *size)?;
         if src.is_empty() {
             return Ok(());
         }
@@ -273,7 +251,7 @@ impl Device for OpenClDevice {
                 .enqueue_write_buffer(b, CL_BLOCKING, offset, src, &[])
         }
         .map(|_| ())
-        .map_err(|e| self.failed(format!("copy to buffer {}: {e}", dst.0)))
+        .map_err(|e| self.name.failed(format!("copy to buffer {}: {e}", dst.0)))
     }
 
     fn copy_to_host(
@@ -283,11 +261,8 @@ impl Device for OpenClDevice {
         dst: &mut [u8],
     ) -> Result<(), DeviceError> {
         let st = self.state();
-        let (b, size) = st
-            .buffers
-            .get(&src.0)
-            .ok_or_else(|| self.unknown("buffer", src.0))?;
-        copy_range(&self.name, src, offset, dst.len(), *size)?;
+        let (b, size) = st.buffers.get(&self.name, src.0)?;
+        copy_range(self.name.as_str(), src, offset, dst.len(), *size)?;
         if dst.is_empty() {
             return Ok(());
         }
@@ -297,7 +272,7 @@ impl Device for OpenClDevice {
                 .enqueue_read_buffer(b, CL_BLOCKING, offset, dst, &[])
         }
         .map(|_| ())
-        .map_err(|e| self.failed(format!("copy from buffer {}: {e}", src.0)))
+        .map_err(|e| self.name.failed(format!("copy from buffer {}: {e}", src.0)))
     }
 
     fn copy_on_device(
@@ -307,46 +282,34 @@ impl Device for OpenClDevice {
         nbytes: usize,
     ) -> Result<(), DeviceError> {
         let mut st = self.state();
-        let src_size = st
-            .buffers
-            .get(&src.0)
-            .ok_or_else(|| self.unknown("buffer", src.0))?
-            .1;
-        copy_range(&self.name, src, 0, nbytes, src_size)?;
+        let src_size = st.buffers.get(&self.name, src.0)?.1;
+        copy_range(self.name.as_str(), src, 0, nbytes, src_size)?;
         if src == dst || nbytes == 0 {
             return Ok(());
         }
-        let (mut d, dst_size) = st
-            .buffers
-            .remove(&dst.0)
-            .ok_or_else(|| self.unknown("buffer", dst.0))?;
-        let r = copy_range(&self.name, dst, 0, nbytes, dst_size).and_then(|_| {
-            let s = &st.buffers[&src.0].0;
+        let (mut d, dst_size) = st.buffers.remove(&self.name, dst.0)?;
+        let r = copy_range(self.name.as_str(), dst, 0, nbytes, dst_size).and_then(|_| {
+            let s = &st.buffers.get(&self.name, src.0)?.0;
             // SAFETY: both ranges are within their buffers (checked above).
             unsafe { self.queue.enqueue_copy_buffer(s, &mut d, 0, 0, nbytes, &[]) }
                 .and_then(|e| e.wait())
-                .map_err(|e| self.failed(format!("copy on device: {e}")))
+                .map_err(|e| self.name.failed(format!("copy on device: {e}")))
         });
-        st.buffers.insert(dst.0, (d, dst_size));
+        st.buffers.put_back(dst.0, (d, dst_size));
         r
     }
 
     fn load_module(&self, artifact: &Artifact) -> Result<ModuleId, DeviceError> {
-        if artifact.device != self.kind {
-            return Err(DeviceError::WrongKind {
-                device: self.name.clone(),
-                entry: artifact.entry.clone(),
-                artifact_kind: artifact.device.clone(),
-            });
-        }
-        let module = DeviceModule::read(&artifact.path).map_err(|m| self.failed(m.to_string()))?;
+        self.name.check_kind(artifact, &self.kind)?;
+        let module =
+            DeviceModule::read(&artifact.path).map_err(|m| self.name.failed(m.to_string()))?;
         let cached = self.state().programs.get(&module.source).cloned();
         let program = match cached {
             Some(p) => p,
             None => {
                 let p = Program::create_and_build_from_source(&self.context, &module.source, "")
                     .map_err(|log| {
-                        self.failed(format!(
+                        self.name.failed(format!(
                             "building `{}` failed (OpenCL build log follows):\n{log}",
                             artifact.entry
                         ))
@@ -364,28 +327,21 @@ impl Device for OpenClDevice {
             .map(|w| self.new_buffer(w.bytes as usize))
             .collect::<Result<Vec<_>, _>>()?;
         let mut st = self.state();
-        let id = st.handle();
-        st.modules.insert(
-            id,
-            LoadedModule {
-                module,
-                params: artifact.params.clone(),
-                entry: artifact.entry.clone(),
-                program,
-                workspaces,
-            },
-        );
+        let id = st.modules.insert(LoadedModule {
+            module,
+            params: artifact.params.clone(),
+            entry: artifact.entry.clone(),
+            program,
+            workspaces,
+        });
         Ok(ModuleId(id))
     }
 
     fn get_function(&self, module: ModuleId, name: &str) -> Result<FunctionId, DeviceError> {
         let mut st = self.state();
-        let m = st
-            .modules
-            .get(&module.0)
-            .ok_or_else(|| self.unknown("module", module.0))?;
+        let m = st.modules.get(&self.name, module.0)?;
         if m.entry != name {
-            return Err(self.failed(format!(
+            return Err(self.name.failed(format!(
                 "module {} has no function `{name}` (it holds `{}`)",
                 module.0, m.entry
             )));
@@ -396,17 +352,13 @@ impl Device for OpenClDevice {
             .iter()
             .map(|k| {
                 Kernel::create(&m.program, &k.name)
-                    .map_err(|e| self.failed(format!("kernel `{}`: {e}", k.name)))
+                    .map_err(|e| self.name.failed(format!("kernel `{}`: {e}", k.name)))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let id = st.handle();
-        st.functions.insert(
-            id,
-            Function {
-                module: module.0,
-                kernels,
-            },
-        );
+        let id = st.functions.insert(Function {
+            module: module.0,
+            kernels,
+        });
         Ok(FunctionId(id))
     }
 
@@ -423,7 +375,7 @@ impl Device for OpenClDevice {
     fn synchronize(&self) -> Result<(), DeviceError> {
         self.queue
             .finish()
-            .map_err(|e| self.failed(format!("synchronize: {e}")))
+            .map_err(|e| self.name.failed(format!("synchronize: {e}")))
     }
 
     fn time(
@@ -453,13 +405,13 @@ impl Device for OpenClDevice {
             };
             let end = end.as_ref().unwrap_or(&start);
             end.wait()
-                .map_err(|e| self.failed(format!("waiting for the kernels: {e}")))?;
+                .map_err(|e| self.name.failed(format!("waiting for the kernels: {e}")))?;
             let t0 = start
                 .profiling_command_start()
-                .map_err(|e| self.failed(format!("profiling: {e}")))?;
+                .map_err(|e| self.name.failed(format!("profiling: {e}")))?;
             let t1 = end
                 .profiling_command_end()
-                .map_err(|e| self.failed(format!("profiling: {e}")))?;
+                .map_err(|e| self.name.failed(format!("profiling: {e}")))?;
             Ok(t1.saturating_sub(t0) as f64 * 1e-9)
         })
     }

@@ -15,12 +15,12 @@ use crate::error::VtaError;
 use crate::exec::Counters;
 use crate::module::VtaModule;
 use crate::sim::Simulator;
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tessera_runtime::device::copy_range;
 use tessera_runtime::timer::{TimeEvaluator, TimeResult};
 use tessera_runtime::{
-    BufferId, Device, DeviceCounters, DeviceError, FunctionId, Module, ModuleId,
+    BufferId, Device, DeviceCounters, DeviceError, DeviceName, FunctionId, Handles, Module,
+    ModuleId,
 };
 use tessera_target::{Artifact, LaunchDims, TargetKind};
 
@@ -38,16 +38,16 @@ struct State {
     sim: Simulator,
     dram: Dram,
     /// Buffer handle → (physical address, bytes).
-    buffers: HashMap<u64, (u64, usize)>,
-    next: u64,
-    /// Loaded modules: entry and kernel.
-    modules: Vec<(String, Kernel)>,
+    buffers: Handles<(u64, usize)>,
+    /// Loaded modules, and the functions looked up in them: entry and kernel.
+    modules: Handles<(String, Kernel)>,
+    functions: Handles<(String, Kernel)>,
     last: Counters,
 }
 
 /// A VTA simulator behind the core's `Device`.
 pub struct VtaDevice {
-    name: String,
+    name: DeviceName,
     config: VtaConfig,
     state: Mutex<State>,
 }
@@ -56,14 +56,14 @@ impl VtaDevice {
     pub fn new(config: VtaConfig) -> Result<VtaDevice, VtaError> {
         let sim = Simulator::new(config.clone())?;
         Ok(VtaDevice {
-            name: format!("vta ({}, simulated)", config.name()),
+            name: DeviceName::new(format!("vta ({}, simulated)", config.name())),
             config,
             state: Mutex::new(State {
                 sim,
                 dram: Dram::new(DRAM_BYTES),
-                buffers: HashMap::new(),
-                next: 1,
-                modules: Vec::new(),
+                buffers: Handles::new("buffer"),
+                modules: Handles::new("module"),
+                functions: Handles::new("function"),
                 last: Counters::default(),
             }),
         })
@@ -84,21 +84,11 @@ impl VtaDevice {
     }
 
     fn failed(&self, e: impl ToString) -> DeviceError {
-        DeviceError::Failed {
-            device: self.name.clone(),
-            message: e.to_string(),
-        }
+        self.name.failed(e.to_string())
     }
 
     fn buffer(&self, s: &State, id: BufferId) -> Result<(u64, usize), DeviceError> {
-        s.buffers
-            .get(&id.0)
-            .copied()
-            .ok_or(DeviceError::UnknownHandle {
-                device: self.name.clone(),
-                what: "buffer",
-                id: id.0,
-            })
+        s.buffers.get(&self.name, id.0).copied()
     }
 
     fn function<'a>(
@@ -106,13 +96,7 @@ impl VtaDevice {
         s: &'a State,
         f: FunctionId,
     ) -> Result<&'a (String, Kernel), DeviceError> {
-        s.modules
-            .get(f.0 as usize)
-            .ok_or(DeviceError::UnknownHandle {
-                device: self.name.clone(),
-                what: "function",
-                id: f.0,
-            })
+        s.functions.get(&self.name, f.0)
     }
 
     /// Runs function `f` on `args`; a VTA program functionally or on the cycle model
@@ -130,11 +114,7 @@ impl VtaDevice {
             .map(|a| self.buffer(s, *a))
             .collect::<Result<Vec<_>, _>>()?;
         let (entry, kernel) = self.function(s, f)?.clone();
-        let bad = |reason: String| DeviceError::BadLaunch {
-            device: self.name.clone(),
-            function: entry.clone(),
-            reason,
-        };
+        let bad = |reason: String| self.name.bad_launch(&entry, reason);
         match kernel {
             Kernel::Vta(program) => {
                 let addrs: Vec<u64> = bufs.iter().map(|b| b.0).collect();
@@ -175,16 +155,12 @@ impl Device for VtaDevice {
     fn alloc(&self, nbytes: usize) -> Result<BufferId, DeviceError> {
         let mut s = self.lock();
         let addr = s.dram.alloc(nbytes).map_err(|e| self.failed(e))?;
-        let id = s.next;
-        s.next += 1;
-        s.buffers.insert(id, (addr, nbytes));
-        Ok(BufferId(id))
+        Ok(BufferId(s.buffers.insert((addr, nbytes))))
     }
 
     fn free(&self, buffer: BufferId) -> Result<(), DeviceError> {
         let mut s = self.lock();
-        let (addr, _) = self.buffer(&s, buffer)?;
-        s.buffers.remove(&buffer.0);
+        let (addr, _) = s.buffers.remove(&self.name, buffer.0)?;
         s.dram.free(addr);
         Ok(())
     }
@@ -192,7 +168,7 @@ impl Device for VtaDevice {
     fn copy_from_host(&self, dst: BufferId, offset: usize, src: &[u8]) -> Result<(), DeviceError> {
         let mut s = self.lock();
         let (addr, size) = self.buffer(&s, dst)?;
-        let r = copy_range(&self.name, dst, offset, src.len(), size)?;
+        let r = copy_range(self.name.as_str(), dst, offset, src.len(), size)?;
         s.dram
             .write(addr + r.start as u64, src)
             .map_err(|e| self.failed(e))
@@ -206,7 +182,7 @@ impl Device for VtaDevice {
     ) -> Result<(), DeviceError> {
         let s = self.lock();
         let (addr, size) = self.buffer(&s, src)?;
-        let r = copy_range(&self.name, src, offset, dst.len(), size)?;
+        let r = copy_range(self.name.as_str(), src, offset, dst.len(), size)?;
         let bytes = s
             .dram
             .read(addr + r.start as u64, dst.len())
@@ -224,8 +200,8 @@ impl Device for VtaDevice {
         let mut s = self.lock();
         let (from, fsize) = self.buffer(&s, src)?;
         let (to, tsize) = self.buffer(&s, dst)?;
-        copy_range(&self.name, src, 0, nbytes, fsize)?;
-        copy_range(&self.name, dst, 0, nbytes, tsize)?;
+        copy_range(self.name.as_str(), src, 0, nbytes, fsize)?;
+        copy_range(self.name.as_str(), dst, 0, nbytes, tsize)?;
         let bytes = s
             .dram
             .read(from, nbytes)
@@ -235,13 +211,7 @@ impl Device for VtaDevice {
     }
 
     fn load_module(&self, artifact: &Artifact) -> Result<ModuleId, DeviceError> {
-        if artifact.device != self.kind() {
-            return Err(DeviceError::WrongKind {
-                device: self.name.clone(),
-                entry: artifact.entry.clone(),
-                artifact_kind: artifact.device.clone(),
-            });
-        }
+        self.name.check_kind(artifact, &self.kind())?;
         let mut head = [0u8; 4];
         let elf = std::fs::File::open(&artifact.path)
             .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
@@ -268,23 +238,16 @@ impl Device for VtaDevice {
             Kernel::Vta(Arc::new(m.program().map_err(|e| self.failed(e))?))
         };
         let mut s = self.lock();
-        s.modules.push((artifact.entry.clone(), kernel));
-        Ok(ModuleId(s.modules.len() as u64 - 1))
+        Ok(ModuleId(s.modules.insert((artifact.entry.clone(), kernel))))
     }
 
     fn get_function(&self, module: ModuleId, name: &str) -> Result<FunctionId, DeviceError> {
-        let s = self.lock();
-        match s.modules.get(module.0 as usize) {
-            Some((entry, _)) if entry == name => Ok(FunctionId(module.0)),
-            Some((entry, _)) => {
-                Err(self.failed(format!("module {} has `{entry}`, not `{name}`", module.0)))
-            }
-            None => Err(DeviceError::UnknownHandle {
-                device: self.name.clone(),
-                what: "module",
-                id: module.0,
-            }),
+        let mut s = self.lock();
+        let (entry, kernel) = s.modules.get(&self.name, module.0)?.clone();
+        if entry != name {
+            return Err(self.failed(format!("module {} has `{entry}`, not `{name}`", module.0)));
         }
+        Ok(FunctionId(s.functions.insert((entry, kernel))))
     }
 
     fn launch(

@@ -15,7 +15,6 @@
 //! crash the process, and to compute a wrong answer when launched. For the refusal
 //! tests, `build` panics when `TESSERA_TESTDEV_PANIC` is set.
 
-use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,7 +22,9 @@ use std::sync::{Arc, Mutex};
 use tessera_backends::{Backend, CpuBackend, HardwareParams, Target};
 use tessera_ir::PrimFunc;
 use tessera_plugin::{export_plugin, BuiltKernel, CallError, Plugin};
-use tessera_runtime::{BufferId, Device, DeviceError, FunctionId, HostArena, Module, ModuleId};
+use tessera_runtime::{
+    BufferId, Device, DeviceError, DeviceName, FunctionId, Handles, HostArena, Module, ModuleId,
+};
 use tessera_target::{Artifact, LaunchDims, TargetKind};
 
 const MAGIC: &str = "TESTDEV1";
@@ -153,19 +154,21 @@ struct Kernel {
     fault: Fault,
 }
 
-/// The device: an arena of its own buffers, loaded kernels, counters.
+/// The device: an arena of its own buffers, loaded kernels, counters. Written on the
+/// runtime's device base: its handle tables (`Handles`) and its errors (`DeviceName`).
 struct TestDevice {
+    name: DeviceName,
     state: Mutex<State>,
 }
 
 impl Default for TestDevice {
     fn default() -> TestDevice {
         TestDevice {
+            name: DeviceName::new(KIND),
             state: Mutex::new(State {
-                next: 0,
-                arena: HostArena::new("testdev"),
-                modules: HashMap::new(),
-                functions: HashMap::new(),
+                arena: HostArena::new(KIND),
+                modules: Handles::new("module"),
+                functions: Handles::new("function"),
                 counters: Counters::default(),
             }),
         }
@@ -173,19 +176,14 @@ impl Default for TestDevice {
 }
 
 struct State {
-    next: u64,
     /// The device's memory: host allocations of its own, reached by handles only.
     arena: HostArena,
-    modules: HashMap<u64, Arc<Kernel>>,
-    functions: HashMap<u64, Arc<Kernel>>,
+    modules: Handles<Arc<Kernel>>,
+    functions: Handles<Arc<Kernel>>,
     counters: Counters,
 }
 
 impl State {
-    fn fresh(&mut self) -> u64 {
-        self.next += 1;
-        self.next
-    }
     /// Rewrites the counters file, if tests asked for one.
     fn publish(&self) {
         if let Some(path) = std::env::var_os("TESSERA_TESTDEV_COUNTERS") {
@@ -194,11 +192,11 @@ impl State {
     }
 }
 
+/// The device's target kind and name.
+const KIND: &str = "testdev";
+
 fn fail(message: String) -> DeviceError {
-    DeviceError::Failed {
-        device: "testdev".into(),
-        message,
-    }
+    DeviceName::new(KIND).failed(message)
 }
 
 impl TestDevice {
@@ -239,7 +237,7 @@ fn unpack(artifact: &Artifact) -> Result<(Fault, PathBuf), DeviceError> {
 
 impl Device for TestDevice {
     fn kind(&self) -> TargetKind {
-        TargetKind::new("testdev")
+        TargetKind::new(KIND)
     }
 
     fn alloc(&self, nbytes: usize) -> Result<BufferId, DeviceError> {
@@ -295,6 +293,7 @@ impl Device for TestDevice {
     }
 
     fn load_module(&self, artifact: &Artifact) -> Result<ModuleId, DeviceError> {
+        self.name.check_kind(artifact, &self.kind())?;
         let (fault, so) = unpack(artifact)?;
         // The kernel inside is a host shared object with the CPU's calling convention.
         let host = Artifact {
@@ -307,14 +306,10 @@ impl Device for TestDevice {
         };
         let module = Module::load(&host).map_err(|e| fail(e.to_string()))?;
         let mut s = self.lock();
-        let id = s.fresh();
-        s.modules.insert(
-            id,
-            Arc::new(Kernel {
-                module: Arc::new(module),
-                fault,
-            }),
-        );
+        let id = s.modules.insert(Arc::new(Kernel {
+            module: Arc::new(module),
+            fault,
+        }));
         s.counters.modules += 1;
         s.publish();
         Ok(ModuleId(id))
@@ -322,20 +317,13 @@ impl Device for TestDevice {
 
     fn get_function(&self, module: ModuleId, name: &str) -> Result<FunctionId, DeviceError> {
         let mut s = self.lock();
-        let k = s
-            .modules
-            .get(&module.0)
-            .cloned()
-            .ok_or_else(|| fail(format!("no module {}", module.0)))?;
+        let k = s.modules.get(&self.name, module.0)?.clone();
         if tessera_backends::cpu::entry_symbol(name) != k.module.entry() {
-            return Err(fail(format!(
-                "module {} has no function `{name}`",
-                module.0
-            )));
+            return Err(self
+                .name
+                .failed(format!("module {} has no function `{name}`", module.0)));
         }
-        let id = s.fresh();
-        s.functions.insert(id, k);
-        Ok(FunctionId(id))
+        Ok(FunctionId(s.functions.insert(k)))
     }
 
     fn launch(
@@ -344,15 +332,14 @@ impl Device for TestDevice {
         args: &[BufferId],
         dims: Option<&LaunchDims>,
     ) -> Result<(), DeviceError> {
-        if dims.is_some() {
-            return Err(fail("testdev kernels take no launch dimensions".into()));
-        }
         let mut s = self.lock();
-        let k = s
-            .functions
-            .get(&function.0)
-            .cloned()
-            .ok_or_else(|| fail(format!("no function {}", function.0)))?;
+        let k = s.functions.get(&self.name, function.0)?.clone();
+        if dims.is_some() {
+            let entry = k.module.entry();
+            return Err(self
+                .name
+                .bad_launch(entry, "testdev kernels take no launch dimensions"));
+        }
         match k.fault {
             Fault::Hang => loop {
                 std::thread::sleep(std::time::Duration::from_secs(1));
