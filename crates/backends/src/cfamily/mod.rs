@@ -57,7 +57,13 @@ pub fn host_passes(
     params: &[Buffer],
     body: &Stmt,
 ) -> Result<(Stmt, Vec<NotVectorized>), BackendError> {
-    passes(Checked { func, params }, body, VectorCode::Full, None)
+    passes(
+        Checked { func, params },
+        "lowering",
+        body,
+        VectorCode::Full,
+        None,
+    )
 }
 
 /// The same passes for a machine whose vector registers hold `vector_bytes` bytes:
@@ -70,6 +76,7 @@ pub fn host_passes_for(
 ) -> Result<(Stmt, Vec<NotVectorized>), BackendError> {
     passes(
         Checked { func, params },
+        "lowering",
         body,
         VectorCode::Full,
         vector_bytes,
@@ -99,14 +106,15 @@ impl Checked<'_> {
 }
 
 /// The same passes, vectorizing what the dialect's `vector` code can print (the other
-/// vectorized loops are printed as loops).
+/// vectorized loops are printed as loops); `body` is what the pass `from` gave.
 fn passes(
     check: Checked<'_>,
+    from: &'static str,
     body: &Stmt,
     vector: VectorCode,
     vector_bytes: Option<usize>,
 ) -> Result<(Stmt, Vec<NotVectorized>), BackendError> {
-    let body = check.after("lowering", body.clone())?;
+    let body = check.after(from, body.clone())?;
     let mut body = check.after("auto_unroll", auto_unroll(&body))?;
     if let Some(bytes) = vector_bytes {
         body = check.after("split_wide_vectors", split_wide_vectors(&body, bytes))?;
@@ -150,6 +158,11 @@ pub fn device_passes(
     func: &PrimFunc,
     vector: VectorCode,
 ) -> Result<DeviceFunc, BackendError> {
+    let whole = Checked {
+        func: &func.name,
+        params: &func.params,
+    };
+    whole.after("lowering", func.body.clone())?;
     let split = split_host_device(func).map_err(|e| transform_err(backend, e))?;
     let mut kernels = Vec::new();
     let mut skipped = Vec::new();
@@ -161,8 +174,7 @@ pub fn device_passes(
         let split_body = check.after("split_host_device", k.body.clone())?;
         let synced =
             storage_sync(&k.name, &split_body, &k.launch).map_err(|e| transform_err(backend, e))?;
-        let synced = check.after("storage_sync", synced)?;
-        let (body, sk) = passes(check, &synced, vector, None)?;
+        let (body, sk) = passes(check, "storage_sync", &synced, vector, None)?;
         skipped.push(sk);
         kernels.push(DeviceKernel { body, ..k });
     }
