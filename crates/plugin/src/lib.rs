@@ -53,8 +53,8 @@ pub use strategy::{PluginPolicy, PluginStrategy};
 ///
 /// History: 1000 + IR: run/time over host bytes; 2000 + IR: devices behind handles;
 /// 3000 + IR: search policies behind handles, proposing round by round; 4000 + IR: a
-/// device's counters.
-pub const PLUGIN_SCHEMA_VERSION: u32 = 4000 + tessera_ir::SCHEMA_VERSION;
+/// device's counters; 5000 + IR: the `Plugin` methods' errors as sealed [`CallError`]s.
+pub const PLUGIN_SCHEMA_VERSION: u32 = 5000 + tessera_ir::SCHEMA_VERSION;
 
 /// A serialized core value with the schema version it was written with.
 #[derive(Serialize, Deserialize)]
