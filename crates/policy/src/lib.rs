@@ -86,7 +86,7 @@ pub struct PolicyInfo {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Proposal {
     pub schedule: ScheduleDesc,
-    pub program: Result<PrimFunc, String>,
+    pub program: Result<PrimFunc, PolicyError>,
 }
 
 /// A measured candidate: its cost in seconds, `None` when it failed.

@@ -781,7 +781,7 @@ impl RoundRunner for Rounds<'_, '_> {
         };
         let (descs, funcs): (Vec<ScheduleDesc>, Vec<Result<PrimFunc, String>>) = proposals
             .into_iter()
-            .map(|p| (p.schedule, p.program))
+            .map(|p| (p.schedule, p.program.map_err(|e| e.to_string())))
             .unzip();
         let feats: Vec<Vec<Vec<f32>>> = funcs
             .iter()

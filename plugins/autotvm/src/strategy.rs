@@ -208,11 +208,11 @@ impl TemplatePolicy {
     }
 
     /// The lowered program of `config` (named as `tessera tune --templates` names it).
-    fn program(&self, config: &Config) -> Result<PrimFunc, String> {
+    fn program(&self, config: &Config) -> Result<PrimFunc, PolicyError> {
         let name = format!("{}_{}", self.task.template.replace('.', "_"), config.index);
         self.task
             .instantiate(config, &name)
-            .map_err(|e| e.to_string())
+            .map_err(|e| PolicyError::Failed(e.to_string()))
     }
 
     /// Up to `n` configurations the tuner proposes that were never proposed or
@@ -300,7 +300,7 @@ impl SearchPolicy for TemplatePolicy {
             .iter()
             .map(|d| {
                 let c = self.config_of(d)?;
-                self.program(&c).map_err(PolicyError::Failed)
+                self.program(&c)
             })
             .collect()
     }

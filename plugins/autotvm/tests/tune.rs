@@ -74,7 +74,7 @@ fn run(
         let candidates: Vec<Candidate> = batch
             .iter()
             .map(|p| Candidate {
-                func: p.program.clone(),
+                func: p.program.clone().map_err(|e| e.to_string()),
             })
             .collect();
         let results = m.measure(&candidates, 1, Some(reference));

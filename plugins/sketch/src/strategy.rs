@@ -198,7 +198,8 @@ impl SearchPolicy for SketchSearch {
                 schedule: ScheduleDesc::Steps {
                     steps: s.steps_json(),
                 },
-                program: lower_state(s, &format!("cand{k}")).map_err(|e| e.to_string()),
+                program: lower_state(s, &format!("cand{k}"))
+                    .map_err(|e| PolicyError::Failed(e.to_string())),
             })
             .collect())
     }

@@ -105,10 +105,11 @@ impl Walk {
         steps
     }
 
-    fn program(&self, steps: Vec<Step>) -> Result<PrimFunc, String> {
-        let s = State::with_steps(&self.dag, steps).map_err(|e| e.to_string())?;
-        let r = s.replay().map_err(|e| e.to_string())?;
-        lower(&r.schedule, &r.args, "tilewalk").map_err(|e| e.to_string())
+    fn program(&self, steps: Vec<Step>) -> Result<PrimFunc, PolicyError> {
+        let failed = |e: &dyn std::fmt::Display| PolicyError::Failed(e.to_string());
+        let s = State::with_steps(&self.dag, steps).map_err(|e| failed(&e))?;
+        let r = s.replay().map_err(|e| failed(&e))?;
+        lower(&r.schedule, &r.args, "tilewalk").map_err(|e| failed(&e))
     }
 
     fn point_of(&self, desc: &ScheduleDesc) -> Result<Point, PolicyError> {
@@ -173,7 +174,7 @@ impl SearchPolicy for Walk {
             .iter()
             .map(|d| {
                 let p = self.point_of(d)?;
-                self.program(self.steps(p)).map_err(PolicyError::Failed)
+                self.program(self.steps(p))
             })
             .collect()
     }
