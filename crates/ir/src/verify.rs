@@ -21,6 +21,7 @@ use crate::buffer::Buffer;
 use crate::dtype::DataType;
 use crate::expr::{Expr, ExprNode, Var};
 use crate::stmt::{ForKind, PrimFunc, Stmt, StmtNode, ThreadAxis};
+use crate::visit::{collect_vars, walk_expr, ExprVisitor};
 use std::collections::HashSet;
 
 /// A refusal of the verifier: the first rule a function breaks.
@@ -84,39 +85,10 @@ pub fn verify_body(params: &[Buffer], body: &Stmt) -> Result<(), VerifyError> {
     for p in params {
         v.buffers.push(p.data().clone());
         for d in p.shape() {
-            collect_vars(d, &mut v.free);
+            v.free.extend(collect_vars(d));
         }
     }
     v.stmt(body)
-}
-
-fn collect_vars(e: &Expr, out: &mut HashSet<Var>) {
-    if let ExprNode::Var(v) = e.node() {
-        out.insert(v.clone());
-    }
-    for c in children(e) {
-        collect_vars(c, out);
-    }
-}
-
-/// The operands of `e`.
-fn children(e: &Expr) -> Vec<&Expr> {
-    match e.node() {
-        ExprNode::Var(_) | ExprNode::IntImm { .. } | ExprNode::FloatImm { .. } => vec![],
-        ExprNode::Binary { a, b, .. } | ExprNode::Cmp { a, b, .. } => vec![a, b],
-        ExprNode::And(a, b) | ExprNode::Or(a, b) => vec![a, b],
-        ExprNode::Not(a) => vec![a],
-        ExprNode::Select {
-            cond,
-            then_value,
-            else_value,
-        } => vec![cond, then_value, else_value],
-        ExprNode::Cast { value, .. } => vec![value],
-        ExprNode::Load { indices, .. } => indices.iter().collect(),
-        ExprNode::Ramp { base, stride, .. } => vec![base, stride],
-        ExprNode::Broadcast { value, .. } => vec![value],
-        ExprNode::Call { args, .. } => args.iter().collect(),
-    }
 }
 
 #[derive(Default)]
@@ -163,6 +135,7 @@ impl Verifier {
                 value,
             } => {
                 self.access(buffer, indices)?;
+                indices.iter().try_for_each(|i| self.expr(i))?;
                 self.expr(value)
             }
             StmtNode::Allocate { buffer, body } => {
@@ -247,7 +220,9 @@ impl Verifier {
         r
     }
 
-    fn access(&mut self, buffer: &Buffer, indices: &[Expr]) -> Result<(), VerifyError> {
+    /// The buffer of an access is in scope and its indices fit it (not their operands:
+    /// the walk visits those).
+    fn access(&self, buffer: &Buffer, indices: &[Expr]) -> Result<(), VerifyError> {
         if !self.buffers.contains(buffer.data()) {
             return Err(VerifyError::UnknownBuffer {
                 buffer: buffer.name().to_string(),
@@ -261,7 +236,6 @@ impl Verifier {
             });
         }
         for i in indices {
-            self.expr(i)?;
             if !i.dtype().is_integer() {
                 return Err(VerifyError::IndexType {
                     buffer: buffer.name().to_string(),
@@ -273,8 +247,13 @@ impl Verifier {
         Ok(())
     }
 
-    fn condition(&mut self, cond: &Expr, scalar: bool) -> Result<(), VerifyError> {
+    fn condition(&self, cond: &Expr, scalar: bool) -> Result<(), VerifyError> {
         self.expr(cond)?;
+        Self::boolean(cond, scalar)
+    }
+
+    /// `cond` is a boolean (of one lane when `scalar`).
+    fn boolean(cond: &Expr, scalar: bool) -> Result<(), VerifyError> {
         let dtype = cond.dtype();
         if !dtype.is_bool() || scalar && !dtype.is_scalar() {
             return Err(VerifyError::Condition {
@@ -297,28 +276,54 @@ impl Verifier {
         Ok(())
     }
 
-    fn expr(&mut self, e: &Expr) -> Result<(), VerifyError> {
+    /// The checks of expression node `e` itself (its operands are visited apart).
+    fn node(&self, e: &Expr) -> Result<(), VerifyError> {
         match e.node() {
-            ExprNode::Var(v) => {
-                if !self.bound.contains(v) && !self.free.contains(v) {
-                    return Err(VerifyError::UndefinedVar {
-                        var: v.name().to_string(),
-                    });
-                }
-                return Ok(());
+            ExprNode::Var(v) if !self.bound.contains(v) && !self.free.contains(v) => {
+                Err(VerifyError::UndefinedVar {
+                    var: v.name().to_string(),
+                })
             }
-            ExprNode::Load { buffer, indices } => return self.access(buffer, indices),
-            ExprNode::Binary { a, b, .. } | ExprNode::Cmp { a, b, .. } => Self::same_type(e, a, b)?,
+            ExprNode::Load { buffer, indices } => self.access(buffer, indices),
+            ExprNode::Binary { a, b, .. } | ExprNode::Cmp { a, b, .. } => Self::same_type(e, a, b),
             ExprNode::Select {
                 cond,
                 then_value,
                 else_value,
             } => {
-                self.condition(cond, false)?;
-                Self::same_type(e, then_value, else_value)?;
+                Self::boolean(cond, false)?;
+                Self::same_type(e, then_value, else_value)
             }
-            _ => {}
+            _ => Ok(()),
         }
-        children(e).into_iter().try_for_each(|c| self.expr(c))
+    }
+
+    /// Checks `e` and every expression in it.
+    fn expr(&self, e: &Expr) -> Result<(), VerifyError> {
+        let mut walk = ExprWalk {
+            verifier: self,
+            error: None,
+        };
+        walk.visit_expr(e);
+        walk.error.map_or(Ok(()), Err)
+    }
+}
+
+/// [`Verifier::node`] over every expression of a tree (the IR's visitor): the first
+/// refusal is kept and nothing below is visited after it.
+struct ExprWalk<'a> {
+    verifier: &'a Verifier,
+    error: Option<VerifyError>,
+}
+
+impl ExprVisitor for ExprWalk<'_> {
+    fn visit_expr(&mut self, e: &Expr) {
+        if self.error.is_some() {
+            return;
+        }
+        match self.verifier.node(e) {
+            Ok(()) => walk_expr(self, e),
+            Err(err) => self.error = Some(err),
+        }
     }
 }
