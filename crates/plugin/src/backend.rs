@@ -34,12 +34,18 @@ impl PluginBackend {
         BackendError::Unsupported {
             backend: self.name(),
             func: func.name.clone(),
-            reason: match e {
-                PluginError::Call { message, .. } => message,
-                PluginError::Entry { source, .. } => source.to_string(),
-                other => other.to_string(),
-            },
+            reason: plugin_words(e),
         }
+    }
+}
+
+/// What the plugin said, without the `plugin `<name>`:` prefix its error carries (the
+/// backend's name already says which plugin).
+fn plugin_words(e: PluginError) -> String {
+    match e {
+        PluginError::Call { message, .. } => message,
+        PluginError::Entry { source, .. } => source.to_string(),
+        other => other.to_string(),
     }
 }
 
@@ -69,11 +75,7 @@ impl Backend for PluginBackend {
                 .map_err(|e| BackendError::PluginBuild {
                     backend: self.name(),
                     func: func.name.clone(),
-                    message: match e {
-                        PluginError::Call { message, .. } => message,
-                        PluginError::Entry { source, .. } => source.to_string(),
-                        other => other.to_string(),
-                    },
+                    message: plugin_words(e),
                 })?;
         let bytes = &built.bytes;
         let io = |path: &Path, e: std::io::Error| BackendError::Io {

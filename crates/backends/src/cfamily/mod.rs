@@ -57,13 +57,7 @@ pub fn host_passes(
     params: &[Buffer],
     body: &Stmt,
 ) -> Result<(Stmt, Vec<NotVectorized>), BackendError> {
-    passes(
-        Checked { func, params },
-        "lowering",
-        body,
-        VectorCode::Full,
-        None,
-    )
+    host_passes_for(func, params, body, None)
 }
 
 /// The same passes for a machine whose vector registers hold `vector_bytes` bytes:
