@@ -55,10 +55,3 @@ pub enum VtaError {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct Unsupported(pub String);
-
-impl Unsupported {
-    /// Whether the reason mentions `needle`.
-    pub fn contains(&self, needle: &str) -> bool {
-        self.0.contains(needle)
-    }
-}

@@ -267,5 +267,9 @@ fn the_default_configuration_is_tvms() {
         log_acc_width: 4,
         ..VtaConfig::default()
     };
-    assert!(wide.check().unwrap_err().contains("int32 accumulators"));
+    assert!(wide
+        .check()
+        .unwrap_err()
+        .to_string()
+        .contains("int32 accumulators"));
 }
