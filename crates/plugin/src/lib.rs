@@ -335,7 +335,10 @@ pub(crate) fn guard<T>(what: &str, f: impl FnOnce() -> Result<T, String>) -> RRe
 
 /// Runs a [`Plugin`] method as entry point `what`: its [`CallError`] (or the panic, as
 /// [`CallError::Panicked`]) crosses the boundary sealed, for the core to read back typed.
-pub fn guard_call<T>(what: &str, f: impl FnOnce() -> Result<T, CallError>) -> RResult<T, RString> {
+pub(crate) fn guard_call<T>(
+    what: &str,
+    f: impl FnOnce() -> Result<T, CallError>,
+) -> RResult<T, RString> {
     let e = match catch(f) {
         Ok(Ok(v)) => return RResult::ROk(v),
         Ok(Err(e)) => e,
