@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex};
 use tessera_cuda::module::CudaModule;
 use tessera_cuda::target::Arch;
 use tessera_cuda::{nvrtc, ptxas};
-use tessera_graph::zoo::{self, ZooOptions};
-use tessera_graph::{build_on, passes, Layout};
+use tessera_driver::{NetworkSource, NetworkSpec, Toolchain};
+use tessera_graph::Layout;
 use tessera_runtime::timer::{TimeEvaluator, TimeResult};
 use tessera_runtime::{BufferId, Device, DeviceError, FunctionId, ModuleId};
 use tessera_target::{Artifact, LaunchDims, TargetKind};
@@ -113,22 +113,26 @@ fn compiles(name: &str, layout: Layout) {
         }
     };
     let reg = tessera_plugin::discover(&[tessera_cuda::tessera_plugin_root()], &[]);
-    let backend = reg
-        .backend_for(&reg.parse_target("cuda -arch=sm_80").unwrap())
-        .unwrap();
-    let opts = ZooOptions {
-        layout,
-        ..ZooOptions::default()
-    };
-    let mut g = zoo::network(name, &opts).unwrap();
-    passes::optimize(&mut g, Some(layout)).unwrap();
+    let tc = Toolchain::new(reg, Vec::new());
+    let spec = NetworkSpec::new(
+        NetworkSource::zoo(name),
+        tc.parse_target("cuda -arch=sm_80").unwrap(),
+    )
+    .with_layout(layout);
+    // the pipeline's stages 1–7; stage 8 on the assembler
+    let compiled = tc
+        .compile(&spec, None)
+        .unwrap_or_else(|e| panic!("{name}: {e}"))
+        .network;
     let device = Arc::new(Assembler {
         arch: Arch::parse("sm_80").unwrap(),
         assemble,
         next: AtomicU64::new(0),
         kernels: Mutex::new(0),
     });
-    build_on(&g, backend.as_ref(), device.clone(), None).unwrap_or_else(|e| panic!("{name}: {e}"));
+    compiled
+        .load(device.clone())
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
     let kernels = *device.kernels.lock().unwrap();
     eprintln!("{name}: {kernels} kernels compiled and assembled");
     assert!(kernels > 10, "{name}: {kernels} kernels");

@@ -51,15 +51,16 @@ fn readme_library_example() -> Result<(), Box<dyn std::error::Error>> {
 
 #[test]
 fn readme_network_example() -> Result<(), Box<dyn std::error::Error>> {
-    use tessera_graph::zoo::{network, ZooOptions};
-    use tessera_graph::{build, extract_tasks, passes, Layout};
+    use tessera_driver::{NetworkSource, NetworkSpec, Toolchain};
+    use tessera_graph::{extract_tasks, Layout};
 
-    let opts = ZooOptions {
-        layout: Layout::Nhwc,
-        ..ZooOptions::default()
-    };
-    let mut net = network("resnet-18", &opts)?;
-    passes::optimize(&mut net, Some(Layout::Nhwc))?;
+    // the plugins found in the usual places, no pipeline extension (tuned builds add
+    // the strategies' ones)
+    let registry = tessera_plugin::discover(&[], &tessera_plugin::plugin_dirs());
+    let toolchain = Toolchain::new(registry, Vec::new());
+    let spec =
+        NetworkSpec::new(NetworkSource::zoo("resnet-18"), Target::cpu()).with_layout(Layout::Nhwc);
+    let net = toolchain.optimized(&spec)?;
     let (tasks, weights) = extract_tasks(&net, &Target::cpu())?;
     assert_eq!((tasks.len(), weights.iter().sum::<usize>()), (30, 32));
     let dag = tasks[1].dag.to_string();
@@ -68,7 +69,7 @@ fn readme_network_example() -> Result<(), Box<dyn std::error::Error>> {
         "{dag}"
     );
 
-    let mut m = build(&net, &Target::cpu())?;
+    let (mut m, _report) = toolchain.build(&spec, None)?;
     let x = NDArray::random_uniform(DataType::float32(), &[1, 224, 224, 3], 0, -1.0, 1.0)?;
     m.set_input("data", &x)?;
     m.run()?;
@@ -76,7 +77,7 @@ fn readme_network_example() -> Result<(), Box<dyn std::error::Error>> {
     assert_eq!(probs.shape(), &[1, 1000]);
     let sum: f64 = probs.to_f64_vec().iter().sum();
     assert!((sum - 1.0).abs() < 1e-4, "{sum}");
-    let t = m.benchmark(&TimeEvaluator::new(1, 2, 0.0))?;
+    let t = toolchain.benchmark(&mut m, &TimeEvaluator::new(1, 2, 0.0))?;
     assert_eq!(t.results.len(), 2);
     println!("{t}");
     Ok(())

@@ -6,13 +6,11 @@
 
 use crate::tune::{measure_options, parse_dims, TuneArgs};
 use anyhow::{bail, Context, Result};
-use tessera_autotvm::templates::TemplateKind;
 use tessera_costmodel::{PackSumParams, PackSumXgb, ProgramCostModel, RandomProgramModel};
 use tessera_search::measure::Measurer;
 use tessera_search::policy::PolicyOptions;
 use tessera_search::scheduler::{SchedulerOptions, TaskSelection};
 use tessera_search::session::{Progress, SessionOptions, SessionReport, TuningSession};
-use tessera_search::tasks::{operator_task, operator_tasks, plan_tasks};
 use tessera_te::catalog::OpSpec;
 
 /// The catalog operator of `--op OP --op-shape DIMS` with the attributes of `attrs`
@@ -249,45 +247,15 @@ pub fn run(args: TuneArgs) -> Result<()> {
             .device_for(&target)
             .with_context(|| format!("tuning measures on the device of `{target}`"))?;
     }
-    let hw = backend.hardware_params().clone();
+    let toolchain = crate::plugins::toolchain();
     let (plan, tasks) = match &args.op {
         Some(op) => {
             let spec = op_spec(op, args.op_shape.as_deref(), &args.op_attrs)?;
-            let mut task = operator_task(&spec, &target, &hw)?;
-            if args.templates {
-                tessera_autotvm::network::vta_fallback_baseline(&mut task, hw.f32_lanes());
-            }
+            let task = toolchain.operator_tuning_task(&spec, &target, args.templates)?;
             (None, vec![task])
         }
         None => {
-            let plan = if args.templates {
-                tessera_graph::ConvPlan::fixed(net.load_for_templates()?)
-            } else {
-                net.plan()?
-            };
-            let g = plan.base();
-            let tasks = if args.templates {
-                // the target's templates only (VTA's for `vta`); a task no template fits
-                // stays, for the strategy to say so
-                let lanes = hw.f32_lanes();
-                operator_tasks(g, &target, &hw)?
-                    .into_iter()
-                    .filter(|t| {
-                        let kind = t
-                            .task
-                            .op
-                            .as_ref()
-                            .and_then(|o| TemplateKind::from_op(o, lanes));
-                        kind.is_none_or(|k| crate::network::template_fits(&target, k.template()))
-                    })
-                    .map(|mut t| {
-                        tessera_autotvm::network::vta_fallback_baseline(&mut t, lanes);
-                        t
-                    })
-                    .collect()
-            } else {
-                plan_tasks(&plan, &target, &hw)?
-            };
+            let (plan, tasks) = toolchain.tuning_tasks(&net.spec()?, args.templates)?;
             (Some(plan), tasks)
         }
     };
@@ -320,17 +288,15 @@ pub fn run(args: TuneArgs) -> Result<()> {
     let mut network = serde_json::Value::Null;
     if let Some(plan) = plan {
         // the check times kernels here, in whole runs: not for a remote device (each
-        // step would carry a round trip) nor VTA (whose defaults run on its board's CPU)
+        // step would carry a round trip) nor a target whose defaults run on another
+        // processor (VTA's, on its board's CPU)
         let local = crate::rpc::use_remote(&args.rpc)?.is_none() && !args.simulated_runner;
         // a run that measured nothing new keeps the log's own check
         let checked_before = summary.new_trials == 0
             && tessera_search::record::load(&args.log).is_ok_and(|l| !l.checks.is_empty());
         if checked_before {
             say!("in-network check: the log's check stands (nothing new was measured)");
-        } else if local
-            && !args.no_network_check
-            && target.kind != tessera_backends::TargetKind::VTA
-        {
+        } else if local && !args.no_network_check && !toolchain.needs(&target).no_network_check {
             crate::tune::check_in_network(&plan, &target, &args.log)?;
         }
         network =

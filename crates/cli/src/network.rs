@@ -1,15 +1,16 @@
-//! `tessera tasks` and `tessera run`: a whole network, from the zoo or an ONNX file.
+//! `tessera tasks`, `run` and `compile`: a whole network, from the zoo or an ONNX file —
+//! the arguments turned into a `tessera_driver::NetworkSpec`, one call of the pipeline,
+//! and what it returns printed.
 
+use crate::plugins::toolchain;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use std::path::PathBuf;
 use tessera_backends::Target;
-use tessera_graph::zoo::{self, ZooOptions};
-use tessera_graph::{
-    passes, print_tasks, CompiledNetwork, ConvPlan, Graph, GraphModule, Layout, ScheduleHook,
-};
+use tessera_driver::{BuildReport, NetworkSource, NetworkSpec};
+use tessera_graph::zoo::ZooOptions;
+use tessera_graph::{print_tasks, CompiledNetwork, ConvPlan, Graph, GraphModule, Layout};
 use tessera_runtime::{NDArray, TimeEvaluator};
-use tessera_search::record::LoadedLog;
 
 /// Where the network comes from, and how to prepare it.
 #[derive(Args, Clone, Debug)]
@@ -54,19 +55,17 @@ pub struct NetworkArgs {
 }
 
 impl NetworkArgs {
-    pub(crate) fn layout(&self) -> Result<Layout> {
-        match &self.layout {
-            Some(l) => {
+    fn layout(&self) -> Result<Option<Layout>> {
+        self.layout
+            .as_deref()
+            .map(|l| {
                 Layout::parse(l).with_context(|| format!("unknown layout `{l}` (NHWC or NCHW)"))
-            }
-            None => Ok(Layout::Nhwc),
-        }
+            })
+            .transpose()
     }
 
     pub(crate) fn target(&self) -> Result<Target> {
-        crate::plugins::registry()
-            .parse_target(self.target.as_deref().unwrap_or("cpu"))
-            .map_err(Into::into)
+        Ok(toolchain().parse_target(self.target.as_deref().unwrap_or("cpu"))?)
     }
 
     /// Whether a network was named (`--network` or `--onnx`).
@@ -79,72 +78,20 @@ impl NetworkArgs {
         self.target.is_some()
     }
 
-    /// Whether the target is VTA's: the network is then built in NCHW, quantized to
-    /// int8 and packed into VTA's layout between its first max pool and its global
-    /// pool (`graph::pack::quantize_and_pack`), as TVM's VTA flow does.
-    fn for_vta(&self) -> Result<bool> {
-        Ok(self.target()?.kind == tessera_backends::TargetKind::VTA)
-    }
-
-    /// The network, optimized (batch norms and constants folded, layout converted; for
-    /// VTA quantized and packed), with, for a CPU build in NHWC, its convolutions'
-    /// algorithms still to choose (direct or Winograd, `graph::conv_plan`) and their
-    /// weights to pack.
-    pub(crate) fn plan(&self) -> Result<ConvPlan> {
-        let g = self.load_optimized()?;
-        let target = self.target()?;
-        if self.layout()? != Layout::Nhwc
-            || self.for_vta()?
-            || target.kind != tessera_backends::TargetKind::CPU
-        {
-            return Ok(ConvPlan::fixed(g));
-        }
-        // blocks of one vector register, the width every schedule vectorizes
-        let lanes = crate::plugins::registry()
-            .backend_for(&target)?
-            .hardware_params()
-            .f32_lanes();
-        Ok(ConvPlan::for_cpu(g, lanes, !self.no_winograd)?)
-    }
-
-    /// The optimized network with every convolution's weights left HWIO, for the
-    /// schedule templates (whose tasks are HWIO convolutions, `tessera tune --templates`
-    /// and the template configurations of a log).
-    pub(crate) fn load_for_templates(&self) -> Result<Graph> {
-        self.load_optimized()
-    }
-
-    fn load_optimized(&self) -> Result<Graph> {
-        let vta = self.for_vta()?;
-        let layout = match (&self.layout, vta) {
-            (None, true) => Layout::Nchw,
-            (Some(_), true) if self.layout()? != Layout::Nchw => {
-                bail!(
-                    "--layout {}: VTA packs NCHW networks (give NCHW, or no --layout)",
-                    self.layout.as_deref().unwrap_or("")
-                )
-            }
-            _ => self.layout()?,
-        };
-        let mut g = match (&self.network, &self.onnx) {
-            (Some(name), _) => {
-                // A network defined in NCHW only is built so and converted below.
-                let built = if zoo::nchw_only(name) {
-                    Layout::Nchw
-                } else {
-                    layout
-                };
-                let opts = ZooOptions {
+    /// What these arguments ask the pipeline to build.
+    pub(crate) fn spec(&self) -> Result<NetworkSpec> {
+        let source = match (&self.network, &self.onnx) {
+            (Some(name), _) => NetworkSource::Zoo {
+                name: name.clone(),
+                options: ZooOptions {
                     batch: self.batch,
-                    layout: built,
                     seed: self.seed,
                     image_size: self.image_size,
                     ..ZooOptions::default()
-                };
-                zoo::network(name, &opts)?
-            }
+                },
+            },
             (None, Some(path)) => {
-                let mut opts = tessera_graph::onnx::ImportOptions::default();
+                let mut options = tessera_graph::onnx::ImportOptions::default();
                 for s in &self.shapes {
                     let (name, dims) = s
                         .split_once('=')
@@ -156,29 +103,29 @@ impl NetworkArgs {
                         .with_context(|| {
                             format!("--shape `{s}`: dimensions must be positive integers")
                         })?;
-                    opts.input_shapes.insert(name.to_string(), dims);
+                    options.input_shapes.insert(name.to_string(), dims);
                 }
-                opts.value_shapes.extend(self.value_shapes.iter().cloned());
-                let (g, warnings) = tessera_graph::onnx::load_reporting(path, &opts)
-                    .with_context(|| format!("importing {}", path.display()))?;
-                for w in warnings {
-                    eprintln!("warning: {w}");
+                options
+                    .value_shapes
+                    .extend(self.value_shapes.iter().cloned());
+                NetworkSource::Onnx {
+                    path: path.clone(),
+                    options,
                 }
-                g
             }
             (None, None) => bail!("give --network NAME or --onnx FILE"),
         };
-        passes::optimize(&mut g, Some(layout))?;
-        if vta {
-            use tessera_graph::{pack, quantize};
-            g = pack::quantize_and_pack(
-                &g,
-                &quantize::QConfig::default(),
-                &pack::PackConfig::default(),
-            )
-            .context("preparing the network for VTA (int8, NCHW1n16c)")?;
-        }
-        Ok(g)
+        Ok(NetworkSpec {
+            source,
+            target: self.target()?,
+            layout: self.layout()?,
+            winograd: !self.no_winograd,
+        })
+    }
+
+    /// The optimized network with its algorithm plan (`Toolchain::plan`).
+    pub(crate) fn plan(&self) -> Result<ConvPlan> {
+        Ok(toolchain().plan(&self.spec()?)?)
     }
 }
 
@@ -198,30 +145,25 @@ pub struct TasksArgs {
 pub fn tasks(args: TasksArgs) -> Result<()> {
     let target = args.net.target()?;
     if args.templates {
-        let g = args.net.load_for_templates()?;
-        let backend = crate::plugins::registry().backend_for(&target)?;
-        let lanes = backend.hardware_params().f32_lanes();
-        let tasks: Vec<_> = tessera_autotvm::network::extract_template_tasks(&g, lanes)
-            .into_iter()
-            .filter(|t| template_fits(&target, &t.task.template))
-            .collect();
+        let plan = toolchain().plan_for_templates(&args.net.spec()?)?;
+        let tasks = toolchain().template_tasks(plan.base(), &target)?;
         for (i, t) in tasks.iter().enumerate() {
             say!(
                 "========== Template task {i}  (workload key: {}) ==========",
-                t.task.workload_key
+                t.workload_key
             );
             say!(
                 "# {}  weight: {}  FLOPs: {:.0}",
-                t.task.template,
+                t.template,
                 t.weight,
-                t.task.flop
+                t.flop
             );
-            say!("{}", t.task.space);
+            say!("{}", t.space);
         }
         say!(
             "{} template tasks of network `{}` for target `{target}`",
             tasks.len(),
-            g.name
+            plan.base().name
         );
         return Ok(());
     }
@@ -327,45 +269,58 @@ fn compile_for(
     log: Option<&std::path::Path>,
     inputs: &[Given],
 ) -> Result<CompiledNetwork> {
-    let target = net.target()?;
-    let log = match log {
-        Some(path) => Some((path, crate::records::load_warn(path)?)),
-        None => None,
-    };
-    let plan = match &log {
-        Some((_, loaded)) if templates_fit_better(net, &target, loaded)? => {
-            ConvPlan::fixed(net.load_for_templates()?)
-        }
-        _ => net.plan()?,
-    };
+    let spec = net.spec()?;
+    let loaded = log.map(|p| toolchain().read_log(p)).transpose()?;
+    let plan = toolchain().plan_for_log(&spec, loaded.as_ref())?;
     check_inputs(plan.base(), inputs)?;
     let start = std::time::Instant::now();
-    let compiled = match &log {
-        None => compile_untuned(&plan, &target, true)?,
-        Some((log, loaded)) => {
-            let (c, applied) = compile_with_history(&plan, &target, loaded, true)?;
-            say!(
-                "applied the history best of {} to {applied} distinct fused groups",
-                log.display()
-            );
-            if applied == 0 {
-                warn_nothing_applied(net, &plan, &target, log, loaded)?;
-            }
-            c
-        }
-    };
-    let s = compiled.summary();
+    let build = toolchain().compile_plan(&plan, &spec.target, loaded.as_ref())?;
+    print_report(&build.report, log);
+    let s = build.network.summary();
     say!(
-        "built `{}` for `{target}`: {} fused groups, {} kernels generated and built in {:.1} s; \
+        "built `{}` for `{}`: {} fused groups, {} kernels generated and built in {:.1} s; \
          intermediate memory {:.1} MiB (without reuse {:.1} MiB)",
         plan.base().name,
+        spec.target,
         s.groups,
         s.kernels,
         start.elapsed().as_secs_f64(),
         s.planned_bytes as f64 / (1 << 20) as f64,
         s.unplanned_bytes as f64 / (1 << 20) as f64
     );
-    Ok(compiled)
+    Ok(build.network)
+}
+
+/// Prints what a build applied: the convolutions' algorithms, the groups the log's
+/// in-network check kept on their default, the hooks' warnings, and with a log how many
+/// groups it reached (or why none).
+pub(crate) fn print_report(r: &BuildReport, log: Option<&std::path::Path>) {
+    if r.with_log && !r.algorithms.is_empty() {
+        say!("{}", algorithms_line(&r.algorithms));
+    }
+    if r.with_log && r.overruled > 0 {
+        say!(
+            "{} tuned groups keep their default schedule: the log's in-network \
+             check timed it faster than their history best",
+            r.overruled
+        );
+    }
+    for w in &r.warnings {
+        eprintln!("warning: {w}");
+    }
+    let Some(log) = log else { return };
+    say!(
+        "applied the history best of {} to {} distinct fused groups",
+        log.display(),
+        r.applied
+    );
+    if let Some(why) = &r.nothing_applied {
+        eprintln!(
+            "warning: nothing of {} applies to this build, which uses default schedules \
+             throughout: {why}",
+            log.display()
+        );
+    }
 }
 
 pub fn compile(args: CompileArgs) -> Result<()> {
@@ -415,227 +370,12 @@ fn module_to_run(args: &RunArgs, inputs: &[Given]) -> Result<GraphModule> {
 fn load_timed(compiled: CompiledNetwork) -> Result<GraphModule> {
     let start = std::time::Instant::now();
     let target = compiled.target().clone();
-    let m = load(compiled)?;
+    let m = toolchain().load(compiled)?;
     say!(
         "loaded onto the device of `{target}` in {:.1} s (a driver that compiles the kernels itself, as OpenCL's, does it here)",
         start.elapsed().as_secs_f64()
     );
     Ok(m)
-}
-
-/// The workload keys a log's records can apply to in a build of `net` for `target`:
-/// the auto-scheduler's tasks of `plan` and the template tasks of the network.
-fn task_keys(
-    net: &NetworkArgs,
-    plan: &ConvPlan,
-    target: &Target,
-) -> Result<(Vec<String>, Vec<String>)> {
-    let (tasks, _) = plan.tasks(target)?;
-    let sketch: Vec<String> = tasks.into_iter().map(|t| t.workload_key).collect();
-    let lanes = crate::plugins::registry()
-        .backend_for(target)?
-        .hardware_params()
-        .f32_lanes();
-    let templates: Vec<String> =
-        tessera_autotvm::network::extract_template_tasks(&net.load_for_templates()?, lanes)
-            .into_iter()
-            .map(|t| t.task.workload_key)
-            .collect();
-    Ok((sketch, templates))
-}
-
-/// Whether a log is built with the template plan (every convolution direct, weights
-/// HWIO, which template configurations need) rather than the auto-scheduler's (weights
-/// packed, Winograd where it pays): a log holding both kinds of records takes the plan
-/// under which more of its tasks have a record, so that appending template records to
-/// an auto-scheduler log does not throw its step histories (and Winograd) away.
-fn templates_fit_better(net: &NetworkArgs, target: &Target, log: &LoadedLog) -> Result<bool> {
-    use tessera_search::ScheduleDesc;
-    let keys_where = |kind: fn(&ScheduleDesc) -> bool| -> std::collections::HashSet<&str> {
-        log.records
-            .iter()
-            .filter(|r| kind(&r.schedule))
-            .map(|r| r.workload_key.as_str())
-            .collect()
-    };
-    let configs = keys_where(|s| matches!(s, ScheduleDesc::Config { .. }));
-    if configs.is_empty() {
-        return Ok(false);
-    }
-    let steps = keys_where(|s| matches!(s, ScheduleDesc::Steps { .. }));
-    if steps.is_empty() {
-        return Ok(true);
-    }
-    let (sketch, templates) = task_keys(net, &net.plan()?, target)?;
-    let hits = |keys: &[String], have: &std::collections::HashSet<&str>| {
-        keys.iter().filter(|k| have.contains(k.as_str())).count()
-    };
-    let (by_steps, by_configs) = (hits(&sketch, &steps), hits(&templates, &configs));
-    if by_steps > 0 && by_configs > 0 {
-        eprintln!(
-            "warning: the log holds step histories for {by_steps} tasks and template \
-             configurations for {by_configs}; a build takes one plan, and takes the {}",
-            if by_configs > by_steps {
-                "templates' (direct convolutions, HWIO weights)"
-            } else {
-                "auto-scheduler's (packed weights, Winograd where it pays)"
-            }
-        );
-    }
-    Ok(by_configs > by_steps)
-}
-
-/// The warning for a log none of whose records applied to the build, with why.
-fn warn_nothing_applied(
-    net: &NetworkArgs,
-    plan: &ConvPlan,
-    target: &Target,
-    log: &std::path::Path,
-    loaded: &LoadedLog,
-) -> Result<()> {
-    let (mut keys, templates) = task_keys(net, plan, target)?;
-    keys.extend(templates);
-    let why = tessera_search::record::why_nothing_applies(
-        &loaded.records,
-        &keys,
-        &target.to_string(),
-    )
-    .unwrap_or_else(|| {
-        "its records for this network's tasks all failed or were overruled by the in-network check"
-            .into()
-    });
-    eprintln!(
-        "warning: nothing of {} applies to this build, which uses default schedules \
-         throughout: {why}",
-        log.display()
-    );
-    Ok(())
-}
-
-/// Whether template `template` (`conv2d_nchw.x86`, `conv2d_packed.vta`) tunes a kernel of
-/// `target`: VTA's templates for VTA (as TVM's tutorial keeps only the packed conv2d
-/// tasks), the others for every other target.
-pub(crate) fn template_fits(target: &Target, template: &str) -> bool {
-    let vta_template = template.ends_with(".vta");
-    vta_template == (target.kind == tessera_backends::TargetKind::VTA)
-}
-
-/// Compiles `g` for `target` with the target's backend (the CPU's, or a plugin's),
-/// asking `hook` for schedules first.
-pub fn compile_network(
-    g: &Graph,
-    target: &Target,
-    hook: Option<&dyn ScheduleHook>,
-) -> Result<CompiledNetwork> {
-    let backend = crate::plugins::registry().backend_for(target)?;
-    Ok(tessera_graph::compile(g, backend.as_ref(), hook)?)
-}
-
-/// Loads a compiled network on the device of its target (the CPU, a plugin's device, or
-/// a remote one).
-pub(crate) fn load(compiled: CompiledNetwork) -> Result<GraphModule> {
-    let device = crate::rpc::device_for(compiled.target())?;
-    Ok(compiled.load(device)?)
-}
-
-/// Builds `g` for `target`: [`compile_network`], then [`load`].
-pub fn build_network(
-    g: &Graph,
-    target: &Target,
-    hook: Option<&dyn ScheduleHook>,
-) -> Result<GraphModule> {
-    load(compile_network(g, target, hook)?)
-}
-
-/// Builds `plan` with the history best of the record log `log` (apply-history-best),
-/// printing the log's skipped lines and the hook's warnings; returns the module and how
-/// many distinct fused groups got a tuned configuration.
-pub fn build_tuned(
-    plan: &ConvPlan,
-    target: &Target,
-    log: &std::path::Path,
-) -> Result<(tessera_graph::GraphModule, usize)> {
-    let loaded = crate::records::load_warn(log)?;
-    let (c, applied) = compile_with_history(plan, target, &loaded, true)?;
-    Ok((load(c)?, applied))
-}
-
-/// Whether `records` hold template configurations (AutoTVM's), which apply to HWIO
-/// convolutions only (see [`NetworkArgs::load_for_templates`]).
-pub(crate) fn holds_templates(records: &[tessera_search::record::Record]) -> bool {
-    records
-        .iter()
-        .any(|r| matches!(r.schedule, tessera_search::ScheduleDesc::Config { .. }))
-}
-
-/// Builds `plan` with the history best of `log` (no records: every task built as
-/// without tuning — for VTA, TVM's fallback configuration on VTA), each convolution
-/// with the algorithm whose options measured fastest (`search::tasks::pick_algorithms`),
-/// printing the warnings (a task without a record, a record that did not apply), the
-/// algorithms and the groups an in-network check kept on their default when `warn`.
-fn compile_with_history(
-    plan: &ConvPlan,
-    target: &Target,
-    log: &LoadedLog,
-    warn: bool,
-) -> Result<(CompiledNetwork, usize)> {
-    let best = tessera_search::record::ApplyHistoryBest::from_log(log);
-    let (graph, picked) = tessera_search::tasks::pick_algorithms(plan, &best, &target.to_string())?;
-    if warn && !picked.is_empty() {
-        say!("{}", algorithms_line(&picked));
-    }
-    let overruled = best.overruled().len();
-    if warn && overruled > 0 {
-        say!(
-            "{overruled} tuned groups keep their default schedule: the log's in-network \
-             check timed it faster than their history best"
-        );
-    }
-    compile_graph_with_best(&graph, target, best, holds_templates(&log.records), warn)
-}
-
-/// Builds `g` with the history best `best`: [`compile_graph_with_best`], then [`load`].
-pub(crate) fn build_graph_with_best(
-    g: &Graph,
-    target: &Target,
-    best: tessera_search::record::ApplyHistoryBest,
-    templates: bool,
-    warn: bool,
-) -> Result<(tessera_graph::GraphModule, usize)> {
-    let (c, applied) = compile_graph_with_best(g, target, best, templates, warn)?;
-    Ok((load(c)?, applied))
-}
-
-/// Compiles `g` with the history best `best` (step histories, and template
-/// configurations for the rest where `templates` — a log that holds them, or VTA,
-/// whose packed convolutions run on VTA only with a configuration); returns the
-/// compiled network and how many distinct groups got a tuned schedule.
-fn compile_graph_with_best(
-    g: &Graph,
-    target: &Target,
-    best: tessera_search::record::ApplyHistoryBest,
-    templates: bool,
-    warn: bool,
-) -> Result<(CompiledNetwork, usize)> {
-    use tessera_autotvm::network::TunedHook;
-    let target_str = target.to_string();
-    let has_templates = target.kind == tessera_backends::TargetKind::VTA || templates;
-    let backend = crate::plugins::registry().backend_for(target)?;
-    let lanes = backend.hardware_params().f32_lanes();
-    let templates = TunedHook::new(best.clone(), &target_str, lanes);
-    // Step histories (the auto-scheduler) first, template configurations for the rest.
-    let fallback: Option<&dyn tessera_graph::ScheduleHook> = if has_templates {
-        Some(&templates)
-    } else {
-        None
-    };
-    let sketch = tessera_sketch::network::SketchHook::new(best, &target_str, fallback);
-    let m = compile_network(g, target, Some(&sketch))?;
-    let warnings = sketch.warnings().into_iter().chain(templates.warnings());
-    for w in warnings.filter(|_| warn) {
-        eprintln!("warning: {w}");
-    }
-    Ok((m, sketch.applied() + templates.applied()))
 }
 
 /// What a build with records chose for the convolutions with a choice: how many of
@@ -657,38 +397,6 @@ fn algorithms_line(picked: &[(tessera_graph::ConvAlgorithm, bool)]) -> String {
         counts.join(", "),
         picked.len()
     )
-}
-
-/// Builds `plan` for `target` without tuning records: the rule's algorithms, every
-/// group's default schedule, but VTA's packed convolutions with TVM's fallback
-/// configuration, on VTA (their default schedule would run on the board's CPU), one
-/// warning each when `warn`.
-pub(crate) fn build_untuned(plan: &ConvPlan, target: &Target, warn: bool) -> Result<GraphModule> {
-    load(compile_untuned(plan, target, warn)?)
-}
-
-/// [`build_untuned`] without the device: the compiled network.
-fn compile_untuned(plan: &ConvPlan, target: &Target, warn: bool) -> Result<CompiledNetwork> {
-    if target.kind == tessera_backends::TargetKind::VTA {
-        Ok(compile_with_history(plan, target, &LoadedLog::default(), warn)?.0)
-    } else {
-        compile_network(plan.rule_graph(), target, None)
-    }
-}
-
-/// Times `m` with `ev`: whole runs on the host's clock, but on VTA the sum of the
-/// kernels' device-clock times (its cycle model at the board's clock, the board's CPU
-/// kernels on the host clock), not the host's time to simulate it.
-pub(crate) fn benchmark(
-    m: &mut GraphModule,
-    target: &Target,
-    ev: &TimeEvaluator,
-) -> Result<tessera_runtime::TimeResult> {
-    Ok(if target.kind == tessera_backends::TargetKind::VTA {
-        m.benchmark_kernels(ev)?
-    } else {
-        m.benchmark(ev)?
-    })
 }
 
 /// Sets every input: from its `--input NAME=FILE.npy`, else its `random_input`; an
@@ -818,10 +526,10 @@ fn print_benchmark(
 ) -> Result<serde_json::Value> {
     let target = m.target().clone();
     let ev = TimeEvaluator::new(args.number.max(1), args.repeat.max(1), 0.0);
-    if target.kind == tessera_backends::TargetKind::VTA {
-        say!("(VTA: the sum of each kernel's time on the device's clock, VTA's cycle model at the board's clock)");
+    if let Some(clock) = toolchain().needs(&target).device_clock {
+        say!("(`{target}`: the sum of each kernel's time on the device's clock, {clock})");
     }
-    let r = benchmark(m, &target, &ev)?;
+    let r = toolchain().benchmark(m, &ev)?;
     say!("Execution time summary:");
     say!(
         " {:>10}  {:>11}  {:>8}  {:>8}  {:>8}",

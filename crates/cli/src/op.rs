@@ -492,7 +492,7 @@ pub fn run(a: OpArgs) -> Result<()> {
         return emit(&a, backend.as_ref(), &func, dir);
     }
     crate::rpc::use_remote(&a.rpc)?;
-    let device = crate::rpc::device_for(&target)?;
+    let device = crate::plugins::toolchain().device_for(&target)?;
     let source = backend.codegen(&func)?;
     let dir = tempfile::tempdir().context("creating a build directory")?;
     let build = |f: &PrimFunc| Kernel::build(backend.as_ref(), &device, f, dir.path());

@@ -3,6 +3,7 @@
 use anyhow::{bail, Result};
 use clap::Subcommand;
 use std::path::PathBuf;
+use tessera_driver::{NetworkExtension, Toolchain};
 use tessera_plugin::{
     discover, load_file, plugin_dirs, LoadedPlugin, Origin, PluginRootRef, Registry,
 };
@@ -38,10 +39,31 @@ fn builtins() -> Vec<PluginRootRef> {
     v
 }
 
-/// Every plugin available to this process, discovered once.
+/// The pipeline extensions linked into this binary: the strategies' history hooks and
+/// template tasks, VTA's network preparation. Their crates are always linked (the
+/// features above register them as built-in plugins only), so a binary that loads those
+/// plugins as `.so` files still builds networks with their records and for their targets.
+fn extensions() -> Vec<Box<dyn NetworkExtension>> {
+    vec![
+        Box::new(tessera_sketch::network::SketchExtension),
+        Box::new(tessera_autotvm::network::TemplatesExtension),
+        Box::new(tessera_vta::network::VtaNetwork),
+    ]
+}
+
+/// The pipeline of this process: every plugin available (discovered once) and the
+/// linked extensions; the stages' warnings printed on stderr.
+pub fn toolchain() -> &'static Toolchain {
+    static TOOLCHAIN: std::sync::OnceLock<Toolchain> = std::sync::OnceLock::new();
+    TOOLCHAIN.get_or_init(|| {
+        Toolchain::new(discover(&builtins(), &plugin_dirs()), extensions())
+            .on_warning(|w| eprintln!("warning: {w}"))
+    })
+}
+
+/// Every plugin available to this process.
 pub fn registry() -> &'static Registry {
-    static REGISTRY: std::sync::OnceLock<Registry> = std::sync::OnceLock::new();
-    REGISTRY.get_or_init(|| discover(&builtins(), &plugin_dirs()))
+    toolchain().registry()
 }
 
 fn provides(p: &LoadedPlugin) -> String {

@@ -3,7 +3,7 @@
 use anyhow::{Context, Result};
 use clap::Subcommand;
 use std::path::{Path, PathBuf};
-use tessera_search::record::{best_by_workload, distill_file, load, LoadedLog, Record};
+use tessera_search::record::{best_by_workload, distill_file, LoadedLog, Record};
 use tessera_search::ScheduleDesc;
 
 #[derive(Subcommand, Debug)]
@@ -95,7 +95,7 @@ pub fn run(cmd: RecordsCmd) -> Result<()> {
             crate::set_json(json);
             // The error names the file (input or output) and what failed.
             let s = distill_file(&input, &output)?;
-            warn_skipped(&input, &s.skipped);
+            crate::plugins::toolchain().warn_skipped(&input, &s.skipped);
             if json {
                 println!(
                     "{}",
@@ -130,26 +130,12 @@ fn plural(n: usize) -> &'static str {
     }
 }
 
-/// Loads a record log and prints its skipped lines as warnings: every command that
-/// reads a log reads it through here.
+/// Loads a record log, its skipped lines printed as warnings (`Toolchain::read_log`):
+/// every command that reads a log reads it through here.
 pub(crate) fn load_warn(file: &Path) -> Result<LoadedLog> {
-    let log = load(file).with_context(|| format!("reading the record log {}", file.display()))?;
-    warn_skipped(file, &log.skipped);
-    Ok(log)
-}
-
-fn warn_skipped(file: &Path, skipped: &[(usize, String)]) {
-    const SHOWN: usize = 10;
-    for w in tessera_search::record::skipped_warnings(file, &skipped[..skipped.len().min(SHOWN)]) {
-        eprintln!("warning: {w}");
-    }
-    if skipped.len() > SHOWN {
-        eprintln!(
-            "warning: {}: {} more lines skipped",
-            file.display(),
-            skipped.len() - SHOWN
-        );
-    }
+    crate::plugins::toolchain()
+        .read_log(file)
+        .with_context(|| format!("reading the record log {}", file.display()))
 }
 
 /// The workload key's hash (its first element), if it has TVM's form

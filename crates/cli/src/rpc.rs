@@ -221,39 +221,14 @@ pub struct RpcArgs {
     pub(crate) rpc_token: Option<String>,
 }
 
-/// The longest a remote session (`tessera run`, `tessera op`) lasts.
-const SESSION_LIMIT: Duration = Duration::from_secs(1800);
-
-static REMOTE: std::sync::OnceLock<RemoteOptions> = std::sync::OnceLock::new();
-
-/// Makes [`device_for`] use the tracker's servers, when `args` names them; returns the
-/// options.
+/// Makes the pipeline's devices (`Toolchain::device_for`) the tracker's servers, when
+/// `args` names them; returns the options.
 pub(crate) fn use_remote(args: &RpcArgs) -> Result<Option<RemoteOptions>> {
     let r = remote_options(args)?;
     if let Some(r) = &r {
-        let _ = REMOTE.set(r.clone());
+        crate::plugins::toolchain().use_remote(r.clone());
     }
     Ok(r)
-}
-
-/// The device of `target`: a session on a server of the tracker's key when
-/// [`use_remote`] was given one, else this machine's (the registry's).
-pub(crate) fn device_for(
-    target: &tessera_backends::Target,
-) -> Result<Arc<dyn tessera_runtime::Device>> {
-    let Some(r) = REMOTE.get() else {
-        return Ok(crate::plugins::registry().device_for(target)?);
-    };
-    let d = tessera_rpc::RemoteDevice::open(&r.tracker, &r.key, &r.token, r.wait, SESSION_LIMIT)?;
-    if tessera_runtime::Device::kind(&d) != target.kind {
-        anyhow::bail!(
-            "the servers of key `{}` run `{}` devices, not `{}`",
-            r.key,
-            tessera_runtime::Device::kind(&d).name(),
-            target.kind.name()
-        );
-    }
-    Ok(Arc::new(d))
 }
 
 /// The remote measurement asked for, if any.

@@ -9,7 +9,6 @@ use std::path::PathBuf;
 use std::time::Duration;
 use tessera_backends::Backend;
 use tessera_runtime::runner::TimerConfig;
-use tessera_runtime::{TimeEvaluator, TimeResult};
 use tessera_search::measure::MeasureOptions;
 
 #[derive(Args, Debug)]
@@ -186,48 +185,34 @@ pub fn run(args: TuneArgs) -> Result<()> {
     crate::autosched::run(args)
 }
 
-/// The in-network check after tuning `plan` into `log`: the network built with the
-/// log's history best and with default schedules, both profiled in alternating rounds
-/// (`search::network_check`); the checks are appended to the log, and the groups
-/// whose default ran faster are printed.
+/// Shows a pipeline phase's progress as a bar (`progress::Phase`).
+pub(crate) fn phase_bar() -> impl FnMut(&str, usize, usize) {
+    let mut bar: Option<crate::progress::Phase> = None;
+    move |name, done, total| {
+        if bar.as_ref().is_none_or(|p| p.name() != name) {
+            bar = Some(crate::progress::Phase::new(name, total));
+        }
+        if let Some(p) = &mut bar {
+            p.set(done);
+        }
+    }
+}
+
+/// The in-network check after tuning `plan` into `log` (`Toolchain::check_in_network`),
+/// and the groups whose default ran faster printed.
 pub(crate) fn check_in_network(
     plan: &tessera_graph::ConvPlan,
     target: &tessera_backends::Target,
     log: &std::path::Path,
 ) -> Result<()> {
-    use tessera_search::network_check::{self, CheckOptions};
-    use tessera_search::record::{ApplyHistoryBest, RecordWriter};
-    let loaded = crate::records::load_warn(log)?;
-    // the records alone: an earlier check must not hide the schedule it overruled
-    let best = ApplyHistoryBest::new(&loaded.records);
-    let target_str = target.to_string();
-    let (graph, _) = tessera_search::tasks::pick_algorithms(plan, &best, &target_str)?;
-    let templates = crate::network::holds_templates(&loaded.records);
-    let mut phase = crate::progress::Phase::new("in-network check: building", 2);
-    let (mut tuned, applied) =
-        crate::network::build_graph_with_best(&graph, target, best.clone(), templates, false)?;
-    if applied == 0 {
-        phase.set(2);
+    let outcome = crate::plugins::toolchain()
+        .check_in_network(plan, target, log, &mut phase_bar())
+        .context("the in-network check")?;
+    let (checks, opts) = (&outcome.checks, &outcome.options);
+    if checks.is_empty() {
         say!("in-network check: no group is built with a tuned schedule, nothing to check");
         return Ok(());
     }
-    phase.set(1);
-    let mut default = crate::network::build_network(&graph, target, None)?;
-    phase.set(2);
-    let opts = CheckOptions::default();
-    let mut phase = crate::progress::Phase::new("in-network check: timing", opts.rounds);
-    let checks = network_check::check_in_network_with(
-        &mut tuned,
-        &mut default,
-        &best,
-        &target_str,
-        &opts,
-        &mut |done, _| phase.set(done),
-    )
-    .context("the in-network check")?;
-    RecordWriter::open(log)
-        .and_then(|mut w| w.append_checks(&checks))
-        .with_context(|| format!("appending the in-network check to {}", log.display()))?;
     let slower: Vec<_> = checks.iter().filter(|c| c.default_faster()).collect();
     say!(
         "in-network check: {} tuned groups timed inside whole runs against their default \
@@ -252,11 +237,8 @@ pub(crate) fn check_in_network(
 }
 
 /// Rounds of the closing comparison, each timing both builds (alternating which goes
-/// first), and the most whole runs each side gets per round: fewer where a run is long,
-/// so that a side's share of a round stays near `COMPARE_ROUND_MS`.
+/// first).
 const COMPARE_ROUNDS: usize = 5;
-const COMPARE_RUNS: usize = 4;
-const COMPARE_ROUND_MS: f64 = 1000.0;
 /// The fewest rounds that can show a difference beyond the noise (all must agree).
 const MIN_COMPARE_ROUNDS: usize = 3;
 
@@ -272,16 +254,17 @@ pub(crate) fn check_compare_rounds(n: usize) -> Result<()> {
 }
 
 /// Builds `plan` untuned and with the history best of `log`, times both in alternating
-/// rounds and prints the comparison (the end of both tuning modes): a speed-up only
-/// where every round agrees (`runtime::timer::Comparison`), else that the difference is
-/// inside the noise. Returns it as JSON.
+/// rounds (`Toolchain::compare_untuned_and_tuned`) and prints the comparison (the end of
+/// both tuning modes): a speed-up only where every round agrees
+/// (`runtime::timer::Comparison`), else that the difference is inside the noise.
+/// Returns it as JSON.
 pub(crate) fn compare_untuned_and_tuned(
     plan: &tessera_graph::ConvPlan,
     target: &tessera_backends::Target,
     log: &std::path::Path,
     rounds: usize,
 ) -> Result<serde_json::Value> {
-    use tessera_runtime::timer::{alternate, runs_within, time_once_ms, Comparison, Side, Verdict};
+    use tessera_runtime::timer::Verdict;
     let g = plan.base();
     if rounds == 0 {
         say!(
@@ -291,8 +274,14 @@ pub(crate) fn compare_untuned_and_tuned(
         );
         return Ok(serde_json::json!({ "skipped": true }));
     }
-    let (mut tuned, applied) = crate::network::build_tuned(plan, target, log)?;
-    if applied == 0 {
+    let compared = crate::plugins::toolchain().compare_untuned_and_tuned(
+        plan,
+        target,
+        log,
+        rounds,
+        &mut phase_bar(),
+    )?;
+    let Some(c) = compared else {
         say!(
             "network `{}`: no fused group is built with a tuned schedule (each kept its \
              default schedule, measured faster or untuned), so the tuned build is the \
@@ -300,49 +289,12 @@ pub(crate) fn compare_untuned_and_tuned(
             g.name
         );
         return Ok(serde_json::json!({ "applied": 0 }));
-    }
-    let mut untuned = crate::network::build_untuned(plan, target, false)?;
-    for m in [&mut untuned, &mut tuned] {
-        m.set_random_inputs()?;
-        m.run()?;
-    }
-    // timed after the warm-up runs, which may compile kernels or move weights
-    let two_runs_ms = time_once_ms(|| {
-        untuned.run()?;
-        tuned.run()
-    })?;
-    let runs = runs_within(two_runs_ms / 2.0, COMPARE_ROUND_MS, COMPARE_RUNS);
-    let ev = TimeEvaluator::new(1, runs, 0.0);
-    let mut phase = crate::progress::Phase::new("comparing untuned and tuned", rounds);
-    let (mut a, mut b) = (Vec::new(), Vec::new());
-    let mut cmp = Comparison::default();
-    alternate(
-        rounds,
-        |side| match side {
-            Side::A => crate::network::benchmark(&mut untuned, target, &ev),
-            Side::B => crate::network::benchmark(&mut tuned, target, &ev),
-        },
-        |round, x, y| {
-            cmp.a.push(x.median_ms());
-            cmp.b.push(y.median_ms());
-            a.extend(x.results);
-            b.extend(y.results);
-            phase.set(round + 1);
-        },
-    )?;
-    let (a, b) = (
-        TimeResult {
-            results: a,
-            number: 1,
-        },
-        TimeResult {
-            results: b,
-            number: 1,
-        },
-    );
+    };
+    let (a, b, runs) = (&c.untuned, &c.tuned, c.runs);
     say!(
-        "network `{}`: {applied} distinct fused groups built with tuned schedules (the others: their default schedule, measured faster or untuned); {rounds} alternating rounds of {runs} run{} each",
+        "network `{}`: {} distinct fused groups built with tuned schedules (the others: their default schedule, measured faster or untuned); {rounds} alternating rounds of {runs} run{} each",
         g.name,
+        c.applied,
         if runs == 1 { "" } else { "s" }
     );
     say!(
@@ -352,7 +304,7 @@ pub(crate) fn compare_untuned_and_tuned(
         "median (ms)",
         "std (ms)"
     );
-    for (name, r) in [("untuned", &a), ("tuned", &b)] {
+    for (name, r) in [("untuned", a), ("tuned", b)] {
         say!(
             "{name:>8}  {:>10.4}  {:>11.4}  {:>8.4}",
             r.mean_ms(),
@@ -360,6 +312,7 @@ pub(crate) fn compare_untuned_and_tuned(
             r.std_ms()
         );
     }
+    let cmp = &c.per_round;
     let ratios = tessera_runtime::Stats::of(&cmp.speedups());
     let verdict = match cmp.verdict() {
         Verdict::BFaster(x) => format!(
@@ -378,7 +331,7 @@ pub(crate) fn compare_untuned_and_tuned(
     };
     say!("{verdict}");
     Ok(serde_json::json!({
-        "applied": applied,
+        "applied": c.applied,
         "untuned_median_ms": a.median_ms(),
         "tuned_median_ms": b.median_ms(),
         "round_speedups": cmp.speedups(),

@@ -6,7 +6,8 @@
 //!                                    for the CPU: a ConvPlan — Winograd or direct
 //!                                    3×3 convs, packed weights, attention as one
 //!                                    operator;
-//!                                    for VTA: quantize to int8, pack NCHW1n16c)
+//!                                    int8 quantization, which a target's own
+//!                                    preparation uses: VTA's packing is its plugin's)
 //!             ->  fuse   ->  extract_tasks (one compute DAG per distinct group)
 //!                        ->  compile -> CompiledNetwork (save / read: a module file)
 //!                                    -> load -> GraphModule (set_input / run / get_output)
@@ -23,7 +24,6 @@ pub mod ir;
 pub mod onnx;
 pub mod op;
 pub mod op_spec;
-pub mod pack;
 pub mod pad_channels;
 pub mod passes;
 pub mod quantize;

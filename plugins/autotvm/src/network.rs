@@ -1,14 +1,18 @@
 //! Templates in networks: the template tasks of a network (one per distinct conv2d /
 //! dense / matmul of its fused groups) and the schedule hook that builds a network with
-//! the best configurations of a record log (apply-history-best).
+//! the best configurations of a record log (apply-history-best); and the pipeline
+//! extension that offers both (`tessera_driver::NetworkExtension`).
 
 use crate::templates::{TemplateKind, TemplateTask};
 use petgraph::stable_graph::NodeIndex;
 use std::collections::HashMap;
 use std::sync::Mutex;
+use tessera_backends::{HardwareParams, Target};
+use tessera_driver::{HistoryHook, NetworkExtension, RecordKind, TemplateTaskInfo};
 use tessera_graph::executor::{BuildContext, ScheduleHook};
 use tessera_graph::{fuse, op_spec_of, Graph, GroupCompute};
 use tessera_search::record::ApplyHistoryBest;
+use tessera_search::session::TuningTask;
 use tessera_search::ScheduleDesc;
 use tessera_te::schedules::{computed_stages, schedule_stages};
 use tessera_te::Schedule;
@@ -242,7 +246,7 @@ pub fn vta_epilogue(
 /// compare with VTA's), the template's fallback configuration — what an untuned build
 /// runs on VTA; other tasks keep their default schedule. A task no template fits is
 /// left as it is.
-pub fn vta_fallback_baseline(task: &mut tessera_search::session::TuningTask, lanes: i64) {
+pub fn vta_fallback_baseline(task: &mut TuningTask, lanes: i64) {
     let Some(kind) = task
         .task
         .op
@@ -262,4 +266,83 @@ pub fn vta_fallback_baseline(task: &mut tessera_search::session::TuningTask, lan
                 .map_err(|e| e.to_string())
         });
     task.default = Some(func);
+}
+
+/// Whether template `template` (`conv2d_nchw.x86`, `conv2d_packed.vta`) tunes a kernel of
+/// `target`: VTA's templates for VTA (as TVM's tutorial keeps only the packed conv2d
+/// tasks), the others for every other target.
+pub fn template_fits(target: &Target, template: &str) -> bool {
+    let vta_template = template.ends_with(".vta");
+    vta_template == (target.kind == tessera_backends::TargetKind::VTA)
+}
+
+impl HistoryHook for TunedHook {
+    fn record_kind(&self) -> RecordKind {
+        RecordKind::Configurations
+    }
+    fn applied(&self) -> usize {
+        TunedHook::applied(self)
+    }
+    fn warnings(&self) -> Vec<String> {
+        TunedHook::warnings(self)
+    }
+}
+
+/// The templates' part of the pipeline: configurations applied to builds, the template
+/// tasks of a network, and which operators a template session tunes for a target.
+pub struct TemplatesExtension;
+
+impl NetworkExtension for TemplatesExtension {
+    fn name(&self) -> &str {
+        "autotvm"
+    }
+
+    fn history_hook(
+        &self,
+        best: &ApplyHistoryBest,
+        target: &Target,
+        hw: &HardwareParams,
+    ) -> Option<Box<dyn HistoryHook>> {
+        let hook = TunedHook::new(best.clone(), &target.to_string(), hw.f32_lanes());
+        Some(Box::new(hook))
+    }
+
+    fn template_tasks(
+        &self,
+        graph: &Graph,
+        target: &Target,
+        hw: &HardwareParams,
+    ) -> Option<Vec<TemplateTaskInfo>> {
+        let tasks = extract_template_tasks(graph, hw.f32_lanes())
+            .into_iter()
+            .filter(|t| template_fits(target, &t.task.template))
+            .map(|t| TemplateTaskInfo {
+                workload_key: t.task.workload_key.clone(),
+                template: t.task.template.clone(),
+                weight: t.weight,
+                flop: t.task.flop,
+                space: t.task.space.to_string(),
+            })
+            .collect();
+        Some(tasks)
+    }
+
+    fn keep_template_task(
+        &self,
+        task: &mut TuningTask,
+        target: &Target,
+        hw: &HardwareParams,
+    ) -> Option<bool> {
+        let lanes = hw.f32_lanes();
+        let kind = task
+            .task
+            .op
+            .as_ref()
+            .and_then(|o| TemplateKind::from_op(o, lanes));
+        let keep = kind.is_none_or(|k| template_fits(target, k.template()));
+        if keep {
+            vta_fallback_baseline(task, lanes);
+        }
+        Some(keep)
+    }
 }

@@ -1,9 +1,12 @@
 //! Apply-history-best for networks: a [`ScheduleHook`] that builds each fused group
 //! with the best step history the record log holds for the group's compute DAG
-//! (matched by workload key and target), and hands the groups without one to a
-//! fallback hook (template records) or their default schedule.
+//! (matched by workload key and target), leaving the groups without one to the next
+//! hook of the pipeline's chain (template records) or their default schedule; and the
+//! pipeline extension that offers it (`tessera_driver::NetworkExtension`).
 
 use std::sync::Mutex;
+use tessera_backends::{HardwareParams, Target};
+use tessera_driver::{HistoryHook, NetworkExtension, RecordKind};
 use tessera_graph::{BuildContext, Graph, GroupCompute, ScheduleHook};
 use tessera_search::record::ApplyHistoryBest;
 use tessera_search::state::State;
@@ -11,24 +14,18 @@ use tessera_search::ScheduleDesc;
 use tessera_te::Schedule;
 
 /// Builds fused groups with their best auto-scheduler records.
-pub struct SketchHook<'a> {
+pub struct SketchHook {
     best: ApplyHistoryBest,
     target: String,
-    fallback: Option<&'a dyn ScheduleHook>,
     applied: Mutex<usize>,
     warnings: Mutex<Vec<String>>,
 }
 
-impl<'a> SketchHook<'a> {
-    pub fn new(
-        best: ApplyHistoryBest,
-        target: &str,
-        fallback: Option<&'a dyn ScheduleHook>,
-    ) -> Self {
+impl SketchHook {
+    pub fn new(best: ApplyHistoryBest, target: &str) -> Self {
         SketchHook {
             best,
             target: target.to_string(),
-            fallback,
             applied: Mutex::new(0),
             warnings: Mutex::new(Vec::new()),
         }
@@ -48,19 +45,15 @@ impl<'a> SketchHook<'a> {
     }
 }
 
-impl ScheduleHook for SketchHook<'_> {
-    fn schedule(&self, graph: &Graph, gc: &GroupCompute, ctx: &BuildContext) -> Option<Schedule> {
-        let fallback = || self.fallback.and_then(|f| f.schedule(graph, gc, ctx));
-        let Ok(dag) = gc.dag() else {
-            return fallback();
-        };
+impl ScheduleHook for SketchHook {
+    fn schedule(&self, _: &Graph, gc: &GroupCompute, _: &BuildContext) -> Option<Schedule> {
+        // no record for the group: the next hook's, or its default schedule
+        let dag = gc.dag().ok()?;
         let key = dag.workload_key();
-        let Some(rec) = self.best.query(&key, &self.target) else {
-            return fallback();
-        };
+        let rec = self.best.query(&key, &self.target)?;
         let ScheduleDesc::Steps { steps } = &rec.schedule else {
             // the default schedule measured fastest, or a template record
-            return fallback();
+            return None;
         };
         match State::from_json(&dag, steps).and_then(|s| s.replay()) {
             Ok(r) => {
@@ -75,8 +68,37 @@ impl ScheduleHook for SketchHook<'_> {
                         "the best record of `{}` (workload {key}) does not replay ({e}): using its default schedule",
                         rec.task
                     ));
-                fallback()
+                None
             }
         }
+    }
+}
+
+impl HistoryHook for SketchHook {
+    fn record_kind(&self) -> RecordKind {
+        RecordKind::Steps
+    }
+    fn applied(&self) -> usize {
+        SketchHook::applied(self)
+    }
+    fn warnings(&self) -> Vec<String> {
+        SketchHook::warnings(self)
+    }
+}
+
+/// The auto-scheduler's part of the pipeline: its step histories applied to builds.
+pub struct SketchExtension;
+
+impl NetworkExtension for SketchExtension {
+    fn name(&self) -> &str {
+        "sketch"
+    }
+    fn history_hook(
+        &self,
+        best: &ApplyHistoryBest,
+        target: &Target,
+        _hw: &HardwareParams,
+    ) -> Option<Box<dyn HistoryHook>> {
+        Some(Box::new(SketchHook::new(best.clone(), &target.to_string())))
     }
 }

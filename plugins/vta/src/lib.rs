@@ -34,6 +34,8 @@ pub mod builder;
 pub mod conv2d;
 pub mod device;
 pub mod module;
+#[cfg(feature = "network")]
+pub mod network;
 
 use std::sync::Arc;
 use tessera_backends::{Backend, CpuBackend};

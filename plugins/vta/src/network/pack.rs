@@ -7,11 +7,10 @@
 //! Elementwise operators take the packed values as they are; an operator with a layout
 //! of its own computes on an unpacked copy and its result is packed again.
 
-use crate::error::GraphError;
-use crate::ir::{Graph, Op};
-use crate::quantize::region;
 use petgraph::stable_graph::NodeIndex;
 use std::collections::HashMap;
+use tessera_graph::quantize::region;
+use tessera_graph::{Graph, GraphError, Op};
 use tessera_runtime::NDArray;
 
 /// The blocks and the region's boundaries.
@@ -106,7 +105,7 @@ pub fn pack(graph: &Graph, cfg: &PackConfig) -> Result<Graph, GraphError> {
     let outs = graph.outputs().iter().map(|o| p.map[o]).collect();
     p.out.set_outputs(outs);
     let mut out = p.out;
-    crate::passes::dead_code_elimination(&mut out);
+    tessera_graph::passes::dead_code_elimination(&mut out);
     Ok(out)
 }
 
@@ -196,7 +195,7 @@ impl Packer<'_> {
                 self.out
                     .op(&node.name, node.op.clone(), &[self.map[&args[0]], wn])
             }
-            op if op.pattern() == Some(crate::ir::Pattern::ElemWise)
+            op if op.pattern() == Some(tessera_graph::Pattern::ElemWise)
                 || matches!(op, Op::StopFusion) =>
             {
                 let mut ins = Vec::new();
@@ -231,11 +230,11 @@ impl Packer<'_> {
 }
 
 /// The preparation of a float network for an int8 accelerator with VTA's blocked
-/// layout: [`crate::quantize::quantize`] then [`pack`], over the same region.
+/// layout: [`tessera_graph::quantize::quantize`] then [`pack`], over the same region.
 pub fn quantize_and_pack(
     graph: &Graph,
-    q: &crate::quantize::QConfig,
+    q: &tessera_graph::quantize::QConfig,
     p: &PackConfig,
 ) -> Result<Graph, GraphError> {
-    pack(&crate::quantize::quantize(graph, q)?, p)
+    pack(&tessera_graph::quantize::quantize(graph, q)?, p)
 }

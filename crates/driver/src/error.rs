@@ -1,0 +1,57 @@
+//! Why a network could not be imported, prepared, compiled or loaded: one type for the
+//! pipeline, each stage's own error kept as the source.
+
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DriverError {
+    /// The request itself is wrong (a layout a target cannot take, no network named).
+    #[error("{0}")]
+    Request(String),
+    /// A graph stage (import, passes, planning, compiling, loading) failed.
+    #[error(transparent)]
+    Graph(Box<tessera_graph::GraphError>),
+    /// The ONNX file could not be imported.
+    #[error("importing {}: {source}", path.display())]
+    Import {
+        path: PathBuf,
+        source: Box<tessera_graph::GraphError>,
+    },
+    /// A target's preparation (an extension's [`crate::NetworkExtension::prepare`]).
+    #[error("preparing the network for `{target}` ({extension}): {message}")]
+    Prepare {
+        target: String,
+        extension: String,
+        message: String,
+    },
+    /// The registry has no backend or device for the target, or its plugin failed.
+    #[error(transparent)]
+    Plugin(#[from] tessera_plugin::PluginError),
+    /// A target string did not parse.
+    #[error(transparent)]
+    Target(#[from] tessera_backends::TargetError),
+    /// A record log could not be read or appended to.
+    #[error(transparent)]
+    Record(#[from] tessera_search::record::RecordError),
+    /// A catalog operator could not be made a task.
+    #[error(transparent)]
+    Catalog(#[from] tessera_te::catalog::CatalogError),
+    /// A device call failed while running or timing a network.
+    #[error(transparent)]
+    Device(#[from] tessera_runtime::DeviceError),
+    /// A tracker's server could not be reached, or serves another kind of device.
+    #[error(transparent)]
+    Rpc(#[from] tessera_rpc::RpcError),
+    #[error("the servers of key `{key}` run `{served}` devices, not `{wanted}`")]
+    RemoteKind {
+        key: String,
+        served: String,
+        wanted: String,
+    },
+}
+
+impl From<tessera_graph::GraphError> for DriverError {
+    fn from(e: tessera_graph::GraphError) -> Self {
+        DriverError::Graph(Box::new(e))
+    }
+}

@@ -1,0 +1,43 @@
+//! The pipeline: where a network becomes kernels, in one list.
+//!
+//! A [`Toolchain`] holds what a process builds with — the plugin registry (backends,
+//! devices, strategies), the in-process [`NetworkExtension`]s the binary links, and
+//! where devices are (this machine, or a tracker's servers). Its methods are the
+//! stages, in the order a network goes through them (Halide's `Lower.cpp` reads the
+//! same way):
+//!
+//! 1. **import** ([`Toolchain::import`]): a zoo network or an ONNX file
+//!    ([`NetworkSource`]) into a `Graph`;
+//! 2. **graph passes** ([`Toolchain::optimized`]): `graph::passes::optimize` — batch norms
+//!    and constants folded, the layout converted to the one the build takes
+//!    ([`Toolchain::layout`]);
+//! 3. **target preparation** ([`NetworkExtension::prepare`]): the extension that claims
+//!    the target rewrites the network for it (VTA's int8 quantization and packing);
+//! 4. **algorithm plan** ([`Toolchain::plan`]): `graph::ConvPlan` — for the CPU in NHWC
+//!    each 3×3 convolution direct or Winograd, weights packed per vector register;
+//! 5. **schedule lookup** ([`Toolchain::compile_plan`], `history.rs`): with a log, the
+//!    algorithms its measurements chose and each group's history best through every
+//!    extension's [`HistoryHook`] (step histories first, configurations after);
+//! 6. **compile** ([`Toolchain::compile_graph`]): every fused group lowered and built by
+//!    the target's backend from the registry;
+//! 7. **memory plan**: inside `graph::compile`, intermediates sharing storage;
+//! 8. **load** ([`Toolchain::load`]): onto the device ([`Toolchain::device_for`]).
+//!
+//! [`Toolchain::compile`] runs 1–7, [`Toolchain::build`] 1–8. `tessera run`, `compile`,
+//! `tasks`, `tune` and the tests call these; the command line only parses arguments,
+//! calls one of them and prints. Tuning's tasks and its closing checks are in
+//! `tuning.rs`.
+
+mod error;
+mod extension;
+mod history;
+mod pipeline;
+mod source;
+mod tuning;
+
+pub use error::DriverError;
+pub use extension::{HistoryHook, NetworkExtension, RecordKind, TargetNeeds, TemplateTaskInfo};
+pub use history::{holds_configurations, BuildReport};
+pub use pipeline::{Build, Toolchain};
+pub use source::{NetworkSource, NetworkSpec};
+pub use tuning::{BuildComparison, NetworkCheckOutcome, PhaseProgress};
