@@ -92,7 +92,7 @@ impl Toolchain {
             return Ok(self.registry.device_for(target)?);
         };
         let d =
-            tessera_rpc::RemoteDevice::open(&r.tracker, &r.key, &r.token, r.wait, SESSION_LIMIT)?;
+            tessera_rpc::RemoteSession::open(&r.tracker, &r.key, &r.token, r.wait, SESSION_LIMIT)?;
         if d.kind() != target.kind {
             return Err(DriverError::RemoteKind {
                 key: r.key.clone(),

@@ -43,7 +43,7 @@ mod export_strategy;
 pub mod strategy;
 
 pub use backend::PluginBackend;
-pub use device::PluginDevice;
+pub use device::{PluginChannel, PluginDevice};
 pub use error::CallError;
 pub use loader::{discover, load_file, plugin_dirs, LoadedPlugin, Origin, PluginError, Registry};
 pub use strategy::{PluginPolicy, PluginStrategy};
@@ -53,8 +53,9 @@ pub use strategy::{PluginPolicy, PluginStrategy};
 ///
 /// History: 1000 + IR: run/time over host bytes; 2000 + IR: devices behind handles;
 /// 3000 + IR: search policies behind handles, proposing round by round; 4000 + IR: a
-/// device's counters; 5000 + IR: the `Plugin` methods' errors as sealed [`CallError`]s.
-pub const PLUGIN_SCHEMA_VERSION: u32 = 5000 + tessera_ir::SCHEMA_VERSION;
+/// device's counters; 5000 + IR: the `Plugin` methods' errors as sealed [`CallError`]s;
+/// 6000 + IR: the device's methods as one `device_call` of a sealed runtime `DeviceCall`.
+pub const PLUGIN_SCHEMA_VERSION: u32 = 6000 + tessera_ir::SCHEMA_VERSION;
 
 /// A serialized core value with the schema version it was written with.
 #[derive(Serialize, Deserialize)]
@@ -167,50 +168,17 @@ pub struct PluginRoot {
     /// Closes a device handle (the core's last reference to it is gone); the plugin's
     /// device is dropped once nothing of the plugin's own holds it.
     pub device_close: extern "C" fn(device: u64) -> RResult<(), RString>,
-    /// Allocates `nbytes` on a device: a buffer handle.
-    pub device_alloc: extern "C" fn(device: u64, nbytes: u64) -> RResult<u64, RString>,
-    pub device_free: extern "C" fn(device: u64, buffer: u64) -> RResult<(), RString>,
-    /// Copies host bytes into a buffer at a byte offset.
-    pub device_copy_from_host: extern "C" fn(
+    /// One call of the `Device` interface on a device handle: a sealed runtime
+    /// `DeviceCall` (`tessera_runtime::device_call`, the description RPC shares), its
+    /// input (a copy's bytes) and its output (a copy to the host's destination, sized by
+    /// the caller); a sealed `DeviceAnswer`. Buffers, modules and functions are handles
+    /// the plugin gives out; an artifact's file is read at its path.
+    pub device_call: extern "C" fn(
         device: u64,
-        buffer: u64,
-        offset: u64,
-        src: RSlice<'_, u8>,
-    ) -> RResult<(), RString>,
-    /// Copies bytes of a buffer from a byte offset into host memory.
-    pub device_copy_to_host: extern "C" fn(
-        device: u64,
-        buffer: u64,
-        offset: u64,
-        dst: RSliceMut<'_, u8>,
-    ) -> RResult<(), RString>,
-    /// Copies `nbytes` from one buffer to another on the device.
-    pub device_copy_on_device:
-        extern "C" fn(device: u64, src: u64, dst: u64, nbytes: u64) -> RResult<(), RString>,
-    /// Loads a sealed `Artifact` (its file is on this machine): a module handle.
-    pub device_load_module: extern "C" fn(device: u64, artifact: RStr<'_>) -> RResult<u64, RString>,
-    /// A function of a module by entry name: a function handle.
-    pub device_get_function:
-        extern "C" fn(device: u64, module: u64, name: RStr<'_>) -> RResult<u64, RString>,
-    /// Launches a function on buffers; `dims` is sealed `LaunchDims` or empty.
-    pub device_launch: extern "C" fn(
-        device: u64,
-        function: u64,
-        args: RSlice<'_, u64>,
-        dims: RStr<'_>,
-    ) -> RResult<(), RString>,
-    pub device_synchronize: extern "C" fn(device: u64) -> RResult<(), RString>,
-    /// Times a launch (a sealed runtime `TimeEvaluator`): a sealed runtime `TimeResult`
-    /// (seconds per call of each repeat, and the calls per repeat the evaluator grew to).
-    pub device_time: extern "C" fn(
-        device: u64,
-        function: u64,
-        args: RSlice<'_, u64>,
-        dims: RStr<'_>,
-        config: RStr<'_>,
+        call: RStr<'_>,
+        input: RSlice<'_, u8>,
+        output: RSliceMut<'_, u8>,
     ) -> RResult<RString, RString>,
-    /// The device's counters: sealed runtime `DeviceCounters`.
-    pub device_counters: extern "C" fn(device: u64) -> RResult<RString, RString>,
     /// Creates a policy of strategy `strategy` for a sealed `SearchTask` with sealed
     /// `PolicyOptions`: its handle. The handle's calls follow; `policy_drop` ends it.
     pub policy_create: extern "C" fn(
@@ -465,17 +433,7 @@ pub mod export {
             build: build::<I>,
             device_open: device_open::<I>,
             device_close: crate::export_device::close,
-            device_alloc: crate::export_device::alloc,
-            device_free: crate::export_device::free,
-            device_copy_from_host: crate::export_device::copy_from_host,
-            device_copy_to_host: crate::export_device::copy_to_host,
-            device_copy_on_device: crate::export_device::copy_on_device,
-            device_load_module: crate::export_device::load_module,
-            device_get_function: crate::export_device::get_function,
-            device_launch: crate::export_device::launch,
-            device_synchronize: crate::export_device::synchronize,
-            device_time: crate::export_device::time,
-            device_counters: crate::export_device::counters,
+            device_call: crate::export_device::call,
             policy_create: policy_create::<I>,
             policy_info: crate::export_strategy::info,
             policy_propose: crate::export_strategy::propose,

@@ -317,7 +317,7 @@ impl Registry {
             return Ok(Arc::new(CpuDevice::new()));
         }
         let plugin = self.backend_plugin(target)?;
-        Ok(Arc::new(crate::PluginDevice::open(plugin, target)?))
+        Ok(Arc::new(crate::PluginChannel::open(plugin, target)?))
     }
 
     /// Whether `target` is served by the built-in CPU backend and device (no plugin

@@ -199,7 +199,7 @@ fn a_third_party_strategy_is_driven_round_by_round_across_the_boundary() {
 /// and a target the plugin cannot parse is its typed `CallError`.
 #[test]
 fn the_example_device_refuses_like_every_device() {
-    use tessera_plugin::{CallError, PluginDevice};
+    use tessera_plugin::{CallError, PluginChannel};
     use tessera_runtime::{Device, FunctionId, ModuleId};
     use tessera_target::{Artifact, Target, TargetKind};
     let dir = tempfile::tempdir().unwrap();
@@ -209,7 +209,7 @@ fn the_example_device_refuses_like_every_device() {
         kind: TargetKind::new("testdev"),
         options: Default::default(),
     };
-    let dev = PluginDevice::open(&plug, &target).unwrap();
+    let dev = PluginChannel::open(&plug, &target).unwrap();
     let cpu_artifact = Artifact {
         device: TargetKind::CPU,
         path: dir.path().join("k.so"),

@@ -30,7 +30,7 @@ pub mod tracker;
 
 pub use client::{run_remote, text_summary, Lease, TrackerClient};
 pub use error::RpcError;
-pub use remote_device::RemoteDevice;
+pub use remote_device::{RemoteDevice, RemoteSession};
 
 /// The gRPC messages and services generated from `proto/tessera_rpc.proto`.
 #[allow(clippy::all)]

@@ -2,6 +2,8 @@
 //!
 //! - [`device`]: the [`Device`] trait (memory, copies, module loading, launches,
 //!   synchronization, timing) every device implements, and [`DeviceArray`].
+//! - [`device_call`]: the same interface as data ([`DeviceCall`], [`answer`](device_call::answer),
+//!   [`CallClient`]), the one description a plugin's ABI and a device server share.
 //! - [`cpu_device`]: [`CpuDevice`], the host CPU as a device.
 //! - [`handles`]: [`Handles`] and [`DeviceName`], the base every device is written on:
 //!   its handle tables and its errors.
@@ -37,6 +39,7 @@
 
 pub mod cpu_device;
 pub mod device;
+pub mod device_call;
 pub mod error;
 pub mod handles;
 pub mod host_arena;
@@ -50,6 +53,7 @@ pub use cpu_device::CpuDevice;
 pub use device::{
     BufferId, Device, DeviceArray, DeviceCounters, DeviceError, FunctionId, ModuleId,
 };
+pub use device_call::{CallChannel, CallClient, DeviceAnswer, DeviceCall};
 pub use error::{CompareError, NpyError, RuntimeError};
 pub use handles::{DeviceName, Handles};
 pub use host_arena::HostArena;
