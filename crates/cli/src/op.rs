@@ -1,17 +1,16 @@
-//! `tessera op`: build one operator of the catalog (`tessera_te::catalog`), check it,
-//! time it; `tessera op --list` prints the catalog.
+//! `tessera op`: one operator of the catalog (`tessera_te::catalog`) built, checked and
+//! timed by the driver (`Toolchain::operator_program`, `run_operator`), and printed;
+//! `tessera op --list` prints the catalog.
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use serde_json::json;
-use std::sync::Arc;
-use tessera_backends::{Backend, HardwareParams, LaunchDims};
-use tessera_ir::interp::{self, HostBuffer};
+use tessera_backends::Backend;
+use tessera_driver::{CheckWith, OperatorSchedule};
 use tessera_ir::PrimFunc;
-use tessera_runtime::{Device, DeviceArray, FunctionId, NDArray, TimeEvaluator, TimeResult};
+use tessera_runtime::{TimeEvaluator, TimeResult};
 use tessera_te::catalog::{self, OpAttrs, OpSpec};
-use tessera_te::schedules::CpuParams;
-use tessera_te::{ComputeDag, Tensor};
+use tessera_te::ComputeDag;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum ScheduleKind {
@@ -96,9 +95,6 @@ pub struct OpArgs {
     pub rpc: crate::rpc::RpcArgs,
 }
 
-/// Interpreter checks above this many FLOPs take too long; `auto` uses the naive kernel.
-const INTERP_FLOP_LIMIT: f64 = 5e7;
-
 /// The long help of `tessera op`: examples, then the catalog.
 pub fn long_help() -> String {
     format!(
@@ -178,160 +174,14 @@ fn spec_of(a: &OpArgs) -> Result<OpSpec> {
     Ok(OpSpec::new(name, &a.shape, a.attrs.attrs()?)?)
 }
 
-/// The history best of `log` for the operator (its name for the report), else the
-/// default schedule with a warning that says why the log had nothing for it.
-fn from_log(
-    spec: &OpSpec,
-    dag: &ComputeDag,
-    log: &std::path::Path,
-    target: &tessera_backends::Target,
-    hw: &HardwareParams,
-) -> Result<(PrimFunc, String)> {
-    let loaded = crate::records::load_warn(log)?;
-    let target_str = target.to_string();
-    let best = tessera_search::tasks::best_program(dag, &loaded.records, &target_str, &spec.name)
-        .with_context(|| format!("applying the history best of {}", log.display()))?;
-    if let Some((func, record)) = best {
-        let name = format!(
-            "history best of {} (measured at {:.4} ms)",
-            log.display(),
-            record.result.mean_cost() * 1e3
-        );
-        return Ok((func, name));
-    }
-    let key = dag.workload_key();
-    let why = tessera_search::record::why_nothing_applies(&loaded.records, &[key], &target_str)
-        .unwrap_or_else(|| {
-            "it has no successful step history for this workload (template configurations \
-             apply with `tessera run --log`)"
-                .into()
-        });
-    eprintln!(
-        "warning: nothing of {} applies to {} {:?}: {why}; the default schedule is built",
-        log.display(),
-        spec.name,
-        spec.shape
-    );
-    Ok((
-        make_func(spec, ScheduleKind::Default, hw)?,
-        "default".into(),
-    ))
-}
-
-fn make_func(spec: &OpSpec, kind: ScheduleKind, hw: &HardwareParams) -> Result<PrimFunc> {
-    if kind == ScheduleKind::Naive {
-        return Ok(spec.naive_func(&spec.name)?);
-    }
-    let p = CpuParams {
-        vector_lanes: hw.f32_lanes(),
-        num_cores: hw.num_cores,
-        vectorize: true,
-        gpu_threads: hw.max_threads_per_block as i64,
-    };
-    Ok(spec.default_func(p, &spec.name)?)
-}
-
-/// A kernel built by the target's backend and loaded on its device (the CPU's, or a
-/// plugin's).
-struct Kernel {
-    device: Arc<dyn Device>,
-    function: FunctionId,
-    launch: Option<LaunchDims>,
-}
-
-impl Kernel {
-    fn build(
-        backend: &dyn Backend,
-        device: &Arc<dyn Device>,
-        func: &PrimFunc,
-        dir: &std::path::Path,
-    ) -> Result<Kernel> {
-        let artifact = backend.build(func, dir)?;
-        let module = device.load_module(&artifact)?;
-        Ok(Kernel {
-            device: Arc::clone(device),
-            function: device.get_function(module, &artifact.entry)?,
-            launch: artifact.launch,
-        })
-    }
-
-    /// The arrays, copied to the device.
-    fn upload(&self, arrays: &[NDArray]) -> Result<Vec<DeviceArray>> {
-        Ok(arrays
-            .iter()
-            .map(|a| DeviceArray::from_host(&self.device, a))
-            .collect::<Result<_, _>>()?)
-    }
-
-    /// Runs the kernel on `arrays` (the last one is the output, copied back).
-    fn call(&self, arrays: &mut [NDArray]) -> Result<()> {
-        let on_device = self.upload(arrays)?;
-        let buffers: Vec<_> = on_device.iter().map(DeviceArray::buffer).collect();
-        self.device
-            .launch(self.function, &buffers, self.launch.as_ref())?;
-        self.device.synchronize()?;
-        if let (Some(out), Some(dev)) = (arrays.last_mut(), on_device.last()) {
-            *out = dev.to_host()?;
+impl From<CheckKind> for CheckWith {
+    fn from(k: CheckKind) -> Self {
+        match k {
+            CheckKind::Auto => CheckWith::Auto,
+            CheckKind::Interp => CheckWith::Interpreter,
+            CheckKind::Naive => CheckWith::NaiveKernel,
+            CheckKind::None => CheckWith::Nothing,
         }
-        Ok(())
-    }
-
-    fn time(&self, ev: &TimeEvaluator, arrays: &[NDArray]) -> Result<TimeResult> {
-        let on_device = self.upload(arrays)?;
-        let buffers: Vec<_> = on_device.iter().map(DeviceArray::buffer).collect();
-        Ok(self
-            .device
-            .time(self.function, &buffers, self.launch.as_ref(), ev)?)
-    }
-}
-
-/// The operator's arguments on the host: seeded random inputs (in the ranges the
-/// operator is defined on), then zero outputs.
-fn make_arrays(spec: &OpSpec) -> Result<Vec<NDArray>> {
-    let (inputs, outputs) = spec.tensors()?;
-    let dims = |t: &Tensor| -> Vec<usize> { t.shape().iter().map(|d| *d as usize).collect() };
-    let mut arrays = Vec::new();
-    for (i, t) in inputs.iter().enumerate() {
-        let (lo, hi) = spec.input_range(i);
-        arrays.push(NDArray::random_uniform(
-            t.dtype(),
-            &dims(t),
-            42 + i as u64,
-            lo,
-            hi,
-        )?);
-    }
-    for t in &outputs {
-        arrays.push(NDArray::zeros(t.dtype(), &dims(t))?);
-    }
-    Ok(arrays)
-}
-
-/// The reference output for `arrays` (the kernel's arguments), computed as `check`
-/// says; `None` for no check.
-fn reference(
-    spec: &OpSpec,
-    check: CheckKind,
-    arrays: &[NDArray],
-    build: impl FnOnce(&PrimFunc) -> Result<Kernel>,
-) -> Result<Option<NDArray>> {
-    let last = arrays.len() - 1;
-    match check {
-        CheckKind::Interp => {
-            let naive = spec.naive_func("reference")?;
-            let mut host: Vec<HostBuffer> = arrays.iter().map(|x| x.to_host_buffer()).collect();
-            host[last] = HostBuffer::zeros(arrays[last].dtype(), arrays[last].shape());
-            interp::run(&naive, &mut host).map_err(|e| anyhow!("reference interpreter: {e}"))?;
-            Ok(Some(NDArray::from_host_buffer(&host[last])?))
-        }
-        CheckKind::Naive => {
-            let m = build(&spec.naive_func("reference")?)?;
-            let mut copy: Vec<NDArray> = arrays.to_vec();
-            copy[last] = NDArray::zeros(arrays[last].dtype(), arrays[last].shape())?;
-            m.call(&mut copy)?;
-            Ok(copy.pop())
-        }
-        _ => Ok(None),
     }
 }
 
@@ -476,63 +326,52 @@ pub fn run(a: OpArgs) -> Result<()> {
         }
     }
     let spec = spec_of(&a)?;
-    let registry = crate::plugins::registry();
-    let target = registry.parse_target(&a.target)?;
-    let backend = registry.backend_for(&target)?;
-    let hw = backend.hardware_params().clone();
-    let dag = spec.dag()?;
-    let (func, schedule) = match &a.log {
-        Some(log) => from_log(&spec, &dag, log, &target, &hw)?,
-        None => (
-            make_func(&spec, a.schedule, &hw)?,
-            format!("{:?}", a.schedule).to_lowercase(),
-        ),
+    let toolchain = crate::plugins::toolchain();
+    let target = toolchain.parse_target(&a.target)?;
+    let loaded = a
+        .log
+        .as_deref()
+        .map(crate::records::load_warn)
+        .transpose()?;
+    let schedule = match (&loaded, &a.log) {
+        (Some(log), Some(path)) => OperatorSchedule::HistoryBest(log, path),
+        _ if a.schedule == ScheduleKind::Naive => OperatorSchedule::Naive,
+        _ => OperatorSchedule::Default,
     };
+    let program = toolchain.operator_program(&spec, &target, schedule)?;
+    if let (Some(why), Some(log)) = (&program.fallback, &a.log) {
+        eprintln!(
+            "warning: nothing of {} applies to {} {:?}: {why}; the default schedule is built",
+            log.display(),
+            spec.name,
+            spec.shape
+        );
+    }
     if let Some(dir) = &a.emit {
-        return emit(&a, backend.as_ref(), &func, dir);
+        let backend = toolchain.registry().backend_for(&target)?;
+        return emit(&a, backend.as_ref(), &program.func, dir);
     }
     crate::rpc::use_remote(&a.rpc)?;
-    let device = crate::plugins::toolchain().device_for(&target)?;
-    let source = backend.codegen(&func)?;
-    let dir = tempfile::tempdir().context("creating a build directory")?;
-    let build = |f: &PrimFunc| Kernel::build(backend.as_ref(), &device, f, dir.path());
-    let kernel = build(&func)?;
-
-    let mut arrays = make_arrays(&spec)?;
-    kernel.call(&mut arrays)?;
-    let check = match a.check {
-        CheckKind::Auto if dag.flop_count() <= INTERP_FLOP_LIMIT => CheckKind::Interp,
-        CheckKind::Auto => CheckKind::Naive,
-        c => c,
-    };
-    let correct = reference(&spec, check, &arrays, build)?.map(|r| {
-        let out = arrays.last().context("the operator has no output")?;
-        let atol = (dag.check_atol_of_max() * r.max_abs()).max(1e-4);
-        out.allclose(&r, 1e-3, atol).map_err(|e| anyhow!("{e}"))
-    });
-    let correct = correct.map(|c| c.map_err(|e| e.to_string()));
     let evaluator = TimeEvaluator {
         number: a.number.max(1),
         repeat: a.repeat.max(1),
         min_repeat_ms: a.min_repeat_ms,
         cache_flush: a.cache_flush,
     };
+    let ran = toolchain.run_operator(&spec, &target, &program.func, a.check.into(), &evaluator)?;
+    let dag = spec.dag()?;
     let report = Report {
         a: &a,
         spec: &spec,
         target: target.to_string(),
         target_kind: target.kind.name().to_string(),
-        schedule,
+        schedule: program.schedule,
         dag: &dag,
-        func: &func,
-        source: &source,
-        correct,
-        checked_against: match check {
-            CheckKind::Interp => "interpreter",
-            CheckKind::Naive => "naive kernel",
-            _ => "nothing",
-        },
-        timing: kernel.time(&evaluator, &arrays)?,
+        func: &program.func,
+        source: &ran.source,
+        correct: ran.correct,
+        checked_against: ran.checked_against.name(),
+        timing: ran.timing,
     };
     if a.json {
         report.print_json();

@@ -36,7 +36,16 @@ pub enum DriverError {
     /// A catalog operator could not be made a task.
     #[error(transparent)]
     Catalog(#[from] tessera_te::catalog::CatalogError),
-    /// A device call failed while running or timing a network.
+    /// A backend could not generate or build a kernel.
+    #[error(transparent)]
+    Backend(#[from] tessera_backends::BackendError),
+    /// The reference interpreter failed on an operator's definition.
+    #[error("reference interpreter: {0}")]
+    Reference(tessera_ir::interp::InterpError),
+    /// A host array could not be made, read or converted.
+    #[error(transparent)]
+    Runtime(#[from] tessera_runtime::RuntimeError),
+    /// A device call failed while running or timing a network or an operator.
     #[error(transparent)]
     Device(#[from] tessera_runtime::DeviceError),
     /// A tracker's server could not be reached, or serves another kind of device.

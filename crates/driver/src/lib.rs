@@ -26,11 +26,13 @@
 //! [`Toolchain::compile`] runs 1–7, [`Toolchain::build`] 1–8. `tessera run`, `compile`,
 //! `tasks`, `tune` and the tests call these; the command line only parses arguments,
 //! calls one of them and prints. Tuning's tasks and its closing checks are in
-//! `tuning.rs`.
+//! `tuning.rs`; one catalog operator's build, check and timing (`tessera op`) in
+//! `operator.rs`.
 
 mod error;
 mod extension;
 mod history;
+mod operator;
 mod pipeline;
 mod source;
 mod tuning;
@@ -38,6 +40,7 @@ mod tuning;
 pub use error::DriverError;
 pub use extension::{HistoryHook, NetworkExtension, RecordKind, TargetNeeds, TemplateTaskInfo};
 pub use history::{holds_configurations, BuildReport};
+pub use operator::{CheckWith, OperatorProgram, OperatorRun, OperatorSchedule};
 pub use pipeline::{Build, Toolchain};
 pub use source::{NetworkSource, NetworkSpec};
 pub use tuning::{BuildComparison, NetworkCheckOutcome, PhaseProgress};
