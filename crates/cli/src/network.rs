@@ -294,7 +294,7 @@ fn compile_for(
 /// Prints what a build applied: the convolutions' algorithms, the groups the log's
 /// in-network check kept on their default, the hooks' warnings, and with a log how many
 /// groups it reached (or why none).
-pub(crate) fn print_report(r: &BuildReport, log: Option<&std::path::Path>) {
+fn print_report(r: &BuildReport, log: Option<&std::path::Path>) {
     if r.with_log && !r.algorithms.is_empty() {
         say!("{}", algorithms_line(&r.algorithms));
     }

@@ -369,7 +369,7 @@ pub fn run(a: OpArgs) -> Result<()> {
         dag: &dag,
         func: &program.func,
         source: &ran.source,
-        correct: ran.correct,
+        correct: ran.correct.map(|c| c.map_err(|e| e.to_string())),
         checked_against: ran.checked_against.name(),
         timing: ran.timing,
     };

@@ -101,27 +101,36 @@ impl Toolchain {
         target: &Target,
         log: Option<&LoadedLog>,
     ) -> Result<Build, DriverError> {
-        let needs_configs = self.needs(target).configurations_always;
-        let Some(log) = log else {
-            if !needs_configs {
-                let network = self.compile_graph(plan.rule_graph(), target, None)?;
-                return Ok(Build {
-                    network,
-                    report: BuildReport::default(),
-                });
+        match log {
+            Some(log) => self.compile_with_log(plan, target, log, true),
+            None if self.needs(target).configurations_always => {
+                let mut b = self.compile_with_log(plan, target, &LoadedLog::default(), false)?;
+                b.report.with_log = false;
+                Ok(b)
             }
-            let mut b = self.compile_plan(plan, target, Some(&LoadedLog::default()))?;
-            b.report.with_log = false;
-            b.report.nothing_applied = None;
-            return Ok(b);
-        };
+            None => Ok(Build {
+                network: self.compile_graph(plan.rule_graph(), target, None)?,
+                report: BuildReport::default(),
+            }),
+        }
+    }
+
+    /// [`Toolchain::compile_plan`] with `log`; `explain`: say why nothing of it applied,
+    /// when nothing did.
+    fn compile_with_log(
+        &self,
+        plan: &ConvPlan,
+        target: &Target,
+        log: &LoadedLog,
+        explain: bool,
+    ) -> Result<Build, DriverError> {
         let best = ApplyHistoryBest::from_log(log);
         let target_str = target.to_string();
         let (graph, algorithms) = tessera_search::tasks::pick_algorithms(plan, &best, &target_str)?;
         let configurations = holds_configurations(&log.records);
         let (network, applied, warnings) =
             self.compile_with_best(&graph, target, &best, configurations)?;
-        let nothing_applied = if applied == 0 {
+        let nothing_applied = if explain && applied == 0 {
             let mut keys = self.task_keys(plan, target)?;
             keys.extend(self.template_task_keys(plan.base(), target)?);
             Some(

@@ -10,7 +10,8 @@ use std::sync::Arc;
 use tessera_backends::{Backend, HardwareParams, LaunchDims, Target};
 use tessera_ir::interp::{self, HostBuffer};
 use tessera_ir::PrimFunc;
-use tessera_runtime::{Device, DeviceArray, FunctionId, NDArray, TimeEvaluator, TimeResult};
+use tessera_runtime::{CompareError, Device, DeviceArray, FunctionId, NDArray};
+use tessera_runtime::{TimeEvaluator, TimeResult};
 use tessera_search::record::LoadedLog;
 use tessera_te::catalog::OpSpec;
 use tessera_te::schedules::CpuParams;
@@ -65,7 +66,7 @@ pub struct OperatorRun {
     /// The source the backend generated.
     pub source: String,
     /// The check's outcome (`None`: not checked), with the mismatch said.
-    pub correct: Option<Result<(), String>>,
+    pub correct: Option<Result<(), CompareError>>,
     /// What it was checked against (the `Auto` choice resolved).
     pub checked_against: CheckWith,
     pub timing: TimeResult,
@@ -268,7 +269,7 @@ impl Toolchain {
         let correct = reference(spec, check, &arrays, build)?.map(|r| {
             let out = &arrays[arrays.len() - 1];
             let atol = (dag.check_atol_of_max() * r.max_abs()).max(1e-4);
-            out.allclose(&r, 1e-3, atol).map_err(|e| e.to_string())
+            out.allclose(&r, 1e-3, atol)
         });
         Ok(OperatorRun {
             source,

@@ -129,7 +129,40 @@ pub fn remove_scratch_dirs() {
 /// One candidate: a lowered function, or why it could not be instantiated.
 #[derive(Clone, Debug)]
 pub struct Candidate {
-    pub func: Result<PrimFunc, String>,
+    pub func: Result<PrimFunc, ProgramError>,
+}
+
+/// Why a candidate has no program: its strategy's error, or a schedule (its task's
+/// default, a template's configuration) that did not lower, the error kept with its
+/// causes.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum ProgramError {
+    #[error(transparent)]
+    Policy(#[from] crate::policy::PolicyError),
+    #[error("{}", with_causes(.0.as_ref()))]
+    Lowering(std::sync::Arc<dyn std::error::Error + Send + Sync>),
+}
+
+impl ProgramError {
+    /// A schedule's failure to lower.
+    pub fn lowering(e: impl std::error::Error + Send + Sync + 'static) -> ProgramError {
+        ProgramError::Lowering(std::sync::Arc::new(e))
+    }
+}
+
+/// `e` and its causes on one line.
+fn with_causes(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let text = c.to_string();
+        if !s.contains(&text) {
+            s.push_str(": ");
+            s.push_str(&text);
+        }
+        cur = c.source();
+    }
+    s
 }
 
 /// Expected outputs of a task on the runner's seeded inputs.
@@ -472,7 +505,7 @@ fn simulated_result(c: &Candidate) -> MeasureResult {
                 timestamp: 0,
             }
         }
-        Err(e) => MeasureResult::failed(MeasureErrorNo::Instantiation, e.clone(), 0.0),
+        Err(e) => MeasureResult::failed(MeasureErrorNo::Instantiation, e.to_string(), 0.0),
     };
     r.timestamp = 0;
     r
@@ -533,10 +566,10 @@ fn build_one(backend: &dyn Backend, c: &Candidate, out_dir: &Path) -> Built {
     let start = Instant::now();
     let func = match &c.func {
         Ok(f) => f,
-        Err(msg) => {
+        Err(e) => {
             return Err(MeasureResult::failed(
                 MeasureErrorNo::Instantiation,
-                msg.clone(),
+                e.to_string(),
                 0.0,
             ))
         }

@@ -17,7 +17,7 @@
 //! The model learns from every task's programs, labelled per task with TVM's normalized
 //! throughput (the task's best cost over the program's cost; failures 0).
 
-use crate::measure::{Candidate, MeasureError, Measurer, Reference};
+use crate::measure::{Candidate, MeasureError, Measurer, ProgramError, Reference};
 use crate::policy::{
     Observation, PolicyError, PolicyInfo, PolicyOptions, SearchPolicy, SearchTask, StrategyFactory,
 };
@@ -38,7 +38,7 @@ pub struct TuningTask {
     pub weight: usize,
     /// Its default schedule's program (what an untuned build runs), or why it does not
     /// lower; `None`: no baseline.
-    pub default: Option<Result<PrimFunc, String>>,
+    pub default: Option<Result<PrimFunc, ProgramError>>,
     /// The label it shares with the other options of a convolution
     /// (`tessera_graph::Task::choice`): the objective counts the fastest of them only.
     pub choice: Option<String>,
@@ -659,7 +659,7 @@ impl Rounds<'_, '_> {
         &mut self,
         i: usize,
         descs: &[ScheduleDesc],
-        funcs: Vec<Result<PrimFunc, String>>,
+        funcs: Vec<Result<PrimFunc, ProgramError>>,
     ) -> (Vec<MeasureResult>, Result<(), RecordError>) {
         let cands: Vec<Candidate> = funcs.into_iter().map(|func| Candidate { func }).collect();
         let outputs = self.tasks[i].task.dag.outputs.len();
@@ -713,11 +713,11 @@ impl Rounds<'_, '_> {
                     again: Vec::new(),
                 })
                 .collect();
-            let funcs: Vec<Result<PrimFunc, String>> = self.states[task]
+            let funcs: Vec<Result<PrimFunc, ProgramError>> = self.states[task]
                 .policy
                 .lower(&descs)
                 .into_iter()
-                .map(|f| f.map_err(|e| e.to_string()))
+                .map(|f| f.map_err(ProgramError::from))
                 .collect();
             for _ in 0..runs {
                 self.measurer.restart_runner();
@@ -779,9 +779,9 @@ impl RoundRunner for Rounds<'_, '_> {
                 return RoundOutcome::default();
             }
         };
-        let (descs, funcs): (Vec<ScheduleDesc>, Vec<Result<PrimFunc, String>>) = proposals
+        let (descs, funcs): (Vec<ScheduleDesc>, Vec<Result<PrimFunc, ProgramError>>) = proposals
             .into_iter()
-            .map(|p| (p.schedule, p.program.map_err(|e| e.to_string())))
+            .map(|p| (p.schedule, p.program.map_err(ProgramError::from)))
             .unzip();
         let feats: Vec<Vec<Vec<f32>>> = funcs
             .iter()

@@ -5,6 +5,7 @@
 //! is measured against; and the network a log's measurements choose
 //! ([`pick_algorithms`]).
 
+use crate::measure::ProgramError;
 use crate::policy::SearchTask;
 use crate::record::ApplyHistoryBest;
 use crate::session::TuningTask;
@@ -84,7 +85,7 @@ fn tuning_tasks(
                 op: None,
             },
             weight,
-            default: default.map(|d| d.map_err(|e| e.to_string())),
+            default: default.map(|d| d.map_err(ProgramError::lowering)),
             choice: t.choice,
         })
         .collect()
@@ -101,7 +102,7 @@ pub fn operator_task(
     let dag = spec.dag()?;
     let default = spec
         .default_func(cpu_params(target, hw), "default_schedule")
-        .map_err(|e| with_causes(&e));
+        .map_err(ProgramError::lowering);
     Ok(TuningTask {
         task: SearchTask {
             name: spec.name.clone(),
@@ -145,18 +146,6 @@ pub fn operator_tasks(
         }
     }
     Ok(out)
-}
-
-/// An error with its causes on one line (`a: b: c`).
-fn with_causes(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
 }
 
 /// The history best of `dag`'s workload for the kind of `target` among `records`: the

@@ -9,6 +9,7 @@ use tessera_backends::{CpuBackend, Target};
 use tessera_ir::{DataType, Expr, PrimFunc};
 use tessera_runtime::runner::TimerConfig;
 use tessera_search::measure::{Candidate, MeasureOptions, Measurer, Reference};
+use tessera_search::policy::PolicyError;
 use tessera_search::MeasureErrorNo;
 use tessera_te::schedules::{default_schedule, CpuParams};
 use tessera_te::{compute, lower, ops, placeholder, reduce_axis, sum, Schedule, Tensor};
@@ -116,7 +117,7 @@ fn each_fault_is_its_candidates_error_and_the_batch_goes_on() {
             func: Ok(hang("bad_hang")),
         },
         Candidate {
-            func: Err("split factor 3 does not divide 64".into()),
+            func: Err(PolicyError::Failed("split factor 3 does not divide 64".into()).into()),
         },
         Candidate {
             func: Ok(naive("good_naive")),

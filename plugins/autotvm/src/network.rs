@@ -11,6 +11,7 @@ use tessera_backends::{HardwareParams, Target};
 use tessera_driver::{HistoryHook, NetworkExtension, RecordKind, TemplateTaskInfo};
 use tessera_graph::executor::{BuildContext, ScheduleHook};
 use tessera_graph::{fuse, op_spec_of, Graph, GroupCompute};
+use tessera_search::measure::ProgramError;
 use tessera_search::record::ApplyHistoryBest;
 use tessera_search::session::TuningTask;
 use tessera_search::ScheduleDesc;
@@ -258,13 +259,11 @@ pub fn vta_fallback_baseline(task: &mut TuningTask, lanes: i64) {
     if !matches!(kind, TemplateKind::Conv2dPackedVta { .. }) {
         return;
     }
-    let func = TemplateTask::new(kind, lanes)
-        .map_err(|e| e.to_string())
-        .and_then(|t| {
-            let config = t.space.fallback().map_err(|e| e.to_string())?;
-            t.instantiate(&config, "default_schedule")
-                .map_err(|e| e.to_string())
-        });
+    let func = TemplateTask::new(kind, lanes).and_then(|t| {
+        let config = t.space.fallback()?;
+        t.instantiate(&config, "default_schedule")
+    });
+    let func = func.map_err(ProgramError::lowering);
     task.default = Some(func);
 }
 

@@ -7,7 +7,7 @@ use tessera_autotvm::templates::{TemplateKind, TemplateTask};
 use tessera_autotvm::tuners::{RandomTuner, Tuner};
 use tessera_backends::{CpuBackend, Target};
 use tessera_runtime::runner::TimerConfig;
-use tessera_search::measure::{Candidate, MeasureOptions, Measurer, Reference};
+use tessera_search::measure::{Candidate, MeasureOptions, Measurer, ProgramError, Reference};
 use tessera_search::MeasureErrorNo;
 use tessera_te::ops::Conv2dAttrs;
 
@@ -92,7 +92,7 @@ fn random_configurations_of_every_template_compute_the_operator() {
             .map(|&i| Candidate {
                 func: task
                     .instantiate(&task.space.get(i).unwrap(), "cand")
-                    .map_err(|e| e.to_string()),
+                    .map_err(ProgramError::lowering),
             })
             .collect();
         let rs = m.measure(&cands, 1, Some(&reference));

@@ -74,7 +74,7 @@ fn run(
         let candidates: Vec<Candidate> = batch
             .iter()
             .map(|p| Candidate {
-                func: p.program.clone().map_err(|e| e.to_string()),
+                func: p.program.clone().map_err(Into::into),
             })
             .collect();
         let results = m.measure(&candidates, 1, Some(reference));

@@ -88,12 +88,18 @@ fn a_network_plot_has_its_estimated_latency_and_run_json() {
         log.to_str().unwrap(),
     ];
     tune.extend(net);
+    // generous timeouts: the plot's estimate needs every task's baseline, and on a
+    // machine loaded by the rest of the suite a kernel's compile can pass the default 15 s
     tune.extend([
         "--no-network-check",
         "--remeasure-top",
         "0",
         "--compare-rounds",
         "0",
+        "--build-timeout",
+        "120",
+        "--run-timeout",
+        "60",
     ]);
     let out = tessera(&tune);
     assert!(out.status.success(), "{}", text(&out));
