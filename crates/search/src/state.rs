@@ -16,11 +16,11 @@
 //! order, and annotations carry TVM's numbers (0 none, 1 unroll, 2 vectorize,
 //! 3 parallel, 4 vthread, 5–10 block/thread x, y, z).
 
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::fmt::Write as _;
-use tessera_ir::{Expr, StorageScope, ThreadAxis};
+use tessera_ir::ThreadAxis;
 use tessera_te::lower::leaf_extents;
-use tessera_te::{Annotation, Attach, ComputeDag, IterVar, Schedule, ScheduleError, Tensor};
+use tessera_te::{Annotation, Attach, ComputeDag, Schedule, ScheduleError, Tensor};
 
 /// How a loop runs (TVM's `IteratorAnnotation`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -91,88 +91,89 @@ impl IterAnnotation {
     }
 }
 
-/// One transform step (TVM's auto-scheduler steps, same fields).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Step {
-    /// `AN`: annotate loop `iter` of `stage`.
-    Annotation {
-        stage: usize,
-        iter: usize,
-        ann: IterAnnotation,
-    },
-    /// `FU`: fuse the consecutive loops `iters` (outermost first) into one.
-    Fuse { stage: usize, iters: Vec<usize> },
-    /// `PR`: a pragma on loop `iter`, TVM's `"key$value"` form (e.g.
-    /// `auto_unroll_max_step$64`).
-    Pragma {
-        stage: usize,
-        iter: usize,
-        pragma: String,
-    },
-    /// `RE`: the new loop order, as the old positions of every loop.
-    Reorder { stage: usize, order: Vec<usize> },
-    /// `SP`: split loop `iter` (of extent `extent`) into `lengths.len() + 1` loops. With
-    /// `inner_to_outer` the lengths are the inner loops' extents (outer to inner) and
-    /// the outermost takes the rest; otherwise they are the outer loops' extents and the
-    /// innermost takes the rest. A `None` length is a split not yet filled in (a sketch).
-    Split {
-        stage: usize,
-        iter: usize,
-        extent: Option<i64>,
-        lengths: Vec<Option<i64>>,
-        inner_to_outer: bool,
-    },
-    /// `FSP`: split loop `iter` like the split of step `src_step`, into `n_split` + 1
-    /// loops: the inner lengths are the source's first `n_split` − 1 lengths and the
-    /// product of the rest.
-    FollowSplit {
-        stage: usize,
-        iter: usize,
-        src_step: usize,
-        n_split: usize,
-    },
-    /// `FFSP`: split loop `iter` by the product of the lengths at `level` of the splits
-    /// `src_steps` (as the inner factor when `factor_or_nparts`, else as the outer
-    /// extent).
-    FollowFusedSplit {
-        stage: usize,
-        iter: usize,
-        src_steps: Vec<usize>,
-        level: usize,
-        factor_or_nparts: bool,
-    },
-    /// `SA`: pad the stride of the dimension of loop `iter` to `offset` mod `factor`.
-    StorageAlign {
-        stage: usize,
-        iter: usize,
-        factor: i64,
-        offset: i64,
-    },
-    /// `CA`: compute `stage` inside loop `target_iter` of `target_stage`.
-    ComputeAt {
-        stage: usize,
-        target_stage: usize,
-        target_iter: usize,
-    },
-    /// `CI`: inline `stage` into its consumers.
-    ComputeInline { stage: usize },
-    /// `CR`: compute `stage` at the root.
-    ComputeRoot { stage: usize },
-    /// `CHR`: a cache of `stage`'s tensor in `scope`, read by `readers` instead.
-    CacheRead {
-        stage: usize,
-        scope: String,
-        readers: Vec<usize>,
-    },
-    /// `CHW`: compute `stage` into a cache in `scope`, then copy it out.
-    CacheWrite { stage: usize, scope: String },
-    /// `RF`: factor the reduction of `stage` over loop `iter`, the factored axis at
-    /// position `factor_iter` of the new stage's axes.
-    Rfactor {
-        stage: usize,
-        iter: usize,
-        factor_iter: usize,
-    },
+mod steps;
+
+pub use steps::{
+    AnnotationStep, CacheReadStep, CacheWriteStep, ComputeAtStep, ComputeInlineStep,
+    ComputeRootStep, FollowFusedSplitStep, FollowSplitStep, FuseStep, PragmaStep, ReorderStep,
+    RfactorStep, SplitStep, StepKind, StorageAlignStep,
+};
+use steps::{Fields, Replay};
+
+/// Defines [`Step`] over the kinds of `steps.rs` and its dispatch to them: one line per
+/// kind.
+macro_rules! step_kinds {
+    ($($variant:ident($kind:ident)),* $(,)?) => {
+        /// One transform step (TVM's auto-scheduler steps, same fields): one of the step
+        /// kinds, each a type with its tag, record form and replay (`state/steps.rs`).
+        #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+        pub enum Step {
+            $($variant($kind),)*
+        }
+
+        impl Step {
+            /// TVM's tag of the step.
+            pub fn tag(&self) -> &'static str {
+                match self {
+                    $(Step::$variant(_) => $kind::TAG,)*
+                }
+            }
+
+            /// The stage the step works on.
+            pub fn stage(&self) -> usize {
+                match self {
+                    $(Step::$variant(s) => s.stage(),)*
+                }
+            }
+
+            /// The record form: `[tag, fields…]` in TVM's order.
+            pub fn to_json(&self) -> Value {
+                let (tag, fields) = match self {
+                    $(Step::$variant(s) => ($kind::TAG, s.fields()),)*
+                };
+                let mut v = vec![Value::from(tag)];
+                v.extend(fields);
+                Value::Array(v)
+            }
+
+            /// The kind whose tag is `tag`, read from `f`; `None` for an unknown tag.
+            fn read(tag: &str, f: &Fields<'_>) -> Option<Result<Step, StateError>> {
+                $(if tag == $kind::TAG {
+                    return Some($kind::read(f).map(Step::$variant));
+                })*
+                None
+            }
+
+            fn apply(&self, r: &mut Replay<'_>) -> Result<(), StateError> {
+                match self {
+                    $(Step::$variant(s) => s.apply(r),)*
+                }
+            }
+        }
+
+        $(impl From<$kind> for Step {
+            fn from(s: $kind) -> Step {
+                Step::$variant(s)
+            }
+        })*
+    };
+}
+
+step_kinds! {
+    Annotation(AnnotationStep),
+    Fuse(FuseStep),
+    Pragma(PragmaStep),
+    Reorder(ReorderStep),
+    Split(SplitStep),
+    FollowSplit(FollowSplitStep),
+    FollowFusedSplit(FollowFusedSplitStep),
+    StorageAlign(StorageAlignStep),
+    ComputeAt(ComputeAtStep),
+    ComputeInline(ComputeInlineStep),
+    ComputeRoot(ComputeRootStep),
+    CacheRead(CacheReadStep),
+    CacheWrite(CacheWriteStep),
+    Rfactor(RfactorStep),
 }
 
 /// Errors of building, replaying or reading a step history.
@@ -202,300 +203,17 @@ fn bad(step: usize, reason: impl Into<String>) -> StateError {
 }
 
 impl Step {
-    /// TVM's tag of the step.
-    pub fn tag(&self) -> &'static str {
-        match self {
-            Step::Annotation { .. } => "AN",
-            Step::Fuse { .. } => "FU",
-            Step::Pragma { .. } => "PR",
-            Step::Reorder { .. } => "RE",
-            Step::Split { .. } => "SP",
-            Step::FollowSplit { .. } => "FSP",
-            Step::FollowFusedSplit { .. } => "FFSP",
-            Step::StorageAlign { .. } => "SA",
-            Step::ComputeAt { .. } => "CA",
-            Step::ComputeInline { .. } => "CI",
-            Step::ComputeRoot { .. } => "CR",
-            Step::CacheRead { .. } => "CHR",
-            Step::CacheWrite { .. } => "CHW",
-            Step::Rfactor { .. } => "RF",
-        }
-    }
-
-    /// The stage the step works on.
-    pub fn stage(&self) -> usize {
-        match self {
-            Step::Annotation { stage, .. }
-            | Step::Fuse { stage, .. }
-            | Step::Pragma { stage, .. }
-            | Step::Reorder { stage, .. }
-            | Step::Split { stage, .. }
-            | Step::FollowSplit { stage, .. }
-            | Step::FollowFusedSplit { stage, .. }
-            | Step::StorageAlign { stage, .. }
-            | Step::ComputeAt { stage, .. }
-            | Step::ComputeInline { stage }
-            | Step::ComputeRoot { stage }
-            | Step::CacheRead { stage, .. }
-            | Step::CacheWrite { stage, .. }
-            | Step::Rfactor { stage, .. } => *stage,
-        }
-    }
-
-    /// The record form: `[tag, fields…]` in TVM's order.
-    pub fn to_json(&self) -> Value {
-        let len = |l: &Option<i64>| l.map_or(Value::Null, Value::from);
-        match self {
-            Step::Annotation { stage, iter, ann } => json!(["AN", stage, iter, ann.code()]),
-            Step::Fuse { stage, iters } => json!(["FU", stage, iters]),
-            Step::Pragma {
-                stage,
-                iter,
-                pragma,
-            } => json!(["PR", stage, iter, pragma]),
-            Step::Reorder { stage, order } => json!(["RE", stage, order]),
-            Step::Split {
-                stage,
-                iter,
-                extent,
-                lengths,
-                inner_to_outer,
-            } => json!([
-                "SP",
-                stage,
-                iter,
-                len(extent),
-                lengths.iter().map(len).collect::<Vec<_>>(),
-                u8::from(*inner_to_outer)
-            ]),
-            Step::FollowSplit {
-                stage,
-                iter,
-                src_step,
-                n_split,
-            } => json!(["FSP", stage, iter, src_step, n_split]),
-            Step::FollowFusedSplit {
-                stage,
-                iter,
-                src_steps,
-                level,
-                factor_or_nparts,
-            } => json!([
-                "FFSP",
-                stage,
-                iter,
-                src_steps,
-                level,
-                u8::from(*factor_or_nparts)
-            ]),
-            Step::StorageAlign {
-                stage,
-                iter,
-                factor,
-                offset,
-            } => json!(["SA", stage, iter, factor, offset]),
-            Step::ComputeAt {
-                stage,
-                target_stage,
-                target_iter,
-            } => json!(["CA", stage, target_stage, target_iter]),
-            Step::ComputeInline { stage } => json!(["CI", stage]),
-            Step::ComputeRoot { stage } => json!(["CR", stage]),
-            Step::CacheRead {
-                stage,
-                scope,
-                readers,
-            } => json!(["CHR", stage, scope, readers]),
-            Step::CacheWrite { stage, scope } => json!(["CHW", stage, scope]),
-            Step::Rfactor {
-                stage,
-                iter,
-                factor_iter,
-            } => json!(["RF", stage, iter, factor_iter]),
-        }
-    }
-
     /// Reads the record form (errors name what is wrong, never panic).
     pub fn from_json(v: &Value) -> Result<Step, StateError> {
-        let err = |what: &str| StateError::Json(format!("{what} in step {v}"));
-        let a = v.as_array().ok_or_else(|| err("not an array"))?;
+        let a = v
+            .as_array()
+            .ok_or_else(|| StateError::Json(format!("not an array in step {v}")))?;
+        let f = Fields::new(a, v);
         let tag = a
             .first()
             .and_then(Value::as_str)
-            .ok_or_else(|| err("no tag"))?;
-        let field = |i: usize| a.get(i).ok_or_else(|| err(&format!("no field {i}")));
-        let uint = |i: usize| -> Result<usize, StateError> {
-            field(i)?
-                .as_u64()
-                .and_then(|x| usize::try_from(x).ok())
-                .ok_or_else(|| err(&format!("field {i} is not an index")))
-        };
-        let int = |i: usize| -> Result<i64, StateError> {
-            field(i)?
-                .as_i64()
-                .ok_or_else(|| err(&format!("field {i} is not an integer")))
-        };
-        let opt_int = |x: &Value| -> Result<Option<i64>, StateError> {
-            if x.is_null() {
-                Ok(None)
-            } else {
-                x.as_i64()
-                    .map(Some)
-                    .ok_or_else(|| err("a length is not an integer"))
-            }
-        };
-        let uints = |i: usize| -> Result<Vec<usize>, StateError> {
-            field(i)?
-                .as_array()
-                .ok_or_else(|| err(&format!("field {i} is not a list")))?
-                .iter()
-                .map(|x| {
-                    x.as_u64()
-                        .and_then(|x| usize::try_from(x).ok())
-                        .ok_or_else(|| err(&format!("field {i} holds a non-index")))
-                })
-                .collect()
-        };
-        let text = |i: usize| -> Result<String, StateError> {
-            Ok(field(i)?
-                .as_str()
-                .ok_or_else(|| err(&format!("field {i} is not a string")))?
-                .to_string())
-        };
-        let flag = |i: usize| -> Result<bool, StateError> {
-            match field(i)? {
-                Value::Bool(b) => Ok(*b),
-                x => match x.as_u64() {
-                    Some(0) => Ok(false),
-                    Some(1) => Ok(true),
-                    _ => Err(err(&format!("field {i} is not a flag"))),
-                },
-            }
-        };
-        let want = |n: usize| {
-            if a.len() == n {
-                Ok(())
-            } else {
-                Err(err(&format!("{} fields instead of {}", a.len() - 1, n - 1)))
-            }
-        };
-        let step = match tag {
-            "AN" => {
-                want(4)?;
-                Step::Annotation {
-                    stage: uint(1)?,
-                    iter: uint(2)?,
-                    ann: IterAnnotation::from_code(int(3)?)
-                        .ok_or_else(|| err("unknown annotation"))?,
-                }
-            }
-            "FU" => {
-                want(3)?;
-                Step::Fuse {
-                    stage: uint(1)?,
-                    iters: uints(2)?,
-                }
-            }
-            "PR" => {
-                want(4)?;
-                Step::Pragma {
-                    stage: uint(1)?,
-                    iter: uint(2)?,
-                    pragma: text(3)?,
-                }
-            }
-            "RE" => {
-                want(3)?;
-                Step::Reorder {
-                    stage: uint(1)?,
-                    order: uints(2)?,
-                }
-            }
-            "SP" => {
-                want(6)?;
-                Step::Split {
-                    stage: uint(1)?,
-                    iter: uint(2)?,
-                    extent: opt_int(field(3)?)?,
-                    lengths: field(4)?
-                        .as_array()
-                        .ok_or_else(|| err("field 4 is not a list"))?
-                        .iter()
-                        .map(opt_int)
-                        .collect::<Result<_, _>>()?,
-                    inner_to_outer: flag(5)?,
-                }
-            }
-            "FSP" => {
-                want(5)?;
-                Step::FollowSplit {
-                    stage: uint(1)?,
-                    iter: uint(2)?,
-                    src_step: uint(3)?,
-                    n_split: uint(4)?,
-                }
-            }
-            "FFSP" => {
-                want(6)?;
-                Step::FollowFusedSplit {
-                    stage: uint(1)?,
-                    iter: uint(2)?,
-                    src_steps: uints(3)?,
-                    level: uint(4)?,
-                    factor_or_nparts: flag(5)?,
-                }
-            }
-            "SA" => {
-                want(5)?;
-                Step::StorageAlign {
-                    stage: uint(1)?,
-                    iter: uint(2)?,
-                    factor: int(3)?,
-                    offset: int(4)?,
-                }
-            }
-            "CA" => {
-                want(4)?;
-                Step::ComputeAt {
-                    stage: uint(1)?,
-                    target_stage: uint(2)?,
-                    target_iter: uint(3)?,
-                }
-            }
-            "CI" => {
-                want(2)?;
-                Step::ComputeInline { stage: uint(1)? }
-            }
-            "CR" => {
-                want(2)?;
-                Step::ComputeRoot { stage: uint(1)? }
-            }
-            "CHR" => {
-                want(4)?;
-                Step::CacheRead {
-                    stage: uint(1)?,
-                    scope: text(2)?,
-                    readers: uints(3)?,
-                }
-            }
-            "CHW" => {
-                want(3)?;
-                Step::CacheWrite {
-                    stage: uint(1)?,
-                    scope: text(2)?,
-                }
-            }
-            "RF" => {
-                want(4)?;
-                Step::Rfactor {
-                    stage: uint(1)?,
-                    iter: uint(2)?,
-                    factor_iter: uint(3)?,
-                }
-            }
-            other => return Err(err(&format!("unknown tag `{other}`"))),
-        };
-        Ok(step)
+            .ok_or_else(|| f.err("no tag"))?;
+        Step::read(tag, &f).unwrap_or_else(|| Err(f.err(&format!("unknown tag `{tag}`"))))
     }
 }
 
@@ -562,7 +280,7 @@ impl State {
     /// replay as 1; only a complete state is a program worth measuring).
     pub fn is_complete(&self) -> bool {
         self.steps.iter().all(|s| match s {
-            Step::Split { lengths, .. } => lengths.iter().all(Option::is_some),
+            Step::Split(s) => s.lengths.iter().all(Option::is_some),
             _ => true,
         })
     }
@@ -573,19 +291,10 @@ impl State {
             .steps
             .iter()
             .map(|s| match s {
-                Step::Split {
-                    stage,
-                    iter,
-                    extent,
-                    lengths,
-                    inner_to_outer,
-                } => Step::Split {
-                    stage: *stage,
-                    iter: *iter,
-                    extent: *extent,
-                    lengths: lengths.iter().map(|l| Some(l.unwrap_or(len))).collect(),
-                    inner_to_outer: *inner_to_outer,
-                },
+                Step::Split(s) => Step::Split(SplitStep {
+                    lengths: s.lengths.iter().map(|l| Some(l.unwrap_or(len))).collect(),
+                    ..s.clone()
+                }),
                 other => other.clone(),
             })
             .collect();
@@ -618,7 +327,12 @@ impl State {
         let mut sch = Schedule::create(&self.dag.outputs)
             .map_err(|e| StateError::Schedule { step: 0, source: e })?;
         for (i, step) in self.steps.iter().enumerate() {
-            apply(&mut sch, &self.steps, i, step)?;
+            let mut r = Replay {
+                sch: &mut sch,
+                steps: &self.steps,
+                i,
+            };
+            step.apply(&mut r)?;
         }
         Ok(Replayed {
             schedule: sch,
@@ -734,277 +448,4 @@ fn print_stage(
         }
     }
     let _ = writeln!(out, "{:w$}{} = ...", "", s.name(), w = depth * 2);
-}
-
-/// The stage `stage` of `sch` (for step `step`).
-fn stage_tensor(sch: &Schedule, step: usize, stage: usize) -> Result<Tensor, StateError> {
-    sch.stages()
-        .get(stage)
-        .map(|s| s.op.clone())
-        .ok_or_else(|| {
-            bad(
-                step,
-                format!(
-                    "stage {stage} does not exist (the schedule has {})",
-                    sch.stages().len()
-                ),
-            )
-        })
-}
-
-/// Loop `iter` of stage `stage`.
-fn leaf(sch: &Schedule, step: usize, stage: usize, iter: usize) -> Result<IterVar, StateError> {
-    let s = sch
-        .stages()
-        .get(stage)
-        .ok_or_else(|| bad(step, format!("stage {stage} does not exist")))?;
-    s.leaf_iter_vars.get(iter).cloned().ok_or_else(|| {
-        bad(
-            step,
-            format!(
-                "stage {stage} (`{}`) has {} loops, not {}",
-                s.name(),
-                s.leaf_iter_vars.len(),
-                iter + 1
-            ),
-        )
-    })
-}
-
-fn scope_of(step: usize, scope: &str) -> Result<StorageScope, StateError> {
-    StorageScope::parse(scope).ok_or_else(|| bad(step, format!("unknown storage scope `{scope}`")))
-}
-
-/// The lengths of split step `src` (all filled in), checked to be a split.
-fn split_lengths(steps: &[Step], step: usize, src: usize) -> Result<Vec<i64>, StateError> {
-    if src >= step {
-        return Err(bad(
-            step,
-            format!("it follows step {src}, which is not before it"),
-        ));
-    }
-    match &steps[src] {
-        Step::Split { lengths, .. } => Ok(lengths.iter().map(|l| l.unwrap_or(1)).collect()),
-        other => Err(bad(
-            step,
-            format!(
-                "it follows step {src}, a `{}` step, not a split",
-                other.tag()
-            ),
-        )),
-    }
-}
-
-/// Splits loop `iv` of `t`: with `inner_to_outer`, `lengths` are the inner extents
-/// (outer to inner); otherwise the outer extents. Returns the new loops, outermost first.
-fn split_by(
-    sch: &mut Schedule,
-    t: &Tensor,
-    iv: &IterVar,
-    lengths: &[i64],
-    inner_to_outer: bool,
-    step: usize,
-) -> Result<Vec<IterVar>, StateError> {
-    let se = |e| StateError::Schedule { step, source: e };
-    let mut outs = Vec::new();
-    let mut x = iv.clone();
-    if inner_to_outer {
-        for &l in lengths.iter().rev() {
-            let (o, i) = sch.split(t, &x, l).map_err(se)?;
-            outs.push(i);
-            x = o;
-        }
-        outs.push(x);
-        outs.reverse();
-    } else {
-        for &l in lengths {
-            let (o, i) = sch.split_nparts(t, &x, l).map_err(se)?;
-            outs.push(o);
-            x = i;
-        }
-        outs.push(x);
-    }
-    Ok(outs)
-}
-
-/// Applies step `i` of `steps` to `sch`.
-fn apply(sch: &mut Schedule, steps: &[Step], i: usize, step: &Step) -> Result<(), StateError> {
-    let se = |e| StateError::Schedule { step: i, source: e };
-    match step {
-        Step::Annotation { stage, iter, ann } => {
-            let t = stage_tensor(sch, i, *stage)?;
-            let iv = leaf(sch, i, *stage, *iter)?;
-            match ann {
-                IterAnnotation::None => {}
-                IterAnnotation::Unroll => sch.unroll(&t, &iv).map_err(se)?,
-                IterAnnotation::Vectorize => sch.vectorize(&t, &iv).map_err(se)?,
-                IterAnnotation::Parallel => sch.parallel(&t, &iv).map_err(se)?,
-                IterAnnotation::Thread(th) => sch.bind(&t, &iv, *th).map_err(se)?,
-            }
-        }
-        Step::Fuse { stage, iters } => {
-            let t = stage_tensor(sch, i, *stage)?;
-            if iters.is_empty() {
-                return Err(bad(i, "a fuse of no loops"));
-            }
-            if iters.windows(2).any(|w| w[1] != w[0] + 1) {
-                return Err(bad(i, format!("loops {iters:?} are not consecutive")));
-            }
-            // the loops by their positions before any of them is fused
-            let ivs = iters
-                .iter()
-                .map(|&k| leaf(sch, i, *stage, k))
-                .collect::<Result<Vec<_>, _>>()?;
-            let mut fused = ivs[0].clone();
-            for next in &ivs[1..] {
-                fused = sch.fuse(&t, &fused, next).map_err(se)?;
-            }
-        }
-        Step::Pragma {
-            stage,
-            iter,
-            pragma,
-        } => {
-            let t = stage_tensor(sch, i, *stage)?;
-            let iv = leaf(sch, i, *stage, *iter)?;
-            let (key, value) = match pragma.split_once('$') {
-                Some((k, v)) => (
-                    k,
-                    Expr::int(v.parse::<i64>().map_err(|_| {
-                        bad(i, format!("pragma `{pragma}`: the value is not an integer"))
-                    })?),
-                ),
-                None => (pragma.as_str(), Expr::int(1)),
-            };
-            sch.pragma(&t, &iv, key, value).map_err(se)?;
-        }
-        Step::Reorder { stage, order } => {
-            let t = stage_tensor(sch, i, *stage)?;
-            let n = sch.stages()[*stage].leaf_iter_vars.len();
-            let mut seen = order.clone();
-            seen.sort_unstable();
-            if seen != (0..n).collect::<Vec<_>>() {
-                return Err(bad(
-                    i,
-                    format!("order {order:?} is not a permutation of the stage's {n} loops"),
-                ));
-            }
-            let ivs = order
-                .iter()
-                .map(|&k| leaf(sch, i, *stage, k))
-                .collect::<Result<Vec<_>, _>>()?;
-            sch.reorder(&t, &ivs).map_err(se)?;
-        }
-        Step::Split {
-            stage,
-            iter,
-            lengths,
-            inner_to_outer,
-            ..
-        } => {
-            let t = stage_tensor(sch, i, *stage)?;
-            let iv = leaf(sch, i, *stage, *iter)?;
-            // a sketch's unfilled length replays as 1: the loop structure is what the
-            // sketch rules and printing need; measuring asks `is_complete` first
-            let ls: Vec<i64> = lengths.iter().map(|l| l.unwrap_or(1)).collect();
-            split_by(sch, &t, &iv, &ls, *inner_to_outer, i)?;
-        }
-        Step::FollowSplit {
-            stage,
-            iter,
-            src_step,
-            n_split,
-        } => {
-            let src = split_lengths(steps, i, *src_step)?;
-            if *n_split == 0 || *n_split > src.len() + 1 {
-                return Err(bad(
-                    i,
-                    format!(
-                        "n_split {n_split} for a source split of {} lengths",
-                        src.len()
-                    ),
-                ));
-            }
-            // TVM: the source's first `n_split - 1` lengths, then the product of the
-            // rest (inner to outer, like every split the sketch rules make).
-            let mut ls = src[..n_split - 1].to_vec();
-            ls.push(src[n_split - 1..].iter().product());
-            let t = stage_tensor(sch, i, *stage)?;
-            let iv = leaf(sch, i, *stage, *iter)?;
-            split_by(sch, &t, &iv, &ls, true, i)?;
-        }
-        Step::FollowFusedSplit {
-            stage,
-            iter,
-            src_steps,
-            level,
-            factor_or_nparts,
-        } => {
-            let mut factor = 1i64;
-            for &s in src_steps {
-                let ls = split_lengths(steps, i, s)?;
-                factor *= ls
-                    .get(*level)
-                    .copied()
-                    .ok_or_else(|| bad(i, format!("split step {s} has no level {level}")))?;
-            }
-            let t = stage_tensor(sch, i, *stage)?;
-            let iv = leaf(sch, i, *stage, *iter)?;
-            split_by(sch, &t, &iv, &[factor], *factor_or_nparts, i)?;
-        }
-        Step::StorageAlign {
-            stage,
-            iter,
-            factor,
-            offset,
-        } => {
-            let t = stage_tensor(sch, i, *stage)?;
-            let iv = leaf(sch, i, *stage, *iter)?;
-            sch.storage_align(&t, &iv, *factor, *offset).map_err(se)?;
-        }
-        Step::ComputeAt {
-            stage,
-            target_stage,
-            target_iter,
-        } => {
-            let t = stage_tensor(sch, i, *stage)?;
-            let target = stage_tensor(sch, i, *target_stage)?;
-            let iv = leaf(sch, i, *target_stage, *target_iter)?;
-            sch.compute_at(&t, &target, &iv).map_err(se)?;
-        }
-        Step::ComputeInline { stage } => {
-            let t = stage_tensor(sch, i, *stage)?;
-            sch.compute_inline(&t).map_err(se)?;
-        }
-        Step::ComputeRoot { stage } => {
-            let t = stage_tensor(sch, i, *stage)?;
-            sch.compute_root(&t).map_err(se)?;
-        }
-        Step::CacheRead {
-            stage,
-            scope,
-            readers,
-        } => {
-            let t = stage_tensor(sch, i, *stage)?;
-            let rs = readers
-                .iter()
-                .map(|&r| stage_tensor(sch, i, r))
-                .collect::<Result<Vec<_>, _>>()?;
-            sch.cache_read(&t, scope_of(i, scope)?, &rs).map_err(se)?;
-        }
-        Step::CacheWrite { stage, scope } => {
-            let t = stage_tensor(sch, i, *stage)?;
-            sch.cache_write(&t, scope_of(i, scope)?).map_err(se)?;
-        }
-        Step::Rfactor {
-            stage,
-            iter,
-            factor_iter,
-        } => {
-            let t = stage_tensor(sch, i, *stage)?;
-            let iv = leaf(sch, i, *stage, *iter)?;
-            sch.rfactor(&t, &iv, *factor_iter).map_err(se)?;
-        }
-    }
-    Ok(())
 }

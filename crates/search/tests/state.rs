@@ -5,7 +5,11 @@
 
 use serde_json::json;
 use tessera_ir::{DataType, StorageScope};
-use tessera_search::state::{IterAnnotation, State, StateError, Step};
+use tessera_search::state::{
+    AnnotationStep, CacheReadStep, CacheWriteStep, ComputeAtStep, ComputeInlineStep,
+    ComputeRootStep, FollowFusedSplitStep, FollowSplitStep, FuseStep, IterAnnotation, PragmaStep,
+    ReorderStep, RfactorStep, SplitStep, State, StateError, Step, StorageAlignStep,
+};
 use tessera_te::{lower, ops, placeholder, ComputeDag, Schedule, Tensor};
 
 /// `C = A·B` (m×k · k×n): stages 0 A, 1 B, 2 C.
@@ -21,13 +25,13 @@ fn matmul(m: i64, n: i64, k: i64) -> (ComputeDag, Vec<Tensor>) {
 }
 
 fn sp(stage: usize, iter: usize, extent: i64, lengths: &[i64]) -> Step {
-    Step::Split {
+    Step::Split(SplitStep {
         stage,
         iter,
         extent: Some(extent),
         lengths: lengths.iter().map(|&l| Some(l)).collect(),
         inner_to_outer: true,
-    }
+    })
 }
 
 /// Ansor's CPU sketch of a matmul, filled in: C's local cache tiled "SSRSRS", C tiled
@@ -36,60 +40,60 @@ fn sp(stage: usize, iter: usize, extent: i64, lengths: &[i64]) -> Step {
 fn tiled_matmul_steps() -> Vec<Step> {
     vec![
         // stage 2 becomes C.local, C moves to 3
-        Step::CacheWrite {
+        Step::CacheWrite(CacheWriteStep {
             stage: 2,
             scope: "local".into(),
-        },
+        }),
         // C.local: i, j, k
         sp(2, 0, 64, &[2, 1, 4]),  // 1: i -> i.0 i.1 i.2 i.3
         sp(2, 4, 64, &[1, 4, 16]), // 2: j -> j.0 j.1 j.2 j.3   (loops: i×4, j×4, k)
         sp(2, 8, 32, &[8]),        // 3: k -> k.0 k.1
-        Step::Reorder {
+        Step::Reorder(ReorderStep {
             stage: 2,
             // i.0 j.0 i.1 j.1 k.0 i.2 j.2 k.1 i.3 j.3
             order: vec![0, 4, 1, 5, 8, 2, 6, 9, 3, 7],
-        },
+        }),
         // C follows the first two levels of the cache's splits
-        Step::FollowSplit {
+        Step::FollowSplit(FollowSplitStep {
             stage: 3,
             iter: 0,
             src_step: 1,
             n_split: 2,
-        },
-        Step::FollowSplit {
+        }),
+        Step::FollowSplit(FollowSplitStep {
             stage: 3,
             iter: 3,
             src_step: 2,
             n_split: 2,
-        },
-        Step::Reorder {
+        }),
+        Step::Reorder(ReorderStep {
             stage: 3,
             order: vec![0, 3, 1, 4, 2, 5],
-        },
-        Step::ComputeAt {
+        }),
+        Step::ComputeAt(ComputeAtStep {
             stage: 2,
             target_stage: 3,
             target_iter: 3,
-        },
-        Step::Fuse {
+        }),
+        Step::Fuse(FuseStep {
             stage: 3,
             iters: vec![0, 1],
-        },
-        Step::Annotation {
+        }),
+        Step::Annotation(AnnotationStep {
             stage: 3,
             iter: 0,
             ann: IterAnnotation::Parallel,
-        },
-        Step::Annotation {
+        }),
+        Step::Annotation(AnnotationStep {
             stage: 2,
             iter: 9,
             ann: IterAnnotation::Vectorize,
-        },
-        Step::Pragma {
+        }),
+        Step::Pragma(PragmaStep {
             stage: 3,
             iter: 0,
             pragma: "auto_unroll_max_step$16".into(),
-        },
+        }),
     ]
 }
 
@@ -193,47 +197,47 @@ fn the_record_form_round_trips_in_tvm_layout() {
     assert_eq!(back, state);
     // every kind of step, including ones this DAG cannot replay
     let all = vec![
-        Step::Annotation {
+        Step::Annotation(AnnotationStep {
             stage: 1,
             iter: 2,
             ann: IterAnnotation::Thread(tessera_ir::ThreadAxis::ThreadIdxY),
-        },
-        Step::Fuse {
+        }),
+        Step::Fuse(FuseStep {
             stage: 1,
             iters: vec![0, 1, 2],
-        },
-        Step::Split {
+        }),
+        Step::Split(SplitStep {
             stage: 1,
             iter: 0,
             extent: None,
             lengths: vec![None, Some(4)],
             inner_to_outer: false,
-        },
-        Step::FollowFusedSplit {
+        }),
+        Step::FollowFusedSplit(FollowFusedSplitStep {
             stage: 4,
             iter: 0,
             src_steps: vec![1, 2],
             level: 1,
             factor_or_nparts: true,
-        },
-        Step::StorageAlign {
+        }),
+        Step::StorageAlign(StorageAlignStep {
             stage: 3,
             iter: 0,
             factor: 32,
             offset: 1,
-        },
-        Step::ComputeInline { stage: 1 },
-        Step::ComputeRoot { stage: 1 },
-        Step::CacheRead {
+        }),
+        Step::ComputeInline(ComputeInlineStep { stage: 1 }),
+        Step::ComputeRoot(ComputeRootStep { stage: 1 }),
+        Step::CacheRead(CacheReadStep {
             stage: 0,
             scope: "shared".into(),
             readers: vec![3],
-        },
-        Step::Rfactor {
+        }),
+        Step::Rfactor(RfactorStep {
             stage: 2,
             iter: 1,
             factor_iter: 0,
-        },
+        }),
     ];
     for s in all {
         let v = s.to_json();
@@ -279,64 +283,70 @@ fn an_invalid_step_is_refused_and_the_state_is_unchanged() {
     state.push(sp(2, 0, 64, &[8])).unwrap();
     let before = state.print().unwrap();
     let cases: Vec<(Step, &str)> = vec![
-        (Step::ComputeInline { stage: 9 }, "stage 9 does not exist"),
+        (
+            Step::ComputeInline(ComputeInlineStep { stage: 9 }),
+            "stage 9 does not exist",
+        ),
         (sp(2, 7, 64, &[2]), "has 4 loops, not 8"),
         (
-            Step::Reorder {
+            Step::Reorder(ReorderStep {
                 stage: 2,
                 order: vec![0, 0, 1, 2],
-            },
+            }),
             "not a permutation",
         ),
         (
-            Step::FollowSplit {
+            Step::FollowSplit(FollowSplitStep {
                 stage: 2,
                 iter: 2,
                 src_step: 5,
                 n_split: 1,
-            },
+            }),
             "not before it",
         ),
         (
-            Step::FollowSplit {
+            Step::FollowSplit(FollowSplitStep {
                 stage: 2,
                 iter: 2,
                 src_step: 0,
                 n_split: 3,
-            },
+            }),
             "n_split 3",
         ),
         (
-            Step::Fuse {
+            Step::Fuse(FuseStep {
                 stage: 2,
                 iters: vec![0, 2],
-            },
+            }),
             "not consecutive",
         ),
         (
-            Step::CacheWrite {
+            Step::CacheWrite(CacheWriteStep {
                 stage: 2,
                 scope: "texture".into(),
-            },
+            }),
             "unknown storage scope",
         ),
         (
-            Step::Pragma {
+            Step::Pragma(PragmaStep {
                 stage: 2,
                 iter: 0,
                 pragma: "auto_unroll_max_step$many".into(),
-            },
+            }),
             "not an integer",
         ),
         // the schedule's own refusals come through with the step's number
         (
-            Step::Fuse {
+            Step::Fuse(FuseStep {
                 stage: 2,
                 iters: vec![2, 3],
-            },
+            }),
             "reduction",
         ),
-        (Step::ComputeInline { stage: 0 }, "placeholder"),
+        (
+            Step::ComputeInline(ComputeInlineStep { stage: 0 }),
+            "placeholder",
+        ),
     ];
     for (step, want) in cases {
         let err = state.push(step.clone()).unwrap_err();
@@ -354,13 +364,13 @@ fn a_sketch_replays_with_unfilled_lengths_as_one_and_is_not_complete() {
     let mut state = State::new(&dag);
     assert!(state.is_complete());
     state
-        .push(Step::Split {
+        .push(Step::Split(SplitStep {
             stage: 2,
             iter: 0,
             extent: Some(64),
             lengths: vec![None, None],
             inner_to_outer: true,
-        })
+        }))
         .unwrap();
     assert!(!state.is_complete());
     // i -> i.0 i.1 i.2, then j and k
@@ -377,7 +387,7 @@ fn a_sketch_replays_with_unfilled_lengths_as_one_and_is_not_complete() {
     // a history that does not replay is refused and the state kept
     let kept = state.steps().to_vec();
     assert!(state
-        .set_steps(vec![Step::ComputeInline { stage: 9 }])
+        .set_steps(vec![Step::ComputeInline(ComputeInlineStep { stage: 9 })])
         .is_err());
     assert_eq!(state.steps(), &kept[..]);
 }
@@ -388,10 +398,10 @@ fn a_fuse_of_three_loops_takes_them_by_their_positions_before_fusing() {
     let mut state = State::new(&dag);
     state.push(sp(2, 0, 64, &[4, 2])).unwrap(); // i.0 i.1 i.2 j k
     state
-        .push(Step::Fuse {
+        .push(Step::Fuse(FuseStep {
             stage: 2,
             iters: vec![0, 1, 2],
-        })
+        }))
         .unwrap();
     let r = state.replay().unwrap();
     let names: Vec<String> = r.schedule.stages()[2]

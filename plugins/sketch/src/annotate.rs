@@ -24,7 +24,11 @@ use crate::sketch::SketchTarget;
 use std::collections::{HashMap, HashSet};
 use tessera_ir::ThreadAxis;
 use tessera_search::rng::Rng;
-use tessera_search::state::{IterAnnotation, State, StateError, Step};
+use tessera_search::state::{
+    AnnotationStep, CacheReadStep, CacheWriteStep, ComputeAtStep, ComputeInlineStep,
+    FollowFusedSplitStep, FuseStep, IterAnnotation, PragmaStep, RfactorStep, SplitStep, State,
+    StateError, Step,
+};
 use tessera_te::lower::leaf_extents;
 use tessera_te::{Annotation, Attach, Schedule};
 
@@ -180,9 +184,9 @@ pub fn fill_tile_sizes(
     };
     let mut steps = s.steps().to_vec();
     for (k, step) in steps.iter_mut().enumerate() {
-        if let Step::Split {
+        if let Step::Split(SplitStep {
             extent, lengths, ..
-        } = step
+        }) = step
         {
             if lengths.iter().all(Option::is_some) {
                 continue;
@@ -222,7 +226,7 @@ impl Factorizations {
         let steps = s.steps();
         let mut out = vec![false; steps.len()];
         for (k, step) in steps.iter().enumerate() {
-            let Step::Split { stage, iter, .. } = step else {
+            let Step::Split(SplitStep { stage, iter, .. }) = step else {
                 continue;
             };
             let replayed =
@@ -288,15 +292,17 @@ fn change_compute_location(s: &mut State, rng: &mut Rng) -> Result<(), StateErro
         }
         let choice = rng.index(candidates.len() + 2);
         let step = match choice {
-            0 if st.op.reduce_axis().is_empty() => Step::ComputeInline { stage: i },
+            0 if st.op.reduce_axis().is_empty() => {
+                Step::ComputeInline(ComputeInlineStep { stage: i })
+            }
             0 | 1 => continue,
             _ => {
                 let (c, k) = candidates[choice - 2];
-                Step::ComputeAt {
+                Step::ComputeAt(ComputeAtStep {
                     stage: i,
                     target_stage: c,
                     target_iter: k,
-                }
+                })
             }
         };
         // a place the schedule refuses is not a candidate: the stage stays at the root
@@ -334,11 +340,11 @@ fn parallelize(s: &mut State, p: &AnnotateParams) -> Result<(), StateError> {
             continue;
         }
         fuse_first(s, i, k)?;
-        s.push(Step::Annotation {
+        s.push(Step::Annotation(AnnotationStep {
             stage: i,
             iter: 0,
             ann: IterAnnotation::Parallel,
-        })?;
+        }))?;
     }
     Ok(())
 }
@@ -354,11 +360,11 @@ fn unroll(s: &mut State, p: &AnnotateParams, rng: &mut Rng) -> Result<(), StateE
             continue;
         }
         let v = p.unroll_steps[rng.index(p.unroll_steps.len())];
-        s.push(Step::Pragma {
+        s.push(Step::Pragma(PragmaStep {
             stage: i,
             iter: 0,
             pragma: format!("auto_unroll_max_step${v}"),
-        })?;
+        }))?;
     }
     Ok(())
 }
@@ -408,16 +414,16 @@ fn vectorize(s: &mut State, p: &AnnotateParams, rng: &mut Rng) -> Result<(), Sta
             continue;
         }
         if num > 1 {
-            s.push(Step::Fuse {
+            s.push(Step::Fuse(FuseStep {
                 stage: i,
                 iters: (first..len).collect(),
-            })?;
+            }))?;
         }
-        s.push(Step::Annotation {
+        s.push(Step::Annotation(AnnotationStep {
             stage: i,
             iter: first,
             ann: IterAnnotation::Vectorize,
-        })?;
+        }))?;
     }
     Ok(())
 }
@@ -459,20 +465,20 @@ fn fuse_outer_space(s: &mut State, i: usize) -> Result<usize, StateError> {
 /// Fuses the first `k` loops of stage `i` into one (nothing to do for fewer than two).
 fn fuse_first(s: &mut State, i: usize, k: usize) -> Result<(), StateError> {
     if k > 1 {
-        s.push(Step::Fuse {
+        s.push(Step::Fuse(FuseStep {
             stage: i,
             iters: (0..k).collect(),
-        })?;
+        }))?;
     }
     Ok(())
 }
 
 fn bind(s: &mut State, stage: usize, iter: usize, t: ThreadAxis) -> Result<(), StateError> {
-    s.push(Step::Annotation {
+    s.push(Step::Annotation(AnnotationStep {
         stage,
         iter,
         ann: IterAnnotation::Thread(t),
-    })
+    }))
 }
 
 /// The extent of loop `k` of stage `i`.
@@ -491,8 +497,9 @@ fn spatial_split_steps(s: &State, sch: &Schedule, i: usize) -> Vec<usize> {
     for (k, step) in s.steps().iter().enumerate().rev() {
         // where a stage-adding step put its new stage
         let inserted = match step {
-            Step::CacheRead { stage, .. } => Some(stage + 1),
-            Step::CacheWrite { stage, .. } | Step::Rfactor { stage, .. } => Some(*stage),
+            Step::CacheRead(CacheReadStep { stage, .. }) => Some(stage + 1),
+            Step::CacheWrite(CacheWriteStep { stage, .. })
+            | Step::Rfactor(RfactorStep { stage, .. }) => Some(*stage),
             _ => None,
         };
         if let Some(q) = inserted {
@@ -504,7 +511,7 @@ fn spatial_split_steps(s: &State, sch: &Schedule, i: usize) -> Vec<usize> {
             }
             continue;
         }
-        if matches!(step, Step::Split { stage, .. } if *stage == idx) {
+        if matches!(step, Step::Split(SplitStep { stage, .. }) if *stage == idx) {
             found.push(k);
         }
     }
@@ -535,7 +542,7 @@ fn fit_vthreads(s: &mut State, g: &GpuLimits) -> Result<(), StateError> {
             splits
                 .iter()
                 .filter_map(|&k| match &steps[k] {
-                    Step::Split { lengths, .. } if lengths.len() >= 2 => lengths[0],
+                    Step::Split(SplitStep { lengths, .. }) if lengths.len() >= 2 => lengths[0],
                     _ => None,
                 })
                 .product()
@@ -544,7 +551,7 @@ fn fit_vthreads(s: &mut State, g: &GpuLimits) -> Result<(), StateError> {
             if vthread(&steps) <= g.max_vthread_extent {
                 break;
             }
-            if let Step::Split { lengths, .. } = &mut steps[k] {
+            if let Step::Split(SplitStep { lengths, .. }) = &mut steps[k] {
                 if lengths.len() >= 2 && lengths[0].is_some_and(|l| l > 1) {
                     lengths[0] = Some(1);
                     changed = true;
@@ -602,13 +609,13 @@ fn bind_threads(s: &mut State, g: &GpuLimits) -> Result<(), StateError> {
                     if space <= g.warp_size || extent_of(s, i, 0)? <= g.warp_size {
                         bind(s, i, 0, ThreadAxis::ThreadIdxX)?;
                     } else {
-                        s.push(Step::Split {
+                        s.push(Step::Split(SplitStep {
                             stage: i,
                             iter: 0,
                             extent: Some(extent_of(s, i, 0)?),
                             lengths: vec![Some(g.warp_size)],
                             inner_to_outer: true,
-                        })?;
+                        }))?;
                         bind(s, i, 0, ThreadAxis::BlockIdxX)?;
                         bind(s, i, 1, ThreadAxis::ThreadIdxX)?;
                     }
@@ -622,10 +629,10 @@ fn bind_threads(s: &mut State, g: &GpuLimits) -> Result<(), StateError> {
                 ];
                 for (l, t) in levels.into_iter().enumerate() {
                     if n_axis > 1 {
-                        s.push(Step::Fuse {
+                        s.push(Step::Fuse(FuseStep {
                             stage: i,
                             iters: (l..l + n_axis).collect(),
-                        })?;
+                        }))?;
                     }
                     let e = extent_of(s, i, l)?;
                     if t == ThreadAxis::VThread && e > g.max_vthread_extent {
@@ -648,26 +655,26 @@ fn bind_threads(s: &mut State, g: &GpuLimits) -> Result<(), StateError> {
                 let splits = spatial_split_steps(s, &sch, t);
                 let n_loops = st.leaf_iter_vars.len();
                 fuse_first(s, i, n_loops)?;
-                s.push(Step::Split {
+                s.push(Step::Split(SplitStep {
                     stage: i,
                     iter: 0,
                     extent: Some(extent_of(s, i, 0)?),
                     lengths: vec![Some(1)],
                     inner_to_outer: true,
-                })?;
-                s.push(Step::Annotation {
+                }))?;
+                s.push(Step::Annotation(AnnotationStep {
                     stage: i,
                     iter: 1,
                     ann: IterAnnotation::Vectorize,
-                })?;
+                }))?;
                 if !splits.is_empty() {
-                    s.push(Step::FollowFusedSplit {
+                    s.push(Step::FollowFusedSplit(FollowFusedSplitStep {
                         stage: i,
                         iter: 0,
                         src_steps: splits,
                         level: 1,
                         factor_or_nparts: true,
-                    })?;
+                    }))?;
                     bind(s, i, 1, ThreadAxis::ThreadIdxX)?;
                 }
             }

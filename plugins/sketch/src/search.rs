@@ -30,7 +30,10 @@ use crate::annotate::{annotate, check_gpu_limits, AnnotateParams, Factorizations
 use crate::sketch::{generate_sketches, SketchError, SketchTarget};
 use std::collections::HashSet;
 use tessera_search::rng::Rng;
-use tessera_search::state::{IterAnnotation, State, Step};
+use tessera_search::state::{
+    AnnotationStep, ComputeAtStep, FollowFusedSplitStep, FollowSplitStep, FuseStep, IterAnnotation,
+    PragmaStep, SplitStep, State, Step,
+};
 use tessera_te::ComputeDag;
 
 /// The evolutionary search's knobs (TVM's `DEFAULT_PARAMS` but the population, which
@@ -160,7 +163,7 @@ impl SketchPolicy {
             .steps()
             .iter()
             .filter_map(|st| match st {
-                Step::Split { lengths, .. } => Some(lengths.clone()),
+                Step::Split(SplitStep { lengths, .. }) => Some(lengths.clone()),
                 _ => None,
             })
             .collect();
@@ -456,7 +459,7 @@ impl SketchPolicy {
             .steps()
             .iter()
             .enumerate()
-            .filter(|(_, st)| matches!(st, Step::Split { lengths, extent: Some(_), .. } if !lengths.is_empty() && lengths.iter().all(Option::is_some)))
+            .filter(|(_, st)| matches!(st, Step::Split(SplitStep { lengths, extent: Some(_), .. }) if !lengths.is_empty() && lengths.iter().all(Option::is_some)))
             .map(|(k, _)| k)
             .collect();
         if splits.is_empty() {
@@ -464,12 +467,12 @@ impl SketchPolicy {
         }
         let k = splits[self.rng.index(splits.len())];
         let mut steps = s.steps().to_vec();
-        let Step::Split {
+        let Step::Split(SplitStep {
             extent: Some(extent),
             lengths,
             inner_to_outer,
             ..
-        } = &mut steps[k]
+        }) = &mut steps[k]
         else {
             return None;
         };
@@ -514,7 +517,7 @@ impl SketchPolicy {
             .steps()
             .iter()
             .enumerate()
-            .filter(|(_, st)| matches!(st, Step::Pragma { pragma, .. } if pragma.starts_with("auto_unroll_max_step$")))
+            .filter(|(_, st)| matches!(st, Step::Pragma(PragmaStep { pragma, .. }) if pragma.starts_with("auto_unroll_max_step$")))
             .map(|(k, _)| k)
             .collect();
         let choices = &self.annotate.unroll_steps;
@@ -523,7 +526,7 @@ impl SketchPolicy {
         }
         let k = prags[self.rng.index(prags.len())];
         let mut steps = s.steps().to_vec();
-        let Step::Pragma { pragma, .. } = &mut steps[k] else {
+        let Step::Pragma(PragmaStep { pragma, .. }) = &mut steps[k] else {
             return None;
         };
         let now = pragma.clone();
@@ -544,7 +547,7 @@ impl SketchPolicy {
             .steps()
             .iter()
             .enumerate()
-            .filter(|(_, st)| matches!(st, Step::ComputeAt { .. }))
+            .filter(|(_, st)| matches!(st, Step::ComputeAt(ComputeAtStep { .. })))
             .map(|(k, _)| k)
             .collect();
         if cas.is_empty() {
@@ -554,11 +557,11 @@ impl SketchPolicy {
         // the consumer's loops at the time of the step
         let before = State::with_steps(&self.dag, s.steps()[..k].to_vec()).ok()?;
         let sch = before.replay().ok()?.schedule;
-        let Step::ComputeAt {
+        let Step::ComputeAt(ComputeAtStep {
             target_stage,
             target_iter,
             ..
-        } = s.steps()[k]
+        }) = s.steps()[k]
         else {
             return None;
         };
@@ -571,7 +574,7 @@ impl SketchPolicy {
             to += 1;
         }
         let mut steps = s.steps().to_vec();
-        if let Step::ComputeAt { target_iter, .. } = &mut steps[k] {
+        if let Step::ComputeAt(ComputeAtStep { target_iter, .. }) = &mut steps[k] {
             *target_iter = to;
         }
         self.with_steps(s, steps)
@@ -587,7 +590,7 @@ impl SketchPolicy {
             .windows(2)
             .enumerate()
             .filter(|(_, w)| {
-                matches!((&w[0], &w[1]), (Step::Fuse { stage, iters }, Step::Annotation { stage: s2, iter: 0, ann: IterAnnotation::Parallel })
+                matches!((&w[0], &w[1]), (Step::Fuse(FuseStep { stage, iters }), Step::Annotation(AnnotationStep { stage: s2, iter: 0, ann: IterAnnotation::Parallel }))
                     if stage == s2 && iters.first() == Some(&0) && iters.windows(2).all(|p| p[1] == p[0] + 1))
             })
             .map(|(k, _)| k)
@@ -596,7 +599,7 @@ impl SketchPolicy {
             return None;
         }
         let k = cands[self.rng.index(cands.len())];
-        let Step::Fuse { stage, iters } = &s.steps()[k] else {
+        let Step::Fuse(FuseStep { stage, iters }) = &s.steps()[k] else {
             return None;
         };
         let (stage, m) = (*stage, iters.len());
@@ -617,35 +620,35 @@ impl SketchPolicy {
             }
         };
         let mut steps = s.steps().to_vec();
-        steps[k] = Step::Fuse {
+        steps[k] = Step::Fuse(FuseStep {
             stage,
             iters: (0..new_m).collect(),
-        };
+        });
         if new_m == 1 {
             steps.remove(k);
         }
         let start = if new_m == 1 { k + 1 } else { k + 2 };
         for st in steps.iter_mut().skip(start) {
             match st {
-                Step::Annotation { stage: x, iter, .. }
-                | Step::Pragma { stage: x, iter, .. }
-                | Step::Split { stage: x, iter, .. }
-                | Step::FollowSplit { stage: x, iter, .. }
-                | Step::FollowFusedSplit { stage: x, iter, .. }
+                Step::Annotation(AnnotationStep { stage: x, iter, .. })
+                | Step::Pragma(PragmaStep { stage: x, iter, .. })
+                | Step::Split(SplitStep { stage: x, iter, .. })
+                | Step::FollowSplit(FollowSplitStep { stage: x, iter, .. })
+                | Step::FollowFusedSplit(FollowFusedSplitStep { stage: x, iter, .. })
                     if *x == stage =>
                 {
                     *iter = shift(*iter)
                 }
-                Step::Fuse { stage: x, iters } if *x == stage => {
+                Step::Fuse(FuseStep { stage: x, iters }) if *x == stage => {
                     for i in iters.iter_mut() {
                         *i = shift(*i);
                     }
                 }
-                Step::ComputeAt {
+                Step::ComputeAt(ComputeAtStep {
                     target_stage,
                     target_iter,
                     ..
-                } if *target_stage == stage => *target_iter = shift(*target_iter),
+                }) if *target_stage == stage => *target_iter = shift(*target_iter),
                 _ => {}
             }
         }
@@ -677,45 +680,47 @@ fn exploration_picks(elite: &[(State, f32, Option<Tiling>)], per_sketch: usize) 
 fn same_shape(a: &Step, b: &Step) -> bool {
     match (a, b) {
         (
-            Step::Split {
+            Step::Split(SplitStep {
                 stage: s1,
                 iter: i1,
                 extent: e1,
                 lengths: l1,
                 inner_to_outer: o1,
-            },
-            Step::Split {
+            }),
+            Step::Split(SplitStep {
                 stage: s2,
                 iter: i2,
                 extent: e2,
                 lengths: l2,
                 inner_to_outer: o2,
-            },
+            }),
         ) => s1 == s2 && i1 == i2 && e1 == e2 && l1.len() == l2.len() && o1 == o2,
         (
-            Step::ComputeAt {
+            Step::ComputeAt(ComputeAtStep {
                 stage: s1,
                 target_stage: t1,
                 ..
-            },
-            Step::ComputeAt {
+            }),
+            Step::ComputeAt(ComputeAtStep {
                 stage: s2,
                 target_stage: t2,
                 ..
-            },
+            }),
         ) => s1 == s2 && t1 == t2,
-        (Step::Fuse { stage: s1, .. }, Step::Fuse { stage: s2, .. }) => s1 == s2,
+        (Step::Fuse(FuseStep { stage: s1, .. }), Step::Fuse(FuseStep { stage: s2, .. })) => {
+            s1 == s2
+        }
         (
-            Step::Pragma {
+            Step::Pragma(PragmaStep {
                 stage: s1,
                 iter: i1,
                 ..
-            },
-            Step::Pragma {
+            }),
+            Step::Pragma(PragmaStep {
                 stage: s2,
                 iter: i2,
                 ..
-            },
+            }),
         ) => s1 == s2 && i1 == i2,
         _ => a == b,
     }

@@ -16,7 +16,11 @@ use crate::analysis::{
     space_and_reduce_lengths,
 };
 use tessera_ir::ThreadAxis;
-use tessera_search::state::{IterAnnotation, State, StateError, Step};
+use tessera_search::state::{
+    AnnotationStep, CacheReadStep, CacheWriteStep, ComputeAtStep, ComputeInlineStep,
+    FollowSplitStep, FuseStep, IterAnnotation, ReorderStep, RfactorStep, SplitStep, State,
+    StateError, Step,
+};
 use tessera_te::{Annotation, ComputeDag, Schedule};
 
 /// The kind of device a policy targets: the rule set and the annotation differ.
@@ -320,7 +324,7 @@ fn cond_always_inline(ctx: &Ctx, sch: &Schedule, i: usize) -> Cond {
 
 fn apply_inline(_: &Ctx, s: &State, _: &Schedule, i: usize) -> Result<Vec<Partial>, StateError> {
     let mut s = s.clone();
-    s.push(Step::ComputeInline { stage: i })?;
+    s.push(Step::ComputeInline(ComputeInlineStep { stage: i }))?;
     Ok(vec![(s, below(i))])
 }
 
@@ -347,32 +351,32 @@ fn apply_rfactor(_: &Ctx, s: &State, sch: &Schedule, i: usize) -> Result<Vec<Par
     let n_reduce = st.leaf_iter_vars.len() - n_space;
     let mut base = s.clone();
     if n_reduce > 1 {
-        base.push(Step::Fuse {
+        base.push(Step::Fuse(FuseStep {
             stage: i,
             iters: (n_space..n_space + n_reduce).collect(),
-        })?;
+        }))?;
     }
-    base.push(Step::Split {
+    base.push(Step::Split(SplitStep {
         stage: i,
         iter: n_space,
         extent: st.op.reduce_axis().iter().map(|a| a.extent()).product(),
         lengths: vec![None],
         inner_to_outer: true,
-    })?;
+    }))?;
     let mut out = Vec::new();
     for half in [n_space, n_space + 1] {
         let mut r = base.clone();
-        r.push(Step::Rfactor {
+        r.push(Step::Rfactor(RfactorStep {
             stage: i,
             iter: half,
             factor_iter: n_space,
-        })?;
+        }))?;
         // the factored stage is now stage i, the original i + 1
         if half == n_space + 1 {
             let n = r.replay()?.schedule.stages()[i].leaf_iter_vars.len();
             let mut order: Vec<usize> = (0..n).filter(|&k| k != n_space).collect();
             order.push(n_space);
-            r.push(Step::Reorder { stage: i, order })?;
+            r.push(Step::Reorder(ReorderStep { stage: i, order }))?;
         }
         out.push((r, below(i)));
     }
@@ -404,10 +408,10 @@ fn apply_cache_write(
     i: usize,
 ) -> Result<Vec<Partial>, StateError> {
     let mut s = s.clone();
-    s.push(Step::CacheWrite {
+    s.push(Step::CacheWrite(CacheWriteStep {
         stage: i,
         scope: "local".into(),
-    })?;
+    }))?;
     Ok(vec![(s, Some(i))])
 }
 
@@ -470,11 +474,11 @@ fn apply_tiling_with_fusion(
         }
         let mut t = base.clone();
         follow_tiling(&mut t, consumer, &splits, level)?;
-        t.push(Step::ComputeAt {
+        t.push(Step::ComputeAt(ComputeAtStep {
             stage: i,
             target_stage: consumer,
             target_iter: level * splits.len() - 1,
-        })?;
+        }))?;
         out.push((t, below(i)));
     }
     Ok(out)
@@ -504,13 +508,13 @@ fn multi_level_tiling(
     for (is_reduce, extent) in kinds {
         let n = if is_reduce { n_r.max(1) } else { n_s };
         if n > 1 {
-            s.push(Step::Split {
+            s.push(Step::Split(SplitStep {
                 stage: i,
                 iter: pos,
                 extent,
                 lengths: vec![None; n - 1],
                 inner_to_outer: true,
-            })?;
+            }))?;
             if !is_reduce {
                 spatial_splits.push(s.steps().len() - 1);
             }
@@ -537,7 +541,7 @@ fn multi_level_tiling(
         order.extend(&reduce[0]);
     }
     if order != (0..pos).collect::<Vec<_>>() {
-        s.push(Step::Reorder { stage: i, order })?;
+        s.push(Step::Reorder(ReorderStep { stage: i, order }))?;
     }
     Ok(spatial_splits)
 }
@@ -552,21 +556,21 @@ fn follow_tiling(
 ) -> Result<(), StateError> {
     let per = level + 1;
     for (j, &src) in splits.iter().enumerate() {
-        s.push(Step::FollowSplit {
+        s.push(Step::FollowSplit(FollowSplitStep {
             stage: consumer,
             iter: j * per,
             src_step: src,
             n_split: level,
-        })?;
+        }))?;
     }
     let n = splits.len();
     let order: Vec<usize> = (0..per)
         .flat_map(|l| (0..n).map(move |j| j * per + l))
         .collect();
-    s.push(Step::Reorder {
+    s.push(Step::Reorder(ReorderStep {
         stage: consumer,
         order,
-    })?;
+    }))?;
     Ok(())
 }
 
@@ -605,21 +609,21 @@ fn apply_simplify_const(
     let mut pos = 0;
     for iv in &st.leaf_iter_vars {
         if names.iter().any(|n| n == iv.name()) {
-            s.push(Step::Annotation {
+            s.push(Step::Annotation(AnnotationStep {
                 stage: i,
                 iter: pos,
                 ann: IterAnnotation::Unroll,
-            })?;
+            }))?;
             unrolled.push(pos);
             pos += 1;
         } else {
-            s.push(Step::Split {
+            s.push(Step::Split(SplitStep {
                 stage: i,
                 iter: pos,
                 extent: iv.extent(),
                 lengths: vec![None],
                 inner_to_outer: true,
-            })?;
+            }))?;
             outer.push(pos);
             inner.push(pos + 1);
             pos += 2;
@@ -627,7 +631,7 @@ fn apply_simplify_const(
     }
     let order: Vec<usize> = outer.into_iter().chain(inner).chain(unrolled).collect();
     if order != (0..pos).collect::<Vec<_>>() {
-        s.push(Step::Reorder { stage: i, order })?;
+        s.push(Step::Reorder(ReorderStep { stage: i, order }))?;
     }
     Ok(vec![(s, below(i))])
 }
@@ -661,11 +665,11 @@ fn apply_special_location(
         .iter()
         .position(|iv| cst.annotation(iv) == Annotation::Unroll);
     if let Some(k) = first_unrolled.filter(|&k| k > 0) {
-        s.push(Step::ComputeAt {
+        s.push(Step::ComputeAt(ComputeAtStep {
             stage: i,
             target_stage: c,
             target_iter: k - 1,
-        })?;
+        }))?;
     }
     Ok(vec![(s, below(i))])
 }
@@ -698,18 +702,18 @@ fn apply_cache_read(
 ) -> Result<Vec<Partial>, StateError> {
     let c = consumers(sch, i)[0];
     let mut s = s.clone();
-    s.push(Step::CacheRead {
+    s.push(Step::CacheRead(CacheReadStep {
         stage: i,
         scope: "shared".into(),
         readers: vec![c],
-    })?;
+    }))?;
     let (added, target) = (i + 1, c + 1);
     let at = last_iter_of_outermost_reduce_tile(&s.replay()?.schedule.stages()[target]);
-    s.push(Step::ComputeAt {
+    s.push(Step::ComputeAt(ComputeAtStep {
         stage: added,
         target_stage: target,
         target_iter: at,
-    })?;
+    }))?;
     Ok(vec![(s, Some(i))])
 }
 
@@ -772,10 +776,10 @@ fn apply_cross_thread(
     let (_, reduce_extent) = space_and_reduce_lengths(&st.op);
     let mut s = s.clone();
     if n_reduce > 1 {
-        s.push(Step::Fuse {
+        s.push(Step::Fuse(FuseStep {
             stage: i,
             iters: (n_space..n_space + n_reduce).collect(),
-        })?;
+        }))?;
     }
     let thread_x = IterAnnotation::Thread(ThreadAxis::ThreadIdxX);
     // fusion into the consumer
@@ -792,7 +796,7 @@ fn apply_cross_thread(
         s.steps()
             .iter()
             .enumerate()
-            .filter(|(_, st)| matches!(st, Step::Split { stage: x, .. } if *x == stage))
+            .filter(|(_, st)| matches!(st, Step::Split(SplitStep { stage: x, .. }) if *x == stage))
             .map(|(k, _)| k)
             .collect()
     };
@@ -801,49 +805,49 @@ fn apply_cross_thread(
         if splits.is_empty() {
             let cst = &sch.stages()[c];
             let last = cst.leaf_iter_vars.len() - 1;
-            s.push(Step::Split {
+            s.push(Step::Split(SplitStep {
                 stage: c,
                 iter: last,
                 extent: cst.leaf_iter_vars[last].extent(),
                 lengths: vec![Some(ctx.target.warp_size)],
                 inner_to_outer: true,
-            })?;
+            }))?;
             splits.push(s.steps().len() - 1);
-            s.push(Step::Annotation {
+            s.push(Step::Annotation(AnnotationStep {
                 stage: c,
                 iter: last + 1,
                 ann: thread_x,
-            })?;
+            }))?;
         }
-        s.push(Step::FollowSplit {
+        s.push(Step::FollowSplit(FollowSplitStep {
             stage: i,
             iter: n_space,
             src_step: splits[0],
             n_split: 1,
-        })?;
-        s.push(Step::Annotation {
+        }))?;
+        s.push(Step::Annotation(AnnotationStep {
             stage: i,
             iter: n_space + 1,
             ann: thread_x,
-        })?;
-        s.push(Step::ComputeAt {
+        }))?;
+        s.push(Step::ComputeAt(ComputeAtStep {
             stage: i,
             target_stage: c,
             target_iter: common - 1,
-        })?;
+        }))?;
     } else {
-        s.push(Step::Split {
+        s.push(Step::Split(SplitStep {
             stage: i,
             iter: n_space,
             extent: Some(reduce_extent),
             lengths: vec![Some(ctx.target.warp_size)],
             inner_to_outer: true,
-        })?;
-        s.push(Step::Annotation {
+        }))?;
+        s.push(Step::Annotation(AnnotationStep {
             stage: i,
             iter: n_space + 1,
             ann: thread_x,
-        })?;
+        }))?;
     }
     Ok(vec![(s, below(i))])
 }

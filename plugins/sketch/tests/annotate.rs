@@ -9,7 +9,7 @@ use common::*;
 use tessera_ir::transform::{auto_unroll, unroll_loops, vectorize_loops};
 use tessera_ir::PrimFunc;
 use tessera_search::rng::Rng;
-use tessera_search::state::{State, Step};
+use tessera_search::state::{AnnotationStep, ComputeAtStep, FuseStep, SplitStep, State, Step};
 use tessera_sketch::annotate::{annotate, AnnotateParams, Factorizations};
 use tessera_sketch::sketch::{generate_sketches, SketchTarget};
 use tessera_te::ops::{conv2d_winograd_nhwc, conv2d_winograd_nhwc_blocked, matmul, softmax};
@@ -38,12 +38,17 @@ fn check(dag: &ComputeDag, per_sketch: u64) -> [usize; 4] {
             assert!(s.is_complete());
             let steps = s.steps();
             let added = &steps[sk.steps().len()..];
-            seen[0] += added.iter().any(|x| matches!(x, Step::ComputeAt { .. })) as usize;
-            seen[1] += added.iter().any(|x| matches!(x, Step::Fuse { .. })) as usize;
+            seen[0] += added
+                .iter()
+                .any(|x| matches!(x, Step::ComputeAt(ComputeAtStep { .. })))
+                as usize;
+            seen[1] += added
+                .iter()
+                .any(|x| matches!(x, Step::Fuse(FuseStep { .. }))) as usize;
             let ann = |a: &str| {
                 added
                     .iter()
-                    .any(|x| matches!(x, Step::Annotation { ann, .. } if ann.keyword() == a))
+                    .any(|x| matches!(x, Step::Annotation(AnnotationStep { ann, .. }) if ann.keyword() == a))
             };
             seen[2] += ann("parallel") as usize;
             seen[3] += ann("vectorize") as usize;
@@ -127,11 +132,11 @@ fn innermost_lengths(p: &AnnotateParams, extent: i64) -> Vec<i64> {
             let mut rng = Rng::new(seed * 17 + k as u64);
             let s = annotate(sk, p, &mut rng, &mut memo).unwrap();
             for step in s.steps() {
-                if let Step::Split {
+                if let Step::Split(SplitStep {
                     extent: Some(e),
                     lengths,
                     ..
-                } = step
+                }) = step
                 {
                     if *e == extent && lengths.len() > 1 {
                         out.push(lengths.last().unwrap().unwrap());

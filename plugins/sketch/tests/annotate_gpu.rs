@@ -7,7 +7,7 @@ mod common;
 use common::*;
 
 use tessera_search::rng::Rng;
-use tessera_search::state::{IterAnnotation, State, Step};
+use tessera_search::state::{AnnotationStep, IterAnnotation, State, Step};
 use tessera_sketch::annotate::{annotate, check_gpu_limits, AnnotateParams, Factorizations};
 use tessera_sketch::sketch::{generate_sketches, SketchTarget};
 use tessera_te::ops::matmul;
@@ -37,7 +37,7 @@ fn check(dag: &ComputeDag, target: &SketchTarget, n: u64) -> (usize, usize) {
             let bound = |t: &str| {
                 s.steps()
                     .iter()
-                    .any(|x| matches!(x, Step::Annotation { ann: IterAnnotation::Thread(a), .. } if a.name() == t))
+                    .any(|x| matches!(x, Step::Annotation(AnnotationStep { ann: IterAnnotation::Thread(a), .. }) if a.name() == t))
             };
             assert!(
                 bound("threadIdx.x"),

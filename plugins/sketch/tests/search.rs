@@ -6,7 +6,7 @@ mod common;
 use common::*;
 
 use std::collections::HashSet;
-use tessera_search::state::{State, Step};
+use tessera_search::state::{SplitStep, State, Step};
 use tessera_sketch::annotate::AnnotateParams;
 use tessera_sketch::search::{SearchParams, SketchPolicy};
 use tessera_sketch::sketch::SketchTarget;
@@ -114,7 +114,7 @@ fn the_evolutionary_search_climbs_its_scorer() {
         s.steps()
             .iter()
             .filter_map(|st| match st {
-                Step::Split { lengths, .. } => lengths.last().copied().flatten(),
+                Step::Split(SplitStep { lengths, .. }) => lengths.last().copied().flatten(),
                 _ => None,
             })
             .map(|l| (l as f32).ln())

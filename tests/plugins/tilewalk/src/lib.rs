@@ -12,7 +12,7 @@ use tessera_search::policy::{
     Observation, PolicyError, PolicyInfo, PolicyOptions, Proposal, Scorer, SearchPolicy,
     SearchTask, StrategyFactory,
 };
-use tessera_search::state::{IterAnnotation, State, Step};
+use tessera_search::state::{AnnotationStep, IterAnnotation, SplitStep, State, Step};
 use tessera_search::ScheduleDesc;
 use tessera_te::{lower, ComputeDag};
 
@@ -88,19 +88,19 @@ struct Walk {
 
 impl Walk {
     fn steps(&self, p: Point) -> Vec<Step> {
-        let mut steps = vec![Step::Split {
+        let mut steps = vec![Step::Split(SplitStep {
             stage: self.stage,
             iter: self.axes - 1,
             extent: Some(self.extent),
             lengths: vec![Some(p.inner)],
             inner_to_outer: true,
-        }];
+        })];
         if p.parallel {
-            steps.push(Step::Annotation {
+            steps.push(Step::Annotation(AnnotationStep {
                 stage: self.stage,
                 iter: 0,
                 ann: IterAnnotation::Parallel,
-            });
+            }));
         }
         steps
     }
@@ -119,7 +119,7 @@ impl Walk {
         };
         let s = State::from_json(&self.dag, steps).map_err(|_| bad())?;
         let inner = match s.steps().first() {
-            Some(Step::Split { lengths, .. }) => lengths.first().copied().flatten(),
+            Some(Step::Split(SplitStep { lengths, .. })) => lengths.first().copied().flatten(),
             _ => None,
         };
         Ok(Point {
