@@ -6,6 +6,15 @@
 use super::interval::{interval, union, Interval};
 use super::*;
 
+/// A dimension of an attached stage narrowed to the region its readers use: its first
+/// index, its extent, and whether it may leave the tensor.
+#[derive(Clone)]
+struct Narrowed {
+    min: Expr,
+    ext: i64,
+    guard: bool,
+}
+
 impl<'a> Lowerer<'a> {
     /// The ranges of the root axes of stage `c` over one run of loop `axis` of the stage
     /// of `target`, where `c` is computed ([`Schedule::computed_inside`]; its bounds and
@@ -218,104 +227,13 @@ impl<'a> Lowerer<'a> {
         let mut root_ext: Vec<i64> = shape.clone();
         let mut domain_guard = vec![false; ndim];
         if let Attach::At { target, axis } = &st.attach {
-            let t = self.sch.index_of_buffer(target).expect("checked");
-            let tst = self.stage(t).clone();
-            let tb = self.bounds[t].clone();
-            let pos = tst
-                .leaf_iter_vars
-                .iter()
-                .position(|x| x == axis)
-                .expect("checked");
-            let mut leaf_iv = HashMap::new();
-            for (p, lv) in tst.leaf_iter_vars.iter().enumerate() {
-                let e = tb.leaf_ext[lv];
-                let relax = p > pos
-                    || match tst.annotation(lv) {
-                        Annotation::Bind(th) => th.rank() >= self.scopes[i].rank(),
-                        _ => false,
-                    };
-                leaf_iv.insert(
-                    lv.clone(),
-                    if relax {
-                        Interval::range(0, e - 1)
-                    } else {
-                        Interval::point(lv.expr())
-                    },
-                );
-            }
-            let roots = Self::pass_up_interval(&tst, &tb.leaf_ext, leaf_iv);
-            // The target's region starts where its own attach point puts it, in terms of
-            // the loops of the stages it is computed in: those bound to threads that
-            // share this stage's storage are relaxed too (TVM's attach path), else a
-            // shared copy made inside a thread loop would cover one thread's part only.
-            let outer = self.relaxed_ancestor_threads(t, self.scopes[i]);
-            let mut env: HashMap<Var, Interval> = HashMap::new();
-            for (k, rv) in tst.root_iter_vars().iter().enumerate() {
-                let r = &roots[rv];
-                let m = interval(&tb.root_min[k], &outer)
-                    .unwrap_or_else(|| Interval::point(tb.root_min[k].clone()));
-                env.insert(
-                    rv.var().clone(),
-                    Interval {
-                        lo: m.lo + r.lo.clone(),
-                        hi: m.hi + r.hi.clone(),
-                    },
-                );
-            }
-            let body = self.bodies[t].clone().expect("target is computed");
-            // what the target reads, and what the stages computed beside this one read
-            let mut readers = vec![(body, env)];
-            for c in self.consumers(i).into_iter().filter(|&c| c != t) {
-                let body = self.bodies[c].clone().expect("a consumer is computed");
-                match self.region_env(c, target, axis) {
-                    Some(env) => readers.push((body, env)),
-                    // (unknown: the whole tensor)
-                    None => {
-                        return Err(LowerError::BadAttach {
-                            stage: st.name().to_string(),
-                            target: target.name().to_string(),
-                            reason: format!(
-                                "the region `{}` reads of it is not known where it is computed",
-                                self.stage(c).name()
-                            ),
-                        })
-                    }
+            let narrowed = self.attached_region(i, &st, target, axis)?;
+            for (d, n) in narrowed.into_iter().enumerate() {
+                if let Some(n) = n {
+                    root_min[d] = n.min;
+                    root_ext[d] = n.ext;
+                    domain_guard[d] = n.guard;
                 }
-            }
-            let mut region: Vec<Option<Interval>> = vec![None; ndim];
-            let mut unknown = vec![false; ndim];
-            for (body, env) in &readers {
-                for acc in accesses(body, st.op.buffer()) {
-                    for (d, idx) in acc.iter().enumerate() {
-                        match interval(idx, env) {
-                            Some(iv) => {
-                                region[d] = Some(match region[d].take() {
-                                    None => iv,
-                                    Some(r) => union(r, iv).expect("union"),
-                                })
-                            }
-                            None => unknown[d] = true,
-                        }
-                    }
-                }
-            }
-            for d in 0..ndim {
-                let Some(r) = region[d].as_ref().filter(|_| !unknown[d]) else {
-                    continue;
-                };
-                let lo = self.an.simplify(&r.lo);
-                let ext = self.an.simplify(&(r.hi.clone() - lo.clone() + 1));
-                let e = match ext.as_int() {
-                    Some(e) => e,
-                    None => self.an.const_int_bound(&ext).max,
-                };
-                if e <= 0 || e >= shape[d] {
-                    continue;
-                }
-                domain_guard[d] = !(self.an.can_prove(&lo.ge(0))
-                    && self.an.can_prove(&(lo.clone() + e).le(shape[d])));
-                root_min[d] = lo;
-                root_ext[d] = e;
             }
         }
         root_min.extend(reduce_ext.iter().map(|_| Expr::int(0)));
@@ -328,28 +246,7 @@ impl<'a> Lowerer<'a> {
         let storage = if args.contains(&st.op) {
             None
         } else {
-            let mut dims: Vec<i64> = root_ext[..ndim].to_vec();
-            for &(dim, factor, offset) in &st.storage_align {
-                if dim + 1 >= ndim {
-                    continue;
-                }
-                let rest: i64 = dims[dim + 2..].iter().product();
-                let base = dims[dim + 1];
-                let found = (base..base + factor).find(|n| (n * rest) % factor == offset);
-                match found {
-                    Some(n) => dims[dim + 1] = n,
-                    None => {
-                        return Err(LowerError::Invalid { stage: st.name().to_string(), reason: format!("no padding makes the stride of dimension {dim} equal {offset} modulo {factor}") })
-                    }
-                }
-            }
-            let buf = Buffer::new(
-                st.name(),
-                st.op.dtype(),
-                dims.iter().map(|d| Expr::int(*d)).collect(),
-                self.scopes[i],
-            );
-            Some((buf, root_min[..ndim].to_vec()))
+            Some(self.storage_of(i, &st, &root_ext[..ndim], &root_min[..ndim])?)
         };
         self.bounds[i] = StageBounds {
             root_ext,
@@ -359,6 +256,159 @@ impl<'a> Lowerer<'a> {
             storage,
         };
         Ok(())
+    }
+
+    /// For stage `i` computed at loop `axis` of `target`: per data-parallel dimension,
+    /// the region its readers use while that loop runs — its first index, extent and
+    /// whether it may leave the tensor — where that region is known and smaller than the
+    /// tensor (`None`: the whole dimension).
+    fn attached_region(
+        &mut self,
+        i: usize,
+        st: &Stage,
+        target: &Buffer,
+        axis: &IterVar,
+    ) -> Result<Vec<Option<Narrowed>>, LowerError> {
+        let shape = st.op.shape().to_vec();
+        let ndim = shape.len();
+        let t = self.sch.index_of_buffer(target).expect("checked");
+        let tst = self.stage(t).clone();
+        let tb = self.bounds[t].clone();
+        let pos = tst
+            .leaf_iter_vars
+            .iter()
+            .position(|x| x == axis)
+            .expect("checked");
+        let mut leaf_iv = HashMap::new();
+        for (p, lv) in tst.leaf_iter_vars.iter().enumerate() {
+            let e = tb.leaf_ext[lv];
+            let relax = p > pos
+                || match tst.annotation(lv) {
+                    Annotation::Bind(th) => th.rank() >= self.scopes[i].rank(),
+                    _ => false,
+                };
+            leaf_iv.insert(
+                lv.clone(),
+                if relax {
+                    Interval::range(0, e - 1)
+                } else {
+                    Interval::point(lv.expr())
+                },
+            );
+        }
+        let roots = Self::pass_up_interval(&tst, &tb.leaf_ext, leaf_iv);
+        // The target's region starts where its own attach point puts it, in terms of
+        // the loops of the stages it is computed in: those bound to threads that
+        // share this stage's storage are relaxed too (TVM's attach path), else a
+        // shared copy made inside a thread loop would cover one thread's part only.
+        let outer = self.relaxed_ancestor_threads(t, self.scopes[i]);
+        let mut env: HashMap<Var, Interval> = HashMap::new();
+        for (k, rv) in tst.root_iter_vars().iter().enumerate() {
+            let r = &roots[rv];
+            let m = interval(&tb.root_min[k], &outer)
+                .unwrap_or_else(|| Interval::point(tb.root_min[k].clone()));
+            env.insert(
+                rv.var().clone(),
+                Interval {
+                    lo: m.lo + r.lo.clone(),
+                    hi: m.hi + r.hi.clone(),
+                },
+            );
+        }
+        let body = self.bodies[t].clone().expect("target is computed");
+        // what the target reads, and what the stages computed beside this one read
+        let mut readers = vec![(body, env)];
+        for c in self.consumers(i).into_iter().filter(|&c| c != t) {
+            let body = self.bodies[c].clone().expect("a consumer is computed");
+            match self.region_env(c, target, axis) {
+                Some(env) => readers.push((body, env)),
+                // (unknown: the whole tensor)
+                None => {
+                    return Err(LowerError::BadAttach {
+                        stage: st.name().to_string(),
+                        target: target.name().to_string(),
+                        reason: format!(
+                            "the region `{}` reads of it is not known where it is computed",
+                            self.stage(c).name()
+                        ),
+                    })
+                }
+            }
+        }
+        let mut region: Vec<Option<Interval>> = vec![None; ndim];
+        let mut unknown = vec![false; ndim];
+        for (body, env) in &readers {
+            for acc in accesses(body, st.op.buffer()) {
+                for (d, idx) in acc.iter().enumerate() {
+                    match interval(idx, env) {
+                        Some(iv) => {
+                            region[d] = Some(match region[d].take() {
+                                None => iv,
+                                Some(r) => union(r, iv).expect("union"),
+                            })
+                        }
+                        None => unknown[d] = true,
+                    }
+                }
+            }
+        }
+        let mut narrowed = vec![None; ndim];
+        for d in 0..ndim {
+            let Some(r) = region[d].as_ref().filter(|_| !unknown[d]) else {
+                continue;
+            };
+            let lo = self.an.simplify(&r.lo);
+            let ext = self.an.simplify(&(r.hi.clone() - lo.clone() + 1));
+            let e = match ext.as_int() {
+                Some(e) => e,
+                None => self.an.const_int_bound(&ext).max,
+            };
+            if e <= 0 || e >= shape[d] {
+                continue;
+            }
+            let guard = !(self.an.can_prove(&lo.ge(0))
+                && self.an.can_prove(&(lo.clone() + e).le(shape[d])));
+            narrowed[d] = Some(Narrowed {
+                min: lo,
+                ext: e,
+                guard,
+            });
+        }
+        Ok(narrowed)
+    }
+
+    /// Stage `i`'s storage: its region's extents (padded as its `storage_align` asks)
+    /// in its scope, and the region's offset per dimension.
+    fn storage_of(
+        &self,
+        i: usize,
+        st: &Stage,
+        root_ext: &[i64],
+        root_min: &[Expr],
+    ) -> Result<(Buffer, Vec<Expr>), LowerError> {
+        let mut dims: Vec<i64> = root_ext.to_vec();
+        let ndim = dims.len();
+        for &(dim, factor, offset) in &st.storage_align {
+            if dim + 1 >= ndim {
+                continue;
+            }
+            let rest: i64 = dims[dim + 2..].iter().product();
+            let base = dims[dim + 1];
+            let found = (base..base + factor).find(|n| (n * rest) % factor == offset);
+            match found {
+                Some(n) => dims[dim + 1] = n,
+                None => {
+                    return Err(LowerError::Invalid { stage: st.name().to_string(), reason: format!("no padding makes the stride of dimension {dim} equal {offset} modulo {factor}") })
+                }
+            }
+        }
+        let buf = Buffer::new(
+            st.name(),
+            st.op.dtype(),
+            dims.iter().map(|d| Expr::int(*d)).collect(),
+            self.scopes[i],
+        );
+        Ok((buf, root_min.to_vec()))
     }
 
     /// The thread-bound loops of the stages `t` is (transitively) computed in whose
