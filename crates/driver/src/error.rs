@@ -36,6 +36,18 @@ pub enum DriverError {
     /// A catalog operator could not be made a task.
     #[error(transparent)]
     Catalog(#[from] tessera_te::catalog::CatalogError),
+    /// A log's best step history does not replay onto the operator.
+    #[error("applying the history best of {}: {source}", log.display())]
+    HistoryBest {
+        log: PathBuf,
+        source: Box<tessera_search::state::StateError>,
+    },
+    /// A file or folder of the pipeline's own could not be made.
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        source: std::io::Error,
+    },
     /// A backend could not generate or build a kernel.
     #[error(transparent)]
     Backend(#[from] tessera_backends::BackendError),

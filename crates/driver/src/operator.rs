@@ -213,11 +213,9 @@ impl Toolchain {
         let dag = spec.dag()?;
         let target_str = target.to_string();
         let best = tessera_search::tasks::best_program(&dag, &log.records, &target_str, &spec.name)
-            .map_err(|e| {
-                DriverError::Request(format!(
-                    "applying the history best of {}: {e}",
-                    path.display()
-                ))
+            .map_err(|source| DriverError::HistoryBest {
+                log: path.to_path_buf(),
+                source: Box::new(source),
             })?;
         if let Some((func, record)) = best {
             return Ok(OperatorProgram {
@@ -254,8 +252,10 @@ impl Toolchain {
         let backend = self.registry().backend_for(target)?;
         let device = self.device_for(target)?;
         let source = backend.codegen(func)?;
-        let dir = tempfile::tempdir()
-            .map_err(|e| DriverError::Request(format!("creating a build directory: {e}")))?;
+        let dir = tempfile::tempdir().map_err(|source| DriverError::Io {
+            what: "creating a build directory".into(),
+            source,
+        })?;
         let build = |f: &PrimFunc| Kernel::build(backend.as_ref(), &device, f, dir.path());
         let kernel = build(func)?;
         let mut arrays = make_arrays(spec)?;
