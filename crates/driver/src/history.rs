@@ -172,16 +172,21 @@ impl Toolchain {
             .collect())
     }
 
-    /// Whether a log is built with the template plan (every convolution direct, weights
-    /// HWIO, which configurations need) rather than the auto-scheduler's (weights packed,
-    /// Winograd where it pays): a log holding both kinds takes the plan under which more
+    /// Stages 1–4 for a build with `log`: the template plan (every convolution direct,
+    /// weights HWIO, which configurations need) where the log's configurations fit the
+    /// network better than its step histories, else [`Toolchain::plan`] (weights packed,
+    /// Winograd where it pays). A log holding both kinds takes the plan under which more
     /// of its tasks have a record, so that appending template records to an
-    /// auto-scheduler log does not throw its step histories (and Winograd) away.
-    pub(crate) fn templates_fit_better(
+    /// auto-scheduler log does not throw its step histories (and Winograd) away; the
+    /// network is imported once either way.
+    pub fn plan_for_log(
         &self,
         spec: &NetworkSpec,
-        log: &LoadedLog,
-    ) -> Result<bool, DriverError> {
+        log: Option<&LoadedLog>,
+    ) -> Result<ConvPlan, DriverError> {
+        let Some(log) = log else {
+            return self.plan(spec);
+        };
         let keys_where = |kind: fn(&ScheduleDesc) -> bool| -> HashSet<&str> {
             log.records
                 .iter()
@@ -191,11 +196,11 @@ impl Toolchain {
         };
         let configs = keys_where(|s| matches!(s, ScheduleDesc::Config { .. }));
         if configs.is_empty() {
-            return Ok(false);
+            return self.plan(spec);
         }
         let steps = keys_where(|s| matches!(s, ScheduleDesc::Steps { .. }));
         if steps.is_empty() {
-            return Ok(true);
+            return self.plan_for_templates(spec);
         }
         let plan = self.plan(spec)?;
         let hits = |keys: &[String], have: &HashSet<&str>| {
@@ -217,7 +222,12 @@ impl Toolchain {
                 }
             ));
         }
-        Ok(by_configs > by_steps)
+        // the template plan is the same optimized network, taken as it is
+        Ok(if by_configs > by_steps {
+            ConvPlan::fixed(plan.base().clone())
+        } else {
+            plan
+        })
     }
 
     /// The template tasks of `g` for `target`, from every extension that has templates.

@@ -204,20 +204,6 @@ impl Toolchain {
         self.compile_plan(&plan, &spec.target, log)
     }
 
-    /// Stages 1–4 for a build with `log`: the template plan where the log's template
-    /// configurations fit the network better than its step histories, else
-    /// [`Toolchain::plan`].
-    pub fn plan_for_log(
-        &self,
-        spec: &NetworkSpec,
-        log: Option<&LoadedLog>,
-    ) -> Result<ConvPlan, DriverError> {
-        match log {
-            Some(log) if self.templates_fit_better(spec, log)? => self.plan_for_templates(spec),
-            _ => self.plan(spec),
-        }
-    }
-
     /// Stages 6–7 for one graph: compiled by the target's backend (from the registry),
     /// `hook` asked for each group's schedule first, its memory planned.
     pub fn compile_graph(
