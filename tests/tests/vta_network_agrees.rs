@@ -17,8 +17,9 @@ use tessera_vta::network::VtaNetwork;
 const SIZE: usize = 64;
 
 /// The pipeline with VTA's plugin and extension, and the templates' extension (whose
-/// hook gives packed convolutions their configuration).
+/// hook gives packed convolutions their configuration, VTA's template registered).
 fn toolchain() -> Toolchain {
+    tessera_autotvm::templates::register_templates(tessera_vta::network::template::TEMPLATES);
     let registry = tessera_plugin::discover(&[tessera_vta::tessera_plugin_root()], &[]);
     Toolchain::new(
         registry,

@@ -40,10 +40,13 @@ fn builtins() -> Vec<PluginRootRef> {
 }
 
 /// The pipeline extensions linked into this binary: the strategies' history hooks and
-/// template tasks, VTA's network preparation. Their crates are always linked (the
-/// features above register them as built-in plugins only), so a binary that loads those
-/// plugins as `.so` files still builds networks with their records and for their targets.
+/// template tasks, VTA's network preparation; and the backends' templates added to the
+/// template tuner's table (VTA's `conv2d_packed.vta`). Their crates are always linked
+/// (the features above register them as built-in plugins only), so a binary that loads
+/// those plugins as `.so` files still builds networks with their records and for their
+/// targets.
 fn extensions() -> Vec<Box<dyn NetworkExtension>> {
+    tessera_autotvm::templates::register_templates(tessera_vta::network::template::TEMPLATES);
     vec![
         Box::new(tessera_sketch::network::SketchExtension),
         Box::new(tessera_autotvm::network::TemplatesExtension),

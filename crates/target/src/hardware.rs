@@ -67,16 +67,6 @@ impl HardwareParams {
                 max_vthread_extent: 4,
                 warp_size: 1,
             },
-            "vta" => HardwareParams {
-                num_cores: 1,
-                vector_unit_bytes: 16,
-                cache_line_bytes: 64,
-                max_shared_memory_per_block: 0,
-                max_local_memory_per_block: 0,
-                max_threads_per_block: 0,
-                max_vthread_extent: 0,
-                warp_size: 0,
-            },
             _ => Self::detect_host(),
         };
         if let Some(n) = target.num_cores() {

@@ -71,7 +71,6 @@ impl TargetKind {
     pub const CPU: TargetKind = TargetKind(Cow::Borrowed("cpu"));
     pub const CUDA: TargetKind = TargetKind(Cow::Borrowed("cuda"));
     pub const OPENCL: TargetKind = TargetKind(Cow::Borrowed("opencl"));
-    pub const VTA: TargetKind = TargetKind(Cow::Borrowed("vta"));
 
     /// A kind by name (`llvm` is the CPU, as in TVM).
     pub fn new(name: &str) -> TargetKind {
@@ -79,7 +78,6 @@ impl TargetKind {
             "cpu" | "llvm" => TargetKind::CPU,
             "cuda" => TargetKind::CUDA,
             "opencl" => TargetKind::OPENCL,
-            "vta" => TargetKind::VTA,
             other => TargetKind(Cow::Owned(other.to_string())),
         }
     }

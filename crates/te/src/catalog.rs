@@ -229,7 +229,7 @@ enum Conv2dKind {
     Winograd,
     WinogradBlocked,
     TransposeNchw,
-    PackedVta,
+    PackedInt8,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -298,7 +298,7 @@ static ENTRIES: &[OpEntry] = &[
     row("depthwise_conv2d_nchw", &[], DEPTHWISE_SHAPE, "depthwise conv2d, data NCHW, kernel [C,1,KH,KW]; stride, pad, dilation", F::Conv2d(Conv2dKind::DepthwiseNchw)),
     row("conv2d_winograd", &["conv2d_winograd_nhwc"], CONV2D_SHAPE, "Winograd conv2d F(2×2,3×3), data NHWC, the weight transformed ahead of time (kernel_pack [4,4,C_OUT,C_IN]); KH = KW = 3, stride 1", F::Conv2d(Conv2dKind::Winograd)),
     row("conv2d_winograd_blocked", &[], CONV2D_SHAPE, "Winograd conv2d F(m×m,3×3) as CPU network builds compute 3×3 stride-1 layers, data NHWC, the weight transformed and blocked ahead of time (kernel_pack [α,α,C_OUT/B,C_IN,B], α = m + 2); m: --block M,_ (2 or 4; 1 or none: 4 when 4 divides the output's height and width, else 2); B as conv2d_nhwc_packed's", F::Conv2d(Conv2dKind::WinogradBlocked)),
-    row("conv2d_packed", &["conv2d_packed_vta"], CONV2D_SHAPE, "VTA's packed int8 conv2d as TVM's VTA tutorial tunes it: data NCHW1n16c int8, kernel OIHW16o16i int8, int32 sums >> 8, clipped to [0, 127], int8 (C_IN, C_OUT multiples of 16); stride, pad", F::Conv2d(Conv2dKind::PackedVta)),
+    row("conv2d_packed", &[], CONV2D_SHAPE, "int8 conv2d in 16-channel blocks (the layout of int8 GEMM cores: VTA's, TVM's VTA tutorial): data NCHW1n16c int8, kernel OIHW16o16i int8, int32 sums >> 8, clipped to [0, 127], int8 (C_IN, C_OUT multiples of 16); stride, pad", F::Conv2d(Conv2dKind::PackedInt8)),
     row("conv2d_transpose", &["conv2d_transpose_nchw"], CONV2D_SHAPE, "conv2d transpose, data NCHW, kernel IOHW; stride, pad", F::Conv2d(Conv2dKind::TransposeNchw)),
     row("conv3d", &["conv3d_ncdhw"], "N,D,H,W,C_IN,C_OUT,KD,KH,KW", "conv3d, data NCDHW, kernel OIDHW; stride, pad, dilation", F::Conv3d(Layout3d::Ncdhw)),
     row("conv3d_ndhwc", &[], "N,D,H,W,C_IN,C_OUT,KD,KH,KW", "conv3d, data NDHWC, kernel DHWIO; stride, pad, dilation", F::Conv3d(Layout3d::Ndhwc)),
@@ -672,7 +672,7 @@ fn conv2d(kind: Conv2dKind, s: &OpSpec) -> Result<Built, TeError> {
     let (data, kernel) = match kind {
         K::Nchwc => return conv2d_nchwc(s, dims, &attrs),
         K::NhwcPacked => return conv2d_nhwc_packed(s, dims, &attrs),
-        K::PackedVta => return conv2d_packed(s, dims, &attrs),
+        K::PackedInt8 => return conv2d_packed(s, dims, &attrs),
         K::Winograd => return conv2d_winograd(s, dims),
         K::WinogradBlocked => return conv2d_winograd_blocked(s, dims),
         K::Nhwc => ([n, h, w, ci], [kh, kw, kci, co]),
@@ -737,18 +737,22 @@ fn conv2d_nhwc_packed(s: &OpSpec, dims: [i64; 7], attrs: &Conv2dAttrs) -> Result
     Ok((vec![d, k], out))
 }
 
-/// VTA's packed conv2d with the epilogue TVM's VTA tutorial tunes it with
-/// (`conv2d_packed.vta`): data `[N, C_IN/16, H, W, 1, 16]` and kernel
+/// The int8 conv2d in 16-channel blocks with the requantizing epilogue TVM's VTA
+/// tutorial tunes it with: data `[N, C_IN/16, H, W, 1, 16]` and kernel
 /// `[C_OUT/16, C_IN/16, KH, KW, 16, 16]` int8, int32 sums, `>> 8`, clipped to [0, 127],
 /// cast to int8.
 fn conv2d_packed(s: &OpSpec, dims: [i64; 7], attrs: &Conv2dAttrs) -> Result<Built, TeError> {
     let [n, h, w, ci, co, kh, kw] = dims;
     if ci % 16 != 0 || co % 16 != 0 {
-        let why = format!("({ci}, {co}) must be multiples of 16 (VTA's blocks)");
+        let why = format!("({ci}, {co}) must be multiples of 16 (the blocks)");
         return Err(bad_attr(&s.name, "channels", why));
     }
     if attrs.dilation != (1, 1) {
-        return Err(bad_attr(&s.name, "dilation", "VTA takes only 1".into()));
+        return Err(bad_attr(
+            &s.name,
+            "dilation",
+            "the blocked layout takes only 1".into(),
+        ));
     }
     let i8t = DataType::int(8);
     let d = placeholder(&[n, ci / 16, h, w, 1, 16], i8t, "data")?;

@@ -3,10 +3,10 @@
 //! the best configurations of a record log (apply-history-best); and the pipeline
 //! extension that offers both (`tessera_driver::NetworkExtension`).
 
-use crate::templates::{TemplateKind, TemplateTask};
+use crate::templates::{template_fits, template_of, GroupFit, Template, TemplateTask, Untuned};
 use petgraph::stable_graph::NodeIndex;
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use tessera_backends::{HardwareParams, Target};
 use tessera_driver::{HistoryHook, NetworkExtension, RecordKind, TemplateTaskInfo};
 use tessera_graph::executor::{BuildContext, ScheduleHook};
@@ -21,9 +21,9 @@ use tessera_te::Schedule;
 /// The template of an operator node, if one fits it: the node as a catalog operator
 /// ([`op_spec_of`]: conv2d with one group, NHWC or NCHW, depthwise conv2d NHWC with
 /// multiplier 1, 2-D dense and matmul, with attributes the catalog can express), then
-/// [`TemplateKind::from_op`]; `lanes`: float32 lanes of the target's vectors.
-pub fn template_kind_of(graph: &Graph, n: NodeIndex, lanes: i64) -> Option<TemplateKind> {
-    TemplateKind::from_op(&op_spec_of(graph, n)?, lanes)
+/// [`template_of`]; `lanes`: float32 lanes of the target's vectors.
+pub fn template_of_node(graph: &Graph, n: NodeIndex, lanes: i64) -> Option<Arc<dyn Template>> {
+    template_of(&op_spec_of(graph, n)?, lanes)
 }
 
 /// One template task of a network and how many fused groups use it.
@@ -39,10 +39,10 @@ pub fn extract_template_tasks(graph: &Graph, lanes: i64) -> Vec<NetworkTemplateT
     let mut index: HashMap<String, usize> = HashMap::new();
     for g in fuse(graph) {
         for &n in &g.nodes {
-            let Some(kind) = template_kind_of(graph, n, lanes) else {
+            let Some(def) = template_of_node(graph, n, lanes) else {
                 continue;
             };
-            let Ok(task) = TemplateTask::new(kind, lanes) else {
+            let Ok(task) = TemplateTask::new(def, lanes) else {
                 continue;
             };
             match index.get(&task.workload_key) {
@@ -56,10 +56,6 @@ pub fn extract_template_tasks(graph: &Graph, lanes: i64) -> Vec<NetworkTemplateT
     }
     out
 }
-
-/// What a VTA task without a record builds with.
-const VTA_FALLBACK: &str =
-    "VTA's fallback configuration (every tile 1, one thread), which can be far slower";
 
 /// Builds each fused group whose anchor has a tuned record with that record's
 /// configuration (the rest of the group keeps its default schedule); groups without one
@@ -103,71 +99,91 @@ impl TunedHook {
     }
 }
 
+impl TunedHook {
+    /// The record's configuration entity for `task`; `Ok(None)`: build with the space's
+    /// fallback configuration; `Err(())`: no configuration applies (the group keeps its
+    /// default schedule).
+    fn entity_of(&self, task: &TemplateTask) -> Result<Option<serde_json::Value>, ()> {
+        // A template whose default schedule runs elsewhere (VTA's, on the board's CPU)
+        // prefers any configuration record, and without one takes TVM's fallback
+        // configuration, which keeps the layer on its device, as TVM does
+        let untuned = task.def.untuned();
+        let mut best = self.best.lock().unwrap_or_else(|e| e.into_inner());
+        let found = match untuned {
+            Untuned::FallbackConfig { .. } => best
+                .query_config(&task.workload_key, &self.target)
+                .or_else(|| best.query(&task.workload_key, &self.target)),
+            Untuned::DefaultSchedule => best.query(&task.workload_key, &self.target),
+        };
+        match found.map(|r| &r.schedule) {
+            Some(ScheduleDesc::Config { entity, .. }) => Ok(Some(entity.clone())),
+            Some(_) => Err(()),
+            None => {
+                let (key, template) = (&task.workload_key, &task.template);
+                let warning = match untuned {
+                    Untuned::FallbackConfig { what } => {
+                        best.warn_missing_using(key, &self.target, template, what)
+                    }
+                    Untuned::DefaultSchedule => best.warn_missing(key, &self.target, template),
+                };
+                drop(best);
+                if let Some(w) = warning {
+                    self.warn(w);
+                }
+                match untuned {
+                    Untuned::FallbackConfig { .. } => Ok(None),
+                    Untuned::DefaultSchedule => Err(()),
+                }
+            }
+        }
+    }
+}
+
+/// The schedule of fused group `gc` whose anchor `task`'s template schedules with the
+/// configuration of `entity` (`None`: the space's fallback one); the group's other
+/// stages keep their default schedule.
+fn schedule_group(
+    task: &TemplateTask,
+    entity: Option<&serde_json::Value>,
+    fit: &GroupFit<'_>,
+    anchor: &tessera_te::Tensor,
+    ctx: &BuildContext,
+) -> Result<Schedule, String> {
+    let gc = fit.group;
+    let config = match entity {
+        Some(entity) => task.space.from_entity(entity),
+        None => task.space.fallback(),
+    }
+    .map_err(|e| e.to_string())?;
+    let outputs = [gc.output.clone()];
+    let mut s = Schedule::create(&outputs).map_err(|e| e.to_string())?;
+    for t in &gc.inlinable {
+        s.compute_inline(t).map_err(|e| e.to_string())?;
+    }
+    let mut skip = gc.inlinable.clone();
+    skip.push(anchor.clone());
+    let rest = computed_stages(&s, &skip);
+    task.apply_to(&mut s, anchor, &config)
+        .map_err(|e| e.to_string())?;
+    task.def
+        .fit_group(&mut s, anchor, fit)
+        .map_err(|e| e.to_string())?;
+    schedule_stages(&mut s, &outputs, &rest, ctx.cpu_params()).map_err(|e| e.to_string())?;
+    Ok(s)
+}
+
 impl ScheduleHook for TunedHook {
     fn schedule(&self, graph: &Graph, gc: &GroupCompute, ctx: &BuildContext) -> Option<Schedule> {
         let (node, anchor) = gc.anchor.clone()?;
-        let kind = template_kind_of(graph, node, self.lanes)?;
-        let task = TemplateTask::new(kind, self.lanes).ok()?;
-        // VTA's configurations run on VTA, its default schedule on the board's CPU
-        // (this machine's here): their times do not compare, so the best configuration
-        // applies, and without one TVM's fallback configuration (every tile 1, one
-        // thread) keeps the layer on VTA, as TVM does
-        let on_vta = matches!(task.kind, TemplateKind::Conv2dPackedVta { .. });
-        let entity = {
-            let mut best = self.best.lock().unwrap_or_else(|e| e.into_inner());
-            let found = if on_vta {
-                best.query_config(&task.workload_key, &self.target)
-                    .or_else(|| best.query(&task.workload_key, &self.target))
-            } else {
-                best.query(&task.workload_key, &self.target)
-            };
-            match found.map(|r| &r.schedule) {
-                Some(ScheduleDesc::Config { entity, .. }) => Some(entity.clone()),
-                Some(_) => return None,
-                None => {
-                    let (key, template) = (&task.workload_key, &task.template);
-                    let warning = if on_vta {
-                        best.warn_missing_using(key, &self.target, template, VTA_FALLBACK)
-                    } else {
-                        best.warn_missing(key, &self.target, template)
-                    };
-                    if let Some(w) = warning {
-                        self.warn(w);
-                    }
-                    if !on_vta {
-                        return None;
-                    }
-                    None
-                }
-            }
+        let def = template_of_node(graph, node, self.lanes)?;
+        let task = TemplateTask::new(def, self.lanes).ok()?;
+        let entity = self.entity_of(&task).ok()?;
+        let fit = GroupFit {
+            graph,
+            node,
+            group: gc,
         };
-        let built = (|| -> Result<Schedule, String> {
-            let config = match &entity {
-                Some(entity) => task.space.from_entity(entity),
-                None => task.space.fallback(),
-            }
-            .map_err(|e| e.to_string())?;
-            let outputs = [gc.output.clone()];
-            let mut s = Schedule::create(&outputs).map_err(|e| e.to_string())?;
-            for t in &gc.inlinable {
-                s.compute_inline(t).map_err(|e| e.to_string())?;
-            }
-            let mut skip = gc.inlinable.clone();
-            skip.push(anchor.clone());
-            let rest = computed_stages(&s, &skip);
-            task.apply_to(&mut s, &anchor, &config)
-                .map_err(|e| e.to_string())?;
-            if let TemplateKind::Conv2dPackedVta { .. } = task.kind {
-                let e = vta_epilogue(graph, node, gc).ok_or(
-                    "the group does more than VTA's epilogue (bias, shift, clip, cast): it runs on the board's CPU",
-                )?;
-                crate::templates::vta_pragmas(&mut s, &anchor, &e).map_err(|e| e.to_string())?;
-            }
-            schedule_stages(&mut s, &outputs, &rest, ctx.cpu_params())
-                .map_err(|e| e.to_string())?;
-            Ok(s)
-        })();
-        match built {
+        match schedule_group(&task, entity.as_ref(), &fit, &anchor, ctx) {
             Ok(s) => {
                 if entity.is_some() {
                     *self.applied.lock().unwrap_or_else(|e| e.into_inner()) += 1;
@@ -190,89 +206,23 @@ impl ScheduleHook for TunedHook {
     }
 }
 
-/// The epilogue of a packed conv2d's fused group as VTA's pragmas — an optional bias
-/// (`add` of an int32 constant per channel), a right shift (rounding or not), a clip
-/// and the cast to int8, and nothing else in the group (`None` otherwise: a fused
-/// residual add, say, which VTA's kernel does not compute).
-pub fn vta_epilogue(
-    graph: &Graph,
-    conv: NodeIndex,
-    gc: &GroupCompute,
-) -> Option<Vec<(&'static str, i64)>> {
-    use tessera_graph::{Binary, Op};
-    let next = |n: NodeIndex| -> Option<NodeIndex> {
-        match graph.users(n)[..] {
-            [u] => Some(u),
-            _ => None,
-        }
-    };
-    let mut cur = next(conv)?;
-    let mut bias = 0;
-    if let Op::Binary(Binary::Add) = graph.node(cur).op {
-        let other = graph.args(cur).into_iter().find(|&a| a != conv)?;
-        let b = graph.constant_value(other)?;
-        if b.dtype() != tessera_ir::DataType::int32() || b.shape().len() != 6 {
-            return None;
-        }
-        bias = 1;
-        cur = next(cur)?;
-    }
-    let Op::RightShift { bits, round } = graph.node(cur).op else {
-        return None;
-    };
-    cur = next(cur)?;
-    let Op::Clip { min, max } = graph.node(cur).op else {
-        return None;
-    };
-    cur = next(cur).unwrap_or(cur);
-    if !matches!(graph.node(cur).op, Op::Cast { dtype } if dtype == tessera_ir::DataType::int(8)) {
-        return None;
-    }
-    // the group is exactly these: data, weight and the bias are its only inputs
-    if gc.params.len() != 2 + bias as usize {
-        return None;
-    }
-    let int8 = |v: f64| ((-128.0..=127.0).contains(&v) && v.fract() == 0.0).then_some(v as i64);
-    Some(vec![
-        ("bias", bias),
-        ("shift", bits),
-        ("round", round as i64),
-        ("clip_lo", int8(min)?),
-        ("clip_hi", int8(max)?),
-    ])
-}
-
-/// A session's baseline for template task `task` (a catalog operator's): for VTA's
-/// template, whose default schedule runs on the board's CPU (a time that does not
-/// compare with VTA's), the template's fallback configuration — what an untuned build
-/// runs on VTA; other tasks keep their default schedule. A task no template fits is
-/// left as it is.
-pub fn vta_fallback_baseline(task: &mut TuningTask, lanes: i64) {
-    let Some(kind) = task
-        .task
-        .op
-        .as_ref()
-        .and_then(|o| TemplateKind::from_op(o, lanes))
-    else {
+/// A session's baseline for template task `task` (a catalog operator's): for a template
+/// whose untuned build runs its fallback configuration ([`Untuned::FallbackConfig`]:
+/// VTA's, whose default schedule runs on the board's CPU, a time that does not compare),
+/// that configuration; other tasks keep their default schedule. A task no template
+/// fits is left as it is.
+pub fn fallback_baseline(task: &mut TuningTask, lanes: i64) {
+    let Some(def) = task.task.op.as_ref().and_then(|o| template_of(o, lanes)) else {
         return;
     };
-    if !matches!(kind, TemplateKind::Conv2dPackedVta { .. }) {
+    if def.untuned() == Untuned::DefaultSchedule {
         return;
     }
-    let func = TemplateTask::new(kind, lanes).and_then(|t| {
+    let func = TemplateTask::new(def, lanes).and_then(|t| {
         let config = t.space.fallback()?;
         t.instantiate(&config, "default_schedule")
     });
-    let func = func.map_err(ProgramError::lowering);
-    task.default = Some(func);
-}
-
-/// Whether template `template` (`conv2d_nchw.x86`, `conv2d_packed.vta`) tunes a kernel of
-/// `target`: VTA's templates for VTA (as TVM's tutorial keeps only the packed conv2d
-/// tasks), the others for every other target.
-pub fn template_fits(target: &Target, template: &str) -> bool {
-    let vta_template = template.ends_with(".vta");
-    vta_template == (target.kind == tessera_backends::TargetKind::VTA)
+    task.default = Some(func.map_err(ProgramError::lowering));
 }
 
 impl HistoryHook for TunedHook {
@@ -333,14 +283,10 @@ impl NetworkExtension for TemplatesExtension {
         hw: &HardwareParams,
     ) -> Option<bool> {
         let lanes = hw.f32_lanes();
-        let kind = task
-            .task
-            .op
-            .as_ref()
-            .and_then(|o| TemplateKind::from_op(o, lanes));
-        let keep = kind.is_none_or(|k| template_fits(target, k.template()));
+        let def = task.task.op.as_ref().and_then(|o| template_of(o, lanes));
+        let keep = def.is_none_or(|d| template_fits(target, d.name()));
         if keep {
-            vta_fallback_baseline(task, lanes);
+            fallback_baseline(task, lanes);
         }
         Some(keep)
     }

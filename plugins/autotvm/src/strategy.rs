@@ -16,7 +16,7 @@
 //! again.
 
 use crate::space::Config;
-use crate::templates::{TemplateKind, TemplateTask};
+use crate::templates::{template_of, template_ops, TemplateTask};
 use crate::tuners::{self, GaOptions, GaTuner, GridSearchTuner, RandomTuner, Tuner};
 use crate::xgb::{XgbOptions, XgbTuner};
 use std::collections::HashSet;
@@ -99,31 +99,24 @@ impl TemplateStrategy {
             )
         })?;
         let lanes = task.hardware.f32_lanes();
-        let kind = TemplateKind::from_op(spec, lanes).ok_or_else(|| {
+        let def = template_of(spec, lanes).ok_or_else(|| {
             self.unsupported(
                 task,
                 format!(
-                    "no template fits operator `{}` (templates: matmul, dense, \
-                     batch_matmul, conv2d, conv2d_nchw, conv2d_nchwc, depthwise_conv2d)",
-                    spec.name
+                    "no template fits operator `{}` (templates: {})",
+                    spec.name,
+                    template_ops().join(", ")
                 ),
             )
         })?;
-        let t =
-            TemplateTask::new(kind, lanes).map_err(|e| self.unsupported(task, e.to_string()))?;
+        let t = TemplateTask::new(def, lanes).map_err(|e| self.unsupported(task, e.to_string()))?;
         let out = t.args.last().cloned().into_iter().collect::<Vec<_>>();
         let key = ComputeDag::new(&out)
             .map(|d| d.workload_key())
             .map_err(|e| self.unsupported(task, e.to_string()))?;
         let want = task.dag.workload_key();
         if key != want {
-            let hint = match t.kind {
-                TemplateKind::Conv2dNchwc { ib, ob, .. } => format!(
-                    " (the template blocks channels by {ib}/{ob} for {lanes} lanes: give the \
-                     operator `block` ({ib}, {ob}), see `OpSpec::for_vector_lanes`)"
-                ),
-                _ => String::new(),
-            };
+            let hint = t.def.mismatch_hint(lanes).unwrap_or_default();
             return Err(self.unsupported(
                 task,
                 format!(

@@ -7,7 +7,7 @@
 
 use std::collections::HashSet;
 use tessera_autotvm::strategy::{tuner_names, TemplateStrategy};
-use tessera_autotvm::templates::{TemplateKind, TemplateTask};
+use tessera_autotvm::templates::{Matmul, TemplateTask};
 use tessera_autotvm::xgb::XgbOptions;
 use tessera_backends::{HardwareParams, Target};
 use tessera_costmodel::RandomProgramModel;
@@ -382,8 +382,7 @@ fn the_catalogs_default_program_takes_the_templates_parameters() {
     for lanes in [4, 8, 16] {
         for s in &specs {
             let s = s.for_vector_lanes(lanes);
-            let kind = TemplateKind::from_op(&s, lanes).unwrap();
-            let t = TemplateTask::new(kind, lanes).unwrap();
+            let t = TemplateTask::from_op(&s, lanes).unwrap().unwrap();
             let p = CpuParams {
                 vector_lanes: lanes,
                 num_cores: 2,
@@ -491,8 +490,8 @@ fn a_tuning_session_logs_the_baseline_and_the_templates_configurations() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("matmul.jsonl");
     run_session(&log, 16);
-    let t = TemplateTask::new(
-        TemplateKind::Matmul {
+    let t = TemplateTask::of(
+        Matmul {
             m: 32,
             n: 32,
             k: 32,

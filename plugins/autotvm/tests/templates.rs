@@ -2,8 +2,13 @@
 //! template, on small shapes with odd sizes, padding and strides, compiled and run against
 //! the unscheduled operator (the measurer's correctness check).
 
+use std::sync::Arc;
 use std::time::Duration;
-use tessera_autotvm::templates::{TemplateKind, TemplateTask};
+use tessera_autotvm::templates::conv::ConvShape;
+use tessera_autotvm::templates::{
+    BatchMatmul, Conv2dNchw, Conv2dNchwc, Conv2dNhwc, Dense, DepthwiseNhwc, Matmul, Template,
+    TemplateTask,
+};
 use tessera_autotvm::tuners::{RandomTuner, Tuner};
 use tessera_backends::{CpuBackend, Target};
 use tessera_runtime::runner::TimerConfig;
@@ -11,52 +16,40 @@ use tessera_search::measure::{Candidate, MeasureOptions, Measurer, ProgramError,
 use tessera_search::MeasureErrorNo;
 use tessera_te::ops::Conv2dAttrs;
 
-fn kinds() -> Vec<TemplateKind> {
+fn conv(n: i64, h: i64, w: i64, ci: i64, co: i64, attrs: Conv2dAttrs) -> ConvShape {
+    ConvShape {
+        n,
+        h,
+        w,
+        ci,
+        co,
+        kh: 3,
+        kw: 3,
+        attrs,
+    }
+}
+
+fn kinds() -> Vec<Arc<dyn Template>> {
     let pad1 = Conv2dAttrs::new((1, 1), (1, 1), (1, 1));
     let s2 = Conv2dAttrs::new((2, 2), (1, 1), (1, 1)).with_padding(1, 0, 2, 1);
     vec![
-        TemplateKind::Matmul { m: 12, n: 20, k: 9 },
-        TemplateKind::Dense { m: 3, n: 24, k: 40 },
-        TemplateKind::Dense { m: 1, n: 17, k: 64 },
-        TemplateKind::BatchMatmul {
+        Arc::new(Matmul { m: 12, n: 20, k: 9 }),
+        Arc::new(Dense { m: 3, n: 24, k: 40 }),
+        Arc::new(Dense { m: 1, n: 17, k: 64 }),
+        Arc::new(BatchMatmul {
             b: 3,
             m: 5,
             n: 8,
             k: 16,
-        },
-        TemplateKind::Conv2dNhwc {
-            n: 1,
-            h: 9,
-            w: 7,
-            ci: 6,
-            co: 8,
-            kh: 3,
-            kw: 3,
-            attrs: pad1,
-        },
-        TemplateKind::Conv2dNchw {
-            n: 2,
-            h: 9,
-            w: 11,
-            ci: 4,
-            co: 6,
-            kh: 3,
-            kw: 3,
-            attrs: s2,
-        },
-        TemplateKind::Conv2dNchwc {
-            n: 1,
-            h: 8,
-            w: 9,
-            ci: 8,
-            co: 16,
-            kh: 3,
-            kw: 3,
+        }),
+        Arc::new(Conv2dNhwc(conv(1, 9, 7, 6, 8, pad1))),
+        Arc::new(Conv2dNchw(conv(2, 9, 11, 4, 6, s2))),
+        Arc::new(Conv2dNchwc {
+            shape: conv(1, 8, 9, 8, 16, pad1),
             ib: 4,
             ob: 8,
-            attrs: pad1,
-        },
-        TemplateKind::DepthwiseNhwc {
+        }),
+        Arc::new(DepthwiseNhwc {
             n: 1,
             h: 10,
             w: 9,
@@ -64,7 +57,7 @@ fn kinds() -> Vec<TemplateKind> {
             kh: 3,
             kw: 3,
             attrs: s2,
-        },
+        }),
     ]
 }
 
@@ -82,7 +75,7 @@ fn random_configurations_of_every_template_compute_the_operator() {
     };
     let mut m = Measurer::new(CpuBackend::new(Target::cpu()), opts).unwrap();
     for kind in kinds() {
-        let task = TemplateTask::new(kind.clone(), 8).unwrap();
+        let task = TemplateTask::new(kind, 8).unwrap();
         let naive = task.naive("reference").unwrap();
         let reference = Reference::compute(m.backend(), &naive, 1, 5).unwrap();
         let mut tuner = RandomTuner::new(3);
@@ -112,38 +105,15 @@ fn random_configurations_of_every_template_compute_the_operator() {
 #[test]
 fn template_errors_are_typed() {
     let grouped = Conv2dAttrs::new((1, 1), (1, 1), (1, 1)).with_groups(2);
-    let e = TemplateTask::new(
-        TemplateKind::Conv2dNchw {
-            n: 1,
-            h: 8,
-            w: 8,
-            ci: 4,
-            co: 4,
-            kh: 3,
-            kw: 3,
-            attrs: grouped,
-        },
-        8,
-    )
-    .unwrap_err();
+    let e = TemplateTask::of(Conv2dNchw(conv(1, 8, 8, 4, 4, grouped)), 8).unwrap_err();
     assert!(e.to_string().contains("one group"), "{e}");
-    let e = TemplateTask::new(
-        TemplateKind::Conv2dNchwc {
-            n: 1,
-            h: 8,
-            w: 8,
-            ci: 6,
-            co: 16,
-            kh: 3,
-            kw: 3,
-            ib: 4,
-            ob: 8,
-            attrs: Conv2dAttrs::default(),
-        },
-        8,
-    )
-    .unwrap_err();
+    let nchwc = Conv2dNchwc {
+        shape: conv(1, 8, 8, 6, 16, Conv2dAttrs::default()),
+        ib: 4,
+        ob: 8,
+    };
+    let e = TemplateTask::of(nchwc, 8).unwrap_err();
     assert!(e.to_string().contains("must divide"), "{e}");
-    assert_eq!(TemplateKind::nchwc_blocks(64, 96, 8), (8, 8));
-    assert_eq!(TemplateKind::nchwc_blocks(3, 64, 16), (1, 16));
+    assert_eq!(Conv2dNchwc::blocks(64, 96, 8), (8, 8));
+    assert_eq!(Conv2dNchwc::blocks(3, 64, 16), (1, 16));
 }

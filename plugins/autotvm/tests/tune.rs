@@ -5,9 +5,11 @@
 //! kernels beat the default schedule is measured by the benchmarks (BENCHMARKS.md,
 //! bench/).
 
+use std::sync::Arc;
 use std::time::Duration;
 use tessera_autotvm::strategy::TemplatePolicy;
-use tessera_autotvm::templates::{TemplateKind, TemplateTask};
+use tessera_autotvm::templates::conv::ConvShape;
+use tessera_autotvm::templates::{Conv2dNhwc, Dense, Matmul, Template, TemplateTask};
 use tessera_autotvm::tuners::{GaOptions, GaTuner, GridSearchTuner, RandomTuner, Tuner};
 use tessera_backends::{Backend, CpuBackend, Target};
 use tessera_runtime::runner::TimerConfig;
@@ -34,8 +36,8 @@ fn measurer() -> Measurer {
 
 /// The 256³ matmul template task, a measurer and the task's reference outputs.
 fn matmul_setup() -> (TemplateTask, Measurer, Reference) {
-    let task = TemplateTask::new(
-        TemplateKind::Matmul {
+    let task = TemplateTask::of(
+        Matmul {
             m: 256,
             n: 256,
             k: 256,
@@ -219,8 +221,8 @@ fn the_same_seed_and_measurements_give_the_same_proposals() {
     // CPU-heavy (the annealing): kept apart from the timing tests
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     use tessera_autotvm::xgb::{FeatureType, XgbOptions, XgbTuner};
-    let task = TemplateTask::new(
-        TemplateKind::Matmul {
+    let task = TemplateTask::of(
+        Matmul {
             m: 128,
             n: 128,
             k: 128,
@@ -269,8 +271,8 @@ fn the_same_seed_and_measurements_give_the_same_proposals() {
 fn the_annealing_plan_beats_random_proposals_on_a_synthetic_objective() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     use tessera_autotvm::xgb::{FeatureType, XgbOptions, XgbTuner};
-    let task = TemplateTask::new(
-        TemplateKind::Matmul {
+    let task = TemplateTask::of(
+        Matmul {
             m: 1024,
             n: 1024,
             k: 1024,
@@ -320,15 +322,15 @@ fn each_tuner_tunes_dense_and_conv2d_and_the_history_best_applies() {
     use tessera_autotvm::xgb::{FeatureType, XgbOptions, XgbTuner};
     use tessera_search::record::{distill_file, ApplyHistoryBest, Record, RecordWriter};
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let kinds = [
+    let kinds: [Arc<dyn Template>; 2] = [
         // ResNet-50's classifier
-        TemplateKind::Dense {
+        Arc::new(Dense {
             m: 1,
             n: 1000,
             k: 2048,
-        },
+        }),
         // a stem-like conv (7×7 kernel over 3 channels)
-        TemplateKind::Conv2dNhwc {
+        Arc::new(Conv2dNhwc(ConvShape {
             n: 1,
             h: 28,
             w: 28,
@@ -337,7 +339,7 @@ fn each_tuner_tunes_dense_and_conv2d_and_the_history_best_applies() {
             kh: 7,
             kw: 7,
             attrs: tessera_te::ops::Conv2dAttrs::new((1, 1), (3, 3), (1, 1)),
-        },
+        })),
     ];
     let lanes = {
         let hw = CpuBackend::new(Target::cpu()).hardware_params().clone();

@@ -10,8 +10,13 @@
 //!   cycles at the board's clock are the measured time;
 //! - [`builder`], [`conv2d`]: instruction streams, and the `conv2d_packed` template;
 //! - [`module`], [`device`]: the module file and the core's `Device` on the simulator;
+//! - [`annotation`]: what the template tells the backend about a kernel, as typed values
+//!   (and the only module that knows how they cross a lowered function);
 //! - [`backend`]: what the `vta` target builds — VTA modules for the kernels the
-//!   template scheduled (its pragmas), CPU code for the rest.
+//!   template annotated, CPU code for the rest;
+//! - `network` (cargo feature `network`): VTA's part of the pipeline — the network's
+//!   preparation (int8, packed) and the `conv2d_packed.vta` template, registered with
+//!   the template tuner.
 
 pub mod config;
 pub mod dram;
@@ -29,6 +34,7 @@ pub use isa::{
     AluInsn, AluOp, Deps, GemmInsn, Insn, Layout, MemInsn, MemOp, MemType, Module, Uop, UopLoop,
 };
 pub use sim::Simulator;
+pub mod annotation;
 pub mod backend;
 pub mod builder;
 pub mod conv2d;
@@ -77,7 +83,7 @@ impl Plugin for VtaPlugin {
     }
     fn build(&self, target: &Target, func: &PrimFunc) -> Result<BuiltKernel, CallError> {
         let cfg = Self::config(target)?;
-        if let Some(kernel) = backend::vta_kernel(func) {
+        if let Some(kernel) = annotation::read(func) {
             let (w, k) = kernel.map_err(|e| CallError::failed("VTA kernel", e))?;
             let (bytes, source) = backend::build_vta(&cfg, func, &w, &k)
                 .map_err(|e| CallError::failed("VTA build", e))?;

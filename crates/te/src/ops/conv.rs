@@ -1,5 +1,5 @@
 //! Convolutions: conv2d in NHWC and NCHW (stride, asymmetric padding, dilation, groups),
-//! depthwise conv2d, conv2d transpose, and VTA's packed int8 conv2d (Winograd is
+//! depthwise conv2d, conv2d transpose, and the packed (blocked) int8 conv2d (Winograd is
 //! [`super::winograd`]). Stage and axis names follow TVM's TOPI.
 
 use super::attr_err;
@@ -643,12 +643,13 @@ pub fn conv2d_transpose_nchw(
     )
 }
 
-// ----- VTA -----
+// ----- blocked int8 -----
 
-/// VTA's packed int8 conv2d: data NCHW{bn}n{bc}c `[N/bn, C/bc, H, W, bn, bc]` (int8),
-/// kernel OIHW{bo}o{bi}i `[O/bo, I/bi, KH, KW, bo, bi]` (int8), int32 accumulation,
-/// output `[N/bn, O/bo, OH, OW, bn, bo]` — TVM's `conv2d_packed` (compute only; the
-/// schedule comes with the VTA plugin).
+/// The packed (blocked) int8 conv2d of int8 GEMM cores such as VTA's: data
+/// NCHW{bn}n{bc}c `[N/bn, C/bc, H, W, bn, bc]` (int8), kernel OIHW{bo}o{bi}i
+/// `[O/bo, I/bi, KH, KW, bo, bi]` (int8), int32 accumulation, output
+/// `[N/bn, O/bo, OH, OW, bn, bo]` — TVM's `conv2d_packed` (compute only; a device's
+/// template schedules it).
 pub fn conv2d_packed_int8(
     data: &Tensor,
     kernel: &Tensor,

@@ -4,7 +4,7 @@
 //! wherever the same subgraph appears.
 //!
 //! - [`conv`]: conv2d (NHWC, NCHW, groups, dilation, asymmetric padding), depthwise,
-//!   transpose, and VTA's packed int8 conv2d.
+//!   transpose, and the packed (blocked) int8 conv2d.
 //! - [`winograd`]: Winograd conv2d F(2×2,3×3) and F(4×4,3×3), TVM's form and the CPU's.
 //! - [`conv3d`]: conv3d NCDHW/NDHWC (groups, dilation, asymmetric padding).
 //! - [`dense`]: matmul, dense, batch_matmul.

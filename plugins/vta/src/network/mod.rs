@@ -8,8 +8,9 @@
 //! not apply (a default schedule runs on the board's CPU).
 
 pub mod pack;
+pub mod template;
 
-use tessera_backends::{Target, TargetKind};
+use tessera_backends::Target;
 use tessera_driver::{DriverError, NetworkExtension, TargetNeeds};
 use tessera_graph::{quantize::QConfig, Graph, Layout};
 
@@ -22,7 +23,7 @@ impl NetworkExtension for VtaNetwork {
     }
 
     fn target_needs(&self, target: &Target) -> Option<TargetNeeds> {
-        (target.kind == TargetKind::VTA).then_some(TargetNeeds {
+        (target.kind.name() == "vta").then_some(TargetNeeds {
             layout: Some(Layout::Nchw),
             configurations_always: true,
             device_clock: Some("VTA's cycle model at the board's clock".into()),
