@@ -5,7 +5,7 @@
 //! - [`buffer`]: buffers with a storage scope.
 //! - [`stmt`]: statements and [`PrimFunc`].
 //! - [`visit`]: the visitor and mutator every pass is written with.
-//! - [`printer`]: the stable text form.
+//! - [`printer`]: the stable text form, and [`parser`] that reads it back.
 //! - [`arith`]: bounds, modular sets and the simplifier.
 //! - [`interp`]: the reference interpreter, the oracle of correctness tests.
 //! - [`transform`]: passes on the way to code generation (vectorization).
@@ -16,6 +16,7 @@ pub mod buffer;
 pub mod dtype;
 pub mod expr;
 pub mod interp;
+pub mod parser;
 pub mod printer;
 pub mod stmt;
 pub mod transform;

@@ -1,10 +1,13 @@
 //! The printer: expressions as TVM prints them (`(a + b)`, `floordiv(a, b)`, `0f`,
-//! `tir.exp(x)`), statements as an indented, brace-delimited loop program.
+//! `tir.exp(x)`), statements as an indented, brace-delimited loop program in which each
+//! name is one variable or buffer (a second of the same name gets a suffix, `i_1`), so
+//! that [`crate::parser`] reads a printed function back.
 
 use crate::buffer::Buffer;
 use crate::dtype::{DataType, TypeCode};
-use crate::expr::{BinOp, Expr, ExprNode};
+use crate::expr::{BinOp, Expr, ExprNode, Var};
 use crate::stmt::{ForKind, PrimFunc, Stmt, StmtNode};
+use std::collections::{HashMap, HashSet};
 use std::fmt::{self, Display, Formatter, Write};
 
 /// Formats a float the way C++ streams do by default (`%g`, six significant digits).
@@ -41,84 +44,148 @@ pub fn format_g(v: f64) -> String {
     }
 }
 
-fn write_list(f: &mut Formatter<'_>, items: &[Expr]) -> fmt::Result {
-    for (i, e) in items.iter().enumerate() {
-        if i > 0 {
-            f.write_str(", ")?;
+/// The names a function prints with: each variable and buffer keeps its own name, and
+/// a second one that carries a name already printed for another gets a suffix (`i_1`),
+/// so that a name in the text is one variable or buffer (what [`crate::parser`] reads).
+/// Names are given in print order; an expression printed alone keeps its names as they
+/// are.
+#[derive(Default)]
+struct Names {
+    unique: bool,
+    given: HashMap<u64, String>,
+    /// Names given, by namespace (variables, buffers).
+    taken: HashSet<(bool, String)>,
+}
+
+impl Names {
+    fn unique() -> Names {
+        Names {
+            unique: true,
+            ..Names::default()
         }
-        write!(f, "{e}")?;
     }
-    Ok(())
+
+    /// The printed name of the variable or buffer handle `id` called `name`.
+    fn of(&mut self, buffer: bool, id: u64, name: &str) -> String {
+        if !self.unique {
+            return name.to_string();
+        }
+        if let Some(n) = self.given.get(&id) {
+            return n.clone();
+        }
+        let mut n = name.to_string();
+        let mut k = 0;
+        while self.taken.contains(&(buffer, n.clone())) {
+            k += 1;
+            n = format!("{name}_{k}");
+        }
+        self.taken.insert((buffer, n.clone()));
+        self.given.insert(id, n.clone());
+        n
+    }
+
+    fn var(&mut self, v: &Var) -> String {
+        self.of(false, v.id(), v.name())
+    }
+
+    fn buffer(&mut self, b: &Buffer) -> String {
+        self.of(true, b.data().id(), b.name())
+    }
+}
+
+fn list(items: &[Expr], names: &mut Names) -> String {
+    let parts: Vec<String> = items.iter().map(|e| expr(e, names)).collect();
+    parts.join(", ")
+}
+
+/// `e` as text, its names from `names`.
+fn expr(e: &Expr, names: &mut Names) -> String {
+    let mut two = |a: &Expr, b: &Expr| (expr(a, names), expr(b, names));
+    match e.node() {
+        ExprNode::Var(v) => names.var(v),
+        ExprNode::IntImm { dtype, value } => match dtype.code {
+            TypeCode::Bool => (if *value != 0 { "True" } else { "False" }).into(),
+            _ if *dtype == DataType::int32() => format!("{value}"),
+            _ => format!("({dtype}){value}"),
+        },
+        ExprNode::FloatImm { dtype, value } => {
+            let suffix = match dtype.bits {
+                32 => "f",
+                16 => "h",
+                _ => "",
+            };
+            format!("{}{}", format_g(*value), suffix)
+        }
+        ExprNode::Binary { op, a, b } => {
+            let (a, b) = two(a, b);
+            match op {
+                BinOp::Add => format!("({a} + {b})"),
+                BinOp::Sub => format!("({a} - {b})"),
+                BinOp::Mul => format!("({a}*{b})"),
+                BinOp::Div => format!("({a} / {b})"),
+                BinOp::Mod => format!("({a} % {b})"),
+                BinOp::FloorDiv => format!("floordiv({a}, {b})"),
+                BinOp::FloorMod => format!("floormod({a}, {b})"),
+                BinOp::Min => format!("min({a}, {b})"),
+                BinOp::Max => format!("max({a}, {b})"),
+            }
+        }
+        ExprNode::Cmp { op, a, b } => {
+            let (a, b) = two(a, b);
+            format!("({a} {} {b})", op.symbol())
+        }
+        ExprNode::And(a, b) => {
+            let (a, b) = two(a, b);
+            format!("({a} && {b})")
+        }
+        ExprNode::Or(a, b) => {
+            let (a, b) = two(a, b);
+            format!("({a} || {b})")
+        }
+        ExprNode::Not(a) => format!("!{}", expr(a, names)),
+        ExprNode::Select {
+            cond,
+            then_value,
+            else_value,
+        } => format!(
+            "select({}, {}, {})",
+            expr(cond, names),
+            expr(then_value, names),
+            expr(else_value, names)
+        ),
+        ExprNode::Cast { dtype, value } => format!("{dtype}({})", expr(value, names)),
+        ExprNode::Load { buffer, indices } => {
+            let b = names.buffer(buffer);
+            format!("{b}[{}]", list(indices, names))
+        }
+        ExprNode::Ramp {
+            base,
+            stride,
+            lanes,
+        } => {
+            let (base, stride) = two(base, stride);
+            format!("ramp({base}, {stride}, {lanes})")
+        }
+        ExprNode::Broadcast { value, lanes } => format!("x{lanes}({})", expr(value, names)),
+        ExprNode::Call { op, args, .. } => format!("{}({})", op.name(), list(args, names)),
+    }
 }
 
 impl Display for Expr {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
-        match self.node() {
-            ExprNode::Var(v) => f.write_str(v.name()),
-            ExprNode::IntImm { dtype, value } => match dtype.code {
-                TypeCode::Bool => f.write_str(if *value != 0 { "True" } else { "False" }),
-                _ if *dtype == DataType::int32() => write!(f, "{value}"),
-                _ => write!(f, "({dtype}){value}"),
-            },
-            ExprNode::FloatImm { dtype, value } => {
-                let suffix = match dtype.bits {
-                    32 => "f",
-                    16 => "h",
-                    _ => "",
-                };
-                write!(f, "{}{}", format_g(*value), suffix)
-            }
-            ExprNode::Binary { op, a, b } => match op {
-                BinOp::Add => write!(f, "({a} + {b})"),
-                BinOp::Sub => write!(f, "({a} - {b})"),
-                BinOp::Mul => write!(f, "({a}*{b})"),
-                BinOp::Div => write!(f, "({a} / {b})"),
-                BinOp::Mod => write!(f, "({a} % {b})"),
-                BinOp::FloorDiv => write!(f, "floordiv({a}, {b})"),
-                BinOp::FloorMod => write!(f, "floormod({a}, {b})"),
-                BinOp::Min => write!(f, "min({a}, {b})"),
-                BinOp::Max => write!(f, "max({a}, {b})"),
-            },
-            ExprNode::Cmp { op, a, b } => write!(f, "({a} {} {b})", op.symbol()),
-            ExprNode::And(a, b) => write!(f, "({a} && {b})"),
-            ExprNode::Or(a, b) => write!(f, "({a} || {b})"),
-            ExprNode::Not(a) => write!(f, "!{a}"),
-            ExprNode::Select {
-                cond,
-                then_value,
-                else_value,
-            } => {
-                write!(f, "select({cond}, {then_value}, {else_value})")
-            }
-            ExprNode::Cast { dtype, value } => write!(f, "{dtype}({value})"),
-            ExprNode::Load { buffer, indices } => {
-                write!(f, "{}[", buffer.name())?;
-                write_list(f, indices)?;
-                f.write_str("]")
-            }
-            ExprNode::Ramp {
-                base,
-                stride,
-                lanes,
-            } => write!(f, "ramp({base}, {stride}, {lanes})"),
-            ExprNode::Broadcast { value, lanes } => write!(f, "x{lanes}({value})"),
-            ExprNode::Call { op, args, .. } => {
-                write!(f, "{}(", op.name())?;
-                write_list(f, args)?;
-                f.write_str(")")
-            }
-        }
+        f.write_str(&expr(self, &mut Names::default()))
     }
 }
 
-fn buffer_decl(b: &Buffer) -> String {
-    let shape: Vec<String> = b.shape().iter().map(|d| d.to_string()).collect();
-    format!("{}: {}[{}]", b.name(), b.dtype(), shape.join(", "))
+fn buffer_decl(b: &Buffer, names: &mut Names) -> String {
+    let name = names.buffer(b);
+    format!("{name}: {}[{}]", b.dtype(), list(b.shape(), names))
 }
 
 struct StmtPrinter {
     out: String,
     indent: usize,
+    names: Names,
 }
 
 impl StmtPrinter {
@@ -138,6 +205,10 @@ impl StmtPrinter {
         self.line("}");
     }
 
+    fn expr(&mut self, e: &Expr) -> String {
+        expr(e, &mut self.names)
+    }
+
     fn print(&mut self, s: &Stmt) {
         match s.node() {
             StmtNode::For {
@@ -154,25 +225,30 @@ impl StmtPrinter {
                     ForKind::Unrolled => " unrolled".into(),
                     ForKind::ThreadBinding(t) => format!(" bind({t})"),
                 };
-                self.block(&format!("for ({var}, {min}, {extent}){kind}"), body)
+                let v = self.names.var(var);
+                let (min, extent) = (self.expr(min), self.expr(extent));
+                self.block(&format!("for ({v}, {min}, {extent}){kind}"), body)
             }
             StmtNode::Store {
                 buffer,
                 indices,
                 value,
             } => {
-                let idx: Vec<String> = indices.iter().map(|i| i.to_string()).collect();
-                self.line(&format!("{}[{}] = {value}", buffer.name(), idx.join(", ")))
+                let b = self.names.buffer(buffer);
+                let idx = list(indices, &mut self.names);
+                let value = self.expr(value);
+                self.line(&format!("{b}[{idx}] = {value}"))
             }
-            StmtNode::Allocate { buffer, body } => self.block(
-                &format!("allocate {}, {}", buffer_decl(buffer), buffer.scope()),
-                body,
-            ),
+            StmtNode::Allocate { buffer, body } => {
+                let decl = buffer_decl(buffer, &mut self.names);
+                self.block(&format!("allocate {decl}, {}", buffer.scope()), body)
+            }
             StmtNode::IfThenElse {
                 cond,
                 then_case,
                 else_case,
             } => {
+                let cond = self.expr(cond);
                 self.line(&format!("if ({cond}) {{"));
                 self.indent += 1;
                 self.print(then_case);
@@ -187,10 +263,18 @@ impl StmtPrinter {
             }
             StmtNode::Seq(stmts) => stmts.iter().for_each(|x| self.print(x)),
             StmtNode::Attr { key, value, body } => {
+                let value = self.expr(value);
                 self.block(&format!("attr [{key}] = {value}"), body)
             }
-            StmtNode::Let { var, value, body } => self.block(&format!("let {var} = {value}"), body),
-            StmtNode::Evaluate(e) => self.line(&e.to_string()),
+            StmtNode::Let { var, value, body } => {
+                let v = self.names.var(var);
+                let value = self.expr(value);
+                self.block(&format!("let {v} = {value}"), body)
+            }
+            StmtNode::Evaluate(e) => {
+                let e = self.expr(e);
+                self.line(&e)
+            }
             StmtNode::StorageSync(scope) => self.line(&format!("sync({scope})")),
         }
     }
@@ -201,6 +285,7 @@ impl Display for Stmt {
         let mut p = StmtPrinter {
             out: String::new(),
             indent: 0,
+            names: Names::unique(),
         };
         p.print(self);
         f.write_str(&p.out)
@@ -209,11 +294,17 @@ impl Display for Stmt {
 
 impl Display for PrimFunc {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
-        let params: Vec<String> = self.params.iter().map(buffer_decl).collect();
+        let mut names = Names::unique();
+        let params: Vec<String> = self
+            .params
+            .iter()
+            .map(|b| buffer_decl(b, &mut names))
+            .collect();
         writeln!(f, "func {}({}) {{", self.name, params.join(", "))?;
         let mut p = StmtPrinter {
             out: String::new(),
             indent: 1,
+            names,
         };
         p.print(&self.body);
         f.write_str(&p.out)?;
