@@ -1,0 +1,214 @@
+//! The default schedules of pooling and reductions: pooling windows over an output row
+//! tile with the channels vectorized, reductions along the last axis (softmax, norms)
+//! one row per iteration with the row's loops vectorized, others generic.
+
+use super::*;
+
+/// Whether `t` is a padding (tag `injective,pad`) that adds nothing: a copy of its one
+/// input.
+pub(super) fn is_identity_pad(t: &Tensor) -> bool {
+    t.tag() == crate::ops::TAG_PAD && matches!(t.inputs(), [x] if x.shape() == t.shape())
+}
+
+/// Whether `t` is a pooling stage (a max or sum over a window).
+pub(super) fn is_pool(t: &Tensor) -> bool {
+    matches!(
+        t.tag(),
+        "pool_max" | "pool_sum" | "adaptive_pool_max" | "adaptive_pool_sum"
+    )
+}
+
+/// Whether some load of `t`'s body indexes its last dimension with a reduction variable:
+/// the last output axis is pooled (NCHW's width), not carried through (NHWC's channels).
+pub(super) fn last_axis_reduced(t: &Tensor) -> bool {
+    let reduce: Vec<tessera_ir::Var> = t.reduce_axis().iter().map(|r| r.var().clone()).collect();
+    let Some(body) = t.body() else {
+        return false;
+    };
+    let mut found = false;
+    for e in body.exprs() {
+        tessera_ir::visit::post_order_visit(e, &mut |x| {
+            if let tessera_ir::ExprNode::Load { indices, .. } = x.node() {
+                if let Some(last) = indices.last() {
+                    found |= tessera_ir::visit::uses_var(last, &|v| reduce.contains(v));
+                }
+            }
+        });
+    }
+    found
+}
+
+/// Pooling (tags `pool_max`, `pool_sum`, `adaptive_pool_*`): memory-bound, so it reads
+/// its input once and keeps nothing else in memory. Its padding stage is inlined by
+/// [`schedule_stages`] (a guarded load in the window, not a padded copy of the input).
+/// When the last axis is carried through (NHWC's channels), the window accumulates in
+/// registers (a `local` cache) over a tile of up to 8 vectors of it, the window's loops
+/// outside the tile; the axes before the last spatial one are fused and parallel, the
+/// last spatial axis and the tiles loops inside (their indices counters, not
+/// divisions). When the last axis is pooled (NCHW's width, read with a stride): a max
+/// pool by rows ([`schedule_pool_rows`]), a sum by the reduction schedule, both from a
+/// padded copy of the input.
+pub fn schedule_pool(s: &mut Schedule, t: &Tensor, p: CpuParams) -> Result<(), ScheduleError> {
+    let ax = s.axis(t)?;
+    let Some(last) = ax.last().cloned() else {
+        return schedule_reduction(s, t, p);
+    };
+    if last_axis_reduced(t) {
+        // measured: an average pool ran slower by rows than by the reduction schedule
+        // (0.49 against 0.40 ms on 56×56×64, 3×3), a max pool faster (4.1–5.0 against
+        // 6.7–7.3 ms on ResNet's stem pool)
+        return if t.tag().ends_with("pool_max") {
+            schedule_pool_rows(s, t, &ax, p)
+        } else {
+            schedule_reduction(s, t, p)
+        };
+    }
+    let cols = *t.shape().last().unwrap_or(&1);
+    let lanes = if p.vectorize {
+        pick_vector(cols, p.vector_lanes)
+    } else {
+        1
+    };
+    let tile = if lanes > 1 {
+        lanes * pick_factor(cols / lanes, 8)
+    } else {
+        pick_factor(cols, 8)
+    };
+    let cc = s.cache_write(t, StorageScope::Local)?;
+    let (co, ci) = s.split(t, &last, tile)?;
+    let (outer, at) = if ax.len() >= 3 {
+        (fuse_run(s, t, &ax[0], &ax[1..ax.len() - 2])?, co)
+    } else {
+        let mut run = ax[..ax.len() - 1].to_vec();
+        run.push(co);
+        let outer = fuse_run(s, t, &run[0], &run[1..])?;
+        (outer.clone(), outer)
+    };
+    if lanes > 1 {
+        s.vectorize(t, &ci)?;
+    } else {
+        s.unroll(t, &ci)?;
+    }
+    s.compute_at(&cc, t, &at)?;
+    let cax = s.axis(&cc)?;
+    let cl = cax
+        .last()
+        .cloned()
+        .expect("the cache has the output's axes");
+    let mut order = s.reduce_axis(&cc)?;
+    let (lo, li) = s.split(&cc, &cl, lanes)?;
+    order.extend([lo.clone(), li.clone()]);
+    s.reorder(&cc, &order)?;
+    s.unroll(&cc, &lo)?;
+    if lanes > 1 {
+        s.vectorize(&cc, &li)?;
+    }
+    if p.num_cores > 1 {
+        s.parallel(t, &outer)?;
+    }
+    Ok(())
+}
+
+/// A pool whose last axis is pooled (NCHW): every axis but the last fused and parallel,
+/// and per output row the window's loops outside a loop over the row's outputs, which
+/// accumulate in a `local` row.
+fn schedule_pool_rows(
+    s: &mut Schedule,
+    t: &Tensor,
+    ax: &[IterVar],
+    p: CpuParams,
+) -> Result<(), ScheduleError> {
+    if ax.len() < 2 {
+        return schedule_reduction(s, t, p);
+    }
+    let cc = s.cache_write(t, StorageScope::Local)?;
+    let outer = fuse_run(s, t, &ax[0], &ax[1..ax.len() - 1])?;
+    s.compute_at(&cc, t, &outer)?;
+    let cax = s.axis(&cc)?;
+    let mut order = s.reduce_axis(&cc)?;
+    order.extend(cax.last().cloned());
+    s.reorder(&cc, &order)?;
+    if p.num_cores > 1 {
+        s.parallel(t, &outer)?;
+    }
+    Ok(())
+}
+
+/// Any other reduction: a row reduction ([`schedule_row_reduction`]) where it is one,
+/// else parallel over the outermost data-parallel axis.
+pub fn schedule_reduction(s: &mut Schedule, t: &Tensor, p: CpuParams) -> Result<(), ScheduleError> {
+    if schedule_row_reduction(s, t, p)? {
+        return Ok(());
+    }
+    let ax = s.axis(t)?;
+    if p.num_cores > 1 {
+        if let Some(first) = ax.first() {
+            s.parallel(t, first)?;
+        }
+    }
+    Ok(())
+}
+
+/// The extent of `t`'s one reduction axis when it is a row reduction: every load that
+/// uses the axis indexes its last dimension with it and no other dimension (softmax's
+/// maximum and sum, layer norm's mean and variance over the last axis, reading rows).
+fn row_reduction_extent(t: &Tensor) -> Option<i64> {
+    let [k] = t.reduce_axis() else {
+        return None;
+    };
+    let body = t.body()?;
+    let is_k = |v: &tessera_ir::Var| v == k.var();
+    let mut contiguous = true;
+    for e in body.exprs() {
+        tessera_ir::visit::post_order_visit(e, &mut |x| {
+            if let tessera_ir::ExprNode::Load { indices, .. } = x.node() {
+                let Some((last, rest)) = indices.split_last() else {
+                    return;
+                };
+                let last_is_k = matches!(last.node(), tessera_ir::ExprNode::Var(v) if is_k(v));
+                let uses_k = indices
+                    .iter()
+                    .any(|i| tessera_ir::visit::uses_var(i, &is_k));
+                let k_elsewhere = rest.iter().any(|i| tessera_ir::visit::uses_var(i, &is_k));
+                contiguous &= !uses_k || (last_is_k && !k_elsewhere);
+            }
+        });
+    }
+    contiguous.then(|| k.extent()).flatten()
+}
+
+/// A reduction along rows ([`row_reduction_extent`], at least two vectors long, a whole
+/// number of them): the row factored (`rfactor`) into a vector of partial results
+/// computed per output element, one vector load and one vector operation per step
+/// instead of a chain of scalar ones, then reduced across its lanes; the output's axes
+/// fused and parallel (layer norm's `[1, 197]` means ran on one core, parallel over
+/// the batch). Returns whether it applied.
+pub(super) fn schedule_row_reduction(
+    s: &mut Schedule,
+    t: &Tensor,
+    p: CpuParams,
+) -> Result<bool, ScheduleError> {
+    let nd = t.ndim();
+    let Some(extent) = row_reduction_extent(t).filter(|_| p.vectorize && nd >= 1) else {
+        return Ok(false);
+    };
+    let lanes = pick_vector(extent, p.vector_lanes);
+    if lanes < 4 || extent < 2 * lanes {
+        return Ok(false);
+    }
+    let k = s.reduce_axis(t)?;
+    let (_ko, ki) = s.split(t, &k[0], lanes)?;
+    let rf = s.rfactor(t, &ki, nd)?;
+    let ax = s.axis(t)?;
+    let row = fuse_run(s, t, &ax[0], &ax[1..])?;
+    s.compute_at(&rf, t, &row)?;
+    let rax = s.axis(&rf)?;
+    let mut order = s.reduce_axis(&rf)?;
+    order.extend(rax.iter().cloned());
+    s.reorder(&rf, &order)?;
+    s.vectorize(&rf, &rax[nd])?;
+    if p.num_cores > 1 {
+        s.parallel(t, &row)?;
+    }
+    Ok(true)
+}
