@@ -355,24 +355,10 @@ fn per_line(a: &Access, loops: &[Loop]) -> (f64, i64) {
     }
 }
 
-fn site_features(site: &Site) -> Vec<f32> {
-    let loops = &site.loops;
-    let outer_prod: f64 = loops.iter().map(|l| l.extent as f64).product();
-    let mut row: Vec<f32> = Vec::with_capacity(STORE_FEATURE_LEN);
-    let StmtNode::Store {
-        buffer: stored,
-        indices,
-        value,
-    } = site.stmt.node()
-    else {
-        return vec![0.0; STORE_FEATURE_LEN];
-    };
-
-    // compute
-    let ops = count_ops(value);
-    row.extend(ops.iter().map(|&c| slog(c * outer_prod)));
-
-    // annotations: which loops move the stored element
+/// The loop annotations' features (vectorized, unrolled, parallel): how many loops of
+/// the kind, their product, the innermost one's extent, and where that one lies (one-hot
+/// by level and by whether it moves the stored element `indices` address).
+fn annotation_features(row: &mut Vec<f32>, loops: &[Loop], indices: &[Expr]) {
     let mut in_index = vec![false; loops.len()];
     for ix in indices {
         post_order_visit(ix, &mut |e| {
@@ -409,6 +395,68 @@ fn site_features(site: &Site) -> Vec<f32> {
         pos[slot] = 1.0;
         row.extend(pos);
     }
+}
+
+/// The features of one buffer access `a` of the store (TVM's per-buffer block): kind,
+/// bytes and lines touched, unique ones, reuse distance and count, stride.
+fn access_features(
+    row: &mut Vec<f32>,
+    a: &Access,
+    loops: &[Loop],
+    outer_prod: f64,
+    all_touched: &dyn Fn(usize) -> f64,
+) {
+    let ele = a.buffer.dtype().bytes() as f64;
+    let bytes = outer_prod * ele * a.count as f64;
+    let unique = footprint(a, loops, 0);
+    let (n_line, stride) = per_line(a, loops);
+    let lines = outer_prod * a.count as f64 / n_line;
+    let unique_lines = (unique / CACHE_LINE).max(1.0).min(unique / ele.max(1.0));
+    row.push((a.read && !a.write) as u8 as f32);
+    row.push((a.write && !a.read) as u8 as f32);
+    row.push((a.read && a.write) as u8 as f32);
+    row.extend([slog(bytes), slog(unique), slog(lines), slog(unique_lines)]);
+    let reuse_loop = (0..loops.len()).rev().find(|&k| a.stride[k] == 0);
+    let (kind, dis_iter, dis_bytes, ct) = match reuse_loop {
+        Some(k) => {
+            let inner: f64 = loops[k + 1..].iter().map(|l| l.extent as f64).product();
+            (0, inner, all_touched(k + 1), loops[k].extent as f64)
+        }
+        None if a.read && a.write => (1, 1.0, 0.0, 1.0),
+        None => (2, 0.0, 0.0, 0.0),
+    };
+    let mut one_hot = [0.0f32; 3];
+    one_hot[kind] = 1.0;
+    row.extend(one_hot);
+    row.extend([slog(dis_iter), slog(dis_bytes), slog(ct)]);
+    let d = ct.max(1.0);
+    row.extend([
+        slog(bytes / d),
+        slog(unique / d),
+        slog(lines / d),
+        slog(unique_lines / d),
+    ]);
+    row.push(slog(stride as f64));
+}
+
+fn site_features(site: &Site) -> Vec<f32> {
+    let loops = &site.loops;
+    let outer_prod: f64 = loops.iter().map(|l| l.extent as f64).product();
+    let mut row: Vec<f32> = Vec::with_capacity(STORE_FEATURE_LEN);
+    let StmtNode::Store {
+        buffer: stored,
+        indices,
+        value,
+    } = site.stmt.node()
+    else {
+        return vec![0.0; STORE_FEATURE_LEN];
+    };
+
+    // compute
+    let ops = count_ops(value);
+    row.extend(ops.iter().map(|&c| slog(c * outer_prod)));
+
+    annotation_features(&mut row, loops, indices);
 
     // GPU
     let bound = |axes: &[ThreadAxis]| -> f64 {
@@ -438,41 +486,10 @@ fn site_features(site: &Site) -> Vec<f32> {
     });
     let all_touched = |from: usize| -> f64 { acc.iter().map(|a| footprint(a, loops, from)).sum() };
     for slot in 0..STORE_BUFFERS {
-        let Some(a) = acc.get(slot) else {
-            row.extend([0.0f32; 18]);
-            continue;
-        };
-        let ele = a.buffer.dtype().bytes() as f64;
-        let bytes = outer_prod * ele * a.count as f64;
-        let unique = footprint(a, loops, 0);
-        let (n_line, stride) = per_line(a, loops);
-        let lines = outer_prod * a.count as f64 / n_line;
-        let unique_lines = (unique / CACHE_LINE).max(1.0).min(unique / ele.max(1.0));
-        row.push((a.read && !a.write) as u8 as f32);
-        row.push((a.write && !a.read) as u8 as f32);
-        row.push((a.read && a.write) as u8 as f32);
-        row.extend([slog(bytes), slog(unique), slog(lines), slog(unique_lines)]);
-        let reuse_loop = (0..loops.len()).rev().find(|&k| a.stride[k] == 0);
-        let (kind, dis_iter, dis_bytes, ct) = match reuse_loop {
-            Some(k) => {
-                let inner: f64 = loops[k + 1..].iter().map(|l| l.extent as f64).product();
-                (0, inner, all_touched(k + 1), loops[k].extent as f64)
-            }
-            None if a.read && a.write => (1, 1.0, 0.0, 1.0),
-            None => (2, 0.0, 0.0, 0.0),
-        };
-        let mut one_hot = [0.0f32; 3];
-        one_hot[kind] = 1.0;
-        row.extend(one_hot);
-        row.extend([slog(dis_iter), slog(dis_bytes), slog(ct)]);
-        let d = ct.max(1.0);
-        row.extend([
-            slog(bytes / d),
-            slog(unique / d),
-            slog(lines / d),
-            slog(unique_lines / d),
-        ]);
-        row.push(slog(stride as f64));
+        match acc.get(slot) {
+            Some(a) => access_features(&mut row, a, loops, outer_prod, &all_touched),
+            None => row.extend([0.0f32; 18]),
+        }
     }
 
     // arithmetic intensity by loop level

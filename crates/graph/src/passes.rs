@@ -189,183 +189,246 @@ pub fn fold_batch_norm(graph: &mut Graph) -> Result<usize, GraphError> {
 /// transforms only where an operator that is not layout-aware (flatten, reshape, dense…)
 /// or a network input or output needs NCHW.
 pub fn convert_layout_nhwc(graph: &Graph) -> Result<Graph, GraphError> {
-    let mut out = Graph::new(&graph.name);
-    // old node -> (new node, whether the new value is the NHWC form of an NCHW value)
-    let mut map: HashMap<NodeIndex, (NodeIndex, bool)> = HashMap::new();
-    let mut to_nhwc_cache: HashMap<NodeIndex, NodeIndex> = HashMap::new();
-    let mut to_nchw_cache: HashMap<NodeIndex, NodeIndex> = HashMap::new();
+    let mut c = ToNhwc {
+        graph,
+        out: Graph::new(&graph.name),
+        map: HashMap::new(),
+        to_nhwc: HashMap::new(),
+        to_nchw: HashMap::new(),
+    };
     for n in graph.topo_order() {
+        let converted = c.node(n)?;
+        c.map.insert(n, converted);
+    }
+    let mut outs = Vec::new();
+    for &o in graph.outputs() {
+        outs.push(c.nchw(o)?);
+    }
+    c.out.set_outputs(outs);
+    Ok(c.out)
+}
+
+/// The state of [`convert_layout_nhwc`]: the graph being built, each old node's new one
+/// and whether that holds the NHWC form of an NCHW value, and the layout transforms
+/// made so far (one per value and direction).
+struct ToNhwc<'a> {
+    graph: &'a Graph,
+    out: Graph,
+    map: HashMap<NodeIndex, (NodeIndex, bool)>,
+    to_nhwc: HashMap<NodeIndex, NodeIndex>,
+    to_nchw: HashMap<NodeIndex, NodeIndex>,
+}
+
+impl ToNhwc<'_> {
+    fn is4(&self, a: NodeIndex) -> bool {
+        self.graph.node(a).ty.shape.len() == 4
+    }
+
+    /// Whether the new value of `a` is in NHWC form.
+    fn flagged(&self, a: NodeIndex) -> bool {
+        self.map[&a].1
+    }
+
+    /// The new value of old node `a` in NHWC form: as it is, a permuted constant, or
+    /// through a layout transform.
+    fn nhwc(&mut self, a: NodeIndex) -> Result<NodeIndex, GraphError> {
+        let (v, f) = self.map[&a];
+        if f {
+            return Ok(v);
+        }
+        let name = format!("{}_nhwc", self.out.node(v).name);
+        if let Some(c) = self
+            .out
+            .constant_value(v)
+            .filter(|c| c.ndim() == 4)
+            .cloned()
+        {
+            return Ok(self.out.constant(&name, permute(&c, &[0, 2, 3, 1])?));
+        }
+        if let Some(&t) = self.to_nhwc.get(&v) {
+            return Ok(t);
+        }
+        let t = self.out.op(&name, transform("NCHW", "NHWC"), &[v])?;
+        self.to_nhwc.insert(v, t);
+        Ok(t)
+    }
+
+    /// The new value of old node `a` in its original form (NCHW where it was converted).
+    fn nchw(&mut self, a: NodeIndex) -> Result<NodeIndex, GraphError> {
+        let (v, f) = self.map[&a];
+        if !f {
+            return Ok(v);
+        }
+        if let Some(&t) = self.to_nchw.get(&v) {
+            return Ok(t);
+        }
+        let name = format!("{}_nchw", self.out.node(v).name);
+        let t = self.out.op(&name, transform("NHWC", "NCHW"), &[v])?;
+        self.to_nchw.insert(v, t);
+        Ok(t)
+    }
+
+    /// The new node of old node `n` and whether it is in NHWC form.
+    fn node(&mut self, n: NodeIndex) -> Result<(NodeIndex, bool), GraphError> {
+        let graph = self.graph;
         let node = graph.node(n);
         let args = graph.args(n);
-        let is4 = |a: NodeIndex| graph.node(a).ty.shape.len() == 4;
-        let flagged = |map: &HashMap<NodeIndex, (NodeIndex, bool)>, a: NodeIndex| map[&a].1;
-        // The new value of `a` in NCHW / NHWC form.
-        macro_rules! nhwc {
-            ($a:expr) => {{
-                let (v, f) = map[&$a];
-                if f {
-                    v
-                } else if let Some(c) = out.constant_value(v).filter(|c| c.ndim() == 4).cloned() {
-                    let name = format!("{}_nhwc", out.node(v).name);
-                    out.constant(&name, permute(&c, &[0, 2, 3, 1])?)
-                } else {
-                    match to_nhwc_cache.get(&v) {
-                        Some(&t) => t,
-                        None => {
-                            let name = format!("{}_nhwc", out.node(v).name);
-                            let t = out.op(&name, transform("NCHW", "NHWC"), &[v])?;
-                            to_nhwc_cache.insert(v, t);
-                            t
-                        }
-                    }
-                }
-            }};
-        }
-        let (new, flag) = match &node.op {
-            Op::Input => (out.input(&node.name, node.ty.clone()), false),
-            Op::Constant(v) => (out.constant(&node.name, (**v).clone()), false),
+        let name = node.name.as_str();
+        let nhwc_op = |c: &mut Self, op: Op, ins: &[NodeIndex]| -> Result<_, GraphError> {
+            Ok((c.out.op(name, op, ins)?, true))
+        };
+        match &node.op {
+            Op::Input => Ok((self.out.input(name, node.ty.clone()), false)),
+            Op::Constant(v) => Ok((self.out.constant(name, (**v).clone()), false)),
             Op::Conv2d {
                 attrs,
                 layout: Layout::Nchw,
-            } => {
-                let d = nhwc!(args[0]);
-                let (wv, _) = map[&args[1]];
-                let w = match out.constant_value(wv).cloned() {
-                    Some(c) => out.constant(
-                        &format!("{}_hwio", out.node(wv).name),
-                        permute(&c, &[2, 3, 1, 0])?,
-                    ),
-                    None => out.op(
-                        &format!("{}_hwio", node.name),
-                        Op::Transpose {
-                            axes: vec![2, 3, 1, 0],
-                        },
-                        &[wv],
-                    )?,
-                };
-                let op = Op::Conv2d {
-                    attrs: *attrs,
-                    layout: Layout::Nhwc,
-                };
-                (out.op(&node.name, op, &[d, w])?, true)
-            }
+            } => self.conv2d(n, *attrs),
             Op::Pool2d { kind, attrs } if attrs.layout == "NCHW" => {
-                let d = nhwc!(args[0]);
+                let d = self.nhwc(args[0])?;
                 let op = Op::Pool2d {
                     kind: *kind,
                     attrs: attrs.clone().with_layout("NHWC"),
                 };
-                (out.op(&node.name, op, &[d])?, true)
+                nhwc_op(self, op, &[d])
             }
             Op::GlobalPool2d {
                 kind,
                 layout: Layout::Nchw,
             } => {
-                let d = nhwc!(args[0]);
+                let d = self.nhwc(args[0])?;
                 let op = Op::GlobalPool2d {
                     kind: *kind,
                     layout: Layout::Nhwc,
                 };
-                (out.op(&node.name, op, &[d])?, true)
+                nhwc_op(self, op, &[d])
             }
             Op::BiasAdd { axis } | Op::BatchNorm { axis, .. }
-                if is4(args[0]) && flagged(&map, args[0]) && (*axis == 1 || *axis == -3) =>
+                if self.is4(args[0]) && self.flagged(args[0]) && (*axis == 1 || *axis == -3) =>
             {
-                let d = map[&args[0]].0;
-                let mut ins = vec![d];
-                ins.extend(args[1..].iter().map(|a| map[a].0));
+                let ins: Vec<NodeIndex> = args.iter().map(|a| self.map[a].0).collect();
                 let op = match &node.op {
-                    Op::BiasAdd { .. } => Op::BiasAdd { axis: 3 },
                     Op::BatchNorm { epsilon, .. } => Op::BatchNorm {
                         epsilon: *epsilon,
                         axis: 3,
                     },
-                    _ => unreachable!(),
+                    _ => Op::BiasAdd { axis: 3 },
                 };
-                (out.op(&node.name, op, &ins)?, true)
+                nhwc_op(self, op, &ins)
             }
             // any one-input elementwise operator (ReLU, clip, hard swish, hard sigmoid, a
             // cast, …) computes the same in either layout
             op if args.len() == 1
                 && op.pattern() == Some(Pattern::ElemWise)
-                && flagged(&map, args[0]) =>
+                && self.flagged(args[0]) =>
             {
-                (
-                    out.op(&node.name, node.op.clone(), &[map[&args[0]].0])?,
-                    true,
-                )
+                let d = self.map[&args[0]].0;
+                nhwc_op(self, node.op.clone(), &[d])
             }
-            Op::Binary(_)
-                if node.ty.shape.len() == 4
-                    && args.iter().any(|&a| flagged(&map, a))
-                    && args.iter().all(|&a| {
-                        flagged(&map, a)
-                            || graph.node(a).ty.numel() == 1
-                            || graph.constant_value(a).is_some()
-                            || is4(a)
-                    }) =>
-            {
+            Op::Binary(_) if self.binary_converts(n) => {
                 let mut ins = Vec::new();
                 for &a in &args {
-                    let (v, f) = map[&a];
-                    let t = if f || graph.node(a).ty.numel() == 1 {
-                        v
-                    } else if let Some(c) = out.constant_value(v).cloned() {
-                        // Right-align to rank 4 (numpy broadcasting), then permute.
-                        let mut s = vec![1usize; 4 - c.ndim()];
-                        s.extend_from_slice(c.shape());
-                        let c4 = reshape(&c, &s)?;
-                        out.constant(
-                            &format!("{}_nhwc", out.node(v).name),
-                            permute(&c4, &[0, 2, 3, 1])?,
-                        )
-                    } else {
-                        nhwc!(a)
-                    };
-                    ins.push(t);
+                    ins.push(self.binary_operand(a)?);
                 }
-                (out.op(&node.name, node.op.clone(), &ins)?, true)
+                nhwc_op(self, node.op.clone(), &ins)
             }
             Op::Concat { axis }
                 if (*axis == 1 || *axis == -3)
-                    && args.iter().all(|&a| is4(a))
-                    && args.iter().any(|&a| flagged(&map, a)) =>
+                    && args.iter().all(|&a| self.is4(a))
+                    && args.iter().any(|&a| self.flagged(a)) =>
             {
                 let mut ins = Vec::new();
                 for &a in &args {
-                    ins.push(nhwc!(a));
+                    ins.push(self.nhwc(a)?);
                 }
-                (out.op(&node.name, Op::Concat { axis: 3 }, &ins)?, true)
+                nhwc_op(self, Op::Concat { axis: 3 }, &ins)
             }
             Op::Pad {
                 before,
                 after,
                 value,
-            } if before.len() == 4 && flagged(&map, args[0]) => {
+            } if before.len() == 4 && self.flagged(args[0]) => {
                 let p = |v: &Vec<i64>| vec![v[0], v[2], v[3], v[1]];
                 let op = Op::Pad {
                     before: p(before),
                     after: p(after),
                     value: *value,
                 };
-                (out.op(&node.name, op, &[map[&args[0]].0])?, true)
+                let d = self.map[&args[0]].0;
+                nhwc_op(self, op, &[d])
             }
             _ => {
                 let mut ins = Vec::new();
                 for &a in &args {
-                    ins.push(nchw_of(&mut out, &map, &mut to_nchw_cache, a)?);
+                    ins.push(self.nchw(a)?);
                 }
-                (out.op(&node.name, node.op.clone(), &ins)?, false)
+                Ok((self.out.op(name, node.op.clone(), &ins)?, false))
             }
+        }
+    }
+
+    /// An NCHW conv2d as NHWC: its data converted, its weights OIHW → HWIO (permuted
+    /// once when constant, else transposed in the graph).
+    fn conv2d(
+        &mut self,
+        n: NodeIndex,
+        attrs: Conv2dAttrs,
+    ) -> Result<(NodeIndex, bool), GraphError> {
+        let node = self.graph.node(n);
+        let args = self.graph.args(n);
+        let d = self.nhwc(args[0])?;
+        let (wv, _) = self.map[&args[1]];
+        let w = match self.out.constant_value(wv).cloned() {
+            Some(c) => {
+                let name = format!("{}_hwio", self.out.node(wv).name);
+                self.out.constant(&name, permute(&c, &[2, 3, 1, 0])?)
+            }
+            None => self.out.op(
+                &format!("{}_hwio", node.name),
+                Op::Transpose {
+                    axes: vec![2, 3, 1, 0],
+                },
+                &[wv],
+            )?,
         };
-        map.insert(n, (new, flag));
+        let op = Op::Conv2d {
+            attrs,
+            layout: Layout::Nhwc,
+        };
+        Ok((self.out.op(&node.name, op, &[d, w])?, true))
     }
-    let mut outs = Vec::new();
-    for &o in graph.outputs() {
-        outs.push(nchw_of(&mut out, &map, &mut to_nchw_cache, o)?);
+
+    /// Whether binary operator `n` is computed in NHWC: rank 4, an NHWC operand, and the
+    /// others convertible (NHWC, one element, a constant, or rank 4).
+    fn binary_converts(&self, n: NodeIndex) -> bool {
+        let graph = self.graph;
+        let args = graph.args(n);
+        graph.node(n).ty.shape.len() == 4
+            && args.iter().any(|&a| self.flagged(a))
+            && args.iter().all(|&a| {
+                self.flagged(a)
+                    || graph.node(a).ty.numel() == 1
+                    || graph.constant_value(a).is_some()
+                    || self.is4(a)
+            })
     }
-    out.set_outputs(outs);
-    Ok(out)
+
+    /// An operand of a binary operator computed in NHWC: a constant of lower rank is
+    /// right-aligned to rank 4 (numpy broadcasting), then permuted.
+    fn binary_operand(&mut self, a: NodeIndex) -> Result<NodeIndex, GraphError> {
+        let (v, f) = self.map[&a];
+        if f || self.graph.node(a).ty.numel() == 1 {
+            return Ok(v);
+        }
+        let Some(c) = self.out.constant_value(v).cloned() else {
+            return self.nhwc(a);
+        };
+        let mut s = vec![1usize; 4 - c.ndim()];
+        s.extend_from_slice(c.shape());
+        let c4 = reshape(&c, &s)?;
+        let name = format!("{}_nhwc", self.out.node(v).name);
+        Ok(self.out.constant(&name, permute(&c4, &[0, 2, 3, 1])?))
+    }
 }
 
 /// The weights of one output-channel block past which a CPU build packs a
@@ -519,25 +582,6 @@ fn transform(src: &str, dst: &str) -> Op {
         src: src.into(),
         dst: dst.into(),
     }
-}
-
-fn nchw_of(
-    out: &mut Graph,
-    map: &HashMap<NodeIndex, (NodeIndex, bool)>,
-    cache: &mut HashMap<NodeIndex, NodeIndex>,
-    a: NodeIndex,
-) -> Result<NodeIndex, GraphError> {
-    let (v, f) = map[&a];
-    if !f {
-        return Ok(v);
-    }
-    if let Some(&t) = cache.get(&v) {
-        return Ok(t);
-    }
-    let name = format!("{}_nchw", out.node(v).name);
-    let t = out.op(&name, transform("NHWC", "NCHW"), &[v])?;
-    cache.insert(v, t);
-    Ok(t)
 }
 
 /// A float32 constant filled by `f(index)`, for tests and the zoo.

@@ -386,62 +386,14 @@ impl Machine<'_> {
                 let (x, y) = (self.eval(a)?, self.eval(b)?);
                 let float = dt.is_float();
                 Self::zip(e, &x, &y, |p, q| {
-                    let r = if float {
-                        let (p, q) = (p.as_f64(), q.as_f64());
-                        Scalar::F(match op {
-                            BinOp::Add => p + q,
-                            BinOp::Sub => p - q,
-                            BinOp::Mul => p * q,
-                            BinOp::Div => p / q,
-                            BinOp::Mod => p % q,
-                            BinOp::FloorDiv => (p / q).floor(),
-                            BinOp::FloorMod => p - (p / q).floor() * q,
-                            BinOp::Min => p.min(q),
-                            BinOp::Max => p.max(q),
-                        })
-                    } else {
-                        let (p, q) = (p.as_i64(), q.as_i64());
-                        let div0 = || InterpError::DivisionByZero(e.to_string());
-                        Scalar::I(match op {
-                            BinOp::Add => p.wrapping_add(q),
-                            BinOp::Sub => p.wrapping_sub(q),
-                            BinOp::Mul => p.wrapping_mul(q),
-                            BinOp::Div if q == 0 => return Err(div0()),
-                            BinOp::Div => p.wrapping_div(q),
-                            BinOp::Mod if q == 0 => return Err(div0()),
-                            BinOp::Mod => p.wrapping_rem(q),
-                            BinOp::FloorDiv if q == 0 => return Err(div0()),
-                            BinOp::FloorDiv => floordiv(p, q),
-                            BinOp::FloorMod if q == 0 => return Err(div0()),
-                            BinOp::FloorMod => p.wrapping_sub(floordiv(p, q).wrapping_mul(q)),
-                            BinOp::Min => p.min(q),
-                            BinOp::Max => p.max(q),
-                        })
-                    };
-                    Ok(r.cast(dt))
+                    binary_lane(e, *op, float, p, q).map(|r| r.cast(dt))
                 })?
             }
             ExprNode::Cmp { op, a, b } => {
                 let (x, y) = (self.eval(a)?, self.eval(b)?);
                 let float = a.dtype().is_float();
                 Self::zip(e, &x, &y, |p, q| {
-                    let ord = if float {
-                        p.as_f64().partial_cmp(&q.as_f64())
-                    } else {
-                        Some(p.as_i64().cmp(&q.as_i64()))
-                    };
-                    use std::cmp::Ordering::*;
-                    let r = match (op, ord) {
-                        (CmpOp::Ne, None) => true,
-                        (_, None) => false,
-                        (CmpOp::Eq, Some(o)) => o == Equal,
-                        (CmpOp::Ne, Some(o)) => o != Equal,
-                        (CmpOp::Lt, Some(o)) => o == Less,
-                        (CmpOp::Le, Some(o)) => o != Greater,
-                        (CmpOp::Gt, Some(o)) => o == Greater,
-                        (CmpOp::Ge, Some(o)) => o != Less,
-                    };
-                    Ok(Scalar::I(r as i64))
+                    Ok(Scalar::I(compare_lane(*op, float, p, q) as i64))
                 })?
             }
             ExprNode::And(a, b) | ExprNode::Or(a, b) => {
@@ -518,26 +470,95 @@ impl Machine<'_> {
                     vec![Scalar::F(0.0)]
                 };
                 Self::zip(e, &x, &y, |p, q| {
-                    let (p, q) = (p.as_f64(), q.as_f64());
-                    let r = match op {
-                        Intrinsic::Exp => p.exp(),
-                        Intrinsic::Log => p.ln(),
-                        Intrinsic::Sqrt => p.sqrt(),
-                        Intrinsic::Rsqrt => 1.0 / p.sqrt(),
-                        Intrinsic::Tanh => p.tanh(),
-                        Intrinsic::Sigmoid => 1.0 / (1.0 + (-p).exp()),
-                        Intrinsic::Pow => p.powf(q),
-                        Intrinsic::Fabs => p.abs(),
-                        Intrinsic::Erf => libm::erf(p),
-                        Intrinsic::Floor => p.floor(),
-                        Intrinsic::Ceil => p.ceil(),
-                        Intrinsic::Round => p.round(),
-                        Intrinsic::IfThenElse => unreachable!("handled above"),
-                    };
-                    Ok(Scalar::F(r).cast(dt))
+                    Ok(Scalar::F(math_lane(*op, p.as_f64(), q.as_f64())).cast(dt))
                 })?
             }
         })
+    }
+}
+
+/// One lane of arithmetic `op` (of `e`, for its error): floats in `f64`, integers
+/// wrapping, a division by zero an error.
+fn binary_lane(
+    e: &Expr,
+    op: BinOp,
+    float: bool,
+    p: Scalar,
+    q: Scalar,
+) -> Result<Scalar, InterpError> {
+    if float {
+        let (p, q) = (p.as_f64(), q.as_f64());
+        return Ok(Scalar::F(match op {
+            BinOp::Add => p + q,
+            BinOp::Sub => p - q,
+            BinOp::Mul => p * q,
+            BinOp::Div => p / q,
+            BinOp::Mod => p % q,
+            BinOp::FloorDiv => (p / q).floor(),
+            BinOp::FloorMod => p - (p / q).floor() * q,
+            BinOp::Min => p.min(q),
+            BinOp::Max => p.max(q),
+        }));
+    }
+    let (p, q) = (p.as_i64(), q.as_i64());
+    if q == 0
+        && matches!(
+            op,
+            BinOp::Div | BinOp::Mod | BinOp::FloorDiv | BinOp::FloorMod
+        )
+    {
+        return Err(InterpError::DivisionByZero(e.to_string()));
+    }
+    Ok(Scalar::I(match op {
+        BinOp::Add => p.wrapping_add(q),
+        BinOp::Sub => p.wrapping_sub(q),
+        BinOp::Mul => p.wrapping_mul(q),
+        BinOp::Div => p.wrapping_div(q),
+        BinOp::Mod => p.wrapping_rem(q),
+        BinOp::FloorDiv => floordiv(p, q),
+        BinOp::FloorMod => p.wrapping_sub(floordiv(p, q).wrapping_mul(q)),
+        BinOp::Min => p.min(q),
+        BinOp::Max => p.max(q),
+    }))
+}
+
+/// One lane of comparison `op`: a NaN compares unequal to everything.
+fn compare_lane(op: CmpOp, float: bool, p: Scalar, q: Scalar) -> bool {
+    use std::cmp::Ordering::*;
+    let ord = if float {
+        p.as_f64().partial_cmp(&q.as_f64())
+    } else {
+        Some(p.as_i64().cmp(&q.as_i64()))
+    };
+    match (op, ord) {
+        (CmpOp::Ne, None) => true,
+        (_, None) => false,
+        (CmpOp::Eq, Some(o)) => o == Equal,
+        (CmpOp::Ne, Some(o)) => o != Equal,
+        (CmpOp::Lt, Some(o)) => o == Less,
+        (CmpOp::Le, Some(o)) => o != Greater,
+        (CmpOp::Gt, Some(o)) => o == Greater,
+        (CmpOp::Ge, Some(o)) => o != Less,
+    }
+}
+
+/// One lane of math intrinsic `op` (`q`: the second operand of `pow`).
+fn math_lane(op: Intrinsic, p: f64, q: f64) -> f64 {
+    match op {
+        Intrinsic::Exp => p.exp(),
+        Intrinsic::Log => p.ln(),
+        Intrinsic::Sqrt => p.sqrt(),
+        Intrinsic::Rsqrt => 1.0 / p.sqrt(),
+        Intrinsic::Tanh => p.tanh(),
+        Intrinsic::Sigmoid => 1.0 / (1.0 + (-p).exp()),
+        Intrinsic::Pow => p.powf(q),
+        Intrinsic::Fabs => p.abs(),
+        Intrinsic::Erf => libm::erf(p),
+        Intrinsic::Floor => p.floor(),
+        Intrinsic::Ceil => p.ceil(),
+        Intrinsic::Round => p.round(),
+        // evaluated lazily by the caller; as a lane, the condition's value
+        Intrinsic::IfThenElse => p,
     }
 }
 

@@ -446,6 +446,186 @@ impl Gen<'_> {
 
     // ----- statements -----
 
+    /// A loop: a thread-bound one as the thread's index; a parallel, unrolled or register
+    /// tile's loop with the dialect's pragma.
+    fn for_loop(
+        &mut self,
+        var: &Var,
+        min: &Expr,
+        extent: &Expr,
+        kind: ForKind,
+        body: &Stmt,
+    ) -> Result<(), BackendError> {
+        if let ForKind::ThreadBinding(axis) = kind {
+            if axis != ThreadAxis::VThread {
+                return self.thread_loop(var, extent, axis, body);
+            }
+        }
+        let v = self.name_of(var);
+        let c = scalar_c(var.dtype());
+        let (lo, ext) = (self.scalar(min)?, self.scalar(extent)?);
+        let end = if min.is_const_int(0) {
+            ext
+        } else {
+            format!("{lo} + {ext}")
+        };
+        let mut entered_parallel = false;
+        match kind {
+            ForKind::Parallel if !self.in_parallel => {
+                match self.dialect.parallel_pragma(self.num_threads) {
+                    Some(p) => {
+                        self.line(&p);
+                        self.in_parallel = true;
+                        entered_parallel = true;
+                    }
+                    None => self.line("// parallel loop runs serially"),
+                }
+            }
+            ForKind::Parallel => self.line("// nested parallel loop runs serially"),
+            ForKind::Unrolled => {
+                let f = extent.as_int().filter(|n| *n <= 512).unwrap_or(16);
+                let p = self.dialect.unroll_pragma(f);
+                self.line(&p);
+            }
+            ForKind::Serial if is_unrolled_tile(body) => {
+                if let Some(p) = self.dialect.serial_pragma() {
+                    self.line(&p);
+                }
+            }
+            // A virtual thread is a serial loop inside the thread.
+            ForKind::Serial | ForKind::Vectorized | ForKind::ThreadBinding(_) => {}
+        }
+        self.line(&format!("for ({c} {v} = {lo}; {v} < {end}; ++{v}) {{"));
+        self.indent += 1;
+        let r = self.scoped(var, body);
+        self.indent -= 1;
+        if entered_parallel {
+            self.in_parallel = false;
+        }
+        r?;
+        self.line("}");
+        Ok(())
+    }
+
+    /// A store: scalar, a vector store where the lanes are contiguous, else a scatter lane
+    /// by lane; the value converted to the buffer's type, as the interpreter does.
+    fn store(
+        &mut self,
+        buffer: &Buffer,
+        indices: &[Expr],
+        value: &Expr,
+    ) -> Result<(), BackendError> {
+        let name = self.use_buffer(buffer)?;
+        let t = value.dtype();
+        if t.is_scalar() && indices.iter().all(|i| i.dtype().is_scalar()) {
+            let idx = self.flat_scalar(buffer, indices)?;
+            let v = self.scalar(value)?;
+            self.line(&format!("{name}[{idx}] = {v};"));
+        } else {
+            let lanes = indices
+                .iter()
+                .map(|i| i.dtype().lanes)
+                .max()
+                .unwrap_or(1)
+                .max(t.lanes);
+            self.check_lanes(lanes)?;
+            if indices
+                .iter()
+                .map(|i| i.dtype().lanes)
+                .chain([t.lanes])
+                .any(|l| l != 1 && l != lanes)
+            {
+                return Err(self.err(format!(
+                    "the store to `{}` mixes vectors of different lanes",
+                    buffer.name()
+                )));
+            }
+            let el = buffer.dtype();
+            let (v, vty) = if t.is_scalar() {
+                (self.scalar(value)?, Ty::S(t))
+            } else {
+                self.vector(value)?
+            };
+            // The interpreter converts stored values to the buffer's type.
+            let v = self.convert(v, vty, el, lanes);
+            let vt = self.vt(el, lanes);
+            match flat_ramp(buffer, indices) {
+                Some((base, 1)) => {
+                    let b = self.scalar(&base)?;
+                    let st = self.dialect.vector_store(&vt, &name, &b, &v, lanes);
+                    self.line(&st);
+                }
+                _ => {
+                    let (idx, idx_t) = self.flat_vector(buffer, indices, lanes)?;
+                    let it = self.vt(idx_t, lanes);
+                    let (ti, tv) = (self.fresh(), self.fresh());
+                    let mut line = format!("{{ {it} {ti} = {idx}; {vt} {tv} = {v};");
+                    for i in 0..lanes {
+                        write!(line, " {name}[{ti}[{i}]] = {tv}[{i}];").unwrap();
+                    }
+                    line.push_str(" }");
+                    self.line(&line);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// An allocation as the dialect declares it: here, hoisted (`__local`) or on the heap.
+    fn allocate(&mut self, buffer: &Buffer, body: &Stmt) -> Result<(), BackendError> {
+        let name = self.name_of(buffer.data());
+        let shape = buffer.const_shape().ok_or_else(|| {
+            self.err(format!(
+                "allocation `{}` has a shape that is not constant",
+                buffer.name()
+            ))
+        })?;
+        self.dialect
+            .check_type(buffer.dtype())
+            .map_err(|r| self.err(r.to_string()))?;
+        let n: i64 = shape.iter().product::<i64>().max(1);
+        let c = scalar_c(buffer.dtype());
+        let bytes = n as usize * buffer.dtype().bytes();
+        let decl = self
+            .dialect
+            .allocation(buffer.scope(), c, &name, n, bytes)
+            .map_err(|r| self.err(format!("allocation `{}`: {r}", buffer.name())))?;
+        match decl {
+            AllocDecl::Here(d) => {
+                self.line("{");
+                self.indent += 1;
+                self.line(&d);
+                self.scoped(buffer.data(), body)?;
+                self.indent -= 1;
+                self.line("}");
+            }
+            AllocDecl::Hoisted(d) => {
+                self.hoisted.push(d);
+                self.scoped(buffer.data(), body)?;
+            }
+            AllocDecl::Heap => {
+                let rounded = bytes.div_ceil(64) * 64;
+                self.line("{");
+                self.indent += 1;
+                self.line(&format!(
+                    "{c}* {name} = ({c}*)aligned_alloc(64, {rounded});"
+                ));
+                self.line(&format!("if ({name} == NULL) {{"));
+                self.line("  #pragma omp atomic write");
+                self.line("  tsr_status = -1;");
+                self.line("} else {");
+                self.indent += 1;
+                self.scoped(buffer.data(), body)?;
+                self.line(&format!("free({name});"));
+                self.indent -= 1;
+                self.line("}");
+                self.indent -= 1;
+                self.line("}");
+            }
+        }
+        Ok(())
+    }
+
     pub(super) fn stmt(&mut self, s: &Stmt) -> Result<(), BackendError> {
         match s.node() {
             StmtNode::For {
@@ -455,165 +635,17 @@ impl Gen<'_> {
                 kind,
                 body,
             } => {
-                if let ForKind::ThreadBinding(axis) = kind {
-                    if *axis != ThreadAxis::VThread {
-                        return self.thread_loop(var, extent, *axis, body);
-                    }
-                }
-                let v = self.name_of(var);
-                let c = scalar_c(var.dtype());
-                let (lo, ext) = (self.scalar(min)?, self.scalar(extent)?);
-                let end = if min.is_const_int(0) {
-                    ext
-                } else {
-                    format!("{lo} + {ext}")
-                };
-                let mut entered_parallel = false;
-                match kind {
-                    ForKind::Parallel if !self.in_parallel => {
-                        match self.dialect.parallel_pragma(self.num_threads) {
-                            Some(p) => {
-                                self.line(&p);
-                                self.in_parallel = true;
-                                entered_parallel = true;
-                            }
-                            None => self.line("// parallel loop runs serially"),
-                        }
-                    }
-                    ForKind::Parallel => self.line("// nested parallel loop runs serially"),
-                    ForKind::Unrolled => {
-                        let f = extent.as_int().filter(|n| *n <= 512).unwrap_or(16);
-                        let p = self.dialect.unroll_pragma(f);
-                        self.line(&p);
-                    }
-                    ForKind::Serial if is_unrolled_tile(body) => {
-                        if let Some(p) = self.dialect.serial_pragma() {
-                            self.line(&p);
-                        }
-                    }
-                    // A virtual thread is a serial loop inside the thread.
-                    ForKind::Serial | ForKind::Vectorized | ForKind::ThreadBinding(_) => {}
-                }
-                self.line(&format!("for ({c} {v} = {lo}; {v} < {end}; ++{v}) {{"));
-                self.indent += 1;
-                let r = self.scoped(var, body);
-                self.indent -= 1;
-                if entered_parallel {
-                    self.in_parallel = false;
-                }
-                r?;
-                self.line("}");
+                self.for_loop(var, min, extent, *kind, body)?;
             }
             StmtNode::Store {
                 buffer,
                 indices,
                 value,
             } => {
-                let name = self.use_buffer(buffer)?;
-                let t = value.dtype();
-                if t.is_scalar() && indices.iter().all(|i| i.dtype().is_scalar()) {
-                    let idx = self.flat_scalar(buffer, indices)?;
-                    let v = self.scalar(value)?;
-                    self.line(&format!("{name}[{idx}] = {v};"));
-                } else {
-                    let lanes = indices
-                        .iter()
-                        .map(|i| i.dtype().lanes)
-                        .max()
-                        .unwrap_or(1)
-                        .max(t.lanes);
-                    self.check_lanes(lanes)?;
-                    if indices
-                        .iter()
-                        .map(|i| i.dtype().lanes)
-                        .chain([t.lanes])
-                        .any(|l| l != 1 && l != lanes)
-                    {
-                        return Err(self.err(format!(
-                            "the store to `{}` mixes vectors of different lanes",
-                            buffer.name()
-                        )));
-                    }
-                    let el = buffer.dtype();
-                    let (v, vty) = if t.is_scalar() {
-                        (self.scalar(value)?, Ty::S(t))
-                    } else {
-                        self.vector(value)?
-                    };
-                    // The interpreter converts stored values to the buffer's type.
-                    let v = self.convert(v, vty, el, lanes);
-                    let vt = self.vt(el, lanes);
-                    match flat_ramp(buffer, indices) {
-                        Some((base, 1)) => {
-                            let b = self.scalar(&base)?;
-                            let st = self.dialect.vector_store(&vt, &name, &b, &v, lanes);
-                            self.line(&st);
-                        }
-                        _ => {
-                            let (idx, idx_t) = self.flat_vector(buffer, indices, lanes)?;
-                            let it = self.vt(idx_t, lanes);
-                            let (ti, tv) = (self.fresh(), self.fresh());
-                            let mut line = format!("{{ {it} {ti} = {idx}; {vt} {tv} = {v};");
-                            for i in 0..lanes {
-                                write!(line, " {name}[{ti}[{i}]] = {tv}[{i}];").unwrap();
-                            }
-                            line.push_str(" }");
-                            self.line(&line);
-                        }
-                    }
-                }
+                self.store(buffer, indices, value)?;
             }
             StmtNode::Allocate { buffer, body } => {
-                let name = self.name_of(buffer.data());
-                let shape = buffer.const_shape().ok_or_else(|| {
-                    self.err(format!(
-                        "allocation `{}` has a shape that is not constant",
-                        buffer.name()
-                    ))
-                })?;
-                self.dialect
-                    .check_type(buffer.dtype())
-                    .map_err(|r| self.err(r.to_string()))?;
-                let n: i64 = shape.iter().product::<i64>().max(1);
-                let c = scalar_c(buffer.dtype());
-                let bytes = n as usize * buffer.dtype().bytes();
-                let decl = self
-                    .dialect
-                    .allocation(buffer.scope(), c, &name, n, bytes)
-                    .map_err(|r| self.err(format!("allocation `{}`: {r}", buffer.name())))?;
-                match decl {
-                    AllocDecl::Here(d) => {
-                        self.line("{");
-                        self.indent += 1;
-                        self.line(&d);
-                        self.scoped(buffer.data(), body)?;
-                        self.indent -= 1;
-                        self.line("}");
-                    }
-                    AllocDecl::Hoisted(d) => {
-                        self.hoisted.push(d);
-                        self.scoped(buffer.data(), body)?;
-                    }
-                    AllocDecl::Heap => {
-                        let rounded = bytes.div_ceil(64) * 64;
-                        self.line("{");
-                        self.indent += 1;
-                        self.line(&format!(
-                            "{c}* {name} = ({c}*)aligned_alloc(64, {rounded});"
-                        ));
-                        self.line(&format!("if ({name} == NULL) {{"));
-                        self.line("  #pragma omp atomic write");
-                        self.line("  tsr_status = -1;");
-                        self.line("} else {");
-                        self.indent += 1;
-                        self.scoped(buffer.data(), body)?;
-                        self.line(&format!("free({name});"));
-                        self.indent -= 1;
-                        self.line("}");
-                        self.indent -= 1;
-                        self.line("}");
-                    }
-                }
+                self.allocate(buffer, body)?;
             }
             StmtNode::IfThenElse {
                 cond,

@@ -6,7 +6,7 @@ use super::flatten::flat_ramp;
 use super::names::{mask_elem, scalar_c, suffix};
 use super::printer::{math_call, operands, Gen, Ty};
 use crate::backend::BackendError;
-use tessera_ir::{BinOp, CmpOp, DataType, Expr, ExprNode, Intrinsic};
+use tessera_ir::{BinOp, Buffer, CmpOp, DataType, Expr, ExprNode, Intrinsic};
 
 impl Gen<'_> {
     pub(super) fn broadcast_code(&mut self, value: String, t: DataType, lanes: u16) -> String {
@@ -137,6 +137,126 @@ impl Gen<'_> {
         format!("({{ {decls}({vt}){{{}}}; }})", lanes_code.join(", "))
     }
 
+    /// A vector arithmetic operation (`e` is `a op b`, `lanes` lanes of `el`).
+    fn vector_binary(
+        &mut self,
+        e: &Expr,
+        op: &BinOp,
+        a: &Expr,
+        b: &Expr,
+        el: DataType,
+        lanes: u16,
+    ) -> Result<String, BackendError> {
+        if el.is_bool() {
+            return Err(self.err(format!("{op:?} of bool vectors")));
+        }
+        let x = self.vector_as(a, el, lanes)?;
+        let y = self.vector_as(b, el, lanes)?;
+        Ok(match (op, el.is_float()) {
+            // Signed lanes wrap like the interpreter's integers: through the
+            // unsigned type (GCC would otherwise assume they never overflow).
+            (BinOp::Add | BinOp::Sub | BinOp::Mul, false) if el.is_int() => {
+                let sym = match op {
+                    BinOp::Add => "+",
+                    BinOp::Sub => "-",
+                    _ => "*",
+                };
+                let vt = self.vt(el, lanes);
+                let ut = self.vt(DataType::uint(el.bits), lanes);
+                let d = self.dialect;
+                let wrapped = format!(
+                    "(({}) {sym} ({}))",
+                    d.reinterpret(&x, &ut),
+                    d.reinterpret(&y, &ut)
+                );
+                format!("({})", d.reinterpret(&wrapped, &vt))
+            }
+            (BinOp::Add, _) => format!("({x} + {y})"),
+            (BinOp::Sub, _) => format!("({x} - {y})"),
+            (BinOp::Mul, _) => format!("({x} * {y})"),
+            (BinOp::Div, _) => format!("({x} / {y})"),
+            (BinOp::Mod, false) => format!("({x} % {y})"),
+            (BinOp::Min | BinOp::Max, _) => {
+                let (ta, tb) = (self.fresh(), self.fresh());
+                let vt = self.vt(el, lanes);
+                let cmp = if *op == BinOp::Min { "<" } else { ">" };
+                // Like the interpreter (IEEE minNum/maxNum): a NaN operand loses.
+                let m = if el.is_float() {
+                    format!("(({ta} {cmp} {tb}) | ({tb} != {tb}))")
+                } else {
+                    format!("({ta} {cmp} {tb})")
+                };
+                let inner = self.blend(
+                    m,
+                    Ty::M(el.bits.max(8), lanes),
+                    ta.clone(),
+                    tb.clone(),
+                    el,
+                    lanes,
+                );
+                format!("({{ {vt} {ta} = {x}; {vt} {tb} = {y}; {inner}; }})")
+            }
+            _ => {
+                // floordiv / floormod / float mod: lane by lane with the scalar helpers.
+                let s = e.dtype().element_of();
+                let name = suffix(s);
+                let op = *op;
+                let d = self.dialect;
+                self.per_lane(vec![x, y], el, lanes, |a| match (op, s.is_float()) {
+                    (BinOp::FloorDiv, false) => {
+                        format!("tsr_floordiv_{name}({}, {})", a[0], a[1])
+                    }
+                    (BinOp::FloorMod, false) => {
+                        format!("tsr_floormod_{name}({}, {})", a[0], a[1])
+                    }
+                    (BinOp::FloorDiv, true) => {
+                        format!("{}({} / {})", d.math_fn("floor", s), a[0], a[1])
+                    }
+                    (BinOp::FloorMod, true) => format!(
+                        "({0} - {2}({0} / {1}) * {1})",
+                        a[0],
+                        a[1],
+                        d.math_fn("floor", s)
+                    ),
+                    _ => format!("{}({}, {})", d.math_fn("fmod", s), a[0], a[1]),
+                })
+            }
+        })
+    }
+
+    /// A vector load: one vector access where the lanes are contiguous, a broadcast where
+    /// they read one element, else a gather lane by lane.
+    fn vector_load(
+        &mut self,
+        buffer: &Buffer,
+        indices: &[Expr],
+        el: DataType,
+        lanes: u16,
+    ) -> Result<String, BackendError> {
+        let name = self.use_buffer(buffer)?;
+        let vt = self.vt(el, lanes);
+        match flat_ramp(buffer, indices) {
+            Some((base, 1)) => {
+                let b = self.scalar(&base)?;
+                Ok(self.dialect.vector_load(&vt, &name, &b, lanes))
+            }
+            Some((base, 0)) => {
+                let b = self.scalar(&base)?;
+                Ok(self.broadcast_code(format!("{name}[{b}]"), el, lanes))
+            }
+            _ => {
+                let (idx, idx_t) = self.flat_vector(buffer, indices, lanes)?;
+                let it = self.vt(idx_t, lanes);
+                let ti = self.fresh();
+                let elems: Vec<String> = (0..lanes).map(|i| format!("{name}[{ti}[{i}]]")).collect();
+                Ok(format!(
+                    "({{ {it} {ti} = {idx}; ({vt}){{{}}}; }})",
+                    elems.join(", ")
+                ))
+            }
+        }
+    }
+
     pub(super) fn vector(&mut self, e: &Expr) -> Result<(String, Ty), BackendError> {
         let t = e.dtype();
         let (el, lanes) = (t.element_of(), t.lanes);
@@ -175,84 +295,10 @@ impl Gen<'_> {
                 let v = self.scalar(value)?;
                 (self.broadcast_code(v, el, *lanes), Ty::V(el, *lanes))
             }
-            ExprNode::Binary { op, a, b } => {
-                if el.is_bool() {
-                    return Err(self.err(format!("{op:?} of bool vectors")));
-                }
-                let x = self.vector_as(a, el, lanes)?;
-                let y = self.vector_as(b, el, lanes)?;
-                let code = match (op, el.is_float()) {
-                    // Signed lanes wrap like the interpreter's integers: through the
-                    // unsigned type (GCC would otherwise assume they never overflow).
-                    (BinOp::Add | BinOp::Sub | BinOp::Mul, false) if el.is_int() => {
-                        let sym = match op {
-                            BinOp::Add => "+",
-                            BinOp::Sub => "-",
-                            _ => "*",
-                        };
-                        let vt = self.vt(el, lanes);
-                        let ut = self.vt(DataType::uint(el.bits), lanes);
-                        let d = self.dialect;
-                        let wrapped = format!(
-                            "(({}) {sym} ({}))",
-                            d.reinterpret(&x, &ut),
-                            d.reinterpret(&y, &ut)
-                        );
-                        format!("({})", d.reinterpret(&wrapped, &vt))
-                    }
-                    (BinOp::Add, _) => format!("({x} + {y})"),
-                    (BinOp::Sub, _) => format!("({x} - {y})"),
-                    (BinOp::Mul, _) => format!("({x} * {y})"),
-                    (BinOp::Div, _) => format!("({x} / {y})"),
-                    (BinOp::Mod, false) => format!("({x} % {y})"),
-                    (BinOp::Min | BinOp::Max, _) => {
-                        let (ta, tb) = (self.fresh(), self.fresh());
-                        let vt = self.vt(el, lanes);
-                        let cmp = if *op == BinOp::Min { "<" } else { ">" };
-                        // Like the interpreter (IEEE minNum/maxNum): a NaN operand loses.
-                        let m = if el.is_float() {
-                            format!("(({ta} {cmp} {tb}) | ({tb} != {tb}))")
-                        } else {
-                            format!("({ta} {cmp} {tb})")
-                        };
-                        let inner = self.blend(
-                            m,
-                            Ty::M(el.bits.max(8), lanes),
-                            ta.clone(),
-                            tb.clone(),
-                            el,
-                            lanes,
-                        );
-                        format!("({{ {vt} {ta} = {x}; {vt} {tb} = {y}; {inner}; }})")
-                    }
-                    _ => {
-                        // floordiv / floormod / float mod: lane by lane with the scalar helpers.
-                        let s = e.dtype().element_of();
-                        let name = suffix(s);
-                        let op = *op;
-                        let d = self.dialect;
-                        self.per_lane(vec![x, y], el, lanes, |a| match (op, s.is_float()) {
-                            (BinOp::FloorDiv, false) => {
-                                format!("tsr_floordiv_{name}({}, {})", a[0], a[1])
-                            }
-                            (BinOp::FloorMod, false) => {
-                                format!("tsr_floormod_{name}({}, {})", a[0], a[1])
-                            }
-                            (BinOp::FloorDiv, true) => {
-                                format!("{}({} / {})", d.math_fn("floor", s), a[0], a[1])
-                            }
-                            (BinOp::FloorMod, true) => format!(
-                                "({0} - {2}({0} / {1}) * {1})",
-                                a[0],
-                                a[1],
-                                d.math_fn("floor", s)
-                            ),
-                            _ => format!("{}({}, {})", d.math_fn("fmod", s), a[0], a[1]),
-                        })
-                    }
-                };
-                (code, Ty::V(el, lanes))
-            }
+            ExprNode::Binary { op, a, b } => (
+                self.vector_binary(e, op, a, b, el, lanes)?,
+                Ty::V(el, lanes),
+            ),
             ExprNode::Cmp { op, a, b } => {
                 // Bools compare as 0/1 (a mask's true, -1, would order below false).
                 let at = a.dtype().element_of();
@@ -350,37 +396,10 @@ impl Gen<'_> {
                 let v = self.vector_as(value, dtype.element_of(), lanes)?;
                 (v, Ty::V(dtype.element_of(), lanes))
             }
-            ExprNode::Load { buffer, indices } => {
-                let name = self.use_buffer(buffer)?;
-                let vt = self.vt(el, lanes);
-                match flat_ramp(buffer, indices) {
-                    Some((base, 1)) => {
-                        let b = self.scalar(&base)?;
-                        (
-                            self.dialect.vector_load(&vt, &name, &b, lanes),
-                            Ty::V(el, lanes),
-                        )
-                    }
-                    Some((base, 0)) => {
-                        let b = self.scalar(&base)?;
-                        (
-                            self.broadcast_code(format!("{name}[{b}]"), el, lanes),
-                            Ty::V(el, lanes),
-                        )
-                    }
-                    _ => {
-                        let (idx, idx_t) = self.flat_vector(buffer, indices, lanes)?;
-                        let it = self.vt(idx_t, lanes);
-                        let ti = self.fresh();
-                        let elems: Vec<String> =
-                            (0..lanes).map(|i| format!("{name}[{ti}[{i}]]")).collect();
-                        (
-                            format!("({{ {it} {ti} = {idx}; ({vt}){{{}}}; }})", elems.join(", ")),
-                            Ty::V(el, lanes),
-                        )
-                    }
-                }
-            }
+            ExprNode::Load { buffer, indices } => (
+                self.vector_load(buffer, indices, el, lanes)?,
+                Ty::V(el, lanes),
+            ),
             ExprNode::Var(_) | ExprNode::IntImm { .. } | ExprNode::FloatImm { .. } => {
                 return Err(self.err("a scalar leaf typed as a vector"))
             }

@@ -261,9 +261,9 @@ struct PoolNd {
 }
 
 /// TVM's `pool_impl_nd` over the dimensions `p.axes` of `x`.
-fn pool_impl_nd(op: &str, x: &Tensor, pool_type: PoolType, p: &PoolNd) -> Result<Tensor, TeError> {
-    check_dtype(op, x)?;
-    let k_size = p.axes.len();
+/// The window's sizes, strides and dilations are positive and fit int32 indices, the
+/// padding is not negative.
+fn check_pool_attrs(op: &str, p: &PoolNd) -> Result<(), TeError> {
     for (attr, v) in [
         ("pool_size", &p.kernel),
         ("strides", &p.stride),
@@ -290,6 +290,13 @@ fn pool_impl_nd(op: &str, x: &Tensor, pool_type: PoolType, p: &PoolNd) -> Result
             ),
         ));
     }
+    Ok(())
+}
+
+fn pool_impl_nd(op: &str, x: &Tensor, pool_type: PoolType, p: &PoolNd) -> Result<Tensor, TeError> {
+    check_dtype(op, x)?;
+    check_pool_attrs(op, p)?;
+    let k_size = p.axes.len();
     let dshape = x.shape();
     let mut out_shape = dshape.to_vec();
     let mut offset = vec![0i64; k_size];
