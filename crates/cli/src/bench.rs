@@ -1,13 +1,6 @@
-//! `tessera bench`: Tessera's default CPU schedules against the `gemm` crate, timed in one
-//! run, single-threaded and with two threads, with the ratios printed.
-//!
-//! - float32 matmul 1024×1024×1024: our default schedule vs `gemm::gemm` (sgemm, AVX-512
-//!   kernels via the crate's `x86-v4` feature);
-//! - the same loop nest without vectorization, to show what vectorization brings;
-//! - float32 dense 1024×1024×1024 (weight `[N, K]`): our default schedule vs the same
-//!   sgemm reading the weight transposed;
-//! - ResNet conv2d NHWC 1×56×56×64 ⊛ 3×3×64×64, stride 1, pad 1: our default schedule vs
-//!   im2col + the same sgemm (the im2col copy is part of the peer's time).
+//! `tessera bench`: the peer benchmark of `tessera_peerbench` (our default CPU schedules,
+//! or a log's best for one operator, against the `gemm` crate in one run), printed as
+//! tables with the ratios.
 
 use clap::Args;
 
@@ -44,478 +37,57 @@ pub fn run(_: BenchArgs) -> anyhow::Result<()> {
 }
 
 #[cfg(feature = "bench")]
-pub use imp::run;
-
-#[cfg(feature = "bench")]
-mod imp {
-    use super::BenchArgs;
-    use anyhow::{Context, Result};
-    use gemm::Parallelism;
-    use tessera_backends::{Backend, CpuBackend, Target};
-    use tessera_runtime::{Module, NDArray, TimeEvaluator};
-    use tessera_te::catalog::{OpAttrs, OpSpec};
-    use tessera_te::schedules::CpuParams;
-
-    /// Which build of our schedule to time.
-    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-    enum Variant {
-        /// The default schedule.
-        Vectorized,
-        /// The same loop nest without the vectorize annotations; the C compiler may
-        /// still auto-vectorize it.
-        Scalar,
-        /// The same, with the C compiler's auto-vectorization turned off.
-        ScalarNoAutoVec,
+pub fn run(a: BenchArgs) -> anyhow::Result<()> {
+    use tessera_peerbench::{compare_tuned, kernel_rows, Timing};
+    // OpenMP worker threads that spin after a parallel region steal the core the peer's
+    // threads need (and the reverse); both sides yield when idle instead. Read by the
+    // OpenMP runtime when the first kernel loads, which is later.
+    if std::env::var_os("OMP_WAIT_POLICY").is_none() {
+        std::env::set_var("OMP_WAIT_POLICY", "PASSIVE");
     }
-
-    /// Median milliseconds of `f`, timed with TVM's conventions.
-    fn time(ev: &TimeEvaluator, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
-        Ok(ev.evaluate(&mut f)?.median_ms())
-    }
-
-    /// One workload: the catalog operator, its input values and the peer's output.
-    struct Case<'a> {
-        spec: &'a OpSpec,
-        inputs: &'a [NDArray],
-        want: &'a NDArray,
-    }
-
-    /// Builds the case's operator with our default schedule for `threads` threads and
-    /// returns its median time, checking it against the peer's output.
-    fn ours(
-        ev: &TimeEvaluator,
-        case: &Case,
-        threads: usize,
-        variant: Variant,
-        dir: &std::path::Path,
-    ) -> Result<f64> {
-        let target: Target = format!("cpu -num-cores={threads}").parse()?;
-        let backend = match variant {
-            Variant::ScalarNoAutoVec => CpuBackend::new(target)
-                .with_extra_cflags(&["-fno-tree-vectorize", "-fno-tree-slp-vectorize"]),
-            _ => CpuBackend::new(target),
-        };
-        let vectorize = variant == Variant::Vectorized;
-        let hw = backend.hardware_params();
-        let p = CpuParams {
-            vector_lanes: hw.f32_lanes(),
-            num_cores: threads,
-            vectorize,
-            gpu_threads: 0,
-        };
-        let name = format!("{}_{threads}t_{variant:?}", case.spec.name);
-        let func = case.spec.default_func(p, &name)?;
-        time_func(ev, case, &backend, &func, dir)
-    }
-
-    /// Builds `func` (arguments: the case's inputs, then its output), checks its output
-    /// against the peer's and returns its median time.
-    fn time_func(
-        ev: &TimeEvaluator,
-        case: &Case,
-        backend: &CpuBackend,
-        func: &tessera_ir::PrimFunc,
-        dir: &std::path::Path,
-    ) -> Result<f64> {
-        let module = Module::load(&backend.build(func, dir)?)?;
-        let mut arrays: Vec<NDArray> = case.inputs.to_vec();
-        arrays.push(NDArray::zeros(case.want.dtype(), case.want.shape())?);
-        let mut refs: Vec<&mut NDArray> = arrays.iter_mut().collect();
-        module.call(&mut refs)?;
-        refs.last()
-            .expect("output")
-            .allclose(case.want, 1e-3, 1e-3)
-            .context("our kernel differs from the gemm crate")?;
-        Ok(module.time_with(ev, &mut refs)?.median_ms())
-    }
-
-    /// How the right-hand operand of [`sgemm`] is stored.
-    #[derive(Clone, Copy, PartialEq, Eq)]
-    enum Rhs {
-        /// `b[k×n]`, row-major.
-        KxN,
-        /// `w[n×k]`, row-major: the product is `a · wᵀ` (dense).
-        NxK,
-    }
-
-    /// `c[m×n] = a[m×k] · b` for `(m, n, k)`, row-major, with the gemm crate.
-    fn sgemm(
-        (m, n, k): (usize, usize, usize),
-        a: &[f32],
-        b: &[f32],
-        rhs: Rhs,
-        c: &mut [f32],
-        threads: usize,
-    ) {
-        let par = if threads > 1 {
-            Parallelism::Rayon(threads)
-        } else {
-            Parallelism::None
-        };
-        assert!(
-            a.len() >= m * k && b.len() >= k * n && c.len() >= m * n,
-            "sgemm operand sizes"
-        );
-        // (column stride, row stride) of b read as a k×n matrix.
-        let (b_cs, b_rs) = match rhs {
-            Rhs::KxN => (1, n as isize),
-            Rhs::NxK => (k as isize, 1),
-        };
-        // SAFETY: the slices hold m×k, k×n and m×n elements (checked above), read with the
-        // strides of their layouts, and `c` does not alias `a` or `b` (distinct borrows).
-        unsafe {
-            gemm::gemm(
-                m,
-                n,
-                k,
-                c.as_mut_ptr(),
-                1,
-                n as isize,
-                false,
-                a.as_ptr(),
-                1,
-                k as isize,
-                b.as_ptr(),
-                b_cs,
-                b_rs,
-                0.0f32,
-                1.0f32,
-                false,
-                false,
-                false,
-                par,
-            );
-        }
-    }
-
-    /// A stride-1 convolution of one NHWC image: input h×w×c, kernel kh×kw, zero padding.
-    #[derive(Clone, Copy)]
-    struct ConvShape {
-        h: usize,
-        w: usize,
-        c: usize,
-        kh: usize,
-        kw: usize,
-        pad: usize,
-    }
-
-    fn im2col(x: &[f32], cs: ConvShape, cols: &mut [f32]) {
-        let ConvShape {
-            h,
-            w,
-            c,
-            kh,
-            kw,
-            pad,
-        } = cs;
-        let (oh, ow) = (h + 2 * pad - kh + 1, w + 2 * pad - kw + 1);
-        let kdim = kh * kw * c;
-        for y in 0..oh {
-            for xx in 0..ow {
-                let row = &mut cols[(y * ow + xx) * kdim..(y * ow + xx + 1) * kdim];
-                for ry in 0..kh {
-                    for rx in 0..kw {
-                        let (iy, ix) = (
-                            (y + ry) as isize - pad as isize,
-                            (xx + rx) as isize - pad as isize,
-                        );
-                        let dst = &mut row[(ry * kw + rx) * c..(ry * kw + rx + 1) * c];
-                        if iy < 0 || ix < 0 || iy >= h as isize || ix >= w as isize {
-                            dst.fill(0.0);
-                        } else {
-                            let src = (iy as usize * w + ix as usize) * c;
-                            dst.copy_from_slice(&x[src..src + c]);
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    /// The peer's computation, writing the output.
-    type Peer = Box<dyn FnMut(&mut [f32])>;
-
-    /// The peer of a tuned operator: `gemm` for matmul, im2col + `gemm` for a conv2d of
-    /// one image with an odd square kernel and "same" padding; `vals` are its inputs.
-    fn peer_for(spec: &OpSpec, vals: &[Vec<f32>], threads: usize) -> Result<(&'static str, Peer)> {
-        let (av, bv) = match vals {
-            [a, b] => (a.clone(), b.clone()),
-            _ => anyhow::bail!("bench --op takes an operator of two inputs"),
-        };
-        Ok(match (spec.name.as_str(), &spec.shape[..]) {
-            ("matmul", &[m, n, k]) => {
-                let (m, n, k) = (m as usize, n as usize, k as usize);
-                (
-                    "gemm sgemm",
-                    Box::new(move |o| sgemm((m, n, k), &av, &bv, Rhs::KxN, o, threads)),
-                )
-            }
-            ("conv2d", &[1, h, w, ci, co, kh, kw]) if kh == kw && kh % 2 == 1 => {
-                let cs = ConvShape {
-                    h: h as usize,
-                    w: w as usize,
-                    c: ci as usize,
-                    kh: kh as usize,
-                    kw: kw as usize,
-                    pad: (kh / 2) as usize,
-                };
-                let mut cols = vec![0f32; cs.h * cs.w * cs.kh * cs.kw * cs.c];
-                let kdim = cs.kh * cs.kw * cs.c;
-                (
-                    "im2col + gemm sgemm",
-                    Box::new(move |o| {
-                        im2col(&av, cs, &mut cols);
-                        let mnk = (cs.h * cs.w, co as usize, kdim);
-                        sgemm(mnk, &cols, &bv, Rhs::KxN, o, threads)
-                    }),
-                )
-            }
-            _ => anyhow::bail!(
-                "bench --op takes matmul M,N,K or conv2d 1,H,W,C_IN,C_OUT,K,K (odd K)"
-            ),
-        })
-    }
-
-    /// The best step history of `log` for `op` against the default schedule and the peer.
-    fn tuned(
-        ev: &TimeEvaluator,
-        op: &str,
-        shape: &str,
-        attrs: &crate::op::OpAttrArgs,
-        log: &std::path::Path,
-        threads: usize,
-    ) -> Result<()> {
-        let dims = crate::tune::parse_dims(shape)?;
+    let timing = Timing {
+        repeat: a.repeat,
+        min_repeat_ms: a.min_repeat_ms,
+    };
+    if let (Some(op), Some(shape), Some(log)) = (&a.op, &a.op_shape, &a.log) {
         // the workload `tessera tune --op` tunes with the same flags
-        let spec = OpSpec::new(op, &dims, attrs.attrs()?)?;
-        let dag = spec.dag()?;
+        let dims = crate::tune::parse_dims(shape)?;
+        let spec = tessera_te::catalog::OpSpec::new(op, &dims, a.op_attrs.attrs()?)?;
         let loaded = crate::records::load_warn(log)?;
-        // the history best among the step histories (the median of each one's
-        // measurements, as `tessera run --log` chooses)
-        let (func, best) =
-            tessera_search::tasks::best_program(&dag, &loaded.records, "cpu", "tuned")?
-                .with_context(|| {
-                    format!(
-                        "{}: no successful step history for {op} {shape}",
-                        log.display()
-                    )
-                })?;
-        let (ins, outs) = spec.tensors()?;
-        let out = outs.first().context("the operator has no output")?;
-        let inputs: Vec<NDArray> = ins
-            .iter()
-            .enumerate()
-            .map(|(i, t)| random_like(t, 11 + i as u64))
-            .collect::<Result<_, _>>()?;
-        let vals: Vec<Vec<f32>> = inputs
-            .iter()
-            .map(|x| Ok(x.as_slice::<f32>()?.to_vec()))
-            .collect::<Result<_>>()?;
-        let (peer_name, mut peer) = peer_for(&spec, &vals, threads)?;
-        let mut ov = vec![0f32; shape_of(out).iter().product()];
-        peer(&mut ov);
-        let want = NDArray::from_slice_f32(&shape_of(out), &ov)?;
-        let case = Case {
-            spec: &spec,
-            inputs: &inputs,
-            want: &want,
-        };
-        let dir = tempfile::tempdir()?;
-        let backend = CpuBackend::new(format!("cpu -num-cores={threads}").parse()?);
-        let peer_ms = time(ev, || {
-            peer(&mut ov);
-            Ok(())
-        })?;
-        let tuned_ms = time_func(ev, &case, &backend, &func, dir.path())?;
-        let default_ms = ours(ev, &case, threads, Variant::Vectorized, dir.path())?;
-        let g = |ms: f64| dag.flop_count() / (ms * 1e-3) / 1e9;
+        let c = compare_tuned(&spec, &loaded.records, a.threads, &timing)?;
         println!(
-            "{op} {shape}, {threads} threads; best of {log} (record measured at {:.3} ms)",
-            best.result.mean_cost() * 1e3,
-            log = log.display()
+            "{op} {shape}, {} threads; best of {} (record measured at {:.3} ms)",
+            a.threads.max(1),
+            log.display(),
+            c.record_ms
         );
-        println!("| schedule | ms | GFLOPS | speed / {peer_name} |");
+        println!("| schedule | ms | GFLOPS | speed / {} |", c.peer);
         println!("|---|---|---|---|");
         for (what, ms) in [
-            ("auto-scheduler best", tuned_ms),
-            ("default schedule", default_ms),
-            (peer_name, peer_ms),
+            ("auto-scheduler best", c.tuned_ms),
+            ("default schedule", c.default_ms),
+            (c.peer, c.peer_ms),
         ] {
-            println!("| {what} | {ms:.3} | {:.1} | {:.2} |", g(ms), peer_ms / ms);
+            let gflops = c.flop / (ms * 1e-3) / 1e9;
+            println!("| {what} | {ms:.3} | {gflops:.1} | {:.2} |", c.peer_ms / ms);
         }
-        Ok(())
+        return Ok(());
     }
-
-    fn shape_of(t: &tessera_te::Tensor) -> Vec<usize> {
-        t.shape().iter().map(|&d| d as usize).collect()
-    }
-
-    /// Seeded random values in [-1, 1) of the tensor's type and shape.
-    fn random_like(t: &tessera_te::Tensor, seed: u64) -> Result<NDArray> {
-        Ok(NDArray::random_uniform(
-            t.dtype(),
-            &shape_of(t),
-            seed,
-            -1.0,
-            1.0,
-        )?)
-    }
-
-    struct Row {
-        what: String,
-        threads: usize,
-        ours_ms: f64,
-        peer: String,
-        peer_ms: f64,
-        flops: f64,
-    }
-
-    /// matmul and dense 1024³ (dense's weight stored [N, K]) against sgemm; matmul also
-    /// against its own loop nest unvectorized.
-    fn gemm_rows(ev: &TimeEvaluator, dir: &std::path::Path) -> Result<Vec<Row>> {
-        let n = 1024usize;
-        let nn = n as i64;
-        let mm_spec = OpSpec::new("matmul", &[nn, nn, nn], OpAttrs::default())?;
-        let dense_spec = OpSpec::new("dense", &[nn, nn, nn], OpAttrs::default())?;
-        let (ins, _) = mm_spec.tensors()?;
-        let inputs = [random_like(&ins[0], 1)?, random_like(&ins[1], 2)?];
-        let (av, bv) = (
-            inputs[0].as_slice::<f32>()?.to_vec(),
-            inputs[1].as_slice::<f32>()?.to_vec(),
+    println!("| workload | threads | tessera (ms) | tessera GFLOPS | peer | peer (ms) | peer GFLOPS | tessera speed / peer speed |");
+    println!("|---|---|---|---|---|---|---|---|");
+    for r in kernel_rows(&timing)? {
+        let g = |ms: f64| r.flops / (ms * 1e-3) / 1e9;
+        println!(
+            "| {} | {} | {:.3} | {:.1} | {} | {:.3} | {:.1} | {:.2} |",
+            r.what,
+            r.threads,
+            r.ours_ms,
+            g(r.ours_ms),
+            r.peer,
+            r.peer_ms,
+            g(r.peer_ms),
+            r.peer_ms / r.ours_ms
         );
-        let mut rows = Vec::new();
-        for (spec, rhs, peer) in [
-            (&mm_spec, Rhs::KxN, "gemm sgemm"),
-            (&dense_spec, Rhs::NxK, "gemm sgemm (B transposed)"),
-        ] {
-            let flops = spec.dag()?.flop_count();
-            let mut cv = vec![0f32; n * n];
-            sgemm((n, n, n), &av, &bv, rhs, &mut cv, 1);
-            let want = NDArray::from_slice_f32(&[n, n], &cv)?;
-            let case = Case {
-                spec,
-                inputs: &inputs,
-                want: &want,
-            };
-            for threads in [1, 2] {
-                let peer_ms = time(ev, || {
-                    sgemm((n, n, n), &av, &bv, rhs, &mut cv, threads);
-                    Ok(())
-                })?;
-                let mm = |v: Variant| ours(ev, &case, threads, v, dir);
-                let ours_ms = mm(Variant::Vectorized)?;
-                let row = |what: &str, peer: &str, peer_ms: f64| Row {
-                    what: what.into(),
-                    threads,
-                    ours_ms,
-                    peer: peer.into(),
-                    peer_ms,
-                    flops,
-                };
-                rows.push(row(&format!("{} {n}x{n}x{n}", spec.name), peer, peer_ms));
-                if spec.name == "matmul" {
-                    let what = "matmul, same loop nest";
-                    let on = "unvectorized (C auto-vectorization on)";
-                    rows.push(row(what, on, mm(Variant::Scalar)?));
-                    let off = "unvectorized (C auto-vectorization off)";
-                    rows.push(row(what, off, mm(Variant::ScalarNoAutoVec)?));
-                }
-            }
-        }
-        Ok(rows)
     }
-
-    /// ResNet's conv2d NHWC 1×56×56×64 ⊛ 3×3×64×64, pad 1, against im2col + sgemm.
-    fn conv2d_rows(ev: &TimeEvaluator, dir: &std::path::Path) -> Result<Vec<Row>> {
-        let (h, w, ci, co, k, pad) = (56usize, 56usize, 64usize, 64usize, 3usize, 1usize);
-        let conv_spec = OpSpec::new(
-            "conv2d",
-            &[1, h, w, ci, co, k, k].map(|d| d as i64),
-            OpAttrs {
-                pad: Some(pad as i64),
-                ..OpAttrs::default()
-            },
-        )?;
-        let cs = ConvShape {
-            h,
-            w,
-            c: ci,
-            kh: k,
-            kw: k,
-            pad,
-        };
-        let flops = conv_spec.dag()?.flop_count();
-        let (ins, _) = conv_spec.tensors()?;
-        let inputs = [random_like(&ins[0], 3)?, random_like(&ins[1], 4)?];
-        let (dv, kv) = (
-            inputs[0].as_slice::<f32>()?.to_vec(),
-            inputs[1].as_slice::<f32>()?.to_vec(),
-        );
-        let mut cols = vec![0f32; h * w * k * k * ci];
-        let mut ov = vec![0f32; h * w * co];
-        let mnk = (h * w, co, k * k * ci);
-        im2col(&dv, cs, &mut cols);
-        sgemm(mnk, &cols, &kv, Rhs::KxN, &mut ov, 1);
-        let want = NDArray::from_slice_f32(&[1, h, w, co], &ov)?;
-        let case = Case {
-            spec: &conv_spec,
-            inputs: &inputs,
-            want: &want,
-        };
-        let mut rows = Vec::new();
-        for threads in [1, 2] {
-            let peer_ms = time(ev, || {
-                im2col(&dv, cs, &mut cols);
-                sgemm(mnk, &cols, &kv, Rhs::KxN, &mut ov, threads);
-                Ok(())
-            })?;
-            rows.push(Row {
-                what: "conv2d NHWC 1x56x56x64, 3x3x64x64, pad 1".into(),
-                threads,
-                ours_ms: ours(ev, &case, threads, Variant::Vectorized, dir)?,
-                peer: "im2col + gemm sgemm".into(),
-                peer_ms,
-                flops,
-            });
-        }
-        Ok(rows)
-    }
-
-    pub fn run(a: BenchArgs) -> Result<()> {
-        // OpenMP worker threads that spin after a parallel region steal the core the
-        // peer's threads need (and the reverse); both sides yield when idle instead.
-        // Read by the OpenMP runtime when the first kernel loads, which is later.
-        if std::env::var_os("OMP_WAIT_POLICY").is_none() {
-            std::env::set_var("OMP_WAIT_POLICY", "PASSIVE");
-        }
-        let ev = TimeEvaluator {
-            number: 1,
-            repeat: a.repeat.max(1),
-            min_repeat_ms: a.min_repeat_ms,
-            cache_flush: false,
-        };
-        if let (Some(op), Some(shape), Some(log)) = (&a.op, &a.op_shape, &a.log) {
-            return tuned(&ev, op, shape, &a.op_attrs, log, a.threads.max(1));
-        }
-        let dir = tempfile::tempdir()?;
-        let mut rows = gemm_rows(&ev, dir.path())?;
-        rows.extend(conv2d_rows(&ev, dir.path())?);
-        println!("| workload | threads | tessera (ms) | tessera GFLOPS | peer | peer (ms) | peer GFLOPS | tessera speed / peer speed |");
-        println!("|---|---|---|---|---|---|---|---|");
-        for r in &rows {
-            let g = |ms: f64| r.flops / (ms * 1e-3) / 1e9;
-            println!(
-                "| {} | {} | {:.3} | {:.1} | {} | {:.3} | {:.1} | {:.2} |",
-                r.what,
-                r.threads,
-                r.ours_ms,
-                g(r.ours_ms),
-                r.peer,
-                r.peer_ms,
-                g(r.peer_ms),
-                r.peer_ms / r.ours_ms
-            );
-        }
-        Ok(())
-    }
+    Ok(())
 }
