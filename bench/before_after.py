@@ -8,6 +8,8 @@ side's best, the per-round ratio after/before (median, min), the ratio of the mi
 and the CPU steal over the run (/proc/stat).
 
     python3 bench/before_after.py --before OLD_EXE --after target/release/tessera --rounds 5
+
+With `--templates`, template tuning's trials per minute too (`tune --templates`).
 """
 import argparse
 import os
@@ -30,13 +32,13 @@ def resnet_ms(exe, repeat):
     return float(lines[i + 1].split()[1])
 
 
-def tune_trials_per_min(exe, trials):
+def tune_trials_per_min(exe, trials, extra):
     with tempfile.TemporaryDirectory() as d:
         env = dict(os.environ, TESSERA_CACHE_DIR=os.path.join(d, "tc"))
         os.makedirs(env["TESSERA_CACHE_DIR"])
         t0 = time.monotonic()
         subprocess.run([exe, "tune", "--op", "conv2d", "--op-shape", "1,56,56,64,64,3,3",
-                        "--trials", str(trials), "--log", os.path.join(d, "log.json")],
+                        "--trials", str(trials), "--log", os.path.join(d, "log.json")] + extra,
                        check=True, capture_output=True, text=True, env=env)
         return trials / ((time.monotonic() - t0) / 60.0)
 
@@ -48,13 +50,20 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--trials", type=int, default=64)
+    ap.add_argument("--templates", action="store_true",
+                    help="also time template tuning (`tune --templates`, AutoTVM's XGB tuner)")
     a = ap.parse_args()
     t0 = cpu_times()
     res = {"resnet-18 untuned ms": ([], []), "tune trials/min": ([], [])}
+    if a.templates:
+        res["tune --templates trials/min"] = ([], [])
     for r in range(a.rounds):
         for side, exe in ((0, a.before), (1, a.after)) if r % 2 == 0 else ((1, a.after), (0, a.before)):
             res["resnet-18 untuned ms"][side].append(resnet_ms(exe, a.repeat))
-            res["tune trials/min"][side].append(tune_trials_per_min(exe, a.trials))
+            res["tune trials/min"][side].append(tune_trials_per_min(exe, a.trials, []))
+            if a.templates:
+                res["tune --templates trials/min"][side].append(
+                    tune_trials_per_min(exe, a.trials, ["--templates"]))
         print(f"round {r + 1}: " + "  ".join(f"{k} {v[0][-1]:.2f} / {v[1][-1]:.2f}" for k, v in res.items()),
               flush=True)
     d = [b - x for x, b in zip(t0, cpu_times())]
