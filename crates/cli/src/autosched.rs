@@ -317,6 +317,7 @@ pub fn run(args: TuneArgs) -> Result<()> {
             "trials": summary.trials,
             "tasks": tasks,
             "estimated_latency_ms": summary.estimated_latency.map(|l| l * 1e3),
+            "untuned_share": summary.untuned_share,
             "network": network,
         });
         println!("{out}");

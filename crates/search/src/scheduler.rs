@@ -3,9 +3,18 @@
 //! improvement is expected to reduce the objective — Σ weight × latency, the network's
 //! estimated latency — the most.
 //!
-//! - A warm-up round for every task first; a task with no valid schedule after it, one
-//!   whose search has nothing left to propose, or (with per-task early stopping) one
-//!   that has not improved for that many trials, is dead and gets no more rounds.
+//! - Warm-up rounds where the network's time is: a task whose default schedule's latency
+//!   was measured ([`TaskScheduler::set_baseline`]) is warmed up when the objective's
+//!   expected gain of its first round — the gradient it would have after a warm-up that
+//!   found nothing better than its default, `(1−α) · ∂f/∂g_i · (−baseline_i)` — beats
+//!   every warmed-up task's gradient; so the task holding most of the estimated time goes
+//!   first, a budget smaller than one round per task goes where it pays, and a task of
+//!   negligible share waits until the large ones stall (beyond TVM, whose warm-up takes
+//!   every task once, in order, before any gradient). Tasks without a baseline are warmed
+//!   up first, in order (TVM's warm-up when no baseline is known). A task with no valid
+//!   schedule after its warm-up, one whose search has nothing left to propose, or (with
+//!   per-task early stopping) one that has not improved for that many trials, is dead
+//!   and gets no more rounds.
 //! - `Gradient` (TVM's default; α 0.2, β 2, backward window 3): for each live task,
 //!   `∂f/∂g_i · (α·backward + (1−α)·forward)`, where `∂f/∂g_i` is the objective's
 //!   derivative by the task's latency (a finite difference, δ 1e-4), `backward` the
@@ -297,14 +306,22 @@ impl TaskScheduler {
     /// The gradient of each task (0 for dead ones).
     pub fn gradients(&self) -> Vec<f64> {
         let o = &self.opts;
-        let base = self.score(&self.best_costs);
+        // the objective's derivatives over tuned bests, else baselines: an untuned
+        // task's 1e10 would drown the finite difference
+        let costs: Vec<f64> = (0..self.tasks.len())
+            .map(|j| match (self.best_costs[j], self.baselines[j]) {
+                (c, Some(b)) if c >= NO_COST => b,
+                (c, _) => c,
+            })
+            .collect();
+        let base = self.score(&costs);
         (0..self.tasks.len())
             .map(|i| {
                 if self.dead.contains(&i) || self.rounds[i] == 0 {
                     return 0.0;
                 }
                 let delta = 1e-4;
-                let mut moved = self.best_costs.clone();
+                let mut moved = costs.clone();
                 moved[i] -= delta;
                 let chain = (base - self.score(&moved)) / delta;
                 let h = &self.history[i];
@@ -338,15 +355,87 @@ impl TaskScheduler {
             .collect()
     }
 
+    /// The gradient task `i` (not warmed up yet) would have after a warm-up that found
+    /// nothing better than its default schedule: `(1−α) · weight_i · (−baseline_i)` (the
+    /// forward term after one round, TVM's optimistic `g_i − g_i/1`, and the objective's
+    /// derivative by a task's latency, its weight). An option of a choice stands for
+    /// the choice's latency, the fastest option's estimate: what its tuning can win.
+    /// 0 without a baseline.
+    fn warmup_gradient(&self, i: usize) -> f64 {
+        let Some(baseline) = self.baselines[i] else {
+            return 0.0;
+        };
+        let t = &self.tasks[i];
+        let at_stake = match &t.choice {
+            None => baseline,
+            Some(choice) => (0..self.tasks.len())
+                .filter(|&j| self.tasks[j].choice.as_ref() == Some(choice))
+                .filter_map(|j| self.estimate_of(j).map(|(c, _)| c))
+                .fold(baseline, f64::min),
+        };
+        -(1.0 - self.opts.alpha) * t.weight * at_stake
+    }
+
+    /// The live task not warmed up yet whose default schedule holds the largest share of
+    /// the estimate (weight × baseline).
+    fn largest_unwarmed(&self) -> Option<usize> {
+        let share = |i: usize| self.tasks[i].weight * self.baselines[i].unwrap_or(0.0);
+        (0..self.tasks.len())
+            .filter(|&i| self.rounds[i] == 0 && !self.dead.contains(&i))
+            .max_by(|&a, &b| share(a).total_cmp(&share(b)).then(b.cmp(&a)))
+    }
+
+    /// The estimated latency (seconds) and the part of it in tasks never measured, which
+    /// keep their default schedules: Σ weight × baseline over them (of a choice, its
+    /// fastest option by the estimate, when that option was never measured). `None`
+    /// while the estimate is unknown.
+    pub fn untuned_part(&self) -> Option<(f64, f64)> {
+        let total = self.estimated_latency()?;
+        let mut fastest: std::collections::BTreeMap<&str, (f64, usize)> = Default::default();
+        let mut untuned = 0.0;
+        for (i, t) in self.tasks.iter().enumerate() {
+            let Some((c, _)) = self.estimate_of(i) else {
+                continue;
+            };
+            let v = t.weight * c;
+            match &t.choice {
+                None if self.trials[i] == 0 => untuned += v,
+                None => {}
+                Some(choice) => {
+                    let e = fastest.entry(choice.as_str()).or_insert((v, i));
+                    if v < e.0 {
+                        *e = (v, i);
+                    }
+                }
+            }
+        }
+        for (v, i) in fastest.into_values() {
+            if self.trials[i] == 0 {
+                untuned += v;
+            }
+        }
+        Some((total, untuned))
+    }
+
     /// The task the next round goes to (`None` when every task is dead).
     pub fn pick_next(&mut self) -> Option<usize> {
         let n = self.tasks.len();
         if self.dead.len() >= n {
             return None;
         }
-        // the warm-up: every task once, in order
-        if let Some(i) = (0..n).find(|&i| self.rounds[i] == 0 && !self.dead.contains(&i)) {
+        // tasks of unknown weight in the estimate first, in order (TVM's warm-up)
+        let unknown = |i: usize| self.rounds[i] == 0 && self.baselines[i].is_none();
+        if let Some(i) = (0..n).find(|&i| unknown(i) && !self.dead.contains(&i)) {
             return Some(i);
+        }
+        match self.opts.selection {
+            // the others' warm-ups by their share of the estimate, largest first
+            TaskSelection::RoundRobin => {
+                if let Some(i) = self.largest_unwarmed() {
+                    return Some(i);
+                }
+            }
+            TaskSelection::Gradient => {}
         }
         match self.opts.selection {
             TaskSelection::RoundRobin => {
@@ -360,7 +449,12 @@ impl TaskScheduler {
                 None
             }
             TaskSelection::Gradient => {
-                let g = self.gradients();
+                let mut g = self.gradients();
+                for (i, v) in g.iter_mut().enumerate() {
+                    if self.rounds[i] == 0 {
+                        *v = self.warmup_gradient(i);
+                    }
+                }
                 let live: Vec<usize> = (0..n).filter(|i| !self.dead.contains(i)).collect();
                 let (lo, hi) = live
                     .iter()
@@ -420,7 +514,9 @@ impl TaskScheduler {
                 return StopReason::Budget;
             }
             if let Some(e) = self.opts.early_stopping {
-                if self.ct - self.best_ct >= e && self.rounds.iter().all(|&r| r > 0) {
+                let warmed = (0..self.tasks.len())
+                    .all(|i| self.rounds[i] > 0 || self.baselines[i].is_some());
+                if self.ct - self.best_ct >= e && warmed {
                     return StopReason::EarlyStopped;
                 }
             }

@@ -133,6 +133,9 @@ pub struct SessionSummary {
     pub estimated_latency: Option<f64>,
     /// Trials this session measured (0 when the log had already spent the budget).
     pub new_trials: usize,
+    /// The share (0–1) of the estimated latency in tasks never measured, which keep
+    /// their default schedules (`TaskScheduler::untuned_part`), where it is known.
+    pub untuned_share: Option<f64>,
 }
 
 /// The per-task state of a session.
@@ -348,11 +351,16 @@ impl TuningSession {
             rounds.out(&remeasure_table(&again, &names, seconds));
         }
         rounds.out(&crate::session_report::unreached(&rounds.tasks, &scheduler));
+        let untuned = scheduler.untuned_part();
+        if let Some(line) = untuned.and_then(crate::session_report::untuned_line) {
+            rounds.out(&line);
+        }
         Ok(SessionSummary {
             trials: scheduler.total_trials(),
             best_costs: scheduler.best_costs().to_vec(),
             estimated_latency: scheduler.estimated_latency(),
             new_trials,
+            untuned_share: untuned.map(|(total, part)| part / total),
         })
     }
 }

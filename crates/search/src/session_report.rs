@@ -144,3 +144,18 @@ pub fn unreached(tasks: &[TuningTask], scheduler: &TaskScheduler) -> String {
     }
     out
 }
+
+/// The closing line on the part of the estimated latency (`total`, seconds) that stays
+/// untuned (`part`): the share of the network's time the budget never reached. `None`
+/// when every task was tuned.
+pub fn untuned_line((total, part): (f64, f64)) -> Option<String> {
+    (part > 0.0 && total > 0.0).then(|| {
+        format!(
+            "{:.1} % of the estimated latency ({:.3} of {:.3} ms) is in tasks never tuned, \
+             which keep their default schedules\n",
+            100.0 * part / total,
+            part * 1e3,
+            total * 1e3
+        )
+    })
+}

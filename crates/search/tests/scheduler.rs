@@ -410,3 +410,68 @@ fn an_option_that_cannot_win_even_tuned_gets_no_round() {
     close.set_baseline(2, 0.002);
     assert!(close.prune_options().is_empty());
 }
+
+/// A scheduler of tasks of weight `weights`, each task's default schedule measured at
+/// `baselines_ms`.
+fn with_baselines(
+    weights: &[f64],
+    baselines_ms: &[f64],
+    selection: TaskSelection,
+) -> TaskScheduler {
+    let mut s = sched(weights, opts(selection));
+    for (i, &b) in baselines_ms.iter().enumerate() {
+        s.set_baseline(i, b * 1e-3);
+    }
+    s
+}
+
+#[test]
+fn warm_ups_go_where_the_networks_time_is() {
+    // shares of the estimate (weight × default): 1, 20, 10 and 0.1 ms
+    let weights = [1.0, 1.0, 2.0, 1.0];
+    let baselines = [1.0, 20.0, 5.0, 0.1];
+    let mut s = with_baselines(&weights, &baselines, TaskSelection::Gradient);
+    let mut r = Runner::new(baselines.iter().map(|&b| task(b, b / 2.0, 50.0)).collect());
+    // a budget of three rounds, fewer than the tasks: the largest shares take them
+    s.tune(16 * 3, &mut r, &mut |_, _| {});
+    assert_eq!(r.order[0], 1, "{:?}", r.order);
+    assert!(r.order.contains(&2), "{:?}", r.order);
+    assert!(
+        !r.order.contains(&0) && !r.order.contains(&3),
+        "{:?}",
+        r.order
+    );
+    // what the budget never reached: tasks 0 and 3, 1.1 ms of the estimate
+    let (total, untuned) = s.untuned_part().unwrap();
+    assert!((untuned - 1.1e-3).abs() < 1e-12, "{untuned}");
+    assert!((total - s.estimated_latency().unwrap()).abs() < 1e-15);
+
+    // round robin warms up by share too, then takes turns
+    let mut s = with_baselines(&weights, &baselines, TaskSelection::RoundRobin);
+    let mut r = Runner::new(vec![task(5.0, 1.0, 50.0); 4]);
+    s.tune(16 * 6, &mut r, &mut |_, _| {});
+    assert_eq!(r.order, vec![1, 2, 0, 3, 0, 1]);
+    assert_eq!(s.untuned_part().map(|p| p.1), Some(0.0));
+}
+
+#[test]
+fn a_task_of_small_share_waits_until_the_large_one_stalls() {
+    // task 0 holds 10 ms and does not improve; task 1 holds 1.5 ms. Task 0's gradient,
+    // 0.8 × 10 ms / t after t flat rounds, beats task 1's warm-up value (0.8 × 1.5 ms)
+    // for t ≤ 6: task 1's warm-up is the eighth round
+    let mut s = with_baselines(&[1.0, 1.0], &[10.0, 1.5], TaskSelection::Gradient);
+    let mut r = Runner::new(vec![task(10.0, 10.0, 50.0), task(1.5, 1.0, 50.0)]);
+    s.tune(16 * 8, &mut r, &mut |_, _| {});
+    assert_eq!(r.order, vec![0, 0, 0, 0, 0, 0, 0, 1]);
+}
+
+#[test]
+fn tasks_without_a_baseline_warm_up_first_in_order() {
+    // task 1 has no measured default: its weight in the estimate is unknown
+    let mut s = sched(&[1.0, 1.0, 1.0], opts(TaskSelection::Gradient));
+    s.set_baseline(0, 1e-3);
+    s.set_baseline(2, 9e-3);
+    let mut r = Runner::new(vec![task(5.0, 1.0, 50.0); 3]);
+    s.tune(16 * 3, &mut r, &mut |_, _| {});
+    assert_eq!(&r.order[..2], &[1, 2]);
+}
