@@ -12,6 +12,11 @@
 //!
 //! And a log's best step history for one operator against its default schedule and the
 //! peer ([`compare_tuned`]).
+//!
+//! Everything here is behind the cargo feature `peer` (the CLI's `bench`), so that the
+//! workspace's build and tests compile neither this nor the `gemm` crate.
+
+#![cfg(feature = "peer")]
 
 use gemm::Parallelism;
 use tessera_backends::{Backend, CpuBackend, Target};
