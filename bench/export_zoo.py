@@ -81,6 +81,7 @@ MODELS = {
         encoder("bert_small_seq128", 4, 256, 4, 1024, 128),
     ],
     "cnn": [
+        vision("resnet50", "resnet50"),
         vision("resnext50_32x4d", "resnext50_32x4d"),
         vision("regnet_y_400mf", "regnet_y_400mf"),
         vision("efficientnet_b0", "efficientnet_b0"),

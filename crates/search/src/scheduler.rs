@@ -6,7 +6,7 @@
 //! - Warm-up rounds where the network's time is: a task whose default schedule's latency
 //!   was measured ([`TaskScheduler::set_baseline`]) is warmed up when the objective's
 //!   expected gain of its first round — the gradient it would have after a warm-up that
-//!   found nothing better than its default, `(1−α) · ∂f/∂g_i · (−baseline_i)` — beats
+//!   found nothing better than its default, `(1−α) · weight_i · (−baseline_i)` — beats
 //!   every warmed-up task's gradient; so the task holding most of the estimated time goes
 //!   first, a budget smaller than one round per task goes where it pays, and a task of
 //!   negligible share waits until the large ones stall (beyond TVM, whose warm-up takes
@@ -429,16 +429,11 @@ impl TaskScheduler {
             return Some(i);
         }
         match self.opts.selection {
-            // the others' warm-ups by their share of the estimate, largest first
             TaskSelection::RoundRobin => {
+                // the others' warm-ups by their share of the estimate, largest first
                 if let Some(i) = self.largest_unwarmed() {
                     return Some(i);
                 }
-            }
-            TaskSelection::Gradient => {}
-        }
-        match self.opts.selection {
-            TaskSelection::RoundRobin => {
                 for k in 0..n {
                     let i = (self.next_rr + k) % n;
                     if !self.dead.contains(&i) {
