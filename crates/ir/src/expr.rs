@@ -157,6 +157,27 @@ pub enum Intrinsic {
 }
 
 impl Intrinsic {
+    pub const ALL: [Intrinsic; 13] = [
+        Intrinsic::Exp,
+        Intrinsic::Log,
+        Intrinsic::Sqrt,
+        Intrinsic::Rsqrt,
+        Intrinsic::Tanh,
+        Intrinsic::Sigmoid,
+        Intrinsic::Pow,
+        Intrinsic::Fabs,
+        Intrinsic::Erf,
+        Intrinsic::Floor,
+        Intrinsic::Ceil,
+        Intrinsic::Round,
+        Intrinsic::IfThenElse,
+    ];
+
+    /// The intrinsic TVM prints as `name` ([`Intrinsic::name`]).
+    pub fn parse(name: &str) -> Option<Intrinsic> {
+        Self::ALL.into_iter().find(|op| op.name() == name)
+    }
+
     /// The name TVM prints for the call, e.g. `tir.exp`.
     pub fn name(self) -> &'static str {
         match self {

@@ -383,13 +383,13 @@ impl Parser {
             let a = self.args(&name, 1)?;
             return Ok(Expr::broadcast(a[0].clone(), lanes));
         }
-        if let Some(op) = INTRINSICS.iter().find(|op| op.name() == name) {
+        if let Some(op) = Intrinsic::parse(&name) {
             let a = self.args(&name, op.arity())?;
             let dtype = match op {
                 Intrinsic::IfThenElse => a[1].dtype(),
                 _ => a[0].dtype(),
             };
-            return Ok(Expr::call(dtype, *op, a));
+            return Ok(Expr::call(dtype, op, a));
         }
         match DataType::from_str(&name) {
             Ok(dtype) => {
@@ -557,22 +557,6 @@ impl Parser {
         Ok(PrimFunc::new(name, params, body))
     }
 }
-
-const INTRINSICS: [Intrinsic; 13] = [
-    Intrinsic::Exp,
-    Intrinsic::Log,
-    Intrinsic::Sqrt,
-    Intrinsic::Rsqrt,
-    Intrinsic::Tanh,
-    Intrinsic::Sigmoid,
-    Intrinsic::Pow,
-    Intrinsic::Fabs,
-    Intrinsic::Erf,
-    Intrinsic::Floor,
-    Intrinsic::Ceil,
-    Intrinsic::Round,
-    Intrinsic::IfThenElse,
-];
 
 /// `inf` and `nan` as the printer writes them (`format_g`, with the type's suffix).
 fn special_float(word: &str, negative: bool) -> Option<Expr> {

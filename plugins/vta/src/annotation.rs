@@ -32,8 +32,8 @@ pub struct KernelAnnotation {
 /// A pragma: its key without the `pragma_` prefix the schedule adds, and its value.
 pub type Pragma = (String, i64);
 
-fn pragma(key: &str, value: usize) -> Pragma {
-    (format!("vta_{key}"), value as i64)
+fn pragma(key: &str, value: i64) -> Pragma {
+    (format!("vta_{key}"), value)
 }
 
 impl KernelAnnotation {
@@ -55,7 +55,7 @@ impl KernelAnnotation {
             ("h_nthread", k.h_nthread),
         ]
         .into_iter()
-        .map(|(key, v)| pragma(key, v))
+        .map(|(key, v)| pragma(key, v as i64))
         .collect()
     }
 }
@@ -63,11 +63,11 @@ impl KernelAnnotation {
 /// The pragmas that carry epilogue `e`.
 pub fn epilogue_pragmas(e: &Epilogue) -> Vec<Pragma> {
     vec![
-        pragma("bias", e.bias as usize),
-        pragma("shift", e.shift as usize),
-        pragma("round", e.round as usize),
-        ("vta_clip_lo".into(), e.clip.0 as i64),
-        ("vta_clip_hi".into(), e.clip.1 as i64),
+        pragma("bias", e.bias.into()),
+        pragma("shift", e.shift.into()),
+        pragma("round", e.round.into()),
+        pragma("clip_lo", e.clip.0.into()),
+        pragma("clip_hi", e.clip.1.into()),
     ]
 }
 
