@@ -8,6 +8,7 @@ use crate::tune::{measure_options, parse_dims, TuneArgs};
 use anyhow::{bail, Context, Result};
 use tessera_costmodel::{PackSumParams, PackSumXgb, ProgramCostModel, RandomProgramModel};
 use tessera_search::measure::Measurer;
+use tessera_search::memory::{MemoryUse, ModelMemory, PriorSource};
 use tessera_search::policy::PolicyOptions;
 use tessera_search::scheduler::{SchedulerOptions, TaskSelection};
 use tessera_search::session::{Progress, SessionOptions, SessionReport, TuningSession};
@@ -202,6 +203,7 @@ fn session_options(args: &TuneArgs) -> Result<(SessionOptions, PolicyOptions)> {
         remeasure_top: args.remeasure_top,
         remeasure_runs: args.remeasure_runs,
         on_prepare: Some(prepare_progress(!args.no_check)),
+        memory: model_memory(args)?,
     };
     let params = [
         ("population", args.population.to_string()),
@@ -216,6 +218,29 @@ fn session_options(args: &TuneArgs) -> Result<(SessionOptions, PolicyOptions)> {
             .collect(),
     };
     Ok((session, policy))
+}
+
+/// The cost model's memory of `--model-cache` (or the default cache) for the target,
+/// read as `--fresh-model` / `--model-from` say; none without a cache folder (a warning).
+fn model_memory(args: &TuneArgs) -> Result<Option<MemoryUse>> {
+    let Some(root) = args.model_cache.clone().or_else(ModelMemory::default_root) else {
+        say!(
+            "the cost model neither starts from nor keeps earlier runs: no model cache \
+             ($TESSERA_MODEL_CACHE is off, or no home folder; --model-cache DIR sets one)"
+        );
+        return Ok(None);
+    };
+    if let Some(log) = args.model_from.iter().find(|l| !l.exists()) {
+        bail!("--model-from {}: no such record log", log.display());
+    }
+    let source = if args.fresh_model {
+        PriorSource::Fresh
+    } else if args.model_from.is_empty() {
+        PriorSource::OtherLogs
+    } else {
+        PriorSource::Logs(args.model_from.clone())
+    };
+    Ok(Some(MemoryUse { root, source }))
 }
 
 pub fn run(args: TuneArgs) -> Result<()> {

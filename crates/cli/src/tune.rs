@@ -10,6 +10,7 @@ use std::time::Duration;
 use tessera_backends::Backend;
 use tessera_runtime::runner::TimerConfig;
 use tessera_search::measure::MeasureOptions;
+use tessera_search::ScheduleDesc;
 
 #[derive(Args, Debug)]
 pub struct TuneArgs {
@@ -103,6 +104,21 @@ pub struct TuneArgs {
     /// Auto-scheduler: the cost model, `xgb` (pack-sum gradient-boosted trees, TVM's XGBModel) or `random`.
     #[arg(long, default_value = "xgb")]
     pub(crate) model: String,
+    /// Auto-scheduler: start the cost model from nothing, not from the earlier logs of
+    /// this target in the model cache (this run's log still goes into the cache).
+    #[arg(long, conflicts_with = "model_from")]
+    pub(crate) fresh_model: bool,
+    /// Auto-scheduler: start the cost model from these logs only (each indexed in the
+    /// model cache by an earlier `tessera tune` with it), not from every other log of
+    /// the target. Repeatable.
+    #[arg(long, value_name = "LOG")]
+    pub(crate) model_from: Vec<PathBuf>,
+    /// Auto-scheduler: the model cache, where each log's programs and their measured
+    /// speed are kept per target for later runs to learn from (default:
+    /// $TESSERA_MODEL_CACHE, `off` for none, else $XDG_CACHE_HOME/tessera/models, else
+    /// ~/.cache/tessera/models).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) model_cache: Option<PathBuf>,
     /// Auto-scheduler: members of each generation of the evolutionary search.
     #[arg(long, default_value_t = 256)]
     pub(crate) population: usize,
@@ -213,24 +229,38 @@ pub(crate) fn check_in_network(
         say!("in-network check: no group is built with a tuned schedule, nothing to check");
         return Ok(());
     }
-    let slower: Vec<_> = checks.iter().filter(|c| c.default_faster()).collect();
+    let groups: std::collections::BTreeSet<&str> =
+        checks.iter().map(|c| c.workload_key.as_str()).collect();
+    let to_default = outcome
+        .overruled
+        .iter()
+        .filter(|o| matches!(o.instead.schedule, ScheduleDesc::Default))
+        .count();
     say!(
-        "in-network check: {} tuned groups timed inside whole runs against their default \
-         schedules ({} rounds of at most {} runs); {} ran faster with the default, which builds \
-         with this log now use",
+        "in-network check: {} tuned groups timed inside whole runs ({} candidate schedules \
+         and the default; {} rounds of at most {} runs); {} run faster with another schedule, \
+         which builds with this log now use ({} with the default, {} with another candidate)",
+        groups.len(),
         checks.len(),
         opts.rounds,
         opts.runs,
-        slower.len()
+        outcome.overruled.len(),
+        to_default,
+        outcome.overruled.len() - to_default
     );
     let median = |v: &[f64]| tessera_search::record::stable_cost(v.to_vec());
-    for c in slower {
+    for o in &outcome.overruled {
+        let instead = match o.instead.schedule {
+            ScheduleDesc::Default => "default".to_string(),
+            _ => "another candidate".to_string(),
+        };
         say!(
-            "  {:<36} tuned {:>7.3} ms, default {:>7.3} ms   {}",
-            c.task,
-            median(&c.tuned_ms),
-            median(&c.default_ms),
-            c.workload_key.chars().take(60).collect::<String>()
+            "  {:<36} best alone {:>7.3} ms, {instead} {:>7.3} ms (default {:.3} ms)   {}",
+            o.check.task,
+            median(&o.check.tuned_ms),
+            o.instead_ms,
+            median(&o.check.default_ms),
+            o.check.workload_key.chars().take(60).collect::<String>()
         );
     }
     Ok(())

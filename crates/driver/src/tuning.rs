@@ -10,7 +10,10 @@ use tessera_backends::Target;
 use tessera_graph::ConvPlan;
 use tessera_runtime::timer::{alternate, runs_within, time_once_ms, Comparison, Side};
 use tessera_runtime::{TimeEvaluator, TimeResult};
-use tessera_search::network_check::{check_in_network_with, CheckOptions, NetworkCheck};
+use tessera_search::network_check::{
+    candidate_histories, check_candidates_in_network, CheckOptions, NetworkCheck, Overruled,
+    CANDIDATES,
+};
 use tessera_search::record::{ApplyHistoryBest, RecordWriter};
 use tessera_search::session::TuningTask;
 use tessera_te::catalog::OpSpec;
@@ -21,8 +24,12 @@ pub type PhaseProgress<'a> = &'a mut dyn FnMut(&str, usize, usize);
 /// The in-network check's outcome.
 pub struct NetworkCheckOutcome {
     pub options: CheckOptions,
-    /// One check per tuned group (empty: no group was built with a tuned schedule).
+    /// One check per tuned group and candidate schedule (empty: no group was built
+    /// with a tuned schedule).
     pub checks: Vec<NetworkCheck>,
+    /// The groups whose history best this check overruled: builds with the log now use
+    /// the default schedule or another candidate.
+    pub overruled: Vec<Overruled>,
 }
 
 /// The untuned and tuned builds timed in alternating rounds.
@@ -101,9 +108,11 @@ impl Toolchain {
             .unwrap_or(true)
     }
 
-    /// The in-network check after tuning `plan` into `log`: the network built with the
-    /// log's history best and with default schedules, both profiled in alternating
-    /// rounds (`search::network_check`); the checks are appended to the log.
+    /// The in-network check after tuning `plan` into `log`: the network built with
+    /// default schedules and with each of the log's `CANDIDATES` fastest schedules of
+    /// every tuned group, all profiled in rotating rounds (`search::network_check`); the
+    /// checks are appended to the log, and builds with it then use each group's fastest
+    /// schedule inside the network.
     pub fn check_in_network(
         &self,
         plan: &ConvPlan,
@@ -113,36 +122,52 @@ impl Toolchain {
     ) -> Result<NetworkCheckOutcome, DriverError> {
         let loaded = self.read_log(log)?;
         // the records alone: an earlier check must not hide the schedule it overruled
-        let best = ApplyHistoryBest::new(&loaded.records);
+        let bests = candidate_histories(&loaded.records, CANDIDATES);
         let target_str = target.to_string();
-        let (graph, _) = tessera_search::tasks::pick_algorithms(plan, &best, &target_str)?;
+        let (graph, _) = tessera_search::tasks::pick_algorithms(plan, &bests[0], &target_str)?;
         let configurations = crate::history::holds_configurations(&loaded.records);
         let options = CheckOptions::default();
         const BUILDING: &str = "in-network check: building";
-        progress(BUILDING, 0, 2);
-        let (tuned, applied, _) = self.compile_with_best(&graph, target, &best, configurations)?;
-        if applied == 0 {
-            progress(BUILDING, 2, 2);
-            return Ok(NetworkCheckOutcome {
-                options,
-                checks: Vec::new(),
-            });
+        let steps = bests.len() + 1;
+        progress(BUILDING, 0, steps);
+        let mut tuned = Vec::with_capacity(bests.len());
+        for (j, best) in bests.iter().enumerate() {
+            let (built, applied, _) =
+                self.compile_with_best(&graph, target, best, configurations)?;
+            if j == 0 && applied == 0 {
+                progress(BUILDING, steps, steps);
+                return Ok(NetworkCheckOutcome {
+                    options,
+                    checks: Vec::new(),
+                    overruled: Vec::new(),
+                });
+            }
+            tuned.push(self.load(built)?);
+            progress(BUILDING, j + 1, steps);
         }
-        let mut tuned = self.load(tuned)?;
-        progress(BUILDING, 1, 2);
         let mut default = self.load(self.compile_graph(&graph, target, None)?)?;
-        progress(BUILDING, 2, 2);
+        progress(BUILDING, steps, steps);
         let rounds = options.rounds;
-        let checks = check_in_network_with(
+        let checks = check_candidates_in_network(
             &mut tuned,
             &mut default,
-            &best,
+            &bests,
             &target_str,
             &options,
             &mut |done, _| progress("in-network check: timing", done, rounds),
         )?;
         RecordWriter::open(log).and_then(|mut w| w.append_checks(&checks))?;
-        Ok(NetworkCheckOutcome { options, checks })
+        let overruled = ApplyHistoryBest::from_log(&self.read_log(log)?)
+            .overruled()
+            .iter()
+            .filter(|o| checks.contains(&o.check))
+            .cloned()
+            .collect();
+        Ok(NetworkCheckOutcome {
+            options,
+            checks,
+            overruled,
+        })
     }
 
     /// Builds `plan` untuned and with the history best of `log` and times both in

@@ -237,6 +237,26 @@ pub fn alternate<T, E>(
     Ok(())
 }
 
+/// [`alternate`] over `sides` sides: each round times every side once, starting one
+/// side further on than the round before (side `round % sides` first), and gives
+/// `each` the round's results in side order.
+pub fn rotate<T, E>(
+    rounds: usize,
+    sides: usize,
+    mut time: impl FnMut(usize) -> Result<T, E>,
+    mut each: impl FnMut(usize, Vec<T>),
+) -> Result<(), E> {
+    for round in 0..rounds {
+        let mut got: Vec<Option<T>> = (0..sides).map(|_| None).collect();
+        for k in 0..sides {
+            let side = (round + k) % sides;
+            got[side] = Some(time(side)?);
+        }
+        each(round, got.into_iter().flatten().collect());
+    }
+    Ok(())
+}
+
 /// The milliseconds `run` takes, once (for [`runs_within`]: call it after a warm-up run,
 /// since a first run that compiles kernels or uploads weights would say too few runs).
 pub fn time_once_ms<E>(run: impl FnOnce() -> Result<(), E>) -> Result<f64, E> {

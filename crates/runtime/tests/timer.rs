@@ -305,3 +305,40 @@ fn one_timed_run_passes_its_error_on() {
     assert!(ms >= 2.0, "{ms}");
     assert_eq!(time_once_ms(|| Err::<(), _>("failed")), Err("failed"));
 }
+
+#[test]
+fn rotated_rounds_start_one_side_further_on_and_keep_side_order() {
+    use tessera_runtime::timer::rotate;
+    let mut order = Vec::new();
+    let mut rounds = Vec::new();
+    rotate::<usize, ()>(
+        4,
+        3,
+        |side| {
+            order.push(side);
+            Ok(side * 10)
+        },
+        |round, got| rounds.push((round, got)),
+    )
+    .unwrap();
+    assert_eq!(order, [0, 1, 2, 1, 2, 0, 2, 0, 1, 0, 1, 2]);
+    for (i, (round, got)) in rounds.iter().enumerate() {
+        assert_eq!((*round, got.as_slice()), (i, &[0, 10, 20][..]));
+    }
+    // a failing side stops the rounds with its error
+    let mut calls = 0;
+    let r = rotate(
+        2,
+        3,
+        |side| {
+            calls += 1;
+            if side == 1 {
+                Err("side 1 failed")
+            } else {
+                Ok(())
+            }
+        },
+        |_, _| panic!("no round completes"),
+    );
+    assert_eq!((r, calls), (Err("side 1 failed"), 2));
+}

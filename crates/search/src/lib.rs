@@ -5,6 +5,7 @@
 
 pub mod curve;
 pub mod measure;
+pub mod memory;
 pub mod network_check;
 pub mod par;
 pub use tessera_policy as policy;

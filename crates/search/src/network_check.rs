@@ -7,24 +7,27 @@
 //! was fastest alone is not always fastest there. On a 2-core VM a ResNet-50 v2 tuned
 //! for 1800 trials had a stride-2 3×3 conv whose tuned program ran 1.82 ms alone (the
 //! median of four measurements) and 2.55 ms in the network, where its default ran
-//! 1.69 ms. So after tuning, the network is built twice from the same graph — with the
-//! history best and with every default schedule — and both are profiled in alternating
-//! rounds ([`check_in_network`]). Each tuned group's per-round times go to the log as a
-//! [`NetworkCheck`] line; `ApplyHistoryBest` then builds with the default schedule a
-//! group whose latest check found its history best slower in the network than the
-//! default (`NetworkCheck::default_faster`).
+//! 1.69 ms. So after tuning, the network is built with every default schedule and
+//! with each of the [`CANDIDATES`] fastest tuned schedules of every tuned group (the
+//! history best, then the next fastest distinct ones alone: [`candidate_histories`]),
+//! and the builds are profiled in rounds that rotate which goes first
+//! ([`check_candidates_in_network`]). Each (group, candidate)'s per-round times go to
+//! the log as a [`NetworkCheck`] line beside the default's in the same rounds;
+//! `ApplyHistoryBest` then builds each group with the schedule its latest check run
+//! timed fastest inside the network — the default's, another candidate's, or the
+//! history best's ([`overrules`], [`network_choice`]).
 //!
 //! A check line is not a measurement record (its times are of a step inside a run, not
 //! of a kernel alone, and they must never compete with isolated costs), so the log
 //! reader returns them apart (`LoadedLog::checks`); a build that does not know them
 //! skips them as lines it cannot read.
 
-use crate::record::{stable_cost, ApplyHistoryBest, EncodeError, RECORD_VERSION};
+use crate::record::{stable_cost, ApplyHistoryBest, EncodeError, Record, RECORD_VERSION};
 use crate::types::ScheduleDesc;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use tessera_graph::{GraphError, GraphModule};
-use tessera_runtime::timer::{alternate, runs_within, time_once_ms, Side};
+use tessera_runtime::timer::{rotate, runs_within, time_once_ms};
 
 /// The value of a check line's `check` field.
 pub const NETWORK_CHECK: &str = "network";
@@ -109,20 +112,7 @@ impl NetworkCheck {
     }
 }
 
-/// The latest check of each (workload key, target): the one with the latest timestamp,
-/// the later in `checks` on a tie.
-pub fn latest_checks(checks: &[NetworkCheck]) -> BTreeMap<(String, String), &NetworkCheck> {
-    let mut latest: BTreeMap<(String, String), &NetworkCheck> = BTreeMap::new();
-    for c in checks {
-        let pair = (c.workload_key.clone(), c.target.clone());
-        if latest.get(&pair).is_none_or(|l| l.timestamp <= c.timestamp) {
-            latest.insert(pair, c);
-        }
-    }
-    latest
-}
-
-/// How the check times the two builds.
+/// How the check times the builds.
 #[derive(Clone, Copy, Debug)]
 pub struct CheckOptions {
     /// Rounds, each profiling both builds (their order alternating round to round).
@@ -145,6 +135,137 @@ impl Default for CheckOptions {
     }
 }
 
+/// How many schedules of each tuned group the check times inside the network: the
+/// history best and the next fastest distinct tuned schedules alone
+/// ([`candidate_histories`]). A program fastest alone is often not fastest in the
+/// network; one of the few next to it often is.
+pub const CANDIDATES: usize = 3;
+
+/// The history bests a check builds the network with, `n` of them: the first is
+/// `ApplyHistoryBest::new(records)`; the `j`-th gives each pair whose best is a tuned
+/// schedule its `j`-th fastest distinct tuned schedule alone (its slowest, when it
+/// has fewer: that build then times no new candidate of it).
+pub fn candidate_histories(records: &[Record], n: usize) -> Vec<ApplyHistoryBest> {
+    let first = ApplyHistoryBest::new(records);
+    let mut out = vec![first.clone()];
+    let tuned: Vec<&Record> = records
+        .iter()
+        .filter(|r| !matches!(r.schedule, ScheduleDesc::Default))
+        .collect();
+    let mut ranked: BTreeMap<(String, String), Vec<&Record>> = BTreeMap::new();
+    for ((w, t), group) in crate::record::by_pair(tuned.iter().copied()) {
+        let best_is_tuned = first
+            .query(w, t)
+            .is_some_and(|b| !matches!(b.schedule, ScheduleDesc::Default) && b.target == t);
+        if best_is_tuned {
+            let list = crate::record::ranked_of(group).into_iter().map(|(_, r)| r);
+            ranked.insert((w.to_string(), t.to_string()), list.collect());
+        }
+    }
+    for j in 1..n {
+        let mut chosen: Vec<Record> = Vec::new();
+        for list in ranked.values() {
+            let pick = list[j.min(list.len() - 1)];
+            chosen.extend(
+                tuned
+                    .iter()
+                    .filter(|r| {
+                        r.workload_key == pick.workload_key
+                            && r.target == pick.target
+                            && r.schedule == pick.schedule
+                    })
+                    .map(|r| (*r).clone()),
+            );
+        }
+        // the pairs not ranked keep their own best (the default's, or another target's)
+        let rest: Vec<Record> = records
+            .iter()
+            .filter(|r| !ranked.contains_key(&(r.workload_key.clone(), r.target.clone())))
+            .cloned()
+            .collect();
+        chosen.extend(rest);
+        out.push(ApplyHistoryBest::new(&chosen));
+    }
+    out
+}
+
+/// A best record that an in-network check overruled.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Overruled {
+    /// The latest check of the best record's schedule (its times and the default's).
+    pub check: NetworkCheck,
+    /// The record builds use instead: the default schedule's or another candidate's.
+    pub instead: Record,
+    /// Its median inside the network (ms).
+    pub instead_ms: f64,
+    /// The whole check run that chose it (every candidate's line).
+    pub run: Vec<NetworkCheck>,
+}
+
+/// The records of `best` (one per workload and target) that their latest check run
+/// overruled: it timed the record's schedule and found another faster inside the
+/// network ([`network_choice`]) — the default schedule, or another candidate — with a
+/// successful record in `records` to build with instead.
+pub fn overrules(records: &[Record], best: &[Record], checks: &[NetworkCheck]) -> Vec<Overruled> {
+    let runs = latest_runs(checks);
+    best.iter()
+        .filter(|b| !matches!(b.schedule, ScheduleDesc::Default))
+        .filter_map(|b| {
+            let run = runs.get(&(b.workload_key.clone(), b.target.clone()))?;
+            let check = run.iter().find(|c| c.schedule == b.schedule)?;
+            let (choice, instead_ms) = network_choice(run);
+            let wanted = match choice {
+                Some(s) if *s == b.schedule => return None,
+                Some(s) => s.clone(),
+                None => ScheduleDesc::Default,
+            };
+            let instead = crate::record::best_of(records.iter().filter(|r| {
+                r.workload_key == b.workload_key && r.target == b.target && r.schedule == wanted
+            }))?;
+            Some(Overruled {
+                check: (*check).clone(),
+                instead: instead.clone(),
+                instead_ms,
+                run: run.iter().map(|c| (*c).clone()).collect(),
+            })
+        })
+        .collect()
+}
+
+/// The latest check run of each (workload key, target): every check of it with the
+/// latest timestamp (a run checks each candidate once, all with one timestamp).
+pub fn latest_runs(checks: &[NetworkCheck]) -> BTreeMap<(String, String), Vec<&NetworkCheck>> {
+    let mut runs: BTreeMap<(String, String), Vec<&NetworkCheck>> = BTreeMap::new();
+    for c in checks {
+        let run = runs
+            .entry((c.workload_key.clone(), c.target.clone()))
+            .or_default();
+        match run.first().map(|l| l.timestamp) {
+            Some(t) if t > c.timestamp => {}
+            Some(t) if t == c.timestamp => run.push(c),
+            _ => *run = vec![c],
+        }
+    }
+    runs
+}
+
+/// What one check run chose: the schedule with the lowest median inside the network,
+/// `None` for the default schedule (which wins ties), with that median (ms).
+pub fn network_choice<'c>(run: &[&'c NetworkCheck]) -> (Option<&'c ScheduleDesc>, f64) {
+    let default = run
+        .iter()
+        .map(|c| stable_cost(c.default_ms.clone()))
+        .fold(f64::INFINITY, f64::min);
+    let mut choice = (None, default);
+    for c in run {
+        let t = stable_cost(c.tuned_ms.clone());
+        if t < choice.1 {
+            choice = (Some(&c.schedule), t);
+        }
+    }
+    choice
+}
+
 /// Profiles `tuned` (a network built with the history best of `best`) and `default`
 /// (the same graph built with default schedules) in alternating rounds, and returns a
 /// check of every group whose history best on `target` is not its default schedule,
@@ -158,73 +279,74 @@ pub fn check_in_network(
     target: &str,
     opts: &CheckOptions,
 ) -> Result<Vec<NetworkCheck>, GraphError> {
-    check_in_network_with(tuned, default, best, target, opts, &mut |_, _| {})
+    check_candidates_in_network(
+        std::slice::from_mut(tuned),
+        default,
+        std::slice::from_ref(best),
+        target,
+        opts,
+        &mut |_, _| {},
+    )
 }
 
-/// [`check_in_network`], calling `progress(done, total)` after each round (for a
-/// command's progress bar: the check takes seconds).
-pub fn check_in_network_with(
-    tuned: &mut GraphModule,
+/// [`check_in_network`] over several candidate builds (`tuned[j]` built with
+/// `bests[j]`, [`candidate_histories`]), all timed in rounds that rotate which build
+/// goes first, calling `progress(done, total)` after each round (for a command's
+/// progress bar: the check takes seconds). A group gets a check per distinct tuned
+/// schedule the builds give it: its first build's schedule, and every other build's
+/// that differs.
+pub fn check_candidates_in_network(
+    tuned: &mut [GraphModule],
     default: &mut GraphModule,
-    best: &ApplyHistoryBest,
+    bests: &[ApplyHistoryBest],
     target: &str,
     opts: &CheckOptions,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Vec<NetworkCheck>, GraphError> {
-    let keys: Vec<String> = tuned
+    let keys: Vec<String> = default
         .step_workload_keys()
         .into_iter()
         .map(str::to_string)
         .collect();
-    if default.step_workload_keys() != keys {
+    if tuned.len() != bests.len() || tuned.iter().any(|t| t.step_workload_keys() != keys) {
         return Err(GraphError::Invalid(
-            "the in-network check compares two builds of one graph, but these run different \
+            "the in-network check compares builds of one graph, but these run different \
              kernels"
                 .into(),
         ));
     }
-    // the groups built with a schedule of the log, each once, in the order they run
-    let mut checked: Vec<(&str, &crate::record::Record)> = Vec::new();
-    for k in &keys {
-        if let Some(r) = best.query(k, target) {
-            let tuned_schedule = !matches!(r.schedule, ScheduleDesc::Default);
-            if tuned_schedule && checked.iter().all(|(c, _)| c != k) {
-                checked.push((k, r));
-            }
-        }
-    }
+    let checked = checked_groups(&keys, bests, target);
     if checked.is_empty() {
         return Ok(Vec::new());
     }
-    tuned.set_random_inputs()?;
-    default.set_random_inputs()?;
-    tuned.run()?;
-    default.run()?;
+    let mut builds: Vec<&mut GraphModule> =
+        std::iter::once(default).chain(tuned.iter_mut()).collect();
+    for b in builds.iter_mut() {
+        b.set_random_inputs()?;
+        b.run()?;
+    }
     // timed after the warm-up runs, which may compile kernels or move weights
-    let two_runs_ms = time_once_ms(|| {
-        tuned.run()?;
-        default.run()
-    })?;
-    let runs = runs_within(two_runs_ms / 2.0, opts.round_ms, opts.runs);
+    let all_ms = time_once_ms(|| builds.iter_mut().try_for_each(|b| b.run()))?;
+    let runs = runs_within(all_ms / builds.len() as f64, opts.round_ms, opts.runs);
     let rounds = opts.rounds.max(1);
-    let mut times = vec![(Vec::with_capacity(rounds), Vec::with_capacity(rounds)); checked.len()];
-    alternate(
+    // per checked (group, build): its milliseconds per round; the default's per group
+    let mut times = vec![Vec::with_capacity(rounds); checked.len()];
+    let mut default_times = vec![Vec::with_capacity(rounds); checked.len()];
+    rotate(
         rounds,
-        |side| match side {
-            Side::A => tuned.profile(runs),
-            Side::B => default.profile(runs),
-        },
-        |round, t, d| {
-            for (i, (key, _)) in checked.iter().enumerate() {
-                let sum = |p: &[(String, f64)]| {
-                    p.iter()
-                        .zip(&keys)
-                        .filter(|(_, k)| k == key)
-                        .map(|((_, ms), _)| ms)
-                        .sum::<f64>()
-                };
-                times[i].0.push(sum(&t));
-                times[i].1.push(sum(&d));
+        builds.len(),
+        |side| builds[side].profile(runs),
+        |round, profiles| {
+            let sum = |p: &[(String, f64)], key: &str| {
+                p.iter()
+                    .zip(&keys)
+                    .filter(|(_, k)| *k == key)
+                    .map(|((_, ms), _)| ms)
+                    .sum::<f64>()
+            };
+            for (i, c) in checked.iter().enumerate() {
+                times[i].push(sum(&profiles[c.build + 1], &c.key));
+                default_times[i].push(sum(&profiles[0], &c.key));
             }
             progress(round + 1, rounds);
         },
@@ -232,17 +354,63 @@ pub fn check_in_network_with(
     let timestamp = crate::types::now();
     Ok(checked
         .into_iter()
-        .zip(times)
-        .map(|((key, r), (tuned_ms, default_ms))| NetworkCheck {
+        .zip(times.into_iter().zip(default_times))
+        .map(|(c, (tuned_ms, default_ms))| NetworkCheck {
             v: RECORD_VERSION,
             check: NETWORK_CHECK.to_string(),
-            workload_key: key.to_string(),
+            workload_key: c.key,
             target: target.to_string(),
-            task: r.task.clone(),
-            schedule: r.schedule.clone(),
+            task: c.record.task.clone(),
+            schedule: c.record.schedule.clone(),
             tuned_ms,
             default_ms,
             timestamp,
         })
         .collect())
+}
+
+/// A (group, build) the check times: the build gives the group a tuned schedule that
+/// no earlier build gave it.
+struct Checked<'b> {
+    key: String,
+    build: usize,
+    record: &'b Record,
+}
+
+/// The groups of `keys` (each once, in the order they first run) built with a tuned
+/// schedule, and each distinct schedule the builds give them.
+fn checked_groups<'b>(
+    keys: &[String],
+    bests: &'b [ApplyHistoryBest],
+    target: &str,
+) -> Vec<Checked<'b>> {
+    let mut checked: Vec<Checked> = Vec::new();
+    let mut seen: Vec<&str> = Vec::new();
+    for k in keys {
+        if seen.contains(&k.as_str()) {
+            continue;
+        }
+        seen.push(k);
+        for (build, best) in bests.iter().enumerate() {
+            let Some(r) = best.query(k, target) else {
+                continue;
+            };
+            let tuned = !matches!(r.schedule, ScheduleDesc::Default);
+            let new = checked
+                .iter()
+                .all(|c| c.key != *k || c.record.schedule != r.schedule);
+            // a group its first build gives the default is not checked at all
+            if build > 0 && !checked.iter().any(|c| c.key == *k) {
+                break;
+            }
+            if tuned && new {
+                checked.push(Checked {
+                    key: k.clone(),
+                    build,
+                    record: r,
+                });
+            }
+        }
+    }
+    checked
 }

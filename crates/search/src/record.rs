@@ -17,7 +17,7 @@
 //! A log may also hold in-network checks (`crate::network_check`), lines of their own
 //! kind that [`load`] returns apart from the records ([`LoadedLog::checks`]).
 
-use crate::network_check::{latest_checks, NetworkCheck};
+use crate::network_check::{overrules, NetworkCheck, Overruled};
 use crate::types::{MeasureResult, ScheduleDesc};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -504,29 +504,36 @@ pub fn stable_cost(mut costs: Vec<f64>) -> f64 {
 /// is that median; ties go to the schedule seen first. A schedule whose median is a
 /// failure is never chosen.
 pub fn best_of<'a>(records: impl IntoIterator<Item = &'a Record>) -> Option<&'a Record> {
+    ranked_of(records).into_iter().next().map(|(_, r)| r)
+}
+
+/// Every distinct schedule among `records` (all of one workload key and target) whose
+/// median ([`stable_cost`]) is not a failure, fastest first (ties in the order the
+/// schedules first appear), each as its median and the record whose cost it is.
+pub fn ranked_of<'a>(records: impl IntoIterator<Item = &'a Record>) -> Vec<(f64, &'a Record)> {
     // records are read from JSON, so they serialize; a failure here only merges the
     // schedule with others that fail alike
     let by_schedule = group_in_order(records, |r| {
         serde_json::to_string(&r.schedule).unwrap_or_default()
     });
-    let mut best: Option<(f64, &'a Record)> = None;
-    for (_, group) in &by_schedule {
-        let cost = |r: &Record| {
-            if r.is_usable() {
-                r.result.mean_cost()
-            } else {
-                f64::INFINITY
-            }
-        };
-        let median = stable_cost(group.iter().map(|r| cost(r)).collect());
-        if !median.is_finite() || best.is_some_and(|(b, _)| b <= median) {
-            continue;
+    let cost = |r: &Record| {
+        if r.is_usable() {
+            r.result.mean_cost()
+        } else {
+            f64::INFINITY
         }
-        if let Some(r) = group.iter().find(|r| cost(r) == median) {
-            best = Some((median, r));
-        }
-    }
-    best.map(|(_, r)| r)
+    };
+    let mut ranked: Vec<(f64, &'a Record)> = by_schedule
+        .iter()
+        .filter_map(|(_, group)| {
+            let median = stable_cost(group.iter().map(|r| cost(r)).collect());
+            let r = group.iter().find(|r| cost(r) == median)?;
+            median.is_finite().then_some((median, *r))
+        })
+        .collect();
+    // a stable sort: ties keep the order of first appearance
+    ranked.sort_by(|a, b| a.0.total_cmp(&b.0));
+    ranked
 }
 
 /// The best record for `workload_key` on `target` (the target strings compared
@@ -564,7 +571,9 @@ fn group_in_order<'a, K: Clone + Eq + std::hash::Hash>(
 
 /// The records of each (workload key, target) pair, in the order the pairs first
 /// appear.
-fn by_pair(records: &[Record]) -> Vec<((&str, &str), Vec<&Record>)> {
+pub(crate) fn by_pair<'a>(
+    records: impl IntoIterator<Item = &'a Record>,
+) -> Vec<((&'a str, &'a str), Vec<&'a Record>)> {
     group_in_order(records, |r| (r.workload_key.as_str(), r.target.as_str()))
 }
 
@@ -615,18 +624,15 @@ pub fn distill_file(
     let output = output.as_ref();
     let log = load(input)?;
     let kept = distill(&log.records);
-    // a best record that its latest in-network check found slower than the default
-    // keeps that check and the default's best record, so the build still uses the
-    // default
-    let decisive = checks_against(&log.records, &kept, &log.checks);
-    let defaults: Vec<Record> = decisive
-        .iter()
-        .filter_map(|c| best_default(&log.records, &c.workload_key, &c.target).cloned())
-        .collect();
+    // a best record that its latest in-network check found slower than another
+    // schedule (the default, another candidate) keeps that check run and the other
+    // schedule's record, so the build still uses the other
+    let decisive = overrules(&log.records, &kept, &log.checks);
+    let instead: Vec<Record> = decisive.iter().map(|o| o.instead.clone()).collect();
 
     // Loaded records hold finite numbers; the errors are only for completeness.
-    let records: Vec<Record> = kept.iter().chain(&defaults).cloned().collect();
-    let checks: Vec<NetworkCheck> = decisive.iter().map(|c| (*c).clone()).collect();
+    let records: Vec<Record> = kept.iter().chain(&instead).cloned().collect();
+    let checks: Vec<NetworkCheck> = decisive.iter().flat_map(|o| o.run.clone()).collect();
     let mut lines = json_lines(&records, Record::to_json_line)?;
     lines.extend(json_lines(&checks, NetworkCheck::to_json_line)?);
     let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
@@ -656,36 +662,6 @@ pub fn distill_file(
         without_success,
         skipped: log.skipped,
     })
-}
-
-/// The best default-schedule record of `workload_key` on `target`.
-fn best_default<'a>(records: &'a [Record], workload_key: &str, target: &str) -> Option<&'a Record> {
-    best_of(records.iter().filter(|r| {
-        r.workload_key == workload_key
-            && r.target == target
-            && matches!(r.schedule, ScheduleDesc::Default)
-    }))
-}
-
-/// The latest checks that overrule a record of `best` (one per workload and target):
-/// they checked that record's schedule and found the default faster, and the pair has
-/// a successful default record in `records` to build with instead.
-fn checks_against<'a>(
-    records: &[Record],
-    best: &[Record],
-    checks: &'a [NetworkCheck],
-) -> Vec<&'a NetworkCheck> {
-    let latest = latest_checks(checks);
-    best.iter()
-        .filter_map(|b| {
-            let c = latest.get(&(b.workload_key.clone(), b.target.clone()))?;
-            let overruled = c.schedule == b.schedule
-                && !matches!(b.schedule, ScheduleDesc::Default)
-                && c.default_faster()
-                && best_default(records, &b.workload_key, &b.target).is_some();
-            overruled.then_some(*c)
-        })
-        .collect()
 }
 
 /// Writes `path` via `path.tmp` + sync + rename, creating the parent folder.
@@ -730,7 +706,7 @@ pub struct ApplyHistoryBest {
     best_config: HashMap<(String, String), Record>,
     /// The pairs whose best was overruled by an in-network check (see
     /// [`ApplyHistoryBest::from_log`]).
-    overruled: Vec<NetworkCheck>,
+    overruled: Vec<Overruled>,
     misses: Vec<Miss>,
     warned: HashSet<Miss>,
 }
@@ -761,26 +737,25 @@ impl ApplyHistoryBest {
     }
 
     /// From a loaded log: the records' best ([`ApplyHistoryBest::new`]), except where
-    /// the latest in-network check of a workload timed its best schedule slower inside
-    /// the network than the default schedule: there, the default's best record (see
-    /// `crate::network_check`).
+    /// the latest in-network check of a workload timed its best schedule and found
+    /// another faster inside the network — the default schedule or another of the
+    /// candidates it timed: there, that schedule's record (see `crate::network_check`).
     pub fn from_log(log: &LoadedLog) -> Self {
         let mut h = ApplyHistoryBest::new(&log.records);
         let best: Vec<Record> = h.best.values().cloned().collect();
-        for c in checks_against(&log.records, &best, &log.checks) {
-            if let Some(d) = best_default(&log.records, &c.workload_key, &c.target) {
-                h.best
-                    .insert((c.workload_key.clone(), c.target.clone()), d.clone());
-                h.overruled.push(c.clone());
-            }
+        for o in overrules(&log.records, &best, &log.checks) {
+            let pair = (o.check.workload_key.clone(), o.check.target.clone());
+            h.best.insert(pair, o.instead.clone());
+            h.overruled.push(o);
         }
-        h.overruled
-            .sort_by(|a, b| (&a.workload_key, &a.target).cmp(&(&b.workload_key, &b.target)));
+        h.overruled.sort_by(|a, b| {
+            (&a.check.workload_key, &a.check.target).cmp(&(&b.check.workload_key, &b.check.target))
+        });
         h
     }
 
-    /// The checks that overruled a best record, by workload key.
-    pub fn overruled(&self) -> &[NetworkCheck] {
+    /// The best records an in-network check overruled, by workload key.
+    pub fn overruled(&self) -> &[Overruled] {
         &self.overruled
     }
 

@@ -12,12 +12,18 @@
 //!    it has `warmup` programs), the candidates are measured, appended to the log (one
 //!    write + sync per batch) and observed; TVM's table after every round;
 //! 4. each task's fastest programs are measured again, each run in a fresh process, so
-//!    the history best is the steadiest, not the luckiest (`record::stable_cost`).
+//!    the history best is the steadiest, not the luckiest (`record::stable_cost`);
+//! 5. the log's programs go into the model's memory (`crate::memory`), for later runs
+//!    on other logs to start from.
 //!
 //! The model learns from every task's programs, labelled per task with TVM's normalized
-//! throughput (the task's best cost over the program's cost; failures 0).
+//! throughput (the task's best cost over the program's cost; failures 0), and, with a
+//! memory, from the programs of the target's earlier logs (from the first round on).
 
 use crate::measure::{Candidate, MeasureError, Measurer, ProgramError, Reference};
+use crate::memory::{
+    Dataset, MemoryError, MemoryUse, ModelMemory, Prior, PriorSource, TaskPrograms, PRIOR_CAP,
+};
 use crate::policy::{
     Observation, PolicyError, PolicyInfo, PolicyOptions, SearchPolicy, SearchTask, StrategyFactory,
 };
@@ -28,7 +34,7 @@ use crate::{MeasureResult, ScheduleDesc};
 use std::cell::RefCell;
 use std::collections::HashSet;
 use std::path::PathBuf;
-use tessera_costmodel::{store_features, ProgramCostModel};
+use tessera_costmodel::{store_features, ProgramCostModel, STORE_FEATURE_LEN};
 use tessera_ir::PrimFunc;
 
 /// One task of a session.
@@ -62,6 +68,9 @@ pub struct SessionOptions {
     /// its reference outputs: a naive kernel compiled and run), with (done, total): the
     /// seconds before the first table, for a progress line.
     pub on_prepare: Option<PrepareProgress>,
+    /// The cost model's memory across runs (`crate::memory`): what the model starts
+    /// from, and where this log's dataset is written at the end; `None`: neither.
+    pub memory: Option<MemoryUse>,
 }
 
 /// The callback of [`SessionOptions::on_prepare`].
@@ -91,6 +100,8 @@ pub enum SessionError {
     Measure(#[from] MeasureError),
     #[error(transparent)]
     Log(#[from] RecordError),
+    #[error("the cost model's memory: {0}")]
+    Memory(#[from] MemoryError),
 }
 
 /// Where a session's text goes: `out` the tables, `warn` what the user should know
@@ -161,6 +172,8 @@ struct Rounds<'r, 's> {
     model: Box<dyn ProgramCostModel>,
     /// Whether some policy ranks through the model (else it is never trained).
     learn: bool,
+    /// Programs of earlier logs the model trains on beside this session's.
+    prior: Prior,
     stale: bool,
     warmup: usize,
     log_error: Option<RecordError>,
@@ -256,6 +269,12 @@ impl TuningSession {
         let earlier = read_log(&log, report)?;
         let report = RefCell::new(report);
         let learn = states.iter().any(|s| s.info.uses_scorer);
+        let prior = match &opts.memory {
+            Some(m) if learn => {
+                load_prior(m, &log, &tasks[0].task.target, &mut **report.borrow_mut())?
+            }
+            _ => Prior::default(),
+        };
         let mut rounds = Rounds {
             tasks,
             states,
@@ -263,7 +282,8 @@ impl TuningSession {
             writer: RecordWriter::open(&log)?,
             model,
             learn,
-            stale: false,
+            stale: !prior.is_empty(),
+            prior,
             warmup: opts.warmup,
             log_error: None,
             report: &report,
@@ -287,6 +307,8 @@ impl TuningSession {
             ));
         }
         let taken = rounds.restore(&earlier);
+        // a model that starts from earlier logs ranks the first round
+        rounds.retrain();
         if taken > 0 {
             rounds.out(&format!(
                 "resumed from {}: {taken} earlier measurements of these tasks\n",
@@ -350,6 +372,9 @@ impl TuningSession {
             let seconds = again_start.elapsed().as_secs_f64();
             rounds.out(&remeasure_table(&again, &names, seconds));
         }
+        if let Some(m) = opts.memory.as_ref().filter(|_| rounds.learn) {
+            rounds.remember(m, &log);
+        }
         rounds.out(&crate::session_report::unreached(&rounds.tasks, &scheduler));
         let untuned = scheduler.untuned_part();
         if let Some(line) = untuned.and_then(crate::session_report::untuned_line) {
@@ -408,6 +433,48 @@ fn task_state(
         good: Vec::new(),
         measured: 0,
     })
+}
+
+/// The programs of earlier logs the model starts from (`m.source`), said in one line;
+/// the datasets of the cache that cannot be read are warnings, a log named with
+/// `--model-from` without a dataset is the error.
+fn load_prior(
+    m: &MemoryUse,
+    log: &std::path::Path,
+    target: &str,
+    report: &mut dyn SessionReport,
+) -> Result<Prior, SessionError> {
+    let memory = ModelMemory::new(&m.root, target);
+    let sets = match &m.source {
+        PriorSource::Fresh => return Ok(Prior::default()),
+        PriorSource::OtherLogs => {
+            let (sets, errors) = memory.read_all(Some(log));
+            for e in errors {
+                report.warn(&format!("the cost model's memory: {e}"));
+            }
+            sets
+        }
+        PriorSource::Logs(logs) => logs
+            .iter()
+            .map(|l| memory.read(l))
+            .collect::<Result<Vec<_>, _>>()?,
+    };
+    let prior = Prior::sample(&sets, STORE_FEATURE_LEN, PRIOR_CAP);
+    if !prior.is_empty() {
+        let logs: Vec<String> = prior
+            .sources
+            .iter()
+            .map(|(l, n)| format!("{} ({n})", l.display()))
+            .collect();
+        report.out(&format!(
+            "cost model: starts from {} programs of {} earlier log(s) of target `{target}`: {} \
+             (--fresh-model starts from nothing)\n",
+            prior.len(),
+            prior.sources.len(),
+            logs.join(", ")
+        ));
+    }
+    Ok(prior)
 }
 
 /// The log's records so far (none when it does not exist yet); skipped lines are
@@ -625,16 +692,63 @@ impl Rounds<'_, '_> {
         }
     }
 
+    /// The programs the model trains on: this session's and the earlier logs'.
     fn num_programs(&self) -> usize {
-        self.states.iter().map(|s| s.programs.len()).sum()
+        self.states.iter().map(|s| s.programs.len()).sum::<usize>() + self.prior.len()
+    }
+
+    /// This log's dataset: every task's programs with their normalized throughputs.
+    fn dataset(&self, log: &std::path::Path) -> Dataset {
+        let tasks = self
+            .states
+            .iter()
+            .filter_map(|s| {
+                let best = s.best?;
+                let (programs, labels) = s
+                    .programs
+                    .iter()
+                    .filter(|(f, _)| !f.is_empty())
+                    .map(|(f, c)| (f.clone(), c.map_or(0.0, |c| (best / c) as f32)))
+                    .unzip();
+                Some(TaskPrograms {
+                    workload_key: s.info.workload_key.clone(),
+                    programs,
+                    labels,
+                })
+            })
+            .collect();
+        Dataset {
+            log: crate::memory::absolute(log),
+            target: self.tasks[0].task.target.clone(),
+            tasks,
+        }
+    }
+
+    /// Writes this log's dataset into the memory (a failure is a warning: the log holds
+    /// every measurement, and the next run on it writes the dataset again).
+    fn remember(&self, m: &MemoryUse, log: &std::path::Path) {
+        let set = self.dataset(log).thinned(crate::memory::DATASET_CAP);
+        if set.num_programs() == 0 {
+            return;
+        }
+        let memory = ModelMemory::new(&m.root, &set.target);
+        match memory.store(&set) {
+            Ok(path) => self.out(&format!(
+                "the cost model's memory: {} programs of {} kept in {}\n",
+                set.num_programs(),
+                log.display(),
+                path.display()
+            )),
+            Err(e) => self.warn(&format!("the cost model's memory was not updated: {e}")),
+        }
     }
 
     fn retrain(&mut self) {
         if !self.learn || !self.stale || self.num_programs() < self.warmup {
             return;
         }
-        let mut xs = Vec::new();
-        let mut ys = Vec::new();
+        let mut xs = self.prior.programs.clone();
+        let mut ys = self.prior.labels.clone();
         for s in &self.states {
             let Some(best) = s.best else { continue };
             for (f, c) in &s.programs {

@@ -11,7 +11,10 @@ use tessera_graph::{
     build, build_on, BuildContext, Graph, GroupCompute, Layout, Op, ScheduleHook, TensorType,
 };
 use tessera_runtime::CpuDevice;
-use tessera_search::network_check::{check_in_network, CheckOptions, NetworkCheck};
+use tessera_search::network_check::{
+    candidate_histories, check_candidates_in_network, check_in_network, CheckOptions, NetworkCheck,
+    CANDIDATES,
+};
 use tessera_search::record::{distill_file, load, ApplyHistoryBest, Record, RecordWriter};
 use tessera_search::state::State;
 use tessera_search::{MeasureErrorNo, MeasureResult, ScheduleDesc};
@@ -181,7 +184,8 @@ fn a_check_that_finds_the_default_faster_overrules_the_tuned_record() {
         with.query(conv_key, "cpu").unwrap().schedule,
         ScheduleDesc::Default
     );
-    assert_eq!(with.overruled(), std::slice::from_ref(&slower));
+    let overruled: Vec<&NetworkCheck> = with.overruled().iter().map(|o| &o.check).collect();
+    assert_eq!(overruled, [&slower]);
 
     // distilled, the log keeps the best record, the default's and the check
     let out = dir.path().join("best.jsonl");
@@ -306,4 +310,123 @@ fn builds_of_different_graphs_are_not_compared() {
     let best = ApplyHistoryBest::new(&[]);
     let e = check_in_network(&mut a, &mut b, &best, "cpu", &CheckOptions::default()).unwrap_err();
     assert!(e.to_string().contains("different kernels"), "{e}");
+}
+
+/// A check run of three candidates: the network's fastest builds, whichever of them
+/// (or the default) it is; an earlier run does not count, a run in which the history
+/// best wins changes nothing, and distilling keeps what the choice needs.
+#[test]
+fn a_check_of_several_candidates_builds_the_fastest_in_the_network() {
+    let records = vec![
+        Record::new("k", "cpu", "conv", ScheduleDesc::Default, ok(3e-3, 1)),
+        Record::new("k", "cpu", "conv", steps(1), ok(1e-3, 2)),
+        Record::new("k", "cpu", "conv", steps(2), ok(1.5e-3, 3)),
+        Record::new("k", "cpu", "conv", steps(3), ok(2e-3, 4)),
+    ];
+    // the candidates, fastest alone first; a fourth build repeats the slowest
+    let bests = candidate_histories(&records, 4);
+    let picked: Vec<ScheduleDesc> = bests
+        .iter()
+        .map(|b| b.query("k", "cpu").unwrap().schedule.clone())
+        .collect();
+    assert_eq!(picked, [steps(1), steps(2), steps(3), steps(3)]);
+    let built = |checks: Vec<NetworkCheck>| {
+        let h = ApplyHistoryBest::from_log(&log_of(records.clone(), checks));
+        (
+            h.query("k", "cpu").unwrap().schedule.clone(),
+            h.overruled().to_vec(),
+        )
+    };
+    // the second fastest alone is the fastest in the network
+    let run = vec![
+        check("k", steps(1), 3.0, 2.5, 10),
+        check("k", steps(2), 1.0, 2.5, 10),
+        check("k", steps(3), 2.0, 2.5, 10),
+    ];
+    let (schedule, overruled) = built(run.clone());
+    assert_eq!(schedule, steps(2));
+    assert_eq!(overruled.len(), 1);
+    assert_eq!(overruled[0].check, run[0]);
+    assert_eq!(overruled[0].instead_ms, 1.0);
+    // an earlier run that found the default fastest does not count
+    let mut with_old = run.clone();
+    with_old.push(check("k", steps(1), 9.0, 0.5, 5));
+    assert_eq!(built(with_old).0, steps(2));
+    // a run where the best stays fastest changes nothing
+    let kept = vec![
+        check("k", steps(1), 1.0, 2.5, 10),
+        check("k", steps(2), 1.5, 2.5, 10),
+    ];
+    assert_eq!(built(kept), (steps(1), Vec::new()));
+    // every candidate slower than the default: the default
+    let slow = vec![
+        check("k", steps(1), 3.0, 0.5, 10),
+        check("k", steps(2), 2.0, 0.5, 10),
+    ];
+    assert_eq!(built(slow).0, ScheduleDesc::Default);
+
+    // distilled, the log keeps the best record, the chosen one's and the whole run
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("log.jsonl");
+    let mut w = RecordWriter::open(&path).unwrap();
+    w.append_batch(&records).unwrap();
+    w.append_checks(&run).unwrap();
+    drop(w);
+    let out = dir.path().join("best.jsonl");
+    distill_file(&path, &out).unwrap();
+    let distilled = load(&out).unwrap();
+    assert_eq!((distilled.records.len(), distilled.checks.len()), (2, 3));
+    let h = ApplyHistoryBest::from_log(&distilled);
+    assert_eq!(h.query("k", "cpu").unwrap().schedule, steps(2));
+}
+
+/// The real check over several candidate builds: one check per distinct tuned
+/// schedule of the group, each with the default's times of the same rounds.
+#[test]
+fn the_real_check_times_every_candidate_build() {
+    let target = Target::cpu();
+    let g = conv_net();
+    let mut default = build(&g, &target).unwrap();
+    let conv_key = default.step_workload_keys()[0].to_string();
+    let records = vec![
+        Record::new(&conv_key, "cpu", "conv", ScheduleDesc::Default, ok(1e-3, 1)),
+        Record::new(&conv_key, "cpu", "conv", naive(), ok(1e-6, 2)),
+    ];
+    let bests = candidate_histories(&records, CANDIDATES);
+    assert_eq!(bests.len(), CANDIDATES);
+    let backend = CpuBackend::new(target.clone());
+    let mut tuned: Vec<_> = bests
+        .iter()
+        .map(|b| {
+            let hook = StepsHook(b.clone());
+            let device = std::sync::Arc::new(CpuDevice::new());
+            build_on(&g, &backend, device, Some(&hook)).unwrap()
+        })
+        .collect();
+    let opts = CheckOptions {
+        rounds: 3,
+        runs: 1,
+        round_ms: 100.0,
+    };
+    let mut rounds_seen = 0;
+    let checks = check_candidates_in_network(
+        &mut tuned,
+        &mut default,
+        &bests,
+        "cpu",
+        &opts,
+        &mut |done, total| {
+            rounds_seen = done;
+            assert_eq!(total, 3);
+        },
+    )
+    .unwrap();
+    assert_eq!(rounds_seen, 3);
+    // one candidate only: every build repeats it, so it is checked once
+    assert_eq!(checks.len(), 1, "{checks:?}");
+    assert_eq!(checks[0].schedule, naive());
+    assert_eq!(
+        (checks[0].tuned_ms.len(), checks[0].default_ms.len()),
+        (3, 3)
+    );
 }

@@ -455,6 +455,7 @@ fn session_opts(trials: usize) -> SessionOptions {
         remeasure_top: 0,
         remeasure_runs: 0,
         on_prepare: None,
+        memory: None,
     }
 }
 

@@ -40,12 +40,7 @@ impl KernelCache {
     /// The user's cache (see the module's header), or `None` when it is turned off or
     /// there is no home directory to keep it in.
     pub fn user() -> Option<KernelCache> {
-        locate(
-            std::env::var_os("TESSERA_CACHE_DIR"),
-            std::env::var_os("XDG_CACHE_HOME"),
-            std::env::var_os("HOME"),
-        )
-        .map(KernelCache::at)
+        user_cache_dir("TESSERA_CACHE_DIR", "kernels").map(KernelCache::at)
     }
 
     /// A cache in `dir` (created when the first entry is stored).
@@ -134,12 +129,24 @@ impl KernelCache {
     }
 }
 
-/// The cache's directory given the values of `$TESSERA_CACHE_DIR`, `$XDG_CACHE_HOME`
-/// and `$HOME`.
+/// A per-user cache folder (the compiled kernels', the cost model's memory): `$var`
+/// (`off` or an empty value turns it off), else `$XDG_CACHE_HOME/tessera/<sub>`, else
+/// `$HOME/.cache/tessera/<sub>`; `None` when turned off or there is no home.
+pub fn user_cache_dir(var: &str, sub: &str) -> Option<PathBuf> {
+    locate(
+        std::env::var_os(var),
+        std::env::var_os("XDG_CACHE_HOME"),
+        std::env::var_os("HOME"),
+        sub,
+    )
+}
+
+/// The cache's directory given the values of `$var`, `$XDG_CACHE_HOME` and `$HOME`.
 fn locate(
     tessera: Option<std::ffi::OsString>,
     xdg: Option<std::ffi::OsString>,
     home: Option<std::ffi::OsString>,
+    sub: &str,
 ) -> Option<PathBuf> {
     if let Some(dir) = tessera {
         if dir.is_empty() || dir == "off" {
@@ -154,7 +161,7 @@ fn locate(
             home.filter(|d| !d.is_empty())
                 .map(|h| PathBuf::from(h).join(".cache"))
         })?;
-    Some(base.join("tessera").join("kernels"))
+    Some(base.join("tessera").join(sub))
 }
 
 /// A temporary name beside `path`, unique to this process and call.
@@ -228,17 +235,24 @@ mod tests {
         use super::locate;
         use std::path::PathBuf;
         let s = |v: &str| Some(std::ffi::OsString::from(v));
-        assert_eq!(locate(s("/c"), s("/x"), s("/h")), Some(PathBuf::from("/c")));
-        assert_eq!(locate(s("off"), s("/x"), s("/h")), None);
-        assert_eq!(locate(s(""), s("/x"), s("/h")), None);
         assert_eq!(
-            locate(None, s("/x"), s("/h")),
+            locate(s("/c"), s("/x"), s("/h"), "kernels"),
+            Some(PathBuf::from("/c"))
+        );
+        assert_eq!(locate(s("off"), s("/x"), s("/h"), "kernels"), None);
+        assert_eq!(locate(s(""), s("/x"), s("/h"), "kernels"), None);
+        assert_eq!(
+            locate(None, s("/x"), s("/h"), "kernels"),
             Some(PathBuf::from("/x/tessera/kernels"))
         );
         assert_eq!(
-            locate(None, s(""), s("/h")),
+            locate(None, s(""), s("/h"), "kernels"),
             Some(PathBuf::from("/h/.cache/tessera/kernels"))
         );
-        assert_eq!(locate(None, None, None), None);
+        assert_eq!(locate(None, None, None, "kernels"), None);
+        assert_eq!(
+            locate(None, s("/x"), s("/h"), "models"),
+            Some(PathBuf::from("/x/tessera/models"))
+        );
     }
 }

@@ -32,6 +32,7 @@ fn args(log: &std::path::Path, trials: &str) -> Vec<String> {
 fn tessera(args: &[String]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tessera"))
         .args(args)
+        .env("TESSERA_MODEL_CACHE", crate::common::cache_dir())
         .output()
         .expect("runs tessera")
 }
@@ -47,6 +48,7 @@ fn a_killed_auto_scheduler_run_resumes_from_its_log() {
     // a run asked for 64 trials, killed once two rounds are in the log
     let mut child = Command::new(env!("CARGO_BIN_EXE_tessera"))
         .args(args(&log, "64"))
+        .env("TESSERA_MODEL_CACHE", crate::common::cache_dir())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -211,4 +213,93 @@ fn the_same_seed_with_a_deterministic_runner_gives_the_same_log() {
         run("c.jsonl", "8"),
         "another seed searches elsewhere"
     );
+}
+
+#[test]
+fn the_model_starts_from_the_earlier_logs_of_its_target() {
+    // one model cache shared by these runs (each other test has its own)
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let run = |name: &str, extra: &[&str]| {
+        let log = dir.path().join(name);
+        let mut a = args(&log, "24");
+        a.extend(["--simulated-runner", "--tuner-seed", "7"].map(String::from));
+        a.extend(extra.iter().map(|s| s.to_string()));
+        let out = Command::new(env!("CARGO_BIN_EXE_tessera"))
+            .args(&a)
+            .env("TESSERA_MODEL_CACHE", &cache)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        (
+            out.status.code(),
+            stdout,
+            stderr,
+            std::fs::read_to_string(&log).ok(),
+        )
+    };
+    // the first run starts cold and leaves its programs in the cache
+    let (code, cold_out, _, cold) = run("a.jsonl", &[]);
+    assert_eq!(code, Some(0), "{cold_out}");
+    assert!(!cold_out.contains("cost model: starts from"), "{cold_out}");
+    assert!(
+        cold_out.contains("the cost model's memory: 24 programs of"),
+        "{cold_out}"
+    );
+    // the next one, on another log, starts from it: its first round is ranked
+    let (code, out, _, carried) = run("b.jsonl", &[]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains("cost model: starts from 24 programs of 1 earlier log(s)"),
+        "{out}"
+    );
+    assert!(out.contains("a.jsonl (24)"), "{out}");
+    assert_ne!(cold, carried, "the carried model proposes other programs");
+    // a cold start is still the cold run, whatever the cache holds
+    let (_, _, _, fresh) = run("c.jsonl", &["--fresh-model"]);
+    assert_eq!(fresh, cold);
+    // the same logs to learn from and the same seed: the same search
+    let a = dir.path().join("a.jsonl");
+    let (_, out, _, from_a) = run("d.jsonl", &["--model-from", a.to_str().unwrap()]);
+    assert!(
+        out.contains("starts from 24 programs of 1 earlier log(s)"),
+        "{out}"
+    );
+    assert_eq!(from_a, carried);
+    // a log never indexed is one clear error
+    let (code, _, err, _) = run("e.jsonl", &["--model-from", "/nowhere/x.jsonl"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(
+        err.trim(),
+        "error: --model-from /nowhere/x.jsonl: no such record log"
+    );
+    let never = dir.path().join("never.jsonl");
+    std::fs::write(&never, "").unwrap();
+    let (code, _, err, _) = run("e.jsonl", &["--model-from", never.to_str().unwrap()]);
+    assert_eq!(code, Some(1), "{err}");
+    let last = err.trim().lines().last().unwrap();
+    assert!(
+        last.starts_with("error: ") && last.contains("no dataset of"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+    // a damaged dataset is a warning, and the others are still read
+    let damaged = std::fs::read_dir(&cache)
+        .unwrap()
+        .flatten()
+        .next()
+        .unwrap()
+        .path();
+    let first = std::fs::read_dir(&damaged)
+        .unwrap()
+        .flatten()
+        .next()
+        .unwrap()
+        .path();
+    std::fs::write(&first, b"TSRMEM01\x05\x00").unwrap();
+    let (code, out, err, _) = run("f.jsonl", &[]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("not a dataset of this build"), "{err}");
+    assert!(out.contains("cost model: starts from"), "{out}");
 }

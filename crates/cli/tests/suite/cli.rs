@@ -7,7 +7,9 @@ use std::process::{Command, Output};
 
 fn tessera(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_tessera"));
-    c.args(args).env("RUST_BACKTRACE", "1");
+    c.args(args)
+        .env("RUST_BACKTRACE", "1")
+        .env("TESSERA_MODEL_CACHE", crate::common::cache_dir());
     for (k, v) in env {
         c.env(k, v);
     }

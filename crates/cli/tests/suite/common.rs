@@ -31,8 +31,20 @@ pub fn tessera(args: &[&str]) -> Output {
 /// The command `tessera ARGS`, to add environment or pipes to.
 pub fn command(args: &[&str]) -> Command {
     let mut c = Command::new(bin());
-    c.args(args).env("RUST_BACKTRACE", "1");
+    c.args(args)
+        .env("RUST_BACKTRACE", "1")
+        .env("TESSERA_MODEL_CACHE", cache_dir());
     c
+}
+
+/// A model cache of its own for one run (under cargo's temporary folder), so that no
+/// test's tune learns from another's log: tests that share a cache say so.
+pub fn cache_dir() -> PathBuf {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join("model-cache")
+        .join(format!("{}-{n}", std::process::id()))
 }
 
 /// Both streams of a run, for a failure message.

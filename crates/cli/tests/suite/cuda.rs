@@ -20,6 +20,7 @@ fn tessera_at(bin: &Path, args: &[&str], env: &[(&str, &Path)]) -> Output {
     let mut c = Command::new(bin);
     c.args(args)
         .env("RUST_BACKTRACE", "1")
+        .env("TESSERA_MODEL_CACHE", crate::common::cache_dir())
         .env_remove("TESSERA_PLUGIN_PATH");
     for (k, v) in env {
         c.env(k, v);

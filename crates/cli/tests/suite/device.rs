@@ -27,6 +27,7 @@ fn plugin_dir() -> tempfile::TempDir {
 fn tessera(bin: &Path, args: &[&str], env: &[(&str, &Path)], extra: &[(&str, &str)]) -> Output {
     let mut c = Command::new(bin);
     c.args(args)
+        .env("TESSERA_MODEL_CACHE", crate::common::cache_dir())
         .env_remove("TESSERA_PLUGIN_PATH")
         .env_remove("TESSERA_RUNNER")
         .env_remove("TESSERA_TESTDEV_FAULTS")

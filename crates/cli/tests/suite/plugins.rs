@@ -9,7 +9,9 @@ use std::process::{Command, Output};
 
 fn tessera(args: &[&str], env: &[(&str, &Path)], extra: &[(&str, &str)]) -> Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_tessera"));
-    c.args(args).env_remove("TESSERA_PLUGIN_PATH");
+    c.args(args)
+        .env("TESSERA_MODEL_CACHE", crate::common::cache_dir())
+        .env_remove("TESSERA_PLUGIN_PATH");
     for (k, v) in env {
         c.env(k, v);
     }

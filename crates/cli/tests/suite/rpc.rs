@@ -88,6 +88,7 @@ fn tune(tracker: &str, key: &str, log: &std::path::Path) -> Output {
 
 fn tune_cmd(tracker: &str, key: &str, log: &std::path::Path, trials: &str) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_tessera"));
+    c.env("TESSERA_MODEL_CACHE", crate::common::cache_dir());
     c.args([
         "tune",
         "--op",
