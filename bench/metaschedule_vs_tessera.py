@@ -176,11 +176,11 @@ def tessera_records(log):
     return rows
 
 
-def tessera_run(bin_dir, workload, op, trials, seed, log):
+def tessera_run(bin_dir, workload, op, trials, seed, log, more=()):
     _, shape, flop, extra, _ = WORKLOADS[workload]
     cmd = [os.path.join(bin_dir, "tessera"), "tune", "--op", op, "--op-shape", shape, "--pad", "same",
            "--per-round", str(PER_ROUND), "--remeasure-top", "0", "--tuner-seed",
-           str(seed), "--trials", str(trials), "--log", log + ".part"] + extra
+           str(seed), "--trials", str(trials), "--log", log + ".part"] + extra + list(more)
     t0 = time.time()
     p = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.time() - t0
@@ -219,6 +219,9 @@ def main():
     ap.add_argument("--ms-seeds", default="1", help="MetaSchedule's seeds")
     ap.add_argument("--only", choices=sorted(WORKLOADS))
     ap.add_argument("--mcpu", default="znver3")
+    ap.add_argument("--tessera-flag", action="append", default=[], metavar="FLAG",
+                    help="one more flag for each `tessera tune` (repeatable), e.g. "
+                    "--tessera-flag=--model-from --tessera-flag=LOG")
     ap.add_argument("--ms-worker", nargs=3, metavar=("OP", "SEED", "WORKDIR"),
                     help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -247,7 +250,8 @@ def main():
                 if not os.path.exists(cache):
                     log = os.path.join(args.out, f"tessera_{op}_{seeds[i]}.jsonl")
                     with open(cache, "w") as f:
-                        json.dump(tessera_run(args.bin, key, op, args.trials, seeds[i], log), f)
+                        json.dump(tessera_run(args.bin, key, op, args.trials, seeds[i], log,
+                                              args.tessera_flag), f)
                 with open(cache) as f:
                     ts_out[op].append(json.load(f))
                 print(f"{name}: Tessera {op} seed {seeds[i]}: {ts_out[op][-1]['wall']:.0f} s",

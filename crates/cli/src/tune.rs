@@ -250,15 +250,14 @@ pub(crate) fn check_in_network(
     );
     let median = |v: &[f64]| tessera_search::record::stable_cost(v.to_vec());
     for o in &outcome.overruled {
-        let instead = match o.instead.schedule {
-            ScheduleDesc::Default => "default".to_string(),
-            _ => "another candidate".to_string(),
+        let other = match o.instead.schedule {
+            ScheduleDesc::Default => String::new(),
+            _ => format!(", another candidate {:.3} ms: built with it", o.instead_ms),
         };
         say!(
-            "  {:<36} best alone {:>7.3} ms, {instead} {:>7.3} ms (default {:.3} ms)   {}",
+            "  {:<36} in the network: the best alone {:>7.3} ms, the default {:>7.3} ms{other}   {}",
             o.check.task,
             median(&o.check.tuned_ms),
-            o.instead_ms,
             median(&o.check.default_ms),
             o.check.workload_key.chars().take(60).collect::<String>()
         );

@@ -518,12 +518,34 @@ impl TaskScheduler {
             let Some(task) = self.pick_next() else {
                 return StopReason::AllDead;
             };
-            let n = self.opts.per_round.max(1).min(budget - self.ct);
+            let n = self.round_size(task).min(budget - self.ct);
             let out = runner.run_round(task, n);
             self.record_round(task, &out);
             let next = self.peek_next();
             report(self, next);
         }
+    }
+
+    /// The trials of `task`'s next round: `per_round`, except for a task whose part of
+    /// the estimate (weight × latency) is below an even share (the estimate over the
+    /// tasks that have a latency): that fraction of a round, at least a quarter of one.
+    /// A task of small share then costs a quarter of what a large one does, so the same
+    /// budget reaches more of the network.
+    pub fn round_size(&self, task: usize) -> usize {
+        let per = self.opts.per_round.max(1);
+        let (Some(total), Some((c, _))) = (self.estimated_latency(), self.estimate_of(task)) else {
+            return per;
+        };
+        let known = (0..self.tasks.len())
+            .filter(|&i| self.estimate_of(i).is_some())
+            .count();
+        let even = total / known.max(1) as f64;
+        let part = self.tasks[task].weight * c;
+        if even.is_nan() || even <= 0.0 || part >= even {
+            return per;
+        }
+        let n = (per as f64 * part / even).ceil() as usize;
+        n.clamp((per / 4).max(1), per)
     }
 
     /// The task the next round would go to, without consuming the random choice.

@@ -22,6 +22,8 @@ struct Runner {
     tasks: Vec<Synthetic>,
     spent: Vec<usize>,
     order: Vec<usize>,
+    /// The trials each round asked for, in order.
+    sizes: Vec<usize>,
 }
 
 impl Runner {
@@ -31,6 +33,7 @@ impl Runner {
             tasks,
             spent: vec![0; n],
             order: Vec::new(),
+            sizes: Vec::new(),
         }
     }
 }
@@ -38,6 +41,7 @@ impl Runner {
 impl RoundRunner for Runner {
     fn run_round(&mut self, task: usize, n: usize) -> RoundOutcome {
         self.order.push(task);
+        self.sizes.push(n);
         let t = &self.tasks[task];
         let n = n.min(t.space - self.spent[task]);
         self.spent[task] += n;
@@ -190,8 +194,11 @@ fn a_restored_scheduler_skips_the_warm_up_of_tuned_tasks_and_keeps_their_bests()
     assert_eq!(s.best_costs()[0], 2e-3);
     let mut r = Runner::new(vec![task(5.0, 1.0, 50.0); 2]);
     s.tune(40 + 32, &mut r, &mut |_, _| {});
-    // task 1 warms up first; the restored budget counts towards the total
-    assert_eq!(r.order, vec![1, 0]);
+    // task 1 warms up first; the restored budget counts towards the total; task 0,
+    // then below an even share of the estimate, gets a smaller round, and task 1 the rest
+    assert_eq!(r.order, vec![1, 0, 1]);
+    assert_eq!(r.sizes[0], 16);
+    assert!(r.sizes[1] < 16, "{:?}", r.sizes);
     assert_eq!(s.total_trials(), 72);
     // a worse round does not replace a restored best
     assert_eq!(s.best_costs()[0], 2e-3);
@@ -450,7 +457,10 @@ fn warm_ups_go_where_the_networks_time_is() {
     let mut s = with_baselines(&weights, &baselines, TaskSelection::RoundRobin);
     let mut r = Runner::new(vec![task(5.0, 1.0, 50.0); 4]);
     s.tune(16 * 6, &mut r, &mut |_, _| {});
-    assert_eq!(r.order, vec![1, 2, 0, 3, 0, 1]);
+    assert_eq!(r.order[..6], [1, 2, 0, 3, 0, 1]);
+    // the small shares' rounds are a fraction of a round (as the estimate stands
+    // then), at least a quarter: more rounds fit in the budget
+    assert_eq!(r.sizes[..4], [16, 16, 5, 4]);
     assert_eq!(s.untuned_part().map(|p| p.1), Some(0.0));
 }
 
@@ -462,7 +472,9 @@ fn a_task_of_small_share_waits_until_the_large_one_stalls() {
     let mut s = with_baselines(&[1.0, 1.0], &[10.0, 1.5], TaskSelection::Gradient);
     let mut r = Runner::new(vec![task(10.0, 10.0, 50.0), task(1.5, 1.0, 50.0)]);
     s.tune(16 * 8, &mut r, &mut |_, _| {});
-    assert_eq!(r.order, vec![0, 0, 0, 0, 0, 0, 0, 1]);
+    assert_eq!(r.order[..8], [0, 0, 0, 0, 0, 0, 0, 1]);
+    // its round: 16 × 1.5 / 5.75 (an even share of the 11.5 ms), rounded up
+    assert_eq!(r.sizes[7], 5);
 }
 
 #[test]
@@ -474,4 +486,24 @@ fn tasks_without_a_baseline_warm_up_first_in_order() {
     let mut r = Runner::new(vec![task(5.0, 1.0, 50.0); 3]);
     s.tune(16 * 3, &mut r, &mut |_, _| {});
     assert_eq!(&r.order[..2], &[1, 2]);
+}
+
+#[test]
+fn a_round_is_sized_by_the_tasks_share_of_the_estimate() {
+    // shares 1, 20, 10 and 0.1 ms of 31.1: an even share is 7.775 ms
+    let s = with_baselines(
+        &[1.0, 1.0, 2.0, 1.0],
+        &[1.0, 20.0, 5.0, 0.1],
+        TaskSelection::Gradient,
+    );
+    let sizes: Vec<usize> = (0..4).map(|i| s.round_size(i)).collect();
+    // above an even share: a whole round; below: its fraction, at least a quarter
+    assert_eq!(sizes, [4, 16, 16, 4]);
+    let s = with_baselines(&[1.0, 1.0], &[3.0, 1.0], TaskSelection::Gradient);
+    // 16 × 1 / 2 = 8
+    assert_eq!((s.round_size(0), s.round_size(1)), (16, 8));
+    // without a latency for every task, the estimate is unknown: whole rounds
+    let mut s = sched(&[1.0, 1.0], opts(TaskSelection::Gradient));
+    s.set_baseline(0, 1e-3);
+    assert_eq!((s.round_size(0), s.round_size(1)), (16, 16));
 }
