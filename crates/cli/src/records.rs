@@ -372,17 +372,16 @@ fn best(file: &Path, target: Option<&str>) -> Result<()> {
         let c = &o.check;
         if target.is_none_or(|t| c.target == t) {
             let instead = match o.instead.schedule {
-                tessera_search::ScheduleDesc::Default => "its default schedule",
-                _ => "another of its candidates",
+                tessera_search::ScheduleDesc::Default => "its default schedule".to_string(),
+                _ => format!("another of its candidates ({:.3} ms)", o.instead_ms),
             };
             say!(
                 "built with {instead}: {} ({}) on `{}`, whose best ran {:.3} ms in the network \
-                 against {:.3} ms (the default's {:.3} ms; in-network check)",
+                 against the default's {:.3} ms (in-network check)",
                 c.task,
                 short_key(&c.workload_key),
                 c.target,
                 median(&c.tuned_ms),
-                o.instead_ms,
                 median(&c.default_ms)
             );
         }

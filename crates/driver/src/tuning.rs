@@ -120,7 +120,7 @@ impl Toolchain {
         log: &Path,
         progress: PhaseProgress<'_>,
     ) -> Result<NetworkCheckOutcome, DriverError> {
-        let loaded = self.read_log(log)?;
+        let mut loaded = self.read_log(log)?;
         // the records alone: an earlier check must not hide the schedule it overruled
         let bests = candidate_histories(&loaded.records, CANDIDATES);
         let target_str = target.to_string();
@@ -157,7 +157,9 @@ impl Toolchain {
             &mut |done, _| progress("in-network check: timing", done, rounds),
         )?;
         RecordWriter::open(log).and_then(|mut w| w.append_checks(&checks))?;
-        let overruled = ApplyHistoryBest::from_log(&self.read_log(log)?)
+        // what builds with the log now use: the log as read, with the new checks
+        loaded.checks.extend(checks.iter().cloned());
+        let overruled = ApplyHistoryBest::from_log(&loaded)
             .overruled()
             .iter()
             .filter(|o| checks.contains(&o.check))

@@ -146,19 +146,13 @@ fn float_expr() -> BoxedStrategy<Expr> {
     ];
     leaf.prop_recursive(3, 16, 3, |inner| {
         let op = prop::sample::select(vec![BinOp::Add, BinOp::Sub, BinOp::Mul, BinOp::Div, BinOp::Min, BinOp::Max]);
-        let unary = prop::sample::select(vec![
-            Intrinsic::Exp,
-            Intrinsic::Log,
-            Intrinsic::Sqrt,
-            Intrinsic::Rsqrt,
-            Intrinsic::Tanh,
-            Intrinsic::Sigmoid,
-            Intrinsic::Fabs,
-            Intrinsic::Erf,
-            Intrinsic::Floor,
-            Intrinsic::Ceil,
-            Intrinsic::Round,
-        ]);
+        // every one-argument intrinsic (pow and if_then_else have their own arms)
+        let unary = prop::sample::select(
+            Intrinsic::ALL
+                .into_iter()
+                .filter(|i| i.arity() == 1)
+                .collect::<Vec<_>>(),
+        );
         prop_oneof![
             4 => (op, inner.clone(), inner.clone()).prop_map(|(op, a, b)| Expr::binary(op, a, b)),
             2 => (unary, inner.clone()).prop_map(|(op, a)| Expr::math(op, a)),

@@ -97,7 +97,7 @@ impl Dataset {
     /// At most `cap` of its programs: every k-th, in order, so each task keeps its
     /// share.
     pub fn thinned(mut self, cap: usize) -> Dataset {
-        let stride = self.num_programs().div_ceil(cap.max(1)).max(1);
+        let stride = stride(self.num_programs(), cap);
         if stride == 1 {
             return self;
         }
@@ -175,7 +175,7 @@ impl Prior {
             .flat_map(|t| &t.programs)
             .filter(|p| usable(p))
             .count();
-        let stride = all.div_ceil(cap.max(1)).max(1);
+        let stride = stride(all, cap);
         let mut prior = Prior::default();
         let mut k = 0usize;
         for set in sets {
@@ -340,6 +340,11 @@ impl ModelMemory {
         }
         Ok(set)
     }
+}
+
+/// The step of a stride that keeps at most `cap` of `n` items (every k-th, from the first).
+fn stride(n: usize, cap: usize) -> usize {
+    n.div_ceil(cap.max(1)).max(1)
 }
 
 /// `path` made absolute (and canonical where it exists), so one log has one key.

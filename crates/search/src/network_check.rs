@@ -55,12 +55,6 @@ pub struct NetworkCheck {
 }
 
 impl NetworkCheck {
-    /// Whether the default schedule ran faster in the network than `schedule`: its
-    /// median over the rounds is lower ([`stable_cost`]).
-    pub fn default_faster(&self) -> bool {
-        stable_cost(self.default_ms.clone()) < stable_cost(self.tuned_ms.clone())
-    }
-
     /// The check as one JSON line, without the newline; fails on a time JSON cannot
     /// hold.
     pub fn to_json_line(&self) -> Result<String, EncodeError> {

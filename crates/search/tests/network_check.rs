@@ -12,8 +12,8 @@ use tessera_graph::{
 };
 use tessera_runtime::CpuDevice;
 use tessera_search::network_check::{
-    candidate_histories, check_candidates_in_network, check_in_network, CheckOptions, NetworkCheck,
-    CANDIDATES,
+    candidate_histories, check_candidates_in_network, check_in_network, network_choice,
+    CheckOptions, NetworkCheck, CANDIDATES,
 };
 use tessera_search::record::{distill_file, load, ApplyHistoryBest, Record, RecordWriter};
 use tessera_search::state::State;
@@ -146,7 +146,7 @@ fn the_in_network_check_times_each_tuned_group_and_goes_to_the_log() {
     // whatever it found, the check is of the history best and the log keeps it
     assert_eq!(
         ApplyHistoryBest::from_log(&log).overruled().len(),
-        usize::from(c.default_faster())
+        usize::from(network_choice(&[c]).0.is_none())
     );
 }
 
@@ -163,7 +163,7 @@ fn a_check_that_finds_the_default_faster_overrules_the_tuned_record() {
         Record::new(conv_key, "cpu", "conv", naive(), ok(1e-6, 2)),
     ];
     let slower = check(conv_key, naive(), 3.0, 1.0, 10);
-    assert!(slower.default_faster());
+    assert_eq!(network_choice(&[&slower]).0, None);
 
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("log.jsonl");
