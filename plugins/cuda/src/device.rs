@@ -44,6 +44,18 @@ fn driver_present() -> bool {
     unsafe { sys::is_culib_present() }
 }
 
+/// The CUDA major version of the installed driver (13 for driver 580), when there is
+/// one: NVRTC of a newer CUDA makes PTX this driver cannot load.
+pub(crate) fn driver_cuda_major() -> Option<u32> {
+    if !driver_present() {
+        return None;
+    }
+    let mut v = 0;
+    // SAFETY: one out-pointer; cuDriverGetVersion needs no cuInit.
+    unsafe { sys::cuDriverGetVersion(&mut v) }.result().ok()?;
+    (v > 0).then_some(v as u32 / 1000)
+}
+
 /// The first GPU's facts, queried once per process.
 pub fn device_info() -> Result<DeviceInfo, CudaError> {
     static INFO: OnceLock<Result<DeviceInfo, CudaError>> = OnceLock::new();

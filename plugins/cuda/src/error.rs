@@ -5,7 +5,7 @@ use thiserror::Error;
 
 /// What to install for NVRTC.
 pub const NVRTC_HINT: &str = "install the CUDA toolkit, or `pip install nvidia-cuda-nvrtc-cu12`, \
-    or set TESSERA_NVRTC to the path of libnvrtc.so.12";
+    or set TESSERA_NVRTC to the path of a libnvrtc.so.N";
 
 /// What to install for the driver.
 pub const DRIVER_HINT: &str = "install the NVIDIA driver (libcuda.so.1); building kernels \
@@ -15,7 +15,7 @@ pub const DRIVER_HINT: &str = "install the NVIDIA driver (libcuda.so.1); buildin
 #[derive(Clone, Debug, Error)]
 pub enum CudaError {
     /// NVRTC could not be loaded.
-    #[error("NVRTC (libnvrtc.so.12) not found (looked in: {searched}); {NVRTC_HINT}")]
+    #[error("NVRTC (libnvrtc.so.N) not found (looked in: {searched}); {NVRTC_HINT}")]
     NvrtcMissing { searched: String },
     /// NVRTC refused a kernel source.
     #[error("NVRTC could not compile `{entry}` for {arch} (its log follows):\n{log}")]

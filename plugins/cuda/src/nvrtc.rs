@@ -1,95 +1,308 @@
 //! CUDA C to PTX with NVRTC, which needs no GPU and no driver.
 //!
-//! cudarc opens `libnvrtc` by name on the first call and panics when it is missing, so
-//! [`ensure_loaded`] runs first: when the loader does not find the library by name it is
-//! loaded from where a toolkit or NVIDIA's PyPI wheel put it (see [`crate::locate`]) and
-//! kept loaded; the dynamic loader then answers cudarc's `libnvrtc.so.12` with the
-//! library already in the process (it matches loaded libraries by their soname). Not
-//! found anywhere is [`CudaError::NvrtcMissing`], naming what to install.
+//! NVRTC is opened here by its file, not by name through cudarc: a loader that asks for
+//! `libnvrtc.so.12` misses CUDA 13's `libnvrtc.so.13`, and a library opened by path
+//! cannot answer a later open of another name. [`ensure_loaded`] looks, in order, at
+//! `$TESSERA_NVRTC`, the loader's path (`libnvrtc.so`, `.so.13`, `.so.12`, `.so.11`),
+//! then every `libnvrtc.so.N` in a toolkit's library folders and in NVIDIA's wheels
+//! ([`crate::locate`]), newest first — except that with a driver present, a version the
+//! driver cannot load PTX of (newer than the driver's CUDA) comes after the others.
+//! The first that opens and has NVRTC's entry points is kept for the process. Not found
+//! anywhere is [`CudaError::NvrtcMissing`], naming what to install.
+//!
+//! The binding is the eight C functions a compile needs (program, compile, PTX, log,
+//! version, supported architectures).
 
 use crate::error::CudaError;
 use crate::locate;
 use crate::target::Arch;
-use cudarc::nvrtc::{compile_ptx_with_opts, CompileError, CompileOptions};
+use libloading::Library;
+use std::ffi::{c_char, c_int, CStr, CString};
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-/// Makes NVRTC loadable by cudarc, once per process.
-pub fn ensure_loaded() -> Result<(), CudaError> {
-    static LOADED: OnceLock<Result<(), String>> = OnceLock::new();
+type Program = *mut std::ffi::c_void;
+type Status = c_int;
+/// `NVRTC_ERROR_COMPILATION`: the source did not compile; the log says why.
+const ERROR_COMPILATION: Status = 6;
+
+/// NVRTC's entry points, from the library they were read from (kept loaded).
+struct Nvrtc {
+    path: PathBuf,
+    _lib: Library,
+    version: unsafe extern "C" fn(*mut c_int, *mut c_int) -> Status,
+    error_string: unsafe extern "C" fn(Status) -> *const c_char,
+    create: unsafe extern "C" fn(
+        *mut Program,
+        *const c_char,
+        *const c_char,
+        c_int,
+        *const *const c_char,
+        *const *const c_char,
+    ) -> Status,
+    destroy: unsafe extern "C" fn(*mut Program) -> Status,
+    compile: unsafe extern "C" fn(Program, c_int, *const *const c_char) -> Status,
+    ptx_size: unsafe extern "C" fn(Program, *mut usize) -> Status,
+    ptx: unsafe extern "C" fn(Program, *mut c_char) -> Status,
+    log_size: unsafe extern "C" fn(Program, *mut usize) -> Status,
+    log: unsafe extern "C" fn(Program, *mut c_char) -> Status,
+    num_archs: Option<unsafe extern "C" fn(*mut c_int) -> Status>,
+    archs: Option<unsafe extern "C" fn(*mut c_int) -> Status>,
+}
+
+// SAFETY: NVRTC's functions may be called from any thread on distinct programs; the
+// struct holds only function pointers and the library that keeps them valid.
+unsafe impl Send for Nvrtc {}
+unsafe impl Sync for Nvrtc {}
+
+impl Nvrtc {
+    /// Opens `path` (a file path, or a name for the loader) and reads the entry points.
+    fn open(path: &Path) -> Result<Nvrtc, String> {
+        // SAFETY: NVRTC is a plain C library without initializers that need care.
+        let lib = unsafe { Library::new(path) }.map_err(|e| e.to_string())?;
+        macro_rules! sym {
+            ($name:literal) => {
+                // SAFETY: the symbol's C signature is the field's type (NVRTC's header).
+                *unsafe { lib.get(concat!($name, "\0").as_bytes()) }
+                    .map_err(|e| format!("{}: {e}", $name))?
+            };
+        }
+        macro_rules! optional {
+            ($name:literal) => {
+                // SAFETY: as above; absent before CUDA 11.2.
+                unsafe { lib.get(concat!($name, "\0").as_bytes()) }
+                    .ok()
+                    .map(|s| *s)
+            };
+        }
+        Ok(Nvrtc {
+            path: path.to_path_buf(),
+            version: sym!("nvrtcVersion"),
+            error_string: sym!("nvrtcGetErrorString"),
+            create: sym!("nvrtcCreateProgram"),
+            destroy: sym!("nvrtcDestroyProgram"),
+            compile: sym!("nvrtcCompileProgram"),
+            ptx_size: sym!("nvrtcGetPTXSize"),
+            ptx: sym!("nvrtcGetPTX"),
+            log_size: sym!("nvrtcGetProgramLogSize"),
+            log: sym!("nvrtcGetProgramLog"),
+            num_archs: optional!("nvrtcGetNumSupportedArchs"),
+            archs: optional!("nvrtcGetSupportedArchs"),
+            _lib: lib,
+        })
+    }
+
+    fn check(&self, what: &str, status: Status) -> Result<(), CudaError> {
+        if status == 0 {
+            return Ok(());
+        }
+        // SAFETY: NVRTC returns a static string for any status.
+        let text = unsafe { CStr::from_ptr((self.error_string)(status)) };
+        Err(CudaError::driver(what, text.to_string_lossy()))
+    }
+
+    fn version(&self) -> Result<(i32, i32), CudaError> {
+        let (mut major, mut minor) = (0, 0);
+        // SAFETY: two valid out-pointers.
+        self.check("nvrtcVersion", unsafe {
+            (self.version)(&mut major, &mut minor)
+        })?;
+        Ok((major, minor))
+    }
+
+    /// The architectures this NVRTC compiles for (`[75, 80, 86, …]`); empty where it
+    /// cannot say.
+    fn supported_archs(&self) -> Vec<i32> {
+        let (Some(num), Some(list)) = (self.num_archs, self.archs) else {
+            return Vec::new();
+        };
+        let mut n: c_int = 0;
+        // SAFETY: one out-pointer, then a buffer of the size NVRTC gave.
+        if unsafe { num(&mut n) } != 0 || n <= 0 {
+            return Vec::new();
+        }
+        let mut v = vec![0 as c_int; n as usize];
+        if unsafe { list(v.as_mut_ptr()) } != 0 {
+            return Vec::new();
+        }
+        v
+    }
+
+    /// A program's log, or its PTX: a size query, then a buffer of that size.
+    fn text(
+        &self,
+        prog: Program,
+        size: unsafe extern "C" fn(Program, *mut usize) -> Status,
+        get: unsafe extern "C" fn(Program, *mut c_char) -> Status,
+        what: &str,
+    ) -> Result<String, CudaError> {
+        let mut n = 0usize;
+        // SAFETY: a live program; a buffer of the size NVRTC reported.
+        self.check(what, unsafe { size(prog, &mut n) })?;
+        let mut buf = vec![0u8; n.max(1)];
+        self.check(what, unsafe { get(prog, buf.as_mut_ptr() as *mut c_char) })?;
+        let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+        Ok(String::from_utf8_lossy(&buf[..end]).into_owned())
+    }
+
+    fn compile(&self, source: &CStr, name: &CStr, options: &[CString]) -> Result<String, Failure> {
+        let mut prog: Program = std::ptr::null_mut();
+        // SAFETY: NUL-terminated source and name; no headers.
+        let created = unsafe {
+            (self.create)(
+                &mut prog,
+                source.as_ptr(),
+                name.as_ptr(),
+                0,
+                std::ptr::null(),
+                std::ptr::null(),
+            )
+        };
+        self.check("nvrtcCreateProgram", created)
+            .map_err(Failure::Call)?;
+        let opts: Vec<*const c_char> = options.iter().map(|o| o.as_ptr()).collect();
+        // SAFETY: a live program; `opts` points at NUL-terminated options that outlive it.
+        let status = unsafe { (self.compile)(prog, opts.len() as c_int, opts.as_ptr()) };
+        let result = if status == ERROR_COMPILATION {
+            let log = self.text(prog, self.log_size, self.log, "nvrtcGetProgramLog");
+            Err(Failure::Refused(log.unwrap_or_else(|e| e.to_string())))
+        } else {
+            self.check("nvrtcCompileProgram", status)
+                .and_then(|_| self.text(prog, self.ptx_size, self.ptx, "nvrtcGetPTX"))
+                .map_err(Failure::Call)
+        };
+        // SAFETY: the program made above, destroyed once.
+        unsafe { (self.destroy)(&mut prog) };
+        result
+    }
+}
+
+/// Why a compile failed: NVRTC refused the source (its log), or a call failed.
+enum Failure {
+    Refused(String),
+    Call(CudaError),
+}
+
+/// The names the loader is asked for, before any folder is searched.
+const LOADER_NAMES: [&str; 4] = [
+    "libnvrtc.so",
+    "libnvrtc.so.13",
+    "libnvrtc.so.12",
+    "libnvrtc.so.11",
+];
+
+/// Every place NVRTC is looked for, in order (see the module's header).
+fn candidates() -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::env::var_os("TESSERA_NVRTC")
+        .map(PathBuf::from)
+        .into_iter()
+        .collect();
+    v.extend(LOADER_NAMES.iter().map(PathBuf::from));
+    let mut found = Vec::new();
+    for root in locate::toolkit_roots() {
+        for dir in locate::toolkit_lib_dirs(&root) {
+            found.extend(locate::versioned_libs(&dir, "nvrtc"));
+        }
+    }
+    for package in ["cuda_nvrtc", "cu13", "cu12"] {
+        if let Some(w) = locate::wheel_dir(package) {
+            found.extend(locate::versioned_libs(&w.join("lib"), "nvrtc"));
+        }
+    }
+    if let Some(driver) = crate::device::driver_cuda_major() {
+        // Stable: the driver's own version and older keep their order, first.
+        found.sort_by_key(|p| major_of(p).is_some_and(|m| m > driver));
+    }
+    v.extend(found);
+    v
+}
+
+/// The major version in a library file's name (`libnvrtc.so.13.0` → 13).
+fn major_of(p: &Path) -> Option<u32> {
+    let name = p.file_name()?.to_str()?;
+    locate::lib_version(name, "nvrtc")?.first().copied()
+}
+
+fn nvrtc() -> Result<&'static Nvrtc, CudaError> {
+    static LOADED: OnceLock<Result<Nvrtc, String>> = OnceLock::new();
     LOADED
         .get_or_init(load)
-        .clone()
-        .map_err(|searched| CudaError::NvrtcMissing { searched })
+        .as_ref()
+        .map_err(|searched| CudaError::NvrtcMissing {
+            searched: searched.clone(),
+        })
 }
 
-fn present() -> bool {
-    // SAFETY: only tries to open the library under its usual names.
-    unsafe { cudarc::nvrtc::sys::is_culib_present() }
-}
-
-fn load() -> Result<(), String> {
-    if present() {
-        return Ok(());
-    }
-    let candidates = locate::candidates(
-        "TESSERA_NVRTC",
-        Vec::new(),
-        "lib64/libnvrtc.so.12",
-        "cuda_nvrtc",
-        "lib/libnvrtc.so.12",
-    );
+fn load() -> Result<Nvrtc, String> {
+    let candidates = candidates();
+    let mut tried = Vec::new();
     for path in &candidates {
-        if !path.is_file() {
+        let by_name = path.components().count() == 1;
+        if !by_name && !path.is_file() {
+            tried.push(path.display().to_string());
             continue;
         }
-        // SAFETY: NVRTC is a plain C library without initializers that need care.
-        if let Ok(lib) = unsafe { libloading::Library::new(path) } {
-            // Kept for the life of the process: cudarc's handle is to this library.
-            std::mem::forget(lib);
-            if present() {
-                return Ok(());
-            }
+        match Nvrtc::open(path) {
+            Ok(n) => return Ok(n),
+            Err(_) if by_name => tried.push(format!("{} on the loader's path", path.display())),
+            Err(e) => tried.push(format!("{} ({e})", path.display())),
         }
     }
-    let mut searched: Vec<String> = vec!["the loader's path".into()];
-    searched.extend(candidates.iter().map(|p| p.display().to_string()));
-    Err(searched.join(", "))
+    Err(tried.join(", "))
+}
+
+/// Makes NVRTC usable, once per process.
+pub fn ensure_loaded() -> Result<(), CudaError> {
+    nvrtc().map(drop)
+}
+
+/// The file NVRTC was loaded from.
+pub fn library_path() -> Result<PathBuf, CudaError> {
+    Ok(nvrtc()?.path.clone())
 }
 
 /// Compiles the CUDA C `source` (of function `entry`, for the messages) to PTX for
 /// `arch`'s virtual architecture.
 pub fn compile(source: &str, entry: &str, arch: &Arch) -> Result<String, CudaError> {
-    ensure_loaded()?;
-    if source.contains('\0') || entry.contains('\0') {
-        return Err(CudaError::Compile {
-            entry: entry.to_string(),
-            arch: arch.compute(),
-            log: "the source holds a NUL character".into(),
-        });
-    }
-    let opts = CompileOptions {
-        options: vec![format!("--gpu-architecture={}", arch.compute())],
-        name: Some(format!("{entry}.cu")),
-        ..Default::default()
+    let n = nvrtc()?;
+    let refused = |log: String| CudaError::Compile {
+        entry: entry.to_string(),
+        arch: arch.compute(),
+        log,
     };
-    match compile_ptx_with_opts(source, opts) {
-        Ok(ptx) => Ok(ptx.to_src()),
-        Err(CompileError::CompileError { log, .. }) => Err(CudaError::Compile {
-            entry: entry.to_string(),
-            arch: arch.compute(),
-            log: log.to_string_lossy().into_owned(),
-        }),
-        Err(e) => Err(CudaError::driver(format!("NVRTC on `{entry}`"), e)),
+    let (Ok(src), Ok(name)) = (CString::new(source), CString::new(format!("{entry}.cu"))) else {
+        return Err(refused("the source holds a NUL character".into()));
+    };
+    let opts = [
+        CString::new(format!("--gpu-architecture={}", arch.compute()))
+            .expect("no NUL in an architecture's name"),
+    ];
+    match n.compile(&src, &name, &opts) {
+        Ok(ptx) => Ok(ptx),
+        Err(Failure::Refused(log)) => Err(refused(log)),
+        Err(Failure::Call(e)) => Err(e),
     }
 }
 
 /// NVRTC's version, `(major, minor)`.
 pub fn version() -> Result<(i32, i32), CudaError> {
-    ensure_loaded()?;
-    let (mut major, mut minor) = (0, 0);
-    // SAFETY: two valid out-pointers.
-    unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) }
-        .result()
-        .map_err(|e| CudaError::driver("nvrtcVersion", e))?;
-    Ok((major, minor))
+    nvrtc()?.version()
+}
+
+/// The oldest architecture the loaded NVRTC compiles for, at least `sm_52`: what a
+/// `cuda` target without a GPU compiles for (CUDA 13 dropped everything before
+/// `sm_75`). `sm_52` where NVRTC cannot say or is not loaded.
+pub fn oldest_arch() -> Arch {
+    let oldest = nvrtc()
+        .ok()
+        .map(|n| n.supported_archs())
+        .and_then(|v| v.into_iter().filter(|&a| a >= 52).min());
+    match oldest {
+        Some(a) => Arch {
+            major: (a / 10) as u32,
+            minor: (a % 10) as u32,
+            suffix: String::new(),
+        },
+        None => crate::target::PORTABLE_ARCH,
+    }
 }

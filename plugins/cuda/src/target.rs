@@ -4,7 +4,8 @@
 //! - `cuda`: the first GPU's compute capability and limits, queried through the driver
 //!   (SM count, shared memory per block, threads per block, warp size, registers per
 //!   block). Without a driver or a GPU (compiling for a device elsewhere) the kernels
-//!   are compiled for `sm_52`, whose PTX any later GPU's driver compiles, with TVM's
+//!   are compiled for the oldest architecture the NVRTC at hand supports, from `sm_52`
+//!   (`sm_75` with CUDA 13), whose PTX any later GPU's driver compiles, with TVM's
 //!   defaults for the limits.
 //! - `cuda -arch=sm_XX`: compiled for that architecture. The limits are the device's
 //!   when this machine has a GPU of that architecture, TVM's defaults otherwise (1024
@@ -28,7 +29,8 @@ pub struct Arch {
     pub suffix: String,
 }
 
-/// The architecture of a `cuda` target that names none and finds no GPU.
+/// The architecture of a `cuda` target that names none and finds no GPU, where NVRTC
+/// does not say which it supports ([`crate::nvrtc::oldest_arch`]).
 pub const PORTABLE_ARCH: Arch = Arch {
     major: 5,
     minor: 2,
@@ -151,7 +153,11 @@ pub fn resolve(t: &Target) -> Result<CudaTarget, CudaError> {
             (a, device_params(&d), Some(d))
         }
         (Some(a), _) => (a.clone(), default_params(&a), None),
-        (None, None) => (PORTABLE_ARCH, default_params(&PORTABLE_ARCH), None),
+        (None, None) => {
+            let a = crate::nvrtc::oldest_arch();
+            let p = default_params(&a);
+            (a, p, None)
+        }
     };
     if let Some(v) = t.option("max-threads-per-block") {
         params.max_threads_per_block = v
@@ -207,7 +213,9 @@ mod tests {
         assert_eq!(t.params.max_shared_memory_per_block, 49152);
         assert_eq!((t.params.warp_size, t.params.max_vthread_extent), (32, 8));
         assert_eq!(t.params.num_cores, 132);
-        assert_eq!(resolve("cuda").unwrap().arch, PORTABLE_ARCH);
+        let portable = resolve("cuda").unwrap().arch;
+        assert_eq!(portable, crate::nvrtc::oldest_arch());
+        assert!((portable.major, portable.minor) >= (5, 2), "{portable}");
     }
 
     #[test]

@@ -36,7 +36,7 @@ fn tessera(args: &[&str]) -> Output {
 /// and fails under CI.
 fn nvrtc(test: &str, out: &Output) -> bool {
     let err = String::from_utf8_lossy(&out.stderr);
-    if out.status.success() || !err.contains("NVRTC (libnvrtc.so.12) not found") {
+    if out.status.success() || !err.contains("NVRTC (libnvrtc.so.N) not found") {
         return true;
     }
     assert!(std::env::var_os("CI").is_none(), "{test}: {err}");
