@@ -235,6 +235,10 @@ pub struct RunArgs {
     /// slowest first.
     #[arg(long)]
     profile: bool,
+    /// Launch each kernel on its own rather than replaying the run's recorded launch
+    /// sequence (a CUDA graph on a GPU).
+    #[arg(long)]
+    step_by_step: bool,
     /// Build with the best configurations of this record log (apply-history-best):
     /// tasks without a record keep their default schedule, with one warning each.
     #[arg(long, value_name = "FILE")]
@@ -572,12 +576,16 @@ pub fn run(mut args: RunArgs) -> Result<()> {
         })
         .collect();
     let mut m = module_to_run(&args, &inputs)?;
+    if args.step_by_step {
+        m.launch_step_by_step()?;
+    }
     let s = m.summary();
     say!(
         "weights: {:.1} MiB ({} bytes), on the device from the build on",
         s.weight_bytes as f64 / (1 << 20) as f64,
         s.weight_bytes
     );
+    say!("launches: {}", m.launch_mode());
     set_inputs(&mut m, &inputs)?;
     let before = m.device_counters()?;
     m.run()?;
@@ -615,6 +623,7 @@ pub fn run(mut args: RunArgs) -> Result<()> {
             "groups": s.groups, "kernels": s.kernels,
             "planned_bytes": s.planned_bytes, "unplanned_bytes": s.unplanned_bytes,
             "weight_bytes": s.weight_bytes,
+            "launch_sequence": *m.launch_mode() == tessera_graph::LaunchMode::Sequence,
             "output": {"shape": out.shape(), "dtype": out.dtype().to_string()},
             "outputs": outputs.iter().map(|o| serde_json::json!({"shape": o.shape(), "dtype": o.dtype().to_string()})).collect::<Vec<_>>(),
             "top5": top5, "profile": profile, "benchmark": bench,

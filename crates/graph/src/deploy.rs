@@ -25,7 +25,8 @@
 
 use crate::error::GraphError;
 use crate::executor::{
-    compile_all, load_kernel, lower_distinct, plan_storage, BuildContext, GraphModule, Step,
+    compile_all, load_kernel, lower_distinct, plan_storage, BuildContext, GraphModule, LaunchMode,
+    Step,
 };
 use crate::fuse::fuse;
 use crate::ir::{Graph, TensorType};
@@ -240,7 +241,7 @@ impl CompiledNetwork {
                 buffers: args.iter().map(|&s| storages[s].buffer()).collect(),
             })
             .collect();
-        Ok(GraphModule {
+        let mut module = GraphModule {
             _dir: self.dir,
             device,
             target: self.target,
@@ -252,7 +253,13 @@ impl CompiledNetwork {
             planned_bytes: self.planned_bytes,
             unplanned_bytes: self.unplanned_bytes,
             weight_bytes,
-        })
+            sequence: None,
+            launch_mode: LaunchMode::StepByStep {
+                why: "not recorded yet".into(),
+            },
+        };
+        module.record_sequence();
+        Ok(module)
     }
 
     /// Writes the module file (to a temporary name beside `path`, then renamed, so that

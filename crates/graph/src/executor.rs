@@ -9,6 +9,13 @@
 //! is the executor: `set_input` (one copy in), `run` (launches only), `get_output` (one
 //! copy out), and timing of whole runs. [`build`] and [`build_with`] do the same for the
 //! host CPU.
+//!
+//! At load, a run's launches are recorded once as a launch sequence
+//! ([`Device::record_sequence`]): on a GPU a CUDA graph, replayed per run as one
+//! submission on the device's own stream; where the device keeps no sequences, or
+//! recording fails, each step is launched on its own and [`LaunchMode`] says why.
+//! [`GraphModule::profile`] times each step inside one run on the device's clock
+//! ([`Device::time_steps`]).
 
 use crate::error::GraphError;
 use crate::fuse::{group_compute, group_name, GroupCompute};
@@ -19,7 +26,8 @@ use std::sync::Arc;
 use tessera_backends::{Artifact, Backend, CpuBackend, HardwareParams, LaunchDims, Target};
 use tessera_ir::PrimFunc;
 use tessera_runtime::{
-    BufferId, CpuDevice, Device, DeviceArray, FunctionId, NDArray, TimeEvaluator, TimeResult,
+    BufferId, CpuDevice, Device, DeviceArray, FunctionId, LaunchStep, NDArray, SequenceId,
+    TimeEvaluator, TimeResult,
 };
 use tessera_te::schedules::{default_schedule_inlined, CpuParams};
 use tessera_te::{lower, Schedule};
@@ -57,6 +65,36 @@ pub struct GraphModule {
     pub(crate) planned_bytes: usize,
     pub(crate) unplanned_bytes: usize,
     pub(crate) weight_bytes: usize,
+    /// The recorded launch sequence a run replays, when there is one.
+    pub(crate) sequence: Option<SequenceId>,
+    pub(crate) launch_mode: LaunchMode,
+}
+
+/// How a run's kernels reach the device.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LaunchMode {
+    /// One recorded launch sequence per run (on a GPU, a CUDA graph).
+    Sequence,
+    /// Each step launched on its own, and why.
+    StepByStep { why: String },
+}
+
+impl std::fmt::Display for LaunchMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LaunchMode::Sequence => f.write_str("one recorded launch sequence per run"),
+            LaunchMode::StepByStep { why } => write!(f, "kernel by kernel ({why})"),
+        }
+    }
+}
+
+impl Drop for GraphModule {
+    fn drop(&mut self) {
+        // Before the storages it names are freed; a failure leaks the sequence only.
+        if let Some(s) = self.sequence.take() {
+            let _ = self.device.free_sequence(s);
+        }
+    }
 }
 
 impl std::fmt::Debug for GraphModule {
@@ -533,12 +571,67 @@ impl GraphModule {
         Ok(())
     }
 
-    /// Runs every kernel once, in order, and waits for the device.
+    /// Runs every kernel once, in order (the recorded sequence, when there is one), and
+    /// waits for the device.
     pub fn run(&mut self) -> Result<(), GraphError> {
-        for i in 0..self.steps.len() {
-            self.launch_step(i)?;
+        match self.sequence {
+            Some(s) => self.device.run_sequence(s)?,
+            None => {
+                for i in 0..self.steps.len() {
+                    self.launch_step(i)?;
+                }
+            }
         }
         self.device.synchronize()?;
+        Ok(())
+    }
+
+    /// Each step as the device launches it.
+    pub(crate) fn launch_steps(&self) -> Vec<LaunchStep> {
+        self.steps
+            .iter()
+            .map(|step| {
+                let k = &self.kernels[step.kernel];
+                LaunchStep {
+                    function: k.function,
+                    args: step.buffers.clone(),
+                    dims: k.launch,
+                }
+            })
+            .collect()
+    }
+
+    /// Records the run's launches as a sequence on the device (see the module's
+    /// header); at load.
+    pub(crate) fn record_sequence(&mut self) {
+        self.launch_mode = match self.device.record_sequence(&self.launch_steps()) {
+            Ok(Some(s)) => {
+                self.sequence = Some(s);
+                LaunchMode::Sequence
+            }
+            Ok(None) => LaunchMode::StepByStep {
+                why: "the device keeps no launch sequences".into(),
+            },
+            Err(e) => LaunchMode::StepByStep {
+                why: format!("recording the launch sequence failed: {e}"),
+            },
+        };
+    }
+
+    /// How runs launch their kernels.
+    pub fn launch_mode(&self) -> &LaunchMode {
+        &self.launch_mode
+    }
+
+    /// Launches each step on its own from now on (the recorded sequence is freed): to
+    /// compare the two, or to rule the sequence out.
+    pub fn launch_step_by_step(&mut self) -> Result<(), GraphError> {
+        if let Some(s) = self.sequence.take() {
+            self.device.free_sequence(s)?;
+        }
+        self.launch_mode = LaunchMode::StepByStep {
+            why: "asked for".into(),
+        };
         Ok(())
     }
 
@@ -615,17 +708,26 @@ impl GraphModule {
         Ok(TimeResult { results, number: 1 })
     }
 
-    /// Times each step (kernel call) inside whole runs, `repeat` runs, and returns (group
-    /// name, mean ms) in execution order: each kernel as it runs in the network, with the
-    /// caches its predecessors left (what a run costs, unlike timing a kernel alone).
+    /// Times each step (kernel call) inside whole runs, `repeat` runs after one untimed
+    /// run, and returns (group name, mean ms) in execution order: each kernel as it runs
+    /// in the network, with the caches its predecessors left (what a run costs, unlike
+    /// timing a kernel alone), on the device's clock where it has one
+    /// ([`Device::time_steps`]).
     pub fn profile(&mut self, repeat: usize) -> Result<Vec<(String, f64)>, GraphError> {
+        self.run()?;
+        let steps = self.launch_steps();
         let mut total = vec![0.0f64; self.steps.len()];
         for _ in 0..repeat.max(1) {
-            for (i, t) in total.iter_mut().enumerate() {
-                let start = std::time::Instant::now();
-                self.launch_step(i)?;
-                self.device.synchronize()?;
-                *t += start.elapsed().as_secs_f64() * 1e3;
+            let times = self.device.time_steps(&steps)?;
+            if times.len() != total.len() {
+                return Err(GraphError::Invalid(format!(
+                    "the device timed {} steps of {}",
+                    times.len(),
+                    total.len()
+                )));
+            }
+            for (t, s) in total.iter_mut().zip(times) {
+                *t += s * 1e3;
             }
         }
         let n = repeat.max(1) as f64;

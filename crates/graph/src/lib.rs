@@ -36,7 +36,7 @@ pub use conv_plan::{ConvAlgorithm, ConvChoice, ConvPlan};
 pub use deploy::{compile, CompiledNetwork, MODULE_FORMAT_VERSION};
 pub use error::GraphError;
 pub use executor::{
-    build, build_on, build_with, random_input, BuildContext, BuildSummary, GraphModule,
+    build, build_on, build_with, random_input, BuildContext, BuildSummary, GraphModule, LaunchMode,
     ScheduleHook,
 };
 pub use fuse::{fuse, group_compute, Group, GroupCompute};

@@ -1,12 +1,14 @@
 //! [`CpuDevice`]: the host CPU as a [`Device`]. Buffers are 64-byte-aligned host
 //! allocations (a [`HostArena`]), modules are the CPU backend's shared objects ([`Module`]), a launch is a
-//! direct call of the kernel's entry point, synchronization is a no-op.
+//! direct call of the kernel's entry point, synchronization is a no-op; a launch
+//! sequence is a replay list ([`RecordedSequences`]).
 
 use crate::device::{BufferId, Device, DeviceError, FunctionId, ModuleId};
 use crate::error::RuntimeError;
 use crate::handles::{DeviceName, Handles};
 use crate::host_arena::HostArena;
 use crate::module::Module;
+use crate::sequence::{LaunchStep, RecordedSequences, SequenceId};
 use std::sync::{Arc, Mutex};
 use tessera_target::{Artifact, LaunchDims, TargetKind};
 
@@ -14,6 +16,7 @@ use tessera_target::{Artifact, LaunchDims, TargetKind};
 pub struct CpuDevice {
     name: DeviceName,
     state: Mutex<State>,
+    sequences: RecordedSequences,
 }
 
 struct State {
@@ -33,6 +36,7 @@ impl Default for CpuDevice {
                 modules: Handles::new("module"),
                 functions: Handles::new("function"),
             }),
+            sequences: RecordedSequences::default(),
         }
     }
 }
@@ -135,5 +139,19 @@ impl Device for CpuDevice {
 
     fn synchronize(&self) -> Result<(), DeviceError> {
         Ok(())
+    }
+
+    fn record_sequence(&self, steps: &[LaunchStep]) -> Result<Option<SequenceId>, DeviceError> {
+        let s = self.lock();
+        let known = |f: FunctionId| s.functions.find(f.0).is_some();
+        self.sequences.record(&self.name, steps, known).map(Some)
+    }
+
+    fn run_sequence(&self, sequence: SequenceId) -> Result<(), DeviceError> {
+        self.sequences.replay(&self.name, self, sequence)
+    }
+
+    fn free_sequence(&self, sequence: SequenceId) -> Result<(), DeviceError> {
+        self.sequences.free(&self.name, sequence)
     }
 }

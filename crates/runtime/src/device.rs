@@ -12,13 +12,17 @@
 
 use crate::error::RuntimeError;
 use crate::ndarray::NDArray;
+use crate::sequence::{LaunchStep, SequenceId};
 use crate::timer::{TimeEvaluator, TimeResult};
 use std::sync::Arc;
 use tessera_ir::DataType;
 use tessera_target::{Artifact, LaunchDims, ParamSpec, TargetKind};
 
 /// A buffer of device memory, as the device that allocated it names it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(transparent)]
 pub struct BufferId(pub u64);
 
 /// A loaded module.
@@ -26,7 +30,10 @@ pub struct BufferId(pub u64);
 pub struct ModuleId(pub u64);
 
 /// A function of a loaded module, ready to launch.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(transparent)]
 pub struct FunctionId(pub u64);
 
 /// The counters a device keeps of its own work since it was opened (a simulator's
@@ -224,6 +231,43 @@ pub trait Device: Send + Sync {
             self.launch(function, args, dims)?;
             self.synchronize()
         })
+    }
+    /// Records `steps` as one sequence that [`run_sequence`](Self::run_sequence)
+    /// replays (a CUDA graph: one submission for a whole network). `Ok(None)`: this
+    /// device keeps no sequences, and the caller launches the steps one by one.
+    fn record_sequence(&self, steps: &[LaunchStep]) -> Result<Option<SequenceId>, DeviceError> {
+        let _ = steps;
+        Ok(None)
+    }
+    /// Launches a recorded sequence's steps in order, asynchronously like `launch`.
+    fn run_sequence(&self, sequence: SequenceId) -> Result<(), DeviceError> {
+        Err(self.no_sequences(sequence))
+    }
+    /// Forgets a recorded sequence.
+    fn free_sequence(&self, sequence: SequenceId) -> Result<(), DeviceError> {
+        Err(self.no_sequences(sequence))
+    }
+    /// Runs `steps` once, in order, and returns each step's seconds as it ran among the
+    /// others. A GPU measures on its own clock without waiting between steps (CUDA
+    /// events); the default launches and waits for each step on the host's clock.
+    fn time_steps(&self, steps: &[LaunchStep]) -> Result<Vec<f64>, DeviceError> {
+        steps
+            .iter()
+            .map(|s| {
+                let start = std::time::Instant::now();
+                self.launch(s.function, &s.args, s.dims.as_ref())?;
+                self.synchronize()?;
+                Ok(start.elapsed().as_secs_f64())
+            })
+            .collect()
+    }
+    /// The error of a sequence call on a device that keeps none.
+    fn no_sequences(&self, sequence: SequenceId) -> DeviceError {
+        DeviceError::UnknownHandle {
+            device: self.kind().to_string(),
+            what: "launch sequence (this device keeps none)",
+            id: sequence.0,
+        }
     }
     /// The counters the device keeps of its own work ([`DeviceCounters`]); none by
     /// default.

@@ -10,6 +10,7 @@
 
 use crate::device::{BufferId, Device, DeviceCounters, DeviceError, FunctionId, ModuleId};
 use crate::handles::DeviceName;
+use crate::sequence::{LaunchStep, SequenceId};
 use crate::timer::{TimeEvaluator, TimeResult};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -64,6 +65,18 @@ pub enum DeviceCall {
         evaluator: TimeEvaluator,
     },
     Counters,
+    RecordSequence {
+        steps: Vec<LaunchStep>,
+    },
+    RunSequence {
+        sequence: u64,
+    },
+    FreeSequence {
+        sequence: u64,
+    },
+    TimeSteps {
+        steps: Vec<LaunchStep>,
+    },
 }
 
 impl DeviceCall {
@@ -88,6 +101,10 @@ pub enum DeviceAnswer {
     Done,
     Time(TimeResult),
     Counters(DeviceCounters),
+    /// A recorded sequence's handle, or none (the device keeps none).
+    Sequence(Option<u64>),
+    /// Seconds per step, for `TimeSteps`.
+    Times(Vec<f64>),
     /// The device's error, as its text.
     Failed(String),
 }
@@ -180,6 +197,12 @@ pub fn answer(
             DeviceAnswer::Time,
         ),
         DeviceCall::Counters => answered(device.counters(), DeviceAnswer::Counters),
+        DeviceCall::RecordSequence { steps } => answered(device.record_sequence(&steps), |s| {
+            DeviceAnswer::Sequence(s.map(|s| s.0))
+        }),
+        DeviceCall::RunSequence { sequence } => device.run_sequence(SequenceId(sequence)).into(),
+        DeviceCall::FreeSequence { sequence } => device.free_sequence(SequenceId(sequence)).into(),
+        DeviceCall::TimeSteps { steps } => answered(device.time_steps(&steps), DeviceAnswer::Times),
     }
 }
 
@@ -372,6 +395,44 @@ impl<C: CallChannel> Device for CallClient<C> {
     fn counters(&self) -> Result<DeviceCounters, DeviceError> {
         match self.send(DeviceCall::Counters, &[], &mut [])? {
             DeviceAnswer::Counters(c) => Ok(c),
+            other => Err(self.unexpected(other)),
+        }
+    }
+    fn record_sequence(&self, steps: &[LaunchStep]) -> Result<Option<SequenceId>, DeviceError> {
+        let call = DeviceCall::RecordSequence {
+            steps: steps.to_vec(),
+        };
+        match self.send(call, &[], &mut [])? {
+            DeviceAnswer::Sequence(s) => Ok(s.map(SequenceId)),
+            other => Err(self.unexpected(other)),
+        }
+    }
+    fn run_sequence(&self, sequence: SequenceId) -> Result<(), DeviceError> {
+        self.done(DeviceCall::RunSequence {
+            sequence: sequence.0,
+        })
+    }
+    fn free_sequence(&self, sequence: SequenceId) -> Result<(), DeviceError> {
+        self.done(DeviceCall::FreeSequence {
+            sequence: sequence.0,
+        })
+    }
+    /// Checked like [`time`](Device::time)'s answer: one finite, non-negative time per
+    /// step.
+    fn time_steps(&self, steps: &[LaunchStep]) -> Result<Vec<f64>, DeviceError> {
+        let call = DeviceCall::TimeSteps {
+            steps: steps.to_vec(),
+        };
+        match self.send(call, &[], &mut [])? {
+            DeviceAnswer::Times(t)
+                if t.len() == steps.len() && t.iter().all(|x| x.is_finite() && *x >= 0.0) =>
+            {
+                Ok(t)
+            }
+            DeviceAnswer::Times(t) => Err(self.name.failed(format!(
+                "its step timer returned {t:?} for {} steps",
+                steps.len()
+            ))),
             other => Err(self.unexpected(other)),
         }
     }

@@ -4,6 +4,10 @@
 //!   synchronization, timing) every device implements, and [`DeviceArray`].
 //! - [`device_call`]: the same interface as data ([`DeviceCall`], [`answer`](device_call::answer),
 //!   [`CallClient`]), the one description a plugin's ABI and a device server share.
+//! - [`sequence`]: launch sequences ([`LaunchStep`], [`SequenceId`]): a run's launches
+//!   recorded once and replayed as one submission (a CUDA graph), and per-step timing
+//!   on the device's clock; [`RecordedSequences`], the replay list of devices without
+//!   native graphs.
 //! - [`cpu_device`]: [`CpuDevice`], the host CPU as a device.
 //! - [`handles`]: [`Handles`] and [`DeviceName`], the base every device is written on:
 //!   its handle tables and its errors.
@@ -47,6 +51,7 @@ pub mod module;
 pub mod ndarray;
 mod npy;
 pub mod runner;
+pub mod sequence;
 pub mod timer;
 
 pub use cpu_device::CpuDevice;
@@ -59,6 +64,7 @@ pub use handles::{DeviceName, Handles};
 pub use host_arena::HostArena;
 pub use module::{EntryFn, Module};
 pub use ndarray::{Element, NDArray, ALIGNMENT};
+pub use sequence::{LaunchStep, RecordedSequences, SequenceId};
 pub use timer::{
     flush_cpu_cache, next_number, Stats, TimeEvaluator, TimeResult, CACHE_FLUSH_BYTES,
 };

@@ -1,11 +1,12 @@
 //! The `Device` interface as data (`device_call`): a `CallClient` over a channel that
 //! answers with the runtime's dispatch behaves as the device behind it — copies both
 //! ways through the caller's memory, handles and their errors —, refuses an artifact of
-//! another kind before sending it, and refuses timings that cannot be true.
+//! another kind before sending it, and refuses timings that cannot be true; launch
+//! sequences cross with their handles and errors.
 
 use tessera_runtime::device_call::{answer, CallChannel, CallClient, DeviceAnswer, DeviceCall};
 use tessera_runtime::{BufferId, CpuDevice, Device, DeviceError, DeviceName, FunctionId};
-use tessera_runtime::{TimeEvaluator, TimeResult};
+use tessera_runtime::{LaunchStep, SequenceId, TimeEvaluator, TimeResult};
 use tessera_target::{Artifact, TargetKind};
 
 /// Answers every call on a CPU device, as a plugin's table or a server's worker does;
@@ -13,6 +14,7 @@ use tessera_target::{Artifact, TargetKind};
 struct Loopback {
     device: CpuDevice,
     timing: Option<TimeResult>,
+    step_times: Option<Vec<f64>>,
 }
 
 impl CallChannel for Loopback {
@@ -25,6 +27,9 @@ impl CallChannel for Loopback {
         if let (DeviceCall::Time { .. }, Some(t)) = (call, &self.timing) {
             return Ok(DeviceAnswer::Time(t.clone()));
         }
+        if let (DeviceCall::TimeSteps { .. }, Some(t)) = (call, &self.step_times) {
+            return Ok(DeviceAnswer::Times(t.clone()));
+        }
         let files = std::env::temp_dir();
         Ok(answer(&self.device, call.clone(), input, output, &files))
     }
@@ -34,9 +39,14 @@ impl CallChannel for Loopback {
 }
 
 fn client(timing: Option<TimeResult>) -> CallClient<Loopback> {
+    client_with(timing, None)
+}
+
+fn client_with(timing: Option<TimeResult>, step_times: Option<Vec<f64>>) -> CallClient<Loopback> {
     let channel = Loopback {
         device: CpuDevice::new(),
         timing,
+        step_times,
     };
     CallClient::new(DeviceName::new("loopback"), TargetKind::CPU, channel)
 }
@@ -107,4 +117,44 @@ fn timings_that_cannot_be_true_are_refused() {
         d.time(FunctionId(1), &[b], None, &ev).unwrap().results,
         ok.results
     );
+}
+
+#[test]
+fn launch_sequences_cross_with_their_handles_and_errors() {
+    let d = client(None);
+    let b = d.alloc(8).unwrap();
+    let bad = LaunchStep {
+        function: FunctionId(99),
+        args: vec![b],
+        dims: None,
+    };
+    let e = d.record_sequence(&[bad]).unwrap_err().to_string();
+    assert!(e.contains("no function with handle 99"), "{e}");
+    let s = d
+        .record_sequence(&[])
+        .unwrap()
+        .expect("the CPU keeps sequences");
+    d.run_sequence(s).unwrap();
+    d.free_sequence(s).unwrap();
+    let e = d.run_sequence(s).unwrap_err().to_string();
+    assert!(e.contains("no launch sequence with handle"), "{e}");
+    let e = d.free_sequence(SequenceId(77)).unwrap_err().to_string();
+    assert!(e.contains("77"), "{e}");
+    assert_eq!(d.time_steps(&[]).unwrap(), Vec::<f64>::new());
+}
+
+#[test]
+fn step_times_that_cannot_be_true_are_refused() {
+    for times in [vec![0.001, 0.002], vec![f64::NAN], vec![-1.0]] {
+        let d = client_with(None, Some(times.clone()));
+        let step = LaunchStep {
+            function: FunctionId(1),
+            args: Vec::new(),
+            dims: None,
+        };
+        let n = times.len().min(1);
+        let steps = vec![step; n];
+        let e = d.time_steps(&steps).unwrap_err().to_string();
+        assert!(e.contains("step timer returned"), "{times:?}: {e}");
+    }
 }

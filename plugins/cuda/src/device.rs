@@ -4,8 +4,15 @@
 //! copies are synchronous; a module is its PTX loaded with `cuModuleLoadData` (the
 //! driver assembles it for the GPU; modules are cached by PTX, so a network's identical
 //! kernels load once); a function is its kernels' handles; a launch enqueues them in
-//! order on the default stream with their own grid and block sizes. [`Device::time`]
-//! brackets each repeat with CUDA events, measured on the GPU's clock.
+//! order on the device's own stream with their own grid and block sizes, and copies go
+//! through the same stream, waited for. [`Device::time`] brackets each repeat with CUDA
+//! events, measured on the GPU's clock; [`Device::time_steps`] puts an event between
+//! every two steps of one run, nothing waited for in between.
+//!
+//! A launch sequence is a CUDA graph: the steps' launches captured from the stream
+//! (`cuStreamBeginCapture` … `cuStreamEndCapture`), instantiated and uploaded once, and
+//! replayed per run with one `cuGraphLaunch` (kernel arguments are copied into the
+//! graph at capture; the buffers they point at live as long as the module using them).
 //!
 //! libcuda is opened at run time: [`device_info`] and [`CudaDevice::open`] check that it
 //! is present before the first driver call (cudarc panics otherwise), and a machine
@@ -16,7 +23,8 @@ use crate::module::CudaModule;
 use crate::target::Arch;
 use cudarc::driver::result;
 use cudarc::driver::sys::{
-    self, CUdevice_attribute, CUdeviceptr, CUevent_flags, CUfunction, CUmodule,
+    self, CUdevice_attribute, CUdeviceptr, CUevent, CUevent_flags, CUfunction, CUgraphExec,
+    CUmodule, CUstream, CUstreamCaptureMode,
 };
 use cudarc::driver::CudaContext;
 use std::collections::HashMap;
@@ -24,7 +32,10 @@ use std::ffi::{c_void, CString};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use tessera_runtime::device::{copy_range, launch_args};
 use tessera_runtime::timer::{TimeEvaluator, TimeResult};
-use tessera_runtime::{BufferId, Device, DeviceError, DeviceName, FunctionId, Handles, ModuleId};
+use tessera_runtime::{
+    BufferId, Device, DeviceError, DeviceName, FunctionId, Handles, LaunchStep, ModuleId,
+    SequenceId,
+};
 use tessera_target::{Artifact, LaunchDims, ParamSpec, TargetKind};
 
 /// What the driver reports about the first GPU.
@@ -102,6 +113,9 @@ struct Handle<T>(T);
 // SAFETY: CUDA driver handles are not tied to the thread that made them; every use
 // happens under the state's lock with the context bound to the calling thread.
 unsafe impl<T> Send for Handle<T> {}
+// SAFETY: as above; the driver's calls are thread-safe, and the device's one shared
+// handle outside its state (its stream) is only used with the state locked.
+unsafe impl<T> Sync for Handle<T> {}
 
 struct LoadedModule {
     module: CudaModule,
@@ -121,6 +135,8 @@ struct State {
     functions: Handles<Function>,
     /// Loaded driver modules by PTX text.
     images: HashMap<String, Handle<CUmodule>>,
+    /// Instantiated CUDA graphs, the recorded launch sequences.
+    graphs: Handles<Handle<CUgraphExec>>,
 }
 
 impl Default for State {
@@ -130,6 +146,7 @@ impl Default for State {
             modules: Handles::new("module"),
             functions: Handles::new("function"),
             images: HashMap::new(),
+            graphs: Handles::new("launch sequence"),
         }
     }
 }
@@ -139,6 +156,9 @@ pub struct CudaDevice {
     name: DeviceName,
     arch: Arch,
     ctx: Arc<CudaContext>,
+    /// The stream every launch and copy goes through (not the legacy default stream,
+    /// which cannot be captured into a graph).
+    stream: Handle<CUstream>,
     state: Mutex<State>,
 }
 
@@ -147,12 +167,24 @@ impl CudaDevice {
     pub fn open() -> Result<CudaDevice, CudaError> {
         let info = device_info()?;
         let ctx = CudaContext::new(0).map_err(|e| CudaError::driver("creating a context", e))?;
+        ctx.bind_to_thread()
+            .map_err(|e| CudaError::driver("binding the context", e))?;
+        let stream = result::stream::create(result::stream::StreamKind::NonBlocking)
+            .map_err(|e| CudaError::driver("creating a stream", e))?;
         Ok(CudaDevice {
             name: DeviceName::new(format!("cuda:{} ({})", info.name, info.arch)),
             arch: info.arch,
             ctx,
+            stream: Handle(stream),
             state: Mutex::new(State::default()),
         })
+    }
+
+    /// Waits for everything issued on the device's stream.
+    fn wait(&self, what: &str) -> Result<(), DeviceError> {
+        // SAFETY: the device's own stream, alive until the device is dropped.
+        unsafe { result::stream::synchronize(self.stream.0) }
+            .map_err(|e| self.name.failed(format!("{what}: {e}")))
     }
 
     fn state(&self) -> Result<MutexGuard<'_, State>, DeviceError> {
@@ -197,7 +229,7 @@ impl CudaDevice {
         Ok(cu)
     }
 
-    /// Enqueues every kernel of `function` once on the default stream.
+    /// Enqueues every kernel of `function` once on the device's stream.
     fn enqueue(
         &self,
         st: &State,
@@ -236,7 +268,7 @@ impl CudaDevice {
                     (gx, gy, gz),
                     (bx, by, bz),
                     0,
-                    std::ptr::null_mut(),
+                    self.stream.0,
                     &mut params,
                 )
             }
@@ -249,7 +281,75 @@ impl CudaDevice {
     }
 
     fn sync(&self) -> Result<(), DeviceError> {
-        result::ctx::synchronize().map_err(|e| self.name.failed(format!("synchronize: {e}")))
+        self.wait("synchronize")
+    }
+
+    /// Captures `steps`' launches from the stream into a graph, instantiated and
+    /// uploaded; a failure ends the capture, so the stream stays usable.
+    fn capture(&self, st: &State, steps: &[LaunchStep]) -> Result<CUgraphExec, DeviceError> {
+        let stream = self.stream.0;
+        let failed = |what: &str, e: &dyn std::fmt::Display| {
+            self.name.failed(format!("{what} the launch sequence: {e}"))
+        };
+        let mode = CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
+        // SAFETY: the device's stream, not capturing (captures happen under the lock).
+        unsafe { result::stream::begin_capture(stream, mode) }
+            .map_err(|e| failed("capturing", &e))?;
+        let enqueued = steps
+            .iter()
+            .try_for_each(|s| self.enqueue(st, s.function, &s.args));
+        // SAFETY: ends the capture begun above, whatever the launches did.
+        let graph = unsafe { result::stream::end_capture(stream) };
+        let graph = match (enqueued, graph) {
+            (Ok(()), Ok(g)) => g,
+            (Err(e), g) => {
+                if let Ok(g) = g {
+                    // SAFETY: the graph just captured, destroyed once.
+                    let _ = unsafe { result::graph::destroy(g) };
+                }
+                return Err(e);
+            }
+            (Ok(()), Err(e)) => return Err(failed("capturing", &e)),
+        };
+        // SAFETY: a graph captured above; it is not needed once instantiated.
+        let exec = unsafe {
+            let exec = result::graph::instantiate(graph, sys::CUgraphInstantiate_flags(0));
+            let _ = result::graph::destroy(graph);
+            exec
+        }
+        .map_err(|e| failed("instantiating", &e))?;
+        // SAFETY: an instantiated graph and the device's stream.
+        if let Err(e) = unsafe { result::graph::upload(exec, stream) } {
+            // SAFETY: instantiated above, destroyed once.
+            let _ = unsafe { result::graph::exec_destroy(exec) };
+            return Err(failed("uploading", &e));
+        }
+        Ok(exec)
+    }
+}
+
+/// CUDA events, destroyed when dropped.
+struct Events(Vec<CUevent>);
+
+impl Events {
+    fn new(n: usize, name: &DeviceName) -> Result<Events, DeviceError> {
+        let mut events = Events(Vec::with_capacity(n));
+        for _ in 0..n {
+            let e = result::event::create(CUevent_flags::CU_EVENT_DEFAULT)
+                .map_err(|e| name.failed(format!("creating an event: {e}")))?;
+            events.0.push(e);
+        }
+        Ok(events)
+    }
+}
+
+impl Drop for Events {
+    fn drop(&mut self) {
+        for &e in &self.0 {
+            // SAFETY: created by `new`, destroyed once; the context is current (they
+            // are made and dropped under the device's state).
+            let _ = unsafe { result::event::destroy(e) };
+        }
     }
 }
 
@@ -281,7 +381,12 @@ impl Drop for CudaDevice {
             for h in st.images.values() {
                 let _ = result::module::unload(h.0);
             }
+            for g in st.graphs.values() {
+                let _ = result::graph::exec_destroy(g.0);
+            }
+            let _ = result::stream::destroy(self.stream.0);
         }
+        st.graphs.clear();
         st.buffers.clear();
         st.modules.clear();
         st.images.clear();
@@ -314,9 +419,11 @@ impl Device for CudaDevice {
         if src.is_empty() {
             return Ok(());
         }
-        // SAFETY: within the allocation (checked above).
-        unsafe { result::memcpy_htod_sync(ptr + offset as u64, src) }
-            .map_err(|e| self.name.failed(format!("copy to buffer {}: {e}", dst.0)))
+        // SAFETY: within the allocation (checked above); waited for before `src` is
+        // given back.
+        unsafe { result::memcpy_htod_async(ptr + offset as u64, src, self.stream.0) }
+            .map_err(|e| self.name.failed(format!("copy to buffer {}: {e}", dst.0)))?;
+        self.wait("copy to the device")
     }
 
     fn copy_to_host(
@@ -331,9 +438,11 @@ impl Device for CudaDevice {
         if dst.is_empty() {
             return Ok(());
         }
-        // SAFETY: within the allocation (checked above).
-        unsafe { result::memcpy_dtoh_sync(dst, ptr + offset as u64) }
-            .map_err(|e| self.name.failed(format!("copy from buffer {}: {e}", src.0)))
+        // SAFETY: within the allocation (checked above); waited for before `dst` is
+        // read.
+        unsafe { result::memcpy_dtoh_async(dst, ptr + offset as u64, self.stream.0) }
+            .map_err(|e| self.name.failed(format!("copy from buffer {}: {e}", src.0)))?;
+        self.wait("copy to the host")
     }
 
     fn copy_on_device(
@@ -352,8 +461,9 @@ impl Device for CudaDevice {
             return Ok(());
         }
         // SAFETY: both ranges are within their allocations (checked above).
-        unsafe { result::memcpy_dtod_sync(d, s, nbytes) }
-            .map_err(|e| self.name.failed(format!("copy on device: {e}")))
+        unsafe { result::memcpy_dtod_async(d, s, nbytes, self.stream.0) }
+            .map_err(|e| self.name.failed(format!("copy on device: {e}")))?;
+        self.wait("copy on the device")
     }
 
     fn load_module(&self, artifact: &Artifact) -> Result<ModuleId, DeviceError> {
@@ -445,8 +555,8 @@ impl Device for CudaDevice {
         let st = self.state()?;
         let (start, end) = (ev("start")?, ev("end")?);
         let timed = evaluator.evaluate_with(|n| {
-            let stream = std::ptr::null_mut();
-            // SAFETY: events of this context, recorded on its default stream.
+            let stream = self.stream.0;
+            // SAFETY: events of this context, recorded on the device's stream.
             unsafe { result::event::record(start, stream) }
                 .map_err(|e| self.name.failed(format!("recording: {e}")))?;
             for _ in 0..n {
@@ -467,5 +577,60 @@ impl Device for CudaDevice {
             let _ = result::event::destroy(end);
         }
         timed
+    }
+
+    fn record_sequence(&self, steps: &[LaunchStep]) -> Result<Option<SequenceId>, DeviceError> {
+        let mut st = self.state()?;
+        let exec = self.capture(&st, steps)?;
+        Ok(Some(SequenceId(st.graphs.insert(Handle(exec)))))
+    }
+
+    fn run_sequence(&self, sequence: SequenceId) -> Result<(), DeviceError> {
+        let st = self.state()?;
+        let exec = st.graphs.get(&self.name, sequence.0)?.0;
+        // SAFETY: an instantiated graph of this context, on the device's stream.
+        unsafe { result::graph::launch(exec, self.stream.0) }
+            .map_err(|e| self.name.failed(format!("launching the sequence: {e}")))
+    }
+
+    fn free_sequence(&self, sequence: SequenceId) -> Result<(), DeviceError> {
+        let mut st = self.state()?;
+        let exec = st.graphs.remove(&self.name, sequence.0)?.0;
+        self.sync()?;
+        // SAFETY: removed from the table above, no launch of it in flight.
+        unsafe { result::graph::exec_destroy(exec) }
+            .map_err(|e| self.name.failed(format!("freeing the sequence: {e}")))
+    }
+
+    /// One event before the first step and one after each; the run is waited for once,
+    /// at the end.
+    fn time_steps(&self, steps: &[LaunchStep]) -> Result<Vec<f64>, DeviceError> {
+        let st = self.state()?;
+        let events = Events::new(steps.len() + 1, &self.name)?;
+        let stream = self.stream.0;
+        let record = |e: CUevent| {
+            // SAFETY: an event of this context, on the device's stream.
+            unsafe { result::event::record(e, stream) }
+                .map_err(|e| self.name.failed(format!("recording an event: {e}")))
+        };
+        record(events.0[0])?;
+        for (s, &after) in steps.iter().zip(&events.0[1..]) {
+            self.enqueue(&st, s.function, &s.args)?;
+            record(after)?;
+        }
+        let last = *events.0.last().expect("one event at least");
+        // SAFETY: recorded above; each pair is read once the last is complete.
+        unsafe { result::event::synchronize(last) }
+            .map_err(|e| self.name.failed(format!("waiting for the run: {e}")))?;
+        events
+            .0
+            .windows(2)
+            .map(|w| {
+                // SAFETY: both recorded and complete.
+                unsafe { result::event::elapsed(w[0], w[1]) }
+                    .map(|ms| ms as f64 * 1e-3)
+                    .map_err(|e| self.name.failed(format!("reading an event: {e}")))
+            })
+            .collect()
     }
 }

@@ -5,7 +5,9 @@
 //! network's identical kernels build once), a function is its kernels (created once
 //! and kept), and a launch enqueues them in order with their own grid and block sizes.
 //! [`Device::time`] uses the profiling events: each repeat is measured from the first
-//! kernel's start to the last kernel's end, on the device's clock.
+//! kernel's start to the last kernel's end, on the device's clock; so does
+//! [`Device::time_steps`], for each step of a run. A launch sequence is a replay list
+//! (`RecordedSequences`): one call from the core per run.
 
 use crate::error::OpenClError;
 use crate::module::DeviceModule;
@@ -22,7 +24,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use tessera_runtime::device::{copy_range, launch_args};
 use tessera_runtime::timer::{TimeEvaluator, TimeResult};
-use tessera_runtime::{BufferId, Device, DeviceError, DeviceName, FunctionId, Handles, ModuleId};
+use tessera_runtime::{
+    BufferId, Device, DeviceError, DeviceName, FunctionId, Handles, LaunchStep, ModuleId,
+    RecordedSequences, SequenceId,
+};
 use tessera_target::{Artifact, LaunchDims, ParamSpec, TargetKind};
 
 /// What to install when there is no OpenCL.
@@ -102,6 +107,7 @@ pub struct OpenClDevice {
     context: Context,
     queue: CommandQueue,
     state: Mutex<State>,
+    sequences: RecordedSequences,
 }
 
 impl OpenClDevice {
@@ -138,6 +144,7 @@ impl OpenClDevice {
             context,
             queue,
             state: Mutex::new(State::default()),
+            sequences: RecordedSequences::default(),
         })
     }
 
@@ -217,6 +224,20 @@ impl OpenClDevice {
         let first =
             first.ok_or_else(|| self.name.failed(format!("`{}` has no kernel", m.entry)))?;
         Ok((first, last))
+    }
+
+    /// The device's nanoseconds from `start`'s start to `end`'s end, once `end` is done.
+    fn span(&self, start: &Event, end: &Event) -> Result<f64, DeviceError> {
+        end.wait()
+            .map_err(|e| self.name.failed(format!("waiting for the kernels: {e}")))?;
+        let profiled = |r: Result<u64, _>| {
+            r.map_err(|e: opencl3::error_codes::ClError| {
+                self.name.failed(format!("profiling: {e}"))
+            })
+        };
+        let t0 = profiled(start.profiling_command_start())?;
+        let t1 = profiled(end.profiling_command_end())?;
+        Ok(t1.saturating_sub(t0) as f64 * 1e-9)
     }
 }
 
@@ -403,16 +424,37 @@ impl Device for OpenClDevice {
             let Some(start) = start else {
                 return Ok(0.0);
             };
-            let end = end.as_ref().unwrap_or(&start);
-            end.wait()
-                .map_err(|e| self.name.failed(format!("waiting for the kernels: {e}")))?;
-            let t0 = start
-                .profiling_command_start()
-                .map_err(|e| self.name.failed(format!("profiling: {e}")))?;
-            let t1 = end
-                .profiling_command_end()
-                .map_err(|e| self.name.failed(format!("profiling: {e}")))?;
-            Ok(t1.saturating_sub(t0) as f64 * 1e-9)
+            self.span(&start, end.as_ref().unwrap_or(&start))
         })
+    }
+
+    fn record_sequence(&self, steps: &[LaunchStep]) -> Result<Option<SequenceId>, DeviceError> {
+        let st = self.state();
+        let known = |f: FunctionId| st.functions.find(f.0).is_some();
+        self.sequences.record(&self.name, steps, known).map(Some)
+    }
+
+    fn run_sequence(&self, sequence: SequenceId) -> Result<(), DeviceError> {
+        self.sequences.replay(&self.name, self, sequence)
+    }
+
+    fn free_sequence(&self, sequence: SequenceId) -> Result<(), DeviceError> {
+        self.sequences.free(&self.name, sequence)
+    }
+
+    /// Every step enqueued without a wait in between, then each one's span from its
+    /// profiling events.
+    fn time_steps(&self, steps: &[LaunchStep]) -> Result<Vec<f64>, DeviceError> {
+        let mut events = Vec::with_capacity(steps.len());
+        {
+            let mut st = self.state();
+            for s in steps {
+                events.push(self.enqueue(&mut st, s.function, &s.args)?);
+            }
+        }
+        events
+            .iter()
+            .map(|(first, last)| self.span(first, last.as_ref().unwrap_or(first)))
+            .collect()
     }
 }

@@ -84,6 +84,11 @@ fn resnet18_on_the_test_device_matches_the_cpu_and_copies_only_input_and_output(
     assert_eq!(top5(&dev).len(), 5, "{dev}");
     assert_eq!(top5(&dev), top5(&cpu), "testdev:\n{dev}\ncpu:\n{cpu}");
     assert!(dev.contains("32 fused groups"), "{dev}");
+    // a plugin device without launch sequences of its own runs kernel by kernel
+    assert!(
+        dev.contains("launches: kernel by kernel (the device keeps no launch sequences)"),
+        "{dev}"
+    );
     let once = counters(&counts);
 
     // The same network run 1 + 3 more times (the time evaluator's warm-up and three
