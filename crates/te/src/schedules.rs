@@ -375,35 +375,35 @@ pub fn schedule_stages(
     // and a write of the whole map — cost as much as the window (EfficientNet's
     // 112×112×96 stride-2 depthwise conv 0.105 → 0.047 ms, ResNeXt's 56×56 stride-2
     // grouped conv 0.274 → 0.182 on an AVX-512 EPYC); a dense conv keeps its copy,
-    // which every output channel tile reads
+    // which every output channel tile reads. On a GPU every conv and pooling reads its
+    // padding through guarded loads, as TVM's CUDA schedules inline `pad_data`: the copy
+    // is a kernel of its own, one more launch and one more pass over the map per conv.
+    let gpu = p.gpu_threads > 0;
     let mut inlined: Vec<Tensor> = Vec::new();
-    if p.gpu_threads == 0 {
-        // (not where the pooled axis is the contiguous one, NCHW: measured, its rows then
-        // run faster from a padded copy, average pooling's most)
-        for reader in stages.iter().filter(|t| {
-            is_pool(t) && !last_axis_reduced(t)
-                || matches!(t.tag(), "depthwise_conv2d_nhwc" | "group_conv2d_nhwc")
-        }) {
-            for input in reader.inputs() {
-                let tag = input.tag();
-                let padding =
-                    (tag == "elemwise" || tag == crate::ops::TAG_PAD) && stages.contains(input);
-                if padding && !outputs.contains(input) && s.compute_inline(input).is_ok() {
-                    inlined.push(input.clone());
-                }
+    // (not where the pooled axis is the contiguous one, NCHW, on the CPU: measured, its
+    // rows then run faster from a padded copy, average pooling's most)
+    for reader in stages.iter().filter(|t| {
+        is_pool(t) && (gpu || !last_axis_reduced(t))
+            || matches!(t.tag(), "depthwise_conv2d_nhwc" | "group_conv2d_nhwc")
+            || gpu && is_conv_tag(t.tag())
+    }) {
+        for input in reader.inputs() {
+            let tag = input.tag();
+            let padding =
+                (tag == "elemwise" || tag == crate::ops::TAG_PAD) && stages.contains(input);
+            if padding && !outputs.contains(input) && s.compute_inline(input).is_ok() {
+                inlined.push(input.clone());
             }
         }
     }
     // a padding of nothing (a 1×1 conv's `pad_temp`) is a copy of its input: read the
     // input instead (EfficientNet's 112×112×16 input copied 0.8 MB per 1×1 conv)
-    if p.gpu_threads == 0 {
-        for t in stages.iter().filter(|t| is_identity_pad(t)) {
-            let at_root = s
-                .stage(t)
-                .is_ok_and(|st| matches!(st.attach, crate::schedule::Attach::Root));
-            if at_root && !outputs.contains(t) && s.compute_inline(t).is_ok() {
-                inlined.push(t.clone());
-            }
+    for t in stages.iter().filter(|t| is_identity_pad(t)) {
+        let at_root = s
+            .stage(t)
+            .is_ok_and(|st| matches!(st.attach, crate::schedule::Attach::Root));
+        if at_root && !outputs.contains(t) && s.compute_inline(t).is_ok() {
+            inlined.push(t.clone());
         }
     }
     // the elementwise output a conv leaves its tiles through: scheduled with the conv
@@ -439,16 +439,7 @@ pub fn schedule_stages(
         }
         let tag = t.tag().to_string();
         let reduces = !t.reduce_axis().is_empty();
-        let is_conv = matches!(
-            tag.as_str(),
-            "conv2d_nhwc"
-                | "conv2d_nchw"
-                | "group_conv2d_nhwc"
-                | "group_conv2d_nchw"
-                | "depthwise_conv2d_nhwc"
-                | "depthwise_conv2d_nchw"
-        );
-        let epilogue = if is_conv {
+        let epilogue = if is_conv_tag(&tag) {
             conv_epilogue(s, t, outputs).filter(|e| stages.contains(e) && !inlined.contains(e))
         } else {
             None
@@ -480,15 +471,44 @@ pub fn schedule_stages(
     Ok(())
 }
 
+/// Whether `tag` is a convolution's (dense, grouped or depthwise; either layout).
+fn is_conv_tag(tag: &str) -> bool {
+    matches!(
+        tag,
+        "conv2d_nhwc"
+            | "conv2d_nchw"
+            | "group_conv2d_nhwc"
+            | "group_conv2d_nchw"
+            | "depthwise_conv2d_nhwc"
+            | "depthwise_conv2d_nchw"
+    )
+}
+
 /// Threads per block of the GPU default schedule (at most): enough to fill a warp many
 /// times over, few enough for every device's limit.
 pub const GPU_DEFAULT_THREADS: i64 = 256;
 
+/// The fewest threads per block the GPU default schedule shrinks to: two warps.
+pub const GPU_MIN_THREADS: i64 = 64;
+
+/// Threads per block for a stage of `extent` outputs on a device of `cores` SMs: up to
+/// [`GPU_DEFAULT_THREADS`] (and the device's limit), halved down to [`GPU_MIN_THREADS`]
+/// while that leaves fewer than two blocks per SM. A 7×7×512 conv output (25,088
+/// elements) in blocks of 256 is 98 blocks, a quarter of an H100's 132 SMs idle; in
+/// blocks of 64 it is 392.
+pub fn gpu_block_threads(extent: i64, max_threads: i64, cores: usize) -> i64 {
+    let mut threads = max_threads.min(GPU_DEFAULT_THREADS).min(extent).max(1);
+    let wanted_blocks = 2 * cores.max(1) as i64;
+    while threads / 2 >= GPU_MIN_THREADS && (extent + threads - 1) / threads < wanted_blocks {
+        threads /= 2;
+    }
+    threads
+}
+
 /// The GPU default schedule of a stage (TVM's fallback for GPU targets): its spatial
-/// axes fused and split into blocks of up to [`GPU_DEFAULT_THREADS`] threads
-/// (`blockIdx.x`, `threadIdx.x`), one output element per thread, its reductions serial.
-/// Correct for every stage, fast for none but the injective ones: the search does the
-/// rest.
+/// axes fused and split into blocks of [`gpu_block_threads`] threads (`blockIdx.x`,
+/// `threadIdx.x`), one output element per thread, its reductions serial. Correct for
+/// every stage, fast for none but the injective ones: the search does the rest.
 pub fn schedule_gpu(s: &mut Schedule, t: &Tensor, p: CpuParams) -> Result<(), ScheduleError> {
     let ax = s.axis(t)?;
     let Some(first) = ax.first().cloned() else {
@@ -496,7 +516,7 @@ pub fn schedule_gpu(s: &mut Schedule, t: &Tensor, p: CpuParams) -> Result<(), Sc
     };
     let fused = fuse_run(s, t, &first, &ax[1..])?;
     let extent: i64 = t.shape().iter().product::<i64>().max(1);
-    let threads = p.gpu_threads.min(GPU_DEFAULT_THREADS).min(extent).max(1);
+    let threads = gpu_block_threads(extent, p.gpu_threads, p.num_cores);
     let (bx, tx) = s.split(t, &fused, threads)?;
     s.bind(t, &bx, ThreadAxis::BlockIdxX)?;
     s.bind(t, &tx, ThreadAxis::ThreadIdxX)?;
