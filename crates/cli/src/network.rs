@@ -11,6 +11,8 @@ use tessera_driver::{BuildReport, NetworkSource, NetworkSpec};
 use tessera_graph::zoo::ZooOptions;
 use tessera_graph::{print_tasks, CompiledNetwork, ConvPlan, Graph, GraphModule, Layout};
 use tessera_runtime::{NDArray, TimeEvaluator};
+use tessera_search::in_network::{self, StepTime};
+use tessera_search::record::LoadedLog;
 
 /// Where the network comes from, and how to prepare it.
 #[derive(Args, Clone, Debug)]
@@ -273,12 +275,22 @@ fn compile_for(
     log: Option<&std::path::Path>,
     inputs: &[Given],
 ) -> Result<CompiledNetwork> {
-    let spec = net.spec()?;
     let loaded = log.map(|p| toolchain().read_log(p)).transpose()?;
-    let plan = toolchain().plan_for_log(&spec, loaded.as_ref())?;
+    compile_with(net, log, loaded.as_ref(), inputs)
+}
+
+/// [`compile_for`] with the log already read.
+fn compile_with(
+    net: &NetworkArgs,
+    log: Option<&std::path::Path>,
+    loaded: Option<&LoadedLog>,
+    inputs: &[Given],
+) -> Result<CompiledNetwork> {
+    let spec = net.spec()?;
+    let plan = toolchain().plan_for_log(&spec, loaded)?;
     check_inputs(plan.base(), inputs)?;
     let start = std::time::Instant::now();
-    let build = toolchain().compile_plan(&plan, &spec.target, loaded.as_ref())?;
+    let build = toolchain().compile_plan(&plan, &spec.target, loaded)?;
     print_report(&build.report, log);
     let s = build.network.summary();
     say!(
@@ -343,9 +355,18 @@ pub fn compile(args: CompileArgs) -> Result<()> {
 }
 
 /// The network to run: the module file of `--module`, or the network compiled now.
-fn module_to_run(args: &RunArgs, inputs: &[Given]) -> Result<GraphModule> {
+fn module_to_run(
+    args: &RunArgs,
+    inputs: &[Given],
+    loaded: Option<&LoadedLog>,
+) -> Result<GraphModule> {
     let Some(path) = &args.module else {
-        return load_timed(compile_for(&args.net, args.log.as_deref(), inputs)?);
+        return load_timed(compile_with(
+            &args.net,
+            args.log.as_deref(),
+            loaded,
+            inputs,
+        )?);
     };
     let compiled = CompiledNetwork::read(path)?;
     if args.net.target_given() {
@@ -493,31 +514,74 @@ fn set_inputs(m: &mut GraphModule, given: &[Given]) -> Result<()> {
 }
 
 /// Prints the per-kernel profile of `repeat` runs, slowest first; returns it as JSON.
-fn print_profile(m: &mut GraphModule, repeat: usize) -> Result<serde_json::Value> {
+/// With the log the network was built from, each kernel's time alone beside it (see
+/// `tessera_search::in_network`).
+fn print_profile(
+    m: &mut GraphModule,
+    repeat: usize,
+    log: Option<&LoadedLog>,
+) -> Result<serde_json::Value> {
     let p = m.profile(repeat)?;
     let total: f64 = p.iter().map(|(_, ms)| ms).sum();
-    let mut p: Vec<(usize, String, f64)> = p
-        .into_iter()
-        .enumerate()
-        .map(|(i, (n, ms))| (i, n, ms))
-        .collect();
-    p.sort_by(|a, b| b.2.total_cmp(&a.2));
+    let target = m.target().to_string();
+    let steps: Vec<StepTime> = match log {
+        Some(log) => in_network::against_log(&p, &m.step_workload_keys(), &target, log),
+        None => p
+            .iter()
+            .enumerate()
+            .map(|(step, (kernel, ms))| StepTime {
+                step,
+                kernel: kernel.clone(),
+                in_network_ms: *ms,
+                alone_ms: None,
+            })
+            .collect(),
+    };
+    let mut sorted: Vec<&StepTime> = steps.iter().collect();
+    sorted.sort_by(|a, b| b.in_network_ms.total_cmp(&a.in_network_ms));
+    let alone = |s: &StepTime| match (s.alone_ms, s.ratio()) {
+        (Some(a), Some(r)) => format!("  {a:>10.3}  {r:>5.2}×"),
+        _ if log.is_some() => format!("  {:>10}  {:>6}", "—", ""),
+        _ => String::new(),
+    };
+    let header = if log.is_some() {
+        format!("  {:>10}  {:>6}", "alone (ms)", "ratio")
+    } else {
+        String::new()
+    };
     say!(
-        "{:>10}  {:>6}  {:>4}  kernel (step, slowest first)",
+        "{:>10}  {:>6}  {:>4}{header}  kernel (step, slowest first)",
         "time (ms)",
         "share",
         "step"
     );
-    for (step, name, ms) in &p {
+    for s in &sorted {
         say!(
-            "{ms:>10.3}  {:>5.1}%  {step:>4}  {name}",
-            100.0 * ms / total
+            "{:>10.3}  {:>5.1}%  {:>4}{}  {}",
+            s.in_network_ms,
+            100.0 * s.in_network_ms / total,
+            s.step,
+            alone(s),
+            s.kernel
         );
     }
-    say!("{total:>10.3}  100.0%  (all {} kernels)", p.len());
-    Ok(serde_json::json!(p
+    say!("{total:>10.3}  100.0%  (all {} kernels)", steps.len());
+    if log.is_some() {
+        let (inside, alone) = in_network::totals(&steps);
+        if alone > 0.0 {
+            say!(
+                "the kernels the log knows take {inside:.3} ms inside the network, {alone:.3} ms \
+                 alone as the log measured them ({:.2}×)",
+                inside / alone
+            );
+        }
+    }
+    Ok(serde_json::json!(sorted
         .iter()
-        .map(|(step, name, ms)| serde_json::json!({"step": step, "kernel": name, "ms": ms}))
+        .map(|s| serde_json::json!({
+            "step": s.step, "kernel": s.kernel, "ms": s.in_network_ms,
+            "alone_ms": s.alone_ms,
+        }))
         .collect::<Vec<_>>()))
 }
 
@@ -575,7 +639,12 @@ pub fn run(mut args: RunArgs) -> Result<()> {
             Some((n.clone(), v.shape().iter().map(|&d| d as i64).collect()))
         })
         .collect();
-    let mut m = module_to_run(&args, &inputs)?;
+    let loaded = args
+        .log
+        .as_deref()
+        .map(|p| toolchain().read_log(p))
+        .transpose()?;
+    let mut m = module_to_run(&args, &inputs, loaded.as_ref())?;
     if args.step_by_step {
         m.launch_step_by_step()?;
     }
@@ -607,7 +676,7 @@ pub fn run(mut args: RunArgs) -> Result<()> {
         serde_json::Value::Null
     };
     let profile = if args.profile {
-        print_profile(&mut m, args.repeat.max(1))?
+        print_profile(&mut m, args.repeat.max(1), loaded.as_ref())?
     } else {
         serde_json::Value::Null
     };

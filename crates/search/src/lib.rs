@@ -4,6 +4,7 @@
 //! (later) the search drivers.
 
 pub mod curve;
+pub mod in_network;
 pub mod measure;
 pub mod memory;
 pub mod network_check;

@@ -6,7 +6,9 @@
 //! kernels load once); a function is its kernels' handles; a launch enqueues them in
 //! order on the device's own stream with their own grid and block sizes, and copies go
 //! through the same stream, waited for. [`Device::time`] brackets each repeat with CUDA
-//! events, measured on the GPU's clock; [`Device::time_steps`] puts an event between
+//! events, measured on the GPU's clock (with the evaluator's cache flush, a buffer of
+//! twice the L2's size is written before each timed batch, so its first call starts
+//! with the L2 cold as a kernel inside a network may); [`Device::time_steps`] puts an event between
 //! every two steps of one run, nothing waited for in between.
 //!
 //! A launch sequence is a CUDA graph: the steps' launches captured from the stream
@@ -48,6 +50,8 @@ pub struct DeviceInfo {
     pub max_threads_per_block: usize,
     pub warp_size: usize,
     pub registers_per_block: usize,
+    /// The L2 cache's size in bytes.
+    pub l2_bytes: usize,
 }
 
 fn driver_present() -> bool {
@@ -103,6 +107,7 @@ fn query() -> Result<DeviceInfo, CudaError> {
         max_threads_per_block: attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?,
         warp_size: attr(CU_DEVICE_ATTRIBUTE_WARP_SIZE)?,
         registers_per_block: attr(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK)?,
+        l2_bytes: attr(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)?,
     })
 }
 
@@ -137,6 +142,9 @@ struct State {
     images: HashMap<String, Handle<CUmodule>>,
     /// Instantiated CUDA graphs, the recorded launch sequences.
     graphs: Handles<Handle<CUgraphExec>>,
+    /// Twice the L2's bytes, written before each timed batch when the evaluator asks
+    /// for a cache flush; allocated on first use.
+    flush: Option<(CUdeviceptr, usize)>,
 }
 
 impl Default for State {
@@ -147,6 +155,7 @@ impl Default for State {
             functions: Handles::new("function"),
             images: HashMap::new(),
             graphs: Handles::new("launch sequence"),
+            flush: None,
         }
     }
 }
@@ -156,6 +165,7 @@ pub struct CudaDevice {
     name: DeviceName,
     arch: Arch,
     ctx: Arc<CudaContext>,
+    l2_bytes: usize,
     /// The stream every launch and copy goes through (not the legacy default stream,
     /// which cannot be captured into a graph).
     stream: Handle<CUstream>,
@@ -175,9 +185,21 @@ impl CudaDevice {
             name: DeviceName::new(format!("cuda:{} ({})", info.name, info.arch)),
             arch: info.arch,
             ctx,
+            l2_bytes: info.l2_bytes,
             stream: Handle(stream),
             state: Mutex::new(State::default()),
         })
+    }
+
+    /// The buffer whose writing evicts the L2 (see [`State::flush`]).
+    fn flush_buffer(&self, st: &mut State) -> Result<(CUdeviceptr, usize), DeviceError> {
+        if let Some(f) = st.flush {
+            return Ok(f);
+        }
+        let bytes = (2 * self.l2_bytes).max(1 << 20);
+        let f = (self.malloc(bytes)?, bytes);
+        st.flush = Some(f);
+        Ok(f)
     }
 
     /// Waits for everything issued on the device's stream.
@@ -384,6 +406,9 @@ impl Drop for CudaDevice {
             for g in st.graphs.values() {
                 let _ = result::graph::exec_destroy(g.0);
             }
+            if let Some((ptr, _)) = st.flush.take() {
+                let _ = result::free_sync(ptr);
+            }
             let _ = result::stream::destroy(self.stream.0);
         }
         st.graphs.clear();
@@ -552,10 +577,20 @@ impl Device for CudaDevice {
             result::event::create(CUevent_flags::CU_EVENT_DEFAULT)
                 .map_err(|e| self.name.failed(format!("creating the {what} event: {e}")))
         };
-        let st = self.state()?;
+        let mut st = self.state()?;
+        let flush = if evaluator.cache_flush {
+            Some(self.flush_buffer(&mut st)?)
+        } else {
+            None
+        };
         let (start, end) = (ev("start")?, ev("end")?);
         let timed = evaluator.evaluate_with(|n| {
             let stream = self.stream.0;
+            if let Some((ptr, bytes)) = flush {
+                // SAFETY: the device's own scratch allocation of `bytes`, on its stream.
+                unsafe { result::memset_d8_async(ptr, (n & 0xff) as u8, bytes, stream) }
+                    .map_err(|e| self.name.failed(format!("flushing the L2: {e}")))?;
+            }
             // SAFETY: events of this context, recorded on the device's stream.
             unsafe { result::event::record(start, stream) }
                 .map_err(|e| self.name.failed(format!("recording: {e}")))?;

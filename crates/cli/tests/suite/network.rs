@@ -280,3 +280,68 @@ fn run_with_a_record_log_applies_the_tuned_configurations() {
         "record log",
     );
 }
+
+/// `tessera run --log L --profile`: each kernel's time inside the network beside its
+/// time alone as the log measured it (the log's baselines and tuned records), and the
+/// two sums, whose ratio says how far the tune's estimate is from a run.
+#[test]
+fn the_profile_puts_each_kernel_beside_its_time_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("r18.jsonl");
+    let net = ["--network", "resnet-18", "--image-size", "32"];
+    let tuned = tessera(
+        &[
+            &["tune"][..],
+            &net[..],
+            &[
+                "--trials",
+                "8",
+                "--per-round",
+                "8",
+                "--simulated-runner",
+                "--no-network-check",
+                "--log",
+                log.to_str().unwrap(),
+            ],
+        ]
+        .concat(),
+    );
+    assert!(tuned.status.success(), "{}", stdout_of(&tuned));
+    let out = tessera(
+        &[
+            &["run"][..],
+            &net[..],
+            &[
+                "--log",
+                log.to_str().unwrap(),
+                "--profile",
+                "--repeat",
+                "2",
+                "--json",
+            ],
+        ]
+        .concat(),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("alone (ms)"), "{stderr}");
+    assert!(
+        stderr.contains("alone as the log measured them"),
+        "{stderr}"
+    );
+    let summary: serde_json::Value = serde_json::from_str(stdout_of(&out).trim()).unwrap();
+    let steps = summary["profile"].as_array().unwrap();
+    assert_eq!(steps.len() as u64, summary["groups"].as_u64().unwrap());
+    // every group's workload has a baseline in the log
+    for s in steps {
+        assert!(s["alone_ms"].as_f64().is_some_and(|a| a > 0.0), "{s}");
+        assert!(s["ms"].as_f64().is_some_and(|t| t >= 0.0), "{s}");
+    }
+    // without a log, no alone column
+    let out = tessera(&[&["run"][..], &net[..], &["--profile", "--repeat", "1"]].concat());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && !stderr.contains("alone"),
+        "{stderr}"
+    );
+}
