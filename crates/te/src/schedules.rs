@@ -507,9 +507,13 @@ pub fn gpu_block_threads(extent: i64, max_threads: i64, cores: usize) -> i64 {
 
 /// The GPU default schedule of a stage (TVM's fallback for GPU targets): its spatial
 /// axes fused and split into blocks of [`gpu_block_threads`] threads (`blockIdx.x`,
-/// `threadIdx.x`), one output element per thread, its reductions serial. Correct for
-/// every stage, fast for none but the injective ones: the search does the rest.
+/// `threadIdx.x`), one output element per thread, its reductions serial — except a
+/// row reduction (softmax's, a batch-1 dense's), whose rows a warp reads together
+/// (`schedule_gpu_row_reduction`). Correct for every stage; the search does the rest.
 pub fn schedule_gpu(s: &mut Schedule, t: &Tensor, p: CpuParams) -> Result<(), ScheduleError> {
+    if reduce::schedule_gpu_row_reduction(s, t, p)? {
+        return Ok(());
+    }
     let ax = s.axis(t)?;
     let Some(first) = ax.first().cloned() else {
         return Ok(());

@@ -56,3 +56,28 @@ fn a_convs_padding_is_read_in_place_on_a_gpu() {
     let s = default_schedule_inlined(&[out.clone()], &[], cpu).unwrap();
     assert!(!matches!(s.stage(&pad).unwrap().attach, Attach::Inline));
 }
+
+#[test]
+fn row_reductions_spread_each_row_over_a_warp() {
+    use tessera_te::ops::{dense, softmax};
+    let f32 = DataType::float32();
+    // softmax over 1,000 classes: its maximum and sum
+    let x = placeholder(&[1, 1000], f32, "x").unwrap();
+    let sm = softmax(&x).unwrap();
+    let s = default_schedule_inlined(&[sm.clone()], &[], H100).unwrap();
+    let text = lower(&s, &[x, sm], "softmax").unwrap().to_string();
+    assert!(text.matches("thread_allreduce").count() >= 2, "{text}");
+    // a batch-1 dense: one block per output, the warp along the shared axis
+    let data = placeholder(&[1, 512], f32, "data").unwrap();
+    let weight = placeholder(&[1000, 512], f32, "weight").unwrap();
+    let d = dense(&data, &weight, None).unwrap();
+    let s = default_schedule_inlined(&[d.clone()], &[], H100).unwrap();
+    let text = lower(&s, &[data, weight, d], "dense").unwrap().to_string();
+    assert!(text.contains("thread_allreduce"), "{text}");
+    // a short row keeps one thread per output
+    let y = placeholder(&[64, 16], f32, "y").unwrap();
+    let sm = softmax(&y).unwrap();
+    let s = default_schedule_inlined(&[sm.clone()], &[], H100).unwrap();
+    let text = lower(&s, &[y, sm], "short").unwrap().to_string();
+    assert!(!text.contains("thread_allreduce"), "{text}");
+}

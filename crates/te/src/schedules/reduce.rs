@@ -212,3 +212,34 @@ pub(super) fn schedule_row_reduction(
     }
     Ok(true)
 }
+
+/// Threads a row's reduction is spread over on a GPU: one warp.
+pub const GPU_ROW_THREADS: i64 = 32;
+
+/// A row reduction ([`row_reduction_extent`], at least two warps long) on a GPU: one
+/// block per output element, the row split over a warp's threads (`threadIdx.x`, a
+/// cross-thread reduction: warp shuffles in CUDA), which read it contiguously — TVM's
+/// CUDA schedules for softmax and a batch-1 dense. With one thread per output instead,
+/// softmax over 1,000 classes ran on one thread and a 1,000 × 512 dense on 16 blocks, each
+/// thread walking its own weight row (uncoalesced). Returns whether it applied.
+pub(super) fn schedule_gpu_row_reduction(
+    s: &mut Schedule,
+    t: &Tensor,
+    p: CpuParams,
+) -> Result<bool, ScheduleError> {
+    let Some(extent) = row_reduction_extent(t) else {
+        return Ok(false);
+    };
+    if extent < 2 * GPU_ROW_THREADS || p.gpu_threads < GPU_ROW_THREADS {
+        return Ok(false);
+    }
+    let ax = s.axis(t)?;
+    let k = s.reduce_axis(t)?;
+    let (_ko, ki) = s.split(t, &k[0], GPU_ROW_THREADS)?;
+    if let Some(first) = ax.first() {
+        let row = fuse_run(s, t, first, &ax[1..])?;
+        s.bind(t, &row, ThreadAxis::BlockIdxX)?;
+    }
+    s.bind(t, &ki, ThreadAxis::ThreadIdxX)?;
+    Ok(true)
+}
