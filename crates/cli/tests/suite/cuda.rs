@@ -217,6 +217,22 @@ fn operators_check_and_time_on_the_gpu() {
         let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
         assert_eq!(v["correct"], true, "{op}: {out}");
     }
+    // timed with the L2 written over before each batch
+    let (op, shape) = OPS[0];
+    let out = ok(tessera(&[
+        "op",
+        op,
+        "--shape",
+        shape,
+        "--pad",
+        "1",
+        "--target",
+        "cuda",
+        "--cache-flush",
+        "--json",
+    ]));
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert!(v["median_ms"].as_f64().is_some_and(|t| t > 0.0), "{out}");
 }
 
 #[test]
@@ -258,4 +274,22 @@ fn the_seed_flow_tunes_and_runs_resnet18_on_the_gpu() {
     let (gpu, cpu) = (run("cuda"), run("cpu"));
     assert_eq!(top5(&gpu).len(), 5, "{gpu}");
     assert_eq!(top5(&gpu), top5(&cpu), "{gpu}\n{cpu}");
+    // the run replayed its CUDA graph, and profiles on CUDA events beside the log
+    assert!(
+        gpu.contains("launches: one recorded launch sequence per run"),
+        "{gpu}"
+    );
+    let profiled = ok(tessera(&[
+        "run",
+        "--network",
+        "resnet-18",
+        "--layout",
+        "NHWC",
+        "--target",
+        "cuda",
+        "--log",
+        log,
+        "--profile",
+    ]));
+    assert!(profiled.contains("alone (ms)"), "{profiled}");
 }
