@@ -55,6 +55,14 @@ step run_resnet18_b1_steps 60 "${TESS[@]}" run --onnx "$OUT/resnet18_b1.onnx" --
 step profile_resnet18_b1 60 "${TESS[@]}" run --onnx "$OUT/resnet18_b1.onnx" --target "$TARGET" --profile --repeat 20 --json
 # 5. parity with PyTorch on the same image
 step parity_resnet18 60 "${TESS[@]}" run --onnx "$OUT/resnet18_b1.onnx" --target "$TARGET" --input "input=$OUT/input.npy" --output "$OUT/tessera_out.npy" --json
+# 5b. the OpenCL backend on NVIDIA's OpenCL (its ICD registered through OCL_ICD_VENDORS,
+#     beside PoCL's): ResNet-18 on the same image, and its latency
+ICD=$(realpath "$OUT")/icd
+mkdir -p "$ICD"
+cp /etc/OpenCL/vendors/*.icd "$ICD/" 2>/dev/null
+NV_OCL=$(ls /usr/local/nvidia/lib64/libnvidia-opencl.so.1 /usr/lib/x86_64-linux-gnu/libnvidia-opencl.so.1 2>/dev/null | head -1)
+[ -n "$NV_OCL" ] && echo "$NV_OCL" > "$ICD/nvidia.icd"
+OCL_ICD_VENDORS="$ICD" step opencl_nvidia_resnet18 90 "${TESS[@]}" run --onnx "$OUT/resnet18_b1.onnx" --target "opencl -platform=NVIDIA" --input "input=$OUT/input.npy" --output "$OUT/opencl_out.npy" --benchmark --repeat 20 --json
 # 6. tuned operators against cuBLAS/cuDNN
 step tune_matmul 75 "${TESS[@]}" tune --op matmul --op-shape 1024,1024,1024 --target "$TARGET" --trials 64 --per-round 32 --log "$OUT/matmul.json" --json
 step tune_conv7 75 "${TESS[@]}" tune --op conv2d --op-shape 1,7,7,512,512,3,3 --pad 1 --target "$TARGET" --trials 64 --per-round 32 --log "$OUT/conv7.json" --json

@@ -119,6 +119,17 @@ def main():
     except Exception as e:
         print(f"\nParity: not available ({e})")
 
+    ocl = last_json(os.path.join(out, "opencl_nvidia_resnet18.out"))
+    try:
+        import numpy as np
+        a = np.load(os.path.join(out, "opencl_out.npy"))
+        b = np.load(os.path.join(out, "torch_out.npy"))
+        print(f"OpenCL on NVIDIA ({(ocl or {}).get('device')}): ResNet-18 max |tessera − torch| = "
+              f"{float(np.abs(a - b).max()):.3g}, median {fmt(median(ocl))} ms "
+              f"(eager {fmt(p.get('resnet18_b1 eager'))} ms)")
+    except Exception as e:
+        print(f"OpenCL on NVIDIA: not available ({e})")
+
     try:
         clocks = [float(l.split(",")[1].split()[0]) for l in open(os.path.join(out, "clocks.csv"))
                   if "," in l and l.split(",")[1].strip().split()[0].replace(".", "").isdigit()]

@@ -29,7 +29,9 @@ pub struct Gpu {
 impl Gpu {
     /// The OpenCL device, or `None` (and a printed reason) where there is none outside CI.
     pub fn opencl_or_skip(test: &str) -> Option<Gpu> {
-        match first_device().and_then(|_| OpenClDevice::open(TargetKind::OPENCL)) {
+        match first_device()
+            .and_then(|_| OpenClDevice::open(TargetKind::OPENCL, &Default::default()))
+        {
             Ok(d) => Some(Gpu {
                 plugin: &OpenClPlugin,
                 target: Target {

@@ -268,9 +268,10 @@ pub fn run(args: TuneArgs) -> Result<()> {
     } else if !args.simulated_runner {
         // Every measurement opens the device in its runner: one that cannot open here
         // would fail each candidate with the same error, so say it once, now.
-        crate::plugins::registry()
+        let device = crate::plugins::registry()
             .device_for(&target)
             .with_context(|| format!("tuning measures on the device of `{target}`"))?;
+        say!("measuring on {}", device.describe());
     }
     let toolchain = crate::plugins::toolchain();
     let (plan, tasks) = match &args.op {

@@ -654,6 +654,7 @@ pub fn run(mut args: RunArgs) -> Result<()> {
         s.weight_bytes as f64 / (1 << 20) as f64,
         s.weight_bytes
     );
+    say!("device: {}", m.device().describe());
     say!("launches: {}", m.launch_mode());
     set_inputs(&mut m, &inputs)?;
     let before = m.device_counters()?;
@@ -693,6 +694,7 @@ pub fn run(mut args: RunArgs) -> Result<()> {
             "planned_bytes": s.planned_bytes, "unplanned_bytes": s.unplanned_bytes,
             "weight_bytes": s.weight_bytes,
             "launch_sequence": *m.launch_mode() == tessera_graph::LaunchMode::Sequence,
+            "device": m.device().describe(),
             "output": {"shape": out.shape(), "dtype": out.dtype().to_string()},
             "outputs": outputs.iter().map(|o| serde_json::json!({"shape": o.shape(), "dtype": o.dtype().to_string()})).collect::<Vec<_>>(),
             "top5": top5, "profile": profile, "benchmark": bench,

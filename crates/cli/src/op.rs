@@ -234,6 +234,7 @@ struct Report<'a> {
     correct: Option<Result<(), String>>,
     checked_against: &'static str,
     timing: TimeResult,
+    device: String,
 }
 
 impl Report<'_> {
@@ -251,6 +252,7 @@ impl Report<'_> {
             "op": self.spec.name,
             "shape": self.spec.shape,
             "target": self.target,
+            "device": self.device,
             "schedule": self.schedule,
             "workload_key": self.dag.workload_key(),
             "flops": self.dag.flop_count(),
@@ -292,10 +294,11 @@ impl Report<'_> {
         }
         let shape: Vec<String> = self.spec.shape.iter().map(|d| d.to_string()).collect();
         println!(
-            "{} {} on `{}`, {} schedule",
+            "{} {} on `{}` ({}), {} schedule",
             self.spec.name,
             shape.join("x"),
             self.target,
+            self.device,
             self.schedule
         );
         let against = self.checked_against;
@@ -372,6 +375,7 @@ pub fn run(a: OpArgs) -> Result<()> {
         correct: ran.correct.map(|c| c.map_err(|e| e.to_string())),
         checked_against: ran.checked_against.name(),
         timing: ran.timing,
+        device: ran.device,
     };
     if a.json {
         report.print_json();

@@ -70,6 +70,8 @@ pub struct OperatorRun {
     /// What it was checked against (the `Auto` choice resolved).
     pub checked_against: CheckWith,
     pub timing: TimeResult,
+    /// The device it ran on ([`Device::describe`]).
+    pub device: String,
 }
 
 /// A kernel built by the target's backend and loaded on its device.
@@ -272,6 +274,7 @@ impl Toolchain {
             out.allclose(&r, 1e-3, atol)
         });
         Ok(OperatorRun {
+            device: device.describe(),
             source,
             correct,
             checked_against: check,

@@ -141,6 +141,20 @@ impl Device for CpuDevice {
         Ok(())
     }
 
+    /// `cpu:` and the processor's model name (Linux's `/proc/cpuinfo`), where known.
+    fn describe(&self) -> String {
+        static MODEL: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+        let model = MODEL.get_or_init(|| {
+            let info = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+            let line = info.lines().find(|l| l.starts_with("model name"))?;
+            Some(line.split_once(':')?.1.trim().to_string())
+        });
+        match model {
+            Some(m) => format!("{NAME}:{m}"),
+            None => NAME.to_string(),
+        }
+    }
+
     fn record_sequence(&self, steps: &[LaunchStep]) -> Result<Option<SequenceId>, DeviceError> {
         let s = self.lock();
         let known = |f: FunctionId| s.functions.find(f.0).is_some();

@@ -269,6 +269,11 @@ pub trait Device: Send + Sync {
             id: sequence.0,
         }
     }
+    /// The device's name as a user would know it (`cuda:NVIDIA H200 (sm_90)`,
+    /// `opencl:NVIDIA H200 (NVIDIA CUDA)`); its kind by default.
+    fn describe(&self) -> String {
+        self.kind().to_string()
+    }
     /// The counters the device keeps of its own work ([`DeviceCounters`]); none by
     /// default.
     fn counters(&self) -> Result<DeviceCounters, DeviceError> {

@@ -77,6 +77,7 @@ pub enum DeviceCall {
     TimeSteps {
         steps: Vec<LaunchStep>,
     },
+    Describe,
 }
 
 impl DeviceCall {
@@ -105,6 +106,8 @@ pub enum DeviceAnswer {
     Sequence(Option<u64>),
     /// Seconds per step, for `TimeSteps`.
     Times(Vec<f64>),
+    /// The device's description, for `Describe`.
+    Text(String),
     /// The device's error, as its text.
     Failed(String),
 }
@@ -203,6 +206,7 @@ pub fn answer(
         DeviceCall::RunSequence { sequence } => device.run_sequence(SequenceId(sequence)).into(),
         DeviceCall::FreeSequence { sequence } => device.free_sequence(SequenceId(sequence)).into(),
         DeviceCall::TimeSteps { steps } => answered(device.time_steps(&steps), DeviceAnswer::Times),
+        DeviceCall::Describe => DeviceAnswer::Text(device.describe()),
     }
 }
 
@@ -396,6 +400,14 @@ impl<C: CallChannel> Device for CallClient<C> {
         match self.send(DeviceCall::Counters, &[], &mut [])? {
             DeviceAnswer::Counters(c) => Ok(c),
             other => Err(self.unexpected(other)),
+        }
+    }
+    /// The device's own description; the client's name where the other side cannot
+    /// say (an older server).
+    fn describe(&self) -> String {
+        match self.send(DeviceCall::Describe, &[], &mut []) {
+            Ok(DeviceAnswer::Text(t)) => t,
+            _ => self.name.as_str().to_string(),
         }
     }
     fn record_sequence(&self, steps: &[LaunchStep]) -> Result<Option<SequenceId>, DeviceError> {

@@ -55,6 +55,14 @@ const KNOWN: &[KnownKind] = &[
                 "max-shared-memory-per-block",
                 "shared (__local) memory per block limit, in bytes",
             ),
+            (
+                "platform",
+                "the platform, by a part of its name or vendor, e.g. NVIDIA, pocl",
+            ),
+            (
+                "device-index",
+                "the device among the matching platforms' devices, from 0",
+            ),
         ],
     },
     KnownKind {

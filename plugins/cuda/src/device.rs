@@ -423,6 +423,10 @@ impl Device for CudaDevice {
         TargetKind::CUDA
     }
 
+    fn describe(&self) -> String {
+        self.name.as_str().to_string()
+    }
+
     fn alloc(&self, nbytes: usize) -> Result<BufferId, DeviceError> {
         let mut st = self.state()?;
         let ptr = self.malloc(nbytes)?;

@@ -1,5 +1,6 @@
 //! The OpenCL device behind the core's `Device`: buffers are `cl_mem` objects of the
-//! first device of the first platform that has one, copies are blocking transfers on
+//! device the target names ([`DeviceChoice`]: `-platform`, `-device-index`; by default
+//! the first device of the first platform that has one), copies are blocking transfers on
 //! one in-order queue with profiling on, a module is a program built from its source
 //! when loaded (the compiler's build log in the error; programs cached by source, so a
 //! network's identical kernels build once), a function is its kernels (created once
@@ -28,45 +29,167 @@ use tessera_runtime::{
     BufferId, Device, DeviceError, DeviceName, FunctionId, Handles, LaunchStep, ModuleId,
     RecordedSequences, SequenceId,
 };
-use tessera_target::{Artifact, LaunchDims, ParamSpec, TargetKind};
+use tessera_target::{Artifact, LaunchDims, ParamSpec, Target, TargetKind};
 
 /// What to install when there is no OpenCL.
 pub const INSTALL_HINT: &str = "install an OpenCL ICD loader and a driver, e.g. \
     `apt-get install ocl-icd-libopencl1 pocl-opencl-icd` for the CPU's OpenCL device";
 
-/// The first OpenCL device of the first platform that has one, looked up once per
-/// process (ICD loaders and drivers do not all enumerate safely from several threads at
-/// once: PoCL answered "no device" to a second thread asking while the first did).
-pub fn first_device() -> Result<ClDevice, OpenClError> {
-    static FOUND: OnceLock<Result<usize, OpenClError>> = OnceLock::new();
-    FOUND
-        .get_or_init(|| find_device().map(|d| d.id() as usize))
-        .clone()
-        .map(|id| ClDevice::new(id as cl_device_id))
+/// Which OpenCL device a target names (`opencl -platform=NVIDIA -device-index=0`):
+/// `-platform`, a case-insensitive part of a platform's name or vendor (`NVIDIA`,
+/// `Portable` for PoCL, `AMD`, `Intel`); `-device-index`, the device's position among
+/// the devices of the platforms that match, from 0. Neither: the first device of the
+/// first platform that has one.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct DeviceChoice {
+    pub platform: Option<String>,
+    pub index: usize,
 }
 
-fn find_device() -> Result<ClDevice, OpenClError> {
-    let none = |reason: String| OpenClError::NoDevice {
+impl DeviceChoice {
+    /// The choice of `target`'s options.
+    pub fn of(target: &Target) -> Result<DeviceChoice, OpenClError> {
+        let index = match target.option("device-index") {
+            None => 0,
+            Some(v) => v.parse::<usize>().map_err(|_| OpenClError::Target {
+                target: target.to_string(),
+                reason: format!("-device-index={v} is not a whole number (0 is the first)"),
+            })?,
+        };
+        let platform = target.option("platform").map(str::to_string);
+        if platform.as_deref() == Some("") {
+            return Err(OpenClError::Target {
+                target: target.to_string(),
+                reason: "-platform= names no platform".into(),
+            });
+        }
+        Ok(DeviceChoice { platform, index })
+    }
+
+    fn matches(&self, p: &Listed) -> bool {
+        self.platform.as_ref().is_none_or(|want| {
+            let want = want.to_lowercase();
+            p.name.to_lowercase().contains(&want) || p.vendor.to_lowercase().contains(&want)
+        })
+    }
+}
+
+/// One platform as the ICD loader lists it: its name, vendor and devices (handle and
+/// name).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Listed {
+    pub name: String,
+    pub vendor: String,
+    pub devices: Vec<(usize, String)>,
+}
+
+/// The device `choice` names among `listed`: its handle and the platform's and device's
+/// names; otherwise why not, with what there is.
+pub fn pick(listed: &[Listed], choice: &DeviceChoice) -> Result<(usize, String), String> {
+    let matching: Vec<&Listed> = listed.iter().filter(|p| choice.matches(p)).collect();
+    let devices: Vec<(&Listed, &(usize, String))> = matching
+        .iter()
+        .flat_map(|p| p.devices.iter().map(move |d| (*p, d)))
+        .collect();
+    if let Some((p, (id, name))) = devices.get(choice.index) {
+        return Ok((*id, format!("{name} ({})", p.name)));
+    }
+    let what = match &choice.platform {
+        Some(want) if matching.is_empty() => format!("no OpenCL platform matches -platform={want}"),
+        Some(want) => format!(
+            "-device-index={} but the platforms matching -platform={want} have {} device(s)",
+            choice.index,
+            devices.len()
+        ),
+        None if devices.is_empty() => format!("no OpenCL device on {} platform(s)", listed.len()),
+        None => format!(
+            "-device-index={} but there are {} device(s)",
+            choice.index,
+            devices.len()
+        ),
+    };
+    Err(format!("{what}; {}", describe(listed)))
+}
+
+/// The platforms and devices there are, for an error message.
+fn describe(listed: &[Listed]) -> String {
+    if listed.is_empty() {
+        return "the ICD loader lists no platform".into();
+    }
+    let platforms: Vec<String> = listed
+        .iter()
+        .map(|p| {
+            let devices: Vec<&str> = p.devices.iter().map(|(_, n)| n.as_str()).collect();
+            format!("`{}` ({}): [{}]", p.name, p.vendor, devices.join(", "))
+        })
+        .collect();
+    format!(
+        "the ICD loader lists {} (a platform missing here is not registered: an .icd file \
+         naming its library belongs in /etc/OpenCL/vendors or a folder named by \
+         OCL_ICD_VENDORS)",
+        platforms.join("; ")
+    )
+}
+
+/// Every platform and its devices, enumerated once per process (ICD loaders and drivers
+/// do not all enumerate safely from several threads at once: PoCL answered "no device"
+/// to a second thread asking while the first did).
+fn listed() -> Result<&'static [Listed], OpenClError> {
+    static LISTED: OnceLock<Result<Vec<Listed>, OpenClError>> = OnceLock::new();
+    LISTED
+        .get_or_init(enumerate)
+        .as_ref()
+        .map(Vec::as_slice)
+        .map_err(Clone::clone)
+}
+
+fn no_device(reason: String) -> OpenClError {
+    OpenClError::NoDevice {
         reason,
         hint: INSTALL_HINT,
-    };
+    }
+}
+
+fn enumerate() -> Result<Vec<Listed>, OpenClError> {
     if !cl3::is_opencl_runtime_available() {
-        return Err(none(
+        return Err(no_device(
             "no OpenCL runtime: libOpenCL.so.1 could not be loaded".into(),
         ));
     }
-    let platforms = get_platforms().map_err(|e| none(format!("no OpenCL platform ({e})")))?;
-    for p in &platforms {
-        if let Ok(ids) = p.get_devices(CL_DEVICE_TYPE_ALL) {
-            if let Some(id) = ids.first() {
-                return Ok(ClDevice::new(*id));
-            }
-        }
-    }
-    Err(none(format!(
-        "no OpenCL device on {} platform(s)",
-        platforms.len()
-    )))
+    let platforms = get_platforms().map_err(|e| no_device(format!("no OpenCL platform ({e})")))?;
+    Ok(platforms
+        .iter()
+        .map(|p| Listed {
+            name: p.name().unwrap_or_else(|_| "?".into()),
+            vendor: p.vendor().unwrap_or_else(|_| "?".into()),
+            devices: p
+                .get_devices(CL_DEVICE_TYPE_ALL)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|id| {
+                    let name = ClDevice::new(id).name().unwrap_or_else(|_| "?".into());
+                    (id as usize, name)
+                })
+                .collect(),
+        })
+        .collect())
+}
+
+/// The device `choice` names, and its name with its platform's.
+pub fn select(choice: &DeviceChoice) -> Result<(ClDevice, String), OpenClError> {
+    let listed = listed()?;
+    let (id, name) = match pick(listed, choice) {
+        Ok(found) => found,
+        // nothing at all: what to install; a choice that names nothing: what there is
+        Err(why) if *choice == DeviceChoice::default() => return Err(no_device(why)),
+        Err(why) => return Err(OpenClError::NoSuchDevice(why)),
+    };
+    Ok((ClDevice::new(id as cl_device_id), name))
+}
+
+/// The first OpenCL device of the first platform that has one.
+pub fn first_device() -> Result<ClDevice, OpenClError> {
+    select(&DeviceChoice::default()).map(|(d, _)| d)
 }
 
 struct LoadedModule {
@@ -111,13 +234,10 @@ pub struct OpenClDevice {
 }
 
 impl OpenClDevice {
-    /// Opens the first OpenCL device (see [`first_device`]) for targets of `kind`.
-    pub fn open(kind: TargetKind) -> Result<OpenClDevice, OpenClError> {
-        let dev = first_device()?;
-        let name = format!(
-            "opencl:{}",
-            dev.name().unwrap_or_else(|_| "unknown device".into())
-        );
+    /// Opens the device `choice` names (see [`DeviceChoice`]) for targets of `kind`.
+    pub fn open(kind: TargetKind, choice: &DeviceChoice) -> Result<OpenClDevice, OpenClError> {
+        let (dev, described) = select(choice)?;
+        let name = format!("opencl:{described}");
         let driver = |action: &'static str, e: &dyn std::fmt::Display| OpenClError::Driver {
             device: name.clone(),
             action,
@@ -244,6 +364,10 @@ impl OpenClDevice {
 impl Device for OpenClDevice {
     fn kind(&self) -> TargetKind {
         self.kind.clone()
+    }
+
+    fn describe(&self) -> String {
+        self.name.as_str().to_string()
     }
 
     fn alloc(&self, nbytes: usize) -> Result<BufferId, DeviceError> {
@@ -456,5 +580,83 @@ impl Device for OpenClDevice {
             .iter()
             .map(|(first, last)| self.span(first, last.as_ref().unwrap_or(first)))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn listed() -> Vec<Listed> {
+        let p = |name: &str, vendor: &str, devices: &[(usize, &str)]| Listed {
+            name: name.into(),
+            vendor: vendor.into(),
+            devices: devices.iter().map(|&(i, n)| (i, n.to_string())).collect(),
+        };
+        vec![
+            p(
+                "Portable Computing Language",
+                "The pocl project",
+                &[(1, "cpu-x86-64")],
+            ),
+            p(
+                "NVIDIA CUDA",
+                "NVIDIA Corporation",
+                &[(2, "H200"), (3, "H100")],
+            ),
+            p("Empty", "Nobody", &[]),
+        ]
+    }
+
+    fn choice(platform: Option<&str>, index: usize) -> DeviceChoice {
+        DeviceChoice {
+            platform: platform.map(str::to_string),
+            index,
+        }
+    }
+
+    #[test]
+    fn a_device_is_chosen_by_platform_and_index() {
+        let l = listed();
+        assert_eq!(pick(&l, &choice(None, 0)).unwrap().0, 1);
+        assert_eq!(pick(&l, &choice(None, 2)).unwrap().0, 3);
+        let (id, name) = pick(&l, &choice(Some("nvidia"), 0)).unwrap();
+        assert_eq!((id, name.as_str()), (2, "H200 (NVIDIA CUDA)"));
+        assert_eq!(pick(&l, &choice(Some("NVIDIA"), 1)).unwrap().0, 3);
+        // by vendor too
+        assert_eq!(pick(&l, &choice(Some("pocl"), 0)).unwrap().0, 1);
+    }
+
+    #[test]
+    fn a_choice_that_names_nothing_lists_what_there_is() {
+        let l = listed();
+        let e = pick(&l, &choice(Some("AMD"), 0)).unwrap_err();
+        assert!(
+            e.contains("no OpenCL platform matches -platform=AMD"),
+            "{e}"
+        );
+        assert!(
+            e.contains("`NVIDIA CUDA` (NVIDIA Corporation): [H200, H100]"),
+            "{e}"
+        );
+        assert!(e.contains("OCL_ICD_VENDORS"), "{e}");
+        let e = pick(&l, &choice(Some("nvidia"), 2)).unwrap_err();
+        assert!(e.contains("have 2 device(s)"), "{e}");
+        let e = pick(&l, &choice(None, 9)).unwrap_err();
+        assert!(e.contains("there are 3 device(s)"), "{e}");
+        let e = pick(&[], &choice(None, 0)).unwrap_err();
+        assert!(e.contains("lists no platform"), "{e}");
+    }
+
+    #[test]
+    fn target_options_are_read_or_refused() {
+        let t = |s: &str| DeviceChoice::of(&Target::parse_any(s).unwrap());
+        assert_eq!(t("opencl").unwrap(), DeviceChoice::default());
+        assert_eq!(
+            t("opencl -platform=NVIDIA -device-index=1").unwrap(),
+            choice(Some("NVIDIA"), 1)
+        );
+        let e = t("opencl -device-index=first").unwrap_err().to_string();
+        assert!(e.contains("-device-index=first"), "{e}");
     }
 }

@@ -11,6 +11,10 @@ pub enum OpenClError {
     /// install.
     #[error("{reason}; {hint}")]
     NoDevice { reason: String, hint: &'static str },
+    /// The target's `-platform` / `-device-index` name no device here; the message
+    /// lists the platforms and devices there are.
+    #[error("{0}")]
+    NoSuchDevice(String),
     /// The driver refused a step of opening the device.
     #[error("{device}: cannot {action}: {reason}")]
     Driver {

@@ -64,8 +64,10 @@ impl Plugin for OpenClPlugin {
             source: m.source,
         })
     }
-    fn open_device(&self, _target: &Target) -> Result<Arc<dyn Device>, CallError> {
-        let device = device::OpenClDevice::open(TargetKind::OPENCL)
+    fn open_device(&self, target: &Target) -> Result<Arc<dyn Device>, CallError> {
+        let choice =
+            device::DeviceChoice::of(target).map_err(|e| CallError::bad_target(target, e))?;
+        let device = device::OpenClDevice::open(TargetKind::OPENCL, &choice)
             .map_err(|e| CallError::failed("opening the OpenCL device", e))?;
         Ok(Arc::new(device))
     }

@@ -3,7 +3,8 @@
 //! - `opencl -device=mali`: TVM's Ansor parameters for Mali, fixed because the board is
 //!   usually remote: 256 threads per block, 32768 bytes of shared memory, warp size 1, no
 //!   virtual threads.
-//! - `opencl`: the first device's limits (`CL_DEVICE_MAX_WORK_GROUP_SIZE`,
+//! - `opencl`: the limits of the device the target names (`-platform=NAME`,
+//!   `-device-index=N`: [`DeviceChoice`]; by default the first device's) (`CL_DEVICE_MAX_WORK_GROUP_SIZE`,
 //!   `CL_DEVICE_LOCAL_MEM_SIZE`, compute units); the warp size from
 //!   `TESSERA_OPENCL_WARP_SIZE` (TVM's `TVM_OPENCL_WARP_SIZE`), 1 by default. Without an
 //!   OpenCL platform (compiling for a device elsewhere) TVM's `opencl` kind defaults
@@ -11,7 +12,7 @@
 //!
 //! Options `-max-threads-per-block` and `-max-shared-memory-per-block` override either.
 
-use crate::device::first_device;
+use crate::device::{select, DeviceChoice};
 use crate::error::OpenClError;
 use tessera_target::{HardwareParams, Target};
 
@@ -49,7 +50,9 @@ pub fn hardware_params(t: &Target) -> Result<HardwareParams, OpenClError> {
             warp_size: 1,
         }
     } else {
-        queried().unwrap_or(HardwareParams {
+        // (a device not found here — one behind an RPC tracker — takes the defaults; the
+        // device's opening says what there is)
+        queried(&DeviceChoice::of(t)?).unwrap_or(HardwareParams {
             num_cores: 1,
             vector_unit_bytes: 16,
             cache_line_bytes: 64,
@@ -82,9 +85,9 @@ pub fn hardware_params(t: &Target) -> Result<HardwareParams, OpenClError> {
     Ok(p)
 }
 
-/// The first OpenCL device's limits, if there is one.
-fn queried() -> Option<HardwareParams> {
-    let dev = first_device().ok()?;
+/// The chosen OpenCL device's limits, if there is one.
+fn queried(choice: &DeviceChoice) -> Option<HardwareParams> {
+    let (dev, _) = select(choice).ok()?;
     let warp = std::env::var("TESSERA_OPENCL_WARP_SIZE")
         .ok()
         .and_then(|v| v.parse::<usize>().ok())

@@ -2,10 +2,10 @@
 //! machine has (PoCL, the CPU's, in CI): operators build, check against the
 //! interpreter and time; ResNet-18 runs with the CPU's top-5; ONNX ResNet-18 and
 //! MobileNet-V2 match onnxruntime; the Mali seed flow (tune, then run with the log)
-//! completes. Without an OpenCL platform each test skips with the reason printed,
+//! completes; a device is chosen by platform and index and named. Without an OpenCL platform each test skips with the reason printed,
 //! except under CI, where that fails (CI installs PoCL).
 
-use crate::common::{ok, tessera, top5};
+use crate::common::{ok, one_line_error, tessera, top5};
 
 use std::path::Path;
 use std::process::Command;
@@ -232,4 +232,64 @@ fn the_mali_seed_flow_tunes_then_runs_with_the_log() {
     let cpu = top5(&ok(tessera(&cpu)));
     assert_eq!(cpu.len(), 5);
     assert_eq!(top5(&mali), cpu);
+}
+
+/// `opencl -platform=NAME -device-index=N` chooses the device (PoCL here, by a part of
+/// its platform's name or vendor); `op`, `run` and `tune` name the device they use; a
+/// choice that names nothing is one line listing the platforms there are.
+#[test]
+fn the_device_is_chosen_by_platform_and_index_and_named() {
+    if !opencl("device choice") {
+        return;
+    }
+    let op = |target: &str| {
+        tessera(&[
+            "op", "relu", "--shape", "4", "--target", target, "--check", "none", "--json",
+        ])
+    };
+    let out = ok(op("opencl -platform=portable -device-index=0"));
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    let device = v["device"].as_str().unwrap();
+    assert!(
+        device.starts_with("opencl:") && device.contains("(Portable Computing Language)"),
+        "{device}"
+    );
+    let e = one_line_error(&op("opencl -platform=NoSuchVendor"));
+    assert!(
+        e.contains("no OpenCL platform matches -platform=NoSuchVendor")
+            && e.contains("Portable Computing Language"),
+        "{e}"
+    );
+    let e = one_line_error(&op("opencl -device-index=99"));
+    assert!(e.contains("-device-index=99 but there are"), "{e}");
+    let e = one_line_error(&op("opencl -device-index=x"));
+    assert!(e.contains("-device-index=x"), "{e}");
+    let run = ok(tessera(&[
+        "run",
+        "--network",
+        "resnet-18",
+        "--image-size",
+        "32",
+        "--target",
+        "opencl -platform=pocl",
+    ]));
+    assert!(run.contains("device: opencl:"), "{run}");
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("relu.json");
+    let tuned = ok(tessera(&[
+        "tune",
+        "--op",
+        "matmul",
+        "--op-shape",
+        "16,16,16",
+        "--target",
+        "opencl -platform=pocl",
+        "--trials",
+        "2",
+        "--per-round",
+        "2",
+        "--log",
+        log.to_str().unwrap(),
+    ]));
+    assert!(tuned.contains("measuring on opencl:"), "{tuned}");
 }
