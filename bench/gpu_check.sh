@@ -30,7 +30,7 @@ step() { # name timeout_s command…
   local t0=$(date +%s.%N)
   timeout "$secs" "$@" > "$OUT/$name.out" 2> "$OUT/$name.err"
   local rc=$?
-  printf '%-28s rc=%-3s %6.1f s\n' "$name" "$rc" "$(echo "$(date +%s.%N) - $t0" | bc)" | tee -a "$OUT/steps.txt"
+  printf '%-28s rc=%-3s %6.1f s\n' "$name" "$rc" "$(awk "BEGIN { print $(date +%s.%N) - $t0 }")" | tee -a "$OUT/steps.txt"
   return $rc
 }
 TESS=(env -u LD_LIBRARY_PATH "$T")
