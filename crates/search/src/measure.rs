@@ -119,10 +119,21 @@ impl Drop for ScratchDir {
 /// Removes every measurement folder this process still has (for an interrupt handler,
 /// just before the process exits: the runners, in the same process group, are ended
 /// by the same signal).
+///
+/// A removal is tried again while the folder is still there: the process's other
+/// threads go on writing job files and builds into it until it exits, and a file
+/// written while `remove_dir_all` walks a folder makes that folder's removal fail
+/// (a SIGTERM during a batch had left `batchN/jobK.json` behind).
 pub fn remove_scratch_dirs() {
     let dirs = std::mem::take(&mut *SCRATCH.lock().unwrap_or_else(|e| e.into_inner()));
     for d in dirs {
-        let _ = std::fs::remove_dir_all(d);
+        for _ in 0..50 {
+            let _ = std::fs::remove_dir_all(&d);
+            if !d.exists() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
     }
 }
 
@@ -398,7 +409,24 @@ impl Measurer {
         }
     }
 
+    /// Builds each candidate into its own folder of `out_dir`. The folders are made
+    /// with `create_dir`, never `create_dir_all`: once an interrupt has removed the
+    /// scratch folder, a worker still running fails its candidate rather than making
+    /// the folder again (a SIGTERM during a batch had left an empty `batchN` behind).
     fn build_all(&self, candidates: &[Candidate], out_dir: &Path) -> Vec<Built> {
+        if let Err(e) = std::fs::create_dir(out_dir) {
+            let why = format!("creating {}: {e}", out_dir.display());
+            return candidates
+                .iter()
+                .map(|_| {
+                    Err(MeasureResult::failed(
+                        MeasureErrorNo::CompileHost,
+                        why.clone(),
+                        0.0,
+                    ))
+                })
+                .collect();
+        }
         let workers = self.opts.n_parallel.max(1).min(candidates.len().max(1));
         let next = std::sync::atomic::AtomicUsize::new(0);
         let slots: Vec<std::sync::Mutex<Option<Built>>> = candidates
@@ -414,7 +442,7 @@ impl Measurer {
                     // a folder per candidate: two candidates whose programs (and so
                     // their artifacts' names) are the same never build into one file
                     let dir = out_dir.join(format!("c{i}"));
-                    let r = match std::fs::create_dir_all(&dir) {
+                    let r = match std::fs::create_dir(&dir) {
                         Ok(()) => build_guarded(backend, c, &dir, timeout),
                         Err(e) => Err(MeasureResult::failed(
                             MeasureErrorNo::CompileHost,
