@@ -30,7 +30,7 @@ def peers(out):
         for line in open(os.path.join(out, "peers.jsonl")):
             r = json.loads(line)
             p[r["what"]] = r.get("median_ms")
-    except OSError:
+    except (OSError, ValueError):  # missing, or its last line cut by a timeout
         pass
     return p
 

@@ -626,12 +626,12 @@ impl GraphModule {
     /// Launches each step on its own from now on (the recorded sequence is freed): to
     /// compare the two, or to rule the sequence out.
     pub fn launch_step_by_step(&mut self) -> Result<(), GraphError> {
-        if let Some(s) = self.sequence.take() {
-            self.device.free_sequence(s)?;
-        }
         self.launch_mode = LaunchMode::StepByStep {
             why: "asked for".into(),
         };
+        if let Some(s) = self.sequence.take() {
+            self.device.free_sequence(s)?;
+        }
         Ok(())
     }
 

@@ -388,10 +388,17 @@ fn load_failure(entry: &str, arch: &str, e: &cudarc::driver::DriverError) -> Str
 }
 
 impl Drop for CudaDevice {
+    /// Waits for the stream, then frees in dependency order: the graphs (which name the
+    /// kernels and buffers), the buffers and workspaces, the modules, the stream.
     fn drop(&mut self) {
         let Ok(mut st) = self.state() else { return };
-        // SAFETY: every pointer and module was made by this context and is freed once.
+        let _ = self.wait("closing the device");
+        // SAFETY: every handle was made by this context, nothing is in flight (waited
+        // for above), and each is freed once.
         unsafe {
+            for g in st.graphs.values() {
+                let _ = result::graph::exec_destroy(g.0);
+            }
             for (ptr, _) in st.buffers.values() {
                 let _ = result::free_sync(*ptr);
             }
@@ -400,14 +407,11 @@ impl Drop for CudaDevice {
                     let _ = result::free_sync(*w);
                 }
             }
-            for h in st.images.values() {
-                let _ = result::module::unload(h.0);
-            }
-            for g in st.graphs.values() {
-                let _ = result::graph::exec_destroy(g.0);
-            }
             if let Some((ptr, _)) = st.flush.take() {
                 let _ = result::free_sync(ptr);
+            }
+            for h in st.images.values() {
+                let _ = result::module::unload(h.0);
             }
             let _ = result::stream::destroy(self.stream.0);
         }
