@@ -524,19 +524,7 @@ fn print_profile(
     let p = m.profile(repeat)?;
     let total: f64 = p.iter().map(|(_, ms)| ms).sum();
     let target = m.target().to_string();
-    let steps: Vec<StepTime> = match log {
-        Some(log) => in_network::against_log(&p, &m.step_workload_keys(), &target, log),
-        None => p
-            .iter()
-            .enumerate()
-            .map(|(step, (kernel, ms))| StepTime {
-                step,
-                kernel: kernel.clone(),
-                in_network_ms: *ms,
-                alone_ms: None,
-            })
-            .collect(),
-    };
+    let steps = in_network::against_log(&p, &m.step_workload_keys(), &target, log);
     let mut sorted: Vec<&StepTime> = steps.iter().collect();
     sorted.sort_by(|a, b| b.in_network_ms.total_cmp(&a.in_network_ms));
     let alone = |s: &StepTime| match (s.alone_ms, s.ratio()) {

@@ -31,14 +31,15 @@ impl StepTime {
 }
 
 /// `profile` (name and ms per step, in run order) with each step's alone time from
-/// `log`, the steps' workload keys `keys` (in the same order) on `target`.
+/// `log` (none without one), the steps' workload keys `keys` (in the same order) on
+/// `target`.
 pub fn against_log(
     profile: &[(String, f64)],
     keys: &[&str],
     target: &str,
-    log: &LoadedLog,
+    log: Option<&LoadedLog>,
 ) -> Vec<StepTime> {
-    let history = ApplyHistoryBest::from_log(log);
+    let history = log.map(ApplyHistoryBest::from_log);
     profile
         .iter()
         .zip(keys)
@@ -48,7 +49,8 @@ pub fn against_log(
             kernel: kernel.clone(),
             in_network_ms: *ms,
             alone_ms: history
-                .query(key, target)
+                .as_ref()
+                .and_then(|h| h.query(key, target))
                 .filter(|r| r.result.is_ok())
                 .map(|r| r.result.mean_cost() * 1e3),
         })
@@ -83,6 +85,9 @@ mod tests {
         assert_eq!(steps[0].ratio(), Some(2.0));
         assert_eq!(steps[1].ratio(), None);
         assert_eq!(step(1.0, Some(0.0)).ratio(), None);
-        assert!(against_log(&[], &[], "cpu", &crate::record::parse_log(b"")).is_empty());
+        let log = crate::record::parse_log(b"");
+        assert!(against_log(&[], &[], "cpu", Some(&log)).is_empty());
+        let unlogged = against_log(&[("k".into(), 1.0)], &["key"], "cpu", None);
+        assert_eq!(unlogged, [step(1.0, None)]);
     }
 }
