@@ -285,7 +285,7 @@ pub fn run(args: TuneArgs) -> Result<()> {
             (Some(plan), tasks)
         }
     };
-    let opts = measure_options(&args, backend.as_ref())?;
+    let opts = measure_options(&args)?;
     let measurer = Measurer::with_backend(backend, opts)?;
     let strategy = crate::plugins::registry().strategy(&strategy_name(&args)?)?;
     let rerun: Vec<String> = std::env::args().collect();

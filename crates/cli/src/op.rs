@@ -360,6 +360,7 @@ pub fn run(a: OpArgs) -> Result<()> {
         repeat: a.repeat.max(1),
         min_repeat_ms: a.min_repeat_ms,
         cache_flush: a.cache_flush,
+        slow_cutoff: None,
     };
     let ran = toolchain.run_operator(&spec, &target, &program.func, a.check.into(), &evaluator)?;
     let dag = spec.dag()?;

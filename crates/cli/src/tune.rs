@@ -7,7 +7,6 @@ use anyhow::{Context, Result};
 use clap::Args;
 use std::path::PathBuf;
 use std::time::Duration;
-use tessera_backends::Backend;
 use tessera_runtime::runner::TimerConfig;
 use tessera_search::measure::MeasureOptions;
 use tessera_search::ScheduleDesc;
@@ -80,6 +79,15 @@ pub struct TuneArgs {
     /// a hang or a device error is replaced at once); 1 starts a process per candidate.
     #[arg(long = "jobs-per-runner", default_value_t = tessera_search::runner_process::JOBS_PER_PROCESS)]
     pub(crate) jobs_per_runner: usize,
+    /// A candidate whose first timed runs are over this many times slower than its
+    /// task's best so far is measured by those runs alone, not to --min-repeat-ms
+    /// (0: every candidate is timed fully).
+    #[arg(long = "slow-cutoff", default_value_t = tessera_search::measure::DEFAULT_SLOW_CUTOFF)]
+    pub(crate) slow_cutoff: f64,
+    /// Whether the next candidates are built while others run: `auto` does so once the
+    /// device says it does not compute on the host's cores (a GPU), `on`, `off`.
+    #[arg(long = "overlap-builds", value_enum, default_value_t = Overlap::Auto)]
+    pub(crate) overlap_builds: Overlap,
     /// Skip the correctness check of each candidate against the reference.
     #[arg(long)]
     pub(crate) no_check: bool,
@@ -162,12 +170,24 @@ pub struct TuneArgs {
     pub(crate) json: bool,
 }
 
-/// The measurement options of `tessera tune` (both modes): builds on every core,
+/// `--overlap-builds`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Overlap {
+    Auto,
+    On,
+    Off,
+}
+
+/// The measurement options of `tessera tune` (both modes): builds on every host core,
 /// `--repeat` timed repeats of `--number` runs (caches flushed before each with
 /// `--cache-flush`), the run timeout.
-pub(crate) fn measure_options(args: &TuneArgs, backend: &dyn Backend) -> Result<MeasureOptions> {
+pub(crate) fn measure_options(args: &TuneArgs) -> Result<MeasureOptions> {
+    if !(args.slow_cutoff >= 0.0 && args.slow_cutoff.is_finite()) {
+        anyhow::bail!("--slow-cutoff: a factor of 0 or more (0: no cutoff)");
+    }
+    // `n_parallel` stays the default, the host's cores: builds run on the host, whatever
+    // the device's cores are (a GPU's SMs, 132 on an H200)
     Ok(MeasureOptions {
-        n_parallel: backend.hardware_params().num_cores.max(1),
         run_timeout: Duration::try_from_secs_f64(args.run_timeout)
             .ok()
             .filter(|d| !d.is_zero())
@@ -185,6 +205,12 @@ pub(crate) fn measure_options(args: &TuneArgs, backend: &dyn Backend) -> Result<
         simulated: args.simulated_runner,
         jobs_per_runner: args.jobs_per_runner.max(1),
         rpc: crate::rpc::remote_options(&args.rpc)?,
+        slow_cutoff: (args.slow_cutoff > 0.0).then_some(args.slow_cutoff),
+        overlap_builds: match args.overlap_builds {
+            Overlap::Auto => None,
+            Overlap::On => Some(true),
+            Overlap::Off => Some(false),
+        },
         ..MeasureOptions::default()
     })
 }

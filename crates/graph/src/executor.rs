@@ -687,12 +687,7 @@ impl GraphModule {
         &mut self,
         evaluator: &TimeEvaluator,
     ) -> Result<TimeResult, GraphError> {
-        let once = TimeEvaluator {
-            number: 1,
-            repeat: 1,
-            min_repeat_ms: 0.0,
-            cache_flush: false,
-        };
+        let once = TimeEvaluator::new(1, 1, 0.0);
         let mut results = Vec::with_capacity(evaluator.repeat.max(1));
         for _ in 0..evaluator.repeat.max(1) {
             let mut total = 0.0;

@@ -66,6 +66,7 @@ impl Timing {
             repeat: self.repeat.max(1),
             min_repeat_ms: self.min_repeat_ms,
             cache_flush: false,
+            slow_cutoff: None,
         }
     }
 }

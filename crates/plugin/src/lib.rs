@@ -55,7 +55,8 @@ pub use strategy::{PluginPolicy, PluginStrategy};
 /// 3000 + IR: search policies behind handles, proposing round by round; 4000 + IR: a
 /// device's counters; 5000 + IR: the `Plugin` methods' errors as sealed [`CallError`]s;
 /// 6000 + IR: the device's methods as one `device_call` of a sealed runtime `DeviceCall`;
-/// 7000 + IR: launch sequences and per-step timing among the `DeviceCall`s.
+/// 7000 + IR: launch sequences and per-step timing among the `DeviceCall`s (the later
+/// `Describe` and `RunsOnHostCores` have answers for a plugin that cannot give them).
 pub const PLUGIN_SCHEMA_VERSION: u32 = 7000 + tessera_ir::SCHEMA_VERSION;
 
 /// A serialized core value with the schema version it was written with.

@@ -274,6 +274,13 @@ pub trait Device: Send + Sync {
     fn describe(&self) -> String {
         self.kind().to_string()
     }
+    /// Whether the device computes on the host's own cores (the CPU, OpenCL on a CPU,
+    /// a simulator): then nothing else should run on them while it is timed, and the
+    /// tuner builds the next candidates only between measurements. True by default; a
+    /// device of its own (a GPU) says false.
+    fn runs_on_host_cores(&self) -> bool {
+        true
+    }
     /// The counters the device keeps of its own work ([`DeviceCounters`]); none by
     /// default.
     fn counters(&self) -> Result<DeviceCounters, DeviceError> {

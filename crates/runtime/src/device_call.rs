@@ -78,6 +78,7 @@ pub enum DeviceCall {
         steps: Vec<LaunchStep>,
     },
     Describe,
+    RunsOnHostCores,
 }
 
 impl DeviceCall {
@@ -108,6 +109,8 @@ pub enum DeviceAnswer {
     Times(Vec<f64>),
     /// The device's description, for `Describe`.
     Text(String),
+    /// A yes or no, for `RunsOnHostCores`.
+    Flag(bool),
     /// The device's error, as its text.
     Failed(String),
 }
@@ -207,6 +210,7 @@ pub fn answer(
         DeviceCall::FreeSequence { sequence } => device.free_sequence(SequenceId(sequence)).into(),
         DeviceCall::TimeSteps { steps } => answered(device.time_steps(&steps), DeviceAnswer::Times),
         DeviceCall::Describe => DeviceAnswer::Text(device.describe()),
+        DeviceCall::RunsOnHostCores => DeviceAnswer::Flag(device.runs_on_host_cores()),
     }
 }
 
@@ -409,6 +413,14 @@ impl<C: CallChannel> Device for CallClient<C> {
             Ok(DeviceAnswer::Text(t)) => t,
             _ => self.name.as_str().to_string(),
         }
+    }
+    /// The device's own answer; true (the cautious answer: nothing runs beside its
+    /// measurements) where the other side cannot say.
+    fn runs_on_host_cores(&self) -> bool {
+        !matches!(
+            self.send(DeviceCall::RunsOnHostCores, &[], &mut []),
+            Ok(DeviceAnswer::Flag(false))
+        )
     }
     fn record_sequence(&self, steps: &[LaunchStep]) -> Result<Option<SequenceId>, DeviceError> {
         let call = DeviceCall::RecordSequence {

@@ -17,6 +17,7 @@ use crate::RuntimeError;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Instant;
 use tessera_target::{Artifact, ParamSpec};
 
 /// How to time a kernel (TVM's `number`, `repeat`, `min_repeat_ms`, cache flush).
@@ -48,6 +49,7 @@ impl From<TimerConfig> for TimeEvaluator {
             repeat: t.repeat,
             min_repeat_ms: t.min_repeat_ms,
             cache_flush: t.cache_flush,
+            slow_cutoff: None,
         }
     }
 }
@@ -91,18 +93,45 @@ pub struct RunJob {
     pub num_outputs: usize,
     #[serde(default)]
     pub check: Option<CheckSpec>,
+    /// Seconds per call above which the first timed calls are the measurement
+    /// ([`TimeEvaluator::slow_cutoff`]): the tuner's multiple of the task's best time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slow_cutoff: Option<f64>,
 }
 
 fn cpu_target() -> String {
     "cpu".into()
 }
 
+/// Where a job's time went in the runner, in seconds, and what the device is: the
+/// runner's side of a tuning round's profile.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct JobProfile {
+    /// Loading the module and finding its function (a device compiler's work done at
+    /// load: OpenCL's program build, the driver's PTX assembly).
+    pub load: f64,
+    /// Making the seeded inputs and copying them to the device.
+    pub inputs: f64,
+    /// The checked run and the comparison with the expected outputs.
+    pub check: f64,
+    /// The untimed warm-up and the timed runs.
+    pub timing: f64,
+    /// Whether the device computes on the host's cores ([`Device::runs_on_host_cores`]):
+    /// building beside its measurements would then disturb them.
+    pub on_host_cores: bool,
+}
+
 /// What the runner prints.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum RunReply {
-    /// Seconds per run, one per repeat.
-    Ok { costs: Vec<f64> },
+    /// Seconds per run, one per repeat, and where the job's time went (absent from an
+    /// older runner).
+    Ok {
+        costs: Vec<f64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        profile: Option<JobProfile>,
+    },
     /// The kernel could not be loaded on the device (a device compiler's error, e.g.
     /// OpenCL's build log): TVM's `COMPILE_DEVICE`.
     LoadFailed { message: String },
@@ -156,6 +185,17 @@ enum JobError {
 }
 
 fn execute_inner(device: &Arc<dyn Device>, job: &RunJob) -> Result<RunReply, JobError> {
+    let mut profile = JobProfile {
+        on_host_cores: device.runs_on_host_cores(),
+        ..JobProfile::default()
+    };
+    let mut clock = Instant::now();
+    let mut lap = || {
+        let now = Instant::now();
+        let seconds = now.duration_since(clock).as_secs_f64();
+        clock = now;
+        seconds
+    };
     let loaded = device
         .load_module(&job.artifact)
         .and_then(|m| device.get_function(m, &job.artifact.entry));
@@ -167,6 +207,7 @@ fn execute_inner(device: &Arc<dyn Device>, job: &RunJob) -> Result<RunReply, Job
             })
         }
     };
+    profile.load = lap();
     let host = make_args(&job.artifact.params, job.seed, job.num_outputs)?;
     let args = host
         .iter()
@@ -174,6 +215,7 @@ fn execute_inner(device: &Arc<dyn Device>, job: &RunJob) -> Result<RunReply, Job
         .collect::<Result<Vec<_>, _>>()?;
     let buffers: Vec<_> = args.iter().map(DeviceArray::buffer).collect();
     let dims = job.artifact.launch.as_ref();
+    profile.inputs = lap();
     if let Some(check) = &job.check {
         device.launch(function, &buffers, dims)?;
         device.synchronize()?;
@@ -187,11 +229,15 @@ fn execute_inner(device: &Arc<dyn Device>, job: &RunJob) -> Result<RunReply, Job
                 });
             }
         }
+        profile.check = lap();
     }
-    let evaluator = TimeEvaluator::from(job.timer);
-    // One warm-up run, as TVM's runner does (the evaluator adds its own untimed call).
-    device.launch(function, &buffers, dims)?;
-    device.synchronize()?;
+    // The evaluator's untimed call is the warm-up (TVM's runner adds one more; the
+    // checked run above is one already).
+    let evaluator = TimeEvaluator::from(job.timer).with_slow_cutoff(job.slow_cutoff);
     let t = device.time(function, &buffers, dims, &evaluator)?;
-    Ok(RunReply::Ok { costs: t.results })
+    profile.timing = lap();
+    Ok(RunReply::Ok {
+        costs: t.results,
+        profile: Some(profile),
+    })
 }

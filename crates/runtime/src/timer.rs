@@ -18,8 +18,12 @@ const LIMIT_ZERO_TIME_ITERATIONS: usize = 100;
 ///
 /// Each repeat runs the function `number` times and records the mean time per call. If a
 /// repeat took less than `min_repeat_ms`, `number` grows (see [`next_number`]) and the
-/// repeat is run again; the grown `number` is kept for later repeats. With `cache_flush`
-/// the CPU caches are flushed before each repeat (not between the calls of a repeat).
+/// calls the grown `number` adds are run, until the repeat's calls together have taken
+/// `min_repeat_ms`; the repeat's result is the mean over all its calls, and its number
+/// of calls is kept for later repeats. (TVM runs a short repeat again from the start
+/// with the grown `number`: the same mean per call, at up to twice the time; a tuner
+/// spends most of its time here.) With `cache_flush` the CPU caches are flushed before
+/// each repeat (not between the calls of a repeat).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TimeEvaluator {
     /// Calls per repeat (0 counts as 1).
@@ -30,6 +34,13 @@ pub struct TimeEvaluator {
     pub min_repeat_ms: f64,
     /// Flush the CPU caches before each repeat.
     pub cache_flush: bool,
+    /// Seconds per call above which the first calls are the whole measurement: when
+    /// the first repeat's first `number` calls average more than this, the evaluation
+    /// ends there with their mean as its one result. A tuner sets it to a multiple of
+    /// the best time known, since a candidate that much slower needs no more precision
+    /// than its first calls give. `None`: every repeat runs to `min_repeat_ms`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slow_cutoff: Option<f64>,
 }
 
 impl Default for TimeEvaluator {
@@ -40,6 +51,7 @@ impl Default for TimeEvaluator {
             repeat: 1,
             min_repeat_ms: 0.0,
             cache_flush: false,
+            slow_cutoff: None,
         }
     }
 }
@@ -51,7 +63,14 @@ impl TimeEvaluator {
             repeat,
             min_repeat_ms,
             cache_flush: false,
+            slow_cutoff: None,
         }
+    }
+
+    /// The same evaluator with [`slow_cutoff`](Self::slow_cutoff) set.
+    pub fn with_slow_cutoff(mut self, seconds_per_call: Option<f64>) -> Self {
+        self.slow_cutoff = seconds_per_call;
+        self
     }
 
     /// The same evaluator with the cache flush on or off.
@@ -86,22 +105,36 @@ impl TimeEvaluator {
             if self.cache_flush {
                 flush_cpu_cache();
             }
-            let mut duration_ms = 0.0;
-            let mut zero_times = 0;
+            let (mut calls, mut seconds, mut zero_times) = (0usize, 0.0f64, 0usize);
+            let mut more = number;
             loop {
-                if duration_ms > 0.0 {
-                    number = next_number(number, duration_ms, self.min_repeat_ms);
-                }
-                let seconds = run(number)?;
-                if seconds <= 0.0 {
+                let s = run(more)?;
+                if s <= 0.0 {
                     zero_times += 1;
                 }
-                duration_ms = seconds.max(0.0) * 1e3;
+                calls += more;
+                seconds += s.max(0.0);
+                let per_call = seconds / calls as f64;
+                if results.is_empty() && self.slow_cutoff.is_some_and(|cut| per_call > cut) {
+                    return Ok(TimeResult {
+                        results: vec![per_call],
+                        number: calls,
+                    });
+                }
+                let duration_ms = seconds * 1e3;
                 if !(duration_ms < self.min_repeat_ms && zero_times < LIMIT_ZERO_TIME_ITERATIONS) {
                     break;
                 }
+                // the calls made so far count: only the rest of the grown number is run
+                more = if duration_ms > 0.0 {
+                    next_number(calls, duration_ms, self.min_repeat_ms).saturating_sub(calls)
+                } else {
+                    number
+                }
+                .max(1);
             }
-            results.push(duration_ms / 1e3 / number as f64);
+            number = calls;
+            results.push(seconds / calls as f64);
         }
         Ok(TimeResult { results, number })
     }

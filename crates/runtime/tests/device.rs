@@ -199,9 +199,16 @@ fn a_measurement_job_runs_and_checks_on_a_device() {
             atol: 1e-6,
             atol_of_max: 0.0,
         }),
+        slow_cutoff: None,
     };
     match execute(&cpu(), &job(&good)) {
-        RunReply::Ok { costs } => assert_eq!(costs.len(), 2),
+        RunReply::Ok { costs, profile } => {
+            assert_eq!(costs.len(), 2);
+            // the runner says where the job's time went, and that the CPU is the host's
+            let p = profile.expect("a timed job has a profile");
+            assert!(p.on_host_cores);
+            assert!(p.load >= 0.0 && p.inputs >= 0.0 && p.check > 0.0 && p.timing > 0.0);
+        }
         other => panic!("{other:?}"),
     }
     assert!(matches!(

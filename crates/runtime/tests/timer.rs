@@ -11,7 +11,8 @@ fn defaults_are_tvms() {
             number: 1,
             repeat: 1,
             min_repeat_ms: 0.0,
-            cache_flush: false
+            cache_flush: false,
+            slow_cutoff: None,
         }
     );
     assert_eq!(TimeEvaluator::new(1, 1, 0.0), d);
@@ -35,8 +36,9 @@ fn calls_warm_up_plus_number_times_repeat() {
 }
 
 /// The growth rule over a clock of known readings (`evaluate_with`): a repeat shorter
-/// than `min_repeat_ms` is run again with a larger `number`, the grown `number` is kept
-/// for the later repeats, and each result is the repeat's time per call. (Over the
+/// than `min_repeat_ms` runs the calls a grown `number` adds, its calls so far
+/// counting, the grown `number` is kept for the later repeats, and each result is the
+/// repeat's time per call over all its calls. (Over the
 /// wall clock, whether a call measures under `min_repeat_ms` is the machine's
 /// business.)
 #[test]
@@ -56,8 +58,8 @@ fn min_repeat_ms_grows_number() {
         })
         .unwrap();
     // the warm-up; 1 call (short of 20 ms), then next_number(1, 0.977, 20) = 21 calls
-    // (20.5 ms); the later repeats start at 21
-    assert_eq!(calls, vec![1, 1, 21, 21, 21]);
+    // in all, so 20 more (20.5 ms together); the later repeats start at 21
+    assert_eq!(calls, vec![1, 1, 20, 21, 21]);
     assert_eq!(r.number, 21);
     assert_eq!(r.results.len(), 3);
     assert!(
@@ -67,7 +69,7 @@ fn min_repeat_ms_grows_number() {
 
     // readings that fall short twice: the golden ratio grows `number` past the
     // estimate, and a later repeat that falls short grows it again
-    let readings_ms = [5.0, 1.5, 19.0, 25.0, 7.0, 40.0, 30.0];
+    let readings_ms = [5.0, 1.5, 17.0, 25.0, 7.0, 40.0, 30.0];
     let mut calls = Vec::new();
     let r = ev
         .evaluate_with(|n| {
@@ -76,12 +78,15 @@ fn min_repeat_ms_grows_number() {
             Ok::<f64, ()>(ms * 1e-3)
         })
         .unwrap();
-    // the warm-up (5 ms); next_number(1, 1.5, 20) = max(14.3, 1.6) = 14;
-    // next_number(14, 19, 20) = max(15.7, 22.65) = 22, which reaches 20 ms; the second
-    // repeat falls short at 22 calls: next_number(22, 7, 20) = max(63.9, 35.6) = 63
-    assert_eq!(calls, vec![1, 1, 14, 22, 22, 63, 63]);
+    // the warm-up (5 ms); 1 call (1.5 ms); next_number(1, 1.5, 20) = max(14.3, 1.6) = 14
+    // in all: 13 more (17 ms), 18.5 ms together, still short: next_number(14, 18.5, 20)
+    // = max(16.1, 22.65) = 22, so 8 more, which reach 20 ms (25 ms more: 43.5 ms over
+    // 22 calls); the second repeat's 22 calls fall short (7 ms): next_number(22, 7, 20)
+    // = max(63.9, 35.6) = 63, so 41 more (40 ms: 47 ms over 63 calls); the third
+    // repeat runs 63 at once
+    assert_eq!(calls, vec![1, 1, 13, 8, 22, 41, 63]);
     assert_eq!(r.number, 63);
-    let expected = [25.0 / 22.0, 40.0 / 63.0, 30.0 / 63.0];
+    let expected = [43.5 / 22.0, 47.0 / 63.0, 30.0 / 63.0];
     assert_eq!(r.results.len(), 3);
     for (got, want) in r.results.iter().zip(expected) {
         assert!((got * 1e3 - want).abs() < 1e-12, "{r:?}");
@@ -96,6 +101,40 @@ fn min_repeat_ms_grows_number() {
         })
         .unwrap();
     assert_eq!((calls, r.number), (vec![1, 4, 4], 4));
+}
+
+/// A slow cutoff ends the evaluation after the first calls when they are slower than
+/// it per call, with their mean as the one result; faster ones run to `min_repeat_ms`
+/// as before.
+#[test]
+fn a_slow_candidate_is_timed_by_its_first_calls() {
+    let ev = TimeEvaluator {
+        number: 3,
+        repeat: 2,
+        min_repeat_ms: 50.0,
+        ..Default::default()
+    }
+    .with_slow_cutoff(Some(4e-3));
+    let run = |per_call: f64| {
+        let mut calls = Vec::new();
+        let r = ev
+            .evaluate_with(|n| {
+                calls.push(n);
+                Ok::<f64, ()>(n as f64 * per_call)
+            })
+            .unwrap();
+        (calls, r)
+    };
+    // 5 ms a call: the warm-up, then 3 calls (15 ms, short of 50) are enough
+    let (calls, r) = run(5e-3);
+    assert_eq!(calls, vec![1, 3]);
+    assert_eq!(r.results.len(), 1);
+    assert!((r.results[0] - 5e-3).abs() < 1e-15, "{r:?}");
+    assert_eq!(r.number, 3);
+    // 2 ms a call is under the cutoff: both repeats reach 50 ms
+    let (calls, r) = run(2e-3);
+    assert_eq!(calls, vec![1, 3, 23, 26]);
+    assert_eq!(r.results.len(), 2);
 }
 
 #[test]

@@ -19,6 +19,7 @@ pub mod session;
 pub mod session_report;
 pub mod state;
 pub mod tasks;
+pub mod time_profile;
 pub mod types;
 
 pub use types::{now, MeasureErrorNo, MeasureResult, ScheduleDesc, FAILED_COST};

@@ -14,6 +14,7 @@
 
 pub use crate::remote::RemoteOptions;
 use crate::runner_process::RunnerProcess;
+pub use crate::time_profile::MeasureProfile;
 use crate::types::{MeasureErrorNo, MeasureResult};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
@@ -61,7 +62,23 @@ pub struct MeasureOptions {
     /// Jobs one runner process runs before it is replaced
     /// ([`crate::runner_process::JOBS_PER_PROCESS`]; 1: a process per kernel).
     pub jobs_per_runner: usize,
+    /// Whether a batch's builds go on while its built candidates run. `None` (the
+    /// default) decides by the device: once the runner has said its device does not
+    /// compute on the host's cores (a GPU), builds overlap the runs; on the host's cores
+    /// (the CPU, OpenCL on a CPU) they take turns, so that no compiler disturbs a
+    /// measurement.
+    pub overlap_builds: Option<bool>,
+    /// A candidate whose first timed calls run slower than this multiple of its task's
+    /// best time is measured by those calls alone, not to `min_repeat_ms`
+    /// (`TimeEvaluator::slow_cutoff`); `None` times every candidate fully.
+    pub slow_cutoff: Option<f64>,
 }
+
+/// The default [`MeasureOptions::slow_cutoff`]: candidates over three times slower
+/// than their task's best. A third or less of the best throughput is all the search
+/// needs to know of them, and on a CPU tuning run about a third of the candidates are
+/// that slow.
+pub const DEFAULT_SLOW_CUTOFF: f64 = 3.0;
 
 impl Default for MeasureOptions {
     /// TVM's defaults: build timeout 15 s, run timeout 10 s, number 3, repeat 1,
@@ -81,6 +98,8 @@ impl Default for MeasureOptions {
             simulated: false,
             rpc: None,
             jobs_per_runner: crate::runner_process::JOBS_PER_PROCESS,
+            overlap_builds: None,
+            slow_cutoff: Some(DEFAULT_SLOW_CUTOFF),
         }
     }
 }
@@ -239,6 +258,12 @@ pub struct Measurer {
     consecutive_errors: usize,
     report: Box<dyn FnMut(&str) + Send>,
     batches: usize,
+    profile: MeasureProfile,
+    /// What the runner said of its device (`JobProfile::on_host_cores`), once it has.
+    on_host_cores: Option<bool>,
+    /// The seconds per call past which this batch's candidates stop at their first
+    /// calls.
+    slow_cutoff: Option<f64>,
 }
 
 /// The binary this process runs, registered by a `tessera` binary at start-up.
@@ -314,6 +339,9 @@ impl Measurer {
             consecutive_errors: 0,
             report: Box::new(|line| eprintln!("{line}")),
             batches: 0,
+            profile: MeasureProfile::default(),
+            on_host_cores: None,
+            slow_cutoff: None,
         })
     }
 
@@ -333,53 +361,109 @@ impl Measurer {
         self.backend.as_ref()
     }
 
-    /// Measures a batch: builds in parallel, then runs each built kernel in its own
-    /// process. `num_outputs`: how many of the last parameters are outputs.
+    /// Where the measurer's time went so far.
+    pub fn profile(&self) -> &MeasureProfile {
+        &self.profile
+    }
+
+    /// Whether this batch's builds overlap its runs (see
+    /// [`MeasureOptions::overlap_builds`]).
+    fn overlap_builds(&self) -> bool {
+        self.opts
+            .overlap_builds
+            .unwrap_or(self.on_host_cores == Some(false))
+    }
+
+    /// Measures a batch: builds in parallel, then runs each built kernel in a runner
+    /// process; the runs start as the builds finish when they overlap. `num_outputs`:
+    /// how many of the last parameters are outputs. Every candidate is timed fully.
     pub fn measure(
         &mut self,
         candidates: &[Candidate],
         num_outputs: usize,
         reference: Option<&Reference>,
     ) -> Vec<MeasureResult> {
+        self.measure_task(candidates, num_outputs, reference, None)
+    }
+
+    /// [`measure`](Self::measure) for a task whose best time so far is `best_known`
+    /// (seconds): a candidate far slower is timed by its first calls
+    /// ([`MeasureOptions::slow_cutoff`]).
+    pub fn measure_task(
+        &mut self,
+        candidates: &[Candidate],
+        num_outputs: usize,
+        reference: Option<&Reference>,
+        best_known: Option<f64>,
+    ) -> Vec<MeasureResult> {
+        self.slow_cutoff = best_known
+            .zip(self.opts.slow_cutoff)
+            .map(|(best, factor)| best * factor)
+            .filter(|cut| cut.is_finite() && *cut > 0.0);
         self.batches += 1;
         if self.opts.simulated {
             return candidates.iter().map(simulated_result).collect();
         }
+        self.profile.batches += 1;
+        self.profile.candidates += candidates.len();
         let out_dir = self.dir.path().join(format!("batch{}", self.batches));
         let started = std::time::Instant::now();
-        let builds = self.build_all(candidates, &out_dir);
-        tracing::debug!(
-            batch = self.batches,
-            candidates = candidates.len(),
-            built = builds.iter().filter(|b| b.is_ok()).count(),
-            seconds = started.elapsed().as_secs_f64(),
-            "built a measurement batch"
-        );
-        if let Some(rpc) = &self.opts.rpc {
+        if let Some(rpc) = self.opts.rpc.clone() {
+            let builds = self.build_all(candidates, &out_dir);
+            self.profile.build_wait += started.elapsed().as_secs_f64();
             let jobs: Vec<Result<(RunJob, f64), MeasureResult>> = builds
                 .into_iter()
                 .map(|b| b.map(|(a, build_s)| (self.job(&a, num_outputs, reference), build_s)))
                 .collect();
-            let results = crate::remote::measure_batch(rpc, jobs, self.opts.run_timeout);
+            let ran = Instant::now();
+            let results = crate::remote::measure_batch(&rpc, jobs, self.opts.run_timeout);
+            self.profile.run += ran.elapsed().as_secs_f64();
             for r in &results {
                 self.note(r);
             }
             return results;
         }
-        let mut results = Vec::with_capacity(candidates.len());
-        for (i, b) in builds.into_iter().enumerate() {
-            let r = match b {
-                Err(r) => r,
-                Ok((artifact, build_s)) => {
-                    self.run_one(&artifact, i, num_outputs, reference, build_s, &out_dir)
-                }
-            };
-            self.note(&r);
-            results.push(r);
+        let overlap = self.overlap_builds();
+        if overlap {
+            self.profile.overlapped_batches += 1;
         }
+        let slots = BuildSlots::new(candidates.len());
+        let (backend, timeout) = (Arc::clone(&self.backend), self.opts.build_timeout);
+        let workers = self.opts.n_parallel;
+        let results = std::thread::scope(|scope| {
+            slots.spawn_builders(scope, &backend, candidates, &out_dir, timeout, workers);
+            if !overlap {
+                let waited = Instant::now();
+                slots.wait_all();
+                self.profile.build_wait += waited.elapsed().as_secs_f64();
+                tracing::debug!(
+                    batch = self.batches,
+                    candidates = candidates.len(),
+                    seconds = started.elapsed().as_secs_f64(),
+                    "built a measurement batch"
+                );
+            }
+            let mut results = Vec::with_capacity(candidates.len());
+            for i in 0..candidates.len() {
+                let waited = Instant::now();
+                let built = slots.take(i);
+                self.profile.build_wait += waited.elapsed().as_secs_f64();
+                let r = match built {
+                    Err(r) => r,
+                    Ok((artifact, build_s)) => {
+                        self.profile.build_work += build_s;
+                        self.run_one(&artifact, i, num_outputs, reference, build_s, &out_dir)
+                    }
+                };
+                self.note(&r);
+                results.push(r);
+            }
+            results
+        });
         tracing::debug!(
             batch = self.batches,
             ok = results.iter().filter(|r| r.is_ok()).count(),
+            overlapped = overlap,
             seconds = started.elapsed().as_secs_f64(),
             "measured a batch"
         );
@@ -409,59 +493,15 @@ impl Measurer {
         }
     }
 
-    /// Builds each candidate into its own folder of `out_dir`. The folders are made
-    /// with `create_dir`, never `create_dir_all`: once an interrupt has removed the
-    /// scratch folder, a worker still running fails its candidate rather than making
-    /// the folder again (a SIGTERM during a batch had left an empty `batchN` behind).
+    /// Builds every candidate (see [`BuildSlots`]) and waits for all of them.
     fn build_all(&self, candidates: &[Candidate], out_dir: &Path) -> Vec<Built> {
-        if let Err(e) = std::fs::create_dir(out_dir) {
-            let why = format!("creating {}: {e}", out_dir.display());
-            return candidates
-                .iter()
-                .map(|_| {
-                    Err(MeasureResult::failed(
-                        MeasureErrorNo::CompileHost,
-                        why.clone(),
-                        0.0,
-                    ))
-                })
-                .collect();
-        }
-        let workers = self.opts.n_parallel.max(1).min(candidates.len().max(1));
-        let next = std::sync::atomic::AtomicUsize::new(0);
-        let slots: Vec<std::sync::Mutex<Option<Built>>> = candidates
-            .iter()
-            .map(|_| std::sync::Mutex::new(None))
-            .collect();
-        let (backend, timeout) = (&self.backend, self.opts.build_timeout);
+        let slots = BuildSlots::new(candidates.len());
+        let backend = Arc::clone(&self.backend);
+        let (timeout, workers) = (self.opts.build_timeout, self.opts.n_parallel);
         std::thread::scope(|scope| {
-            for _ in 0..workers {
-                scope.spawn(|| loop {
-                    let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                    let Some(c) = candidates.get(i) else { break };
-                    // a folder per candidate: two candidates whose programs (and so
-                    // their artifacts' names) are the same never build into one file
-                    let dir = out_dir.join(format!("c{i}"));
-                    let r = match std::fs::create_dir(&dir) {
-                        Ok(()) => build_guarded(backend, c, &dir, timeout),
-                        Err(e) => Err(MeasureResult::failed(
-                            MeasureErrorNo::CompileHost,
-                            format!("creating {}: {e}", dir.display()),
-                            0.0,
-                        )),
-                    };
-                    *slots[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
-                });
-            }
-        });
-        slots
-            .into_iter()
-            .map(|s| {
-                s.into_inner()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .expect("every candidate was built")
-            })
-            .collect()
+            slots.spawn_builders(scope, &backend, candidates, out_dir, timeout, workers);
+            (0..candidates.len()).map(|i| slots.take(i)).collect()
+        })
     }
 
     /// The job that runs `artifact`: this measurer's target, timer and check.
@@ -483,6 +523,7 @@ impl Measurer {
                 atol: self.opts.atol,
                 atol_of_max: r.atol_of_max,
             }),
+            slow_cutoff: self.slow_cutoff,
         }
     }
 
@@ -509,9 +550,103 @@ impl Measurer {
                 total(start),
             );
         }
-        let mut r = self.runner.run(&job_path, self.opts.run_timeout);
+        let ran = Instant::now();
+        let (mut r, profile) = self.runner.run_profiled(&job_path, self.opts.run_timeout);
+        self.profile.run += ran.elapsed().as_secs_f64();
+        if let Some(p) = profile {
+            self.profile.add_job(&p);
+            self.on_host_cores = Some(p.on_host_cores);
+        }
         r.all_cost += build_s;
         r
+    }
+}
+
+/// A batch's builds: each candidate's result in its slot, filled by builder threads and
+/// taken, in order, by the thread that runs them.
+///
+/// Each candidate builds into its own folder of the batch's folder. The folders are
+/// made with `create_dir`, never `create_dir_all`: once an interrupt has removed the
+/// scratch folder, a builder still running fails its candidate rather than making the
+/// folder again (a SIGTERM during a batch had left an empty `batchN` behind).
+struct BuildSlots {
+    slots: std::sync::Mutex<Vec<Option<Built>>>,
+    filled: std::sync::Condvar,
+    /// The next candidate a builder takes.
+    next: std::sync::atomic::AtomicUsize,
+}
+
+impl BuildSlots {
+    fn new(n: usize) -> BuildSlots {
+        BuildSlots {
+            slots: std::sync::Mutex::new((0..n).map(|_| None).collect()),
+            filled: std::sync::Condvar::new(),
+            next: std::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+
+    fn put(&self, i: usize, built: Built) {
+        self.slots.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(built);
+        self.filled.notify_all();
+    }
+
+    /// Starts `workers` builder threads on `scope` (at most one per candidate) that
+    /// build the candidates in order into `out_dir`; a folder that cannot be made fails
+    /// every candidate.
+    fn spawn_builders<'scope, 'env>(
+        &'env self,
+        scope: &'scope std::thread::Scope<'scope, 'env>,
+        backend: &'env Arc<dyn Backend>,
+        candidates: &'env [Candidate],
+        out_dir: &'env Path,
+        timeout: Duration,
+        workers: usize,
+    ) {
+        if let Err(e) = std::fs::create_dir(out_dir) {
+            let why = format!("creating {}: {e}", out_dir.display());
+            for i in 0..candidates.len() {
+                let failed = MeasureResult::failed(MeasureErrorNo::CompileHost, why.clone(), 0.0);
+                self.put(i, Err(failed));
+            }
+            return;
+        }
+        for _ in 0..workers.max(1).min(candidates.len().max(1)) {
+            scope.spawn(move || loop {
+                let i = self.next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let Some(c) = candidates.get(i) else { break };
+                // a folder per candidate: two candidates whose programs (and so their
+                // artifacts' names) are the same never build into one file
+                let dir = out_dir.join(format!("c{i}"));
+                let r = match std::fs::create_dir(&dir) {
+                    Ok(()) => build_guarded(backend, c, &dir, timeout),
+                    Err(e) => Err(MeasureResult::failed(
+                        MeasureErrorNo::CompileHost,
+                        format!("creating {}: {e}", dir.display()),
+                        0.0,
+                    )),
+                };
+                self.put(i, r);
+            });
+        }
+    }
+
+    /// Waits until every slot is filled.
+    fn wait_all(&self) {
+        let guard = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        let _full = self
+            .filled
+            .wait_while(guard, |s| s.iter().any(Option::is_none))
+            .unwrap_or_else(|e| e.into_inner());
+    }
+
+    /// Waits for slot `i` and takes its build.
+    fn take(&self, i: usize) -> Built {
+        let guard = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        let mut slots = self
+            .filled
+            .wait_while(guard, |s| s[i].is_none())
+            .unwrap_or_else(|e| e.into_inner());
+        slots[i].take().expect("the slot was filled")
     }
 }
 

@@ -31,7 +31,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tessera_backends::process::wait_or_kill;
-use tessera_runtime::runner::{RunJob, RunReply};
+use tessera_runtime::runner::{JobProfile, RunJob, RunReply};
 use tessera_runtime::Device;
 
 /// What starts a runner's reply line (anything else on its standard output is a device
@@ -169,17 +169,28 @@ impl RunnerProcess {
     /// is handed over, including a new process's start): the outcome as a measurement
     /// whose `all_cost` is the job's wall time.
     pub fn run(&mut self, job_path: &Path, timeout: Duration) -> MeasureResult {
+        self.run_profiled(job_path, timeout).0
+    }
+
+    /// [`run`](Self::run), with where the job's time went in the runner when it was
+    /// timed.
+    pub fn run_profiled(
+        &mut self,
+        job_path: &Path,
+        timeout: Duration,
+    ) -> (MeasureResult, Option<JobProfile>) {
         let start = Instant::now();
         let total = || start.elapsed().as_secs_f64();
         let mut live = match self.hand_over(job_path) {
             Ok(l) => l,
             Err(message) => {
-                return MeasureResult::failed(MeasureErrorNo::Unknown, message, total())
+                let r = MeasureResult::failed(MeasureErrorNo::Unknown, message, total());
+                return (r, None);
             }
         };
-        match live.replies.recv_timeout(timeout) {
+        let result = match live.replies.recv_timeout(timeout) {
             Ok(reply) => {
-                let result = result_of(&reply, total());
+                let (result, profile) = result_of(&reply, total());
                 live.jobs += 1;
                 let failed_on_device = result.error_no == MeasureErrorNo::RuntimeDevice;
                 if failed_on_device || live.jobs >= self.jobs_per_process {
@@ -187,7 +198,7 @@ impl RunnerProcess {
                 } else {
                     self.live = Some(live);
                 }
-                result
+                return (result, profile);
             }
             Err(RecvTimeoutError::Timeout) => {
                 live.kill();
@@ -204,7 +215,8 @@ impl RunnerProcess {
                 let why = live.end();
                 MeasureResult::failed(MeasureErrorNo::RuntimeDevice, why, total())
             }
-        }
+        };
+        (result, None)
     }
 
     /// A process that has been handed the job: the running one, or a new one when none
@@ -339,16 +351,19 @@ impl Live {
     }
 }
 
-/// A runner's reply as a measurement that took `seconds`.
-fn result_of(reply: &str, seconds: f64) -> MeasureResult {
-    match serde_json::from_str::<RunReply>(reply.trim()) {
-        Ok(RunReply::Ok { costs }) => MeasureResult {
-            costs,
-            error_no: MeasureErrorNo::NoError,
-            error_msg: None,
-            all_cost: seconds,
-            timestamp: now(),
-        },
+/// A runner's reply as a measurement that took `seconds`, and the job's profile.
+fn result_of(reply: &str, seconds: f64) -> (MeasureResult, Option<JobProfile>) {
+    let result = match serde_json::from_str::<RunReply>(reply.trim()) {
+        Ok(RunReply::Ok { costs, profile }) => {
+            let r = MeasureResult {
+                costs,
+                error_no: MeasureErrorNo::NoError,
+                error_msg: None,
+                all_cost: seconds,
+                timestamp: now(),
+            };
+            return (r, profile);
+        }
         Ok(RunReply::WrongAnswer { message }) => {
             MeasureResult::failed(MeasureErrorNo::WrongAnswer, message, seconds)
         }
@@ -363,7 +378,8 @@ fn result_of(reply: &str, seconds: f64) -> MeasureResult {
             format!("unreadable runner output ({e}): {}", reply.trim()),
             seconds,
         ),
-    }
+    };
+    (result, None)
 }
 
 /// The last lines of a process's standard error, prefixed for a message.

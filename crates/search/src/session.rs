@@ -30,6 +30,7 @@ use crate::policy::{
 use crate::record::{stable_cost, Record, RecordError, RecordWriter};
 use crate::scheduler::{RoundOutcome, RoundRunner, SchedTask, SchedulerOptions, TaskScheduler};
 use crate::session_report::{remeasure_table, task_list, Remeasured};
+use crate::time_profile::SessionProfile;
 use crate::{MeasureResult, ScheduleDesc};
 use std::cell::RefCell;
 use std::collections::HashSet;
@@ -147,6 +148,8 @@ pub struct SessionSummary {
     /// The share (0–1) of the estimated latency in tasks never measured, which keep
     /// their default schedules (`TaskScheduler::untuned_part`), where it is known.
     pub untuned_share: Option<f64>,
+    /// Where the rounds' time went.
+    pub profile: SessionProfile,
 }
 
 /// The per-task state of a session.
@@ -179,6 +182,8 @@ struct Rounds<'r, 's> {
     log_error: Option<RecordError>,
     /// Shared with the scheduler's table callback (one borrow at a time).
     report: &'r RefCell<&'s mut dyn SessionReport>,
+    /// Where the rounds' time went (the measurer keeps its own part).
+    profile: SessionProfile,
 }
 
 /// A tuning session over tasks.
@@ -287,6 +292,7 @@ impl TuningSession {
             warmup: opts.warmup,
             log_error: None,
             report: &report,
+            profile: SessionProfile::default(),
         };
         let mut scheduler = TaskScheduler::new(rounds.sched_tasks(), opts.scheduler.clone());
         let baselines = rounds.measure_baselines(&earlier)?;
@@ -320,6 +326,8 @@ impl TuningSession {
         }
         let start = std::time::Instant::now();
         let first = scheduler.total_trials();
+        // the measurer's profile so far (the baselines) is not the rounds'
+        let measured_before = rounds.measurer.profile().clone();
         let progress = |s: &TaskScheduler, done: bool| Progress {
             trials: s.total_trials(),
             session_trials: s.total_trials() - first,
@@ -353,6 +361,13 @@ impl TuningSession {
             scheduler.dead()
         ));
         let new_trials = scheduler.total_trials() - first;
+        let mut profile = std::mem::take(&mut rounds.profile);
+        profile.total = start.elapsed().as_secs_f64();
+        profile.trials = new_trials;
+        profile.measure = rounds.measurer.profile().since(&measured_before);
+        if new_trials > 0 {
+            rounds.out(&profile.to_string());
+        }
         let again_start = std::time::Instant::now();
         // a log whose budget was already spent was re-measured by the run that spent it
         let again = if new_trials == 0 && taken > 0 {
@@ -386,6 +401,7 @@ impl TuningSession {
             estimated_latency: scheduler.estimated_latency(),
             new_trials,
             untuned_share: untuned.map(|(total, part)| part / total),
+            profile,
         })
     }
 }
@@ -785,15 +801,18 @@ impl Rounds<'_, '_> {
     ) -> (Vec<MeasureResult>, Result<(), RecordError>) {
         let cands: Vec<Candidate> = funcs.into_iter().map(|func| Candidate { func }).collect();
         let outputs = self.tasks[i].task.dag.outputs.len();
-        let results = self
-            .measurer
-            .measure(&cands, outputs, self.states[i].reference.as_ref());
+        let state = &self.states[i];
+        let results =
+            self.measurer
+                .measure_task(&cands, outputs, state.reference.as_ref(), state.best);
         let records: Vec<Record> = descs
             .iter()
             .zip(&results)
             .map(|(d, r)| self.record(i, d.clone(), r.clone()))
             .collect();
+        let logging = std::time::Instant::now();
         let logged = self.writer.append_batch(&records);
+        self.profile.logging += logging.elapsed().as_secs_f64();
         (results, logged)
     }
 
@@ -882,11 +901,13 @@ impl RoundRunner for Rounds<'_, '_> {
         let model = &*self.model;
         let mut scorer = |funcs: &[PrimFunc]| Rounds::score(model, funcs);
         let policy = &mut self.states[task].policy;
+        let searching = std::time::Instant::now();
         let proposed = if use_model {
             policy.propose(n, Some(&mut scorer))
         } else {
             policy.propose(n, None)
         };
+        self.profile.search += searching.elapsed().as_secs_f64();
         let name = self.tasks[task].task.name.clone();
         let proposals = match proposed {
             Ok(p) if p.is_empty() => {
@@ -905,6 +926,7 @@ impl RoundRunner for Rounds<'_, '_> {
             .into_iter()
             .map(|p| (p.schedule, p.program.map_err(ProgramError::from)))
             .unzip();
+        let featuring = std::time::Instant::now();
         let feats: Vec<Vec<Vec<f32>>> = funcs
             .iter()
             .map(|f| match f {
@@ -912,6 +934,7 @@ impl RoundRunner for Rounds<'_, '_> {
                 _ => Vec::new(),
             })
             .collect();
+        self.profile.features += featuring.elapsed().as_secs_f64();
         let (results, logged) = self.measure_and_log(task, &descs, funcs);
         if let Err(e) = logged {
             self.log_error = Some(e);
@@ -934,7 +957,9 @@ impl RoundRunner for Rounds<'_, '_> {
         for (o, f) in obs.into_iter().zip(feats) {
             self.note(task, o, f);
         }
+        let training = std::time::Instant::now();
         self.retrain();
+        self.profile.training += training.elapsed().as_secs_f64();
         RoundOutcome {
             measured,
             best_cost: best,

@@ -98,12 +98,9 @@ fn fast_opts() -> MeasureOptions {
     }
 }
 
-#[test]
-fn each_fault_is_its_candidates_error_and_the_batch_goes_on() {
-    let backend = CpuBackend::new(Target::cpu());
-    let reference = Reference::compute(&backend, &naive("reference"), 1, 7).unwrap();
-    let mut m = Measurer::new(backend, fast_opts()).unwrap();
-    let cands = vec![
+/// One candidate of each fault between two good ones.
+fn faulty_batch() -> Vec<Candidate> {
+    vec![
         Candidate {
             func: Ok(tuned("good_tuned")),
         },
@@ -122,8 +119,12 @@ fn each_fault_is_its_candidates_error_and_the_batch_goes_on() {
         Candidate {
             func: Ok(naive("good_naive")),
         },
-    ];
-    let rs = m.measure(&cands, 1, Some(&reference));
+    ]
+}
+
+/// Each result of [`faulty_batch`] is its candidate's own: the good ones timed with
+/// `repeats` costs, each fault its typed error.
+fn assert_each_fault_is_its_own(rs: &[tessera_search::MeasureResult], repeats: usize) {
     let kinds: Vec<MeasureErrorNo> = rs.iter().map(|r| r.error_no).collect();
     assert_eq!(
         kinds,
@@ -153,7 +154,7 @@ fn each_fault_is_its_candidates_error_and_the_batch_goes_on() {
         .unwrap()
         .contains("split factor 3"));
     for good in [&rs[0], &rs[5]] {
-        assert_eq!(good.costs.len(), 2);
+        assert_eq!(good.costs.len(), repeats, "{good:?}");
         assert!(
             good.costs.iter().all(|&c| c.is_finite() && c > 0.0),
             "{good:?}"
@@ -161,6 +162,46 @@ fn each_fault_is_its_candidates_error_and_the_batch_goes_on() {
     }
     // (which of the two good kernels is faster is not asserted: on a 64×64 matmul timed
     // for a few microseconds, a loaded machine decides it, and it once did)
+}
+
+#[test]
+fn each_fault_is_its_candidates_error_and_the_batch_goes_on() {
+    let backend = CpuBackend::new(Target::cpu());
+    let reference = Reference::compute(&backend, &naive("reference"), 1, 7).unwrap();
+    let mut m = Measurer::new(backend, fast_opts()).unwrap();
+    let rs = m.measure(&faulty_batch(), 1, Some(&reference));
+    assert_each_fault_is_its_own(&rs, 2);
+    // the CPU computes on the host's cores: the builds did not overlap the runs, and
+    // the two good jobs said where their time went
+    let p = m.profile();
+    assert_eq!((p.batches, p.overlapped_batches), (1, 0));
+    assert_eq!((p.candidates, p.jobs_profiled), (6, 2));
+    assert!(
+        p.timing > 0.0 && p.run >= p.timing && p.build_work > 0.0,
+        "{p:?}"
+    );
+}
+
+/// Builds that go on while the built candidates run (as on a GPU), and a slow cutoff
+/// that every candidate passes, change nothing of which candidate fails how.
+#[test]
+fn overlapped_builds_and_the_slow_cutoff_keep_each_fault_its_own() {
+    let backend = CpuBackend::new(Target::cpu());
+    let reference = Reference::compute(&backend, &naive("reference"), 1, 7).unwrap();
+    let opts = MeasureOptions {
+        overlap_builds: Some(true),
+        ..fast_opts()
+    };
+    let mut m = Measurer::new(backend, opts).unwrap();
+    // a best time of a picosecond: every candidate is over three times slower, so each
+    // good one is timed by its first calls, one result
+    let rs = m.measure_task(&faulty_batch(), 1, Some(&reference), Some(1e-12));
+    assert_each_fault_is_its_own(&rs, 1);
+    let p = m.profile();
+    assert_eq!((p.batches, p.overlapped_batches), (1, 1));
+    // without a best time, the next batch is timed fully
+    let rs = m.measure(&faulty_batch()[..1], 1, Some(&reference));
+    assert_eq!(rs[0].costs.len(), 2, "{rs:?}");
 }
 
 #[test]

@@ -431,6 +431,10 @@ impl Device for CudaDevice {
         self.name.as_str().to_string()
     }
 
+    fn runs_on_host_cores(&self) -> bool {
+        false
+    }
+
     fn alloc(&self, nbytes: usize) -> Result<BufferId, DeviceError> {
         let mut st = self.state()?;
         let ptr = self.malloc(nbytes)?;

@@ -14,7 +14,7 @@ use crate::error::OpenClError;
 use crate::module::DeviceModule;
 use opencl3::command_queue::{CommandQueue, CL_QUEUE_PROFILING_ENABLE};
 use opencl3::context::Context;
-use opencl3::device::{Device as ClDevice, CL_DEVICE_TYPE_ALL};
+use opencl3::device::{Device as ClDevice, CL_DEVICE_TYPE_ALL, CL_DEVICE_TYPE_CPU};
 use opencl3::event::Event;
 use opencl3::kernel::Kernel;
 use opencl3::memory::{Buffer, ClMem, CL_MEM_READ_WRITE};
@@ -231,6 +231,8 @@ pub struct OpenClDevice {
     queue: CommandQueue,
     state: Mutex<State>,
     sequences: RecordedSequences,
+    /// A CPU device (PoCL's): it computes on the host's cores.
+    on_host_cores: bool,
 }
 
 impl OpenClDevice {
@@ -252,6 +254,8 @@ impl OpenClDevice {
             .ok()
             .and_then(|p| opencl3::platform::Platform::new(p).name().ok())
             .unwrap_or_else(|| "an unknown platform".into());
+        // a device that cannot say its type is taken as the host's (the cautious answer)
+        let on_host_cores = dev.dev_type().map_or(true, |t| t & CL_DEVICE_TYPE_CPU != 0);
         tracing::info!(
             device = %dev.name().unwrap_or_default(),
             vendor = %dev.vendor().unwrap_or_default(),
@@ -265,6 +269,7 @@ impl OpenClDevice {
             queue,
             state: Mutex::new(State::default()),
             sequences: RecordedSequences::default(),
+            on_host_cores,
         })
     }
 
@@ -368,6 +373,10 @@ impl Device for OpenClDevice {
 
     fn describe(&self) -> String {
         self.name.as_str().to_string()
+    }
+
+    fn runs_on_host_cores(&self) -> bool {
+        self.on_host_cores
     }
 
     fn alloc(&self, nbytes: usize) -> Result<BufferId, DeviceError> {

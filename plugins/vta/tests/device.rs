@@ -88,12 +88,7 @@ fn a_conv2d_module_runs_and_times_on_the_simulator() {
     let (last, _) = dev.launch_counters();
     assert_eq!(last.out_store_nbytes, n_out as u64);
     assert!(last.cycles > 0);
-    let ev = TimeEvaluator {
-        number: 2,
-        repeat: 3,
-        min_repeat_ms: 0.0,
-        cache_flush: false,
-    };
+    let ev = TimeEvaluator::new(2, 3, 0.0);
     let r = dev.time(f, &[d, k, b, o], None, &ev).unwrap();
     assert_eq!(r.number, 2);
     assert_eq!(r.results.len(), 3);
