@@ -95,6 +95,33 @@ def main():
     print(f"ResNet-18 b1 tuned: the tune's last estimate {fmt(est)} ms, measured "
           f"{fmt(tuned)} ms (measured / estimate {ratio(tuned, est)}).")
 
+    # issue 42: each tune's rate and where its time went (printed at its end; a tune
+    # killed at its deadline has none, and its rate is read from its last progress line)
+    print("\nTuning throughput (goal: at least 4× the 110–125 trials a minute of 8cac1e9):")
+    for step in ["tune_matmul", "tune_conv7", "tune_resnet18"]:
+        try:
+            text = open(os.path.join(out, f"{step}.err")).read()
+        except OSError:
+            continue
+        at = text.rfind("where the time went")
+        if at >= 0:
+            block = text[at:].splitlines()[:4]
+            print(f"- {step}: " + " / ".join(l.strip() for l in block))
+            continue
+        prog = re.findall(r"progress: (\d+)/\d+ trials \(\d+%\) in (\d+) s", text)
+        if prog:
+            n, secs = int(prog[-1][0]), int(prog[-1][1])
+            rate = n * 60 / secs if secs else float("nan")
+            print(f"- {step}: {n} trials in {secs} s ({rate:.0f} a minute; cut at its deadline)")
+        # the last round's table: `| ID | latency | speed | trials |`, one row a task
+        rows = re.findall(r"^\|\s*(\d+) \|[^|]*\|[^|]*\|\s*(\d+) \|$", text, re.M)
+        last = {}
+        for task, trials in rows:
+            last[int(task)] = int(trials)
+        if last:
+            reached = sum(1 for t in last.values() if t > 0)
+            print(f"  tasks reached: {reached} of {len(last)}")
+
     for step in ["profile_resnet18_b1", "profile_resnet18_b1_tuned"]:
         r = last_json(os.path.join(out, f"{step}.out"))
         prof = (r or {}).get("profile") or []

@@ -224,7 +224,7 @@ impl CudaDevice {
         })
     }
 
-    /// The driver module of `m`'s PTX, loaded once.
+    /// The driver module of `m` (its GPU code, else its PTX), loaded once.
     fn image(&self, st: &mut State, m: &CudaModule, entry: &str) -> Result<CUmodule, DeviceError> {
         if let Some(h) = st.images.get(&m.ptx) {
             return Ok(h.0);
@@ -240,13 +240,28 @@ impl CudaDevice {
                 self.arch, self.arch
             )));
         }
-        let ptx = CString::new(m.ptx.as_str()).map_err(|_| {
-            self.name
-                .failed(format!("`{entry}`: the PTX holds a NUL character"))
-        })?;
-        // SAFETY: a NUL-terminated PTX image; the context is bound.
-        let cu = unsafe { result::module::load_data(ptx.as_ptr() as *const c_void) }
-            .map_err(|e| self.name.failed(load_failure(entry, &m.arch, &e)))?;
+        // the GPU code NVRTC assembled at build time, when it is for this GPU: no PTX
+        // assembly here (a failed load of an image leaves the context usable)
+        let assembled = match m.cubin() {
+            Some(Ok(cubin)) => {
+                // SAFETY: a complete CUBIN (an ELF image, its size in its headers); the
+                // context is bound.
+                unsafe { result::module::load_data(cubin.as_ptr() as *const c_void) }.ok()
+            }
+            _ => None,
+        };
+        let cu = match assembled {
+            Some(cu) => cu,
+            None => {
+                let ptx = CString::new(m.ptx.as_str()).map_err(|_| {
+                    self.name
+                        .failed(format!("`{entry}`: the PTX holds a NUL character"))
+                })?;
+                // SAFETY: a NUL-terminated PTX image; the context is bound.
+                unsafe { result::module::load_data(ptx.as_ptr() as *const c_void) }
+                    .map_err(|e| self.name.failed(load_failure(entry, &m.arch, &e)))?
+            }
+        };
         st.images.insert(m.ptx.clone(), Handle(cu));
         Ok(cu)
     }

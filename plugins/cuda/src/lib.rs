@@ -3,8 +3,10 @@
 //! - The compiler is the core's: the device passes and the C-family printer in its CUDA
 //!   dialect (`tessera_backends::cfamily::CudaDialect`). A build prints the CUDA C and
 //!   compiles it to PTX with NVRTC ([`nvrtc`]), so a kernel NVRTC refuses is a build
-//!   error, never a measurement; the artifact is the module file ([`module`]): source,
-//!   PTX, architecture and the launch list.
+//!   error, never a measurement; with the GPU at hand, NVRTC also assembles the GPU
+//!   code, on the builders' threads rather than in the measuring process. The artifact
+//!   is the module file ([`module`]): source, PTX, GPU code, architecture and the
+//!   launch list.
 //! - The device ([`device`]) runs on the driver API. NVRTC and libcuda are both opened
 //!   at run time through cudarc: the plugin builds without CUDA installed, building
 //!   kernels needs only NVRTC (no GPU), and a missing library or GPU is an error that
@@ -45,9 +47,13 @@ impl CudaPlugin {
     pub fn module(target: &Target, func: &PrimFunc) -> Result<module::CudaModule, CallError> {
         let t = target::resolve(target).map_err(|e| CallError::bad_target(target, e))?;
         let src = Self::source(func).map_err(|e| CallError::failed("codegen", e))?;
-        let ptx = nvrtc::compile(&src.source, &func.name, &t.arch)
+        // GPU code only where the GPU is at hand (its architecture read from it): what a
+        // tuner on the GPU's machine measures; a build for another machine stays PTX,
+        // which newer GPUs load too
+        let cubin = t.device.is_some();
+        let compiled = nvrtc::compile_for(&src.source, &func.name, &t.arch, cubin)
             .map_err(|e| CallError::failed("NVRTC", e))?;
-        Ok(module::CudaModule::new(src, t.arch.sm(), ptx))
+        Ok(module::CudaModule::new(src, t.arch.sm(), compiled.ptx).with_cubin(compiled.cubin))
     }
 }
 

@@ -1,7 +1,8 @@
 //! The file a `cuda` artifact is: the kernels' CUDA C source, the PTX NVRTC made of it
-//! and the architecture it was made for, and what the device needs to run them (each
-//! kernel's arguments and launch sizes, the workspaces), as JSON with a format tag. The
-//! driver assembles the PTX for the GPU when the device loads the module.
+//! and the architecture it was made for, the GPU code when the GPU was at hand, and
+//! what the device needs to run them (each kernel's arguments and launch sizes, the
+//! workspaces), as JSON with a format tag. The device loads the GPU code, else has the
+//! driver assemble the PTX.
 
 use crate::error::CudaError;
 use serde::{Deserialize, Serialize};
@@ -19,6 +20,10 @@ pub struct CudaModule {
     pub arch: String,
     pub source: String,
     pub ptx: String,
+    /// The GPU code (CUBIN) for `arch`, base64, when it was built with the GPU at hand:
+    /// loading it skips the driver's PTX assembly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cubin: Option<String>,
     pub kernels: Vec<KernelLaunch>,
     pub workspaces: Vec<Workspace>,
 }
@@ -30,9 +35,25 @@ impl CudaModule {
             arch,
             source: src.source,
             ptx,
+            cubin: None,
             kernels: src.kernels,
             workspaces: src.workspaces,
         }
+    }
+
+    /// The same module with the GPU code `cubin` (when there is one).
+    pub fn with_cubin(mut self, cubin: Option<Vec<u8>>) -> CudaModule {
+        use base64::Engine;
+        self.cubin = cubin.map(|c| base64::engine::general_purpose::STANDARD.encode(c));
+        self
+    }
+
+    /// The GPU code's bytes, when the module has it.
+    pub fn cubin(&self) -> Option<Result<Vec<u8>, base64::DecodeError>> {
+        use base64::Engine;
+        self.cubin
+            .as_ref()
+            .map(|c| base64::engine::general_purpose::STANDARD.decode(c))
     }
 
     pub fn to_bytes(&self) -> Vec<u8> {

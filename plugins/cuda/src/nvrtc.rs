@@ -10,7 +10,7 @@
 //! The first that opens and has NVRTC's entry points is kept for the process. Not found
 //! anywhere is [`CudaError::NvrtcMissing`], naming what to install.
 //!
-//! The binding is the eight C functions a compile needs (program, compile, PTX, log,
+//! The binding is the C functions a compile needs (program, compile, PTX, CUBIN, log,
 //! version, supported architectures).
 
 use crate::error::CudaError;
@@ -48,6 +48,8 @@ struct Nvrtc {
     log: unsafe extern "C" fn(Program, *mut c_char) -> Status,
     num_archs: Option<unsafe extern "C" fn(*mut c_int) -> Status>,
     archs: Option<unsafe extern "C" fn(*mut c_int) -> Status>,
+    cubin_size: Option<unsafe extern "C" fn(Program, *mut usize) -> Status>,
+    cubin: Option<unsafe extern "C" fn(Program, *mut c_char) -> Status>,
 }
 
 // SAFETY: NVRTC's functions may be called from any thread on distinct programs; the
@@ -88,6 +90,8 @@ impl Nvrtc {
             log: sym!("nvrtcGetProgramLog"),
             num_archs: optional!("nvrtcGetNumSupportedArchs"),
             archs: optional!("nvrtcGetSupportedArchs"),
+            cubin_size: optional!("nvrtcGetCUBINSize"),
+            cubin: optional!("nvrtcGetCUBIN"),
             _lib: lib,
         })
     }
@@ -128,6 +132,25 @@ impl Nvrtc {
         v
     }
 
+    /// A compiled program's CUBIN: none when it was compiled for a virtual architecture
+    /// (NVRTC reports size 0) or this NVRTC is older than 11.1.
+    fn cubin_of(&self, prog: Program) -> Result<Option<Vec<u8>>, CudaError> {
+        let (Some(size), Some(get)) = (self.cubin_size, self.cubin) else {
+            return Ok(None);
+        };
+        let mut n = 0usize;
+        // SAFETY: a live program; a buffer of the size NVRTC reported.
+        self.check("nvrtcGetCUBINSize", unsafe { size(prog, &mut n) })?;
+        if n == 0 {
+            return Ok(None);
+        }
+        let mut buf = vec![0u8; n];
+        self.check("nvrtcGetCUBIN", unsafe {
+            get(prog, buf.as_mut_ptr() as *mut c_char)
+        })?;
+        Ok(Some(buf))
+    }
+
     /// A program's log, or its PTX: a size query, then a buffer of that size.
     fn text(
         &self,
@@ -145,7 +168,12 @@ impl Nvrtc {
         Ok(String::from_utf8_lossy(&buf[..end]).into_owned())
     }
 
-    fn compile(&self, source: &CStr, name: &CStr, options: &[CString]) -> Result<String, Failure> {
+    fn compile(
+        &self,
+        source: &CStr,
+        name: &CStr,
+        options: &[CString],
+    ) -> Result<Compiled, Failure> {
         let mut prog: Program = std::ptr::null_mut();
         // SAFETY: NUL-terminated source and name; no headers.
         let created = unsafe {
@@ -168,13 +196,25 @@ impl Nvrtc {
             Err(Failure::Refused(log.unwrap_or_else(|e| e.to_string())))
         } else {
             self.check("nvrtcCompileProgram", status)
-                .and_then(|_| self.text(prog, self.ptx_size, self.ptx, "nvrtcGetPTX"))
+                .and_then(|_| {
+                    Ok(Compiled {
+                        ptx: self.text(prog, self.ptx_size, self.ptx, "nvrtcGetPTX")?,
+                        cubin: self.cubin_of(prog)?,
+                    })
+                })
                 .map_err(Failure::Call)
         };
         // SAFETY: the program made above, destroyed once.
         unsafe { (self.destroy)(&mut prog) };
         result
     }
+}
+
+/// What a compile made: the PTX, and the GPU code (CUBIN) when it was asked for.
+#[derive(Clone, Debug)]
+pub struct Compiled {
+    pub ptx: String,
+    pub cubin: Option<Vec<u8>>,
 }
 
 /// Why a compile failed: NVRTC refused the source (its log), or a call failed.
@@ -264,6 +304,20 @@ pub fn library_path() -> Result<PathBuf, CudaError> {
 /// Compiles the CUDA C `source` (of function `entry`, for the messages) to PTX for
 /// `arch`'s virtual architecture.
 pub fn compile(source: &str, entry: &str, arch: &Arch) -> Result<String, CudaError> {
+    compile_for(source, entry, arch, false).map(|c| c.ptx)
+}
+
+/// [`compile`], and with `cubin` also the GPU code for `arch`'s real architecture
+/// (`--gpu-architecture=sm_XX`: NVRTC then runs the assembler itself, and still gives
+/// the PTX). A module with GPU code loads without the driver's PTX assembly, which on
+/// a GPU otherwise runs in the measuring process, one candidate after another, where
+/// NVRTC runs on every host core while the GPU measures.
+pub fn compile_for(
+    source: &str,
+    entry: &str,
+    arch: &Arch,
+    cubin: bool,
+) -> Result<Compiled, CudaError> {
     let n = nvrtc()?;
     let refused = |log: String| CudaError::Compile {
         entry: entry.to_string(),
@@ -273,12 +327,11 @@ pub fn compile(source: &str, entry: &str, arch: &Arch) -> Result<String, CudaErr
     let (Ok(src), Ok(name)) = (CString::new(source), CString::new(format!("{entry}.cu"))) else {
         return Err(refused("the source holds a NUL character".into()));
     };
-    let opts = [
-        CString::new(format!("--gpu-architecture={}", arch.compute()))
-            .expect("no NUL in an architecture's name"),
-    ];
+    let gpu_arch = if cubin { arch.sm() } else { arch.compute() };
+    let opts = [CString::new(format!("--gpu-architecture={gpu_arch}"))
+        .expect("no NUL in an architecture's name")];
     match n.compile(&src, &name, &opts) {
-        Ok(ptx) => Ok(ptx),
+        Ok(compiled) => Ok(compiled),
         Err(Failure::Refused(log)) => Err(refused(log)),
         Err(Failure::Call(e)) => Err(e),
     }
