@@ -204,3 +204,33 @@ fn each_round_sees_the_margins_of_the_trees_so_far_and_subsampling_is_seeded() {
     .unwrap();
     assert_ne!(other, forest, "another seed draws other rows");
 }
+
+/// The split search of a large level runs on several threads; the trees are the same
+/// as on one, ties included (the values come from seven levels, so many splits gain
+/// the same), with missing values and row subsampling.
+#[test]
+fn the_trees_do_not_depend_on_the_number_of_threads() {
+    let mut rng = SplitMix::new(5);
+    let (rows, cols) = (2_000, 160);
+    let (mut x, y) = data(&mut rng, rows, cols);
+    for v in x.iter_mut().step_by(13) {
+        *v = f32::NAN;
+    }
+    let m = Matrix::new(&x, cols).unwrap();
+    let p = BoostParams {
+        subsample: 0.8,
+        eta: 0.3,
+        ..params(6)
+    };
+    let train = |threads| {
+        Forest::train_on(&p, m, 8, 0.5, &mut SquaredError { labels: &y }, threads).unwrap()
+    };
+    let one = train(1);
+    assert!(
+        one.trees.iter().any(|t| t.nodes.len() > 7),
+        "the trees split"
+    );
+    for threads in [2, 3, 8] {
+        assert_eq!(train(threads), one, "{threads} threads");
+    }
+}

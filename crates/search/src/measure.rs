@@ -449,7 +449,10 @@ impl Measurer {
                 let built = slots.take(i);
                 self.profile.build_wait += waited.elapsed().as_secs_f64();
                 let r = match built {
-                    Err(r) => r,
+                    Err(r) => {
+                        self.profile.build_work += r.all_cost;
+                        r
+                    }
                     Ok((artifact, build_s)) => {
                         self.profile.build_work += build_s;
                         self.run_one(&artifact, i, num_outputs, reference, build_s, &out_dir)

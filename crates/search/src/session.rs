@@ -164,6 +164,8 @@ struct TaskState {
     good: Vec<(ScheduleDesc, f64)>,
     /// Measurements taken (failures included).
     measured: usize,
+    /// The default schedule's steadiest time, when it was measured.
+    baseline: Option<f64>,
 }
 
 /// The rounds' side of a session: what [`RoundRunner`] needs.
@@ -298,6 +300,7 @@ impl TuningSession {
         let baselines = rounds.measure_baselines(&earlier)?;
         for (i, cost) in rounds.baseline_costs(&earlier, &baselines) {
             scheduler.set_baseline(i, cost);
+            rounds.states[i].baseline = Some(cost);
         }
         for (i, bound, other) in scheduler.prune_options() {
             let t = &rounds.tasks[i];
@@ -448,6 +451,7 @@ fn task_state(
         best: None,
         good: Vec::new(),
         measured: 0,
+        baseline: None,
     })
 }
 
@@ -801,10 +805,16 @@ impl Rounds<'_, '_> {
     ) -> (Vec<MeasureResult>, Result<(), RecordError>) {
         let cands: Vec<Candidate> = funcs.into_iter().map(|func| Candidate { func }).collect();
         let outputs = self.tasks[i].task.dag.outputs.len();
+        // the best time known: the tuned candidates', or before any the default's, which
+        // the search keeps anyway (what a far slower candidate is cut against)
         let state = &self.states[i];
+        let best_known = match (state.best, state.baseline) {
+            (Some(b), Some(d)) => Some(b.min(d)),
+            (b, d) => b.or(d),
+        };
         let results =
             self.measurer
-                .measure_task(&cands, outputs, state.reference.as_ref(), state.best);
+                .measure_task(&cands, outputs, state.reference.as_ref(), best_known);
         let records: Vec<Record> = descs
             .iter()
             .zip(&results)

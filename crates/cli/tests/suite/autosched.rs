@@ -45,10 +45,12 @@ fn step_records(text: &str) -> usize {
 fn a_killed_auto_scheduler_run_resumes_from_its_log() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("mm.jsonl");
-    // a run asked for 64 trials, killed once two rounds are in the log
+    // a run asked for 64 trials, killed once two rounds are in the log; its temporary
+    // folders, which a SIGKILL leaves behind, go to the test's folder
     let mut child = Command::new(env!("CARGO_BIN_EXE_tessera"))
         .args(args(&log, "64"))
         .env("TESSERA_MODEL_CACHE", crate::common::cache_dir())
+        .env("TMPDIR", dir.path())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

@@ -183,18 +183,28 @@ struct Scan {
 /// XGBoost's `kRtEps`: a split must gain more than this.
 const MIN_LOSS_CHANGE: f64 = 1e-6;
 
+/// One level's open nodes: what every feature's scan needs, shared by the scans.
 struct Level<'p> {
     params: &'p BoostParams,
-    /// Per open node: its sums, its parent gain and the best split found so far.
+    /// Per open node: its sums and its parent gain.
     total: Vec<Sum>,
     root_gain: Vec<f64>,
-    best: Vec<Option<Candidate>>,
 }
 
 impl Level<'_> {
     /// Scores splitting open node `s` with `present` (the present values below the
-    /// threshold) on the left, missing values on either side.
-    fn consider(&mut self, s: usize, feature: u32, threshold: f32, present: Sum, all_present: Sum) {
+    /// threshold) on the left, missing values on either side, into `best[s]`: the
+    /// first candidate with the largest loss change wins.
+    #[allow(clippy::too_many_arguments)]
+    fn consider(
+        &self,
+        best: &mut [Option<Candidate>],
+        s: usize,
+        feature: u32,
+        threshold: f32,
+        present: Sum,
+        all_present: Sum,
+    ) {
         let p = self.params;
         let total = self.total[s];
         let missing = total.minus(all_present);
@@ -213,9 +223,8 @@ impl Level<'_> {
                 continue;
             }
             let loss_chg = gain(p, left) + gain(p, right) - self.root_gain[s];
-            let better = self.best[s].is_none_or(|b| loss_chg > b.loss_chg);
-            if loss_chg > MIN_LOSS_CHANGE && loss_chg >= p.gamma && better {
-                self.best[s] = Some(Candidate {
+            if loss_chg > MIN_LOSS_CHANGE && loss_chg >= p.gamma && better(&best[s], loss_chg) {
+                best[s] = Some(Candidate {
                     loss_chg,
                     feature,
                     threshold,
@@ -225,6 +234,145 @@ impl Level<'_> {
                 });
             }
         }
+    }
+
+    /// Each open node's best split on one feature (its column sorted by value), as
+    /// XGBoost's exact greedy search scans it.
+    fn scan(
+        &self,
+        feature: u32,
+        col: &[(f32, u32)],
+        rows: &LevelRows<'_>,
+    ) -> Vec<Option<Candidate>> {
+        let open = self.total.len();
+        let mut best = vec![None; open];
+        let mut scans = vec![
+            Scan {
+                present: Sum::default(),
+                last: f32::NAN,
+                count: 0,
+            };
+            open
+        ];
+        // the present sums of each open node, for the missing side
+        let all_present = if col.len() == rows.n {
+            self.total.clone()
+        } else {
+            let mut sums = vec![Sum::default(); open];
+            for &(_, r) in col {
+                if let Some(s) = rows.slot_of(r) {
+                    sums[s].add(rows.gpairs[r as usize]);
+                }
+            }
+            sums
+        };
+        for &(v, r) in col {
+            let Some(s) = rows.slot_of(r) else { continue };
+            let sc = scans[s];
+            if sc.count == 0 {
+                // below every present value: all of them right, missing left
+                self.consider(&mut best, s, feature, v, Sum::default(), all_present[s]);
+            } else if v > sc.last {
+                let mut t = (sc.last + v) * 0.5;
+                if t <= sc.last {
+                    t = v;
+                }
+                self.consider(&mut best, s, feature, t, sc.present, all_present[s]);
+            }
+            let sc = &mut scans[s];
+            sc.present.add(rows.gpairs[r as usize]);
+            sc.last = v;
+            sc.count += 1;
+        }
+        // above every present value: all of them left, missing right
+        for (s, sc) in scans.iter().enumerate() {
+            if sc.count > 0 {
+                let t = next_up(sc.last);
+                self.consider(&mut best, s, feature, t, sc.present, all_present[s]);
+            }
+        }
+        best
+    }
+
+    /// The best split of each open node over every feature: the features' scans run
+    /// on `threads` threads, and their results are taken in feature order with the
+    /// same rule as one scan (the first largest loss change), so the tree is the same
+    /// for any number of threads.
+    fn best_splits(
+        &self,
+        columns: &SortedColumns,
+        rows: &LevelRows<'_>,
+        threads: usize,
+    ) -> Vec<Option<Candidate>> {
+        let cols = &columns.columns;
+        let per_feature: Vec<Vec<Option<Candidate>>> = if threads <= 1 || cols.len() < 2 {
+            cols.iter()
+                .map(|(f, col)| self.scan(*f, col, rows))
+                .collect()
+        } else {
+            let chunk = cols.len().div_ceil(threads);
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = cols
+                    .chunks(chunk)
+                    .map(|part| {
+                        scope.spawn(move || {
+                            part.iter()
+                                .map(|(f, col)| self.scan(*f, col, rows))
+                                .collect::<Vec<_>>()
+                        })
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                    .collect()
+            })
+        };
+        let mut best = vec![None; self.total.len()];
+        for found in per_feature {
+            for (s, c) in found.into_iter().enumerate() {
+                if let Some(c) = c {
+                    if better(&best[s], c.loss_chg) {
+                        best[s] = Some(c);
+                    }
+                }
+            }
+        }
+        best
+    }
+}
+
+/// Whether a split with `loss_chg` replaces `best` (strictly larger: the first found
+/// of equal ones stays).
+fn better(best: &Option<Candidate>, loss_chg: f64) -> bool {
+    best.is_none_or(|b| loss_chg > b.loss_chg)
+}
+
+/// Where the rows are during one level: each row's node, and each node's slot among
+/// the level's open nodes.
+struct LevelRows<'a> {
+    n: usize,
+    position: &'a [Option<u32>],
+    slot: &'a [usize],
+    gpairs: &'a [GradPair],
+}
+
+impl LevelRows<'_> {
+    /// The open node slot row `r` is in, if it is in an open node.
+    fn slot_of(&self, r: u32) -> Option<usize> {
+        let nd = self.position[r as usize]?;
+        let s = self.slot[nd as usize];
+        (s != usize::MAX).then_some(s)
+    }
+}
+
+/// The feature scans' threads for a level of `cells` (rows times features): one below
+/// a quarter of a million, where starting threads costs more than it saves.
+pub(super) fn threads_for(cells: usize, available: usize) -> usize {
+    if cells < 250_000 {
+        1
+    } else {
+        available.max(1)
     }
 }
 
@@ -236,6 +384,7 @@ pub(super) fn grow(
     columns: &SortedColumns,
     gpairs: &[GradPair],
     sampled: &[bool],
+    threads: usize,
 ) -> (Tree, Vec<Option<u32>>) {
     let n = x.rows();
     let mut position: Vec<Option<u32>> = (0..n).map(|r| sampled[r].then_some(0)).collect();
@@ -258,73 +407,24 @@ pub(super) fn grow(
         for (s, &nd) in open.iter().enumerate() {
             slot[nd as usize] = s;
         }
-        let mut level = Level {
+        let level = Level {
             params,
             total: open.iter().map(|&nd| sums[nd as usize]).collect(),
             root_gain: open
                 .iter()
                 .map(|&nd| gain(params, sums[nd as usize]))
                 .collect(),
-            best: vec![None; open.len()],
         };
-        let fresh = Scan {
-            present: Sum::default(),
-            last: f32::NAN,
-            count: 0,
+        let rows = LevelRows {
+            n,
+            position: &position,
+            slot: &slot,
+            gpairs,
         };
-        for (feature, col) in &columns.columns {
-            let mut scans = vec![fresh; open.len()];
-            // the present sums of each open node, for the missing side
-            let all_present = if col.len() == n {
-                level.total.clone()
-            } else {
-                let mut sums = vec![Sum::default(); open.len()];
-                for &(_, r) in col {
-                    if let Some(nd) = position[r as usize] {
-                        let s = slot[nd as usize];
-                        if s != usize::MAX {
-                            sums[s].add(gpairs[r as usize]);
-                        }
-                    }
-                }
-                sums
-            };
-            for &(v, r) in col {
-                let Some(nd) = position[r as usize] else {
-                    continue;
-                };
-                let s = slot[nd as usize];
-                if s == usize::MAX {
-                    continue;
-                }
-                let sc = &mut scans[s];
-                if sc.count == 0 {
-                    // below every present value: all of them right, missing left
-                    level.consider(s, *feature, v, Sum::default(), all_present[s]);
-                } else if v > sc.last {
-                    let mut t = (sc.last + v) * 0.5;
-                    if t <= sc.last {
-                        t = v;
-                    }
-                    let present = sc.present;
-                    level.consider(s, *feature, t, present, all_present[s]);
-                }
-                let sc = &mut scans[s];
-                sc.present.add(gpairs[r as usize]);
-                sc.last = v;
-                sc.count += 1;
-            }
-            // above every present value: all of them left, missing right
-            for (s, sc) in scans.iter().enumerate() {
-                if sc.count > 0 {
-                    let t = next_up(sc.last);
-                    level.consider(s, *feature, t, sc.present, all_present[s]);
-                }
-            }
-        }
+        let found = level.best_splits(columns, &rows, threads);
         let mut next = Vec::new();
         for (s, &nd) in open.iter().enumerate() {
-            match level.best[s] {
+            match found[s] {
                 Some(c) => {
                     let left = nodes.len() as u32;
                     nodes.push(Node::Leaf { leaf: 0.0 });
