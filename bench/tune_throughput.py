@@ -8,7 +8,9 @@ time), on the workloads of issue 42:
   --compare-rounds 0` on the CPU (task extraction, references, baselines and the
   re-measurement included in the wall time; the checks after the search are not
   tuning);
-- pocl: the same conv2d on `--target opencl` (PoCL), `--trials 64 --per-round 32`.
+- pocl: the same conv2d on `--target opencl` (PoCL), `--trials 64 --per-round 32`;
+  pocl-128: `--trials 128` (four rounds: the batches after the first are prepared in
+  parallel runners).
 
 Per workload: each side's best rate, the per-round ratio after/before (median, min),
 the ratio of the best rates, the estimated latency each side reached (median over the
@@ -31,6 +33,8 @@ WORKLOADS = {
                    "--no-network-check", "--compare-rounds", "0"], 192),
     "pocl": (["--op", "conv2d", "--op-shape", "1,56,56,64,64,3,3", "--target", "opencl",
               "--trials", "64", "--per-round", "32"], 64),
+    "pocl-128": (["--op", "conv2d", "--op-shape", "1,56,56,64,64,3,3", "--target", "opencl",
+                  "--trials", "128", "--per-round", "32"], 128),
 }
 
 
@@ -57,7 +61,7 @@ def main():
     ap.add_argument("--before", required=True)
     ap.add_argument("--after", required=True)
     ap.add_argument("--rounds", type=int, default=4)
-    ap.add_argument("--only", default=",".join(WORKLOADS))
+    ap.add_argument("--only", default="conv2d,resnet-18,pocl")
     a = ap.parse_args()
     names = [n for n in a.only.split(",") if n]
     t0 = cpu_times()

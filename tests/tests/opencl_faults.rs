@@ -169,6 +169,7 @@ fn a_module_that_does_not_build_is_a_load_failure_with_the_build_log() {
         num_outputs: 1,
         check: None,
         slow_cutoff: None,
+        prepare_only: false,
     };
     match execute(&gpu.device, &job) {
         RunReply::LoadFailed { message } => assert!(message.contains("build log"), "{message}"),

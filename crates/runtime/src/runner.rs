@@ -97,6 +97,11 @@ pub struct RunJob {
     /// ([`TimeEvaluator::slow_cutoff`]): the tuner's multiple of the task's best time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slow_cutoff: Option<f64>,
+    /// Load, make the inputs and check (without a check, launch once), and time
+    /// nothing: the device's compilers run, and their caches fill for the job that
+    /// times the kernel (`tessera_search::prepare`). The reply is `Ok` with no costs.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub prepare_only: bool,
 }
 
 fn cpu_target() -> String {
@@ -230,6 +235,16 @@ fn execute_inner(device: &Arc<dyn Device>, job: &RunJob) -> Result<RunReply, Job
             }
         }
         profile.check = lap();
+    } else if job.prepare_only {
+        device.launch(function, &buffers, dims)?;
+        device.synchronize()?;
+        profile.check = lap();
+    }
+    if job.prepare_only {
+        return Ok(RunReply::Ok {
+            costs: Vec::new(),
+            profile: Some(profile),
+        });
     }
     // The evaluator's untimed call is the warm-up (TVM's runner adds one more; the
     // checked run above is one already).

@@ -200,6 +200,7 @@ fn a_measurement_job_runs_and_checks_on_a_device() {
             atol_of_max: 0.0,
         }),
         slow_cutoff: None,
+        prepare_only: false,
     };
     match execute(&cpu(), &job(&good)) {
         RunReply::Ok { costs, profile } => {

@@ -9,6 +9,7 @@ pub mod measure;
 pub mod memory;
 pub mod network_check;
 pub mod par;
+pub mod prepare;
 pub use tessera_policy as policy;
 pub mod record;
 pub mod remote;

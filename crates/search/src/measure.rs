@@ -72,6 +72,11 @@ pub struct MeasureOptions {
     /// best time is measured by those calls alone, not to `min_repeat_ms`
     /// (`TimeEvaluator::slow_cutoff`); `None` times every candidate fully.
     pub slow_cutoff: Option<f64>,
+    /// Whether a batch is prepared (loaded and checked) in parallel runners before its
+    /// candidates are timed one by one ([`crate::prepare`]). `None` (the default) turns
+    /// it on once the runners have said the device computes on the host's cores and
+    /// loading and checking took longer than timing (PoCL, whose compilers run there).
+    pub prepare_ahead: Option<bool>,
 }
 
 /// The default [`MeasureOptions::slow_cutoff`]: candidates over three times slower
@@ -100,6 +105,7 @@ impl Default for MeasureOptions {
             jobs_per_runner: crate::runner_process::JOBS_PER_PROCESS,
             overlap_builds: None,
             slow_cutoff: Some(DEFAULT_SLOW_CUTOFF),
+            prepare_ahead: None,
         }
     }
 }
@@ -264,6 +270,10 @@ pub struct Measurer {
     /// The seconds per call past which this batch's candidates stop at their first
     /// calls.
     slow_cutoff: Option<f64>,
+    /// The `tessera` binary the runners run, and the preparing runners, one per build
+    /// worker, started with the first batch that is prepared.
+    runner_path: PathBuf,
+    preparers: Vec<RunnerProcess>,
 }
 
 /// The binary this process runs, registered by a `tessera` binary at start-up.
@@ -334,7 +344,9 @@ impl Measurer {
         Ok(Measurer {
             backend: Arc::from(backend),
             opts,
-            runner: RunnerProcess::new(runner).with_jobs_per_process(jobs_per_runner),
+            runner: RunnerProcess::new(runner.clone()).with_jobs_per_process(jobs_per_runner),
+            runner_path: runner,
+            preparers: Vec::new(),
             dir,
             consecutive_errors: 0,
             report: Box::new(|line| eprintln!("{line}")),
@@ -364,6 +376,16 @@ impl Measurer {
     /// Where the measurer's time went so far.
     pub fn profile(&self) -> &MeasureProfile {
         &self.profile
+    }
+
+    /// Whether this batch is prepared in parallel runners first (see
+    /// [`MeasureOptions::prepare_ahead`]): once on, it stays on.
+    fn prepare_ahead(&self) -> bool {
+        self.opts.prepare_ahead.unwrap_or_else(|| {
+            let (t, p) = (&self.profile.timed, &self.profile.prepared);
+            p.jobs > 0
+                || (self.on_host_cores == Some(true) && t.jobs > 0 && t.load + t.check > t.timing)
+        })
     }
 
     /// Whether this batch's builds overlap its runs (see
@@ -443,25 +465,28 @@ impl Measurer {
                     "built a measurement batch"
                 );
             }
-            let mut results = Vec::with_capacity(candidates.len());
-            for i in 0..candidates.len() {
-                let waited = Instant::now();
-                let built = slots.take(i);
-                self.profile.build_wait += waited.elapsed().as_secs_f64();
-                let r = match built {
-                    Err(r) => {
-                        self.profile.build_work += r.all_cost;
-                        r
-                    }
-                    Ok((artifact, build_s)) => {
-                        self.profile.build_work += build_s;
-                        self.run_one(&artifact, i, num_outputs, reference, build_s, &out_dir)
-                    }
-                };
-                self.note(&r);
-                results.push(r);
+            if overlap {
+                return (0..candidates.len())
+                    .map(|i| {
+                        let waited = Instant::now();
+                        let built = slots.take(i);
+                        self.profile.build_wait += waited.elapsed().as_secs_f64();
+                        self.finish(i, built, None, num_outputs, reference, &out_dir)
+                    })
+                    .collect::<Vec<_>>();
             }
-            results
+            let builds: Vec<Built> = (0..candidates.len()).map(|i| slots.take(i)).collect();
+            let prepared = if self.prepare_ahead() {
+                self.prepare(&builds, num_outputs, reference, &out_dir)
+            } else {
+                vec![None; builds.len()]
+            };
+            builds
+                .into_iter()
+                .zip(prepared)
+                .enumerate()
+                .map(|(i, (built, p))| self.finish(i, built, p, num_outputs, reference, &out_dir))
+                .collect()
         });
         tracing::debug!(
             batch = self.batches,
@@ -471,6 +496,86 @@ impl Measurer {
             "measured a batch"
         );
         results
+    }
+
+    /// Candidate `i`'s result: its build's failure, its preparation's failure, or its
+    /// run (unchecked when its preparation checked it).
+    fn finish(
+        &mut self,
+        i: usize,
+        built: Built,
+        prepared: Option<MeasureResult>,
+        num_outputs: usize,
+        reference: Option<&Reference>,
+        out_dir: &Path,
+    ) -> MeasureResult {
+        let r = match (built, prepared) {
+            (Err(r), _) => {
+                self.profile.build_work += r.all_cost;
+                r
+            }
+            (Ok((_, build_s)), Some(mut failed)) if !failed.is_ok() => {
+                self.profile.build_work += build_s;
+                failed.all_cost += build_s;
+                failed
+            }
+            (Ok((artifact, build_s)), prepared) => {
+                self.profile.build_work += build_s;
+                let mut job = self.job(&artifact, num_outputs, reference);
+                if prepared.is_some() {
+                    // checked when it was prepared
+                    job.check = None;
+                }
+                self.run_one(&job, i, build_s, out_dir)
+            }
+        };
+        self.note(&r);
+        r
+    }
+
+    /// Loads and checks every built candidate in parallel runners (see
+    /// [`crate::prepare`]): `Some` outcome for each one prepared (an error is its
+    /// result; `Ok` means it was checked), `None` for the others.
+    fn prepare(
+        &mut self,
+        builds: &[Built],
+        num_outputs: usize,
+        reference: Option<&Reference>,
+        out_dir: &Path,
+    ) -> Vec<Option<MeasureResult>> {
+        let jobs: Vec<Option<PathBuf>> = builds
+            .iter()
+            .enumerate()
+            .map(|(i, b)| {
+                let (artifact, _) = b.as_ref().ok()?;
+                let mut job = self.job(artifact, num_outputs, reference);
+                job.prepare_only = true;
+                let path = out_dir.join(format!("prepare{i}.json"));
+                let bytes = serde_json::to_vec(&job).ok()?;
+                std::fs::write(&path, bytes).ok()?;
+                Some(path)
+            })
+            .collect();
+        let workers = self.opts.n_parallel.max(1);
+        while self.preparers.len() < workers {
+            let p = RunnerProcess::new(self.runner_path.clone())
+                .with_jobs_per_process(self.opts.jobs_per_runner);
+            self.preparers.push(p);
+        }
+        let started = Instant::now();
+        let outcomes =
+            crate::prepare::prepare_all(&mut self.preparers, &jobs, self.opts.run_timeout);
+        self.profile.prepare += started.elapsed().as_secs_f64();
+        outcomes
+            .into_iter()
+            .map(|o| {
+                let (r, profile) = o?;
+                if let Some(p) = profile {
+                    self.profile.prepared.add(&p);
+                }
+                Some(r)
+            })
+            .collect()
     }
 
     /// Counts consecutive errors; past the threshold, reports each one.
@@ -527,23 +632,23 @@ impl Measurer {
                 atol_of_max: r.atol_of_max,
             }),
             slow_cutoff: self.slow_cutoff,
+            prepare_only: false,
         }
     }
 
+    /// Runs candidate `index`'s `job` in the timing runner (its file in `out_dir`);
+    /// `build_s` is added to the result's `all_cost`.
     fn run_one(
         &mut self,
-        artifact: &Artifact,
+        job: &RunJob,
         index: usize,
-        num_outputs: usize,
-        reference: Option<&Reference>,
         build_s: f64,
         out_dir: &Path,
     ) -> MeasureResult {
         let start = Instant::now();
         let total = |start: Instant| build_s + start.elapsed().as_secs_f64();
-        let job = self.job(artifact, num_outputs, reference);
         let job_path = out_dir.join(format!("job{index}.json"));
-        let written = serde_json::to_vec(&job)
+        let written = serde_json::to_vec(job)
             .map_err(|e| e.to_string())
             .and_then(|b| std::fs::write(&job_path, b).map_err(|e| e.to_string()));
         if let Err(e) = written {
@@ -557,7 +662,7 @@ impl Measurer {
         let (mut r, profile) = self.runner.run_profiled(&job_path, self.opts.run_timeout);
         self.profile.run += ran.elapsed().as_secs_f64();
         if let Some(p) = profile {
-            self.profile.add_job(&p);
+            self.profile.timed.add(&p);
             self.on_host_cores = Some(p.on_host_cores);
         }
         r.all_cost += build_s;

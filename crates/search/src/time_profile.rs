@@ -11,6 +11,41 @@ use serde::Serialize;
 use std::fmt;
 use tessera_runtime::runner::JobProfile;
 
+/// Runner jobs and the sums of where their time went (`JobProfile`s).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct JobSums {
+    pub jobs: usize,
+    pub load: f64,
+    pub inputs: f64,
+    pub check: f64,
+    pub timing: f64,
+}
+
+impl JobSums {
+    /// Adds one job's profile.
+    pub fn add(&mut self, p: &JobProfile) {
+        self.jobs += 1;
+        self.load += p.load;
+        self.inputs += p.inputs;
+        self.check += p.check;
+        self.timing += p.timing;
+    }
+
+    fn total(&self) -> f64 {
+        self.load + self.inputs + self.check + self.timing
+    }
+
+    fn since(&self, earlier: &JobSums) -> JobSums {
+        JobSums {
+            jobs: self.jobs.saturating_sub(earlier.jobs),
+            load: self.load - earlier.load,
+            inputs: self.inputs - earlier.inputs,
+            check: self.check - earlier.check,
+            timing: self.timing - earlier.timing,
+        }
+    }
+}
+
 /// The measurer's part: building and running candidates (seconds).
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct MeasureProfile {
@@ -22,14 +57,14 @@ pub struct MeasureProfile {
     /// Wall time the runs waited for builds: all of the building when builds and runs
     /// take turns, only what the runs could not hide when they overlap.
     pub build_wait: f64,
-    /// Wall time in runner jobs, from handing a job over to its reply.
+    /// Wall time preparing candidates in parallel runners (`crate::prepare`), and
+    /// those jobs.
+    pub prepare: f64,
+    pub prepared: JobSums,
+    /// Wall time in the timing runner's jobs, from handing a job over to its reply, and
+    /// those jobs (the ones that said where their time went).
     pub run: f64,
-    /// The jobs whose runner said where their time went, and the sums of it.
-    pub jobs_profiled: usize,
-    pub load: f64,
-    pub inputs: f64,
-    pub check: f64,
-    pub timing: f64,
+    pub timed: JobSums,
     /// Batches whose builds overlapped their runs (the device does not compute on the
     /// host's cores).
     pub overlapped_batches: usize,
@@ -37,37 +72,27 @@ pub struct MeasureProfile {
 }
 
 impl MeasureProfile {
-    /// Adds one job's runner profile.
-    pub fn add_job(&mut self, p: &JobProfile) {
-        self.jobs_profiled += 1;
-        self.load += p.load;
-        self.inputs += p.inputs;
-        self.check += p.check;
-        self.timing += p.timing;
-    }
-
     /// What was added since `earlier` (a copy of this profile taken before).
     pub fn since(&self, earlier: &MeasureProfile) -> MeasureProfile {
         MeasureProfile {
-            candidates: self.candidates - earlier.candidates.min(self.candidates),
+            candidates: self.candidates.saturating_sub(earlier.candidates),
             build_work: self.build_work - earlier.build_work,
             build_wait: self.build_wait - earlier.build_wait,
+            prepare: self.prepare - earlier.prepare,
+            prepared: self.prepared.since(&earlier.prepared),
             run: self.run - earlier.run,
-            jobs_profiled: self.jobs_profiled - earlier.jobs_profiled.min(self.jobs_profiled),
-            load: self.load - earlier.load,
-            inputs: self.inputs - earlier.inputs,
-            check: self.check - earlier.check,
-            timing: self.timing - earlier.timing,
-            overlapped_batches: self.overlapped_batches
-                - earlier.overlapped_batches.min(self.overlapped_batches),
-            batches: self.batches - earlier.batches.min(self.batches),
+            timed: self.timed.since(&earlier.timed),
+            overlapped_batches: self
+                .overlapped_batches
+                .saturating_sub(earlier.overlapped_batches),
+            batches: self.batches.saturating_sub(earlier.batches),
         }
     }
 
-    /// The run time the runner's phases do not account for: handing the job over,
-    /// reading it, starting a runner process, the reply.
+    /// The timing runner's time its jobs' phases do not account for: handing the job
+    /// over, reading it, starting a runner process, the reply.
     pub fn runner_overhead(&self) -> f64 {
-        (self.run - self.load - self.inputs - self.check - self.timing).max(0.0)
+        (self.run - self.timed.total()).max(0.0)
     }
 }
 
@@ -126,17 +151,26 @@ impl fmt::Display for SessionProfile {
             "  building: waited {:.1} s ({:.1} s of builder time{overlap})",
             m.build_wait, m.build_work
         )?;
+        if m.prepared.jobs > 0 {
+            let p = &m.prepared;
+            writeln!(
+                f,
+                "  preparing: {:.1} s, {} jobs in parallel runners (load {:.1}, inputs {:.1}, check {:.1} of their time)",
+                m.prepare, p.jobs, p.load, p.inputs, p.check
+            )?;
+        }
         write!(f, "  running: {:.1} s", m.run)?;
-        if m.jobs_profiled > 0 {
+        let t = &m.timed;
+        if t.jobs > 0 {
             write!(
                 f,
                 " (load {:.1}, inputs {:.1}, check {:.1}, timing {:.1}, runner {:.1}; {:.0} ms a job)",
-                m.load,
-                m.inputs,
-                m.check,
-                m.timing,
+                t.load,
+                t.inputs,
+                t.check,
+                t.timing,
                 m.runner_overhead(),
-                m.run * 1e3 / m.jobs_profiled as f64
+                m.run * 1e3 / t.jobs as f64
             )?;
         }
         writeln!(f)
@@ -153,7 +187,7 @@ mod tests {
             run: 1.0,
             ..Default::default()
         };
-        m.add_job(&JobProfile {
+        m.timed.add(&JobProfile {
             load: 0.1,
             inputs: 0.1,
             check: 0.2,
@@ -161,7 +195,8 @@ mod tests {
             on_host_cores: true,
         });
         assert!((m.runner_overhead() - 0.1).abs() < 1e-12);
-        assert_eq!(m.jobs_profiled, 1);
+        assert_eq!(m.timed.jobs, 1);
+        assert_eq!(m.since(&m).timed, JobSums::default());
     }
 
     #[test]
@@ -172,8 +207,11 @@ mod tests {
             trials: 64,
             measure: MeasureProfile {
                 run: 6.4,
-                jobs_profiled: 64,
-                timing: 5.0,
+                timed: JobSums {
+                    jobs: 64,
+                    timing: 5.0,
+                    ..Default::default()
+                },
                 build_wait: 4.0,
                 build_work: 8.0,
                 batches: 1,

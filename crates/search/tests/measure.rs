@@ -175,11 +175,32 @@ fn each_fault_is_its_candidates_error_and_the_batch_goes_on() {
     // the two good jobs said where their time went
     let p = m.profile();
     assert_eq!((p.batches, p.overlapped_batches), (1, 0));
-    assert_eq!((p.candidates, p.jobs_profiled), (6, 2));
+    assert_eq!((p.candidates, p.timed.jobs, p.prepared.jobs), (6, 2, 0));
     assert!(
-        p.timing > 0.0 && p.run >= p.timing && p.build_work > 0.0,
+        p.timed.timing > 0.0 && p.run >= p.timed.timing && p.build_work > 0.0,
         "{p:?}"
     );
+}
+
+/// A batch loaded and checked in parallel runners first (as on PoCL, whose compilers
+/// run when a kernel loads and first launches) gives each fault its own typed error
+/// there, and times only the good candidates, unchecked the second time.
+#[test]
+fn a_batch_prepared_in_parallel_runners_keeps_each_fault_its_own() {
+    let backend = CpuBackend::new(Target::cpu());
+    let reference = Reference::compute(&backend, &naive("reference"), 1, 7).unwrap();
+    let opts = MeasureOptions {
+        prepare_ahead: Some(true),
+        n_parallel: 2,
+        ..fast_opts()
+    };
+    let mut m = Measurer::new(backend, opts).unwrap();
+    let rs = m.measure(&faulty_batch(), 1, Some(&reference));
+    assert_each_fault_is_its_own(&rs, 2);
+    let p = m.profile();
+    // the two good candidates were prepared (checked) and then timed without a check
+    assert_eq!((p.prepared.jobs, p.timed.jobs), (2, 2), "{p:?}");
+    assert!(p.prepared.check > 0.0 && p.timed.check == 0.0, "{p:?}");
 }
 
 /// Builds that go on while the built candidates run (as on a GPU), and a slow cutoff
