@@ -449,33 +449,17 @@ impl Measurer {
         if overlap {
             self.profile.overlapped_batches += 1;
         }
-        let slots = BuildSlots::new(candidates.len());
-        let (backend, timeout) = (Arc::clone(&self.backend), self.opts.build_timeout);
-        let workers = self.opts.n_parallel;
-        let results = std::thread::scope(|scope| {
-            slots.spawn_builders(scope, &backend, candidates, &out_dir, timeout, workers);
-            if !overlap {
-                let waited = Instant::now();
-                slots.wait_all();
-                self.profile.build_wait += waited.elapsed().as_secs_f64();
-                tracing::debug!(
-                    batch = self.batches,
-                    candidates = candidates.len(),
-                    seconds = started.elapsed().as_secs_f64(),
-                    "built a measurement batch"
-                );
-            }
-            if overlap {
-                return (0..candidates.len())
-                    .map(|i| {
-                        let waited = Instant::now();
-                        let built = slots.take(i);
-                        self.profile.build_wait += waited.elapsed().as_secs_f64();
-                        self.finish(i, built, None, num_outputs, reference, &out_dir)
-                    })
-                    .collect::<Vec<_>>();
-            }
-            let builds: Vec<Built> = (0..candidates.len()).map(|i| slots.take(i)).collect();
+        let results = if overlap {
+            self.build_while_running(candidates, num_outputs, reference, &out_dir)
+        } else {
+            let builds = self.build_all(candidates, &out_dir);
+            self.profile.build_wait += started.elapsed().as_secs_f64();
+            tracing::debug!(
+                batch = self.batches,
+                candidates = candidates.len(),
+                seconds = started.elapsed().as_secs_f64(),
+                "built a measurement batch"
+            );
             let prepared = if self.prepare_ahead() {
                 self.prepare(&builds, num_outputs, reference, &out_dir)
             } else {
@@ -487,7 +471,7 @@ impl Measurer {
                 .enumerate()
                 .map(|(i, (built, p))| self.finish(i, built, p, num_outputs, reference, &out_dir))
                 .collect()
-        });
+        };
         tracing::debug!(
             batch = self.batches,
             ok = results.iter().filter(|r| r.is_ok()).count(),
@@ -496,6 +480,31 @@ impl Measurer {
             "measured a batch"
         );
         results
+    }
+
+    /// Runs each candidate as soon as it is built, while the builders go on with the
+    /// next ones (a device that does not compute on the host's cores).
+    fn build_while_running(
+        &mut self,
+        candidates: &[Candidate],
+        num_outputs: usize,
+        reference: Option<&Reference>,
+        out_dir: &Path,
+    ) -> Vec<MeasureResult> {
+        let slots = BuildSlots::new(candidates.len());
+        let backend = Arc::clone(&self.backend);
+        let (timeout, workers) = (self.opts.build_timeout, self.opts.n_parallel);
+        std::thread::scope(|scope| {
+            slots.spawn_builders(scope, &backend, candidates, out_dir, timeout, workers);
+            (0..candidates.len())
+                .map(|i| {
+                    let waited = Instant::now();
+                    let built = slots.take(i);
+                    self.profile.build_wait += waited.elapsed().as_secs_f64();
+                    self.finish(i, built, None, num_outputs, reference, out_dir)
+                })
+                .collect()
+        })
     }
 
     /// Candidate `i`'s result: its build's failure, its preparation's failure, or its
@@ -736,15 +745,6 @@ impl BuildSlots {
                 self.put(i, r);
             });
         }
-    }
-
-    /// Waits until every slot is filled.
-    fn wait_all(&self) {
-        let guard = self.slots.lock().unwrap_or_else(|e| e.into_inner());
-        let _full = self
-            .filled
-            .wait_while(guard, |s| s.iter().any(Option::is_none))
-            .unwrap_or_else(|e| e.into_inner());
     }
 
     /// Waits for slot `i` and takes its build.
