@@ -8,8 +8,8 @@ use std::sync::Arc;
 use tessera_ir::DataType;
 use tessera_runtime::NDArray;
 use tessera_te::ops::{
-    self, Activation, BinaryFn, Conv2dAttrs, Conv3dAttrs, LrnAttrs, MathFn, PadMode, Pool2dAttrs,
-    Pool3dAttrs, PoolType, ReduceKind, ResizeAttrs,
+    self, Activation, BinaryFn, Conv2dAttrs, Conv3dAttrs, Cumulative, LrnAttrs, MathFn, PadMode,
+    Pool2dAttrs, Pool3dAttrs, PoolType, ReduceKind, ResizeAttrs,
 };
 use tessera_te::{TeError, Tensor};
 
@@ -228,6 +228,38 @@ pub enum Op {
     Attention {
         scale: f64,
     },
+    /// `data`, `indices` of `data`'s rank: `data` at `indices` along `axis` (ONNX's
+    /// `GatherElements`).
+    GatherElements {
+        axis: i64,
+    },
+    /// The upper or lower triangle of the last two axes from diagonal `k` (ONNX's
+    /// `Trilu`).
+    Trilu {
+        k: i64,
+        upper: bool,
+    },
+    /// A running sum or product along `axis` (ONNX's `CumSum`, `CumProd`).
+    Cumulative {
+        axis: i64,
+        how: Cumulative,
+    },
+    /// The one-hot encoding of integer indices, a new axis of `depth` at `axis`.
+    OneHot {
+        depth: i64,
+        axis: i64,
+        on: f64,
+        off: f64,
+        dtype: DataType,
+    },
+    /// The position of the largest (`largest`) or smallest element along `axis`, the
+    /// last of equal ones with `last` (ONNX's `ArgMax`, `ArgMin`).
+    ArgExtreme {
+        axis: i64,
+        keepdims: bool,
+        largest: bool,
+        last: bool,
+    },
 }
 
 /// How an operator fuses with its neighbours (TVM's `OpPatternKind`, coarsened).
@@ -323,6 +355,23 @@ impl Op {
             Op::LogSoftmax { .. } => "log_softmax",
             Op::Resize(_) => "resize2d",
             Op::Attention { .. } => "attention",
+            Op::GatherElements { .. } => "gather_elements",
+            Op::Trilu { .. } => "trilu",
+            Op::Cumulative { how, .. } => {
+                if how.product {
+                    "cumprod"
+                } else {
+                    "cumsum"
+                }
+            }
+            Op::OneHot { .. } => "one_hot",
+            Op::ArgExtreme { largest, .. } => {
+                if *largest {
+                    "argmax"
+                } else {
+                    "argmin"
+                }
+            }
         }
     }
 
@@ -340,7 +389,8 @@ impl Op {
             | Op::Binary(_)
             | Op::Conv2dTranspose { .. }
             | Op::BinaryFn(_)
-            | Op::Take { .. } => 2,
+            | Op::Take { .. }
+            | Op::GatherElements { .. } => 2,
             Op::Where | Op::InstanceNorm { .. } | Op::LayerNorm { .. } => 3,
             Op::BatchNorm { .. } => 5,
             Op::Attention { .. } => 4,
@@ -373,12 +423,15 @@ impl Op {
             | Op::Math(_)
             | Op::Activation(_)
             | Op::BinaryFn(_)
-            | Op::Where => Pattern::ElemWise,
+            | Op::Where
+            | Op::Trilu { .. } => Pattern::ElemWise,
             Op::Pool2d { .. }
             | Op::GlobalPool2d { .. }
             | Op::Pool3d { .. }
             | Op::GlobalPool3d { .. }
-            | Op::Reduce { .. } => Pattern::Reduce,
+            | Op::Reduce { .. }
+            | Op::Cumulative { .. }
+            | Op::ArgExtreme { .. } => Pattern::Reduce,
             Op::Softmax { .. }
             | Op::StopFusion
             | Op::Lrn(_)
@@ -396,7 +449,9 @@ impl Op {
             | Op::Tile { .. }
             | Op::Take { .. }
             | Op::PadBorder { .. }
-            | Op::Resize(_) => Pattern::Injective,
+            | Op::Resize(_)
+            | Op::GatherElements { .. }
+            | Op::OneHot { .. } => Pattern::Injective,
         })
     }
 
@@ -572,6 +627,22 @@ impl Op {
             Op::Attention { scale } => {
                 ops::attention(&inputs[0], &inputs[1], &inputs[2], Some(&inputs[3]), *scale)
             }
+            Op::GatherElements { axis } => ops::gather_elements(&inputs[0], &inputs[1], *axis),
+            Op::Trilu { k, upper } => ops::trilu(x(), *k, *upper),
+            Op::Cumulative { axis, how } => ops::cumulative(x(), *axis, *how),
+            Op::OneHot {
+                depth,
+                axis,
+                on,
+                off,
+                dtype,
+            } => ops::one_hot(x(), *depth, *axis, *on, *off, *dtype),
+            Op::ArgExtreme {
+                axis,
+                keepdims,
+                largest,
+                last,
+            } => ops::arg_extreme(x(), *axis, *keepdims, *largest, *last),
         }
     }
 }

@@ -247,15 +247,28 @@ fn empty_slices_and_scatter_nd_on_constants_fold_at_import() {
 }
 
 #[test]
-fn unsupported_operator_names_it_and_the_node() {
+fn unsupported_operator_names_it_the_node_and_why() {
     let m = model(
-        vec![node("LpNormalization", "norm_1", &["x"], &["y"], vec![])],
+        vec![node("RandomNormalLike", "noise_1", &["x"], &["y"], vec![])],
         vec![],
         13,
     );
     let e = import_err(&m);
     assert!(
-        e.contains("unsupported operator `LpNormalization` (node `norm_1`)"),
+        e.contains("unsupported operator `RandomNormalLike` (node `noise_1`): a random generator"),
+        "{e}"
+    );
+    let m = model(
+        vec![node("FancyNorm", "norm_1", &["x"], &["y"], vec![])],
+        vec![],
+        13,
+    );
+    let e = import_err(&m);
+    assert!(
+        e.contains(
+            "unsupported operator `FancyNorm` (node `norm_1`): not an operator of the standard \
+             ONNX domain"
+        ),
         "{e}"
     );
 }
@@ -300,11 +313,11 @@ fn transformer_operator_forms_not_supported_say_why() {
         ),
         (
             one(
-                node("Mod", "m", &["x", "x"], &["y"], vec![int_attr("fmod", 0)]),
+                node("Dropout", "d", &["x", "", "x"], &["y"], vec![]),
                 vec![],
             ),
-            "node `m`",
-            "fmod=0 on floating-point tensors",
+            "node `d`",
+            "Dropout in training mode",
         ),
         (
             one(
@@ -403,8 +416,15 @@ fn malformed_files_are_errors() {
         13,
     );
     assert!(import_err(&m).contains("value `nope` is not defined"));
-    let m = model(vec![node("Relu", "r", &["x"], &["y"], vec![])], vec![], 22);
-    assert!(import_err(&m).contains("opset 22 is not supported"));
+    let m = model(vec![node("Relu", "r", &["x"], &["y"], vec![])], vec![], 29);
+    assert!(import_err(&m).contains("opset 29 is not supported (1 to 28 are)"));
+    // an operator that did not exist yet at the model's opset
+    let m = model(vec![node("Gelu", "g", &["x"], &["y"], vec![])], vec![], 19);
+    assert!(
+        import_err(&m).contains("`Gelu` is not defined at opset 19 (it was added in opset 20)"),
+        "{}",
+        import_err(&m)
+    );
     let w = TensorProto {
         name: Some("w".into()),
         dims: vec![3],

@@ -154,10 +154,21 @@ pub enum Intrinsic {
     Ceil,
     Round,
     IfThenElse,
+    Sin,
+    Cos,
+    Tan,
+    Asin,
+    Acos,
+    Atan,
+    Sinh,
+    Cosh,
+    Asinh,
+    Acosh,
+    Atanh,
 }
 
 impl Intrinsic {
-    pub const ALL: [Intrinsic; 13] = [
+    pub const ALL: [Intrinsic; 24] = [
         Intrinsic::Exp,
         Intrinsic::Log,
         Intrinsic::Sqrt,
@@ -171,6 +182,17 @@ impl Intrinsic {
         Intrinsic::Ceil,
         Intrinsic::Round,
         Intrinsic::IfThenElse,
+        Intrinsic::Sin,
+        Intrinsic::Cos,
+        Intrinsic::Tan,
+        Intrinsic::Asin,
+        Intrinsic::Acos,
+        Intrinsic::Atan,
+        Intrinsic::Sinh,
+        Intrinsic::Cosh,
+        Intrinsic::Asinh,
+        Intrinsic::Acosh,
+        Intrinsic::Atanh,
     ];
 
     /// The intrinsic TVM prints as `name` ([`Intrinsic::name`]).
@@ -194,6 +216,17 @@ impl Intrinsic {
             Intrinsic::Ceil => "tir.ceil",
             Intrinsic::Round => "tir.round",
             Intrinsic::IfThenElse => "tir.if_then_else",
+            Intrinsic::Sin => "tir.sin",
+            Intrinsic::Cos => "tir.cos",
+            Intrinsic::Tan => "tir.tan",
+            Intrinsic::Asin => "tir.asin",
+            Intrinsic::Acos => "tir.acos",
+            Intrinsic::Atan => "tir.atan",
+            Intrinsic::Sinh => "tir.sinh",
+            Intrinsic::Cosh => "tir.cosh",
+            Intrinsic::Asinh => "tir.asinh",
+            Intrinsic::Acosh => "tir.acosh",
+            Intrinsic::Atanh => "tir.atanh",
         }
     }
     /// How many arguments the call takes.

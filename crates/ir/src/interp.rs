@@ -557,6 +557,17 @@ fn math_lane(op: Intrinsic, p: f64, q: f64) -> f64 {
         Intrinsic::Floor => p.floor(),
         Intrinsic::Ceil => p.ceil(),
         Intrinsic::Round => p.round(),
+        Intrinsic::Sin => p.sin(),
+        Intrinsic::Cos => p.cos(),
+        Intrinsic::Tan => p.tan(),
+        Intrinsic::Asin => p.asin(),
+        Intrinsic::Acos => p.acos(),
+        Intrinsic::Atan => p.atan(),
+        Intrinsic::Sinh => p.sinh(),
+        Intrinsic::Cosh => p.cosh(),
+        Intrinsic::Asinh => p.asinh(),
+        Intrinsic::Acosh => p.acosh(),
+        Intrinsic::Atanh => p.atanh(),
         // evaluated lazily by the caller; as a lane, the condition's value
         Intrinsic::IfThenElse => p,
     }

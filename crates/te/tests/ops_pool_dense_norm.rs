@@ -243,9 +243,16 @@ impl PoolCase {
     /// Output (height, width): ⌊(in + pads − dilated kernel) / stride⌋ + 1, or with the
     /// ceiling in ceil mode.
     fn out_hw(&self) -> (usize, usize) {
+        // in ceil mode a last window that would start in the right padding is dropped
+        // (ONNX's and PyTorch's rule)
         let len = |n: usize, k: usize, s: usize, d: usize, p0: usize, p1: usize| {
             let span = (n + p0 + p1 - ((k - 1) * d + 1)) as f64 / s as f64;
-            (if self.ceil { span.ceil() } else { span.floor() }) as usize + 1
+            let out = (if self.ceil { span.ceil() } else { span.floor() }) as usize + 1;
+            if self.ceil && out > 1 && (out - 1) * s >= n + p0 {
+                out - 1
+            } else {
+                out
+            }
         };
         (
             len(
@@ -399,8 +406,9 @@ fn pool_cases() -> Vec<PoolCase> {
             pad: [1, 0, 0, 2],
             ceil: true,
         },
-        // ceil mode with a stride larger than the window: the last row of windows lies
-        // past the input (TVM would divide by zero for count_include_pad).
+        // ceil mode with a stride larger than the window: a last row of windows would
+        // lie past the input (TVM keeps it, and would divide by zero for
+        // count_include_pad; ONNX and PyTorch drop it).
         PoolCase {
             c: 1,
             h: 8,

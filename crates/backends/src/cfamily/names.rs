@@ -44,7 +44,9 @@ pub(crate) const RESERVED: &[&str] = &[
     // The math functions the generated code calls.
     "exp", "expf", "log", "logf", "sqrt", "sqrtf", "tanh", "tanhf", "pow", "powf", "fabs",
     "fabsf", "erf", "erff", "floor", "floorf", "ceil", "ceilf", "round", "roundf", "fmod",
-    "fmodf",
+    "fmodf", "sin", "sinf", "cos", "cosf", "tan", "tanf", "asin", "asinf", "acos", "acosf", "atan",
+    "atanf", "sinh", "sinhf", "cosh", "coshf", "asinh", "asinhf", "acosh", "acoshf", "atanh",
+    "atanhf",
     // Object-like macros of <math.h>, <stdbool.h>, <stdint.h>, <stdlib.h> and the compiler.
     "linux", "unix", "errno", "math_errhandling", "NULL", "NAN", "INFINITY", "HUGE_VAL",
     "HUGE_VALF", "HUGE_VALL", "MATH_ERRNO", "MATH_ERREXCEPT", "FP_NAN", "FP_INFINITE",

@@ -787,6 +787,21 @@ pub(super) fn math_call(d: &dyn Dialect, op: Intrinsic, t: DataType, a: &[String
         Intrinsic::Ceil => format!("{}({})", f("ceil"), a[0]),
         Intrinsic::Round => format!("{}({})", f("round"), a[0]),
         Intrinsic::IfThenElse => format!("({} ? {} : {})", a[0], a[1], a[2]),
+        Intrinsic::Sin
+        | Intrinsic::Cos
+        | Intrinsic::Tan
+        | Intrinsic::Asin
+        | Intrinsic::Acos
+        | Intrinsic::Atan
+        | Intrinsic::Sinh
+        | Intrinsic::Cosh
+        | Intrinsic::Asinh
+        | Intrinsic::Acosh
+        | Intrinsic::Atanh => {
+            // the C, OpenCL and CUDA name is the IR's without its `tir.` prefix
+            let base = op.name().trim_start_matches("tir.");
+            format!("{}({})", f(base), a[0])
+        }
     };
     if t.is_float() && t.bits != 16 {
         call

@@ -1,6 +1,6 @@
 //! Elementwise operators: arithmetic (with the legacy `broadcast`/`axis` form of opsets
 //! before 7), the unary functions and activations, power and PReLU, comparisons and
-//! logic, `Where`, the variadic `Sum`/`Mean`/`Max`/`Min`, `Clip` and `Cast`.
+//! logic, `Where`, the variadic `Sum`/`Mean`/`Max`/`Min`, `Clip`, `Cast` and `CastLike`.
 
 use super::attrs::NodeCtx;
 use super::{tensor, Importer, Outputs};
@@ -36,6 +36,19 @@ pub(super) fn math(imp: &mut Importer, c: &NodeCtx) -> Outputs {
         "Softplus" => MathFn::Softplus,
         "Softsign" => MathFn::Softsign,
         "HardSwish" => MathFn::HardSwish,
+        "Sin" => MathFn::Sin,
+        "Cos" => MathFn::Cos,
+        "Tan" => MathFn::Tan,
+        "Asin" => MathFn::Asin,
+        "Acos" => MathFn::Acos,
+        "Atan" => MathFn::Atan,
+        "Sinh" => MathFn::Sinh,
+        "Cosh" => MathFn::Cosh,
+        "Asinh" => MathFn::Asinh,
+        "Acosh" => MathFn::Acosh,
+        "Atanh" => MathFn::Atanh,
+        "Mish" => MathFn::Mish,
+        "IsNaN" => MathFn::IsNaN,
         _ => MathFn::Not,
     };
     Ok(vec![imp.op(&c.name, Op::Math(f), &[c.input(0)?])?])
@@ -68,6 +81,20 @@ pub(super) fn activation(imp: &mut Importer, c: &NodeCtx) -> Outputs {
         "HardSigmoid" => Activation::HardSigmoid {
             alpha: f("alpha", 0.2),
             beta: f("beta", 0.5),
+        },
+        "Celu" => Activation::Celu {
+            alpha: f("alpha", 1.0),
+        },
+        "Shrink" => Activation::Shrink {
+            lambd: f("lambd", 0.5),
+            bias: f("bias", 0.0),
+        },
+        "Swish" => Activation::Swish {
+            alpha: f("alpha", 1.0),
+        },
+        "IsInf" => Activation::IsInf {
+            positive: c.int("detect_positive", 1) != 0,
+            negative: c.int("detect_negative", 1) != 0,
         },
         _ => Activation::ThresholdedRelu {
             alpha: f("alpha", 1.0),
@@ -173,15 +200,13 @@ pub(super) fn prelu(imp: &mut Importer, c: &NodeCtx) -> Outputs {
     )?])
 }
 
-/// `Mod`: with `fmod=1` the remainder with the dividend's sign (C's `fmod`, the only
-/// form defined for floats), else with the divisor's (Python's `%`, integers).
+/// `Mod`: with `fmod=1` the remainder with the dividend's sign (C's `fmod`), else with
+/// the divisor's (Python's `%`).
 pub(super) fn modulo(imp: &mut Importer, c: &NodeCtx) -> Outputs {
     let x = c.input(0)?;
     let y = c.input(1)?;
+    // fmod=0 on floats: `a - floor(a / b) · b`, as opset 28 defines it
     let fmod = c.int("fmod", 0) != 0;
-    if !fmod && imp.ty(x).dtype.is_float() {
-        return Err(c.bad("fmod=0 on floating-point tensors (ONNX requires fmod=1 there)"));
-    }
     let f = if fmod {
         BinaryFn::TruncMod
     } else {
@@ -264,18 +289,22 @@ pub(super) fn clip(imp: &mut Importer, c: &NodeCtx) -> Outputs {
     )?])
 }
 
-/// `Cast` (constants are converted at import).
+/// `Cast` and `CastLike` (to the second input's type); constants are converted at
+/// import.
 pub(super) fn cast(imp: &mut Importer, c: &NodeCtx) -> Outputs {
     let x = c.input(0)?;
-    // before opset 6 the type is named by a string
-    let code = match c.string("to").as_deref() {
-        Some(name) => {
-            tensor::code_of_name(name).ok_or_else(|| c.bad(format!("unknown type `{name}`")))?
-        }
-        None => c.int("to", 1) as i32,
+    let to = if c.op == "CastLike" {
+        imp.ty(c.input(1)?).dtype
+    } else {
+        // before opset 6 the type is named by a string
+        let code = match c.string("to").as_deref() {
+            Some(name) => {
+                tensor::code_of_name(name).ok_or_else(|| c.bad(format!("unknown type `{name}`")))?
+            }
+            None => c.int("to", 1) as i32,
+        };
+        tensor::dtype_of(code).ok_or_else(|| c.bad(format!("unsupported target type {code}")))?
     };
-    let to =
-        tensor::dtype_of(code).ok_or_else(|| c.bad(format!("unsupported target type {code}")))?;
     if to == imp.ty(x).dtype {
         return Ok(vec![x]);
     }

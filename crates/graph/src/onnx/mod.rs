@@ -3,7 +3,8 @@
 //!
 //! Supported: the operators of [`supported_ops`] — those of convolutional, MLP-style and
 //! transformer models, from torchvision's exports to the classic model-zoo architectures
-//! — opsets 1 to 21 (older attribute forms are converted: BatchNormalization's `spatial`, Pad,
+//! — every opset up to the newest the onnx package defines, operator by operator
+//! ([`opset`]; older attribute forms are converted: BatchNormalization's `spatial`, Pad,
 //! Slice, Reshape, Split, Squeeze and the reductions taking attributes where later
 //! opsets take inputs, the legacy `broadcast`/`axis` of arithmetic, Upsample),
 //! initializers with raw or typed data, external data files, and the shape arithmetic of
@@ -18,20 +19,29 @@
 //!
 //! The converters live by family: [`nn`] (convolutions, pooling, normalization, dense
 //! layers, softmax), [`elementwise`], [`shape`] (shape arithmetic and data movement),
-//! [`reduce`], [`resize`] and [`einsum`]; [`CONVERTERS`] maps each operator type to its
-//! converter.
+//! [`index`] (gathers by element, triangles, running sums, one-hot, arg-max),
+//! [`normalize`] (RMS, Lp and mean-variance normalization as their parts), [`reduce`],
+//! [`resize`] and [`einsum`]; [`CONVERTERS`] maps each operator type to its converter,
+//! with the newest version of the operator's definition it implements ([`opset`]).
 
 #[rustfmt::skip]
 #[allow(clippy::all, missing_docs, rustdoc::all)]
 pub mod proto;
 
+mod attention;
 mod attrs;
 mod einsum;
 mod elementwise;
+mod index;
 mod nn;
+mod normalize;
+pub mod opset;
 mod reduce;
 mod resize;
 mod shape;
+#[rustfmt::skip]
+#[allow(missing_docs)]
+pub mod schema_table;
 mod tensor;
 
 use crate::error::GraphError;
@@ -52,106 +62,221 @@ type Outputs = Result<Vec<NodeIndex>, GraphError>;
 /// A converter of one ONNX operator type.
 type Convert = fn(&mut Importer, &NodeCtx) -> Outputs;
 
-/// Every supported ONNX operator type and its converter.
-const CONVERTERS: &[(&str, Convert)] = &[
-    ("Abs", elementwise::math),
-    ("Add", elementwise::arithmetic),
-    ("And", elementwise::predicate),
-    ("AveragePool", nn::pool),
-    ("BatchNormalization", nn::batch_norm),
-    ("Cast", elementwise::cast),
-    ("Ceil", elementwise::math),
-    ("Clip", elementwise::clip),
-    ("Concat", shape::concat),
-    ("Constant", shape::constant),
-    ("ConstantOfShape", shape::constant_of_shape),
-    ("Conv", nn::conv),
-    ("ConvTranspose", nn::conv_transpose),
-    ("Div", elementwise::arithmetic),
-    ("Dropout", shape::identity),
-    ("Einsum", einsum::einsum),
-    ("Elu", elementwise::activation),
-    ("Equal", elementwise::predicate),
-    ("Erf", elementwise::unary),
-    ("Exp", elementwise::unary),
-    ("Expand", shape::expand),
-    ("Flatten", shape::flatten),
-    ("Floor", elementwise::math),
-    ("Gather", shape::gather),
-    ("Gelu", elementwise::gelu),
-    ("Gemm", nn::gemm),
-    ("GlobalAveragePool", nn::global_pool),
-    ("GlobalMaxPool", nn::global_pool),
-    ("Greater", elementwise::predicate),
-    ("GreaterOrEqual", elementwise::predicate),
-    ("GroupNormalization", nn::group_norm),
-    ("HardSigmoid", elementwise::activation),
-    ("HardSwish", elementwise::math),
-    ("Identity", shape::identity),
-    ("InstanceNormalization", nn::instance_norm),
-    ("LRN", nn::lrn),
-    ("LayerNormalization", nn::layer_norm),
-    ("LeakyRelu", elementwise::activation),
-    ("Less", elementwise::predicate),
-    ("LessOrEqual", elementwise::predicate),
-    ("Log", elementwise::math),
-    ("LogSoftmax", nn::softmax),
-    ("MatMul", nn::matmul),
-    ("Max", elementwise::variadic),
-    ("MaxPool", nn::pool),
-    ("Mean", elementwise::variadic),
-    ("Min", elementwise::variadic),
-    ("Mod", elementwise::modulo),
-    ("Mul", elementwise::arithmetic),
-    ("Neg", elementwise::math),
-    ("Not", elementwise::math),
-    ("Or", elementwise::predicate),
-    ("PRelu", elementwise::prelu),
-    ("Pad", shape::pad),
-    ("Pow", elementwise::pow),
-    ("Range", shape::range),
-    ("ScatterND", shape::scatter_nd),
-    ("Reciprocal", elementwise::math),
-    ("ReduceL1", reduce::reduce),
-    ("ReduceL2", reduce::reduce),
-    ("ReduceLogSumExp", reduce::reduce),
-    ("ReduceMax", reduce::reduce),
-    ("ReduceMean", reduce::reduce),
-    ("ReduceMin", reduce::reduce),
-    ("ReduceProd", reduce::reduce),
-    ("ReduceSum", reduce::reduce),
-    ("ReduceSumSquare", reduce::reduce),
-    ("Relu", elementwise::unary),
-    ("Reshape", shape::reshape),
-    ("Resize", resize::resize),
-    ("Round", elementwise::math),
-    ("Selu", elementwise::activation),
-    ("Shape", shape::shape),
-    ("Sigmoid", elementwise::unary),
-    ("Sign", elementwise::math),
-    ("Size", shape::size),
-    ("Slice", shape::slice),
-    ("Softmax", nn::softmax),
-    ("Softplus", elementwise::math),
-    ("Softsign", elementwise::math),
-    ("Split", shape::split),
-    ("Sqrt", elementwise::unary),
-    ("Squeeze", shape::squeeze),
-    ("Sub", elementwise::arithmetic),
-    ("Sum", elementwise::variadic),
-    ("Tanh", elementwise::unary),
-    ("ThresholdedRelu", elementwise::activation),
-    ("Tile", shape::tile),
-    ("Transpose", shape::transpose),
-    ("Unsqueeze", shape::unsqueeze),
-    ("Upsample", resize::upsample),
-    ("Where", elementwise::where_),
-    ("Xor", elementwise::predicate),
+/// Every supported ONNX operator type, the newest version of its definition the converter
+/// implements (older ones too: see [`opset`]), and its converter.
+const CONVERTERS: &[(&str, i64, Convert)] = &[
+    ("Abs", 13, elementwise::math),
+    ("Acos", 22, elementwise::math),
+    ("Acosh", 22, elementwise::math),
+    ("Add", 14, elementwise::arithmetic),
+    ("And", 7, elementwise::predicate),
+    ("ArgMax", 13, index::arg_extreme),
+    ("ArgMin", 13, index::arg_extreme),
+    ("Attention", 25, attention::attention),
+    ("Asin", 22, elementwise::math),
+    ("Asinh", 22, elementwise::math),
+    ("Atan", 22, elementwise::math),
+    ("Atanh", 22, elementwise::math),
+    ("AveragePool", 22, nn::pool),
+    ("BatchNormalization", 15, nn::batch_norm),
+    ("Cast", 28, elementwise::cast),
+    ("CastLike", 25, elementwise::cast),
+    ("Ceil", 13, elementwise::math),
+    ("Celu", 28, elementwise::activation),
+    ("Clip", 13, elementwise::clip),
+    ("Concat", 13, shape::concat),
+    ("Constant", 25, shape::constant),
+    ("ConstantOfShape", 25, shape::constant_of_shape),
+    ("Conv", 22, nn::conv),
+    ("ConvTranspose", 22, nn::conv_transpose),
+    ("Cos", 22, elementwise::math),
+    ("Cosh", 22, elementwise::math),
+    ("CumProd", 26, index::cumulative),
+    ("CumSum", 14, index::cumulative),
+    ("DepthToSpace", 28, index::depth_space),
+    ("Div", 14, elementwise::arithmetic),
+    ("Dropout", 22, shape::identity),
+    ("Einsum", 28, einsum::einsum),
+    ("Elu", 22, elementwise::activation),
+    ("Equal", 19, elementwise::predicate),
+    ("Erf", 13, elementwise::unary),
+    ("Exp", 13, elementwise::unary),
+    ("Expand", 13, shape::expand),
+    ("EyeLike", 22, index::eye_like),
+    ("Flatten", 25, shape::flatten),
+    ("Floor", 13, elementwise::math),
+    ("Gather", 13, shape::gather),
+    ("GatherElements", 13, index::gather_elements),
+    ("Gelu", 20, elementwise::gelu),
+    ("Gemm", 13, nn::gemm),
+    ("GlobalAveragePool", 22, nn::global_pool),
+    ("GlobalLpPool", 22, normalize::global_lp_pool),
+    ("GlobalMaxPool", 22, nn::global_pool),
+    ("Greater", 13, elementwise::predicate),
+    ("GreaterOrEqual", 16, elementwise::predicate),
+    ("GroupNormalization", 21, nn::group_norm),
+    ("HardSigmoid", 22, elementwise::activation),
+    ("HardSwish", 22, elementwise::math),
+    ("Hardmax", 13, index::hardmax),
+    ("Identity", 25, shape::identity),
+    ("InstanceNormalization", 22, nn::instance_norm),
+    ("IsInf", 20, elementwise::activation),
+    ("IsNaN", 20, elementwise::math),
+    ("LRN", 13, nn::lrn),
+    ("LayerNormalization", 17, nn::layer_norm),
+    ("LeakyRelu", 16, elementwise::activation),
+    ("Less", 13, elementwise::predicate),
+    ("LessOrEqual", 16, elementwise::predicate),
+    ("Log", 13, elementwise::math),
+    ("LogSoftmax", 13, nn::softmax),
+    ("LpNormalization", 22, normalize::lp_normalization),
+    ("MatMul", 13, nn::matmul),
+    ("Max", 13, elementwise::variadic),
+    ("MaxPool", 22, nn::pool),
+    ("Mean", 13, elementwise::variadic),
+    ("MeanVarianceNormalization", 13, normalize::mean_variance),
+    ("Min", 13, elementwise::variadic),
+    ("Mish", 22, elementwise::math),
+    ("Mod", 28, elementwise::modulo),
+    ("Mul", 14, elementwise::arithmetic),
+    ("Neg", 13, elementwise::math),
+    ("Not", 1, elementwise::math),
+    ("OneHot", 28, index::one_hot),
+    ("Or", 7, elementwise::predicate),
+    ("PRelu", 16, elementwise::prelu),
+    ("Pad", 25, shape::pad),
+    ("Pow", 15, elementwise::pow),
+    ("RMSNormalization", 23, normalize::rms_norm),
+    ("Range", 27, shape::range),
+    ("Reciprocal", 13, elementwise::math),
+    ("ReduceL1", 18, reduce::reduce),
+    ("ReduceL2", 18, reduce::reduce),
+    ("ReduceLogSum", 28, reduce::reduce),
+    ("ReduceLogSumExp", 28, reduce::reduce),
+    ("ReduceMax", 20, reduce::reduce),
+    ("ReduceMean", 18, reduce::reduce),
+    ("ReduceMin", 20, reduce::reduce),
+    ("ReduceProd", 18, reduce::reduce),
+    ("ReduceSum", 13, reduce::reduce),
+    ("ReduceSumSquare", 18, reduce::reduce),
+    ("Relu", 14, elementwise::unary),
+    ("Reshape", 25, shape::reshape),
+    ("Resize", 19, resize::resize),
+    ("Round", 22, elementwise::math),
+    ("ScatterND", 18, shape::scatter_nd),
+    ("Selu", 22, elementwise::activation),
+    ("Shape", 25, shape::shape),
+    ("Shrink", 9, elementwise::activation),
+    ("Sigmoid", 13, elementwise::unary),
+    ("Sign", 13, elementwise::math),
+    ("Sin", 22, elementwise::math),
+    ("Sinh", 22, elementwise::math),
+    ("Size", 25, shape::size),
+    ("Slice", 13, shape::slice),
+    ("Softmax", 13, nn::softmax),
+    ("Softplus", 22, elementwise::math),
+    ("Softsign", 22, elementwise::math),
+    ("SpaceToDepth", 28, index::depth_space),
+    ("Split", 18, shape::split),
+    ("Sqrt", 13, elementwise::unary),
+    ("Squeeze", 25, shape::squeeze),
+    ("Sub", 14, elementwise::arithmetic),
+    ("Sum", 13, elementwise::variadic),
+    ("Swish", 24, elementwise::activation),
+    ("Tan", 22, elementwise::math),
+    ("Tanh", 13, elementwise::unary),
+    ("ThresholdedRelu", 22, elementwise::activation),
+    ("Tile", 13, shape::tile),
+    ("Transpose", 25, shape::transpose),
+    ("Trilu", 14, index::trilu),
+    ("Unsqueeze", 25, shape::unsqueeze),
+    ("Upsample", 10, resize::upsample),
+    ("Where", 16, elementwise::where_),
+    ("Xor", 7, elementwise::predicate),
 ];
 
 /// The operator types the importer knows, in alphabetical order.
 pub fn supported_ops() -> impl Iterator<Item = &'static str> {
-    CONVERTERS.iter().map(|(name, _)| *name)
+    CONVERTERS.iter().map(|(name, _, _)| *name)
+}
+
+/// Standard-domain operators the importer refuses by design, by family: what a
+/// refusal says of them.
+const REFUSED_FAMILIES: &[(&str, &[&str])] = &[
+    (
+        "a training operator",
+        &["Adagrad", "Adam", "Gradient", "Momentum"],
+    ),
+    (
+        "a sequence or optional operator (no tensor value)",
+        &[
+            "ConcatFromSequence",
+            "Optional",
+            "OptionalGetElement",
+            "OptionalHasElement",
+            "SequenceAt",
+            "SequenceConstruct",
+            "SequenceEmpty",
+            "SequenceErase",
+            "SequenceInsert",
+            "SequenceLength",
+            "SequenceMap",
+            "SplitToSequence",
+        ],
+    ),
+    (
+        "a string operator",
+        &[
+            "RegexFullMatch",
+            "StringConcat",
+            "StringNormalizer",
+            "StringSplit",
+            "TfIdfVectorizer",
+        ],
+    ),
+    (
+        "a random generator (its output is not a function of its inputs)",
+        &[
+            "Bernoulli",
+            "Multinomial",
+            "RandomNormal",
+            "RandomNormalLike",
+            "RandomUniform",
+            "RandomUniformLike",
+        ],
+    ),
+    (
+        "its output shape depends on the data, which compiled modules do not take yet",
+        &[
+            "Compress",
+            "If",
+            "Loop",
+            "NonMaxSuppression",
+            "NonZero",
+            "Scan",
+            "Unique",
+        ],
+    ),
+];
+
+/// What a refusal of the unsupported `op_type` adds: its family when it is refused by
+/// design, or that it is not a standard operator.
+fn unsupported_reason(op_type: &str) -> String {
+    if let Some((why, _)) = REFUSED_FAMILIES
+        .iter()
+        .find(|(_, ops)| ops.contains(&op_type))
+    {
+        return format!(": {why}");
+    }
+    if opset::versions(op_type).is_none() {
+        return ": not an operator of the standard ONNX domain".into();
+    }
+    format!(
+        ": not implemented (the importer takes {} of the {} standard operators: \
+         tessera_graph::onnx::supported_ops)",
+        CONVERTERS.len(),
+        schema_table::SCHEMAS.len()
+    )
 }
 
 /// The largest inputs and result (in elements) of an elementwise, data-movement or
@@ -214,9 +339,7 @@ pub fn import_reporting(
         .find(|o| matches!(o.domain(), "" | "ai.onnx"))
         .map(|o| o.version())
         .ok_or_else(|| err("the model imports no version of the default operator set"))?;
-    if !(1..=21).contains(&opset) {
-        return Err(err(format!("opset {opset} is not supported (1 to 21 are)")));
-    }
+    opset::check_opset(opset).map_err(|e| err(e.to_string()))?;
     let graph = model
         .graph
         .as_ref()
@@ -293,6 +416,43 @@ pub fn import_reporting(
         "imported an ONNX model"
     );
     Ok((imp.g, warnings))
+}
+
+/// The names of a serialized model's real inputs (graph inputs that are not
+/// initializers), in order: the order of ONNX's test data sets' `input_k.pb` files.
+pub fn graph_inputs(bytes: &[u8]) -> Result<Vec<String>, GraphError> {
+    let model = proto::ModelProto::decode(bytes)
+        .map_err(|e| err(format!("not a valid ONNX model: {e}")))?;
+    let graph = model
+        .graph
+        .as_ref()
+        .ok_or_else(|| err("the model has no graph"))?;
+    let inits: std::collections::HashSet<&str> =
+        graph.initializer.iter().map(|t| t.name()).collect();
+    Ok(graph
+        .input
+        .iter()
+        .filter(|vi| !inits.contains(vi.name()))
+        .map(|vi| vi.name().to_string())
+        .collect())
+}
+
+/// Reads a serialized `TensorProto` file (the `input_0.pb` of ONNX's test data sets);
+/// external data is looked up next to it.
+pub fn load_tensor(path: &Path) -> Result<NDArray, GraphError> {
+    let bytes = std::fs::read(path).map_err(|source| GraphError::Io {
+        path: path.display().to_string(),
+        source,
+    })?;
+    let t = proto::TensorProto::decode(bytes.as_slice())
+        .map_err(|e| err(format!("{}: not a valid ONNX tensor: {e}", path.display())))?;
+    let imp = Importer {
+        g: Graph::new("tensor"),
+        values: HashMap::new(),
+        opset: schema_table::NEWEST_OPSET,
+        base_dir: path.parent().map(Path::to_path_buf).unwrap_or_default(),
+    };
+    imp.tensor(&t)
 }
 
 /// An input's declared shape as ONNX writes it, `[N, 3, 224, 224]` (symbolic dimensions
@@ -544,16 +704,18 @@ impl Importer {
                 node.domain()
             )));
         }
-        let Some(convert) = CONVERTERS
+        let Some((implemented, convert)) = CONVERTERS
             .iter()
-            .find(|(name, _)| *name == op_type)
-            .map(|(_, f)| *f)
+            .find(|(name, _, _)| *name == op_type)
+            .map(|(_, v, f)| (*v, *f))
         else {
             return Err(err(format!(
-                "unsupported operator `{op_type}` (node `{label}`); supported: {}",
-                supported_ops().collect::<Vec<_>>().join(", ")
+                "unsupported operator `{op_type}` (node `{label}`){}",
+                unsupported_reason(op_type)
             )));
         };
+        opset::check(op_type, self.opset, implemented)
+            .map_err(|e| err(format!("node `{label}`: {e}")))?;
         // Inputs; an empty name is an omitted optional input.
         let mut ins: Vec<Option<NodeIndex>> = Vec::with_capacity(node.input.len());
         for i in &node.input {

@@ -1,5 +1,6 @@
 //! The reductions `ReduceSum`, `ReduceMean`, `ReduceMax`, `ReduceMin`, `ReduceProd`,
-//! `ReduceL1`, `ReduceL2`, `ReduceSumSquare` and `ReduceLogSumExp`: axes as an
+//! `ReduceL1`, `ReduceL2`, `ReduceSumSquare`, `ReduceLogSumExp` and `ReduceLogSum` (the
+//! log of the sum): axes as an
 //! attribute, or as an input (`ReduceSum` from opset 13, the others from 18), with
 //! `keepdims` and `noop_with_empty_axes`. The mean over the spatial axes of a 4-D tensor
 //! kept as 1×1 is global average pooling, which the layout pass and the schedules know.
@@ -7,7 +8,7 @@
 use super::attrs::NodeCtx;
 use super::{Importer, Outputs};
 use crate::ir::{Layout, Op};
-use tessera_te::ops::{PoolType, ReduceKind};
+use tessera_te::ops::{MathFn, PoolType, ReduceKind};
 
 pub(super) fn reduce(imp: &mut Importer, c: &NodeCtx) -> Outputs {
     let kind = match c.op {
@@ -19,8 +20,10 @@ pub(super) fn reduce(imp: &mut Importer, c: &NodeCtx) -> Outputs {
         "ReduceL1" => ReduceKind::L1,
         "ReduceL2" => ReduceKind::L2,
         "ReduceSumSquare" => ReduceKind::SumSquare,
+        "ReduceLogSum" => ReduceKind::Sum,
         _ => ReduceKind::LogSumExp,
     };
+    let log = c.op == "ReduceLogSum";
     let x = c.input(0)?;
     let axes_as_input = imp.opset >= 18 || (imp.opset >= 13 && kind == ReduceKind::Sum);
     let axes = if axes_as_input {
@@ -56,5 +59,9 @@ pub(super) fn reduce(imp: &mut Importer, c: &NodeCtx) -> Outputs {
         axes,
         keepdims,
     };
+    if log {
+        let total = imp.op(&c.sub("sum"), op, &[x])?;
+        return Ok(vec![imp.op(&c.name, Op::Math(MathFn::Log), &[total])?]);
+    }
     Ok(vec![imp.op(&c.name, op, &[x])?])
 }

@@ -26,9 +26,23 @@ pub(super) fn norm_axis(c: &NodeCtx, axis: i64, rank: usize) -> Result<usize, Gr
     Ok(a as usize)
 }
 
-/// `Identity`, and `Dropout` at inference (its mask output all true).
+/// `Identity`, and `Dropout` at inference (its mask output all true); a `Dropout` whose
+/// `training_mode` (input 2, from opset 12) is true or computed is random, and refused.
 pub(super) fn identity(imp: &mut Importer, c: &NodeCtx) -> Outputs {
     let x = c.input(0)?;
+    if c.op == "Dropout" {
+        if let Some(t) = c.opt(2) {
+            match imp.ints_of(t).as_deref() {
+                Some([0]) => {}
+                _ => {
+                    return Err(c.bad(
+                        "Dropout in training mode (a true or computed training_mode) is \
+                         random: inference models only",
+                    ))
+                }
+            }
+        }
+    }
     let mut outs = vec![x];
     if c.op == "Dropout" && !c.out_name(1).is_empty() {
         let shape: Vec<usize> = imp.shape(x).iter().map(|&d| d as usize).collect();

@@ -15,8 +15,13 @@ pub(super) fn dtype_of(t: i32) -> Option<DataType> {
         OnnxType::Double => DataType::float64(),
         OnnxType::Int64 => DataType::int64(),
         OnnxType::Int32 => DataType::int32(),
+        OnnxType::Int16 => DataType::int(16),
         OnnxType::Int8 => DataType::int(8),
         OnnxType::Uint8 => DataType::uint(8),
+        OnnxType::Uint16 => DataType::uint(16),
+        OnnxType::Uint32 => DataType::uint(32),
+        OnnxType::Uint64 => DataType::uint(64),
+        OnnxType::Float16 => DataType::float(16),
         OnnxType::Bool => DataType::bool(),
         _ => return None,
     })
@@ -67,10 +72,14 @@ impl Importer {
             out.as_bytes_mut().copy_from_slice(&raw);
             return Ok(out);
         }
+        // where ONNX keeps each type's values: 8- and 16-bit types (float16 as its bits)
+        // and int32 in `int32_data`, uint32 and uint64 in `uint64_data`
+        let wide_unsigned = dtype.is_uint() && dtype.bits >= 32;
         let typed_len = match dtype {
             d if d == DataType::float32() => t.float_data.len(),
             d if d == DataType::float64() => t.double_data.len(),
             d if d == DataType::int64() => t.int64_data.len(),
+            _ if wide_unsigned => t.uint64_data.len(),
             _ => t.int32_data.len(),
         };
         if typed_len != numel {
@@ -95,6 +104,12 @@ impl Importer {
             d if d == DataType::int64() => {
                 for (i, v) in t.int64_data.iter().enumerate() {
                     bytes[i * 8..i * 8 + 8].copy_from_slice(&v.to_le_bytes());
+                }
+            }
+            _ if wide_unsigned => {
+                for (i, &v) in t.uint64_data.iter().enumerate() {
+                    let le = v.to_le_bytes();
+                    bytes[i * size..(i + 1) * size].copy_from_slice(&le[..size]);
                 }
             }
             _ => {

@@ -35,6 +35,23 @@ pub enum MathFn {
     Not,
     /// GELU's tanh approximation, `0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))`.
     GeluTanh,
+    /// The trigonometric functions and their inverses (radians).
+    Sin,
+    Cos,
+    Tan,
+    Asin,
+    Acos,
+    Atan,
+    /// The hyperbolic functions and their inverses.
+    Sinh,
+    Cosh,
+    Asinh,
+    Acosh,
+    Atanh,
+    /// `x · tanh(softplus(x))`.
+    Mish,
+    /// Whether `x` is NaN (a bool result).
+    IsNaN,
 }
 
 impl MathFn {
@@ -54,6 +71,19 @@ impl MathFn {
             MathFn::HardSwish => "hard_swish",
             MathFn::Not => "logical_not",
             MathFn::GeluTanh => "gelu_tanh",
+            MathFn::Sin => "sin",
+            MathFn::Cos => "cos",
+            MathFn::Tan => "tan",
+            MathFn::Asin => "asin",
+            MathFn::Acos => "acos",
+            MathFn::Atan => "atan",
+            MathFn::Sinh => "sinh",
+            MathFn::Cosh => "cosh",
+            MathFn::Asinh => "asinh",
+            MathFn::Acosh => "acosh",
+            MathFn::Atanh => "atanh",
+            MathFn::Mish => "mish",
+            MathFn::IsNaN => "isnan",
         }
     }
 
@@ -106,6 +136,23 @@ impl MathFn {
                 let inner = c(k) * (v.clone() + c(0.044715) * cube);
                 c(0.5) * v * (c(1.0) + inner.tanh())
             }
+            MathFn::Mish => {
+                let softplus = MathFn::Softplus.apply(v.clone(), dt);
+                v * softplus.tanh()
+            }
+            // NaN is the one value unequal to itself (no fast-math in any backend)
+            MathFn::IsNaN => v.clone().ne(v),
+            MathFn::Sin => Expr::math(Intrinsic::Sin, v),
+            MathFn::Cos => Expr::math(Intrinsic::Cos, v),
+            MathFn::Tan => Expr::math(Intrinsic::Tan, v),
+            MathFn::Asin => Expr::math(Intrinsic::Asin, v),
+            MathFn::Acos => Expr::math(Intrinsic::Acos, v),
+            MathFn::Atan => Expr::math(Intrinsic::Atan, v),
+            MathFn::Sinh => Expr::math(Intrinsic::Sinh, v),
+            MathFn::Cosh => Expr::math(Intrinsic::Cosh, v),
+            MathFn::Asinh => Expr::math(Intrinsic::Asinh, v),
+            MathFn::Acosh => Expr::math(Intrinsic::Acosh, v),
+            MathFn::Atanh => Expr::math(Intrinsic::Atanh, v),
         }
     }
 }
@@ -145,6 +192,14 @@ pub enum Activation {
     HardSigmoid { alpha: f64, beta: f64 },
     /// `x` if `x > alpha`, else 0.
     ThresholdedRelu { alpha: f64 },
+    /// `max(0, x) + min(0, alpha · (e^(x/alpha) - 1))`.
+    Celu { alpha: f64 },
+    /// `x - bias` if `x > lambd`, `x + bias` if `x < -lambd`, else 0.
+    Shrink { lambd: f64, bias: f64 },
+    /// `x · σ(alpha · x)`.
+    Swish { alpha: f64 },
+    /// Whether `x` is an infinity of the signs asked for (a bool result).
+    IsInf { positive: bool, negative: bool },
 }
 
 impl Activation {
@@ -156,6 +211,10 @@ impl Activation {
             Activation::Selu { .. } => "selu",
             Activation::HardSigmoid { .. } => "hard_sigmoid",
             Activation::ThresholdedRelu { .. } => "thresholded_relu",
+            Activation::Celu { .. } => "celu",
+            Activation::Shrink { .. } => "shrink",
+            Activation::Swish { .. } => "swish",
+            Activation::IsInf { .. } => "isinf",
         }
     }
 }
@@ -191,6 +250,33 @@ pub fn activation(x: &Tensor, act: Activation) -> Result<Tensor, TeError> {
                     Expr::max(Expr::min(c(alpha) * v + c(beta), c(1.0)), c(0.0))
                 }
                 Activation::ThresholdedRelu { alpha } => Expr::select(v.gt(c(alpha)), v, c(0.0)),
+                Activation::Celu { alpha } => {
+                    let neg = c(alpha) * ((v.clone() / c(alpha)).exp() - c(1.0));
+                    Expr::max(v, c(0.0)) + Expr::min(neg, c(0.0))
+                }
+                Activation::Shrink { lambd, bias } => Expr::select(
+                    v.gt(c(lambd)),
+                    v.clone() - c(bias),
+                    Expr::select(v.lt(c(-lambd)), v + c(bias), c(0.0)),
+                ),
+                Activation::Swish { alpha } => v.clone() * (c(alpha) * v).sigmoid(),
+                Activation::IsInf { positive, negative } => {
+                    // beyond the largest finite value of the type: no infinity literal
+                    // in the generated code
+                    let big = c(match dt.bits {
+                        64 => f64::MAX,
+                        16 => 65504.0,
+                        _ => f32::MAX as f64,
+                    });
+                    let pos = v.gt(big.clone());
+                    let neg = v.lt(c(0.0) - big);
+                    match (positive, negative) {
+                        (true, true) => Expr::or(pos, neg),
+                        (true, false) => pos,
+                        (false, true) => neg,
+                        (false, false) => Expr::bool(false),
+                    }
+                }
             }
         },
     )
@@ -207,7 +293,7 @@ pub enum BinaryFn {
     /// `fmod`; ONNX's `Mod` with `fmod=1`).
     TruncMod,
     /// The remainder of `a / b` rounded toward negative infinity, with `b`'s sign
-    /// (Python's `%`; ONNX's integer `Mod`).
+    /// (Python's `%`; ONNX's `Mod` with `fmod=0`; for floats `a - floor(a / b) · b`).
     FloorMod,
     Equal,
     Less,
@@ -252,6 +338,18 @@ impl BinaryFn {
             BinaryFn::Power => a.pow(b),
             BinaryFn::Prelu => Expr::select(a.lt(const_of(dt, 0.0)), b * a.clone(), a),
             BinaryFn::TruncMod => a % b,
+            BinaryFn::FloorMod if dt.is_float() => {
+                // C's fmod, moved by one divisor where its sign is not the divisor's:
+                // exact, and ONNX's special cases (an infinite divisor keeps a
+                // finite dividend of its sign, and gives itself otherwise)
+                let r = a % b.clone();
+                let zero = const_of(dt, 0.0);
+                let differs = Expr::and(
+                    r.clone().ne(zero.clone()),
+                    r.clone().lt(zero.clone()).ne(b.clone().lt(zero)),
+                );
+                Expr::select(differs, r.clone() + b, r)
+            }
             BinaryFn::FloorMod => Expr::floormod(a, b),
             BinaryFn::Equal => a.eq(b),
             BinaryFn::Less => a.lt(b),

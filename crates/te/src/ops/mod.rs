@@ -15,8 +15,10 @@
 //! - [`injective`]: pad, reshape, transpose, concatenate, flatten, strided slice,
 //!   layout transforms.
 //! - [`transform`]: broadcast_to, tile, take, reflect / edge padding.
-//! - [`math`]: abs, sign, rounding, parameterized activations, power, PReLU,
-//!   comparisons, logic, where.
+//! - [`index`]: gather_elements, trilu, cumulative sums and products, one_hot,
+//!   argmax / argmin.
+//! - [`math`]: abs, sign, rounding, trigonometric and hyperbolic functions, NaN and
+//!   infinity tests, parameterized activations, power, PReLU, comparisons, logic, where.
 //! - [`reduce`]: sum, mean, max, min, prod, L1, L2, sum of squares, log-sum-exp over
 //!   any axes.
 //! - [`norm`]: local response and instance normalization.
@@ -31,6 +33,7 @@ pub mod conv3d;
 pub mod dense;
 pub mod elemwise;
 pub mod image;
+pub mod index;
 pub mod injective;
 pub mod math;
 pub mod norm;
@@ -46,6 +49,7 @@ pub use conv3d::*;
 pub use dense::*;
 pub use elemwise::*;
 pub use image::*;
+pub use index::*;
 pub use injective::*;
 pub use math::*;
 pub use norm::*;

@@ -339,7 +339,12 @@ fn pool_impl_nd(op: &str, x: &Tensor, pool_type: PoolType, p: &PoolNd) -> Result
                 })
                 .ok_or_else(|| too_large("strides"))?;
         }
-        let out = (padded + offset[i] - dk) / p.stride[i] + 1;
+        let mut out = (padded + offset[i] - dk) / p.stride[i] + 1;
+        // In ceil mode a last window that would start in the right padding is dropped
+        // (ONNX's rule, as PyTorch and onnxruntime compute it).
+        if p.ceil_mode && out > 1 && (out - 1) * p.stride[i] >= dshape[ii] + p.pad_head[i] {
+            out -= 1;
+        }
         out_shape[ii] = out;
         pad_before[ii] = p.pad_head[i];
         pad_after[ii] = pad_tail[i];

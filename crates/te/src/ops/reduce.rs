@@ -142,6 +142,16 @@ pub fn reduce(
     let name = format!("T_{op}");
     match kind {
         ReduceKind::Sum => stage(&name, &id, sum),
+        // from -∞ / +∞ rather than the combiners' finite identities (TVM's, which the
+        // pooling and softmax DAGs keep): the maximum of a row of -∞ is -∞
+        ReduceKind::Max if dt.is_float() => stage(&name, &id, |e, ks| {
+            let init = Expr::float_of(e.dtype(), f64::NEG_INFINITY);
+            max(e, ks).with_init(init)
+        }),
+        ReduceKind::Min if dt.is_float() => stage(&name, &id, |e, ks| {
+            let init = Expr::float_of(e.dtype(), f64::INFINITY);
+            crate::tensor::min(e, ks).with_init(init)
+        }),
         ReduceKind::Max => stage(&name, &id, max),
         ReduceKind::Min => stage(&name, &id, crate::tensor::min),
         ReduceKind::Prod => stage(&name, &id, prod),

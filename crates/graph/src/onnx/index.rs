@@ -1,0 +1,206 @@
+//! Operators that compute with positions: `GatherElements`, `Trilu`, `CumSum`,
+//! `CumProd`, `OneHot`, `ArgMax`, `ArgMin`, `Hardmax` (the one-hot of the arg-max),
+//! `EyeLike` (a constant), and `DepthToSpace` / `SpaceToDepth` (reshapes around a
+//! transpose).
+
+use super::attrs::NodeCtx;
+use super::shape::norm_axis;
+use super::{tensor, Importer, Outputs};
+use crate::ir::Op;
+use tessera_runtime::NDArray;
+use tessera_te::ops::{BinaryFn, Cumulative};
+
+/// `GatherElements`: constant indices are checked here, others when the network runs.
+pub(super) fn gather_elements(imp: &mut Importer, c: &NodeCtx) -> Outputs {
+    let (x, idx) = (c.input(0)?, c.input(1)?);
+    let axis = norm_axis(c, c.int("axis", 0), imp.rank(x))?;
+    if let Some(v) = imp.ints_of(idx) {
+        let n = imp.shape(x)[axis];
+        if let Some(i) = v.iter().find(|&&i| i < -n || i >= n) {
+            return Err(c.bad(format!("index {i} is out of range for dimension {n}")));
+        }
+    }
+    let op = Op::GatherElements { axis: axis as i64 };
+    Ok(vec![imp.op(&c.name, op, &[x, idx])?])
+}
+
+/// `Trilu`: the diagonal `k` a constant input (0 when absent).
+pub(super) fn trilu(imp: &mut Importer, c: &NodeCtx) -> Outputs {
+    let x = c.input(0)?;
+    let k = match imp.const_ints(c, 1, "the diagonal")? {
+        Some(v) => *v.first().ok_or_else(|| c.bad("input 1 is empty"))?,
+        None => 0,
+    };
+    let upper = c.int("upper", 1) != 0;
+    Ok(vec![imp.op(&c.name, Op::Trilu { k, upper }, &[x])?])
+}
+
+/// `CumSum` and `CumProd`: the axis a constant input.
+pub(super) fn cumulative(imp: &mut Importer, c: &NodeCtx) -> Outputs {
+    let x = c.input(0)?;
+    let axis = imp
+        .const_ints(c, 1, "the axis")?
+        .and_then(|v| v.first().copied())
+        .ok_or_else(|| c.bad("the axis (input 1) is missing"))?;
+    let axis = norm_axis(c, axis, imp.rank(x))? as i64;
+    let how = Cumulative {
+        product: c.op == "CumProd",
+        exclusive: c.int("exclusive", 0) != 0,
+        reverse: c.int("reverse", 0) != 0,
+    };
+    Ok(vec![imp.op(&c.name, Op::Cumulative { axis, how }, &[x])?])
+}
+
+/// `OneHot`: `depth` and the `[off, on]` values constant inputs.
+pub(super) fn one_hot(imp: &mut Importer, c: &NodeCtx) -> Outputs {
+    let idx = c.input(0)?;
+    let depth = imp
+        .const_floats(c, 1, "the depth")?
+        .and_then(|v| v.first().copied())
+        .ok_or_else(|| c.bad("the depth (input 1) is missing"))?;
+    let values = c.input(2)?;
+    let v = imp
+        .constant(values)
+        .map(NDArray::to_f64_vec)
+        .ok_or_else(|| c.bad("the values (input 2) must be known at import time"))?;
+    let [off, on] = v[..] else {
+        return Err(c.bad(format!(
+            "the values must be [off, on], got {} of them",
+            v.len()
+        )));
+    };
+    let op = Op::OneHot {
+        depth: depth as i64,
+        axis: c.int("axis", -1),
+        on,
+        off,
+        dtype: imp.ty(values).dtype,
+    };
+    Ok(vec![imp.op(&c.name, op, &[idx])?])
+}
+
+/// `ArgMax` and `ArgMin`.
+pub(super) fn arg_extreme(imp: &mut Importer, c: &NodeCtx) -> Outputs {
+    let x = c.input(0)?;
+    let axis = norm_axis(c, c.int("axis", 0), imp.rank(x))? as i64;
+    let op = Op::ArgExtreme {
+        axis,
+        keepdims: c.int("keepdims", 1) != 0,
+        largest: c.op == "ArgMax",
+        last: c.int("select_last_index", 0) != 0,
+    };
+    Ok(vec![imp.op(&c.name, op, &[x])?])
+}
+
+/// `Hardmax`: 1 at the first largest element along `axis` (from opset 13; before, of
+/// the input flattened to 2-D at `axis`), 0 elsewhere.
+pub(super) fn hardmax(imp: &mut Importer, c: &NodeCtx) -> Outputs {
+    let x = c.input(0)?;
+    let shape = imp.shape(x);
+    let rank = shape.len();
+    let legacy = imp.opset < 13;
+    let axis = norm_axis(c, c.int("axis", if legacy { 1 } else { -1 }), rank.max(1))?;
+    // before opset 13 the axes from `axis` on are one
+    let (x2, axis2) = if legacy {
+        let rows: i64 = shape[..axis].iter().product();
+        let cols: i64 = shape[axis..].iter().product();
+        (imp.reshape(&c.sub("flat"), x, vec![rows, cols])?, 1usize)
+    } else {
+        (x, axis)
+    };
+    let s2 = imp.shape(x2);
+    let arg = Op::ArgExtreme {
+        axis: axis2 as i64,
+        keepdims: true,
+        largest: true,
+        last: false,
+    };
+    let arg = imp.op(&c.sub("argmax"), arg, &[x2])?;
+    let n = s2[axis2];
+    let mut pos_shape = vec![1usize; s2.len()];
+    pos_shape[axis2] = n as usize;
+    let positions: Vec<i64> = (0..n).collect();
+    let pos = imp.g.constant(
+        &c.sub("positions"),
+        NDArray::from_slice::<i64>(&pos_shape, &positions)?,
+    );
+    let hit = imp.op(&c.sub("hit"), Op::BinaryFn(BinaryFn::Equal), &[arg, pos])?;
+    let dt = imp.ty(x).dtype;
+    let out = imp.op(&c.sub("cast"), Op::Cast { dtype: dt }, &[hit])?;
+    Ok(vec![imp.reshape(&c.name, out, shape)?])
+}
+
+/// `EyeLike`: ones on diagonal `k` of a matrix of the input's shape (a constant).
+pub(super) fn eye_like(imp: &mut Importer, c: &NodeCtx) -> Outputs {
+    let x = c.input(0)?;
+    let shape = imp.shape(x);
+    let [rows, cols] = shape[..] else {
+        return Err(c.bad(format!("needs a matrix, got shape {shape:?}")));
+    };
+    let dtype = match c.has("dtype") {
+        true => {
+            let code = c.int("dtype", 1) as i32;
+            tensor::dtype_of(code).ok_or_else(|| c.bad(format!("unsupported dtype {code}")))?
+        }
+        false => imp.ty(x).dtype,
+    };
+    let k = c.int("k", 0);
+    let values: Vec<f64> = (0..rows)
+        .flat_map(|i| (0..cols).map(move |j| if j - i == k { 1.0 } else { 0.0 }))
+        .collect();
+    let v = NDArray::from_f64(dtype, &[rows as usize, cols as usize], &values)?;
+    Ok(vec![imp.g.constant(&c.name, v)])
+}
+
+/// `DepthToSpace` and `SpaceToDepth` (modes DCR and CRD; `SpaceToDepth` has a mode
+/// from opset 28) of NCHW data: a reshape to
+/// 6-D, a transpose and a reshape back.
+pub(super) fn depth_space(imp: &mut Importer, c: &NodeCtx) -> Outputs {
+    let x = c.input(0)?;
+    let shape = imp.shape(x);
+    let [n, ch, h, w] = shape[..] else {
+        return Err(c.bad(format!("needs NCHW data, got shape {shape:?}")));
+    };
+    let b = c.int("blocksize", 0);
+    if b < 1 {
+        return Err(c.bad(format!("blocksize {b} must be positive")));
+    }
+    // CRD: channel-major blocks (c·b² + i·b + j); DCR (the default): block-major
+    let crd = c.string("mode").as_deref() == Some("CRD");
+    let (six, axes, out) = if c.op == "SpaceToDepth" {
+        if h % b != 0 || w % b != 0 {
+            return Err(c.bad(format!("{h}×{w} is not a multiple of blocksize {b}")));
+        }
+        let axes = if crd {
+            vec![0, 1, 3, 5, 2, 4]
+        } else {
+            vec![0, 3, 5, 1, 2, 4]
+        };
+        (
+            vec![n, ch, h / b, b, w / b, b],
+            axes,
+            vec![n, ch * b * b, h / b, w / b],
+        )
+    } else {
+        if ch % (b * b) != 0 {
+            return Err(c.bad(format!("{ch} channels are not a multiple of {b}²")));
+        }
+        let c2 = ch / (b * b);
+        if crd {
+            (
+                vec![n, c2, b, b, h, w],
+                vec![0, 1, 4, 2, 5, 3],
+                vec![n, c2, h * b, w * b],
+            )
+        } else {
+            (
+                vec![n, b, b, c2, h, w],
+                vec![0, 3, 4, 1, 5, 2],
+                vec![n, c2, h * b, w * b],
+            )
+        }
+    };
+    let r = imp.reshape(&c.sub("split"), x, six)?;
+    let t = imp.op(&c.sub("transpose"), Op::Transpose { axes }, &[r])?;
+    Ok(vec![imp.op(&c.name, Op::Reshape { shape: out }, &[t])?])
+}

@@ -1,0 +1,242 @@
+//! Operators that compute with positions: gathering elements by an index tensor
+//! (ONNX's `GatherElements`), the triangles of matrices (`Trilu`), running sums and
+//! products (`CumSum`, `CumProd`), one-hot encodings (`OneHot`) and the position of the
+//! largest or smallest element (`ArgMax`, `ArgMin`).
+//!
+//! Indices read from a tensor are clamped into range, so that no read leaves its
+//! tensor whatever the data; the executor refuses an out-of-range index that comes from
+//! a network input before running (crate `graph`), as onnxruntime does.
+
+use super::attr_err;
+use super::elemwise::{compute_ax, const_of, normalize_axis, TAG_ELEMWISE};
+use super::reduce::TAG_COMM_REDUCE;
+use crate::error::TeError;
+use crate::tensor::{compute_tagged, reduce_axis, Tensor};
+use tessera_ir::{DataType, Expr};
+
+const TAG_INJECTIVE: &str = "injective";
+
+/// `j` (an index into a dimension of `n`) counted from the end when negative and
+/// clamped into `[0, n)`, as an `int64`.
+fn wrap_clamp(j: Expr, n: i64) -> Expr {
+    let j = Expr::cast(DataType::int64(), j);
+    let j = Expr::select(
+        j.lt(Expr::int_of(DataType::int64(), 0)),
+        j.clone() + Expr::int_of(DataType::int64(), n),
+        j,
+    );
+    Expr::min(
+        Expr::max(j, Expr::int_of(DataType::int64(), 0)),
+        Expr::int_of(DataType::int64(), n - 1),
+    )
+}
+
+fn check_indices(op: &str, indices: &Tensor) -> Result<(), TeError> {
+    if indices.dtype().is_integer() {
+        Ok(())
+    } else {
+        Err(attr_err(
+            op,
+            "indices",
+            format!("must be integers, got {}", indices.dtype()),
+        ))
+    }
+}
+
+/// `out[i…] = data[i… with axis replaced by indices[i…]]`: the result has `indices`'
+/// shape, which must match `data`'s but along `axis` (ONNX's `GatherElements`, NumPy's
+/// `take_along_axis`). Stage `T_gather_elements`.
+pub fn gather_elements(data: &Tensor, indices: &Tensor, axis: i64) -> Result<Tensor, TeError> {
+    let op = "gather_elements";
+    check_indices(op, indices)?;
+    let ds = data.shape().to_vec();
+    let is = indices.shape().to_vec();
+    if ds.len() != is.len() {
+        return Err(attr_err(
+            op,
+            "indices",
+            format!("rank {} differs from the data's {}", is.len(), ds.len()),
+        ));
+    }
+    let ax = normalize_axis(op, "axis", axis, ds.len())?;
+    if let Some(d) = (0..ds.len()).find(|&d| d != ax && is[d] > ds[d]) {
+        return Err(attr_err(
+            op,
+            "indices",
+            format!("shape {is:?} exceeds the data's {ds:?} along axis {d}"),
+        ));
+    }
+    let n = ds[ax];
+    compute_ax(&is, "T_gather_elements", TAG_INJECTIVE, |ix| {
+        let mut idx = ix.to_vec();
+        idx[ax] = wrap_clamp(indices.at(ix), n);
+        data.at(&idx)
+    })
+}
+
+/// The upper (`upper`: elements with `col - row ≥ k`) or lower (`col - row ≤ k`)
+/// triangle of each matrix of the last two axes, zeros elsewhere (ONNX's `Trilu`).
+/// Stage `T_trilu`.
+pub fn trilu(x: &Tensor, k: i64, upper: bool) -> Result<Tensor, TeError> {
+    let s = x.shape().to_vec();
+    if s.len() < 2 {
+        return Err(attr_err(
+            "trilu",
+            "input",
+            format!("needs a matrix, got shape {s:?}"),
+        ));
+    }
+    let dt = x.dtype();
+    let r = s.len();
+    compute_ax(&s, "T_trilu", TAG_ELEMWISE, |ix| {
+        let d = Expr::cast(DataType::int64(), ix[r - 1].clone())
+            - Expr::cast(DataType::int64(), ix[r - 2].clone());
+        let k = Expr::int_of(DataType::int64(), k);
+        let keep = if upper { d.ge(k) } else { d.le(k) };
+        Expr::select(keep, x.at(ix), const_of(dt, 0.0))
+    })
+}
+
+/// A running sum or product along an axis.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Cumulative {
+    /// A product (`CumProd`) instead of a sum (`CumSum`).
+    pub product: bool,
+    /// Each element leaves itself out (the first is the identity).
+    pub exclusive: bool,
+    /// From the end of the axis to its start.
+    pub reverse: bool,
+}
+
+/// The running sum or product of `x` along `axis` (ONNX's `CumSum` and `CumProd`), one
+/// reduction per element over the elements before it. Stage `T_cumsum` / `T_cumprod`.
+pub fn cumulative(x: &Tensor, axis: i64, how: Cumulative) -> Result<Tensor, TeError> {
+    let name = if how.product { "cumprod" } else { "cumsum" };
+    let s = x.shape().to_vec();
+    let ax = normalize_axis(name, "axis", axis, s.len())?;
+    let k = reduce_axis(s[ax], "k");
+    compute_tagged(&s, &format!("T_{name}"), TAG_COMM_REDUCE, &[], |ix| {
+        let (i, j) = (ix[ax].clone(), k.expr());
+        let take = match (how.reverse, how.exclusive) {
+            (false, false) => j.clone().le(i),
+            (false, true) => j.clone().lt(i),
+            (true, false) => j.clone().ge(i),
+            (true, true) => j.clone().gt(i),
+        };
+        let mut idx = ix.to_vec();
+        idx[ax] = j;
+        let v = x.at(&idx);
+        let r = if how.product {
+            crate::tensor::prod(v, std::slice::from_ref(&k))
+        } else {
+            crate::tensor::sum(v, std::slice::from_ref(&k))
+        };
+        r.with_condition(take)
+    })
+}
+
+/// The one-hot encoding of `indices` (negative ones counted from the end of `depth`):
+/// a new axis of `depth` at `axis` of the result, `on` where the position equals the
+/// index and `off` elsewhere, in `dtype` (ONNX's `OneHot`). Stage `T_one_hot`.
+pub fn one_hot(
+    indices: &Tensor,
+    depth: i64,
+    axis: i64,
+    on: f64,
+    off: f64,
+    dtype: DataType,
+) -> Result<Tensor, TeError> {
+    let op = "one_hot";
+    if depth < 1 {
+        return Err(attr_err(op, "depth", format!("{depth} must be positive")));
+    }
+    let is = indices.shape().to_vec();
+    let ax = normalize_axis(op, "axis", axis, is.len() + 1)?;
+    let mut out = is[..ax].to_vec();
+    out.push(depth);
+    out.extend(&is[ax..]);
+    compute_ax(&out, "T_one_hot", TAG_INJECTIVE, |ix| {
+        let mut idx = ix[..ax].to_vec();
+        idx.extend_from_slice(&ix[ax + 1..]);
+        let v = Expr::cast(DataType::float64(), indices.at(&idx));
+        let v = Expr::select(
+            v.lt(Expr::float_of(DataType::float64(), 0.0)),
+            v.clone() + Expr::float_of(DataType::float64(), depth as f64),
+            v,
+        );
+        let pos = Expr::cast(DataType::float64(), ix[ax].clone());
+        Expr::select(v.eq(pos), const_of(dtype, on), const_of(dtype, off))
+    })
+}
+
+/// The position (`int64`) of the largest (`largest`) or smallest element along `axis`,
+/// the first of equal ones or, with `last`, the last (ONNX's `ArgMax` and `ArgMin`):
+/// the extreme value, then the least (greatest) position holding it. Stages
+/// `T_arg<max|min>_value` and `T_arg<max|min>`.
+pub fn arg_extreme(
+    x: &Tensor,
+    axis: i64,
+    keepdims: bool,
+    largest: bool,
+    last: bool,
+) -> Result<Tensor, TeError> {
+    let name = if largest { "argmax" } else { "argmin" };
+    let s = x.shape().to_vec();
+    let ax = normalize_axis(name, "axis", axis, s.len())?;
+    let mut out = s.clone();
+    if keepdims {
+        out[ax] = 1;
+    } else {
+        out.remove(ax);
+    }
+    // the input index of output index `ix` at position `j` of the axis
+    let at = |ix: &[Expr], j: Expr| -> Vec<Expr> {
+        let mut idx = ix.to_vec();
+        if keepdims {
+            idx[ax] = j;
+        } else {
+            idx.insert(ax, j);
+        }
+        idx
+    };
+    let k = reduce_axis(s[ax], "k");
+    let extreme = compute_tagged(
+        &out,
+        &format!("T_{name}_value"),
+        TAG_COMM_REDUCE,
+        &[],
+        |ix| {
+            let v = x.at(&at(ix, k.expr()));
+            let ks = std::slice::from_ref(&k);
+            let r = if largest {
+                crate::tensor::max(v, ks)
+            } else {
+                crate::tensor::min(v, ks)
+            };
+            // from ∓∞ for floats, so that a row of -∞ (+∞) has its extreme in it
+            match x.dtype().is_float() {
+                true => r.with_init(Expr::float_of(
+                    x.dtype(),
+                    if largest {
+                        f64::NEG_INFINITY
+                    } else {
+                        f64::INFINITY
+                    },
+                )),
+                false => r,
+            }
+        },
+    )?;
+    let k2 = reduce_axis(s[ax], "k");
+    let i64c = |v: i64| Expr::int_of(DataType::int64(), v);
+    compute_tagged(&out, &format!("T_{name}"), TAG_COMM_REDUCE, &[], |ix| {
+        let j = Expr::cast(DataType::int64(), k2.expr());
+        let hit = x.at(&at(ix, k2.expr())).eq(extreme.at(ix));
+        let ks = std::slice::from_ref(&k2);
+        if last {
+            crate::tensor::max(Expr::select(hit, j, i64c(-1)), ks)
+        } else {
+            crate::tensor::min(Expr::select(hit, j, i64c(s[ax])), ks)
+        }
+    })
+}
