@@ -464,3 +464,40 @@ fn the_mutation_test_model_imports_and_matches_the_reference() {
         .allclose(&want, 1e-4, 1e-6)
         .unwrap();
 }
+
+/// `Pow` by a constant exponent of 2, 3, 4, ½, -½, -1 or -2 becomes products, a square
+/// root and a reciprocal (no `power` left to call per lane, and a negative base cubed
+/// stays a number); another exponent stays a power.
+#[test]
+fn pow_by_small_constant_exponents_becomes_products() {
+    let x = NDArray::from_slice_f32(&[1, 4], &[-1.5, 2.0, 0.25, 3.0]).unwrap();
+    for e in [2.0f32, 3.0, 4.0, 0.5, -0.5, -1.0, -2.0, 1.7] {
+        let mut exp = f32_tensor("e", &[], 0);
+        exp.float_data = vec![e];
+        let m = with_io(
+            model(
+                vec![node("Pow", "p", &["x", "e"], &["y"], vec![])],
+                vec![exp],
+                15,
+            ),
+            &[1, 4],
+            &[1, 4],
+        );
+        let g = import(
+            &m.encode_to_vec(),
+            Path::new("."),
+            &ImportOptions::default(),
+        )
+        .unwrap();
+        let powers = g.op_counts().get("power").copied().unwrap_or(0);
+        assert_eq!(powers, usize::from(e == 1.7), "exponent {e}");
+        let got = run_model(&m, &x);
+        for (g, &v) in got.iter().zip(&[-1.5f64, 2.0, 0.25, 3.0]) {
+            let want = v.powf(e as f64);
+            assert!(
+                (g - want).abs() <= 1e-5 * want.abs().max(1.0) || (g.is_nan() && want.is_nan()),
+                "{v}^{e}: {g} against {want}"
+            );
+        }
+    }
+}

@@ -293,7 +293,12 @@ fn allclose_special_values_and_mismatched_arrays() {
     assert!(f(&[inf]).allclose(&f(&[-inf]), 1.0, 1.0).is_err());
     assert!(f(&[1.0]).allclose(&f(&[inf]), 1.0, 1.0).is_err());
     assert!(f(&[inf]).allclose(&f(&[1.0]), 1.0, 1.0).is_err());
-    assert!(f(&[f64::NAN]).allclose(&f(&[f64::NAN]), 1.0, 1.0).is_err());
+    // NaN matches NaN (numpy.testing.assert_allclose's equal_nan), and nothing else
+    f(&[f64::NAN, 2.0])
+        .allclose(&f(&[f64::NAN, 2.0]), 0.0, 0.0)
+        .unwrap();
+    assert!(f(&[f64::NAN]).allclose(&f(&[1.0]), 1.0, 1.0).is_err());
+    assert!(f(&[1.0]).allclose(&f(&[f64::NAN]), 1.0, 1.0).is_err());
     match f(&[f64::NAN, 1.0]).allclose(&f(&[0.0, 3.0]), 0.0, 0.0) {
         Err(CompareError::Values {
             mismatches: 2,

@@ -268,3 +268,49 @@ fn compile_errors_are_compile_host_and_consecutive_errors_turn_verbose() {
     );
     assert!(lines[1].contains("no-such-flag"), "{lines:?}");
 }
+
+/// `sqrt(x + eps) · y` with `x` drawn from [-1, 1), as an RMS norm's epilogue is measured
+/// alone: about half of the reference's outputs are NaN. A correct schedule gives NaN in
+/// the same places and is timed (the check's NaN matches NaN); one that differs where
+/// the reference is a number is still a wrong answer.
+#[test]
+fn a_task_whose_seeded_inputs_leave_sqrts_domain_is_measured_not_judged_wrong() {
+    let f32t = DataType::float32();
+    let rms = |name: &str, wrong: bool| {
+        let x = placeholder(&[N, N], f32t, "x").unwrap();
+        let y = placeholder(&[N, N], f32t, "y").unwrap();
+        let eps = Expr::float_of(f32t, 1e-6);
+        let off = Expr::float_of(f32t, if wrong { 1e-2 } else { 0.0 });
+        let out = compute(&[N, N], "T_rms", &["i", "j"], |ix| {
+            (x.at(ix) + eps.clone()).sqrt() * y.at(ix) + off.clone()
+        })
+        .unwrap();
+        let s = if wrong {
+            Schedule::create(&[out.clone()]).unwrap()
+        } else {
+            let p = CpuParams {
+                vector_lanes: 16,
+                num_cores: 2,
+                vectorize: true,
+                gpu_threads: 0,
+            };
+            default_schedule(&[out.clone()], p).unwrap()
+        };
+        lower(&s, &[x, y, out], name).unwrap()
+    };
+    let backend = CpuBackend::new(Target::cpu());
+    let reference = Reference::compute(&backend, &rms("reference", false), 1, 7).unwrap();
+    let mut m = Measurer::new(backend, fast_opts()).unwrap();
+    let batch = vec![
+        Candidate {
+            func: Ok(rms("good", false)),
+        },
+        Candidate {
+            func: Ok(rms("off_by_a_hundredth", true)),
+        },
+    ];
+    let rs = m.measure(&batch, 1, Some(&reference));
+    assert_eq!(rs[0].error_no, MeasureErrorNo::NoError, "{:?}", rs[0]);
+    assert!(rs[0].costs.iter().all(|&c| c.is_finite() && c > 0.0));
+    assert_eq!(rs[1].error_no, MeasureErrorNo::WrongAnswer, "{:?}", rs[1]);
+}

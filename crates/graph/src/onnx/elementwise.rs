@@ -169,16 +169,75 @@ fn same_type_constant(
     )))
 }
 
-/// `Pow`.
+/// `Pow`. A constant exponent of 2, 3, 4, ½, -½, -1, -2 or 1 (the whole exponent one
+/// value, broadcasting into the base's shape) becomes products, a square root and a
+/// reciprocal: vector code in a fused epilogue instead of a `pow` call per lane (GPT-2's
+/// GELU cubes, RMS norm squares), exact for the integer powers of every base.
 pub(super) fn pow(imp: &mut Importer, c: &NodeCtx) -> Outputs {
     let x = c.input(0)?;
     let y = legacy_broadcast(imp, c, x, c.input(1)?)?;
+    if let Some(out) = pow_by_products(imp, c, x, y)? {
+        return Ok(vec![out]);
+    }
     let y = same_type_constant(imp, c, x, y)?;
     Ok(vec![imp.op(
         &c.name,
         Op::BinaryFn(BinaryFn::Power),
         &[x, y],
     )?])
+}
+
+/// [`pow`] of a constant exponent as products, or `None` where it is not one of those.
+fn pow_by_products(
+    imp: &mut Importer,
+    c: &NodeCtx,
+    x: NodeIndex,
+    y: NodeIndex,
+) -> Result<Option<NodeIndex>, GraphError> {
+    if !imp.ty(x).dtype.is_float() {
+        return Ok(None);
+    }
+    let Some(v) = imp.constant(y).map(tessera_runtime::NDArray::to_f64_vec) else {
+        return Ok(None);
+    };
+    let (xs, ys) = (imp.shape(x), imp.shape(y));
+    let keeps_shape = tessera_te::ops::broadcast_shape("pow", &xs, &ys).ok() == Some(xs);
+    let Some(&e) = v.first() else {
+        return Ok(None);
+    };
+    if !keeps_shape || v.iter().any(|&w| w != e) {
+        return Ok(None);
+    }
+    let mul = |imp: &mut Importer, name: &str, a: NodeIndex, b: NodeIndex| {
+        imp.op(name, Op::Binary(Binary::Mul), &[a, b])
+    };
+    let recip = |imp: &mut Importer, name: &str, a: NodeIndex| {
+        imp.op(name, Op::Math(MathFn::Reciprocal), &[a])
+    };
+    let out = match e {
+        1.0 => x,
+        2.0 => mul(imp, &c.name, x, x)?,
+        3.0 => {
+            let sq = mul(imp, &c.sub("square"), x, x)?;
+            mul(imp, &c.name, sq, x)?
+        }
+        4.0 => {
+            let sq = mul(imp, &c.sub("square"), x, x)?;
+            mul(imp, &c.name, sq, sq)?
+        }
+        0.5 => imp.op(&c.name, Op::Unary(Unary::Sqrt), &[x])?,
+        -0.5 => {
+            let r = imp.op(&c.sub("sqrt"), Op::Unary(Unary::Sqrt), &[x])?;
+            recip(imp, &c.name, r)?
+        }
+        -1.0 => recip(imp, &c.name, x)?,
+        -2.0 => {
+            let sq = mul(imp, &c.sub("square"), x, x)?;
+            recip(imp, &c.name, sq)?
+        }
+        _ => return Ok(None),
+    };
+    Ok(Some(out))
 }
 
 /// `PRelu`: the slope broadcast to the data.
