@@ -29,6 +29,7 @@ use crate::executor::{
     Step,
 };
 use crate::fuse::fuse;
+use crate::index_bounds::IndexBound;
 use crate::ir::{Graph, TensorType};
 use crate::{BuildSummary, ScheduleHook};
 use serde::{Deserialize, Serialize};
@@ -66,6 +67,8 @@ pub struct CompiledNetwork {
     steps: Vec<(String, usize, Vec<usize>)>,
     inputs: Vec<(String, TensorType, usize)>,
     outputs: Vec<(TensorType, usize)>,
+    /// The inputs a gather reads as indices, checked before each run.
+    index_bounds: Vec<IndexBound>,
     planned_bytes: usize,
     unplanned_bytes: usize,
 }
@@ -170,6 +173,7 @@ pub fn compile(
         steps: plan.steps,
         inputs: plan.inputs,
         outputs: plan.outputs,
+        index_bounds: crate::index_bounds::index_bounds(graph),
     })
 }
 
@@ -250,6 +254,7 @@ impl CompiledNetwork {
             storages,
             inputs: self.inputs,
             outputs: self.outputs,
+            index_bounds: self.index_bounds,
             planned_bytes: self.planned_bytes,
             unplanned_bytes: self.unplanned_bytes,
             weight_bytes,
@@ -298,6 +303,7 @@ impl CompiledNetwork {
                 .iter()
                 .map(|(t, s)| ValueEntry::of(None, t, *s))
                 .collect(),
+            index_bounds: self.index_bounds.clone(),
             planned_bytes: self.planned_bytes,
             unplanned_bytes: self.unplanned_bytes,
         };
@@ -439,6 +445,9 @@ struct Header {
     steps: Vec<StepEntry>,
     inputs: Vec<ValueEntry>,
     outputs: Vec<ValueEntry>,
+    /// The inputs a gather reads as indices (absent from files of older builds).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    index_bounds: Vec<IndexBound>,
     planned_bytes: usize,
     unplanned_bytes: usize,
 }
@@ -598,6 +607,7 @@ impl Header {
             steps,
             inputs,
             outputs,
+            index_bounds: self.index_bounds,
             planned_bytes: self.planned_bytes,
             unplanned_bytes: self.unplanned_bytes,
         })

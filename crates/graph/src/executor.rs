@@ -61,6 +61,8 @@ pub struct GraphModule {
     pub(crate) storages: Vec<DeviceArray>,
     pub(crate) inputs: Vec<(String, TensorType, usize)>,
     pub(crate) outputs: Vec<(TensorType, usize)>,
+    /// The inputs a gather reads as indices, checked by [`GraphModule::set_input`].
+    pub(crate) index_bounds: Vec<crate::index_bounds::IndexBound>,
     /// Bytes of intermediate values with and without storage reuse.
     pub(crate) planned_bytes: usize,
     pub(crate) unplanned_bytes: usize,
@@ -530,7 +532,6 @@ impl GraphModule {
         self.outputs.iter().map(|(t, _)| t)
     }
 
-    /// Copies `value` into the input `name` (its dtype and shape must match).
     /// Sets every input to its [`random_input`].
     pub fn set_random_inputs(&mut self) -> Result<(), GraphError> {
         let values = self
@@ -545,6 +546,8 @@ impl GraphModule {
         Ok(())
     }
 
+    /// Copies `value` into the input `name` (its dtype and shape must match, and an input
+    /// a gather reads as indices must hold indices in range: [`crate::index_bounds`]).
     pub fn set_input(&mut self, name: &str, value: &NDArray) -> Result<(), GraphError> {
         let Some((_, ty, s)) = self.inputs.iter().find(|(n, _, _)| n == name) else {
             let names: Vec<&str> = self.inputs.iter().map(|(n, _, _)| n.as_str()).collect();
@@ -566,6 +569,7 @@ impl GraphModule {
                 ),
             });
         }
+        crate::index_bounds::check(&self.index_bounds, name, value)?;
         self.device
             .copy_from_host(self.storages[*s].buffer(), 0, value.as_bytes())?;
         Ok(())

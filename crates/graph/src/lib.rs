@@ -20,6 +20,7 @@ pub mod deploy;
 pub mod error;
 pub mod executor;
 pub mod fuse;
+pub mod index_bounds;
 pub mod ir;
 pub mod onnx;
 pub mod op;

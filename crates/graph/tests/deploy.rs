@@ -176,3 +176,53 @@ fn reading_a_missing_file_names_it() {
     assert!(matches!(e, GraphError::Io { .. }), "{e}");
     assert!(e.to_string().contains("/nonexistent/m.tsm"));
 }
+
+/// Token ids past the end of an embedding table are refused before the run, naming the
+/// input, the value and the table — built directly and from a module file alike — where
+/// the gather kernel alone would clamp them into a plausible wrong answer. Negative ids
+/// count from the end, as ONNX's Gather defines them.
+#[test]
+fn an_index_input_out_of_range_is_refused_naming_it() {
+    use tessera_graph::ir::{Graph, Op, TensorType};
+    use tessera_ir::DataType;
+    let mut g = Graph::new("embed");
+    let ids = g.input("input_ids", TensorType::new(&[1, 4], DataType::int64()));
+    let table: Vec<f32> = (0..10 * 3).map(|i| i as f32).collect();
+    let wte = g.constant("wte", NDArray::from_slice_f32(&[10, 3], &table).unwrap());
+    let e = g
+        .op("embedding", Op::Take { axis: 0 }, &[wte, ids])
+        .unwrap();
+    g.set_outputs(vec![e]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("embed.tsm");
+    compile(&g, &CpuBackend::new(Target::cpu()), None)
+        .unwrap()
+        .save(&path)
+        .unwrap();
+    let modules = [
+        build(&g, &Target::cpu()).unwrap(),
+        CompiledNetwork::read(&path)
+            .unwrap()
+            .load(Arc::new(CpuDevice::new()))
+            .unwrap(),
+    ];
+    for mut m in modules {
+        let ok = NDArray::from_slice::<i64>(&[1, 4], &[0, 9, -1, -10]).unwrap();
+        m.set_input("input_ids", &ok).unwrap();
+        m.run().unwrap();
+        let out = m.get_output(0).unwrap().to_f64_vec();
+        assert_eq!(&out[3..6], &[27.0, 28.0, 29.0]);
+        assert_eq!(&out[6..9], &[27.0, 28.0, 29.0]);
+        for bad in [10, -11] {
+            let v = NDArray::from_slice::<i64>(&[1, 4], &[1, 2, bad, 3]).unwrap();
+            let e = m.set_input("input_ids", &v).unwrap_err().to_string();
+            assert!(
+                e.contains("input_ids")
+                    && e.contains(&format!("index {bad}"))
+                    && e.contains("[-10, 10)")
+                    && e.contains("`wte`"),
+                "{e}"
+            );
+        }
+    }
+}
