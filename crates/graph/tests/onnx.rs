@@ -322,20 +322,6 @@ fn transformer_operator_forms_not_supported_say_why() {
         (
             one(
                 node(
-                    "LayerNormalization",
-                    "ln",
-                    &["x", "s"],
-                    &["y", "mean"],
-                    vec![],
-                ),
-                vec![f32_tensor("s", &[4], 1)],
-            ),
-            "node `ln`",
-            "Mean and InvStdDev outputs",
-        ),
-        (
-            one(
-                node(
                     "GroupNormalization",
                     "gn",
                     &["x", "s", "b"],

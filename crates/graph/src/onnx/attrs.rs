@@ -28,7 +28,13 @@ impl<'a> NodeCtx<'a> {
         label: &'a str,
         ins: Vec<Option<NodeIndex>>,
     ) -> NodeCtx<'a> {
-        let out = node.output.first().cloned().unwrap_or_default();
+        // (a recurrent layer may leave its first output unnamed)
+        let out = node
+            .output
+            .iter()
+            .find(|o| !o.is_empty())
+            .cloned()
+            .unwrap_or_default();
         NodeCtx {
             attrs: node.attribute.iter().map(|a| (a.name(), a)).collect(),
             label,
@@ -89,6 +95,14 @@ impl<'a> NodeCtx<'a> {
             .get(name)
             .and_then(|a| a.s.as_ref())
             .map(|s| String::from_utf8_lossy(s).into_owned())
+    }
+    pub fn strings(&self, name: &str) -> Option<Vec<String>> {
+        self.attrs.get(name).map(|a| {
+            a.strings
+                .iter()
+                .map(|s| String::from_utf8_lossy(s).into_owned())
+                .collect()
+        })
     }
     pub fn tensor(&self, name: &str) -> Option<&'a proto::TensorProto> {
         self.attrs.get(name).and_then(|a| a.t.as_ref())

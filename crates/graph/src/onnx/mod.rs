@@ -20,7 +20,8 @@
 //! The converters live by family: [`nn`] (convolutions, pooling, normalization, dense
 //! layers, softmax), [`elementwise`], [`shape`] (shape arithmetic and data movement),
 //! [`index`] (gathers by element, triangles, running sums, one-hot, arg-max),
-//! [`normalize`] (RMS, Lp and mean-variance normalization as their parts), [`reduce`],
+//! [`normalize`] (RMS, Lp and mean-variance normalization as their parts), [`rnn`]
+//! (LSTM, GRU and RNN unrolled), [`attention`] (opset 23's Attention), [`reduce`],
 //! [`resize`] and [`einsum`]; [`CONVERTERS`] maps each operator type to its converter,
 //! with the newest version of the operator's definition it implements ([`opset`]).
 
@@ -38,6 +39,7 @@ mod normalize;
 pub mod opset;
 mod reduce;
 mod resize;
+mod rnn;
 mod shape;
 #[rustfmt::skip]
 #[allow(missing_docs)]
@@ -72,11 +74,11 @@ const CONVERTERS: &[(&str, i64, Convert)] = &[
     ("And", 7, elementwise::predicate),
     ("ArgMax", 13, index::arg_extreme),
     ("ArgMin", 13, index::arg_extreme),
-    ("Attention", 25, attention::attention),
     ("Asin", 22, elementwise::math),
     ("Asinh", 22, elementwise::math),
     ("Atan", 22, elementwise::math),
     ("Atanh", 22, elementwise::math),
+    ("Attention", 25, attention::attention),
     ("AveragePool", 22, nn::pool),
     ("BatchNormalization", 15, nn::batch_norm),
     ("Cast", 28, elementwise::cast),
@@ -105,6 +107,7 @@ const CONVERTERS: &[(&str, i64, Convert)] = &[
     ("EyeLike", 22, index::eye_like),
     ("Flatten", 25, shape::flatten),
     ("Floor", 13, elementwise::math),
+    ("GRU", 22, rnn::recurrent),
     ("Gather", 13, shape::gather),
     ("GatherElements", 13, index::gather_elements),
     ("Gelu", 20, elementwise::gelu),
@@ -123,6 +126,7 @@ const CONVERTERS: &[(&str, i64, Convert)] = &[
     ("IsInf", 20, elementwise::activation),
     ("IsNaN", 20, elementwise::math),
     ("LRN", 13, nn::lrn),
+    ("LSTM", 22, rnn::recurrent),
     ("LayerNormalization", 17, nn::layer_norm),
     ("LeakyRelu", 16, elementwise::activation),
     ("Less", 13, elementwise::predicate),
@@ -147,6 +151,7 @@ const CONVERTERS: &[(&str, i64, Convert)] = &[
     ("Pad", 25, shape::pad),
     ("Pow", 15, elementwise::pow),
     ("RMSNormalization", 23, normalize::rms_norm),
+    ("RNN", 22, rnn::recurrent),
     ("Range", 27, shape::range),
     ("Reciprocal", 13, elementwise::math),
     ("ReduceL1", 18, reduce::reduce),
@@ -727,7 +732,7 @@ impl Importer {
         }
         let ctx = NodeCtx::new(node, label, ins);
         tracing::trace!(node = label, op = op_type, "converting");
-        if node.output.first().is_none_or(String::is_empty) {
+        if node.output.iter().all(String::is_empty) {
             return Err(ctx.bad("the node has no output"));
         }
         let outs = convert(self, &ctx)?;

@@ -8,11 +8,13 @@ use super::attrs::NodeCtx;
 use super::shape::{norm_axis, slice_axis};
 use super::{Importer, Outputs};
 use crate::error::GraphError;
-use crate::ir::{Binary, Layout, Layout3d, Op};
+use crate::ir::{Binary, Layout, Layout3d, Op, Unary};
 use crate::reference::permute;
 use petgraph::stable_graph::NodeIndex;
 use tessera_runtime::NDArray;
-use tessera_te::ops::{Conv2dAttrs, Conv3dAttrs, LrnAttrs, Pool2dAttrs, Pool3dAttrs, PoolType};
+use tessera_te::ops::{
+    Conv2dAttrs, Conv3dAttrs, LrnAttrs, MathFn, Pool2dAttrs, Pool3dAttrs, PoolType, ReduceKind,
+};
 
 /// The spatial geometry of a convolution or pooling window: per spatial axis, the
 /// kernel, stride, dilation and the padding before and after.
@@ -473,9 +475,6 @@ pub(super) fn instance_norm(imp: &mut Importer, c: &NodeCtx) -> Outputs {
 /// and `B` broadcast to those axes' shape, `B` zero when omitted. The optional `Mean`
 /// and `InvStdDev` outputs (for training) are refused.
 pub(super) fn layer_norm(imp: &mut Importer, c: &NodeCtx) -> Outputs {
-    if (1..3).any(|k| !c.out_name(k).is_empty()) {
-        return Err(c.bad("the Mean and InvStdDev outputs (training) are not supported"));
-    }
     let x = c.input(0)?;
     let shape = imp.shape(x);
     let axis = norm_axis(c, c.int("axis", -1), shape.len())?;
@@ -486,11 +485,38 @@ pub(super) fn layer_norm(imp: &mut Importer, c: &NodeCtx) -> Outputs {
         Some(b) => fit_to(imp, c, b, &norm_shape, "bias")?,
         None => imp.filled(&c.sub("bias"), dtype, &norm_shape, 0.0)?,
     };
+    let axes: Vec<i64> = (axis as i64..shape.len() as i64).collect();
+    let epsilon = c.float("epsilon", 1e-5) as f64;
     let op = Op::LayerNorm {
-        axes: (axis as i64..shape.len() as i64).collect(),
-        epsilon: c.float("epsilon", 1e-5) as f64,
+        axes: axes.clone(),
+        epsilon,
     };
-    Ok(vec![imp.op(&c.name, op, &[x, scale, bias])?])
+    let y = imp.op(&c.name, op, &[x, scale, bias])?;
+    if (1..3).all(|k| c.out_name(k).is_empty()) {
+        return Ok(vec![y]);
+    }
+    // the Mean and InvStdDev outputs, over the normalized axes kept as 1
+    let mean_of = |imp: &mut Importer, name: &str, v: NodeIndex| {
+        let op = Op::Reduce {
+            kind: ReduceKind::Mean,
+            axes: axes.clone(),
+            keepdims: true,
+        };
+        imp.op(name, op, &[v])
+    };
+    let mean = mean_of(imp, &c.sub("mean"), x)?;
+    let centred = imp.op(&c.sub("centred"), Op::Binary(Binary::Sub), &[x, mean])?;
+    let sq = imp.op(
+        &c.sub("square"),
+        Op::Binary(Binary::Mul),
+        &[centred, centred],
+    )?;
+    let var = mean_of(imp, &c.sub("variance"), sq)?;
+    let eps = imp.scalar(&c.sub("epsilon"), dtype, epsilon)?;
+    let var = imp.op(&c.sub("variance_eps"), Op::Binary(Binary::Add), &[var, eps])?;
+    let std = imp.op(&c.sub("std"), Op::Unary(Unary::Sqrt), &[var])?;
+    let inv = imp.op(&c.sub("inv_std"), Op::Math(MathFn::Reciprocal), &[std])?;
+    Ok(vec![y, mean, inv])
 }
 
 /// `GroupNormalization` (opsets 18 and 21): the channels (axis 1) in `num_groups`
