@@ -233,6 +233,11 @@ pub enum Op {
     GatherElements {
         axis: i64,
     },
+    /// `data`, `indices`: slices of `data` at the index tuples of `indices`' last axis,
+    /// after `batch_dims` batch axes (ONNX's `GatherND`).
+    GatherNd {
+        batch_dims: usize,
+    },
     /// The upper or lower triangle of the last two axes from diagonal `k` (ONNX's
     /// `Trilu`).
     Trilu {
@@ -356,6 +361,7 @@ impl Op {
             Op::Resize(_) => "resize2d",
             Op::Attention { .. } => "attention",
             Op::GatherElements { .. } => "gather_elements",
+            Op::GatherNd { .. } => "gather_nd",
             Op::Trilu { .. } => "trilu",
             Op::Cumulative { how, .. } => {
                 if how.product {
@@ -390,7 +396,8 @@ impl Op {
             | Op::Conv2dTranspose { .. }
             | Op::BinaryFn(_)
             | Op::Take { .. }
-            | Op::GatherElements { .. } => 2,
+            | Op::GatherElements { .. }
+            | Op::GatherNd { .. } => 2,
             Op::Where | Op::InstanceNorm { .. } | Op::LayerNorm { .. } => 3,
             Op::BatchNorm { .. } => 5,
             Op::Attention { .. } => 4,
@@ -451,6 +458,7 @@ impl Op {
             | Op::PadBorder { .. }
             | Op::Resize(_)
             | Op::GatherElements { .. }
+            | Op::GatherNd { .. }
             | Op::OneHot { .. } => Pattern::Injective,
         })
     }
@@ -628,6 +636,7 @@ impl Op {
                 ops::attention(&inputs[0], &inputs[1], &inputs[2], Some(&inputs[3]), *scale)
             }
             Op::GatherElements { axis } => ops::gather_elements(&inputs[0], &inputs[1], *axis),
+            Op::GatherNd { batch_dims } => ops::gather_nd(&inputs[0], &inputs[1], *batch_dims),
             Op::Trilu { k, upper } => ops::trilu(x(), *k, *upper),
             Op::Cumulative { axis, how } => ops::cumulative(x(), *axis, *how),
             Op::OneHot {

@@ -1,4 +1,4 @@
-//! Operators that compute with positions: `GatherElements`, `Trilu`, `CumSum`,
+//! Operators that compute with positions: `GatherElements`, `GatherND`, `Trilu`, `CumSum`,
 //! `CumProd`, `OneHot`, `ArgMax`, `ArgMin`, `Hardmax` (the one-hot of the arg-max),
 //! `EyeLike` (a constant), and `DepthToSpace` / `SpaceToDepth` (reshapes around a
 //! transpose).
@@ -21,6 +21,27 @@ pub(super) fn gather_elements(imp: &mut Importer, c: &NodeCtx) -> Outputs {
         }
     }
     let op = Op::GatherElements { axis: axis as i64 };
+    Ok(vec![imp.op(&c.name, op, &[x, idx])?])
+}
+
+/// `GatherND`: constant indices are checked here.
+pub(super) fn gather_nd(imp: &mut Importer, c: &NodeCtx) -> Outputs {
+    let (x, idx) = (c.input(0)?, c.input(1)?);
+    let b = c.int("batch_dims", 0);
+    let batch_dims = usize::try_from(b).map_err(|_| c.bad(format!("batch_dims {b} < 0")))?;
+    let (xs, is) = (imp.shape(x), imp.shape(idx));
+    if let (Some(v), Some(&m)) = (imp.ints_of(idx), is.last()) {
+        for (j, &i) in v.iter().enumerate() {
+            let n = xs
+                .get(batch_dims + j % m.max(1) as usize)
+                .copied()
+                .unwrap_or(0);
+            if i < -n || i >= n {
+                return Err(c.bad(format!("index {i} is out of range for dimension {n}")));
+            }
+        }
+    }
+    let op = Op::GatherNd { batch_dims };
     Ok(vec![imp.op(&c.name, op, &[x, idx])?])
 }
 

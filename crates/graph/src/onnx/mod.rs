@@ -110,6 +110,7 @@ const CONVERTERS: &[(&str, i64, Convert)] = &[
     ("GRU", 22, rnn::recurrent),
     ("Gather", 13, shape::gather),
     ("GatherElements", 13, index::gather_elements),
+    ("GatherND", 13, index::gather_nd),
     ("Gelu", 20, elementwise::gelu),
     ("Gemm", 13, nn::gemm),
     ("GlobalAveragePool", 22, nn::global_pool),

@@ -1,5 +1,5 @@
-//! Operators that compute with positions: gathering elements by an index tensor
-//! (ONNX's `GatherElements`), the triangles of matrices (`Trilu`), running sums and
+//! Operators that compute with positions: gathering elements or slices by an index
+//! tensor (ONNX's `GatherElements`, `GatherND`), the triangles of matrices (`Trilu`), running sums and
 //! products (`CumSum`, `CumProd`), one-hot encodings (`OneHot`) and the position of the
 //! largest or smallest element (`ArgMax`, `ArgMin`).
 //!
@@ -70,6 +70,37 @@ pub fn gather_elements(data: &Tensor, indices: &Tensor, axis: i64) -> Result<Ten
     compute_ax(&is, "T_gather_elements", TAG_INJECTIVE, |ix| {
         let mut idx = ix.to_vec();
         idx[ax] = wrap_clamp(indices.at(ix), n);
+        data.at(&idx)
+    })
+}
+
+/// `data` at the index tuples in the last axis of `indices` (ONNX's `GatherND`): the
+/// first `batch_dims` axes of both are batch axes, and each tuple of `m` indices picks a
+/// slice of `data`'s axes from `batch_dims + m` on. The result's shape is `indices`'
+/// without its last axis, then that slice's. Stage `T_gather_nd`.
+pub fn gather_nd(data: &Tensor, indices: &Tensor, batch_dims: usize) -> Result<Tensor, TeError> {
+    let op = "gather_nd";
+    check_indices(op, indices)?;
+    let (ds, is) = (data.shape().to_vec(), indices.shape().to_vec());
+    let q = is.len();
+    let m = *is.last().ok_or_else(|| attr_err(op, "indices", "is 0-D"))? as usize;
+    if batch_dims >= q || batch_dims + m > ds.len() || ds[..batch_dims] != is[..batch_dims] {
+        return Err(attr_err(
+            op,
+            "indices",
+            format!("shape {is:?} does not index data {ds:?} with {batch_dims} batch dimension(s)"),
+        ));
+    }
+    let mut out = is[..q - 1].to_vec();
+    out.extend(&ds[batch_dims + m..]);
+    compute_ax(&out, "T_gather_nd", TAG_INJECTIVE, |ix| {
+        let mut idx = ix[..batch_dims].to_vec();
+        for k in 0..m {
+            let mut at = ix[..q - 1].to_vec();
+            at.push(Expr::int(k as i64));
+            idx.push(wrap_clamp(indices.at(&at), ds[batch_dims + k]));
+        }
+        idx.extend_from_slice(&ix[q - 1..]);
         data.at(&idx)
     })
 }

@@ -1,0 +1,83 @@
+//! Models as PyTorch's default exporter writes them today (torch.export-based, opset 20,
+//! weights in a side `.onnx.data` file), kept in tests/onnx/exports/ because CI has no
+//! torch (tests/onnx/export_today.py made them): a 2-layer LSTM, a bidirectional LSTM, a
+//! GRU, and `transformers` models built from configs — a BERT encoder with a padding mask
+//! (GatherElements, GatherND, Where over bool masks), a GPT-2 decoder (tanh GELU with a
+//! cube), a LLaMA decoder (grouped-query heads, rotary embeddings, RMS norm) and a T5
+//! encoder (relative position bias). Each is imported, built for the CPU and run on its
+//! stored inputs, against onnxruntime's stored outputs.
+
+use std::path::{Path, PathBuf};
+use tessera_backends::Target;
+use tessera_graph::onnx::{load, ImportOptions};
+use tessera_graph::{build, passes};
+use tessera_runtime::NDArray;
+
+fn exports() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/onnx/exports")
+}
+
+/// Imports, optimizes, builds and runs one manifest entry; `Err` says what differs.
+fn check(dir: &Path, m: &serde_json::Value) -> Result<(), String> {
+    let s = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
+    let mut g = load(&dir.join(s(&m["model"])), &ImportOptions::default())
+        .map_err(|e| format!("import: {e}"))?;
+    passes::optimize(&mut g, None).map_err(|e| format!("optimize: {e}"))?;
+    let mut module = build(&g, &Target::cpu()).map_err(|e| format!("build: {e}"))?;
+    for i in m["inputs"].as_array().ok_or("no inputs")? {
+        let v = NDArray::load_npy(&dir.join(s(&i["file"]))).map_err(|e| e.to_string())?;
+        module
+            .set_input(&s(&i["name"]), &v)
+            .map_err(|e| format!("input: {e}"))?;
+    }
+    module.run().map_err(|e| format!("run: {e}"))?;
+    for (k, f) in m["outputs"]
+        .as_array()
+        .ok_or("no outputs")?
+        .iter()
+        .enumerate()
+    {
+        let want = NDArray::load_npy(&dir.join(s(f))).map_err(|e| e.to_string())?;
+        let got = module.get_output(k).map_err(|e| e.to_string())?;
+        if got.shape() != want.shape() {
+            return Err(format!(
+                "output {k}: shape {:?}, expected {:?}",
+                got.shape(),
+                want.shape()
+            ));
+        }
+        // layers accumulate: within 1e-4 of the output's range
+        let atol = 1e-4 * want.max_abs().max(1.0);
+        got.allclose(&want, 1e-4, atol)
+            .map_err(|e| format!("output {k}: {e}"))?;
+    }
+    Ok(())
+}
+
+#[test]
+fn pytorch_exports_of_todays_models_match_onnxruntime() {
+    let dir = exports();
+    let text = std::fs::read_to_string(dir.join("manifest.json")).expect("manifest.json");
+    let manifest: Vec<serde_json::Value> = serde_json::from_str(&text).expect("a manifest");
+    let names: Vec<&str> = manifest.iter().filter_map(|m| m["name"].as_str()).collect();
+    for want in [
+        "lstm",
+        "lstm_bidir",
+        "gru",
+        "bert_mask",
+        "gpt2",
+        "llama",
+        "t5enc",
+    ] {
+        assert!(names.contains(&want), "{want} is missing from the manifest");
+    }
+    let failures: Vec<String> = manifest
+        .iter()
+        .filter_map(|m| {
+            check(&dir, m)
+                .err()
+                .map(|e| format!("{}: {e}", m["name"].as_str().unwrap_or("?")))
+        })
+        .collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
