@@ -25,7 +25,7 @@ fn check(dir: &Path, m: &serde_json::Value) -> Result<(), String> {
     passes::optimize(&mut g, None).map_err(|e| format!("optimize: {e}"))?;
     let mut module = build(&g, &Target::cpu()).map_err(|e| format!("build: {e}"))?;
     for i in m["inputs"].as_array().ok_or("no inputs")? {
-        let v = NDArray::load_npy(&dir.join(s(&i["file"]))).map_err(|e| e.to_string())?;
+        let v = NDArray::load_npy(dir.join(s(&i["file"]))).map_err(|e| e.to_string())?;
         module
             .set_input(&s(&i["name"]), &v)
             .map_err(|e| format!("input: {e}"))?;
@@ -37,7 +37,7 @@ fn check(dir: &Path, m: &serde_json::Value) -> Result<(), String> {
         .iter()
         .enumerate()
     {
-        let want = NDArray::load_npy(&dir.join(s(f))).map_err(|e| e.to_string())?;
+        let want = NDArray::load_npy(dir.join(s(f))).map_err(|e| e.to_string())?;
         let got = module.get_output(k).map_err(|e| e.to_string())?;
         if got.shape() != want.shape() {
             return Err(format!(

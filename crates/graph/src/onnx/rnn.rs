@@ -409,84 +409,13 @@ fn direction(
         let n = |what: &str| l.name(d, &format!("t{k}_{what}"));
         let xt = l.slice(imp, &n("x"), proj, 0, t as i64, t as i64 + 1)?;
         let xt = imp.reshape(&n("x2"), xt, vec![l.batch, gh])?;
-        let gate = |imp: &mut Importer, v: NodeIndex, g: i64, tag: &str| {
-            l.slice(imp, &n(tag), v, 1, g * h_, (g + 1) * h_)
+        let w = Weights {
+            r,
+            peep,
+            gru_rh,
+            acts,
         };
-        let add = |imp: &mut Importer, tag: &str, a: NodeIndex, b: NodeIndex| {
-            imp.op(&n(tag), Op::Binary(Binary::Add), &[a, b])
-        };
-        let mul = |imp: &mut Importer, tag: &str, a: NodeIndex, b: NodeIndex| {
-            imp.op(&n(tag), Op::Binary(Binary::Mul), &[a, b])
-        };
-        let (h_new, c_new) = match l.cell {
-            Cell::Rnn => {
-                let rec = imp.op(&n("rec"), Op::Dense, &[h, r])?;
-                let s = add(imp, "sum", xt, rec)?;
-                (l.activate(imp, &n("h"), &acts[0], s, true)?, None)
-            }
-            Cell::Lstm => {
-                let rec = imp.op(&n("rec"), Op::Dense, &[h, r])?;
-                let s = add(imp, "sum", xt, rec)?;
-                let cprev = cstate.expect("an LSTM has a cell state");
-                let (mut si, mut so, mut sf) = (
-                    gate(imp, s, 0, "gi")?,
-                    gate(imp, s, 1, "go")?,
-                    gate(imp, s, 2, "gf")?,
-                );
-                let sc = gate(imp, s, 3, "gc")?;
-                if let Some([pi, _, pf]) = peep {
-                    let a = mul(imp, "pi", pi, cprev)?;
-                    si = add(imp, "gi_p", si, a)?;
-                    let b = mul(imp, "pf", pf, cprev)?;
-                    sf = add(imp, "gf_p", sf, b)?;
-                }
-                let i = l.activate(imp, &n("i"), &acts[0], si, true)?;
-                let f = if c.int("input_forget", 0) != 0 {
-                    let one = imp.scalar(&n("one"), dt, 1.0)?;
-                    imp.op(&n("f"), Op::Binary(Binary::Sub), &[one, i])?
-                } else {
-                    l.activate(imp, &n("f"), &acts[0], sf, true)?
-                };
-                let g = l.activate(imp, &n("g"), &acts[1], sc, true)?;
-                let fc = mul(imp, "fc", f, cprev)?;
-                let ig = mul(imp, "ig", i, g)?;
-                let cnew = add(imp, "c", fc, ig)?;
-                if let Some([_, po, _]) = peep {
-                    let a = mul(imp, "po", po, cnew)?;
-                    so = add(imp, "go_p", so, a)?;
-                }
-                let o = l.activate(imp, &n("o"), &acts[0], so, true)?;
-                let hc = l.activate(imp, &n("hc"), &acts[2], cnew, false)?;
-                (mul(imp, "h", o, hc)?, Some(cnew))
-            }
-            Cell::Gru => {
-                let rz = l.slice(imp, &n("r_zr"), r, 0, 0, 2 * h_)?;
-                let rh = l.slice(imp, &n("r_h"), r, 0, 2 * h_, 3 * h_)?;
-                let rec = imp.op(&n("rec"), Op::Dense, &[h, rz])?;
-                let xzr = l.slice(imp, &n("x_zr"), xt, 1, 0, 2 * h_)?;
-                let s = add(imp, "sum", xzr, rec)?;
-                let (sz, sr) = (gate(imp, s, 0, "gz")?, gate(imp, s, 1, "gr")?);
-                let z = l.activate(imp, &n("z"), &acts[0], sz, true)?;
-                let rg = l.activate(imp, &n("r"), &acts[0], sr, true)?;
-                let xh = gate(imp, xt, 2, "x_h")?;
-                let hh = if c.int("linear_before_reset", 0) != 0 {
-                    let mut lin = imp.op(&n("rec_h"), Op::Dense, &[h, rh])?;
-                    if let Some(b) = gru_rh {
-                        lin = add(imp, "rec_hb", lin, b)?;
-                    }
-                    mul(imp, "reset", rg, lin)?
-                } else {
-                    let rhp = mul(imp, "reset", rg, h)?;
-                    imp.op(&n("rec_h"), Op::Dense, &[rhp, rh])?
-                };
-                let sh = add(imp, "sum_h", xh, hh)?;
-                let cand = l.activate(imp, &n("cand"), &acts[1], sh, true)?;
-                // (1 - z) · cand + z · h = cand + z · (h - cand)
-                let diff = imp.op(&n("diff"), Op::Binary(Binary::Sub), &[h, cand])?;
-                let zd = mul(imp, "zd", z, diff)?;
-                (add(imp, "h", cand, zd)?, None)
-            }
-        };
+        let (h_new, c_new) = cell_step(imp, l, &n, &w, xt, h, cstate)?;
         h = l.hold(imp, &n("h_held"), k, h_new, h)?;
         if let (Some(cn), Some(cp)) = (c_new, cstate) {
             cstate = Some(l.hold(imp, &n("c_held"), k, cn, cp)?);
@@ -517,6 +446,109 @@ fn direction(
         ys = out;
     }
     Ok((ys, h, cstate))
+}
+
+/// What every step of one direction reads: the recurrent weights `[gates·H, H]`, the
+/// peepholes (input, output, forget), GRU's recurrent candidate bias under
+/// `linear_before_reset`, and the activations.
+struct Weights<'a> {
+    r: NodeIndex,
+    peep: Option<[NodeIndex; 3]>,
+    gru_rh: Option<NodeIndex>,
+    acts: &'a [Act],
+}
+
+/// One step of the cell: the new hidden state (and cell state, for an LSTM) from the
+/// step's input projection `xt` `[B, gates·H]` and the previous states.
+fn cell_step(
+    imp: &mut Importer,
+    l: &Layer,
+    n: &dyn Fn(&str) -> String,
+    w: &Weights,
+    xt: NodeIndex,
+    h: NodeIndex,
+    cstate: Option<NodeIndex>,
+) -> Result<(NodeIndex, Option<NodeIndex>), GraphError> {
+    let (c, h_, acts, r, peep, gru_rh) = (l.c, l.hidden, w.acts, w.r, w.peep, w.gru_rh);
+    let dt = imp.ty(xt).dtype;
+    let gate = |imp: &mut Importer, v: NodeIndex, g: i64, tag: &str| {
+        l.slice(imp, &n(tag), v, 1, g * h_, (g + 1) * h_)
+    };
+    let add = |imp: &mut Importer, tag: &str, a: NodeIndex, b: NodeIndex| {
+        imp.op(&n(tag), Op::Binary(Binary::Add), &[a, b])
+    };
+    let mul = |imp: &mut Importer, tag: &str, a: NodeIndex, b: NodeIndex| {
+        imp.op(&n(tag), Op::Binary(Binary::Mul), &[a, b])
+    };
+    Ok(match l.cell {
+        Cell::Rnn => {
+            let rec = imp.op(&n("rec"), Op::Dense, &[h, r])?;
+            let s = add(imp, "sum", xt, rec)?;
+            (l.activate(imp, &n("h"), &acts[0], s, true)?, None)
+        }
+        Cell::Lstm => {
+            let rec = imp.op(&n("rec"), Op::Dense, &[h, r])?;
+            let s = add(imp, "sum", xt, rec)?;
+            let cprev = cstate.expect("an LSTM has a cell state");
+            let (mut si, mut so, mut sf) = (
+                gate(imp, s, 0, "gi")?,
+                gate(imp, s, 1, "go")?,
+                gate(imp, s, 2, "gf")?,
+            );
+            let sc = gate(imp, s, 3, "gc")?;
+            if let Some([pi, _, pf]) = peep {
+                let a = mul(imp, "pi", pi, cprev)?;
+                si = add(imp, "gi_p", si, a)?;
+                let b = mul(imp, "pf", pf, cprev)?;
+                sf = add(imp, "gf_p", sf, b)?;
+            }
+            let i = l.activate(imp, &n("i"), &acts[0], si, true)?;
+            let f = if c.int("input_forget", 0) != 0 {
+                let one = imp.scalar(&n("one"), dt, 1.0)?;
+                imp.op(&n("f"), Op::Binary(Binary::Sub), &[one, i])?
+            } else {
+                l.activate(imp, &n("f"), &acts[0], sf, true)?
+            };
+            let g = l.activate(imp, &n("g"), &acts[1], sc, true)?;
+            let fc = mul(imp, "fc", f, cprev)?;
+            let ig = mul(imp, "ig", i, g)?;
+            let cnew = add(imp, "c", fc, ig)?;
+            if let Some([_, po, _]) = peep {
+                let a = mul(imp, "po", po, cnew)?;
+                so = add(imp, "go_p", so, a)?;
+            }
+            let o = l.activate(imp, &n("o"), &acts[0], so, true)?;
+            let hc = l.activate(imp, &n("hc"), &acts[2], cnew, false)?;
+            (mul(imp, "h", o, hc)?, Some(cnew))
+        }
+        Cell::Gru => {
+            let rz = l.slice(imp, &n("r_zr"), r, 0, 0, 2 * h_)?;
+            let rh = l.slice(imp, &n("r_h"), r, 0, 2 * h_, 3 * h_)?;
+            let rec = imp.op(&n("rec"), Op::Dense, &[h, rz])?;
+            let xzr = l.slice(imp, &n("x_zr"), xt, 1, 0, 2 * h_)?;
+            let s = add(imp, "sum", xzr, rec)?;
+            let (sz, sr) = (gate(imp, s, 0, "gz")?, gate(imp, s, 1, "gr")?);
+            let z = l.activate(imp, &n("z"), &acts[0], sz, true)?;
+            let rg = l.activate(imp, &n("r"), &acts[0], sr, true)?;
+            let xh = gate(imp, xt, 2, "x_h")?;
+            let hh = if c.int("linear_before_reset", 0) != 0 {
+                let mut lin = imp.op(&n("rec_h"), Op::Dense, &[h, rh])?;
+                if let Some(b) = gru_rh {
+                    lin = add(imp, "rec_hb", lin, b)?;
+                }
+                mul(imp, "reset", rg, lin)?
+            } else {
+                let rhp = mul(imp, "reset", rg, h)?;
+                imp.op(&n("rec_h"), Op::Dense, &[rhp, rh])?
+            };
+            let sh = add(imp, "sum_h", xh, hh)?;
+            let cand = l.activate(imp, &n("cand"), &acts[1], sh, true)?;
+            // (1 - z) · cand + z · h = cand + z · (h - cand)
+            let diff = imp.op(&n("diff"), Op::Binary(Binary::Sub), &[h, cand])?;
+            let zd = mul(imp, "zd", z, diff)?;
+            (add(imp, "h", cand, zd)?, None)
+        }
+    })
 }
 
 /// `[B, H]` values stacked into `[S, B, H]`.
