@@ -21,7 +21,8 @@
 //! layers, softmax), [`elementwise`], [`shape`] (shape arithmetic and data movement),
 //! [`index`] (gathers by element, triangles, running sums, one-hot, arg-max),
 //! [`normalize`] (RMS, Lp and mean-variance normalization as their parts), [`rnn`]
-//! (LSTM, GRU and RNN unrolled), [`attention`] (opset 23's Attention), [`reduce`],
+//! (LSTM, GRU and RNN unrolled), [`attention`] (opset 23's Attention), [`quant`]
+//! (quantize, dequantize, integer products), [`reduce`],
 //! [`resize`] and [`einsum`]; [`CONVERTERS`] maps each operator type to its converter,
 //! with the newest version of the operator's definition it implements ([`opset`]).
 
@@ -37,6 +38,7 @@ mod index;
 mod nn;
 mod normalize;
 pub mod opset;
+mod quant;
 mod reduce;
 mod resize;
 mod rnn;
@@ -96,8 +98,10 @@ const CONVERTERS: &[(&str, i64, Convert)] = &[
     ("CumProd", 26, index::cumulative),
     ("CumSum", 14, index::cumulative),
     ("DepthToSpace", 28, index::depth_space),
+    ("DequantizeLinear", 28, quant::dequantize_linear),
     ("Div", 14, elementwise::arithmetic),
     ("Dropout", 22, shape::identity),
+    ("DynamicQuantizeLinear", 11, quant::dynamic_quantize_linear),
     ("Einsum", 28, einsum::einsum),
     ("Elu", 22, elementwise::activation),
     ("Equal", 19, elementwise::predicate),
@@ -136,6 +140,7 @@ const CONVERTERS: &[(&str, i64, Convert)] = &[
     ("LogSoftmax", 13, nn::softmax),
     ("LpNormalization", 22, normalize::lp_normalization),
     ("MatMul", 13, nn::matmul),
+    ("MatMulInteger", 10, quant::matmul_integer),
     ("Max", 13, elementwise::variadic),
     ("MaxPool", 22, nn::pool),
     ("Mean", 13, elementwise::variadic),
@@ -151,6 +156,8 @@ const CONVERTERS: &[(&str, i64, Convert)] = &[
     ("PRelu", 16, elementwise::prelu),
     ("Pad", 25, shape::pad),
     ("Pow", 15, elementwise::pow),
+    ("QLinearMatMul", 21, quant::qlinear_matmul),
+    ("QuantizeLinear", 28, quant::quantize_linear),
     ("RMSNormalization", 23, normalize::rms_norm),
     ("RNN", 22, rnn::recurrent),
     ("Range", 27, shape::range),

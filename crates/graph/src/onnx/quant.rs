@@ -1,0 +1,306 @@
+//! Quantization as onnxruntime's tools write it: `QuantizeLinear` and `DequantizeLinear`
+//! (per tensor or per axis), `DynamicQuantizeLinear`, and the integer products
+//! `MatMulInteger` and `QLinearMatMul`.
+//!
+//! The arithmetic is ONNX's exactly: quantizing is `saturate(round_half_to_even(x / s) +
+//! z)` into the zero point's type, dequantizing `(x - z) · s`; the integer products
+//! subtract the zero points in int32 and multiply and accumulate in int32 (exact, as
+//! onnxruntime's), and `QLinearMatMul` requantizes the int32 sums in float32 with
+//! `s_a · s_b / s_y`. A static-QDQ model therefore imports and runs with onnxruntime's
+//! integer results; its convolutions and products still run in float32 between their
+//! Q/DQ pairs (no int8 kernels yet). Block quantization (`block_size`) is refused.
+
+use super::attrs::NodeCtx;
+use super::{tensor, Importer, Outputs};
+use crate::error::GraphError;
+use crate::ir::{Binary, Op};
+use petgraph::stable_graph::NodeIndex;
+use tessera_ir::DataType;
+use tessera_te::ops::{MathFn, ReduceKind};
+
+/// `s` (a scale or zero point: a scalar, or 1-D along `axis` of `x`) shaped to
+/// broadcast against `x`.
+fn along_axis(
+    imp: &mut Importer,
+    c: &NodeCtx,
+    s: NodeIndex,
+    x: NodeIndex,
+    tag: &str,
+) -> Result<NodeIndex, GraphError> {
+    let (ss, xs) = (imp.shape(s), imp.shape(x));
+    let n: i64 = ss.iter().product();
+    if ss.len() <= 1 && n == 1 {
+        return imp.reshape(&c.sub(tag), s, vec![]);
+    }
+    if c.int("block_size", 0) != 0 {
+        return Err(c.bad("block quantization (block_size) is not supported"));
+    }
+    let rank = xs.len() as i64;
+    let axis = c.int("axis", 1);
+    let axis = if axis < 0 { axis + rank } else { axis };
+    if ss.len() != 1 || !(0..rank).contains(&axis) || xs[axis as usize] != n {
+        return Err(c.bad(format!(
+            "a {tag} of shape {ss:?} does not fit axis {axis} of {xs:?}"
+        )));
+    }
+    let mut shape = vec![1; xs.len()];
+    shape[axis as usize] = n;
+    imp.reshape(&c.sub(tag), s, shape)
+}
+
+fn cast(
+    imp: &mut Importer,
+    name: &str,
+    x: NodeIndex,
+    dtype: DataType,
+) -> Result<NodeIndex, GraphError> {
+    if imp.ty(x).dtype == dtype {
+        return Ok(x);
+    }
+    imp.op(name, Op::Cast { dtype }, &[x])
+}
+
+fn binary(
+    imp: &mut Importer,
+    name: &str,
+    b: Binary,
+    x: NodeIndex,
+    y: NodeIndex,
+) -> Result<NodeIndex, GraphError> {
+    imp.op(name, Op::Binary(b), &[x, y])
+}
+
+/// `saturate(round_half_to_even(v) + zp)` in `to` (`v` and `zp` float32).
+fn round_saturate(
+    imp: &mut Importer,
+    c: &NodeCtx,
+    v: NodeIndex,
+    zp: Option<NodeIndex>,
+    to: DataType,
+) -> Result<NodeIndex, GraphError> {
+    if !to.is_integer() {
+        return Err(c.bad(format!(
+            "quantizing to {to} is not supported (integer types are)"
+        )));
+    }
+    let r = imp.op(&c.sub("round"), Op::Math(MathFn::RoundEven), &[v])?;
+    let r = match zp {
+        Some(z) => binary(imp, &c.sub("shift"), Binary::Add, r, z)?,
+        None => r,
+    };
+    let (lo, hi) = to.int_range();
+    let clipped = imp.op(
+        &c.sub("saturate"),
+        Op::Clip {
+            min: lo as f64,
+            max: hi as f64,
+        },
+        &[r],
+    )?;
+    imp.op(&c.name, Op::Cast { dtype: to }, &[clipped])
+}
+
+/// The zero point (input `k`) as float32 broadcasting against `x`, and its type.
+fn zero_point(
+    imp: &mut Importer,
+    c: &NodeCtx,
+    k: usize,
+    x: NodeIndex,
+) -> Result<(Option<NodeIndex>, Option<DataType>), GraphError> {
+    match c.opt(k) {
+        Some(z) => {
+            let dt = imp.ty(z).dtype;
+            let z = along_axis(imp, c, z, x, "zero_point")?;
+            let f = cast(imp, &c.sub("zero_point_f32"), z, DataType::float32())?;
+            Ok((Some(f), Some(dt)))
+        }
+        None => Ok((None, None)),
+    }
+}
+
+/// `QuantizeLinear`: into the zero point's type (uint8 without one, or `output_dtype`).
+pub(super) fn quantize_linear(imp: &mut Importer, c: &NodeCtx) -> Outputs {
+    let x = c.input(0)?;
+    let scale = along_axis(imp, c, c.input(1)?, x, "scale")?;
+    let (zp, zdt) = zero_point(imp, c, 2, x)?;
+    let to = match c.int("output_dtype", 0) {
+        0 => zdt.unwrap_or(DataType::uint(8)),
+        code => tensor::dtype_of(code as i32)
+            .ok_or_else(|| c.bad(format!("unsupported output_dtype {code}")))?,
+    };
+    let f32t = DataType::float32();
+    let xf = cast(imp, &c.sub("x_f32"), x, f32t)?;
+    let sf = cast(imp, &c.sub("scale_f32"), scale, f32t)?;
+    let v = binary(imp, &c.sub("scaled"), Binary::Div, xf, sf)?;
+    Ok(vec![round_saturate(imp, c, v, zp, to)?])
+}
+
+/// `DequantizeLinear`: `(x - zp) · scale`, in the scale's type (or `output_dtype`).
+pub(super) fn dequantize_linear(imp: &mut Importer, c: &NodeCtx) -> Outputs {
+    let x = c.input(0)?;
+    let scale = along_axis(imp, c, c.input(1)?, x, "scale")?;
+    let (zp, _) = zero_point(imp, c, 2, x)?;
+    let f32t = DataType::float32();
+    let xf = cast(imp, &c.sub("x_f32"), x, f32t)?;
+    let centred = match zp {
+        Some(z) => binary(imp, &c.sub("centred"), Binary::Sub, xf, z)?,
+        None => xf,
+    };
+    let sdt = imp.ty(scale).dtype;
+    let sf = cast(imp, &c.sub("scale_f32"), scale, f32t)?;
+    let y = binary(imp, &c.sub("dequantized"), Binary::Mul, centred, sf)?;
+    let to = match c.int("output_dtype", 0) {
+        0 => sdt,
+        code => tensor::dtype_of(code as i32)
+            .ok_or_else(|| c.bad(format!("unsupported output_dtype {code}")))?,
+    };
+    Ok(vec![cast(imp, &c.name, y, to)?])
+}
+
+/// `DynamicQuantizeLinear`: uint8 over the range of `x` widened to take 0, with the
+/// scale and zero point it chose.
+pub(super) fn dynamic_quantize_linear(imp: &mut Importer, c: &NodeCtx) -> Outputs {
+    let x = c.input(0)?;
+    let f32t = DataType::float32();
+    let reduce = |imp: &mut Importer, tag: &str, kind: ReduceKind| {
+        let op = Op::Reduce {
+            kind,
+            axes: vec![],
+            keepdims: false,
+        };
+        imp.op(&c.sub(tag), op, &[x])
+    };
+    let lo = reduce(imp, "min", ReduceKind::Min)?;
+    let hi = reduce(imp, "max", ReduceKind::Max)?;
+    let zero = imp.scalar(&c.sub("zero"), f32t, 0.0)?;
+    let lo = binary(imp, &c.sub("min0"), Binary::Min, lo, zero)?;
+    let hi = binary(imp, &c.sub("max0"), Binary::Max, hi, zero)?;
+    let range = binary(imp, &c.sub("range"), Binary::Sub, hi, lo)?;
+    let levels = imp.scalar(&c.sub("levels"), f32t, 255.0)?;
+    let scale = binary(imp, &c.sub("scale"), Binary::Div, range, levels)?;
+    // zp = saturate(round(0 - lo / scale)) in uint8
+    let q = binary(imp, &c.sub("lo_scaled"), Binary::Div, lo, scale)?;
+    let neg = imp.op(&c.sub("neg_lo"), Op::Math(MathFn::Neg), &[q])?;
+    let zr = imp.op(&c.sub("zp_round"), Op::Math(MathFn::RoundEven), &[neg])?;
+    let zc = imp.op(
+        &c.sub("zp_sat"),
+        Op::Clip {
+            min: 0.0,
+            max: 255.0,
+        },
+        &[zr],
+    )?;
+    let zp = imp.op(
+        &c.sub("zero_point"),
+        Op::Cast {
+            dtype: DataType::uint(8),
+        },
+        &[zc],
+    )?;
+    let v = binary(imp, &c.sub("scaled"), Binary::Div, x, scale)?;
+    let y = round_saturate(imp, c, v, Some(zc), DataType::uint(8))?;
+    Ok(vec![y, scale, zp])
+}
+
+/// `(a - a_zp)` in int32 (the zero point scalar, or per row of a 2-D `a`).
+fn centred_i32(
+    imp: &mut Importer,
+    c: &NodeCtx,
+    a: NodeIndex,
+    zp: Option<NodeIndex>,
+    tag: &str,
+    per_row: bool,
+) -> Result<NodeIndex, GraphError> {
+    let i32t = DataType::int32();
+    let ai = cast(imp, &c.sub(&format!("{tag}_i32")), a, i32t)?;
+    let Some(z) = zp else {
+        return Ok(ai);
+    };
+    let zs = imp.shape(z);
+    let n: i64 = zs.iter().product();
+    let zi = cast(imp, &c.sub(&format!("{tag}_zp_i32")), z, i32t)?;
+    let zi = if n == 1 {
+        imp.reshape(&c.sub(&format!("{tag}_zp_scalar")), zi, vec![])?
+    } else if per_row {
+        // a's zero point per row (M): [M, 1]
+        imp.reshape(&c.sub(&format!("{tag}_zp_rows")), zi, vec![n, 1])?
+    } else {
+        // b's zero point per column (N): [N] broadcasts along the last axis
+        imp.reshape(&c.sub(&format!("{tag}_zp_cols")), zi, vec![n])?
+    };
+    binary(imp, &c.sub(&format!("{tag}_centred")), Binary::Sub, ai, zi)
+}
+
+/// `a · b` of int32 operands (2-D, or batched with NumPy's rules through `MatMul`'s
+/// converter's shapes: here 2-D and 3-D).
+fn matmul_i32(
+    imp: &mut Importer,
+    c: &NodeCtx,
+    a: NodeIndex,
+    b: NodeIndex,
+) -> Result<NodeIndex, GraphError> {
+    let (sa, sb) = (imp.shape(a), imp.shape(b));
+    match (sa.len(), sb.len()) {
+        (2, 2) => imp.op(&c.sub("product"), Op::MatMul, &[a, b]),
+        (ra, 2) if ra >= 2 => {
+            let k = sa[ra - 1];
+            let rows: i64 = sa[..ra - 1].iter().product();
+            let a2 = imp.reshape(&c.sub("a_2d"), a, vec![rows, k])?;
+            let y = imp.op(&c.sub("product_2d"), Op::MatMul, &[a2, b])?;
+            let mut out = sa.clone();
+            out[ra - 1] = sb[1];
+            imp.reshape(&c.sub("product"), y, out)
+        }
+        (3, 3) if sa[0] == sb[0] => imp.op(&c.sub("product"), Op::MatMul, &[a, b]),
+        _ => Err(c.bad(format!(
+            "integer products of {sa:?} × {sb:?} are not supported"
+        ))),
+    }
+}
+
+/// `MatMulInteger`: int32 `(a - a_zp) · (b - b_zp)`.
+pub(super) fn matmul_integer(imp: &mut Importer, c: &NodeCtx) -> Outputs {
+    let a = centred_i32(imp, c, c.input(0)?, c.opt(2), "a", true)?;
+    let b = centred_i32(imp, c, c.input(1)?, c.opt(3), "b", false)?;
+    Ok(vec![matmul_i32(imp, c, a, b)?])
+}
+
+/// `QLinearMatMul`: the int32 product requantized, `saturate(round(acc · s_a s_b / s_y) +
+/// z_y)`.
+pub(super) fn qlinear_matmul(imp: &mut Importer, c: &NodeCtx) -> Outputs {
+    let a = centred_i32(imp, c, c.input(0)?, c.opt(2), "a", true)?;
+    let b = centred_i32(imp, c, c.input(3)?, c.opt(5), "b", false)?;
+    let acc = matmul_i32(imp, c, a, b)?;
+    let f32t = DataType::float32();
+    let accf = cast(imp, &c.sub("acc_f32"), acc, f32t)?;
+    let (sa, sb, sy) = (c.input(1)?, c.input(4)?, c.input(6)?);
+    let sa = cast(imp, &c.sub("sa"), sa, f32t)?;
+    let sb = cast(imp, &c.sub("sb"), sb, f32t)?;
+    let sy = cast(imp, &c.sub("sy"), sy, f32t)?;
+    let sa = along_last_or_rows(imp, c, sa, true, "sa_b")?;
+    let sb = along_last_or_rows(imp, c, sb, false, "sb_b")?;
+    let sab = binary(imp, &c.sub("sab"), Binary::Mul, sa, sb)?;
+    let m = binary(imp, &c.sub("multiplier"), Binary::Div, sab, sy)?;
+    let v = binary(imp, &c.sub("requantized"), Binary::Mul, accf, m)?;
+    let zy = c.input(7)?;
+    let to = imp.ty(zy).dtype;
+    let zf = cast(imp, &c.sub("zy_f32"), zy, f32t)?;
+    Ok(vec![round_saturate(imp, c, v, Some(zf), to)?])
+}
+
+/// A scale that is a scalar, per row of `a` (`[M, 1]`) or per column of `b` (`[N]`).
+fn along_last_or_rows(
+    imp: &mut Importer,
+    c: &NodeCtx,
+    s: NodeIndex,
+    rows: bool,
+    tag: &str,
+) -> Result<NodeIndex, GraphError> {
+    let n: i64 = imp.shape(s).iter().product();
+    let shape = match (n, rows) {
+        (1, _) => vec![],
+        (_, true) => vec![n, 1],
+        (_, false) => vec![n],
+    };
+    imp.reshape(&c.sub(tag), s, shape)
+}
