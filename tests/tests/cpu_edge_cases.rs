@@ -520,7 +520,7 @@ fn math_intrinsics_lane_by_lane() {
     k.check(false);
 }
 
-/// The CPU's float32 vector `exp`, `sigmoid` and `erf` (polynomials on whole registers,
+/// The CPU's float32 vector `exp`, `sigmoid`, `tanh` and `erf` (polynomials on whole registers,
 /// not libm lane by lane) across their range: overflow to ∞, underflow through the
 /// subnormals to 0, tiny arguments, NaN.
 #[test]
@@ -553,7 +553,12 @@ fn float32_vector_math_over_its_range() {
         -0.7,
     ];
     let a = k.input("A", f32t(), &values);
-    for op in [Intrinsic::Exp, Intrinsic::Sigmoid, Intrinsic::Erf] {
+    for op in [
+        Intrinsic::Exp,
+        Intrinsic::Sigmoid,
+        Intrinsic::Tanh,
+        Intrinsic::Erf,
+    ] {
         let name = op.name().replace("tir.", "");
         let o = k.output(&name, f32t(), values.len() as i64);
         k.body.push(for_(ForKind::Serial, "b", 0, 3, |b| {
