@@ -9,7 +9,7 @@ use tessera_ir::DataType;
 use tessera_runtime::NDArray;
 use tessera_te::ops::{
     self, Activation, BinaryFn, Conv2dAttrs, Conv3dAttrs, Cumulative, LrnAttrs, MathFn, PadMode,
-    Pool2dAttrs, Pool3dAttrs, PoolType, ReduceKind, ResizeAttrs,
+    Pool2dAttrs, Pool3dAttrs, PoolType, ReduceKind, ResizeAttrs, ScatterReduction,
 };
 use tessera_te::{TeError, Tensor};
 
@@ -238,6 +238,12 @@ pub enum Op {
     GatherNd {
         batch_dims: usize,
     },
+    /// `data`, `indices`, `updates`: `data` with `updates` written at `indices` along
+    /// `axis`, combined by `reduction` (ONNX's `ScatterElements`).
+    ScatterElements {
+        axis: i64,
+        reduction: ScatterReduction,
+    },
     /// The upper or lower triangle of the last two axes from diagonal `k` (ONNX's
     /// `Trilu`).
     Trilu {
@@ -362,6 +368,7 @@ impl Op {
             Op::Attention { .. } => "attention",
             Op::GatherElements { .. } => "gather_elements",
             Op::GatherNd { .. } => "gather_nd",
+            Op::ScatterElements { .. } => "scatter_elements",
             Op::Trilu { .. } => "trilu",
             Op::Cumulative { how, .. } => {
                 if how.product {
@@ -398,7 +405,10 @@ impl Op {
             | Op::Take { .. }
             | Op::GatherElements { .. }
             | Op::GatherNd { .. } => 2,
-            Op::Where | Op::InstanceNorm { .. } | Op::LayerNorm { .. } => 3,
+            Op::Where
+            | Op::InstanceNorm { .. }
+            | Op::LayerNorm { .. }
+            | Op::ScatterElements { .. } => 3,
             Op::BatchNorm { .. } => 5,
             Op::Attention { .. } => 4,
             Op::Concat { .. } => return None,
@@ -444,7 +454,8 @@ impl Op {
             | Op::Lrn(_)
             | Op::InstanceNorm { .. }
             | Op::LayerNorm { .. }
-            | Op::LogSoftmax { .. } => Pattern::Opaque,
+            | Op::LogSoftmax { .. }
+            | Op::ScatterElements { .. } => Pattern::Opaque,
             Op::Concat { .. }
             | Op::Flatten
             | Op::Reshape { .. }
@@ -637,6 +648,9 @@ impl Op {
             }
             Op::GatherElements { axis } => ops::gather_elements(&inputs[0], &inputs[1], *axis),
             Op::GatherNd { batch_dims } => ops::gather_nd(&inputs[0], &inputs[1], *batch_dims),
+            Op::ScatterElements { axis, reduction } => {
+                ops::scatter_elements(&inputs[0], &inputs[1], &inputs[2], *axis, *reduction)
+            }
             Op::Trilu { k, upper } => ops::trilu(x(), *k, *upper),
             Op::Cumulative { axis, how } => ops::cumulative(x(), *axis, *how),
             Op::OneHot {

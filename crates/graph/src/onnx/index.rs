@@ -1,4 +1,5 @@
-//! Operators that compute with positions: `GatherElements`, `GatherND`, `Trilu`, `CumSum`,
+//! Operators that compute with positions: `GatherElements`, `GatherND`,
+//! `ScatterElements`, `Trilu`, `CumSum`,
 //! `CumProd`, `OneHot`, `ArgMax`, `ArgMin`, `Hardmax` (the one-hot of the arg-max),
 //! `EyeLike` (a constant), and `DepthToSpace` / `SpaceToDepth` (reshapes around a
 //! transpose).
@@ -8,7 +9,7 @@ use super::shape::norm_axis;
 use super::{tensor, Importer, Outputs};
 use crate::ir::Op;
 use tessera_runtime::NDArray;
-use tessera_te::ops::{BinaryFn, Cumulative};
+use tessera_te::ops::{BinaryFn, Cumulative, ScatterReduction};
 
 /// `GatherElements`: constant indices are checked here, others when the network runs.
 pub(super) fn gather_elements(imp: &mut Importer, c: &NodeCtx) -> Outputs {
@@ -43,6 +44,22 @@ pub(super) fn gather_nd(imp: &mut Importer, c: &NodeCtx) -> Outputs {
     }
     let op = Op::GatherNd { batch_dims };
     Ok(vec![imp.op(&c.name, op, &[x, idx])?])
+}
+
+/// `ScatterElements` (and the `Scatter` of opsets 9–10 it replaced).
+pub(super) fn scatter_elements(imp: &mut Importer, c: &NodeCtx) -> Outputs {
+    let (x, idx, upd) = (c.input(0)?, c.input(1)?, c.input(2)?);
+    let axis = norm_axis(c, c.int("axis", 0), imp.rank(x))? as i64;
+    let reduction = match c.string("reduction").as_deref().unwrap_or("none") {
+        "none" => ScatterReduction::Replace,
+        "add" => ScatterReduction::Add,
+        "mul" => ScatterReduction::Mul,
+        "max" => ScatterReduction::Max,
+        "min" => ScatterReduction::Min,
+        other => return Err(c.bad(format!("reduction `{other}` is not defined"))),
+    };
+    let op = Op::ScatterElements { axis, reduction };
+    Ok(vec![imp.op(&c.name, op, &[x, idx, upd])?])
 }
 
 /// `Trilu`: the diagonal `k` a constant input (0 when absent).

@@ -21,8 +21,10 @@
 //! layers, softmax), [`elementwise`], [`shape`] (shape arithmetic and data movement),
 //! [`index`] (gathers by element, triangles, running sums, one-hot, arg-max),
 //! [`normalize`] (RMS, Lp and mean-variance normalization as their parts), [`rnn`]
-//! (LSTM, GRU and RNN unrolled), [`attention`] (opset 23's Attention), [`quant`]
-//! (quantize, dequantize, integer products), [`reduce`],
+//! (LSTM, GRU and RNN unrolled), [`attention`] (opset 23's Attention), [`rotary`]
+//! (RotaryEmbedding), [`quant`]
+//! (quantize, dequantize, integer products), [`loss`] (the likelihood losses),
+//! [`reduce`],
 //! [`resize`] and [`einsum`]; [`CONVERTERS`] maps each operator type to its converter,
 //! with the newest version of the operator's definition it implements ([`opset`]).
 
@@ -35,6 +37,7 @@ mod attrs;
 mod einsum;
 mod elementwise;
 mod index;
+mod loss;
 mod nn;
 mod normalize;
 pub mod opset;
@@ -42,6 +45,7 @@ mod quant;
 mod reduce;
 mod resize;
 mod rnn;
+mod rotary;
 mod shape;
 #[rustfmt::skip]
 #[allow(missing_docs)]
@@ -87,6 +91,7 @@ const CONVERTERS: &[(&str, i64, Convert)] = &[
     ("CastLike", 25, elementwise::cast),
     ("Ceil", 13, elementwise::math),
     ("Celu", 28, elementwise::activation),
+    ("CenterCropPad", 18, shape::center_crop_pad),
     ("Clip", 13, elementwise::clip),
     ("Concat", 13, shape::concat),
     ("Constant", 25, shape::constant),
@@ -139,6 +144,7 @@ const CONVERTERS: &[(&str, i64, Convert)] = &[
     ("Log", 13, elementwise::math),
     ("LogSoftmax", 13, nn::softmax),
     ("LpNormalization", 22, normalize::lp_normalization),
+    ("LpPool", 22, nn::lp_pool),
     ("MatMul", 13, nn::matmul),
     ("MatMulInteger", 10, quant::matmul_integer),
     ("Max", 13, elementwise::variadic),
@@ -150,6 +156,11 @@ const CONVERTERS: &[(&str, i64, Convert)] = &[
     ("Mod", 28, elementwise::modulo),
     ("Mul", 14, elementwise::arithmetic),
     ("Neg", 13, elementwise::math),
+    (
+        "NegativeLogLikelihoodLoss",
+        22,
+        loss::negative_log_likelihood,
+    ),
     ("Not", 1, elementwise::math),
     ("OneHot", 28, index::one_hot),
     ("Or", 7, elementwise::predicate),
@@ -175,7 +186,10 @@ const CONVERTERS: &[(&str, i64, Convert)] = &[
     ("Relu", 14, elementwise::unary),
     ("Reshape", 25, shape::reshape),
     ("Resize", 19, resize::resize),
+    ("RotaryEmbedding", 23, rotary::rotary_embedding),
     ("Round", 22, elementwise::math),
+    ("Scatter", 11, index::scatter_elements),
+    ("ScatterElements", 18, index::scatter_elements),
     ("ScatterND", 18, shape::scatter_nd),
     ("Selu", 22, elementwise::activation),
     ("Shape", 25, shape::shape),
@@ -187,6 +201,7 @@ const CONVERTERS: &[(&str, i64, Convert)] = &[
     ("Size", 25, shape::size),
     ("Slice", 13, shape::slice),
     ("Softmax", 13, nn::softmax),
+    ("SoftmaxCrossEntropyLoss", 13, loss::softmax_cross_entropy),
     ("Softplus", 22, elementwise::math),
     ("Softsign", 22, elementwise::math),
     ("SpaceToDepth", 28, index::depth_space),

@@ -13,7 +13,8 @@ use crate::reference::permute;
 use petgraph::stable_graph::NodeIndex;
 use tessera_runtime::NDArray;
 use tessera_te::ops::{
-    Conv2dAttrs, Conv3dAttrs, LrnAttrs, MathFn, Pool2dAttrs, Pool3dAttrs, PoolType, ReduceKind,
+    BinaryFn, Conv2dAttrs, Conv3dAttrs, LrnAttrs, MathFn, Pool2dAttrs, Pool3dAttrs, PoolType,
+    ReduceKind,
 };
 
 /// The spatial geometry of a convolution or pooling window: per spatial axis, the
@@ -333,7 +334,62 @@ fn dilate_kernel(w: &NDArray, dil: &[i64]) -> Result<NDArray, GraphError> {
 
 /// `MaxPool`, `AveragePool`: 1-D, 2-D or 3-D.
 pub(super) fn pool(imp: &mut Importer, c: &NodeCtx) -> Outputs {
+    let kind = if c.op == "MaxPool" {
+        PoolType::Max
+    } else {
+        PoolType::Avg
+    };
+    let include_pad = c.int("count_include_pad", 0) != 0;
+    Ok(vec![pool_of(
+        imp,
+        c,
+        c.input(0)?,
+        kind,
+        include_pad,
+        &c.name,
+    )?])
+}
+
+/// `LpPool`: `(Σ |x|^p)^(1/p)` over each window, as an average pool counting the padding
+/// of `|x|^p` times the window's size.
+pub(super) fn lp_pool(imp: &mut Importer, c: &NodeCtx) -> Outputs {
     let x = c.input(0)?;
+    let dt = imp.ty(x).dtype;
+    // a float before opset 2, an integer from it
+    let p = if imp.opset < 2 {
+        c.float("p", 2.0) as f64
+    } else {
+        c.int("p", 2) as f64
+    };
+    let abs = imp.op(&c.sub("abs"), Op::Math(MathFn::Abs), &[x])?;
+    let pe = imp.scalar(&c.sub("p"), dt, p)?;
+    let powed = match p {
+        1.0 => abs,
+        2.0 => imp.op(&c.sub("pow"), Op::Binary(Binary::Mul), &[abs, abs])?,
+        _ => imp.op(&c.sub("pow"), Op::BinaryFn(BinaryFn::Power), &[abs, pe])?,
+    };
+    let mean = pool_of(imp, c, powed, PoolType::Avg, true, &c.sub("mean"))?;
+    let area: i64 = c.ints("kernel_shape").unwrap_or_default().iter().product();
+    let area = imp.scalar(&c.sub("area"), dt, area as f64)?;
+    let total = imp.op(&c.sub("sum"), Op::Binary(Binary::Mul), &[mean, area])?;
+    let inv = imp.scalar(&c.sub("inverse_p"), dt, 1.0 / p)?;
+    let out = match p {
+        1.0 => total,
+        2.0 => imp.op(&c.name, Op::Unary(Unary::Sqrt), &[total])?,
+        _ => imp.op(&c.name, Op::BinaryFn(BinaryFn::Power), &[total, inv])?,
+    };
+    Ok(vec![out])
+}
+
+/// A 1-D, 2-D or 3-D pooling of `x` by the node's window attributes.
+fn pool_of(
+    imp: &mut Importer,
+    c: &NodeCtx,
+    x: NodeIndex,
+    kind: PoolType,
+    include_pad: bool,
+    name: &str,
+) -> Result<NodeIndex, GraphError> {
     let xs = imp.shape(x);
     if !(3..=5).contains(&xs.len()) {
         return Err(c.bad(format!(
@@ -348,13 +404,7 @@ pub(super) fn pool(imp: &mut Importer, c: &NodeCtx) -> Outputs {
         .ints("kernel_shape")
         .ok_or_else(|| c.bad("kernel_shape is required"))?;
     let win = Window::of(c, &xs[2..], kernel)?;
-    let kind = if c.op == "MaxPool" {
-        PoolType::Max
-    } else {
-        PoolType::Avg
-    };
     let ceil = c.int("ceil_mode", 0) != 0;
-    let include_pad = c.int("count_include_pad", 0) != 0;
     if c.int("storage_order", 0) != 0 {
         return Err(c.bad("storage_order 1 is not supported"));
     }
@@ -375,11 +425,11 @@ pub(super) fn pool(imp: &mut Importer, c: &NodeCtx) -> Outputs {
     };
     let y = match xs.len() {
         3 => {
-            let x2 = lift_1d(imp, &c.sub("2d_in"), x)?;
-            let y = pool2d(imp, &c.sub("2d"), x2, &win.as_2d())?;
-            drop_1d(imp, &c.name, y)?
+            let x2 = lift_1d(imp, &format!("{name}_2d_in"), x)?;
+            let y = pool2d(imp, &format!("{name}_2d"), x2, &win.as_2d())?;
+            drop_1d(imp, name, y)?
         }
-        4 => pool2d(imp, &c.name, x, &win)?,
+        4 => pool2d(imp, name, x, &win)?,
         _ => {
             let t = |v: &[i64]| (v[0], v[1], v[2]);
             let (b, a) = (&win.before, &win.after);
@@ -388,10 +438,10 @@ pub(super) fn pool(imp: &mut Importer, c: &NodeCtx) -> Outputs {
                 .with_dilation(t(&win.dilations))
                 .with_ceil_mode(ceil)
                 .with_count_include_pad(include_pad);
-            imp.op(&c.name, Op::Pool3d { kind, attrs }, &[x])?
+            imp.op(name, Op::Pool3d { kind, attrs }, &[x])?
         }
     };
-    Ok(vec![y])
+    Ok(y)
 }
 
 /// `GlobalAveragePool`, `GlobalMaxPool`: over the spatial axes of a 3-D, 4-D or 5-D

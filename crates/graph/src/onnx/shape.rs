@@ -642,3 +642,54 @@ pub(super) fn pad(imp: &mut Importer, c: &NodeCtx) -> Outputs {
     };
     Ok(vec![imp.op(&c.name, op, &[x])?])
 }
+
+/// `CenterCropPad`: each of `axes` (all by default) cropped or zero-padded about its
+/// centre to the constant `shape` (the odd element cropped from, or padded at, the end).
+pub(super) fn center_crop_pad(imp: &mut Importer, c: &NodeCtx) -> Outputs {
+    let x = c.input(0)?;
+    let xs = imp.shape(x);
+    let rank = xs.len();
+    let target = imp
+        .const_ints(c, 1, "the shape")?
+        .ok_or_else(|| c.bad("the shape (input 1) is missing"))?;
+    let axes: Vec<usize> = match c.ints("axes") {
+        Some(a) => a
+            .iter()
+            .map(|&a| norm_axis(c, a, rank))
+            .collect::<Result<_, _>>()?,
+        None => (0..rank).collect(),
+    };
+    if axes.len() != target.len() || target.iter().any(|&t| t < 0) {
+        return Err(c.bad(format!("shape {target:?} does not fit axes {axes:?}")));
+    }
+    let (mut begin, mut end) = (vec![0; rank], xs.clone());
+    let (mut before, mut after) = (vec![0; rank], vec![0; rank]);
+    for (&a, &t) in axes.iter().zip(&target) {
+        let d = xs[a];
+        if t < d {
+            begin[a] = (d - t) / 2;
+            end[a] = begin[a] + t;
+        } else {
+            before[a] = (t - d) / 2;
+            after[a] = t - d - before[a];
+        }
+    }
+    let mut y = x;
+    if begin.iter().any(|&b| b != 0) || end != xs {
+        let op = Op::StridedSlice {
+            begin,
+            end,
+            strides: vec![1; rank],
+        };
+        y = imp.op(&c.sub("crop"), op, &[y])?;
+    }
+    if before.iter().chain(&after).any(|&p| p != 0) {
+        let op = Op::Pad {
+            before,
+            after,
+            value: 0.0,
+        };
+        y = imp.op(&c.sub("pad"), op, &[y])?;
+    }
+    Ok(vec![y])
+}

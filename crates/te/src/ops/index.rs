@@ -1,5 +1,5 @@
 //! Operators that compute with positions: gathering elements or slices by an index
-//! tensor (ONNX's `GatherElements`, `GatherND`), the triangles of matrices (`Trilu`), running sums and
+//! tensor (ONNX's `GatherElements`, `GatherND`), scattering them (`ScatterElements`), the triangles of matrices (`Trilu`), running sums and
 //! products (`CumSum`, `CumProd`), one-hot encodings (`OneHot`) and the position of the
 //! largest or smallest element (`ArgMax`, `ArgMin`).
 //!
@@ -102,6 +102,117 @@ pub fn gather_nd(data: &Tensor, indices: &Tensor, batch_dims: usize) -> Result<T
         }
         idx.extend_from_slice(&ix[q - 1..]);
         data.at(&idx)
+    })
+}
+
+/// How [`scatter_elements`] combines an update with what is there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ScatterReduction {
+    /// The update replaces the element (the last of several to the same place).
+    Replace,
+    Add,
+    Mul,
+    Max,
+    Min,
+}
+
+/// `data` with `updates` written at `indices` along `axis` (ONNX's `ScatterElements`):
+/// `indices` and `updates` have one shape, within `data`'s; an element of `data` takes
+/// the updates whose index along `axis` is its own position, combined by `reduction`.
+/// One reduction per element over the indices' `axis` (the position of the last match
+/// for `Replace`). Stage `T_scatter_elements`.
+pub fn scatter_elements(
+    data: &Tensor,
+    indices: &Tensor,
+    updates: &Tensor,
+    axis: i64,
+    reduction: ScatterReduction,
+) -> Result<Tensor, TeError> {
+    let op = "scatter_elements";
+    check_indices(op, indices)?;
+    let (ds, is) = (data.shape().to_vec(), indices.shape().to_vec());
+    if updates.shape() != is.as_slice()
+        || is.len() != ds.len()
+        || is.iter().zip(&ds).any(|(i, d)| i > d)
+        || updates.dtype() != data.dtype()
+    {
+        return Err(attr_err(
+            op,
+            "updates",
+            format!(
+                "indices {is:?} and updates {:?} must share a shape within data {ds:?}, \
+                 and updates data's type",
+                updates.shape()
+            ),
+        ));
+    }
+    let ax = normalize_axis(op, "axis", axis, ds.len())?;
+    let n = ds[ax];
+    let dt = data.dtype();
+    let i64t = DataType::int64();
+    // whether the indices reach output position `ix` from their position `k` along axis
+    let reach = |ix: &[Expr], k: Expr| -> (Expr, Vec<Expr>) {
+        let mut at: Vec<Expr> = ix
+            .iter()
+            .zip(&is)
+            .map(|(i, &e)| Expr::min(i.clone(), Expr::int(e - 1)))
+            .collect();
+        at[ax] = k;
+        let mut inside = Expr::bool(true);
+        for (d, (i, &e)) in ix.iter().zip(&is).enumerate() {
+            if d != ax && e < ds[d] {
+                inside = Expr::and(inside, i.clone().lt(Expr::int(e)));
+            }
+        }
+        let target = wrap_clamp(indices.at(&at), n);
+        let hit = Expr::and(inside, target.eq(Expr::cast(i64t, ix[ax].clone())));
+        (hit, at)
+    };
+    let k = reduce_axis(is[ax], "k");
+    let ks = std::slice::from_ref(&k);
+    if reduction == ScatterReduction::Replace {
+        let last = compute_tagged(&ds, "T_scatter_elements_last", TAG_COMM_REDUCE, &[], |ix| {
+            let (hit, _) = reach(ix, k.expr());
+            let j = Expr::cast(i64t, k.expr());
+            crate::tensor::max(Expr::select(hit, j, Expr::int_of(i64t, -1)), ks)
+        })?;
+        return compute_ax(&ds, "T_scatter_elements", TAG_INJECTIVE, |ix| {
+            let j = last.at(ix);
+            let mut at: Vec<Expr> = ix
+                .iter()
+                .zip(&is)
+                .map(|(i, &e)| Expr::min(i.clone(), Expr::int(e - 1)))
+                .collect();
+            at[ax] = Expr::cast(
+                DataType::int32(),
+                Expr::max(j.clone(), Expr::int_of(i64t, 0)),
+            );
+            Expr::select(j.ge(Expr::int_of(i64t, 0)), updates.at(&at), data.at(ix))
+        });
+    }
+    let big = |v: f64| const_of(dt, v);
+    let combined = compute_tagged(&ds, "T_scatter_elements_sum", TAG_COMM_REDUCE, &[], |ix| {
+        let (hit, at) = reach(ix, k.expr());
+        let u = updates.at(&at);
+        match reduction {
+            ScatterReduction::Add => crate::tensor::sum(Expr::select(hit, u, big(0.0)), ks),
+            ScatterReduction::Mul => crate::tensor::prod(Expr::select(hit, u, big(1.0)), ks),
+            ScatterReduction::Max => {
+                crate::tensor::max(Expr::select(hit, u, big(f64::NEG_INFINITY)), ks)
+                    .with_init(big(f64::NEG_INFINITY))
+            }
+            _ => crate::tensor::min(Expr::select(hit, u, big(f64::INFINITY)), ks)
+                .with_init(big(f64::INFINITY)),
+        }
+    })?;
+    compute_ax(&ds, "T_scatter_elements", TAG_INJECTIVE, |ix| {
+        let (d, u) = (data.at(ix), combined.at(ix));
+        match reduction {
+            ScatterReduction::Add => d + u,
+            ScatterReduction::Mul => d * u,
+            ScatterReduction::Max => Expr::max(d, u),
+            _ => Expr::min(d, u),
+        }
     })
 }
 
