@@ -2,7 +2,8 @@
 """Latency of an ONNX model: `tessera run --onnx` (untuned, default schedules) against
 onnxruntime on the same machine and thread count, in alternating rounds, so that both
 see the same machine load. Prints each round's medians and their ratio, then the median
-ratio over the rounds.
+ratio over the rounds. Every input is fed: floats uniform in [-1, 1), integers (token
+ids, masks) zeros, bools true.
 
 With `--log FILE` each round also times the build with the history best of that record
 log (`tessera run --log`), so untuned, tuned and onnxruntime are compared in one run.
@@ -70,9 +71,17 @@ def main():
     ap.add_argument("--baseline", help="also time this tessera binary, untuned")
     a = ap.parse_args()
     sess = ort_session(a.model, a.threads)
-    inp = sess.get_inputs()[0]
-    shape = [d if isinstance(d, int) else 1 for d in inp.shape]
-    feed = {inp.name: np.random.default_rng(0).uniform(-1, 1, shape).astype(np.float32)}
+    feed = {}
+    for inp in sess.get_inputs():
+        shape = [d if isinstance(d, int) else 1 for d in inp.shape]
+        if inp.type == "tensor(float)":
+            feed[inp.name] = np.random.default_rng(0).uniform(-1, 1, shape).astype(np.float32)
+        elif inp.type == "tensor(bool)":
+            feed[inp.name] = np.ones(shape, dtype=bool)
+        else:
+            # token ids and masks: zeros index the first row, and time the same
+            dt = {"tensor(int64)": np.int64, "tensor(int32)": np.int32}[inp.type]
+            feed[inp.name] = np.zeros(shape, dtype=dt)
     print(f"model {a.model}, {a.threads} threads, onnxruntime {ort.__version__}, "
           f"{a.rounds} rounds of {a.repeat} runs each")
     ratios, tuned_ratios, gains, base_ratios = [], [], [], []

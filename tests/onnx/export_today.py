@@ -1,6 +1,7 @@
 """Exports the small models of tests/onnx/exports/ with PyTorch's default (torch.export-based,
 `dynamo=True`) exporter: an LSTM, a bidirectional LSTM, a GRU, and, built from `transformers`
-configs with random weights (no download), a BERT encoder with a padding mask, a GPT-2 decoder,
+configs with random weights (no download), a BERT encoder with a padding mask (batch 2,
+and batch 1), a GPT-2 decoder,
 a LLaMA decoder (grouped-query heads, rotary embeddings, RMS norm) and a T5 encoder (relative
 position bias). Each gets its inputs and onnxruntime's outputs (.npy), and manifest.json lists
 them; crates/graph/tests/onnx_exports.rs checks Tessera against those outputs (CI has no torch).
@@ -86,6 +87,19 @@ def make_bert():
     return m, (ids, mask)
 
 
+def make_bert_b1():
+    """Batch 1: the padding mask broadcasts over the heads and query rows ([1, 1, M, N]
+    once expanded), the form the CPU plan fuses into its attention operator."""
+    from transformers import BertConfig, BertModel
+    cfg = BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
+                     vocab_size=1000, max_position_embeddings=64)
+    m = HFWrapMask(_hf(BertModel, cfg))
+    ids = torch.randint(0, 1000, (1, 32), dtype=torch.int64)
+    mask = torch.ones(1, 32, dtype=torch.int64)
+    mask[0, -7:] = 0
+    return m, (ids, mask)
+
+
 def make_gpt2():
     from transformers import GPT2Config, GPT2Model
     cfg = GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=1000, n_positions=64)
@@ -113,6 +127,7 @@ MODELS = {
     "lstm_bidir": lambda: (LSTMBidir(), (torch.randn(7, 3, 16),)),
     "gru": lambda: (GRULin(), (torch.randn(2, 10, 16),)),
     "bert_mask": make_bert,
+    "bert_mask_b1": make_bert_b1,
     "gpt2": make_gpt2,
     "llama": make_llama,
     "t5enc": make_t5enc,

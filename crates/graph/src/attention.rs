@@ -269,7 +269,19 @@ fn rewrite(graph: &mut Graph, chain: Chain, lanes: i64) -> Result<NodeIndex, Gra
             &[v],
         )?;
     }
+    // a computed bias's leading axes are ones (`scores_view_bias`): the operator takes
+    // it as its trailing two, which broadcast to the scores' `[B, M, N]` (an exporter's
+    // `[1, 1, M, N]` padding mask would not)
     let bias = match chain.bias {
+        Bias::Computed(b, tail) if graph.node(b).ty.shape.len() > tail.len() => {
+            let op = Op::Reshape {
+                shape: tail.clone(),
+            };
+            Bias::Computed(graph.op(&format!("{name}_bias_view"), op, &[b])?, tail)
+        }
+        other => other,
+    };
+    let bias = match bias {
         Bias::Computed(b, _) if to == n => b,
         Bias::Computed(b, _) => {
             let rank = graph.node(b).ty.shape.len();

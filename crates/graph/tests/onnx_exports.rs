@@ -4,25 +4,34 @@
 //! GRU, and `transformers` models built from configs — a BERT encoder with a padding mask
 //! (GatherElements, GatherND, Where over bool masks), a GPT-2 decoder (tanh GELU with a
 //! cube), a LLaMA decoder (grouped-query heads, rotary embeddings, RMS norm) and a T5
-//! encoder (relative position bias). Each is imported, built for the CPU and run on its
-//! stored inputs, against onnxruntime's stored outputs.
+//! encoder (relative position bias). Each is imported, built for the CPU (as it is, and
+//! through the CPU plan `tessera run` uses: NHWC, attention fused, weights packed) and run
+//! on its stored inputs, against onnxruntime's stored outputs.
 
 use std::path::{Path, PathBuf};
 use tessera_backends::Target;
+use tessera_graph::conv_plan::ConvPlan;
 use tessera_graph::onnx::{load, ImportOptions};
-use tessera_graph::{build, passes};
+use tessera_graph::{build, passes, Layout};
 use tessera_runtime::NDArray;
 
 fn exports() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/onnx/exports")
 }
 
-/// Imports, optimizes, builds and runs one manifest entry; `Err` says what differs.
-fn check(dir: &Path, m: &serde_json::Value) -> Result<(), String> {
+/// Imports, optimizes, builds and runs one manifest entry — as it is, or (`cpu_plan`)
+/// in NHWC through a CPU build's plan as `tessera run` builds it (attention fused,
+/// weights packed) —; `Err` says what differs.
+fn check(dir: &Path, m: &serde_json::Value, cpu_plan: bool) -> Result<(), String> {
     let s = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
     let mut g = load(&dir.join(s(&m["model"])), &ImportOptions::default())
         .map_err(|e| format!("import: {e}"))?;
-    passes::optimize(&mut g, None).map_err(|e| format!("optimize: {e}"))?;
+    let layout = cpu_plan.then_some(Layout::Nhwc);
+    passes::optimize(&mut g, layout).map_err(|e| format!("optimize: {e}"))?;
+    if cpu_plan {
+        let plan = ConvPlan::for_cpu(g, 16, true).map_err(|e| format!("plan: {e}"))?;
+        g = plan.rule_graph().clone();
+    }
     let mut module = build(&g, &Target::cpu()).map_err(|e| format!("build: {e}"))?;
     for i in m["inputs"].as_array().ok_or("no inputs")? {
         let v = NDArray::load_npy(dir.join(s(&i["file"]))).map_err(|e| e.to_string())?;
@@ -73,10 +82,12 @@ fn pytorch_exports_of_todays_models_match_onnxruntime() {
     }
     let failures: Vec<String> = manifest
         .iter()
-        .filter_map(|m| {
-            check(&dir, m)
-                .err()
-                .map(|e| format!("{}: {e}", m["name"].as_str().unwrap_or("?")))
+        .flat_map(|m| [(m, false), (m, true)])
+        .filter_map(|(m, plan)| {
+            check(&dir, m, plan).err().map(|e| {
+                let how = if plan { "the CPU plan" } else { "plain" };
+                format!("{} ({how}): {e}", m["name"].as_str().unwrap_or("?"))
+            })
         })
         .collect();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
