@@ -487,3 +487,42 @@ fn pow_by_small_constant_exponents_becomes_products() {
         }
     }
 }
+
+/// The window functions of a size known at import, periodic and symmetric, against
+/// their definitions (Hann as sin², the others as cosine sums).
+#[test]
+fn window_functions_of_a_known_size_are_constants() {
+    use std::f64::consts::PI;
+    let x = NDArray::from_slice_f32(&[8], &[0.0; 8]).unwrap();
+    for op in ["HannWindow", "HammingWindow", "BlackmanWindow"] {
+        for periodic in [1, 0] {
+            let mut size = i64_tensor("size", &[8]);
+            size.dims = vec![];
+            let nodes = vec![
+                node(
+                    op,
+                    "w",
+                    &["size"],
+                    &["win"],
+                    vec![int_attr("periodic", periodic)],
+                ),
+                node("Add", "add", &["x", "win"], &["y"], vec![]),
+            ];
+            let m = with_io(model(nodes, vec![size], 17), &[8], &[8]);
+            let got = run_model(&m, &x);
+            let d = if periodic == 1 { 8.0 } else { 7.0 };
+            for (n, g) in got.iter().enumerate() {
+                let t = n as f64 / d;
+                let want = match op {
+                    "HannWindow" => (PI * t).sin().powi(2),
+                    "HammingWindow" => 0.54347826 - 0.45652174 * (2.0 * PI * t).cos(),
+                    _ => 0.42 - 0.5 * (2.0 * PI * t).cos() + 0.08 * (4.0 * PI * t).cos(),
+                };
+                assert!(
+                    (g - want).abs() < 1e-6,
+                    "{op} periodic={periodic} [{n}]: {g} vs {want}"
+                );
+            }
+        }
+    }
+}

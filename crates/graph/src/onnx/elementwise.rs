@@ -369,3 +369,26 @@ pub(super) fn cast(imp: &mut Importer, c: &NodeCtx) -> Outputs {
     }
     Ok(vec![imp.op(&c.name, Op::Cast { dtype: to }, &[x])?])
 }
+
+/// `SwiGLU` (opset 28): `A · σ(alpha · A) · B`, a swish of the gate times the value.
+pub(super) fn swiglu(imp: &mut Importer, c: &NodeCtx) -> Outputs {
+    let (a, b) = (c.input(0)?, c.input(1)?);
+    if imp.shape(a) != imp.shape(b) {
+        return Err(c.bad(format!(
+            "the gate {:?} and the value {:?} must have one shape",
+            imp.shape(a),
+            imp.shape(b)
+        )));
+    }
+    let alpha = c.float("alpha", 1.0) as f64;
+    let gate = imp.op(
+        &c.sub("swish"),
+        Op::Activation(Activation::Swish { alpha }),
+        &[a],
+    )?;
+    Ok(vec![imp.op(
+        &c.name,
+        Op::Binary(Binary::Mul),
+        &[gate, b],
+    )?])
+}

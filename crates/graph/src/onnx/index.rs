@@ -1,5 +1,5 @@
 //! Operators that compute with positions: `GatherElements`, `GatherND`,
-//! `ScatterElements`, `Trilu`, `CumSum`,
+//! `ScatterElements`, `ReverseSequence`, `TensorScatter` (a KV-cache write), `Trilu`, `CumSum`,
 //! `CumProd`, `OneHot`, `ArgMax`, `ArgMin`, `Hardmax` (the one-hot of the arg-max),
 //! `EyeLike` (a constant), and `DepthToSpace` / `SpaceToDepth` (reshapes around a
 //! transpose).
@@ -241,4 +241,95 @@ pub(super) fn depth_space(imp: &mut Importer, c: &NodeCtx) -> Outputs {
     let r = imp.reshape(&c.sub("split"), x, six)?;
     let t = imp.op(&c.sub("transpose"), Op::Transpose { axes }, &[r])?;
     Ok(vec![imp.op(&c.name, Op::Reshape { shape: out }, &[t])?])
+}
+
+/// `ReverseSequence`: along `time_axis`, each slice of `batch_axis` reversed over its
+/// first `sequence_lens` elements, the rest kept (a gather by computed positions).
+pub(super) fn reverse_sequence(imp: &mut Importer, c: &NodeCtx) -> Outputs {
+    let (x, lens) = (c.input(0)?, c.input(1)?);
+    let xs = imp.shape(x);
+    let rank = xs.len();
+    let t = norm_axis(c, c.int("time_axis", 0), rank)?;
+    let b = norm_axis(c, c.int("batch_axis", 1), rank)?;
+    if t == b || imp.shape(lens) != [xs[b]] {
+        return Err(c.bad(format!(
+            "time axis {t}, batch axis {b} and sequence_lens {:?} do not fit {xs:?}",
+            imp.shape(lens)
+        )));
+    }
+    let i64t = tessera_ir::DataType::int64();
+    let mut one = vec![1i64; rank];
+    one[b] = xs[b];
+    let lens = imp.op(&c.sub("lens_i64"), Op::Cast { dtype: i64t }, &[lens])?;
+    let lens = imp.reshape(&c.sub("lens"), lens, one)?;
+    let mut pos_shape = vec![1usize; rank];
+    pos_shape[t] = xs[t] as usize;
+    let positions: Vec<i64> = (0..xs[t]).collect();
+    let pos = imp.int_const(&c.sub("positions"), &pos_shape, &positions)?;
+    let one_ = imp.scalar(&c.sub("one"), i64t, 1.0)?;
+    let last = imp.op(
+        &c.sub("last"),
+        Op::Binary(crate::ir::Binary::Sub),
+        &[lens, one_],
+    )?;
+    let back = imp.op(
+        &c.sub("back"),
+        Op::Binary(crate::ir::Binary::Sub),
+        &[last, pos],
+    )?;
+    let inside = imp.op(&c.sub("inside"), Op::BinaryFn(BinaryFn::Less), &[pos, lens])?;
+    let idx = imp.op(&c.sub("pick"), Op::Where, &[inside, back, pos])?;
+    let idx = imp.op(&c.sub("index"), Op::BroadcastTo { shape: xs }, &[idx])?;
+    let op = Op::GatherElements { axis: t as i64 };
+    Ok(vec![imp.op(&c.name, op, &[x, idx])?])
+}
+
+/// `TensorScatter` (opset 24): a key/value cache with `update` written along `axis`
+/// from each batch element's `write_indices` (0 without them), wrapping around in
+/// `circular` mode; a scatter by computed positions.
+pub(super) fn tensor_scatter(imp: &mut Importer, c: &NodeCtx) -> Outputs {
+    let (cache, update) = (c.input(0)?, c.input(1)?);
+    let (cs, us) = (imp.shape(cache), imp.shape(update));
+    let rank = cs.len();
+    let axis = norm_axis(c, c.int("axis", -2), rank)?;
+    if rank < 2 || axis == 0 || us.len() != rank || (0..rank).any(|d| d != axis && us[d] != cs[d]) {
+        return Err(c.bad(format!(
+            "update {us:?} does not fit cache {cs:?} along axis {axis}"
+        )));
+    }
+    let circular = match c.string("mode").as_deref().unwrap_or("linear") {
+        "linear" => false,
+        "circular" => true,
+        other => return Err(c.bad(format!("mode `{other}` is not defined"))),
+    };
+    let i64t = tessera_ir::DataType::int64();
+    let mut pos_shape = vec![1usize; rank];
+    pos_shape[axis] = us[axis] as usize;
+    let steps: Vec<i64> = (0..us[axis]).collect();
+    let mut idx = imp.int_const(&c.sub("steps"), &pos_shape, &steps)?;
+    if let Some(w) = c.opt(2) {
+        let mut bshape = vec![1i64; rank];
+        bshape[0] = cs[0];
+        let w = imp.op(&c.sub("write_i64"), Op::Cast { dtype: i64t }, &[w])?;
+        let w = imp.reshape(&c.sub("write"), w, bshape)?;
+        idx = imp.op(
+            &c.sub("positions"),
+            Op::Binary(crate::ir::Binary::Add),
+            &[w, idx],
+        )?;
+    }
+    if circular {
+        let n = imp.scalar(&c.sub("length"), i64t, cs[axis] as f64)?;
+        idx = imp.op(
+            &c.sub("wrapped"),
+            Op::BinaryFn(BinaryFn::FloorMod),
+            &[idx, n],
+        )?;
+    }
+    let idx = imp.op(&c.sub("index"), Op::BroadcastTo { shape: us }, &[idx])?;
+    let op = Op::ScatterElements {
+        axis: axis as i64,
+        reduction: ScatterReduction::Replace,
+    };
+    Ok(vec![imp.op(&c.name, op, &[cache, idx, update])?])
 }

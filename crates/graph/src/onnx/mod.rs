@@ -24,6 +24,7 @@
 //! (LSTM, GRU and RNN unrolled), [`attention`] (opset 23's Attention), [`rotary`]
 //! (RotaryEmbedding), [`quant`]
 //! (quantize, dequantize, integer products), [`loss`] (the likelihood losses),
+//! [`window`] (the signal windows),
 //! [`reduce`],
 //! [`resize`] and [`einsum`]; [`CONVERTERS`] maps each operator type to its converter,
 //! with the newest version of the operator's definition it implements ([`opset`]).
@@ -51,6 +52,7 @@ mod shape;
 #[allow(missing_docs)]
 pub mod schema_table;
 mod tensor;
+mod window;
 
 use crate::error::GraphError;
 use crate::ir::{Graph, Op, Pattern, TensorType};
@@ -87,6 +89,7 @@ const CONVERTERS: &[(&str, i64, Convert)] = &[
     ("Attention", 25, attention::attention),
     ("AveragePool", 22, nn::pool),
     ("BatchNormalization", 15, nn::batch_norm),
+    ("BlackmanWindow", 17, window::window),
     ("Cast", 28, elementwise::cast),
     ("CastLike", 25, elementwise::cast),
     ("Ceil", 13, elementwise::math),
@@ -128,6 +131,8 @@ const CONVERTERS: &[(&str, i64, Convert)] = &[
     ("Greater", 13, elementwise::predicate),
     ("GreaterOrEqual", 16, elementwise::predicate),
     ("GroupNormalization", 21, nn::group_norm),
+    ("HammingWindow", 17, window::window),
+    ("HannWindow", 17, window::window),
     ("HardSigmoid", 22, elementwise::activation),
     ("HardSwish", 22, elementwise::math),
     ("Hardmax", 13, index::hardmax),
@@ -186,6 +191,7 @@ const CONVERTERS: &[(&str, i64, Convert)] = &[
     ("Relu", 14, elementwise::unary),
     ("Reshape", 25, shape::reshape),
     ("Resize", 19, resize::resize),
+    ("ReverseSequence", 28, index::reverse_sequence),
     ("RotaryEmbedding", 23, rotary::rotary_embedding),
     ("Round", 22, elementwise::math),
     ("Scatter", 11, index::scatter_elements),
@@ -210,9 +216,11 @@ const CONVERTERS: &[(&str, i64, Convert)] = &[
     ("Squeeze", 25, shape::squeeze),
     ("Sub", 14, elementwise::arithmetic),
     ("Sum", 13, elementwise::variadic),
+    ("SwiGLU", 28, elementwise::swiglu),
     ("Swish", 24, elementwise::activation),
     ("Tan", 22, elementwise::math),
     ("Tanh", 13, elementwise::unary),
+    ("TensorScatter", 24, index::tensor_scatter),
     ("ThresholdedRelu", 22, elementwise::activation),
     ("Tile", 13, shape::tile),
     ("Transpose", 25, shape::transpose),
