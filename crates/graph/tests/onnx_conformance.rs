@@ -289,3 +289,27 @@ fn onnx_node_conformance_cases() {
         );
     }
 }
+
+/// The generated operator-version table is the installed onnx package's (regenerate with
+/// `python3 tests/onnx/gen_schema_table.py` after upgrading onnx).
+#[test]
+fn schema_table_matches_onnx() {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/onnx/gen_schema_table.py");
+    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+    let out = Command::new(&python)
+        .arg(&script)
+        .arg("-")
+        .output()
+        .unwrap_or_else(|e| panic!("{python}: {e}"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let table = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/onnx/schema_table.rs");
+    assert!(
+        std::fs::read(&table).unwrap() == out.stdout,
+        "{} is not the installed onnx package's: regenerate it",
+        table.display()
+    );
+}

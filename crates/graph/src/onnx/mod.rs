@@ -775,3 +775,28 @@ impl Importer {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The converter table: sorted (as `supported_ops` promises), every operator a
+    /// standard one at a version where its definition changed, none above the newest.
+    #[test]
+    fn every_converter_names_a_real_definition() {
+        let names: Vec<&str> = supported_ops().collect();
+        assert!(
+            names.windows(2).all(|w| w[0] < w[1]),
+            "not sorted: {names:?}"
+        );
+        for (op, implemented, _) in CONVERTERS {
+            let versions = opset::versions(op).unwrap_or_else(|| panic!("{op} is not standard"));
+            assert!(
+                versions.contains(implemented),
+                "{op} {implemented}: {versions:?}"
+            );
+        }
+        // the floor: raise it as converters are added, never lower it
+        assert!(names.len() >= 150, "only {} operators", names.len());
+    }
+}
