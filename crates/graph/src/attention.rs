@@ -269,11 +269,11 @@ fn rewrite(graph: &mut Graph, chain: Chain, lanes: i64) -> Result<NodeIndex, Gra
             &[v],
         )?;
     }
-    // a computed bias's leading axes are ones (`scores_view_bias`): the operator takes
-    // it as its trailing two, which broadcast to the scores' `[B, M, N]` (an exporter's
-    // `[1, 1, M, N]` padding mask would not)
+    // a computed bias's leading axes are ones (`scores_view_bias`): one of more axes
+    // than the scores' `[B, M, N]` (an exporter's `[1, 1, M, N]` padding mask) is taken
+    // as its trailing two, which broadcast to them
     let bias = match chain.bias {
-        Bias::Computed(b, tail) if graph.node(b).ty.shape.len() > tail.len() => {
+        Bias::Computed(b, tail) if graph.node(b).ty.shape.len() > 3 => {
             let op = Op::Reshape {
                 shape: tail.clone(),
             };
