@@ -2,8 +2,9 @@
 `dynamo=True`) exporter: an LSTM, a bidirectional LSTM, a GRU, and, built from `transformers`
 configs with random weights (no download), a BERT encoder with a padding mask (batch 2,
 and batch 1), a GPT-2 decoder,
-a LLaMA decoder (grouped-query heads, rotary embeddings, RMS norm) and a T5 encoder (relative
-position bias). Each gets its inputs and onnxruntime's outputs (.npy), and manifest.json lists
+a LLaMA decoder (grouped-query heads, rotary embeddings, RMS norm), a T5 encoder (relative
+position bias), Whisper's and wav2vec2's audio encoders, and a BERT encoder quantized by
+onnxruntime's quantize_dynamic. Each gets its inputs and onnxruntime's outputs (.npy), and manifest.json lists
 them; crates/graph/tests/onnx_exports.rs checks Tessera against those outputs (CI has no torch).
 
 Usage (torch, transformers, onnx, onnxscript, onnxruntime from PyPI, ~3 GB with torch's CUDA
@@ -122,6 +123,52 @@ def make_t5enc():
     return m, (torch.randint(0, 1000, (1, 16), dtype=torch.int64),)
 
 
+class LastHidden(torch.nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+    def forward(self, x):
+        return self.model(x, return_dict=False)[0]
+
+
+def make_whisper_enc():
+    from transformers import WhisperConfig, WhisperModel
+    cfg = WhisperConfig(d_model=64, encoder_layers=2, decoder_layers=1, encoder_attention_heads=4,
+                        decoder_attention_heads=4, encoder_ffn_dim=128, decoder_ffn_dim=128,
+                        num_mel_bins=80, max_source_positions=50)
+    return LastHidden(_hf(WhisperModel, cfg).encoder), (torch.randn(1, 80, 100),)
+
+
+def make_wav2vec2():
+    from transformers import Wav2Vec2Config, Wav2Vec2Model
+    cfg = Wav2Vec2Config(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
+                         conv_dim=(32, 32, 32), conv_stride=(5, 2, 2), conv_kernel=(10, 3, 3),
+                         num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4,
+                         do_stable_layer_norm=False)
+    return LastHidden(_hf(Wav2Vec2Model, cfg)), (torch.randn(1, 4000),)
+
+
+def quantize_dynamic_in_place(path):
+    """onnxruntime's dynamic quantization (DynamicQuantizeLinear, MatMulInteger) of the
+    exported float model, which replaces it (weights inline)."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    q = path + ".quant.onnx"
+    quantize_dynamic(path, q, weight_type=QuantType.QInt8)
+    os.replace(q, path)
+    data = path + ".data"
+    if os.path.exists(data):
+        os.remove(data)
+
+
+def make_bert_dynamic():
+    from transformers import BertConfig, BertModel
+    cfg = BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
+                     vocab_size=1000, max_position_embeddings=64)
+    m = HFWrapMask(_hf(BertModel, cfg))
+    ids = torch.randint(0, 1000, (1, 16), dtype=torch.int64)
+    return m, (ids, torch.ones(1, 16, dtype=torch.int64)), quantize_dynamic_in_place
+
+
 MODELS = {
     "lstm": lambda: (LSTMLin(), (torch.randn(2, 10, 16),)),
     "lstm_bidir": lambda: (LSTMBidir(), (torch.randn(7, 3, 16),)),
@@ -131,6 +178,9 @@ MODELS = {
     "gpt2": make_gpt2,
     "llama": make_llama,
     "t5enc": make_t5enc,
+    "whisper_enc": make_whisper_enc,
+    "wav2vec2": make_wav2vec2,
+    "bert_dynamic": make_bert_dynamic,
 }
 
 
@@ -154,7 +204,9 @@ def collect_ops(model):
 
 def export_one(name):
     torch.manual_seed(0)
-    model, args = MODELS[name]()
+    made = MODELS[name]()
+    model, args = made[0], made[1]
+    post = made[2] if len(made) > 2 else None
     model.eval()
     d = os.path.join(OUT, name)
     os.makedirs(d, exist_ok=True)
@@ -173,6 +225,9 @@ def export_one(name):
             traceback.print_exc()
             torch.onnx.export(model, args, path, dynamo=False, opset_version=17)
             entry["exporter"] = "torchscript(dynamo=False)"
+    if post:
+        post(path)
+        entry["quantized"] = post.__name__
     if errors:
         entry["export_errors"] = errors
     m = onnx.load(path)

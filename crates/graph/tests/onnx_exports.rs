@@ -4,7 +4,8 @@
 //! GRU, and `transformers` models built from configs — a BERT encoder with a padding mask
 //! (GatherElements, GatherND, Where over bool masks), a GPT-2 decoder (tanh GELU with a
 //! cube), a LLaMA decoder (grouped-query heads, rotary embeddings, RMS norm) and a T5
-//! encoder (relative position bias). Each is imported, built for the CPU (as it is, and
+//! encoder (relative position bias), Whisper's and wav2vec2's audio encoders, and a BERT
+//! encoder quantized by onnxruntime's `quantize_dynamic`. Each is imported, built for the CPU (as it is, and
 //! through the CPU plan `tessera run` uses: NHWC, attention fused, weights packed) and run
 //! on its stored inputs, against onnxruntime's stored outputs.
 
@@ -55,8 +56,16 @@ fn check(dir: &Path, m: &serde_json::Value, cpu_plan: bool) -> Result<(), String
                 want.shape()
             ));
         }
-        // layers accumulate: within 1e-4 of the output's range
-        let atol = 1e-4 * want.max_abs().max(1.0);
+        // layers accumulate: within 1e-4 of the output's range; a dynamically quantized
+        // model within 2e-3 (each DynamicQuantizeLinear's scale comes from the data, so
+        // a float difference of an ulp upstream can move a value by one quantization
+        // step there: measured 5.8e-4 on bert_dynamic)
+        let rel = if m["quantized"].is_string() {
+            2e-3
+        } else {
+            1e-4
+        };
+        let atol = rel * want.max_abs().max(1.0);
         got.allclose(&want, 1e-4, atol)
             .map_err(|e| format!("output {k}: {e}"))?;
     }
@@ -74,9 +83,13 @@ fn pytorch_exports_of_todays_models_match_onnxruntime() {
         "lstm_bidir",
         "gru",
         "bert_mask",
+        "bert_mask_b1",
         "gpt2",
         "llama",
         "t5enc",
+        "whisper_enc",
+        "wav2vec2",
+        "bert_dynamic",
     ] {
         assert!(names.contains(&want), "{want} is missing from the manifest");
     }
