@@ -3,11 +3,11 @@
 //! torch (tests/onnx/export_today.py made them): a 2-layer LSTM, a bidirectional LSTM, a
 //! GRU, and `transformers` models built from configs — a BERT encoder with a padding mask
 //! (GatherElements, GatherND, Where over bool masks), a GPT-2 decoder (tanh GELU with a
-//! cube), a LLaMA decoder (grouped-query heads, rotary embeddings, RMS norm) and a T5
+//! cube), a LLaMA decoder (grouped-query heads, rotary embeddings, RMS norm), a T5
 //! encoder (relative position bias), Whisper's and wav2vec2's audio encoders, and a BERT
-//! encoder quantized by onnxruntime's `quantize_dynamic`. Each is imported, built for the CPU (as it is, and
-//! through the CPU plan `tessera run` uses: NHWC, attention fused, weights packed) and run
-//! on its stored inputs, against onnxruntime's stored outputs.
+//! encoder quantized by onnxruntime's `quantize_dynamic`. Each is imported, built for the
+//! CPU (as it is, and through the CPU plan `tessera run` uses: NHWC, attention fused,
+//! weights packed) and run on its stored inputs, against onnxruntime's stored outputs.
 
 use std::path::{Path, PathBuf};
 use tessera_backends::Target;

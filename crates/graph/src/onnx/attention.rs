@@ -74,16 +74,6 @@ fn matmul4(
     imp.reshape(name, y, vec![sa[0], sa[1], sa[2], sb[3]])
 }
 
-fn binary(
-    imp: &mut Importer,
-    name: &str,
-    b: Binary,
-    x: NodeIndex,
-    y: NodeIndex,
-) -> Result<NodeIndex, GraphError> {
-    imp.op(name, Op::Binary(b), &[x, y])
-}
-
 /// `0` where `allowed`, `-∞` elsewhere, in `dt`.
 fn bias_of(
     imp: &mut Importer,
@@ -113,7 +103,7 @@ impl Masks {
     ) -> Result<(), GraphError> {
         self.bias = Some(match self.bias {
             None => b,
-            Some(prev) => binary(imp, &c.sub(tag), Binary::Add, prev, b)?,
+            Some(prev) => imp.binary(&c.sub(tag), Binary::Add, prev, b)?,
         });
         Ok(())
     }
@@ -186,12 +176,12 @@ fn position_masks(
         let offset = match nonpad {
             Some(n) if past == 0 => {
                 let q = imp.scalar(&c.sub("q_len"), i64t, s as f64)?;
-                binary(imp, &c.sub("offset"), Binary::Sub, n, q)?
+                imp.binary(&c.sub("offset"), Binary::Sub, n, q)?
             }
             _ => imp.scalar(&c.sub("offset"), i64t, past as f64)?,
         };
-        let shifted = binary(imp, &c.sub("shifted_positions"), Binary::Add, qi, offset)?;
-        let diff = binary(imp, &c.sub("diff"), Binary::Sub, shifted, kj)?;
+        let shifted = imp.binary(&c.sub("shifted_positions"), Binary::Add, qi, offset)?;
+        let diff = imp.binary(&c.sub("diff"), Binary::Sub, shifted, kj)?;
         let mut rules: Vec<(BinaryFn, i64, &str)> = Vec::new();
         if causal {
             rules.push((BinaryFn::GreaterEqual, 0, "causal"));
@@ -292,8 +282,8 @@ pub(super) fn attention(imp: &mut Importer, c: &NodeCtx) -> Outputs {
         false => 1.0 / (qs[3] as f64).sqrt(),
     };
     let root = imp.scalar(&c.sub("scale_root"), dt, scale.sqrt())?;
-    let qk = binary(imp, &c.sub("q_scaled"), Binary::Mul, q, root)?;
-    let kk = binary(imp, &c.sub("k_scaled"), Binary::Mul, k, root)?;
+    let qk = imp.binary(&c.sub("q_scaled"), Binary::Mul, q, root)?;
+    let kk = imp.binary(&c.sub("k_scaled"), Binary::Mul, k, root)?;
     let kt = imp.op(
         &c.sub("k_transposed"),
         Op::Transpose {
@@ -305,13 +295,13 @@ pub(super) fn attention(imp: &mut Importer, c: &NodeCtx) -> Outputs {
     let softcap = c.float("softcap", 0.0) as f64;
     if softcap > 0.0 {
         let cap = imp.scalar(&c.sub("softcap"), dt, softcap)?;
-        let d = binary(imp, &c.sub("softcap_div"), Binary::Div, scores, cap)?;
+        let d = imp.binary(&c.sub("softcap_div"), Binary::Div, scores, cap)?;
         let t = imp.op(
             &c.sub("softcap_tanh"),
             Op::Unary(crate::ir::Unary::Tanh),
             &[d],
         )?;
-        scores = binary(imp, &c.sub("softcapped"), Binary::Mul, t, cap)?;
+        scores = imp.binary(&c.sub("softcapped"), Binary::Mul, t, cap)?;
     }
     let capped = scores;
     let mut masks = Masks { bias: None };
@@ -321,7 +311,7 @@ pub(super) fn attention(imp: &mut Importer, c: &NodeCtx) -> Outputs {
     }
     position_masks(imp, c, &mut masks, (s, l, past), dt)?;
     let biased = match masks.bias {
-        Some(b) => binary(imp, &c.sub("biased"), Binary::Add, scores, b)?,
+        Some(b) => imp.binary(&c.sub("biased"), Binary::Add, scores, b)?,
         None => scores,
     };
     let mut probs = imp.op(&c.sub("softmax"), Op::Softmax { axis: -1 }, &[biased])?;
@@ -330,7 +320,7 @@ pub(super) fn attention(imp: &mut Importer, c: &NodeCtx) -> Outputs {
         let full = tessera_te::ops::broadcast_shape("attention", &imp.shape(b), &[1, 1, s, l])
             .map_err(|e| c.bad(e.to_string()))?;
         let zeros = imp.filled(&c.sub("zero_bias"), dt, &full, 0.0)?;
-        let b = binary(imp, &c.sub("bias_full"), Binary::Add, b, zeros)?;
+        let b = imp.binary(&c.sub("bias_full"), Binary::Add, b, zeros)?;
         let row = imp.op(
             &c.sub("row_max"),
             Op::Reduce {

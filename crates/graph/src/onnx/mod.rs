@@ -719,6 +719,17 @@ impl Importer {
         Ok(self.g.constant(name, v))
     }
 
+    /// `x · y` (or another broadcasting binary operator `b`).
+    fn binary(
+        &mut self,
+        name: &str,
+        b: crate::ir::Binary,
+        x: NodeIndex,
+        y: NodeIndex,
+    ) -> Result<NodeIndex, GraphError> {
+        self.op(name, Op::Binary(b), &[x, y])
+    }
+
     /// `x` reshaped to `shape` (nothing when it already has it).
     fn reshape(
         &mut self,

@@ -27,16 +27,6 @@ fn reduce_kept(
     imp.op(name, op, &[x])
 }
 
-fn binary(
-    imp: &mut Importer,
-    name: &str,
-    b: Binary,
-    x: NodeIndex,
-    y: NodeIndex,
-) -> Result<NodeIndex, GraphError> {
-    imp.op(name, Op::Binary(b), &[x, y])
-}
-
 /// `RMSNormalization`: `x / √(mean(x²) + ε) · scale`, the mean over the axes from
 /// `axis` on.
 pub(super) fn rms_norm(imp: &mut Importer, c: &NodeCtx) -> Outputs {
@@ -45,20 +35,15 @@ pub(super) fn rms_norm(imp: &mut Importer, c: &NodeCtx) -> Outputs {
     let axis = norm_axis(c, c.int("axis", -1), rank)?;
     let axes: Vec<i64> = (axis as i64..rank as i64).collect();
     let dt = imp.ty(x).dtype;
-    let sq = binary(imp, &c.sub("square"), Binary::Mul, x, x)?;
+    let sq = imp.binary(&c.sub("square"), Binary::Mul, x, x)?;
     let ms = reduce_kept(imp, &c.sub("mean_square"), ReduceKind::Mean, sq, axes)?;
     let eps = imp.scalar(&c.sub("epsilon"), dt, c.float("epsilon", 1e-5) as f64)?;
-    let ms = binary(imp, &c.sub("add_epsilon"), Binary::Add, ms, eps)?;
+    let ms = imp.binary(&c.sub("add_epsilon"), Binary::Add, ms, eps)?;
     let rms = imp.op(&c.sub("rms"), Op::Unary(Unary::Sqrt), &[ms])?;
     let inv = imp.op(&c.sub("inverse_rms"), Op::Math(MathFn::Reciprocal), &[rms])?;
-    let normed = binary(imp, &c.sub("normalized"), Binary::Mul, x, inv)?;
-    Ok(vec![binary(
-        imp,
-        &c.name,
-        Binary::Mul,
-        normed,
-        c.input(1)?,
-    )?])
+    let normed = imp.binary(&c.sub("normalized"), Binary::Mul, x, inv)?;
+    let scale = c.input(1)?;
+    Ok(vec![imp.binary(&c.name, Binary::Mul, normed, scale)?])
 }
 
 /// `LpNormalization`: `x` over its L1 or L2 norm along `axis`.
@@ -81,7 +66,7 @@ pub(super) fn lp_normalization(imp: &mut Importer, c: &NodeCtx) -> Outputs {
         &[norm, zero],
     )?;
     let safe = imp.op(&c.sub("safe_norm"), Op::Where, &[is_zero, one, norm])?;
-    Ok(vec![binary(imp, &c.name, Binary::Div, x, safe)?])
+    Ok(vec![imp.binary(&c.name, Binary::Div, x, safe)?])
 }
 
 /// `MeanVarianceNormalization`: `(x - E[x]) / (√(E[x²] - E[x]²) + 1e-9)` over `axes`
@@ -91,15 +76,15 @@ pub(super) fn mean_variance(imp: &mut Importer, c: &NodeCtx) -> Outputs {
     let axes = c.ints("axes").unwrap_or_else(|| vec![0, 2, 3]);
     let dt = imp.ty(x).dtype;
     let mean = reduce_kept(imp, &c.sub("mean"), ReduceKind::Mean, x, axes.clone())?;
-    let mean_sq = binary(imp, &c.sub("mean_squared"), Binary::Mul, mean, mean)?;
-    let sq = binary(imp, &c.sub("square"), Binary::Mul, x, x)?;
+    let mean_sq = imp.binary(&c.sub("mean_squared"), Binary::Mul, mean, mean)?;
+    let sq = imp.binary(&c.sub("square"), Binary::Mul, x, x)?;
     let sq_mean = reduce_kept(imp, &c.sub("square_mean"), ReduceKind::Mean, sq, axes)?;
-    let var = binary(imp, &c.sub("variance"), Binary::Sub, sq_mean, mean_sq)?;
+    let var = imp.binary(&c.sub("variance"), Binary::Sub, sq_mean, mean_sq)?;
     let std = imp.op(&c.sub("std"), Op::Unary(Unary::Sqrt), &[var])?;
     let eps = imp.scalar(&c.sub("epsilon"), dt, 1e-9)?;
-    let std = binary(imp, &c.sub("std_epsilon"), Binary::Add, std, eps)?;
-    let centred = binary(imp, &c.sub("centred"), Binary::Sub, x, mean)?;
-    Ok(vec![binary(imp, &c.name, Binary::Div, centred, std)?])
+    let std = imp.binary(&c.sub("std_epsilon"), Binary::Add, std, eps)?;
+    let centred = imp.binary(&c.sub("centred"), Binary::Sub, x, mean)?;
+    Ok(vec![imp.binary(&c.name, Binary::Div, centred, std)?])
 }
 
 /// `GlobalLpPool`: `(Σ |x|^p)^(1/p)` over the spatial axes, kept as 1.

@@ -60,16 +60,6 @@ fn cast(
     imp.op(name, Op::Cast { dtype }, &[x])
 }
 
-fn binary(
-    imp: &mut Importer,
-    name: &str,
-    b: Binary,
-    x: NodeIndex,
-    y: NodeIndex,
-) -> Result<NodeIndex, GraphError> {
-    imp.op(name, Op::Binary(b), &[x, y])
-}
-
 /// `saturate(round_half_to_even(v) + zp)` in `to` (`v` and `zp` float32).
 fn round_saturate(
     imp: &mut Importer,
@@ -85,7 +75,7 @@ fn round_saturate(
     }
     let r = imp.op(&c.sub("round"), Op::Math(MathFn::RoundEven), &[v])?;
     let r = match zp {
-        Some(z) => binary(imp, &c.sub("shift"), Binary::Add, r, z)?,
+        Some(z) => imp.binary(&c.sub("shift"), Binary::Add, r, z)?,
         None => r,
     };
     let (lo, hi) = to.int_range();
@@ -131,7 +121,7 @@ pub(super) fn quantize_linear(imp: &mut Importer, c: &NodeCtx) -> Outputs {
     let f32t = DataType::float32();
     let xf = cast(imp, &c.sub("x_f32"), x, f32t)?;
     let sf = cast(imp, &c.sub("scale_f32"), scale, f32t)?;
-    let v = binary(imp, &c.sub("scaled"), Binary::Div, xf, sf)?;
+    let v = imp.binary(&c.sub("scaled"), Binary::Div, xf, sf)?;
     Ok(vec![round_saturate(imp, c, v, zp, to)?])
 }
 
@@ -143,12 +133,12 @@ pub(super) fn dequantize_linear(imp: &mut Importer, c: &NodeCtx) -> Outputs {
     let f32t = DataType::float32();
     let xf = cast(imp, &c.sub("x_f32"), x, f32t)?;
     let centred = match zp {
-        Some(z) => binary(imp, &c.sub("centred"), Binary::Sub, xf, z)?,
+        Some(z) => imp.binary(&c.sub("centred"), Binary::Sub, xf, z)?,
         None => xf,
     };
     let sdt = imp.ty(scale).dtype;
     let sf = cast(imp, &c.sub("scale_f32"), scale, f32t)?;
-    let y = binary(imp, &c.sub("dequantized"), Binary::Mul, centred, sf)?;
+    let y = imp.binary(&c.sub("dequantized"), Binary::Mul, centred, sf)?;
     let to = match c.int("output_dtype", 0) {
         0 => sdt,
         code => tensor::dtype_of(code as i32)
@@ -173,13 +163,13 @@ pub(super) fn dynamic_quantize_linear(imp: &mut Importer, c: &NodeCtx) -> Output
     let lo = reduce(imp, "min", ReduceKind::Min)?;
     let hi = reduce(imp, "max", ReduceKind::Max)?;
     let zero = imp.scalar(&c.sub("zero"), f32t, 0.0)?;
-    let lo = binary(imp, &c.sub("min0"), Binary::Min, lo, zero)?;
-    let hi = binary(imp, &c.sub("max0"), Binary::Max, hi, zero)?;
-    let range = binary(imp, &c.sub("range"), Binary::Sub, hi, lo)?;
+    let lo = imp.binary(&c.sub("min0"), Binary::Min, lo, zero)?;
+    let hi = imp.binary(&c.sub("max0"), Binary::Max, hi, zero)?;
+    let range = imp.binary(&c.sub("range"), Binary::Sub, hi, lo)?;
     let levels = imp.scalar(&c.sub("levels"), f32t, 255.0)?;
-    let scale = binary(imp, &c.sub("scale"), Binary::Div, range, levels)?;
+    let scale = imp.binary(&c.sub("scale"), Binary::Div, range, levels)?;
     // zp = saturate(round(0 - lo / scale)) in uint8
-    let q = binary(imp, &c.sub("lo_scaled"), Binary::Div, lo, scale)?;
+    let q = imp.binary(&c.sub("lo_scaled"), Binary::Div, lo, scale)?;
     let neg = imp.op(&c.sub("neg_lo"), Op::Math(MathFn::Neg), &[q])?;
     let zr = imp.op(&c.sub("zp_round"), Op::Math(MathFn::RoundEven), &[neg])?;
     let zc = imp.op(
@@ -197,7 +187,7 @@ pub(super) fn dynamic_quantize_linear(imp: &mut Importer, c: &NodeCtx) -> Output
         },
         &[zc],
     )?;
-    let v = binary(imp, &c.sub("scaled"), Binary::Div, x, scale)?;
+    let v = imp.binary(&c.sub("scaled"), Binary::Div, x, scale)?;
     let y = round_saturate(imp, c, v, Some(zc), DataType::uint(8))?;
     Ok(vec![y, scale, zp])
 }
@@ -228,7 +218,7 @@ fn centred_i32(
         // b's zero point per column (N): [N] broadcasts along the last axis
         imp.reshape(&c.sub(&format!("{tag}_zp_cols")), zi, vec![n])?
     };
-    binary(imp, &c.sub(&format!("{tag}_centred")), Binary::Sub, ai, zi)
+    imp.binary(&c.sub(&format!("{tag}_centred")), Binary::Sub, ai, zi)
 }
 
 /// `a · b` of int32 operands (2-D, or batched with NumPy's rules through `MatMul`'s
@@ -279,9 +269,9 @@ pub(super) fn qlinear_matmul(imp: &mut Importer, c: &NodeCtx) -> Outputs {
     let sy = cast(imp, &c.sub("sy"), sy, f32t)?;
     let sa = along_last_or_rows(imp, c, sa, true, "sa_b")?;
     let sb = along_last_or_rows(imp, c, sb, false, "sb_b")?;
-    let sab = binary(imp, &c.sub("sab"), Binary::Mul, sa, sb)?;
-    let m = binary(imp, &c.sub("multiplier"), Binary::Div, sab, sy)?;
-    let v = binary(imp, &c.sub("requantized"), Binary::Mul, accf, m)?;
+    let sab = imp.binary(&c.sub("sab"), Binary::Mul, sa, sb)?;
+    let m = imp.binary(&c.sub("multiplier"), Binary::Div, sab, sy)?;
+    let v = imp.binary(&c.sub("requantized"), Binary::Mul, accf, m)?;
     let zy = c.input(7)?;
     let to = imp.ty(zy).dtype;
     let zf = cast(imp, &c.sub("zy_f32"), zy, f32t)?;
