@@ -19,15 +19,13 @@
 //!
 //! The converters live by family: [`nn`] (convolutions, pooling, normalization, dense
 //! layers, softmax), [`elementwise`], [`shape`] (shape arithmetic and data movement),
-//! [`index`] (gathers by element, triangles, running sums, one-hot, arg-max),
-//! [`normalize`] (RMS, Lp and mean-variance normalization as their parts), [`rnn`]
-//! (LSTM, GRU and RNN unrolled), [`attention`] (opset 23's Attention), [`rotary`]
-//! (RotaryEmbedding), [`quant`]
-//! (quantize, dequantize, integer products), [`loss`] (the likelihood losses),
-//! [`window`] (the signal windows),
-//! [`reduce`],
-//! [`resize`] and [`einsum`]; [`CONVERTERS`] maps each operator type to its converter,
-//! with the newest version of the operator's definition it implements ([`opset`]).
+//! [`index`] (gathers and scatters by element, triangles, running sums, one-hot,
+//! arg-max), [`normalize`] (RMS, Lp and mean-variance normalization as their parts),
+//! [`rnn`] (LSTM, GRU and RNN unrolled), [`attention`] (opset 23's Attention), [`rotary`]
+//! (RotaryEmbedding), [`quant`] (quantize, dequantize, integer products), [`loss`] (the
+//! likelihood losses), [`window`] (the signal windows), [`reduce`], [`resize`] and
+//! [`einsum`]; [`CONVERTERS`] maps each operator type to the newest version of its
+//! definition the converter implements ([`opset`]) and to the converter.
 
 #[rustfmt::skip]
 #[allow(clippy::all, missing_docs, rustdoc::all)]
