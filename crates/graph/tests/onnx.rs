@@ -3,37 +3,22 @@
 //! against onnxruntime's output on the same input; and malformed or unsupported models,
 //! which must be errors, never panics.
 
+mod common;
+
 mod onnx_proto;
 use onnx_proto::*;
 
 use prost::Message;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use tessera_backends::Target;
 use tessera_graph::onnx::proto::{self, tensor_proto::DataType as T, ModelProto, TensorProto};
 use tessera_graph::onnx::{import, load, ImportOptions};
 use tessera_graph::{build, passes, Layout};
 use tessera_runtime::NDArray;
 
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
 /// Runs the generator once per test process into the target folder and returns it.
 fn fixtures() -> PathBuf {
-    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("onnx-fixtures");
-    let script = workspace_root().join("tests/onnx/make_models.py");
-    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
-    let status = Command::new(&python).arg(&script).arg(&out).status();
-    match status {
-        Ok(s) if s.success() => out,
-        other => panic!(
-            "{} {} failed ({other:?}): the ONNX tests need Python with the packages of \
-             tests/onnx/requirements.txt (`pip install -r tests/onnx/requirements.txt`)",
-            python,
-            script.display()
-        ),
-    }
+    common::python_fixtures("make_models.py", "onnx-fixtures")
 }
 
 #[derive(Debug)]

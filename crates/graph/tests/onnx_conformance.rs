@@ -13,6 +13,8 @@
 //! Set `TESSERA_CONFORMANCE_FILTER=substring` to run only the matching cases, and
 //! `TESSERA_CONFORMANCE_REPORT=file.json` to write every case's outcome.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -28,18 +30,7 @@ const FLOOR: usize = 1076;
 /// The node cases of the installed onnx package, written out by
 /// tests/onnx/write_node_cases.py (the wheel ships them as code) into the target folder.
 fn node_cases() -> PathBuf {
-    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("onnx-node-cases");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/onnx/write_node_cases.py");
-    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
-    let status = Command::new(&python).arg(&script).arg(&out).status();
-    match status {
-        Ok(s) if s.success() => out,
-        other => panic!(
-            "{python} {} failed ({other:?}): the ONNX tests need Python with the packages of \
-             tests/onnx/requirements.txt",
-            script.display()
-        ),
-    }
+    common::python_fixtures("write_node_cases.py", "onnx-node-cases")
 }
 
 /// How one case ended.

@@ -9,32 +9,18 @@
 //! Every case runs and the failures are listed together, so that one run shows all of
 //! them.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Mutex;
 use tessera_backends::Target;
 use tessera_graph::onnx::{load, ImportOptions};
 use tessera_graph::{build, passes, Layout};
 use tessera_runtime::NDArray;
 
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
 /// Runs the generator into the target folder and returns it.
 fn fixtures() -> PathBuf {
-    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("onnx-op-fixtures");
-    let script = workspace_root().join("tests/onnx/make_op_models.py");
-    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
-    let status = Command::new(&python).arg(&script).arg(&out).status();
-    match status {
-        Ok(s) if s.success() => out,
-        other => panic!(
-            "{python} {} failed ({other:?}): the ONNX tests need Python with the packages of \
-             tests/onnx/requirements.txt",
-            script.display()
-        ),
-    }
+    common::python_fixtures("make_op_models.py", "onnx-op-fixtures")
 }
 
 struct Case {

@@ -4,27 +4,16 @@
 //! MatMulInteger), imported, built for the CPU and run against onnxruntime's outputs; the
 //! QOperator format's contrib operators are refused by name.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use tessera_backends::Target;
 use tessera_graph::onnx::{load, ImportOptions};
 use tessera_graph::{build, passes};
 use tessera_runtime::NDArray;
 
 fn models() -> PathBuf {
-    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("onnx-quant-models");
-    let script =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/onnx/make_quant_models.py");
-    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
-    let status = Command::new(&python).arg(&script).arg(&out).status();
-    match status {
-        Ok(s) if s.success() => out,
-        other => panic!(
-            "{python} {} failed ({other:?}): the ONNX tests need Python with the packages of \
-             tests/onnx/requirements.txt",
-            script.display()
-        ),
-    }
+    common::python_fixtures("make_quant_models.py", "onnx-quant-models")
 }
 
 fn run(dir: &Path, name: &str) -> Result<(NDArray, NDArray), String> {

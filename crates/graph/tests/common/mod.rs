@@ -1,6 +1,7 @@
 //! Helpers shared by the graph crate's tests.
 
 /// A deterministic pseudo-random value in [-1, 1) for index `i` and seed `s`.
+#[allow(dead_code)]
 pub fn rnd(s: u64, i: usize) -> f32 {
     let mut x =
         s.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (i as u64).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -28,4 +29,26 @@ pub fn agrees_interpreted_and_built(
     }
     m.run().unwrap();
     m.get_output(0).unwrap().allclose(want, 1e-4, 1e-5).unwrap();
+}
+
+/// Runs the Python generator `tests/onnx/<script>` into `<target tmp>/<folder>` and
+/// returns the folder; a missing Python or package fails the test naming what to install.
+#[allow(dead_code)]
+pub fn python_fixtures(script: &str, folder: &str) -> std::path::PathBuf {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(folder);
+    let script = root.join("tests/onnx").join(script);
+    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+    let status = std::process::Command::new(&python)
+        .arg(&script)
+        .arg(&out)
+        .status();
+    match status {
+        Ok(s) if s.success() => out,
+        other => panic!(
+            "{python} {} failed ({other:?}): the ONNX tests need Python with the packages of \
+             tests/onnx/requirements.txt (`pip install -r tests/onnx/requirements.txt`)",
+            script.display()
+        ),
+    }
 }
