@@ -261,15 +261,8 @@ pub fn activation(x: &Tensor, act: Activation) -> Result<Tensor, TeError> {
                 ),
                 Activation::Swish { alpha } => v.clone() * (c(alpha) * v).sigmoid(),
                 Activation::IsInf { positive, negative } => {
-                    // beyond the largest finite value of the type: no infinity literal
-                    // in the generated code
-                    let big = c(match dt.bits {
-                        64 => f64::MAX,
-                        16 => 65504.0,
-                        _ => f32::MAX as f64,
-                    });
-                    let pos = v.gt(big.clone());
-                    let neg = v.lt(c(0.0) - big);
+                    let pos = v.clone().eq(c(f64::INFINITY));
+                    let neg = v.eq(c(f64::NEG_INFINITY));
                     match (positive, negative) {
                         (true, true) => Expr::or(pos, neg),
                         (true, false) => pos,
