@@ -10,9 +10,15 @@ onnxruntime's outputs, for crates/graph/tests/onnx_quant.rs:
                         name), to check the refusal
   mlp_dynamic           an MLP (MatMul, Add, Relu, MatMul) quantized by quantize_dynamic
                         (DynamicQuantizeLinear, MatMulInteger)
+  mlp_qdq_s8            an MLP of 30 input features (not a multiple of 4) quantized by
+                        quantize_static, QDQ, int8 activations and per-channel int8
+                        weights (what a quantized transformer's linear layers are)
+  mlp_qdq_u8            the same with uint8 activations and uint8 weights (asymmetric:
+                        a zero point per output column)
 
 Usage: python3 tests/onnx/make_quant_models.py OUTDIR    (writes OUTDIR/NAME/{model.onnx,
-input_0.npy, output_0.npy} and OUTDIR/quant_manifest.json, which also gives the scale of the
+input_0.npy, output_0.npy, output_0_unfused.npy (onnxruntime with its graph optimizations
+off: every operator as ONNX defines it)} and OUTDIR/quant_manifest.json, which also gives the scale of the
 DequantizeLinear that makes a QDQ model's output). Seeded; needs onnx,
 onnxruntime and numpy (tests/onnx/requirements.txt).
 """
@@ -71,19 +77,19 @@ def cnn():
     return m
 
 
-def mlp():
+def mlp(k=32, rows=4):
     nodes = [
         helper.make_node("MatMul", ["x", "w1"], ["m1"]),
         helper.make_node("Add", ["m1", "b1"], ["a1"]),
         helper.make_node("Relu", ["a1"], ["r1"]),
         helper.make_node("MatMul", ["r1", "w2"], ["y"]),
     ]
-    inits = [init("w1", (32, 64), 0.2), init("b1", (64,), 0.1), init("w2", (64, 16), 0.2)]
+    inits = [init("w1", (k, 64), 0.2), init("b1", (64,), 0.1), init("w2", (64, 16), 0.2)]
     g = helper.make_graph(
         nodes,
         "mlp",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 32])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 16])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [rows, k])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [rows, 16])],
         inits,
     )
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
@@ -109,6 +115,12 @@ def write(out, name, model_path, x):
     y = sess.run(None, {"x": x})[0]
     np.save(os.path.join(d, "input_0.npy"), x)
     np.save(os.path.join(d, "output_0.npy"), y)
+    # onnxruntime without its graph optimizations runs each Q/DQ and product as ONNX
+    # defines them; its fused int8 kernels may differ (on CPUs without VNNI, its int8 ×
+    # int8 kernels saturate 16-bit pair sums)
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    unfused = ort.InferenceSession(model_path, so, providers=["CPUExecutionProvider"])
+    np.save(os.path.join(d, "output_0_unfused.npy"), unfused.run(None, {"x": x})[0])
     m = onnx.load(model_path)
     ops = sorted({f"{n.domain}::{n.op_type}" if n.domain else n.op_type for n in m.graph.node})
     # the scale of the DequantizeLinear that makes the output, if one does: one step of
@@ -142,6 +154,16 @@ def main():
     q = os.path.join(d, "model.onnx")
     quantize_dynamic(f, q, weight_type=QuantType.QInt8)
     entries.append(write(out, "mlp_dynamic", q, RNG.standard_normal((4, 32)).astype(np.float32)))
+    for name, act, wt in [("mlp_qdq_s8", QuantType.QInt8, QuantType.QInt8),
+                          ("mlp_qdq_u8", QuantType.QUInt8, QuantType.QUInt8)]:
+        d = os.path.join(out, name)
+        os.makedirs(d, exist_ok=True)
+        f = os.path.join(d, "float.onnx")
+        onnx.save(mlp(k=30, rows=6), f)
+        q = os.path.join(d, "model.onnx")
+        quantize_static(f, q, Reader((6, 30)), quant_format=QuantFormat.QDQ, per_channel=True,
+                        activation_type=act, weight_type=wt)
+        entries.append(write(out, name, q, RNG.standard_normal((6, 30)).astype(np.float32)))
     with open(os.path.join(out, "quant_manifest.json"), "w") as fh:
         json.dump(entries, fh, indent=2)
 

@@ -264,6 +264,11 @@ fn count_ops(value: &Expr) -> [f64; 16] {
                 Intrinsic::Floor | Intrinsic::Ceil | Intrinsic::Round | Intrinsic::Fabs => {
                     n[base + 6] += 1.0
                 }
+                // four multiply–adds of bytes
+                Intrinsic::Dot4U8I8 => {
+                    n[base + 1] += 4.0;
+                    n[base + 2] += 4.0;
+                }
                 _ => n[base + 5] += 1.0,
             },
             _ => {}

@@ -500,7 +500,8 @@ pub fn pack_dense_weights(graph: &mut Graph, block: i64) -> Result<usize, GraphE
 
 /// Packs the constant weights of dense layers (`[N, K]`, `N` a multiple of `block`, at
 /// least [`PACK_DENSE_MIN_ROWS`] rows of data) by blocks of `block` output features:
-/// `[N/block, K, block]`, once, at build time (TVM's `dense_pack.x86` layout). The
+/// `[N/block, K, block]`, once, at build time (TVM's `dense_pack.x86` layout; the int8
+/// product's weight words `[N, ⌈K/4⌉]` the same way, by words). The
 /// default schedule then computes register tiles of rows × two blocks with one broadcast
 /// and two contiguous vector loads per reduction step, where the `[N, K]` weight needs
 /// a dot product per output and its horizontal sum. Returns each packed dense node
@@ -514,7 +515,8 @@ pub(crate) fn pack_dense_weights_mapped(
     };
     let mut packed = Vec::new();
     for n in graph.topo_order() {
-        if !matches!(graph.node(n).op, Op::Dense) {
+        let op = graph.node(n).op.clone();
+        if !matches!(op, Op::Dense | Op::DenseU8I8) {
             continue;
         }
         let args = graph.args(n);
@@ -529,7 +531,7 @@ pub(crate) fn pack_dense_weights_mapped(
             continue;
         }
         let value = permute(&reshape(w, &[nf / b, b, k])?, &[0, 2, 1])?;
-        let dense = replace_weight(graph, n, Op::Dense, &format!("nk{b}n"), value)?;
+        let dense = replace_weight(graph, n, op, &format!("nk{b}n"), value)?;
         packed.push((n, dense));
     }
     dead_code_elimination(graph);

@@ -165,10 +165,17 @@ pub enum Intrinsic {
     Asinh,
     Acosh,
     Atanh,
+    /// `Σ_{i<4} u8(a_i) · i8(b_i)`: the four bytes of int32 word `a` read unsigned, those
+    /// of `b` signed, their products summed exactly in int32 — one lane of x86's
+    /// `vpdpbusd` (AVX-512 VNNI / AVX-VNNI) without its accumulator. The int8 products
+    /// compute on words of four bytes so that a vector of words is that instruction's
+    /// operand; the CPU printer maps `acc + dot4(a, b)` on vectors to it (or to its
+    /// AVX2 emulation).
+    Dot4U8I8,
 }
 
 impl Intrinsic {
-    pub const ALL: [Intrinsic; 24] = [
+    pub const ALL: [Intrinsic; 25] = [
         Intrinsic::Exp,
         Intrinsic::Log,
         Intrinsic::Sqrt,
@@ -193,6 +200,7 @@ impl Intrinsic {
         Intrinsic::Asinh,
         Intrinsic::Acosh,
         Intrinsic::Atanh,
+        Intrinsic::Dot4U8I8,
     ];
 
     /// The intrinsic TVM prints as `name` ([`Intrinsic::name`]).
@@ -227,12 +235,14 @@ impl Intrinsic {
             Intrinsic::Asinh => "tir.asinh",
             Intrinsic::Acosh => "tir.acosh",
             Intrinsic::Atanh => "tir.atanh",
+            // not TVM's: its x86 int8 schedules tensorize with LLVM's `vpdpbusd` instead
+            Intrinsic::Dot4U8I8 => "tessera.dot4_u8i8",
         }
     }
     /// How many arguments the call takes.
     pub fn arity(self) -> usize {
         match self {
-            Intrinsic::Pow => 2,
+            Intrinsic::Pow | Intrinsic::Dot4U8I8 => 2,
             Intrinsic::IfThenElse => 3,
             _ => 1,
         }

@@ -463,6 +463,12 @@ impl Machine<'_> {
                     let c = self.eval_scalar(&args[0])?;
                     return self.eval(if is_true(c) { &args[1] } else { &args[2] });
                 }
+                if *op == Intrinsic::Dot4U8I8 {
+                    let (x, y) = (self.eval(&args[0])?, self.eval(&args[1])?);
+                    return Self::zip(e, &x, &y, |p, q| {
+                        Ok(Scalar::I(dot4_u8i8(p.as_i64(), q.as_i64())).cast(dt))
+                    });
+                }
                 let x = self.eval(&args[0])?;
                 let y = if args.len() > 1 {
                     self.eval(&args[1])?
@@ -542,6 +548,18 @@ fn compare_lane(op: CmpOp, float: bool, p: Scalar, q: Scalar) -> bool {
     }
 }
 
+/// `Σ_{i<4} u8(a_i) · i8(b_i)` over the four low bytes of `a` and `b`
+/// ([`Intrinsic::Dot4U8I8`]).
+pub fn dot4_u8i8(a: i64, b: i64) -> i64 {
+    (0..4)
+        .map(|i| {
+            let x = (a >> (8 * i)) as u8 as i64;
+            let y = (b >> (8 * i)) as u8 as i8 as i64;
+            x * y
+        })
+        .sum()
+}
+
 /// One lane of math intrinsic `op` (`q`: the second operand of `pow`).
 fn math_lane(op: Intrinsic, p: f64, q: f64) -> f64 {
     match op {
@@ -568,6 +586,8 @@ fn math_lane(op: Intrinsic, p: f64, q: f64) -> f64 {
         Intrinsic::Asinh => p.asinh(),
         Intrinsic::Acosh => p.acosh(),
         Intrinsic::Atanh => p.atanh(),
+        // integer: evaluated by the caller
+        Intrinsic::Dot4U8I8 => f64::NAN,
         // evaluated lazily by the caller; as a lane, the condition's value
         Intrinsic::IfThenElse => p,
     }

@@ -453,8 +453,8 @@ pub fn schedule_stages(
             "depthwise_conv2d_nhwc" | "depthwise_conv2d_nchw" => {
                 schedule_depthwise(s, t, epilogue, p)?
             }
-            "dense" | "bgemm" => schedule_dense(s, t, p)?,
-            "dense_pack" => schedule_product_tiles(s, t, p)?,
+            "dense" | "bgemm" | "dense_u8i8" => schedule_dense(s, t, p)?,
+            "dense_pack" | "dense_u8i8_pack" => schedule_product_tiles(s, t, p)?,
             "batch_matmul" if t.name().ends_with("_NT") => schedule_dense(s, t, p)?,
             "batch_matmul" if t.name().ends_with('N') => schedule_product_tiles(s, t, p)?,
             "matmul" if t.ndim() == 2 => schedule_matmul(s, t, p)?,

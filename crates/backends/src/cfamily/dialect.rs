@@ -245,10 +245,13 @@ impl Dialect for CDialect {
         Some("#pragma GCC unroll 1".into())
     }
 
-    /// Float32 vector math as polynomials on whole registers ([`super::vmath`]).
+    /// Float32 vector math as polynomials on whole registers ([`super::vmath`]); the
+    /// int8 dot product on int32 words ([`super::vdot`]).
     fn vector_math_helpers(&self, t: DataType, lanes: u16) -> String {
         if t == DataType::float32() {
             super::vmath::float32_helpers(lanes)
+        } else if t == DataType::int32() {
+            super::vdot::int32_helpers(lanes)
         } else {
             String::new()
         }
@@ -261,6 +264,6 @@ impl Dialect for CDialect {
         lanes: u16,
         args: &[String],
     ) -> Option<String> {
-        super::vmath::call(op, t, lanes, args)
+        super::vmath::call(op, t, lanes, args).or_else(|| super::vdot::call(op, t, lanes, args))
     }
 }

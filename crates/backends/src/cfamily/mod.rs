@@ -29,6 +29,7 @@ pub mod flatten;
 pub mod names;
 pub mod opencl;
 mod printer;
+mod vdot;
 mod vector;
 mod vmath;
 

@@ -787,6 +787,20 @@ pub(super) fn math_call(d: &dyn Dialect, op: Intrinsic, t: DataType, a: &[String
         Intrinsic::Ceil => format!("{}({})", f("ceil"), a[0]),
         Intrinsic::Round => format!("{}({})", f("round"), a[0]),
         Intrinsic::IfThenElse => format!("({} ? {} : {})", a[0], a[1], a[2]),
+        Intrinsic::Dot4U8I8 => {
+            // the four byte products written out (`a` and `b` are words, read 4 times)
+            let terms: Vec<String> = (0..4)
+                .map(|i| {
+                    format!(
+                        "(int32_t)(uint8_t)(({}) >> {s}) * (int32_t)(int8_t)(({}) >> {s})",
+                        a[0],
+                        a[1],
+                        s = 8 * i
+                    )
+                })
+                .collect();
+            format!("({})", terms.join(" + "))
+        }
         Intrinsic::Sin
         | Intrinsic::Cos
         | Intrinsic::Tan

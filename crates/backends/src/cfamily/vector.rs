@@ -138,6 +138,40 @@ impl Gen<'_> {
     }
 
     /// A vector arithmetic operation (`e` is `a op b`, `lanes` lanes of `el`).
+    /// `acc + dot4(x, y)` (either order) as the dialect's one accumulating call, where it
+    /// has one ([`super::vdot`]: one `vpdpbusd` with VNNI).
+    fn dot4_accumulate(
+        &mut self,
+        a: &Expr,
+        b: &Expr,
+        el: DataType,
+        lanes: u16,
+    ) -> Result<Option<String>, BackendError> {
+        let is_dot = |e: &Expr| matches!(e.node(), ExprNode::Call { op: Intrinsic::Dot4U8I8, args, .. } if args.len() == 2);
+        let (acc, dot) = match (is_dot(a), is_dot(b)) {
+            (_, true) => (a, b),
+            (true, false) => (b, a),
+            _ => return Ok(None),
+        };
+        let ExprNode::Call { args, .. } = dot.node() else {
+            return Ok(None);
+        };
+        let d = self.dialect;
+        let probe = ["".to_string(), String::new(), String::new()];
+        if d.vector_math(Intrinsic::Dot4U8I8, el, lanes, &probe)
+            .is_none()
+        {
+            return Ok(None);
+        }
+        let code = [
+            self.vector_as(acc, el, lanes)?,
+            self.vector_as(&args[0], el, lanes)?,
+            self.vector_as(&args[1], el, lanes)?,
+        ];
+        self.use_vector_math(el, lanes);
+        Ok(d.vector_math(Intrinsic::Dot4U8I8, el, lanes, &code))
+    }
+
     fn vector_binary(
         &mut self,
         e: &Expr,
@@ -149,6 +183,11 @@ impl Gen<'_> {
     ) -> Result<String, BackendError> {
         if el.is_bool() {
             return Err(self.err(format!("{op:?} of bool vectors")));
+        }
+        if *op == BinOp::Add {
+            if let Some(code) = self.dot4_accumulate(a, b, el, lanes)? {
+                return Ok(code);
+            }
         }
         let x = self.vector_as(a, el, lanes)?;
         let y = self.vector_as(b, el, lanes)?;

@@ -40,6 +40,7 @@ mod loss;
 mod nn;
 mod normalize;
 pub mod opset;
+mod qproduct;
 mod quant;
 mod reduce;
 mod resize;
@@ -387,6 +388,7 @@ pub fn import_reporting(
         values: HashMap::new(),
         opset,
         base_dir: base_dir.to_path_buf(),
+        dequantized: HashMap::new(),
     };
     for t in &graph.initializer {
         let v = imp.tensor(t)?;
@@ -485,6 +487,7 @@ pub fn load_tensor(path: &Path) -> Result<NDArray, GraphError> {
         values: HashMap::new(),
         opset: schema_table::NEWEST_OPSET,
         base_dir: path.parent().map(Path::to_path_buf).unwrap_or_default(),
+        dequantized: HashMap::new(),
     };
     imp.tensor(&t)
 }
@@ -593,6 +596,8 @@ pub(crate) struct Importer {
     values: HashMap<String, NodeIndex>,
     opset: i64,
     base_dir: PathBuf,
+    /// What each `DequantizeLinear` output was made from ([`qproduct`]).
+    dequantized: HashMap<NodeIndex, qproduct::Dequantized>,
 }
 
 impl Importer {

@@ -705,6 +705,12 @@ pub(super) fn gemm(imp: &mut Importer, c: &NodeCtx) -> Outputs {
     let (alpha, beta) = (c.float("alpha", 1.0), c.float("beta", 1.0));
     let mut x = c.input(0)?;
     let w = c.input(1)?;
+    let trans_b = c.int("transB", 0) != 0;
+    let quantized = if c.int("transA", 0) == 0 {
+        super::qproduct::dequantized_product(imp, c, x, w, trans_b)?
+    } else {
+        None
+    };
     if c.int("transA", 0) != 0 {
         x = imp.op(&c.sub("a_t"), Op::Transpose { axes: vec![1, 0] }, &[x])?;
     }
@@ -720,7 +726,10 @@ pub(super) fn gemm(imp: &mut Importer, c: &NodeCtx) -> Outputs {
     } else {
         imp.op(&c.sub("b_t"), Op::Transpose { axes: vec![1, 0] }, &[w])?
     };
-    let mut y = imp.op(&c.name, Op::Dense, &[x, w])?;
+    let mut y = match quantized {
+        Some(y) => y,
+        None => imp.op(&c.name, Op::Dense, &[x, w])?,
+    };
     let dt = imp.ty(y).dtype;
     if alpha != 1.0 {
         let s = imp.scalar(&c.sub("alpha"), dt, alpha as f64)?;
@@ -753,6 +762,11 @@ pub(super) fn matmul(imp: &mut Importer, c: &NodeCtx) -> Outputs {
     let (xs, ws) = (imp.shape(x), imp.shape(w));
     if xs.is_empty() || ws.is_empty() {
         return Err(c.bad("MatMul of a 0-D tensor"));
+    }
+    if ws.len() == 2 && xs.len() >= 2 {
+        if let Some(y) = super::qproduct::dequantized_product(imp, c, x, w, false)? {
+            return Ok(vec![y]);
+        }
     }
     if let (Some(v), 2, true) = (imp.constant(w).cloned(), ws.len(), xs.len() >= 2) {
         let wt = imp.g.constant(&c.sub("weight_t"), permute(&v, &[1, 0])?);

@@ -6,11 +6,14 @@
 //! z)` into the zero point's type, dequantizing `(x - z) · s`; the integer products
 //! subtract the zero points in int32 and multiply and accumulate in int32 (exact, as
 //! onnxruntime's), and `QLinearMatMul` requantizes the int32 sums in float32 with
-//! `s_a · s_b / s_y`. A static-QDQ model therefore imports and runs with onnxruntime's
-//! integer results; its convolutions and products still run in float32 between their
-//! Q/DQ pairs (no int8 kernels yet). Block quantization (`block_size`) is refused.
+//! `s_a · s_b / s_y`. Where the second operand is a constant (a layer's weight), the
+//! products run on the int8 kernel ([`super::qproduct`]); each `DequantizeLinear`
+//! output remembers its integers so that a QDQ `MatMul` or `Gemm` takes them too. A
+//! static-QDQ model's convolutions still run in float32 between their Q/DQ pairs (no
+//! int8 convolution yet). Block quantization (`block_size`) is refused.
 
 use super::attrs::NodeCtx;
+use super::qproduct::{integer_product, Dequantized};
 use super::{tensor, Importer, Outputs};
 use crate::error::GraphError;
 use crate::ir::{Binary, Op};
@@ -144,7 +147,18 @@ pub(super) fn dequantize_linear(imp: &mut Importer, c: &NodeCtx) -> Outputs {
         code => tensor::dtype_of(code as i32)
             .ok_or_else(|| c.bad(format!("unsupported output_dtype {code}")))?,
     };
-    Ok(vec![cast(imp, &c.name, y, to)?])
+    let y = cast(imp, &c.name, y, to)?;
+    let qt = imp.ty(x).dtype;
+    if qt.bits == 8 && qt.is_integer() && c.int("block_size", 0) == 0 {
+        let d = Dequantized {
+            q: x,
+            scale: c.input(1)?,
+            zero_point: c.opt(2),
+            axis: c.int("axis", 1),
+        };
+        imp.dequantized.insert(y, d);
+    }
+    Ok(vec![y])
 }
 
 /// `DynamicQuantizeLinear`: uint8 over the range of `x` widened to take 0, with the
@@ -248,8 +262,34 @@ fn matmul_i32(
     }
 }
 
+/// The int8 kernel's `(a − a_zp) · (b − b_zp)` ([`integer_product`]) where `b` (input
+/// `bi`, zero point `bz`) is a 2-D constant with a constant zero point; `None` otherwise.
+fn constant_weight_product(
+    imp: &mut Importer,
+    c: &NodeCtx,
+    ai: usize,
+    az: usize,
+    bi: usize,
+    bz: usize,
+) -> Result<Option<NodeIndex>, GraphError> {
+    let Some(b) = imp.constant(c.input(bi)?).cloned() else {
+        return Ok(None);
+    };
+    let b_zero = match c.opt(bz) {
+        Some(z) => match imp.constant(z) {
+            Some(v) => Some(v.clone()),
+            None => return Ok(None),
+        },
+        None => None,
+    };
+    integer_product(imp, c, c.input(ai)?, c.opt(az), &b, b_zero.as_ref(), false)
+}
+
 /// `MatMulInteger`: int32 `(a - a_zp) · (b - b_zp)`.
 pub(super) fn matmul_integer(imp: &mut Importer, c: &NodeCtx) -> Outputs {
+    if let Some(acc) = constant_weight_product(imp, c, 0, 2, 1, 3)? {
+        return Ok(vec![acc]);
+    }
     let a = centred_i32(imp, c, c.input(0)?, c.opt(2), "a", true)?;
     let b = centred_i32(imp, c, c.input(1)?, c.opt(3), "b", false)?;
     Ok(vec![matmul_i32(imp, c, a, b)?])
@@ -258,9 +298,14 @@ pub(super) fn matmul_integer(imp: &mut Importer, c: &NodeCtx) -> Outputs {
 /// `QLinearMatMul`: the int32 product requantized, `saturate(round(acc · s_a s_b / s_y) +
 /// z_y)`.
 pub(super) fn qlinear_matmul(imp: &mut Importer, c: &NodeCtx) -> Outputs {
-    let a = centred_i32(imp, c, c.input(0)?, c.opt(2), "a", true)?;
-    let b = centred_i32(imp, c, c.input(3)?, c.opt(5), "b", false)?;
-    let acc = matmul_i32(imp, c, a, b)?;
+    let acc = match constant_weight_product(imp, c, 0, 2, 3, 5)? {
+        Some(acc) => acc,
+        None => {
+            let a = centred_i32(imp, c, c.input(0)?, c.opt(2), "a", true)?;
+            let b = centred_i32(imp, c, c.input(3)?, c.opt(5), "b", false)?;
+            matmul_i32(imp, c, a, b)?
+        }
+    };
     let f32t = DataType::float32();
     let accf = cast(imp, &c.sub("acc_f32"), acc, f32t)?;
     let (sa, sb, sy) = (c.input(1)?, c.input(4)?, c.input(6)?);

@@ -33,8 +33,21 @@ pub fn agrees_interpreted_and_built(
 
 /// Runs the Python generator `tests/onnx/<script>` into `<target tmp>/<folder>` and
 /// returns the folder; a missing Python or package fails the test naming what to install.
+/// Once per folder in a test binary: its tests wait for the first to have written it.
 #[allow(dead_code)]
 pub fn python_fixtures(script: &str, folder: &str) -> std::path::PathBuf {
+    static MADE: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut made = MADE.lock().unwrap_or_else(|e| e.into_inner());
+    let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(folder);
+    if made.iter().any(|f| f == folder) {
+        return out;
+    }
+    let out = run_python_fixtures(script, folder);
+    made.push(folder.to_string());
+    out
+}
+
+fn run_python_fixtures(script: &str, folder: &str) -> std::path::PathBuf {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(folder);
     let script = root.join("tests/onnx").join(script);

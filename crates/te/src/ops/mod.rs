@@ -8,6 +8,8 @@
 //! - [`winograd`]: Winograd conv2d F(2×2,3×3) and F(4×4,3×3), TVM's form and the CPU's.
 //! - [`conv3d`]: conv3d NCDHW/NDHWC (groups, dilation, asymmetric padding).
 //! - [`dense`]: matmul, dense, batch_matmul.
+//! - [`integer`]: int8 × int8 → int32 matrix products on words of four bytes (the CPU's
+//!   `vpdpbusd`).
 //! - [`attention`]: scaled dot-product attention as one operator.
 //! - [`pool`]: max/avg pool2d and pool3d, global and adaptive pooling (2-D and 3-D).
 //! - [`softmax`]: softmax, log_softmax, layer norm.
@@ -35,6 +37,7 @@ pub mod elemwise;
 pub mod image;
 pub mod index;
 pub mod injective;
+pub mod integer;
 pub mod math;
 pub mod norm;
 pub mod pool;
@@ -51,6 +54,7 @@ pub use elemwise::*;
 pub use image::*;
 pub use index::*;
 pub use injective::*;
+pub use integer::*;
 pub use math::*;
 pub use norm::*;
 pub use pool::*;

@@ -1,0 +1,151 @@
+//! The int8 dot product of the CPU's C: `acc + dot4(a, b)` on vectors of int32 words
+//! ([`Intrinsic::Dot4U8I8`]: each lane sums the products of `a`'s four bytes read
+//! unsigned and `b`'s four read signed) as one function per vector type, choosing by
+//! the compiler's predefined macros (that is, by the target's `-mcpu`):
+//!
+//! - AVX-512 VNNI (`vpdpbusd` on 16 lanes; on 8 with AVX-512 VL) or AVX-VNNI (8 lanes):
+//!   the instruction itself, which is this operation exactly — 64 multiply–adds per
+//!   instruction where a float32 FMA does 16;
+//! - AVX2 without VNNI: the bytes split into 16-bit halves (`a`'s zero-extended, `b`'s
+//!   sign-extended, even and odd bytes apart) and two `vpmaddwd`, which is exact. The
+//!   shorter `vpmaddubsw` form (onnxruntime's on these CPUs) saturates where two
+//!   adjacent products exceed 32767 — 255 · 127 · 2 does — and is not used;
+//! - elsewhere: shifts and multiplies on int32 lanes (GCC vector extensions), exact on
+//!   every target.
+//!
+//! The accumulator is the function's first argument because a VNNI instruction
+//! accumulates in place: `acc + dpbusd(0, a, b)` costs an add more, and GCC does not fold
+//! it.
+
+use super::names::vec_name;
+use tessera_ir::{DataType, Intrinsic};
+
+/// The call computing `acc + dot4(a, b)` on int32 vectors of `lanes` lanes (`args`:
+/// `[acc, a, b]`, or `[a, b]` for a zero accumulator), if `op` is the dot product.
+pub fn call(op: Intrinsic, t: DataType, lanes: u16, args: &[String]) -> Option<String> {
+    if op != Intrinsic::Dot4U8I8 || t != DataType::int32() || lanes < 2 {
+        return None;
+    }
+    let v = vec_name(t, lanes);
+    match args {
+        [acc, a, b] => Some(format!("tsr_vdot4_{v}({acc}, {a}, {b})")),
+        [a, b] => Some(format!("tsr_vdot4_{v}((({v}){{0}}), {a}, {b})")),
+        _ => None,
+    }
+}
+
+/// The definition of [`call`]'s function for int32 vectors of `lanes` lanes.
+pub fn int32_helpers(lanes: u16) -> String {
+    let v = vec_name(DataType::int32(), lanes);
+    let generic = format!(
+        r#"  {v} r = acc;
+  for (int i = 0; i < 4; ++i) {{
+    {v} x = (a >> (8 * i)) & 0xff;
+    {v} y = (b << (24 - 8 * i)) >> 24;
+    r = r + x * y;
+  }}
+  return r;"#
+    );
+    // (guard, body) per instruction set, the first that the compiler's macros allow
+    let mut forms: Vec<(&str, String)> = Vec::new();
+    let cast = |w: u16| format!("__m{w}i");
+    match lanes {
+        16 => {
+            forms.push((
+                "defined(__AVX512VNNI__)",
+                format!(
+                    "  return ({v})_mm512_dpbusd_epi32(({m})acc, ({m})a, ({m})b);",
+                    m = cast(512)
+                ),
+            ));
+            forms.push((
+                "defined(__AVX512BW__)",
+                format!("{}\n  return ({v})r;", emulated(512)),
+            ));
+        }
+        8 => {
+            forms.push((
+                "defined(__AVX512VNNI__) && defined(__AVX512VL__)",
+                format!(
+                    "  return ({v})_mm256_dpbusd_epi32(({m})acc, ({m})a, ({m})b);",
+                    m = cast(256)
+                ),
+            ));
+            forms.push((
+                "defined(__AVXVNNI__)",
+                format!(
+                    "  return ({v})_mm256_dpbusd_avx_epi32(({m})acc, ({m})a, ({m})b);",
+                    m = cast(256)
+                ),
+            ));
+            forms.push((
+                "defined(__AVX2__)",
+                format!("{}\n  return ({v})r;", emulated(256)),
+            ));
+        }
+        _ => {}
+    }
+    let mut out = String::new();
+    if !forms.is_empty() {
+        out.push_str(
+            "#if defined(__x86_64__) && defined(__AVX2__)\n#include <immintrin.h>\n#endif\n",
+        );
+    }
+    out.push_str(&format!(
+        "static inline {v} tsr_vdot4_{v}({v} acc, {v} a, {v} b) {{\n"
+    ));
+    for (i, (guard, body)) in forms.iter().enumerate() {
+        let kw = if i == 0 { "#if" } else { "#elif" };
+        out.push_str(&format!("{kw} defined(__x86_64__) && {guard}\n{body}\n"));
+    }
+    if forms.is_empty() {
+        out.push_str(&generic);
+        out.push('\n');
+    } else {
+        out.push_str(&format!("#else\n{generic}\n#endif\n"));
+    }
+    out.push_str("}\n");
+    out
+}
+
+/// The exact AVX2 / AVX-512 BW form on `bits`-bit registers: even and odd bytes widened
+/// to 16 bits (`a` zero-, `b` sign-extended) and multiplied pairwise into int32 by
+/// `vpmaddwd` (|255 · −128 · 2| fits), both halves added to the accumulator in `r`.
+fn emulated(bits: u16) -> String {
+    let p = if bits == 512 { "_mm512" } else { "_mm256" };
+    let m = format!("__m{bits}i");
+    format!(
+        r#"  {m} x = ({m})a, y = ({m})b;
+  {m} xe = {p}_and_si{bits}(x, {p}_set1_epi16(0xff)), xo = {p}_srli_epi16(x, 8);
+  {m} ye = {p}_srai_epi16({p}_slli_epi16(y, 8), 8), yo = {p}_srai_epi16(y, 8);
+  {m} r = {p}_add_epi32(({m})acc, {p}_add_epi32({p}_madd_epi16(xe, ye), {p}_madd_epi16(xo, yo)));"#
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_width_has_an_exact_fallback() {
+        for lanes in [4, 8, 16] {
+            let h = int32_helpers(lanes);
+            assert!(h.contains(&format!("tsr_vdot4_v_int32x{lanes}(")), "{h}");
+            assert!(h.contains("r = r + x * y;"), "{h}");
+        }
+        assert!(int32_helpers(16).contains("_mm512_dpbusd_epi32"));
+        assert!(int32_helpers(8).contains("_mm256_dpbusd_avx_epi32"));
+        assert!(!int32_helpers(8).contains("maddubs"));
+    }
+
+    #[test]
+    fn only_int32_dot_products_have_a_vector_call() {
+        let a = ["acc".to_string(), "a".into(), "b".into()];
+        assert_eq!(
+            call(Intrinsic::Dot4U8I8, DataType::int32(), 8, &a).as_deref(),
+            Some("tsr_vdot4_v_int32x8(acc, a, b)")
+        );
+        assert!(call(Intrinsic::Exp, DataType::int32(), 8, &a).is_none());
+        assert!(call(Intrinsic::Dot4U8I8, DataType::float32(), 8, &a).is_none());
+    }
+}

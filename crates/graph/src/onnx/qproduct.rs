@@ -1,0 +1,246 @@
+//! Quantized matrix products on int8 kernels: `MatMulInteger`, `QLinearMatMul`, and a
+//! static-QDQ `MatMul` / `Gemm` (both operands `DequantizeLinear`s, the weight's of a
+//! constant) become [`Op::DenseU8I8`] — the bytes multiplied and summed in int32 on the
+//! CPU's dot-product instructions — instead of float32 products between dequantized
+//! copies.
+//!
+//! With the data `x` (uint8; int8 is read offset by 128, its zero point moved with it)
+//! and a constant int8 weight `w` (uint8 weights are moved to int8 by −128 at import),
+//! `Σ_k (x − z_x)(w − z_w[j]) = D − z_x·Σ_k w[k, j] − z_w[j]·Σ_k x + K·z_x·z_w[j]`,
+//! `D = Σ_k x·w` the int8 kernel; the column sums are constants, so with the usual
+//! symmetric weights (`z_w = 0`) the correction is one constant vector times the data's
+//! zero point, fused into the kernel's epilogue with the float scale `s_x·s_w[j]` that
+//! follows. The integer sums are exact, so a QDQ product equals the float32 product
+//! of the dequantized operands up to float32's rounding of the sums (which onnxruntime's
+//! own QDQ fusion shares).
+
+use super::attrs::NodeCtx;
+use super::Importer;
+use crate::error::GraphError;
+use crate::ir::{Binary, Op};
+use petgraph::stable_graph::NodeIndex;
+use tessera_ir::DataType;
+use tessera_runtime::NDArray;
+use tessera_te::ops::ReduceKind;
+
+/// What a `DequantizeLinear` output was made from: kept per output so that a product
+/// consuming it can take the integers instead.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Dequantized {
+    /// The quantized tensor.
+    pub q: NodeIndex,
+    /// The scale as the model gives it (a scalar or 1-D along `axis`).
+    pub scale: NodeIndex,
+    pub zero_point: Option<NodeIndex>,
+    pub axis: i64,
+}
+
+/// A constant weight in [`Op::DenseU8I8`]'s form.
+struct Weight {
+    /// int32 words `[N, ⌈K/4⌉]` of the int8 weight `[N, K]`.
+    words: NDArray,
+    /// `Σ_k w[j, k]` per output column (int8 values).
+    colsum: Vec<i64>,
+    /// The zero point per column (one value: for every column), int8 range.
+    zero: Vec<i64>,
+    k: i64,
+}
+
+impl Weight {
+    /// `w` (uint8 or int8; `[K, N]`, or `[N, K]` when `nk`) and its zero point (a scalar
+    /// or one per column), or `None` for another type or shape.
+    fn new(w: &NDArray, zero: Option<&NDArray>, nk: bool) -> Option<Weight> {
+        let shift = match w.dtype() {
+            t if t == DataType::int(8) => 0,
+            t if t == DataType::uint(8) => 128,
+            _ => return None,
+        };
+        let &[a, b] = w.shape() else { return None };
+        let (n, k) = if nk { (a, b) } else { (b, a) };
+        let v = w.to_f64_vec();
+        let mut rows = vec![0i8; n * k];
+        for j in 0..n {
+            for q in 0..k {
+                let x = if nk { v[j * k + q] } else { v[q * n + j] };
+                rows[j * k + q] = (x as i64 - shift) as i8;
+            }
+        }
+        let colsum = (0..n)
+            .map(|j| rows[j * k..(j + 1) * k].iter().map(|&x| x as i64).sum())
+            .collect();
+        let zero: Vec<i64> = match zero {
+            None => vec![-shift],
+            Some(z) if z.len() == 1 || z.len() == n => {
+                z.to_f64_vec().iter().map(|&x| x as i64 - shift).collect()
+            }
+            Some(_) => return None,
+        };
+        let kw = k.div_ceil(4);
+        let words = tessera_te::ops::int8_words(&rows, n, k);
+        let words = NDArray::from_slice::<i32>(&[n, kw], &words).ok()?;
+        Some(Weight {
+            words,
+            colsum,
+            zero,
+            k: k as i64,
+        })
+    }
+
+    fn n(&self) -> usize {
+        self.colsum.len()
+    }
+}
+
+/// The int32 `Σ_k (x − z_x)(w − z_w)` of `x` (uint8 or int8, `[.., K]`) and the constant
+/// `w` (`[K, N]`, or `[N, K]` when `nk`): `[.., N]`, or `None` where the int8 kernel does
+/// not apply (other types, a zero point of `x` that is not a scalar).
+pub(super) fn integer_product(
+    imp: &mut Importer,
+    c: &NodeCtx,
+    x: NodeIndex,
+    x_zero: Option<NodeIndex>,
+    w: &NDArray,
+    w_zero: Option<&NDArray>,
+    nk: bool,
+) -> Result<Option<NodeIndex>, GraphError> {
+    let xt = imp.ty(x).dtype;
+    let offset = match xt {
+        t if t == DataType::uint(8) => 0,
+        t if t == DataType::int(8) => 128,
+        _ => return Ok(None),
+    };
+    let xs = imp.shape(x);
+    if xs.len() < 2 || x_zero.is_some_and(|z| imp.ty(z).numel() != 1) {
+        return Ok(None);
+    }
+    let Some(wt) = Weight::new(w, w_zero, nk) else {
+        return Ok(None);
+    };
+    let k = xs[xs.len() - 1];
+    if k != wt.k {
+        return Ok(None);
+    }
+    let i32t = DataType::int32();
+    let n = wt.n() as i64;
+    let rows: i64 = xs[..xs.len() - 1].iter().product();
+    let x2 = imp.reshape(&c.sub("rows"), x, vec![rows, k])?;
+    let words = imp.g.constant(&c.sub("weight_words"), wt.words.clone());
+    let mut acc = imp.op(&c.sub("int8_product"), Op::DenseU8I8, &[x2, words])?;
+    // the data's zero point as the kernel reads the data (int8 + 128)
+    let zx = match x_zero {
+        Some(z) => {
+            let zi = imp.op(&c.sub("x_zero_i32"), Op::Cast { dtype: i32t }, &[z])?;
+            let zi = imp.reshape(&c.sub("x_zero_scalar"), zi, vec![])?;
+            if offset == 0 {
+                Some(zi)
+            } else {
+                let off = imp.scalar(&c.sub("x_offset"), i32t, offset as f64)?;
+                Some(imp.binary(&c.sub("x_zero_read"), Binary::Add, zi, off)?)
+            }
+        }
+        None if offset != 0 => Some(imp.scalar(&c.sub("x_zero_read"), i32t, offset as f64)?),
+        None => None,
+    };
+    let zw = |j: usize| wt.zero[if wt.zero.len() == 1 { 0 } else { j }];
+    if let Some(z) = zx {
+        // z_x · (K·z_w[j] − Σ_k w[k, j])
+        let coef: Vec<i32> = (0..wt.n())
+            .map(|j| (wt.k * zw(j) - wt.colsum[j]) as i32)
+            .collect();
+        let coef = imp.g.constant(
+            &c.sub("column_terms"),
+            NDArray::from_slice::<i32>(&[wt.n()], &coef)?,
+        );
+        let t = imp.binary(&c.sub("zero_terms"), Binary::Mul, z, coef)?;
+        acc = imp.binary(&c.sub("corrected"), Binary::Add, acc, t)?;
+    }
+    if wt.zero.iter().any(|&z| z != 0) {
+        // − z_w[j] · Σ_k x[i, k] (the data as the kernel reads it)
+        let xi = imp.op(&c.sub("x_i32"), Op::Cast { dtype: i32t }, &[x2])?;
+        let xi = if offset == 0 {
+            xi
+        } else {
+            let off = imp.scalar(&c.sub("row_offset"), i32t, offset as f64)?;
+            imp.binary(&c.sub("x_read"), Binary::Add, xi, off)?
+        };
+        let reduce = Op::Reduce {
+            kind: ReduceKind::Sum,
+            axes: vec![1],
+            keepdims: true,
+        };
+        let rs = imp.op(&c.sub("row_sums"), reduce, &[xi])?;
+        let z: Vec<i32> = (0..wt.n()).map(|j| zw(j) as i32).collect();
+        let z = imp.g.constant(
+            &c.sub("weight_zero"),
+            NDArray::from_slice::<i32>(&[wt.n()], &z)?,
+        );
+        let t = imp.binary(&c.sub("row_terms"), Binary::Mul, rs, z)?;
+        acc = imp.binary(&c.sub("row_corrected"), Binary::Sub, acc, t)?;
+    }
+    let mut out = xs.clone();
+    *out.last_mut().expect("rank >= 2") = n;
+    Ok(Some(imp.reshape(&c.sub("int32"), acc, out)?))
+}
+
+/// A static-QDQ product `x · w` (`w` `[K, N]`, or `[N, K]` when `nk`) whose operands are
+/// both `DequantizeLinear` outputs — `x` per tensor, `w` of a constant, per tensor or
+/// per output column — as the int8 kernel and the float scale `s_x·s_w[j]`: float32
+/// `[.., N]`, or `None` where the pattern does not hold.
+pub(super) fn dequantized_product(
+    imp: &mut Importer,
+    c: &NodeCtx,
+    x: NodeIndex,
+    w: NodeIndex,
+    nk: bool,
+) -> Result<Option<NodeIndex>, GraphError> {
+    let (Some(dx), Some(dw)) = (
+        imp.dequantized.get(&x).copied(),
+        imp.dequantized.get(&w).copied(),
+    ) else {
+        return Ok(None);
+    };
+    let f32t = DataType::float32();
+    if imp.ty(x).dtype != f32t || imp.ty(w).dtype != f32t {
+        return Ok(None);
+    }
+    let Some(wq) = imp.constant(dw.q).cloned() else {
+        return Ok(None);
+    };
+    let wzero = match dw.zero_point {
+        Some(z) => match imp.constant(z) {
+            Some(v) => Some(v.clone()),
+            None => return Ok(None),
+        },
+        None => None,
+    };
+    let n = wq.shape().get(if nk { 0 } else { 1 }).copied().unwrap_or(0) as i64;
+    // the weight's scale: one, or one per output column (its axis the column axis)
+    let sw_len = imp.ty(dw.scale).numel();
+    let column_axis = if nk { 0 } else { 1 };
+    if imp.ty(dx.scale).numel() != 1
+        || !(sw_len == 1 || (sw_len == n && dw.axis.rem_euclid(2) == column_axis))
+    {
+        return Ok(None);
+    }
+    let Some(acc) = integer_product(imp, c, dx.q, dx.zero_point, &wq, wzero.as_ref(), nk)? else {
+        return Ok(None);
+    };
+    let cast = |imp: &mut Importer, tag: &str, v: NodeIndex| {
+        if imp.ty(v).dtype == f32t {
+            Ok(v)
+        } else {
+            imp.op(&c.sub(tag), Op::Cast { dtype: f32t }, &[v])
+        }
+    };
+    let sx = cast(imp, "x_scale_f32", dx.scale)?;
+    let sx = imp.reshape(&c.sub("x_scale_scalar"), sx, vec![])?;
+    let sw = cast(imp, "w_scale_f32", dw.scale)?;
+    let sw = imp.reshape(
+        &c.sub("w_scale_columns"),
+        sw,
+        if sw_len == 1 { vec![] } else { vec![n] },
+    )?;
+    let scale = imp.binary(&c.sub("product_scale"), Binary::Mul, sx, sw)?;
+    let accf = imp.op(&c.sub("int32_f32"), Op::Cast { dtype: f32t }, &[acc])?;
+    Ok(Some(imp.binary(&c.name, Binary::Mul, accf, scale)?))
+}

@@ -1,0 +1,123 @@
+//! The int8 products (`dense_u8i8` on words of four bytes): exactly the integer product
+//! of the bytes, unscheduled and under the default CPU schedule, whatever the data's
+//! signedness, `K`'s remainder by 4 or the weight's packing.
+
+mod common;
+
+use tessera_ir::interp::{self, HostBuffer};
+use tessera_ir::DataType;
+use tessera_te::ops;
+use tessera_te::schedules::default_schedule;
+use tessera_te::{lower, placeholder, Schedule, Tensor};
+
+fn bytes(n: usize, seed: u64, signed: bool) -> Vec<i64> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let b = (x >> 24) as u8;
+            if signed {
+                b as i8 as i64
+            } else {
+                b as i64
+            }
+        })
+        .collect()
+}
+
+fn buffer(dt: DataType, shape: &[usize], v: &[i64]) -> HostBuffer {
+    let f: Vec<f64> = v.iter().map(|&x| x as f64).collect();
+    HostBuffer::from_f64(dt, shape, &f)
+}
+
+/// The weight words `[N, ⌈K/4⌉]`, packed by blocks of `b` columns when `b > 0`.
+fn weight_words(w: &[i64], n: usize, k: usize, b: usize) -> (Vec<usize>, Vec<i64>) {
+    let w8: Vec<i8> = w.iter().map(|&x| x as i8).collect();
+    let words = ops::int8_words(&w8, n, k);
+    let kw = k.div_ceil(4);
+    if b == 0 {
+        return (vec![n, kw], words.iter().map(|&x| x as i64).collect());
+    }
+    let mut packed = vec![0i64; n * kw];
+    for j in 0..n {
+        for q in 0..kw {
+            packed[((j / b) * kw + q) * b + j % b] = words[j * kw + q] as i64;
+        }
+    }
+    (vec![n / b, kw, b], packed)
+}
+
+fn run(f: &tessera_ir::PrimFunc, mut bufs: Vec<HostBuffer>) -> Vec<i64> {
+    interp::run(f, &mut bufs).unwrap_or_else(|e| panic!("interpreter: {e}\n{f}"));
+    bufs[2].to_f64().iter().map(|&x| x as i64).collect()
+}
+
+#[test]
+fn dense_u8i8_is_the_integer_product_scheduled_or_not() {
+    let (m, n) = (5usize, 16usize);
+    for (signed, k, b) in [
+        (false, 16, 0),
+        (true, 16, 0),
+        (false, 13, 0),
+        (true, 13, 8),
+        (false, 32, 8),
+    ] {
+        let dt = if signed {
+            DataType::int(8)
+        } else {
+            DataType::uint(8)
+        };
+        let a = bytes(m * k, 3 + k as u64, signed);
+        let w = bytes(n * k, 11, true);
+        let (wshape, wv) = weight_words(&w, n, k, b);
+        let data = placeholder(&[m as i64, k as i64], dt, "data").unwrap();
+        let ws: Vec<i64> = wshape.iter().map(|&d| d as i64).collect();
+        let weight = placeholder(&ws, DataType::int32(), "weight").unwrap();
+        let out = ops::dense_u8i8(&data, &weight).unwrap();
+        let tag = if b == 0 {
+            "dense_u8i8"
+        } else {
+            "dense_u8i8_pack"
+        };
+        assert_eq!(out.tag(), tag);
+        let want: Vec<i64> = (0..m * n)
+            .map(|e| {
+                let (i, j) = (e / n, e % n);
+                (0..k)
+                    .map(|q| (a[i * k + q] + if signed { 128 } else { 0 }) * w[j * k + q])
+                    .sum()
+            })
+            .collect();
+        let args: [Tensor; 3] = [data, weight, out.clone()];
+        let bufs = || {
+            vec![
+                buffer(dt, &[m, k], &a),
+                buffer(DataType::int32(), &wshape, &wv),
+                HostBuffer::zeros(DataType::int32(), &[m, n]),
+            ]
+        };
+        let plain = lower(&Schedule::create(&[out.clone()]).unwrap(), &args, "plain").unwrap();
+        assert_eq!(run(&plain, bufs()), want, "unscheduled, {tag} K={k}");
+        let sch = default_schedule(&[out.clone()], common::AVX2_TWO_CORES).unwrap();
+        let f = lower(&sch, &args, "scheduled").unwrap();
+        let text = f.to_string();
+        assert!(text.contains("tessera.dot4_u8i8"), "{text}");
+        assert!(text.contains("vectorized"), "{text}");
+        assert_eq!(run(&f, bufs()), want, "scheduled, {tag} K={k}\n{f}");
+    }
+}
+
+#[test]
+fn wrong_operands_are_refused() {
+    let f = placeholder(&[4, 8], DataType::float32(), "data").unwrap();
+    let w = placeholder(&[4, 2], DataType::int32(), "weight").unwrap();
+    assert!(ops::dense_u8i8(&f, &w).is_err());
+    let d = placeholder(&[4, 8], DataType::uint(8), "data").unwrap();
+    let w3 = placeholder(&[4, 3], DataType::int32(), "weight").unwrap();
+    let err = ops::dense_u8i8(&d, &w3).unwrap_err().to_string();
+    assert!(err.contains("[N, 2]"), "{err}");
+    let wf = placeholder(&[4, 2], DataType::float32(), "weight").unwrap();
+    assert!(ops::dense_u8i8(&d, &wf).is_err());
+}
