@@ -10,6 +10,8 @@ onnxruntime's outputs, for crates/graph/tests/onnx_quant.rs:
                         name), to check the refusal
   mlp_dynamic           an MLP (MatMul, Add, Relu, MatMul) quantized by quantize_dynamic
                         (DynamicQuantizeLinear, MatMulInteger)
+  mlp_dynamic_7bit      mlp_dynamic with reduce_range (7-bit weights, what onnxruntime
+                        recommends on CPUs without VNNI)
   mlp_qdq_s8            an MLP of 30 input features (not a multiple of 4) quantized by
                         quantize_static, QDQ, int8 activations and per-channel int8
                         weights (what a quantized transformer's linear layers are)
@@ -154,6 +156,12 @@ def main():
     q = os.path.join(d, "model.onnx")
     quantize_dynamic(f, q, weight_type=QuantType.QInt8)
     entries.append(write(out, "mlp_dynamic", q, RNG.standard_normal((4, 32)).astype(np.float32)))
+    d = os.path.join(out, "mlp_dynamic_7bit")
+    os.makedirs(d, exist_ok=True)
+    q = os.path.join(d, "model.onnx")
+    quantize_dynamic(f, q, weight_type=QuantType.QInt8, reduce_range=True)
+    entries.append(write(out, "mlp_dynamic_7bit", q,
+                         RNG.standard_normal((4, 32)).astype(np.float32)))
     for name, act, wt in [("mlp_qdq_s8", QuantType.QInt8, QuantType.QInt8),
                           ("mlp_qdq_u8", QuantType.QUInt8, QuantType.QUInt8)]:
         d = os.path.join(out, name)

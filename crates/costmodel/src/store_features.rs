@@ -265,7 +265,7 @@ fn count_ops(value: &Expr) -> [f64; 16] {
                     n[base + 6] += 1.0
                 }
                 // four multiply–adds of bytes
-                Intrinsic::Dot4U8I8 => {
+                Intrinsic::Dot4U8I8 | Intrinsic::Dot4U8I7 => {
                     n[base + 1] += 4.0;
                     n[base + 2] += 4.0;
                 }

@@ -62,8 +62,11 @@ pub enum Op {
     /// The int32 product `data[M, K] · weightᵀ` of uint8 data (int8 data offset by 128)
     /// and an int8 weight held as int32 words of four bytes along `K`, `[N, ⌈K/4⌉]` or
     /// packed `[N/b, ⌈K/4⌉, b]` (te's `dense_u8i8`): the integer core of the quantized
-    /// matrix products, on the CPU's `vpdpbusd` ([`crate::integer_products`]).
-    DenseU8I8,
+    /// matrix products, on the CPU's `vpdpbusd`. `narrow`: every weight byte lies in
+    /// [−64, 64] (7-bit weights), which CPUs without VNNI compute faster, still exactly.
+    DenseU8I8 {
+        narrow: bool,
+    },
     /// `data + bias` with the 1-D bias along `axis`.
     BiasAdd {
         axis: i64,
@@ -304,7 +307,7 @@ impl Op {
             Op::Conv3d { .. } => "conv3d",
             Op::Dense => "dense",
             Op::MatMul => "matmul",
-            Op::DenseU8I8 => "dense_u8i8",
+            Op::DenseU8I8 { .. } => "dense_u8i8",
             Op::BiasAdd { .. } => "bias_add",
             Op::BatchNorm { .. } => "batch_norm",
             Op::Unary(u) => match u {
@@ -403,7 +406,7 @@ impl Op {
             | Op::Conv2dInt8 { .. }
             | Op::Conv2dWinograd { .. }
             | Op::Dense
-            | Op::DenseU8I8
+            | Op::DenseU8I8 { .. }
             | Op::MatMul
             | Op::BiasAdd { .. }
             | Op::Binary(_)
@@ -433,7 +436,7 @@ impl Op {
             | Op::Conv2dWinograd { .. }
             | Op::Conv2dTranspose { .. }
             | Op::Dense
-            | Op::DenseU8I8
+            | Op::DenseU8I8 { .. }
             | Op::MatMul
             | Op::Attention { .. } => Pattern::OutFusable,
             Op::BiasAdd { .. }
@@ -546,7 +549,7 @@ impl Op {
                 Layout3d::Ndhwc => ops::conv3d_ndhwc(&inputs[0], &inputs[1], attrs),
             },
             Op::Dense => ops::dense(&inputs[0], &inputs[1], None),
-            Op::DenseU8I8 => ops::dense_u8i8(&inputs[0], &inputs[1]),
+            Op::DenseU8I8 { narrow } => ops::dense_u8i8(&inputs[0], &inputs[1], *narrow),
             Op::MatMul => {
                 if inputs[0].ndim() == 2 && inputs[1].ndim() == 2 {
                     ops::matmul(&inputs[0], &inputs[1])

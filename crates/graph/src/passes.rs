@@ -516,7 +516,7 @@ pub(crate) fn pack_dense_weights_mapped(
     let mut packed = Vec::new();
     for n in graph.topo_order() {
         let op = graph.node(n).op.clone();
-        if !matches!(op, Op::Dense | Op::DenseU8I8) {
+        if !matches!(op, Op::Dense | Op::DenseU8I8 { .. }) {
             continue;
         }
         let args = graph.args(n);

@@ -172,10 +172,20 @@ pub enum Intrinsic {
     /// operand; the CPU printer maps `acc + dot4(a, b)` on vectors to it (or to its
     /// AVX2 emulation).
     Dot4U8I8,
+    /// [`Intrinsic::Dot4U8I8`] where `b`'s bytes lie in [−64, 64] (7-bit weights, as
+    /// onnxruntime's `reduce_range` makes them): the same sum, but two adjacent products
+    /// of a byte ≤ 255 then fit int16 (255 · 64 · 2 < 32768), so CPUs without VNNI may
+    /// use the shorter saturating `vpmaddubsw` form and stay exact.
+    Dot4U8I7,
 }
 
 impl Intrinsic {
-    pub const ALL: [Intrinsic; 25] = [
+    /// Whether this is one of the int8 dot products on words of four bytes.
+    pub fn is_dot4(self) -> bool {
+        matches!(self, Intrinsic::Dot4U8I8 | Intrinsic::Dot4U8I7)
+    }
+
+    pub const ALL: [Intrinsic; 26] = [
         Intrinsic::Exp,
         Intrinsic::Log,
         Intrinsic::Sqrt,
@@ -201,6 +211,7 @@ impl Intrinsic {
         Intrinsic::Acosh,
         Intrinsic::Atanh,
         Intrinsic::Dot4U8I8,
+        Intrinsic::Dot4U8I7,
     ];
 
     /// The intrinsic TVM prints as `name` ([`Intrinsic::name`]).
@@ -237,12 +248,13 @@ impl Intrinsic {
             Intrinsic::Atanh => "tir.atanh",
             // not TVM's: its x86 int8 schedules tensorize with LLVM's `vpdpbusd` instead
             Intrinsic::Dot4U8I8 => "tessera.dot4_u8i8",
+            Intrinsic::Dot4U8I7 => "tessera.dot4_u8i7",
         }
     }
     /// How many arguments the call takes.
     pub fn arity(self) -> usize {
         match self {
-            Intrinsic::Pow | Intrinsic::Dot4U8I8 => 2,
+            Intrinsic::Pow | Intrinsic::Dot4U8I8 | Intrinsic::Dot4U8I7 => 2,
             Intrinsic::IfThenElse => 3,
             _ => 1,
         }

@@ -463,7 +463,7 @@ impl Machine<'_> {
                     let c = self.eval_scalar(&args[0])?;
                     return self.eval(if is_true(c) { &args[1] } else { &args[2] });
                 }
-                if *op == Intrinsic::Dot4U8I8 {
+                if op.is_dot4() {
                     let (x, y) = (self.eval(&args[0])?, self.eval(&args[1])?);
                     return Self::zip(e, &x, &y, |p, q| {
                         Ok(Scalar::I(dot4_u8i8(p.as_i64(), q.as_i64())).cast(dt))
@@ -587,7 +587,7 @@ fn math_lane(op: Intrinsic, p: f64, q: f64) -> f64 {
         Intrinsic::Acosh => p.acosh(),
         Intrinsic::Atanh => p.atanh(),
         // integer: evaluated by the caller
-        Intrinsic::Dot4U8I8 => f64::NAN,
+        Intrinsic::Dot4U8I8 | Intrinsic::Dot4U8I7 => f64::NAN,
         // evaluated lazily by the caller; as a lane, the condition's value
         Intrinsic::IfThenElse => p,
     }

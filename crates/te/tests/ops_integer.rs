@@ -57,12 +57,13 @@ fn run(f: &tessera_ir::PrimFunc, mut bufs: Vec<HostBuffer>) -> Vec<i64> {
 #[test]
 fn dense_u8i8_is_the_integer_product_scheduled_or_not() {
     let (m, n) = (5usize, 16usize);
-    for (signed, k, b) in [
-        (false, 16, 0),
-        (true, 16, 0),
-        (false, 13, 0),
-        (true, 13, 8),
-        (false, 32, 8),
+    for (signed, k, b, narrow) in [
+        (false, 16, 0, false),
+        (true, 16, 0, false),
+        (false, 13, 0, true),
+        (true, 13, 8, false),
+        (false, 32, 8, false),
+        (false, 32, 8, true),
     ] {
         let dt = if signed {
             DataType::int(8)
@@ -70,12 +71,15 @@ fn dense_u8i8_is_the_integer_product_scheduled_or_not() {
             DataType::uint(8)
         };
         let a = bytes(m * k, 3 + k as u64, signed);
-        let w = bytes(n * k, 11, true);
+        let w: Vec<i64> = bytes(n * k, 11, true)
+            .into_iter()
+            .map(|x| if narrow { x.clamp(-64, 64) } else { x })
+            .collect();
         let (wshape, wv) = weight_words(&w, n, k, b);
         let data = placeholder(&[m as i64, k as i64], dt, "data").unwrap();
         let ws: Vec<i64> = wshape.iter().map(|&d| d as i64).collect();
         let weight = placeholder(&ws, DataType::int32(), "weight").unwrap();
-        let out = ops::dense_u8i8(&data, &weight).unwrap();
+        let out = ops::dense_u8i8(&data, &weight, narrow).unwrap();
         let tag = if b == 0 {
             "dense_u8i8"
         } else {
@@ -103,7 +107,8 @@ fn dense_u8i8_is_the_integer_product_scheduled_or_not() {
         let sch = default_schedule(&[out.clone()], common::AVX2_TWO_CORES).unwrap();
         let f = lower(&sch, &args, "scheduled").unwrap();
         let text = f.to_string();
-        assert!(text.contains("tessera.dot4_u8i8"), "{text}");
+        let dot = if narrow { "dot4_u8i7" } else { "dot4_u8i8" };
+        assert!(text.contains(&format!("tessera.{dot}")), "{text}");
         assert!(text.contains("vectorized"), "{text}");
         assert_eq!(run(&f, bufs()), want, "scheduled, {tag} K={k}\n{f}");
     }
@@ -113,11 +118,11 @@ fn dense_u8i8_is_the_integer_product_scheduled_or_not() {
 fn wrong_operands_are_refused() {
     let f = placeholder(&[4, 8], DataType::float32(), "data").unwrap();
     let w = placeholder(&[4, 2], DataType::int32(), "weight").unwrap();
-    assert!(ops::dense_u8i8(&f, &w).is_err());
+    assert!(ops::dense_u8i8(&f, &w, false).is_err());
     let d = placeholder(&[4, 8], DataType::uint(8), "data").unwrap();
     let w3 = placeholder(&[4, 3], DataType::int32(), "weight").unwrap();
-    let err = ops::dense_u8i8(&d, &w3).unwrap_err().to_string();
+    let err = ops::dense_u8i8(&d, &w3, false).unwrap_err().to_string();
     assert!(err.contains("[N, 2]"), "{err}");
     let wf = placeholder(&[4, 2], DataType::float32(), "weight").unwrap();
-    assert!(ops::dense_u8i8(&d, &wf).is_err());
+    assert!(ops::dense_u8i8(&d, &wf, true).is_err());
 }

@@ -9,7 +9,8 @@
 //! - AVX2 without VNNI: the bytes split into 16-bit halves (`a`'s zero-extended, `b`'s
 //!   sign-extended, even and odd bytes apart) and two `vpmaddwd`, which is exact. The
 //!   shorter `vpmaddubsw` form (onnxruntime's on these CPUs) saturates where two
-//!   adjacent products exceed 32767 — 255 · 127 · 2 does — and is not used;
+//!   adjacent products exceed 32767 — 255 · 127 · 2 does — so it serves only
+//!   [`Intrinsic::Dot4U8I7`], whose 7-bit `b` cannot saturate it;
 //! - elsewhere: shifts and multiplies on int32 lanes (GCC vector extensions), exact on
 //!   every target.
 //!
@@ -21,22 +22,48 @@ use super::names::vec_name;
 use tessera_ir::{DataType, Intrinsic};
 
 /// The call computing `acc + dot4(a, b)` on int32 vectors of `lanes` lanes (`args`:
-/// `[acc, a, b]`, or `[a, b]` for a zero accumulator), if `op` is the dot product.
+/// `[acc, a, b]`, or `[a, b]` for a zero accumulator), if `op` is a dot product.
 pub fn call(op: Intrinsic, t: DataType, lanes: u16, args: &[String]) -> Option<String> {
-    if op != Intrinsic::Dot4U8I8 || t != DataType::int32() || lanes < 2 {
+    if !op.is_dot4() || t != DataType::int32() || lanes < 2 {
         return None;
     }
     let v = vec_name(t, lanes);
+    let f = function(op, &v);
     match args {
-        [acc, a, b] => Some(format!("tsr_vdot4_{v}({acc}, {a}, {b})")),
-        [a, b] => Some(format!("tsr_vdot4_{v}((({v}){{0}}), {a}, {b})")),
+        [acc, a, b] => Some(format!("{f}({acc}, {a}, {b})")),
+        [a, b] => Some(format!("{f}((({v}){{0}}), {a}, {b})")),
         _ => None,
     }
 }
 
-/// The definition of [`call`]'s function for int32 vectors of `lanes` lanes.
+fn function(op: Intrinsic, v: &str) -> String {
+    if op == Intrinsic::Dot4U8I7 {
+        format!("tsr_vdot4n_{v}")
+    } else {
+        format!("tsr_vdot4_{v}")
+    }
+}
+
+/// The definitions of [`call`]'s functions for int32 vectors of `lanes` lanes: the
+/// general one and the one for 7-bit `b` ([`Intrinsic::Dot4U8I7`]).
 pub fn int32_helpers(lanes: u16) -> String {
+    let mut out = String::new();
+    if lanes == 8 || lanes == 16 {
+        out.push_str(
+            "#if defined(__x86_64__) && defined(__AVX2__)\n#include <immintrin.h>\n#endif\n",
+        );
+    }
+    for op in [Intrinsic::Dot4U8I8, Intrinsic::Dot4U8I7] {
+        out.push_str(&definition(op, lanes));
+    }
+    out
+}
+
+/// One function: `(guard, body)` per instruction set, the first that the compiler's
+/// macros allow, else the generic form.
+fn definition(op: Intrinsic, lanes: u16) -> String {
     let v = vec_name(DataType::int32(), lanes);
+    let narrow = op == Intrinsic::Dot4U8I7;
     let generic = format!(
         r#"  {v} r = acc;
   for (int i = 0; i < 4; ++i) {{
@@ -46,54 +73,29 @@ pub fn int32_helpers(lanes: u16) -> String {
   }}
   return r;"#
     );
-    // (guard, body) per instruction set, the first that the compiler's macros allow
+    let vnni = |bits: u16, f: &str| {
+        format!("  return ({v}){f}((__m{bits}i)acc, (__m{bits}i)a, (__m{bits}i)b);")
+    };
     let mut forms: Vec<(&str, String)> = Vec::new();
-    let cast = |w: u16| format!("__m{w}i");
     match lanes {
         16 => {
-            forms.push((
-                "defined(__AVX512VNNI__)",
-                format!(
-                    "  return ({v})_mm512_dpbusd_epi32(({m})acc, ({m})a, ({m})b);",
-                    m = cast(512)
-                ),
-            ));
-            forms.push((
-                "defined(__AVX512BW__)",
-                format!("{}\n  return ({v})r;", emulated(512)),
-            ));
+            forms.push(("defined(__AVX512VNNI__)", vnni(512, "_mm512_dpbusd_epi32")));
+            forms.push(("defined(__AVX512BW__)", avx(512, narrow, &v)));
         }
         8 => {
             forms.push((
                 "defined(__AVX512VNNI__) && defined(__AVX512VL__)",
-                format!(
-                    "  return ({v})_mm256_dpbusd_epi32(({m})acc, ({m})a, ({m})b);",
-                    m = cast(256)
-                ),
+                vnni(256, "_mm256_dpbusd_epi32"),
             ));
-            forms.push((
-                "defined(__AVXVNNI__)",
-                format!(
-                    "  return ({v})_mm256_dpbusd_avx_epi32(({m})acc, ({m})a, ({m})b);",
-                    m = cast(256)
-                ),
-            ));
-            forms.push((
-                "defined(__AVX2__)",
-                format!("{}\n  return ({v})r;", emulated(256)),
-            ));
+            forms.push(("defined(__AVXVNNI__)", vnni(256, "_mm256_dpbusd_avx_epi32")));
+            forms.push(("defined(__AVX2__)", avx(256, narrow, &v)));
         }
         _ => {}
     }
-    let mut out = String::new();
-    if !forms.is_empty() {
-        out.push_str(
-            "#if defined(__x86_64__) && defined(__AVX2__)\n#include <immintrin.h>\n#endif\n",
-        );
-    }
-    out.push_str(&format!(
-        "static inline {v} tsr_vdot4_{v}({v} acc, {v} a, {v} b) {{\n"
-    ));
+    let mut out = format!(
+        "static inline {v} {}({v} acc, {v} a, {v} b) {{\n",
+        function(op, &v)
+    );
     for (i, (guard, body)) in forms.iter().enumerate() {
         let kw = if i == 0 { "#if" } else { "#elif" };
         out.push_str(&format!("{kw} defined(__x86_64__) && {guard}\n{body}\n"));
@@ -108,17 +110,25 @@ pub fn int32_helpers(lanes: u16) -> String {
     out
 }
 
-/// The exact AVX2 / AVX-512 BW form on `bits`-bit registers: even and odd bytes widened
-/// to 16 bits (`a` zero-, `b` sign-extended) and multiplied pairwise into int32 by
-/// `vpmaddwd` (|255 · −128 · 2| fits), both halves added to the accumulator in `r`.
-fn emulated(bits: u16) -> String {
+/// The AVX2 / AVX-512 BW forms on `bits`-bit registers. Exact for any bytes: even and
+/// odd bytes widened to 16 bits (`a` zero-, `b` sign-extended) and multiplied pairwise
+/// into int32 by `vpmaddwd` (|255 · −128 · 2| fits). For 7-bit `b` (`narrow`):
+/// `vpmaddubsw`'s int16 pair sums, which cannot saturate there, widened by `vpmaddwd`
+/// with ones — three instructions where the exact form takes eight.
+fn avx(bits: u16, narrow: bool, v: &str) -> String {
     let p = if bits == 512 { "_mm512" } else { "_mm256" };
     let m = format!("__m{bits}i");
+    if narrow {
+        return format!(
+            r#"  {m} pairs = {p}_maddubs_epi16(({m})a, ({m})b);
+  return ({v}){p}_add_epi32(({m})acc, {p}_madd_epi16(pairs, {p}_set1_epi16(1)));"#
+        );
+    }
     format!(
         r#"  {m} x = ({m})a, y = ({m})b;
   {m} xe = {p}_and_si{bits}(x, {p}_set1_epi16(0xff)), xo = {p}_srli_epi16(x, 8);
   {m} ye = {p}_srai_epi16({p}_slli_epi16(y, 8), 8), yo = {p}_srai_epi16(y, 8);
-  {m} r = {p}_add_epi32(({m})acc, {p}_add_epi32({p}_madd_epi16(xe, ye), {p}_madd_epi16(xo, yo)));"#
+  return ({v}){p}_add_epi32(({m})acc, {p}_add_epi32({p}_madd_epi16(xe, ye), {p}_madd_epi16(xo, yo)));"#
     )
 }
 
@@ -135,7 +145,11 @@ mod tests {
         }
         assert!(int32_helpers(16).contains("_mm512_dpbusd_epi32"));
         assert!(int32_helpers(8).contains("_mm256_dpbusd_avx_epi32"));
-        assert!(!int32_helpers(8).contains("maddubs"));
+        // the saturating form only for 7-bit weights
+        let h8 = int32_helpers(8);
+        let (general, narrow) = h8.split_at(h8.find("tsr_vdot4n_").unwrap());
+        assert!(!general.contains("maddubs"));
+        assert!(narrow.contains("_mm256_maddubs_epi16"));
     }
 
     #[test]

@@ -147,20 +147,19 @@ impl Gen<'_> {
         el: DataType,
         lanes: u16,
     ) -> Result<Option<String>, BackendError> {
-        let is_dot = |e: &Expr| matches!(e.node(), ExprNode::Call { op: Intrinsic::Dot4U8I8, args, .. } if args.len() == 2);
+        let is_dot = |e: &Expr| matches!(e.node(), ExprNode::Call { op, args, .. } if op.is_dot4() && args.len() == 2);
         let (acc, dot) = match (is_dot(a), is_dot(b)) {
             (_, true) => (a, b),
             (true, false) => (b, a),
             _ => return Ok(None),
         };
-        let ExprNode::Call { args, .. } = dot.node() else {
+        let ExprNode::Call { op, args, .. } = dot.node() else {
             return Ok(None);
         };
+        let op = *op;
         let d = self.dialect;
         let probe = ["".to_string(), String::new(), String::new()];
-        if d.vector_math(Intrinsic::Dot4U8I8, el, lanes, &probe)
-            .is_none()
-        {
+        if d.vector_math(op, el, lanes, &probe).is_none() {
             return Ok(None);
         }
         let code = [
@@ -169,7 +168,7 @@ impl Gen<'_> {
             self.vector_as(&args[1], el, lanes)?,
         ];
         self.use_vector_math(el, lanes);
-        Ok(d.vector_math(Intrinsic::Dot4U8I8, el, lanes, &code))
+        Ok(d.vector_math(op, el, lanes, &code))
     }
 
     fn vector_binary(

@@ -44,6 +44,8 @@ struct Weight {
     /// The zero point per column (one value: for every column), int8 range.
     zero: Vec<i64>,
     k: i64,
+    /// Every byte in [−64, 64] (7-bit weights: [`Op::DenseU8I8`]'s `narrow`).
+    narrow: bool,
 }
 
 impl Weight {
@@ -83,6 +85,7 @@ impl Weight {
             colsum,
             zero,
             k: k as i64,
+            narrow: rows.iter().all(|&x| (-64..=64).contains(&x)),
         })
     }
 
@@ -125,7 +128,12 @@ pub(super) fn integer_product(
     let rows: i64 = xs[..xs.len() - 1].iter().product();
     let x2 = imp.reshape(&c.sub("rows"), x, vec![rows, k])?;
     let words = imp.g.constant(&c.sub("weight_words"), wt.words.clone());
-    let mut acc = imp.op(&c.sub("int8_product"), Op::DenseU8I8, &[x2, words])?;
+    let narrow = wt.narrow;
+    let mut acc = imp.op(
+        &c.sub("int8_product"),
+        Op::DenseU8I8 { narrow },
+        &[x2, words],
+    )?;
     // the data's zero point as the kernel reads the data (int8 + 128)
     let zx = match x_zero {
         Some(z) => {

@@ -80,8 +80,9 @@ pub fn pack_u8_words(data: &Tensor) -> Result<Tensor, TeError> {
 /// `out[i, j] = Σ_k A[i, k] · W[j, k]` in int32 for uint8 (or, offset by 128, int8) data
 /// `A [M, K]` and a weight of int8 words ([`pack_u8_words`]'s layout, signed bytes):
 /// `[N, ⌈K/4⌉]` (tag `dense_u8i8`) or packed by blocks of `b` columns `[N/b, ⌈K/4⌉, b]`
-/// (tag `dense_u8i8_pack`).
-pub fn dense_u8i8(data: &Tensor, weight: &Tensor) -> Result<Tensor, TeError> {
+/// (tag `dense_u8i8_pack`). `narrow`: the weight's bytes all lie in [−64, 64]
+/// ([`Intrinsic::Dot4U8I7`], faster on CPUs without VNNI).
+pub fn dense_u8i8(data: &Tensor, weight: &Tensor, narrow: bool) -> Result<Tensor, TeError> {
     let op = "dense_u8i8";
     if weight.dtype() != DataType::int32() {
         return Err(attr_err(
@@ -99,7 +100,12 @@ pub fn dense_u8i8(data: &Tensor, weight: &Tensor) -> Result<Tensor, TeError> {
         reason,
     };
     let k = reduce_axis(words, "k");
-    let dot = |x: Expr, y: Expr| Expr::call(DataType::int32(), Intrinsic::Dot4U8I8, vec![x, y]);
+    let intrinsic = if narrow {
+        Intrinsic::Dot4U8I7
+    } else {
+        Intrinsic::Dot4U8I8
+    };
+    let dot = |x: Expr, y: Expr| Expr::call(DataType::int32(), intrinsic, vec![x, y]);
     match *sw.as_slice() {
         [n, wk] if wk == words => {
             compute_tagged(&[sa[0], n], "T_matmul_NT", op, &["i", "j"], |ix| {

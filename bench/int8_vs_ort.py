@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""int8 latency: a float model and its quantized forms (bench/quantize_model.py), each
+run by `tessera run --onnx` (untuned) and by onnxruntime, in alternating rounds on the
+same machine and thread count. Per round and model prints both medians; at the end, per
+quantized form, the median and min over rounds of tessera / onnxruntime, of tessera's
+int8 / tessera's float32, and of onnxruntime's int8 / its float32, with the ratio of the
+minima, and the CPU steal over the run (from /proc/stat).
+
+Usage: bench/int8_vs_ort.py FLOAT.onnx QUANT.onnx [QUANT.onnx ...]
+       [--tessera target/release/tessera] [--threads 2] [--rounds 5] [--repeat 20]
+"""
+import argparse
+import os
+import statistics
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from network_vs_ort import ort_median_ms, ort_session, tessera_median_ms  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+
+def steal_jiffies():
+    with open("/proc/stat") as f:
+        cpu = f.readline().split()[1:]
+    v = [int(x) for x in cpu]
+    return v[7], sum(v)
+
+
+def feed_of(sess):
+    feed = {}
+    for inp in sess.get_inputs():
+        shape = [d if isinstance(d, int) else 1 for d in inp.shape]
+        if inp.type == "tensor(float)":
+            feed[inp.name] = np.random.default_rng(0).uniform(-1, 1, shape).astype(np.float32)
+        elif inp.type == "tensor(bool)":
+            feed[inp.name] = np.ones(shape, dtype=bool)
+        else:
+            dt = {"tensor(int64)": np.int64, "tensor(int32)": np.int32}[inp.type]
+            feed[inp.name] = np.zeros(shape, dtype=dt)
+    return feed
+
+
+def summary(name, xs):
+    return f"{name}: median {statistics.median(xs):.2f} (min {min(xs):.2f}, max {max(xs):.2f})"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("float_model")
+    ap.add_argument("quantized", nargs="+")
+    ap.add_argument("--tessera", default="target/release/tessera")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--repeat", type=int, default=20)
+    a = ap.parse_args()
+    models = [a.float_model] + a.quantized
+    sessions = {m: ort_session(m, a.threads) for m in models}
+    feeds = {m: feed_of(s) for m, s in sessions.items()}
+    times = {m: {"tessera": [], "ort": []} for m in models}
+    print(f"{a.threads} threads, {a.rounds} rounds of {a.repeat} runs; float model {a.float_model}")
+    s0, t0 = steal_jiffies()
+    for r in range(a.rounds):
+        # alternate the order of the two sides between rounds
+        for m in models:
+            sides = ["tessera", "ort"] if r % 2 == 0 else ["ort", "tessera"]
+            for side in sides:
+                if side == "tessera":
+                    ms, build = tessera_median_ms(a.tessera, m, a.threads, a.repeat, "NHWC")
+                    if r == 0:
+                        print(f"  {os.path.basename(m)}: {build}")
+                else:
+                    ms = ort_median_ms(sessions[m], feeds[m], a.repeat)
+                times[m][side].append(ms)
+            print(f"round {r + 1} {os.path.basename(m):>16}: tessera {times[m]['tessera'][-1]:8.2f} ms"
+                  f"   onnxruntime {times[m]['ort'][-1]:8.2f} ms")
+    s1, t1 = steal_jiffies()
+    f = times[a.float_model]
+    print(summary("float32 tessera / onnxruntime",
+                  [t / o for t, o in zip(f["tessera"], f["ort"])]))
+    for m in a.quantized:
+        q = times[m]
+        name = os.path.basename(m)
+        print(summary(f"{name} tessera / onnxruntime",
+                      [t / o for t, o in zip(q["tessera"], q["ort"])])
+              + f", minima {min(q['tessera']) / min(q['ort']):.2f}")
+        print(summary(f"{name} tessera int8 / tessera float32",
+                      [t / o for t, o in zip(q["tessera"], f["tessera"])])
+              + f", minima {min(q['tessera']) / min(f['tessera']):.2f}")
+        print(summary(f"{name} onnxruntime int8 / onnxruntime float32",
+                      [t / o for t, o in zip(q["ort"], f["ort"])])
+              + f", minima {min(q['ort']) / min(f['ort']):.2f}")
+    print(f"CPU steal over the run: {100 * (s1 - s0) / max(1, t1 - t0):.2f}%")
+
+
+if __name__ == "__main__":
+    main()

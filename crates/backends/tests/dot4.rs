@@ -1,0 +1,145 @@
+//! The int8 dot products in the CPU's C (`cfamily::vdot`), built by the C compiler for
+//! each instruction set they have a form for and run where the host can: the generic
+//! form (`-march=x86-64`), the AVX2 forms (`x86-64-v3`: the exact `vpmaddwd` one, and
+//! `vpmaddubsw` for 7-bit weights), the host's own (`native`, VNNI where it has it) —
+//! each exactly the integer product of the bytes. The VNNI forms are built for
+//! `icelake-server` and must hold `vpdpbusd`, run only on a host that has AVX-512 VNNI.
+
+use std::ffi::c_void;
+use tessera_backends::{host_cpu_features, Backend, CpuBackend, Target};
+use tessera_ir::DataType;
+use tessera_te::ops;
+use tessera_te::schedules::{default_schedule, CpuParams};
+use tessera_te::{lower, placeholder};
+
+const M: usize = 6;
+const N: usize = 32;
+const K: usize = 37;
+
+fn bytes(n: usize, seed: u64, lo: i64, hi: i64) -> Vec<i64> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            lo + (x >> 20) as i64 % (hi - lo + 1)
+        })
+        .collect()
+}
+
+/// The packed dense_u8i8 for `lanes`-wide vectors, its data, weight words and the exact
+/// product.
+struct Case {
+    func: tessera_ir::PrimFunc,
+    data: Vec<u8>,
+    words: Vec<i32>,
+    want: Vec<i32>,
+}
+
+fn case(lanes: i64, narrow: bool) -> Case {
+    let b = lanes as usize;
+    let data = placeholder(&[M as i64, K as i64], DataType::uint(8), "data").unwrap();
+    let kw = K.div_ceil(4);
+    let weight = placeholder(
+        &[(N / b) as i64, kw as i64, b as i64],
+        DataType::int32(),
+        "weight",
+    )
+    .unwrap();
+    let out = ops::dense_u8i8(&data, &weight, narrow).unwrap();
+    let p = CpuParams {
+        vector_lanes: lanes,
+        num_cores: 1,
+        vectorize: true,
+        gpu_threads: 0,
+    };
+    let sch = default_schedule(&[out.clone()], p).unwrap();
+    let func = lower(&sch, &[data, weight, out], "dot4").unwrap();
+    let a: Vec<u8> = bytes(M * K, 5, 0, 255).iter().map(|&x| x as u8).collect();
+    let (lo, hi) = if narrow { (-64, 64) } else { (-128, 127) };
+    let w: Vec<i8> = bytes(N * K, 9, lo, hi).iter().map(|&x| x as i8).collect();
+    let rows = ops::int8_words(&w, N, K);
+    let mut words = vec![0i32; N * kw];
+    for j in 0..N {
+        for q in 0..kw {
+            words[((j / b) * kw + q) * b + j % b] = rows[j * kw + q];
+        }
+    }
+    let want = (0..M * N)
+        .map(|e| {
+            let (i, j) = (e / N, e % N);
+            (0..K)
+                .map(|q| a[i * K + q] as i32 * w[j * K + q] as i32)
+                .sum()
+        })
+        .collect();
+    Case {
+        func,
+        data: a,
+        words,
+        want,
+    }
+}
+
+/// Builds `c` for `-march=mcpu`; runs it unless `run` is false; returns the object's
+/// disassembly (empty where objdump is missing).
+fn build_and_run(c: &Case, mcpu: &str, run: bool) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let target: Target = format!("cpu -mcpu={mcpu}").parse().unwrap();
+    let art = CpuBackend::new(target)
+        .build(&c.func, dir.path())
+        .unwrap_or_else(|e| panic!("-march={mcpu}: {e}"));
+    let asm = std::process::Command::new("objdump")
+        .arg("-d")
+        .arg(&art.path)
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    if run {
+        let mut data = c.data.clone();
+        let mut words = c.words.clone();
+        let mut out = vec![0i32; M * N];
+        let mut args: [*mut c_void; 3] = [
+            data.as_mut_ptr().cast(),
+            words.as_mut_ptr().cast(),
+            out.as_mut_ptr().cast(),
+        ];
+        // SAFETY: the library was just built from `c.func`, whose entry takes these three
+        // buffers (of the sizes allocated here) and returns a status.
+        let status = unsafe {
+            let lib = libloading::Library::new(&art.path).unwrap();
+            let f: libloading::Symbol<unsafe extern "C" fn(*mut *mut c_void, i32) -> i32> =
+                lib.get(art.entry.as_bytes()).unwrap();
+            f(args.as_mut_ptr(), 3)
+        };
+        assert_eq!(status, 0, "-march={mcpu}");
+        assert_eq!(out, c.want, "-march={mcpu}");
+    }
+    asm
+}
+
+#[test]
+fn every_form_of_the_int8_dot_product_is_exact() {
+    let host = host_cpu_features();
+    let avx2 = host.contains(&"avx2");
+    for narrow in [false, true] {
+        let c8 = case(8, narrow);
+        build_and_run(&c8, "x86-64", true);
+        let asm = build_and_run(&c8, "x86-64-v3", avx2);
+        if !asm.is_empty() {
+            let want = if narrow { "vpmaddubsw" } else { "vpmaddwd" };
+            assert!(asm.contains(want), "x86-64-v3, narrow {narrow}: no {want}");
+            assert!(!narrow || asm.contains("vpmaddwd"));
+        }
+        build_and_run(&c8, "native", true);
+        let vnni = host.contains(&"avx512vnni");
+        for c in [&c8, &case(16, narrow)] {
+            let asm = build_and_run(c, "icelake-server", vnni);
+            assert!(
+                asm.is_empty() || asm.contains("vpdpbusd"),
+                "icelake-server: no vpdpbusd"
+            );
+        }
+    }
+}
