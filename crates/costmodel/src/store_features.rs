@@ -261,9 +261,11 @@ fn count_ops(value: &Expr) -> [f64; 16] {
             ExprNode::Select { .. } => n[15] += 1.0,
             ExprNode::Call { op, .. } => match op {
                 Intrinsic::IfThenElse => n[15] += 1.0,
-                Intrinsic::Floor | Intrinsic::Ceil | Intrinsic::Round | Intrinsic::Fabs => {
-                    n[base + 6] += 1.0
-                }
+                Intrinsic::Floor
+                | Intrinsic::Ceil
+                | Intrinsic::Round
+                | Intrinsic::RoundEven
+                | Intrinsic::Fabs => n[base + 6] += 1.0,
                 // four multiply–adds of bytes
                 Intrinsic::Dot4U8I8 | Intrinsic::Dot4U8I7 => {
                     n[base + 1] += 4.0;

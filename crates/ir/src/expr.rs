@@ -153,6 +153,10 @@ pub enum Intrinsic {
     Floor,
     Ceil,
     Round,
+    /// Rounding to the nearest integer, halves to even (TVM's `nearbyint`; C's `rint` in
+    /// the default rounding mode): what ONNX's quantization and `Round` specify, where
+    /// [`Intrinsic::Round`] (C's `round`) rounds halves away from zero.
+    RoundEven,
     IfThenElse,
     Sin,
     Cos,
@@ -185,7 +189,7 @@ impl Intrinsic {
         matches!(self, Intrinsic::Dot4U8I8 | Intrinsic::Dot4U8I7)
     }
 
-    pub const ALL: [Intrinsic; 26] = [
+    pub const ALL: [Intrinsic; 27] = [
         Intrinsic::Exp,
         Intrinsic::Log,
         Intrinsic::Sqrt,
@@ -198,6 +202,7 @@ impl Intrinsic {
         Intrinsic::Floor,
         Intrinsic::Ceil,
         Intrinsic::Round,
+        Intrinsic::RoundEven,
         Intrinsic::IfThenElse,
         Intrinsic::Sin,
         Intrinsic::Cos,
@@ -234,6 +239,7 @@ impl Intrinsic {
             Intrinsic::Floor => "tir.floor",
             Intrinsic::Ceil => "tir.ceil",
             Intrinsic::Round => "tir.round",
+            Intrinsic::RoundEven => "tir.nearbyint",
             Intrinsic::IfThenElse => "tir.if_then_else",
             Intrinsic::Sin => "tir.sin",
             Intrinsic::Cos => "tir.cos",

@@ -575,6 +575,7 @@ fn math_lane(op: Intrinsic, p: f64, q: f64) -> f64 {
         Intrinsic::Floor => p.floor(),
         Intrinsic::Ceil => p.ceil(),
         Intrinsic::Round => p.round(),
+        Intrinsic::RoundEven => p.round_ties_even(),
         Intrinsic::Sin => p.sin(),
         Intrinsic::Cos => p.cos(),
         Intrinsic::Tan => p.tan(),

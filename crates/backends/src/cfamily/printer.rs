@@ -786,6 +786,7 @@ pub(super) fn math_call(d: &dyn Dialect, op: Intrinsic, t: DataType, a: &[String
         Intrinsic::Floor => format!("{}({})", f("floor"), a[0]),
         Intrinsic::Ceil => format!("{}({})", f("ceil"), a[0]),
         Intrinsic::Round => format!("{}({})", f("round"), a[0]),
+        Intrinsic::RoundEven => format!("{}({})", f("rint"), a[0]),
         Intrinsic::IfThenElse => format!("({} ? {} : {})", a[0], a[1], a[2]),
         Intrinsic::Dot4U8I8 | Intrinsic::Dot4U8I7 => {
             // the four byte products written out (`a` and `b` are words, read 4 times)

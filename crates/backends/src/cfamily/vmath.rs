@@ -23,6 +23,10 @@
 //!   Eigen's and MLAS's float tanh): within a few ulp over the line, exactly ±0 at ±0,
 //!   NaN stays NaN. GPT-2's GELU (`tanh` in the epilogue of its MLP's first dense) called
 //!   `tanhf` per lane and ran that dense at ~80 GFLOPS where the next one ran at ~210.
+//! - `rint` (round half to even, ONNX's quantization rounding): `(|x| + 2²³) − 2²³`,
+//!   which the FPU rounds to an integer with ties to even, the sign put back; `|x| ≥ 2²³`
+//!   (already whole), ∞ and NaN pass through. Quantizing epilogues (QDQ models) called
+//!   `floor` twice and selected among three candidates per element instead.
 //! - `erf`: Abramowitz & Stegun 7.1.26, `1 − (a₁t + … + a₅t⁵)·e^{−x²}` with
 //!   `t = 1/(1 + p|x|)`, the sign restored: absolute error under 1.5e-7 (float32's own
 //!   rounding of values near 1 is 6e-8).
@@ -45,6 +49,7 @@ pub fn call(op: Intrinsic, t: DataType, lanes: u16, args: &[String]) -> Option<S
         Intrinsic::Sigmoid => "sigmoid",
         Intrinsic::Erf => "erf",
         Intrinsic::Tanh => "tanh",
+        Intrinsic::RoundEven => "rint",
         _ => return None,
     };
     Some(format!("tsr_v{f}_{}({})", vec_name(t, lanes), args[0]))
@@ -86,6 +91,13 @@ static inline {v} tsr_vexp_{v}({v} x) {{
   {v} e = y * ({v})((n1 + 127) << 23) * ({v})((n2 + 127) << 23);
   {vi} keep = ~(nan | over);
   return ({v})((({vi})e & keep) | (({vi})x & nan) | (({vi}){inf} & over));
+}}
+static inline {v} tsr_vrint_{v}({v} x) {{
+  {vi} sign = ({vi})x & {sign_bit};
+  {v} ax = ({v})(({vi})x & ~{sign_bit});
+  {v} r = ({v})(({vi})((ax + {two23}) - {two23}) | sign);
+  {vi} whole = ax >= {two23};
+  return ({v})((({vi})x & whole) | (({vi})r & ~whole));
 }}
 static inline {v} tsr_vsigmoid_{v}({v} x) {{
   {vi} nan = x != x, below = x < {slo}, above = x > {shi};
@@ -169,6 +181,7 @@ static inline {v} tsr_verf_{v}({v} x) {{
         hi = splat("88.72283905206835f"),
         lo = splat("-104.0f"),
         inf = splat("__builtin_inff()"),
+        two23 = splat("8388608.0f"),
         log2e = splat("1.44269504088896341f"),
         c1 = splat("0.693359375f"),
         c2 = splat("-2.12194440e-4f"),

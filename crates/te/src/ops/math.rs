@@ -104,6 +104,7 @@ impl MathFn {
             MathFn::Log => v.log(),
             MathFn::Floor => Expr::math(Intrinsic::Floor, v),
             MathFn::Ceil => Expr::math(Intrinsic::Ceil, v),
+            MathFn::RoundEven if v.dtype().is_float() => Expr::math(Intrinsic::RoundEven, v),
             MathFn::RoundEven => {
                 let f = Expr::math(Intrinsic::Floor, v.clone());
                 let d = v - f.clone();

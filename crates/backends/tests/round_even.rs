@@ -1,0 +1,95 @@
+//! Rounding halves to even (`Intrinsic::RoundEven`, ONNX's quantization rounding) in the
+//! CPU's C: the vector form (`tsr_vrint`, the 2²³ trick) and the scalar `rintf` agree
+//! with Rust's `round_ties_even` bit for bit on halves, signed zeros, the edges of 2²²
+//! and 2²³, infinities and NaN, for the generic and the AVX2 instruction sets.
+
+use std::ffi::c_void;
+use tessera_backends::{host_cpu_features, Backend, CpuBackend, Target};
+use tessera_ir::DataType;
+use tessera_te::ops::{self, MathFn};
+use tessera_te::schedules::{default_schedule, CpuParams};
+use tessera_te::{lower, placeholder};
+
+fn values() -> Vec<f32> {
+    let mut v = vec![
+        0.0,
+        -0.0,
+        0.5,
+        -0.5,
+        1.5,
+        -1.5,
+        2.5,
+        -2.5,
+        0.49999997,
+        -0.49999997,
+        3.5,
+        1e30,
+        -1e30,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        f32::MIN_POSITIVE,
+        -f32::MIN_POSITIVE,
+    ];
+    for e in [22, 23, 24] {
+        let p = (1u32 << e) as f32;
+        for d in [-1.5f32, -1.0, -0.5, 0.0, 0.5, 1.0, 1.5] {
+            v.push(p + d);
+            v.push(-(p + d));
+        }
+    }
+    let mut x = 0x2545_F491u32;
+    while v.len() % 16 != 0 || v.len() < 128 {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        v.push((x as i32) as f32 / 65536.0);
+    }
+    v
+}
+
+#[test]
+fn rounding_halves_to_even_is_exact_in_every_form() {
+    let v = values();
+    let n = v.len() as i64;
+    let x = placeholder(&[n], DataType::float32(), "x").unwrap();
+    let y = ops::math(&x, MathFn::RoundEven).unwrap();
+    let p = CpuParams {
+        vector_lanes: 8,
+        num_cores: 1,
+        vectorize: true,
+        gpu_threads: 0,
+    };
+    let sch = default_schedule(&[y.clone()], p).unwrap();
+    let func = lower(&sch, &[x, y], "round_even").unwrap();
+    assert!(func.to_string().contains("tir.nearbyint"), "{func}");
+    let avx2 = host_cpu_features().contains(&"avx2");
+    for mcpu in ["x86-64", "x86-64-v3", "native"] {
+        if mcpu == "x86-64-v3" && !avx2 {
+            continue;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let target: Target = format!("cpu -mcpu={mcpu}").parse().unwrap();
+        let art = CpuBackend::new(target).build(&func, dir.path()).unwrap();
+        let source = std::fs::read_to_string(&art.source_path).unwrap();
+        assert!(source.contains("tsr_vrint_"), "{source}");
+        let mut input = v.clone();
+        let mut out = vec![0f32; v.len()];
+        let mut args: [*mut c_void; 2] = [input.as_mut_ptr().cast(), out.as_mut_ptr().cast()];
+        // SAFETY: built from `func`, whose entry takes these two buffers of n floats.
+        let status = unsafe {
+            let lib = libloading::Library::new(&art.path).unwrap();
+            let f: libloading::Symbol<unsafe extern "C" fn(*mut *mut c_void, i32) -> i32> =
+                lib.get(art.entry.as_bytes()).unwrap();
+            f(args.as_mut_ptr(), 2)
+        };
+        assert_eq!(status, 0);
+        for (a, b) in v.iter().zip(&out) {
+            let want = a.round_ties_even();
+            assert!(
+                want.to_bits() == b.to_bits() || (want.is_nan() && b.is_nan()),
+                "-march={mcpu}: rint({a:e}) = {b:e}, want {want:e}"
+            );
+        }
+    }
+}
