@@ -176,6 +176,14 @@ pub trait Dialect: Sync {
         None
     }
 
+    /// The int32 vector `code` (of `lanes` lanes) truncated to the narrower integer type
+    /// `to` (each lane's low bytes) as one expression, or `None` for the language's
+    /// conversion. The printer registers `to`'s vector math helpers when it uses this.
+    fn narrow_int32(&self, code: &str, to: DataType, lanes: u16) -> Option<String> {
+        let _ = (code, to, lanes);
+        None
+    }
+
     /// `op` on the vectors `args` (of `lanes` lanes of `t`) as one expression of the
     /// language, or `None` to apply the scalar function lane by lane.
     fn vector_math(
@@ -252,9 +260,20 @@ impl Dialect for CDialect {
             super::vmath::float32_helpers(lanes)
         } else if t == DataType::int32() {
             super::vdot::int32_helpers(lanes)
+        } else if t.is_integer() && t.bits < 32 {
+            narrow_helper(t, lanes)
         } else {
             String::new()
         }
+    }
+
+    /// A byte shuffle (GCC 12 and Clang): GCC converts `int32 → int8` vectors lane by
+    /// lane, a quantizing epilogue's last step.
+    fn narrow_int32(&self, code: &str, to: DataType, lanes: u16) -> Option<String> {
+        Some(format!(
+            "tsr_narrow_{}({code})",
+            super::names::vec_name(to, lanes)
+        ))
     }
 
     fn vector_math(
@@ -266,4 +285,33 @@ impl Dialect for CDialect {
     ) -> Option<String> {
         super::vmath::call(op, t, lanes, args).or_else(|| super::vdot::call(op, t, lanes, args))
     }
+}
+
+/// `tsr_narrow_<vector of t>(int32 vector)`: each lane's low bytes, as C's conversion
+/// keeps them — by `__builtin_shufflevector` of the bytes where the compiler has it
+/// (GCC 12, Clang) on a little-endian machine, else `__builtin_convertvector`.
+fn narrow_helper(t: DataType, lanes: u16) -> String {
+    use super::names::{scalar_c, vec_name};
+    let v = vec_name(t, lanes);
+    let w = vec_name(DataType::int32(), lanes);
+    let ratio = (32 / t.bits.max(8)) as usize;
+    let parts = lanes as usize * ratio;
+    let c = scalar_c(t);
+    let picks: Vec<String> = (0..lanes as usize)
+        .map(|i| (i * ratio).to_string())
+        .collect();
+    format!(
+        r#"static inline {v} tsr_narrow_{v}({w} x) {{
+#if ((defined(__GNUC__) && __GNUC__ >= 12) || defined(__clang__)) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  typedef {c} parts_t __attribute__((vector_size({bytes})));
+  parts_t p = (parts_t)x;
+  return __builtin_shufflevector(p, p, {picks});
+#else
+  return __builtin_convertvector(x, {v});
+#endif
+}}
+"#,
+        bytes = parts * (t.bits.max(8) as usize / 8),
+        picks = picks.join(", ")
+    )
 }

@@ -70,6 +70,30 @@ impl Gen<'_> {
                 let m = format!("({code} != 0)");
                 self.convert(m, Ty::M(t.bits.max(8), lanes), to, lanes)
             }
+            // Integers narrower than 32 bits to or from floats go through int32 (GCC
+            // converts such vectors lane by lane, the epilogues of quantized products),
+            // as C's conversions do for values in int32's range
+            Ty::V(t, _) if t.is_float() && to.is_integer() && to.bits < 32 => {
+                let i = self.convert(code, from, DataType::int32(), lanes);
+                self.convert(i, Ty::V(DataType::int32(), lanes), to, lanes)
+            }
+            Ty::V(t, _) if t.is_integer() && t.bits < 32 && to.is_float() => {
+                let i = self.convert(code, from, DataType::int32(), lanes);
+                self.convert(i, Ty::V(DataType::int32(), lanes), to, lanes)
+            }
+            Ty::V(t, _) if t == DataType::int32() && to.is_integer() && to.bits < 32 => {
+                self.vt(to, lanes);
+                match self.dialect.narrow_int32(&code, to, lanes) {
+                    Some(c) => {
+                        self.use_vector_math(to, lanes);
+                        c
+                    }
+                    None => {
+                        let vt = self.vt(to, lanes);
+                        format!("__builtin_convertvector({code}, {vt})")
+                    }
+                }
+            }
             Ty::V(_, _) => {
                 let vt = self.vt(to, lanes);
                 format!("__builtin_convertvector({code}, {vt})")

@@ -1,0 +1,174 @@
+//! The conversions of quantized epilogues in the CPU's C, against Rust's and the
+//! interpreter's, for the generic and the AVX2 instruction sets:
+//! - rounding halves to even (`Intrinsic::RoundEven`): the vector form (`tsr_vrint`, the
+//!   2²³ trick) bit for bit with `round_ties_even` on halves, signed zeros, the edges of
+//!   2²² and 2²³, infinities and NaN;
+//! - float32 ↔ int8 / uint8 / int16 vectors (through int32, narrowed by a byte shuffle):
+//!   what the interpreter computes, wrapping included.
+
+use std::ffi::c_void;
+use tessera_backends::{host_cpu_features, Backend, CpuBackend, Target};
+use tessera_ir::DataType;
+use tessera_te::ops::{self, MathFn};
+use tessera_te::schedules::{default_schedule, default_schedule_inlined, CpuParams};
+use tessera_te::{lower, placeholder, Tensor};
+
+fn values() -> Vec<f32> {
+    let mut v = vec![
+        0.0,
+        -0.0,
+        0.5,
+        -0.5,
+        1.5,
+        -1.5,
+        2.5,
+        -2.5,
+        0.49999997,
+        -0.49999997,
+        3.5,
+        1e30,
+        -1e30,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        f32::MIN_POSITIVE,
+        -f32::MIN_POSITIVE,
+    ];
+    for e in [22, 23, 24] {
+        let p = (1u32 << e) as f32;
+        for d in [-1.5f32, -1.0, -0.5, 0.0, 0.5, 1.0, 1.5] {
+            v.push(p + d);
+            v.push(-(p + d));
+        }
+    }
+    let mut x = 0x2545_F491u32;
+    while v.len() % 16 != 0 || v.len() < 128 {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        v.push((x as i32) as f32 / 65536.0);
+    }
+    v
+}
+
+#[test]
+fn rounding_halves_to_even_is_exact_in_every_form() {
+    let v = values();
+    let n = v.len() as i64;
+    let x = placeholder(&[n], DataType::float32(), "x").unwrap();
+    let y = ops::math(&x, MathFn::RoundEven).unwrap();
+    let p = CpuParams {
+        vector_lanes: 8,
+        num_cores: 1,
+        vectorize: true,
+        gpu_threads: 0,
+    };
+    let sch = default_schedule(&[y.clone()], p).unwrap();
+    let func = lower(&sch, &[x, y], "round_even").unwrap();
+    assert!(func.to_string().contains("tir.nearbyint"), "{func}");
+    let avx2 = host_cpu_features().contains(&"avx2");
+    for mcpu in ["x86-64", "x86-64-v3", "native"] {
+        if mcpu == "x86-64-v3" && !avx2 {
+            continue;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let target: Target = format!("cpu -mcpu={mcpu}").parse().unwrap();
+        let art = CpuBackend::new(target).build(&func, dir.path()).unwrap();
+        let source = std::fs::read_to_string(&art.source_path).unwrap();
+        assert!(source.contains("tsr_vrint_"), "{source}");
+        let mut input = v.clone();
+        let mut out = vec![0f32; v.len()];
+        let mut args: [*mut c_void; 2] = [input.as_mut_ptr().cast(), out.as_mut_ptr().cast()];
+        // SAFETY: built from `func`, whose entry takes these two buffers of n floats.
+        let status = unsafe {
+            let lib = libloading::Library::new(&art.path).unwrap();
+            let f: libloading::Symbol<unsafe extern "C" fn(*mut *mut c_void, i32) -> i32> =
+                lib.get(art.entry.as_bytes()).unwrap();
+            f(args.as_mut_ptr(), 2)
+        };
+        assert_eq!(status, 0);
+        for (a, b) in v.iter().zip(&out) {
+            let want = a.round_ties_even();
+            assert!(
+                want.to_bits() == b.to_bits() || (want.is_nan() && b.is_nan()),
+                "-march={mcpu}: rint({a:e}) = {b:e}, want {want:e}"
+            );
+        }
+    }
+}
+
+fn build_run_f32(func: &tessera_ir::PrimFunc, mcpu: &str, input: &[f32], n_out: usize) -> Vec<f32> {
+    let dir = tempfile::tempdir().unwrap();
+    let target: Target = format!("cpu -mcpu={mcpu}").parse().unwrap();
+    let art = CpuBackend::new(target).build(func, dir.path()).unwrap();
+    let source = std::fs::read_to_string(&art.source_path).unwrap();
+    assert!(source.contains("tsr_narrow_"), "{source}");
+    let mut input = input.to_vec();
+    let mut out = vec![0f32; n_out];
+    let mut args: [*mut c_void; 2] = [input.as_mut_ptr().cast(), out.as_mut_ptr().cast()];
+    // SAFETY: built from `func`, whose entry takes a float input and a float output of
+    // these sizes.
+    let status = unsafe {
+        let lib = libloading::Library::new(&art.path).unwrap();
+        let f: libloading::Symbol<unsafe extern "C" fn(*mut *mut c_void, i32) -> i32> =
+            lib.get(art.entry.as_bytes()).unwrap();
+        f(args.as_mut_ptr(), 2)
+    };
+    assert_eq!(status, 0);
+    out
+}
+
+#[test]
+fn narrow_integer_vectors_convert_as_the_interpreter_does() {
+    let mut v: Vec<f32> = vec![
+        0.0, -0.0, 1.9, -1.9, 127.0, 128.0, -128.0, -129.0, 255.0, 256.0, 300.7, -300.7, 65535.0,
+        70000.5, -40000.0,
+    ];
+    while !v.len().is_multiple_of(32) {
+        let i = v.len() as f32;
+        v.push((i * 37.3) % 700.0 - 350.0);
+    }
+    let n = v.len() as i64;
+    let p = CpuParams {
+        vector_lanes: 8,
+        num_cores: 1,
+        vectorize: true,
+        gpu_threads: 0,
+    };
+    let avx2 = host_cpu_features().contains(&"avx2");
+    for dt in [
+        DataType::int(8),
+        DataType::uint(8),
+        DataType::int(16),
+        DataType::uint(16),
+    ] {
+        let x = placeholder(&[n], DataType::float32(), "x").unwrap();
+        let q = ops::cast(&x, dt).unwrap();
+        let y: Tensor = ops::cast(&q, DataType::float32()).unwrap();
+        let sch = default_schedule_inlined(&[y.clone()], &[q], p).unwrap();
+        let func = lower(&sch, &[x.clone(), y.clone()], "convert").unwrap();
+        let mut bufs = vec![
+            tessera_ir::interp::HostBuffer::from_f64(
+                DataType::float32(),
+                &[v.len()],
+                &v.iter().map(|&a| a as f64).collect::<Vec<_>>(),
+            ),
+            tessera_ir::interp::HostBuffer::zeros(DataType::float32(), &[v.len()]),
+        ];
+        tessera_ir::interp::run(&func, &mut bufs).unwrap();
+        let want: Vec<f32> = bufs[1].to_f64().iter().map(|&a| a as f32).collect();
+        for mcpu in ["x86-64", "x86-64-v3", "native"] {
+            if mcpu == "x86-64-v3" && !avx2 {
+                continue;
+            }
+            let got = build_run_f32(&func, mcpu, &v, v.len());
+            for ((a, g), w) in v.iter().zip(&got).zip(&want) {
+                assert_eq!(
+                    g.to_bits(),
+                    w.to_bits(),
+                    "-march={mcpu} {dt}: {a} became {g}, want {w}"
+                );
+            }
+        }
+    }
+}
