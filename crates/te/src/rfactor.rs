@@ -4,7 +4,7 @@
 use crate::error::ScheduleError;
 use crate::lower::reduce_leaf_algebra;
 use crate::schedule::Schedule;
-use crate::tensor::{make_compute, ComputeBody, IterKind, IterVar, Reduce, Tensor};
+use crate::tensor::{make_compute, ComputeBody, IterKind, IterVar, Reduce, ReduceOp, Tensor};
 use std::collections::HashMap;
 use tessera_ir::visit::substitute;
 use tessera_ir::{Expr, Var};
@@ -25,9 +25,12 @@ pub(crate) fn rfactor(
     let Some(ComputeBody::Reduce(red)) = st.op.body() else {
         return Err(err("the stage is not a reduction"));
     };
-    if red.init.is_some() {
+    // an init that is the combiner's identity over the type's values (a float maximum
+    // from −∞) may start every partial result as well
+    if red.init.as_ref().is_some_and(|i| !is_identity(red.op, i)) {
         return Err(err("a reduction with an explicit init cannot be factored (the init would be applied per partial result)"));
     }
+    let init = red.init.clone();
     if !st.leaf_iter_vars.contains(axis) {
         return Err(ScheduleError::NotLeaf {
             stage: st.name().to_string(),
@@ -94,7 +97,10 @@ pub(crate) fn rfactor(
         let body = if conds.is_empty() {
             source
         } else {
-            Expr::select(Expr::all(conds), source, red.op.identity(st.op.dtype()))
+            let identity = init
+                .clone()
+                .unwrap_or_else(|| red.op.identity(st.op.dtype()));
+            Expr::select(Expr::all(conds), source, identity)
         };
         ComputeBody::Expr(body)
     } else {
@@ -102,7 +108,7 @@ pub(crate) fn rfactor(
             op: red.op,
             source,
             axis: rf_reduce,
-            init: None,
+            init: init.clone(),
             condition: if conds.is_empty() {
                 None
             } else {
@@ -133,9 +139,25 @@ pub(crate) fn rfactor(
         op: red.op,
         source: rf.at(&idx),
         axis: vec![r],
-        init: None,
+        init,
         condition: None,
     });
     sch.replace_with_rfactor(ti, rf.clone(), new_body)?;
     Ok(rf)
+}
+
+/// Whether `init` is an identity of `op` over every value of its type: 0 for a sum, 1
+/// for a product, −∞ for a float maximum and +∞ for a float minimum.
+fn is_identity(op: ReduceOp, init: &Expr) -> bool {
+    let v = match init.node() {
+        tessera_ir::ExprNode::FloatImm { value, .. } => *value,
+        tessera_ir::ExprNode::IntImm { value, .. } => *value as f64,
+        _ => return false,
+    };
+    match op {
+        ReduceOp::Sum => v == 0.0,
+        ReduceOp::Prod => v == 1.0,
+        ReduceOp::Max => v == f64::NEG_INFINITY,
+        ReduceOp::Min => v == f64::INFINITY,
+    }
 }

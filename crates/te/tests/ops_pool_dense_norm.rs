@@ -1374,3 +1374,30 @@ fn row_reductions_accumulate_vectors_and_run_rows_in_parallel() {
     assert!(!text.contains(".rf"), "{text}");
     common::assert_same_as_unscheduled(&s, &[sm], &args, 1);
 }
+
+/// A reduction over trailing axes (every axis: DynamicQuantizeLinear's minimum and
+/// maximum of a whole activation) takes vector partial results along the innermost axis
+/// — a vectorized rfactor stage, at root when the result is one value — and computes
+/// what the unscheduled program computes.
+#[test]
+fn reductions_over_trailing_axes_are_vectorized() {
+    use tessera_te::ops::ReduceKind;
+    use tessera_te::schedules::default_schedule;
+    let p = common::AVX2_TWO_CORES;
+    let x = ph(&[2, 3, 32], "x");
+    for (kind, axes, keepdims) in [
+        (ReduceKind::Max, vec![], false),
+        (ReduceKind::Min, vec![0, 1, 2], true),
+        (ReduceKind::Sum, vec![1, 2], false),
+    ] {
+        let out = ops::reduce(&x, kind, &axes, keepdims).unwrap();
+        let sch = default_schedule(&[out.clone()], p).unwrap();
+        let args = [x.clone(), out.clone()];
+        common::assert_same_as_unscheduled(&sch, &[out.clone()], &args, 1);
+        let text = tessera_te::lower(&sch, &args, "r").unwrap().to_string();
+        assert!(
+            text.contains("vectorized") && text.contains(".rf"),
+            "{kind:?} {axes:?}: {text}"
+        );
+    }
+}

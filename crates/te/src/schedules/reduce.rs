@@ -177,19 +177,51 @@ fn row_reduction_extent(t: &Tensor) -> Option<i64> {
     contiguous.then(|| k.extent()).flatten()
 }
 
-/// A reduction along rows ([`row_reduction_extent`], at least two vectors long, a whole
-/// number of them): the row factored (`rfactor`) into a vector of partial results
-/// computed per output element, one vector load and one vector operation per step
+/// The extent of `t`'s innermost reduction axis when the loads read it contiguously:
+/// every load that uses it indexes its last dimension with exactly it, and no load indexes
+/// its last dimension with another reduction axis. A row reduction
+/// ([`row_reduction_extent`]), or one over several trailing axes — a reduction over
+/// every axis (DynamicQuantizeLinear's minimum and maximum of a whole activation).
+fn innermost_reduction_extent(t: &Tensor) -> Option<i64> {
+    let axes = t.reduce_axis();
+    let (k, others) = axes.split_last()?;
+    let body = t.body()?;
+    let is_k = |v: &tessera_ir::Var| v == k.var();
+    let is_other = |v: &tessera_ir::Var| others.iter().any(|o| v == o.var());
+    let mut contiguous = true;
+    for e in body.exprs() {
+        tessera_ir::visit::post_order_visit(e, &mut |x| {
+            if let tessera_ir::ExprNode::Load { indices, .. } = x.node() {
+                let Some((last, rest)) = indices.split_last() else {
+                    return;
+                };
+                let last_is_k = matches!(last.node(), tessera_ir::ExprNode::Var(v) if is_k(v));
+                let uses_k = indices
+                    .iter()
+                    .any(|i| tessera_ir::visit::uses_var(i, &is_k));
+                let k_elsewhere = rest.iter().any(|i| tessera_ir::visit::uses_var(i, &is_k));
+                let other_last = tessera_ir::visit::uses_var(last, &is_other);
+                contiguous &= (!uses_k || (last_is_k && !k_elsewhere)) && !other_last;
+            }
+        });
+    }
+    contiguous.then(|| k.extent()).flatten()
+}
+
+/// A reduction along rows or over trailing axes ([`innermost_reduction_extent`], the
+/// innermost at least two vectors long, a whole number of them): the innermost factored
+/// (`rfactor`) into a vector of partial results computed per output element (at root
+/// for a reduction to one value), one vector load and one vector operation per step
 /// instead of a chain of scalar ones, then reduced across its lanes; the output's axes
-/// fused and parallel (layer norm's `[1, 197]` means ran on one core, parallel over
-/// the batch). Returns whether it applied.
+/// fused and parallel (layer norm's `[1, 197]` means ran on one core, parallel over the
+/// batch). Returns whether it applied.
 pub(super) fn schedule_row_reduction(
     s: &mut Schedule,
     t: &Tensor,
     p: CpuParams,
 ) -> Result<bool, ScheduleError> {
     let nd = t.ndim();
-    let Some(extent) = row_reduction_extent(t).filter(|_| p.vectorize && nd >= 1) else {
+    let Some(extent) = innermost_reduction_extent(t).filter(|_| p.vectorize) else {
         return Ok(false);
     };
     let lanes = pick_vector(extent, p.vector_lanes);
@@ -197,17 +229,24 @@ pub(super) fn schedule_row_reduction(
         return Ok(false);
     }
     let k = s.reduce_axis(t)?;
-    let (_ko, ki) = s.split(t, &k[0], lanes)?;
+    let (_ko, ki) = s.split(t, k.last().expect("a reduction axis"), lanes)?;
     let rf = s.rfactor(t, &ki, nd)?;
     let ax = s.axis(t)?;
-    let row = fuse_run(s, t, &ax[0], &ax[1..])?;
-    s.compute_at(&rf, t, &row)?;
+    // a reduction to one value (over every axis) computes its partial vector at root
+    let row = match ax.split_first() {
+        Some((first, rest)) => {
+            let row = fuse_run(s, t, first, rest)?;
+            s.compute_at(&rf, t, &row)?;
+            Some(row)
+        }
+        None => None,
+    };
     let rax = s.axis(&rf)?;
     let mut order = s.reduce_axis(&rf)?;
     order.extend(rax.iter().cloned());
     s.reorder(&rf, &order)?;
     s.vectorize(&rf, &rax[nd])?;
-    if p.num_cores > 1 {
+    if let (Some(row), true) = (row, p.num_cores > 1) {
         s.parallel(t, &row)?;
     }
     Ok(true)
