@@ -9,6 +9,7 @@
                      activation type of --activations (int8 by default, onnxruntime's),
                      calibrated on 8 random feeds like the benchmarks' (floats uniform in
                      [-1, 1), token ids random below --vocab, masks ones)
+  OUT/qdq_7bit.onnx  the same with reduce_range
 
 Usage: bench/quantize_model.py MODEL.onnx OUT [--vocab 8000] [--activations s8|u8]
 Needs onnx, onnxruntime and numpy (tests/onnx/requirements.txt).
@@ -69,11 +70,12 @@ def main():
     quantize_dynamic(a.model, os.path.join(a.out, "dynamic_7bit.onnx"),
                      weight_type=QuantType.QInt8, reduce_range=True)
     act = QuantType.QInt8 if a.activations == "s8" else QuantType.QUInt8
-    quantize_static(a.model, os.path.join(a.out, "qdq.onnx"),
-                    Reader(feeds(a.model, a.vocab, 8)), quant_format=QuantFormat.QDQ,
-                    per_channel=True, activation_type=act, weight_type=QuantType.QInt8,
-                    op_types_to_quantize=["MatMul", "Gemm"])
-    print("wrote", *(os.path.join(a.out, f) for f in ["dynamic.onnx", "dynamic_7bit.onnx", "qdq.onnx"]))
+    for name, reduce_range in [("qdq.onnx", False), ("qdq_7bit.onnx", True)]:
+        quantize_static(a.model, os.path.join(a.out, name),
+                        Reader(feeds(a.model, a.vocab, 8)), quant_format=QuantFormat.QDQ,
+                        per_channel=True, activation_type=act, weight_type=QuantType.QInt8,
+                        op_types_to_quantize=["MatMul", "Gemm"], reduce_range=reduce_range)
+    print("wrote", *(os.path.join(a.out, f) for f in ["dynamic.onnx", "dynamic_7bit.onnx", "qdq.onnx", "qdq_7bit.onnx"]))
 
 
 if __name__ == "__main__":
