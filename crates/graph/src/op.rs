@@ -67,6 +67,15 @@ pub enum Op {
     DenseU8I8 {
         narrow: bool,
     },
+    /// A 2-D convolution's patches as matrix rows (te's `im2col`): data `layout` (NCHW or
+    /// NHWC) to `[N·OH·OW, C·KH·KW]`, columns `(c, kh, kw)`, the padding `pad` — what a
+    /// quantized convolution's int8 product ([`Op::DenseU8I8`]) reads.
+    Im2Col {
+        attrs: Conv2dAttrs,
+        kernel: (i64, i64),
+        layout: Layout,
+        pad: i64,
+    },
     /// `data + bias` with the 1-D bias along `axis`.
     BiasAdd {
         axis: i64,
@@ -308,6 +317,7 @@ impl Op {
             Op::Dense => "dense",
             Op::MatMul => "matmul",
             Op::DenseU8I8 { .. } => "dense_u8i8",
+            Op::Im2Col { .. } => "im2col",
             Op::BiasAdd { .. } => "bias_add",
             Op::BatchNorm { .. } => "batch_norm",
             Op::Unary(u) => match u {
@@ -473,6 +483,7 @@ impl Op {
             | Op::Transpose { .. }
             | Op::Pad { .. }
             | Op::LayoutTransform { .. }
+            | Op::Im2Col { .. }
             | Op::StridedSlice { .. }
             | Op::BroadcastTo { .. }
             | Op::Tile { .. }
@@ -550,6 +561,12 @@ impl Op {
             },
             Op::Dense => ops::dense(&inputs[0], &inputs[1], None),
             Op::DenseU8I8 { narrow } => ops::dense_u8i8(&inputs[0], &inputs[1], *narrow),
+            Op::Im2Col {
+                attrs,
+                kernel,
+                layout,
+                pad,
+            } => ops::im2col(x(), attrs, *kernel, layout.as_str(), *pad),
             Op::MatMul => {
                 if inputs[0].ndim() == 2 && inputs[1].ndim() == 2 {
                     ops::matmul(&inputs[0], &inputs[1])

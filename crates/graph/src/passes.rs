@@ -343,6 +343,28 @@ impl ToNhwc<'_> {
                 }
                 nhwc_op(self, Op::Concat { axis: 3 }, &ins)
             }
+            // the patches read the data in whichever layout it is
+            Op::Im2Col {
+                attrs,
+                kernel,
+                pad,
+                layout: Layout::Nchw,
+            } if self.flagged(args[0]) => {
+                let op = Op::Im2Col {
+                    attrs: *attrs,
+                    kernel: *kernel,
+                    pad: *pad,
+                    layout: Layout::Nhwc,
+                };
+                let d = self.map[&args[0]].0;
+                Ok((self.out.op(name, op, &[d])?, false))
+            }
+            // an NHWC value made NCHW: its NHWC form is the value itself
+            Op::LayoutTransform { src, dst }
+                if src == "NHWC" && dst == "NCHW" && !self.flagged(args[0]) =>
+            {
+                Ok((self.map[&args[0]].0, true))
+            }
             Op::Pad {
                 before,
                 after,

@@ -8,8 +8,9 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use tessera_backends::Target;
+use tessera_graph::conv_plan::ConvPlan;
 use tessera_graph::onnx::{load, ImportOptions};
-use tessera_graph::{build, passes, Op};
+use tessera_graph::{build, passes, Layout, Op};
 use tessera_runtime::NDArray;
 
 fn models() -> PathBuf {
@@ -17,43 +18,64 @@ fn models() -> PathBuf {
 }
 
 fn run(dir: &Path, name: &str) -> Result<(NDArray, NDArray), String> {
-    run_counting(dir, name).map(|(got, want, _)| (got, want))
+    run_built(dir, name, false).map(|r| (r.got, r.want))
 }
 
-/// [`run`], with the number of int8 products (`DenseU8I8`) in the optimized graph.
-fn run_counting(dir: &Path, name: &str) -> Result<(NDArray, NDArray, usize), String> {
-    run_counting_narrow(dir, name).map(|(got, want, n, _)| (got, want, n))
+/// What one build of a model gave.
+struct Run {
+    got: NDArray,
+    want: NDArray,
+    /// int8 products (`DenseU8I8`), and how many of them are narrow (7-bit weights).
+    int8: usize,
+    narrow: usize,
+    /// The layouts the convolutions' patches (`Im2Col`) read.
+    patches: Vec<Layout>,
+    /// Layout transforms left in the graph built.
+    transforms: usize,
 }
 
-/// [`run_counting`], with how many of the int8 products are `narrow` (7-bit weights).
-fn run_counting_narrow(dir: &Path, name: &str) -> Result<(NDArray, NDArray, usize, usize), String> {
+/// Imports, optimizes, builds and runs model `name` — as it is, or (`cpu_plan`) in NHWC
+/// through the CPU plan `tessera run` builds with.
+fn run_built(dir: &Path, name: &str, cpu_plan: bool) -> Result<Run, String> {
     let mut g = load(
         &dir.join(name).join("model.onnx"),
         &ImportOptions::default(),
     )
     .map_err(|e| e.to_string())?;
-    passes::optimize(&mut g, None).map_err(|e| e.to_string())?;
-    let int8 = g
+    passes::optimize(&mut g, cpu_plan.then_some(Layout::Nhwc)).map_err(|e| e.to_string())?;
+    if cpu_plan {
+        let plan = ConvPlan::for_cpu(g, 16, true).map_err(|e| format!("plan: {e}"))?;
+        g = plan.rule_graph().clone();
+    }
+    let ops: Vec<Op> = g
         .topo_order()
         .into_iter()
-        .filter(|&n| matches!(g.node(n).op, Op::DenseU8I8 { .. }))
-        .count();
-    let narrow = g
-        .topo_order()
-        .into_iter()
-        .filter(|&n| matches!(g.node(n).op, Op::DenseU8I8 { narrow: true }))
-        .count();
+        .map(|n| g.node(n).op.clone())
+        .collect();
+    let count = |f: &dyn Fn(&Op) -> bool| ops.iter().filter(|o| f(o)).count();
+    let int8 = count(&|o| matches!(o, Op::DenseU8I8 { .. }));
+    let narrow = count(&|o| matches!(o, Op::DenseU8I8 { narrow: true }));
+    let transforms = count(&|o| matches!(o, Op::LayoutTransform { .. }));
+    let patches = ops
+        .iter()
+        .filter_map(|o| match o {
+            Op::Im2Col { layout, .. } => Some(*layout),
+            _ => None,
+        })
+        .collect();
     let mut m = build(&g, &Target::cpu()).map_err(|e| e.to_string())?;
     let x = NDArray::load_npy(dir.join(name).join("input_0.npy")).unwrap();
     m.set_input("x", &x).map_err(|e| e.to_string())?;
     m.run().map_err(|e| e.to_string())?;
     let want = NDArray::load_npy(dir.join(name).join("output_0.npy")).unwrap();
-    Ok((
-        m.get_output(0).map_err(|e| e.to_string())?,
+    Ok(Run {
+        got: m.get_output(0).map_err(|e| e.to_string())?,
         want,
         int8,
         narrow,
-    ))
+        patches,
+        transforms,
+    })
 }
 
 /// The output step of QDQ model `name` (the scale of the DequantizeLinear that makes it).
@@ -77,7 +99,7 @@ fn output_step(dir: &Path, name: &str) -> f64 {
 fn qdq_products_run_on_the_int8_kernel() {
     let dir = models();
     for name in ["mlp_qdq_s8", "mlp_qdq_u8"] {
-        let (got, _, int8) = run_counting(&dir, name).unwrap();
+        let Run { got, int8, .. } = run_built(&dir, name, false).unwrap();
         let want = NDArray::load_npy(dir.join(name).join("output_0_unfused.npy")).unwrap();
         assert_eq!(int8, 2, "{name}: both MatMuls on the int8 kernel");
         let step = output_step(&dir, name);
@@ -110,7 +132,21 @@ fn onnxruntime_quantized_models_match_and_qoperator_contrib_ops_are_refused() {
         .find(|m| m["name"] == "cnn_qdq_per_channel")
         .and_then(|m| m["output_step"].as_f64())
         .expect("the output's scale");
-    let (got, want) = run(&dir, "cnn_qdq_per_channel").unwrap();
+    // its two convolutions and its Gemm run on the int8 kernel; in NHWC the second
+    // convolution's patches read the NHWC activations, and no layout transform is left
+    // between the convolutions
+    let plain = run_built(&dir, "cnn_qdq_per_channel", false).unwrap();
+    assert_eq!((plain.int8, plain.patches.len()), (3, 2));
+    let nhwc = run_built(&dir, "cnn_qdq_per_channel", true).unwrap();
+    assert_eq!(nhwc.int8, 3);
+    assert_eq!(nhwc.patches, vec![Layout::Nchw, Layout::Nhwc]);
+    assert!(
+        nhwc.transforms <= 1,
+        "{} layout transforms",
+        nhwc.transforms
+    );
+    nhwc.got.allclose(&plain.got, 0.0, 1.01 * step).unwrap();
+    let (got, want) = (plain.got, plain.want);
     let v = want.to_f64_vec();
     got.allclose(&want, 0.0, 1.01 * step).unwrap();
     let off_grid = got
@@ -126,12 +162,24 @@ fn onnxruntime_quantized_models_match_and_qoperator_contrib_ops_are_refused() {
     );
 
     // dynamic: integer products (on the int8 kernel), exact up to the float32 scales
-    let (got, want, int8, narrow) = run_counting_narrow(&dir, "mlp_dynamic").unwrap();
+    let Run {
+        got,
+        want,
+        int8,
+        narrow,
+        ..
+    } = run_built(&dir, "mlp_dynamic", false).unwrap();
     assert_eq!((int8, narrow), (2, 0));
     got.allclose(&want, 1e-5, 1e-5 * want.max_abs().max(1.0))
         .unwrap();
     // 7-bit weights take the form that CPUs without VNNI compute faster, as exactly
-    let (got, want, int8, narrow) = run_counting_narrow(&dir, "mlp_dynamic_7bit").unwrap();
+    let Run {
+        got,
+        want,
+        int8,
+        narrow,
+        ..
+    } = run_built(&dir, "mlp_dynamic_7bit", false).unwrap();
     assert_eq!((int8, narrow), (2, 2));
     got.allclose(&want, 1e-5, 1e-5 * want.max_abs().max(1.0))
         .unwrap();

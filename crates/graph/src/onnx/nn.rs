@@ -175,6 +175,9 @@ fn conv2d(
     let attrs = Conv2dAttrs::new((s[0], s[1]), (0, 0), (d[0], d[1]))
         .with_padding(b[0], b[1], a[0], a[1])
         .with_groups(groups);
+    if let Some(y) = super::qproduct::dequantized_conv(imp, name, x, w, &attrs)? {
+        return Ok(y);
+    }
     let op = Op::Conv2d {
         attrs,
         layout: Layout::Nchw,
@@ -707,7 +710,7 @@ pub(super) fn gemm(imp: &mut Importer, c: &NodeCtx) -> Outputs {
     let w = c.input(1)?;
     let trans_b = c.int("transB", 0) != 0;
     let quantized = if c.int("transA", 0) == 0 {
-        super::qproduct::dequantized_product(imp, c, x, w, trans_b)?
+        super::qproduct::dequantized_product(imp, &c.name, x, w, trans_b)?
     } else {
         None
     };
@@ -764,7 +767,7 @@ pub(super) fn matmul(imp: &mut Importer, c: &NodeCtx) -> Outputs {
         return Err(c.bad("MatMul of a 0-D tensor"));
     }
     if ws.len() == 2 && xs.len() >= 2 {
-        if let Some(y) = super::qproduct::dequantized_product(imp, c, x, w, false)? {
+        if let Some(y) = super::qproduct::dequantized_product(imp, &c.name, x, w, false)? {
             return Ok(vec![y]);
         }
     }

@@ -14,7 +14,6 @@
 //! of the dequantized operands up to float32's rounding of the sums (which onnxruntime's
 //! own QDQ fusion shares).
 
-use super::attrs::NodeCtx;
 use super::Importer;
 use crate::error::GraphError;
 use crate::ir::{Binary, Op};
@@ -99,7 +98,7 @@ impl Weight {
 /// not apply (other types, a zero point of `x` that is not a scalar).
 pub(super) fn integer_product(
     imp: &mut Importer,
-    c: &NodeCtx,
+    name: &str,
     x: NodeIndex,
     x_zero: Option<NodeIndex>,
     w: &NDArray,
@@ -126,27 +125,27 @@ pub(super) fn integer_product(
     let i32t = DataType::int32();
     let n = wt.n() as i64;
     let rows: i64 = xs[..xs.len() - 1].iter().product();
-    let x2 = imp.reshape(&c.sub("rows"), x, vec![rows, k])?;
-    let words = imp.g.constant(&c.sub("weight_words"), wt.words.clone());
+    let x2 = imp.reshape(&sub(name, "rows"), x, vec![rows, k])?;
+    let words = imp.g.constant(&sub(name, "weight_words"), wt.words.clone());
     let narrow = wt.narrow;
     let mut acc = imp.op(
-        &c.sub("int8_product"),
+        &sub(name, "int8_product"),
         Op::DenseU8I8 { narrow },
         &[x2, words],
     )?;
     // the data's zero point as the kernel reads the data (int8 + 128)
     let zx = match x_zero {
         Some(z) => {
-            let zi = imp.op(&c.sub("x_zero_i32"), Op::Cast { dtype: i32t }, &[z])?;
-            let zi = imp.reshape(&c.sub("x_zero_scalar"), zi, vec![])?;
+            let zi = imp.op(&sub(name, "x_zero_i32"), Op::Cast { dtype: i32t }, &[z])?;
+            let zi = imp.reshape(&sub(name, "x_zero_scalar"), zi, vec![])?;
             if offset == 0 {
                 Some(zi)
             } else {
-                let off = imp.scalar(&c.sub("x_offset"), i32t, offset as f64)?;
-                Some(imp.binary(&c.sub("x_zero_read"), Binary::Add, zi, off)?)
+                let off = imp.scalar(&sub(name, "x_offset"), i32t, offset as f64)?;
+                Some(imp.binary(&sub(name, "x_zero_read"), Binary::Add, zi, off)?)
             }
         }
-        None if offset != 0 => Some(imp.scalar(&c.sub("x_zero_read"), i32t, offset as f64)?),
+        None if offset != 0 => Some(imp.scalar(&sub(name, "x_zero_read"), i32t, offset as f64)?),
         None => None,
     };
     let zw = |j: usize| wt.zero[if wt.zero.len() == 1 { 0 } else { j }];
@@ -156,38 +155,38 @@ pub(super) fn integer_product(
             .map(|j| (wt.k * zw(j) - wt.colsum[j]) as i32)
             .collect();
         let coef = imp.g.constant(
-            &c.sub("column_terms"),
+            &sub(name, "column_terms"),
             NDArray::from_slice::<i32>(&[wt.n()], &coef)?,
         );
-        let t = imp.binary(&c.sub("zero_terms"), Binary::Mul, z, coef)?;
-        acc = imp.binary(&c.sub("corrected"), Binary::Add, acc, t)?;
+        let t = imp.binary(&sub(name, "zero_terms"), Binary::Mul, z, coef)?;
+        acc = imp.binary(&sub(name, "corrected"), Binary::Add, acc, t)?;
     }
     if wt.zero.iter().any(|&z| z != 0) {
         // − z_w[j] · Σ_k x[i, k] (the data as the kernel reads it)
-        let xi = imp.op(&c.sub("x_i32"), Op::Cast { dtype: i32t }, &[x2])?;
+        let xi = imp.op(&sub(name, "x_i32"), Op::Cast { dtype: i32t }, &[x2])?;
         let xi = if offset == 0 {
             xi
         } else {
-            let off = imp.scalar(&c.sub("row_offset"), i32t, offset as f64)?;
-            imp.binary(&c.sub("x_read"), Binary::Add, xi, off)?
+            let off = imp.scalar(&sub(name, "row_offset"), i32t, offset as f64)?;
+            imp.binary(&sub(name, "x_read"), Binary::Add, xi, off)?
         };
         let reduce = Op::Reduce {
             kind: ReduceKind::Sum,
             axes: vec![1],
             keepdims: true,
         };
-        let rs = imp.op(&c.sub("row_sums"), reduce, &[xi])?;
+        let rs = imp.op(&sub(name, "row_sums"), reduce, &[xi])?;
         let z: Vec<i32> = (0..wt.n()).map(|j| zw(j) as i32).collect();
         let z = imp.g.constant(
-            &c.sub("weight_zero"),
+            &sub(name, "weight_zero"),
             NDArray::from_slice::<i32>(&[wt.n()], &z)?,
         );
-        let t = imp.binary(&c.sub("row_terms"), Binary::Mul, rs, z)?;
-        acc = imp.binary(&c.sub("row_corrected"), Binary::Sub, acc, t)?;
+        let t = imp.binary(&sub(name, "row_terms"), Binary::Mul, rs, z)?;
+        acc = imp.binary(&sub(name, "row_corrected"), Binary::Sub, acc, t)?;
     }
     let mut out = xs.clone();
     *out.last_mut().expect("rank >= 2") = n;
-    Ok(Some(imp.reshape(&c.sub("int32"), acc, out)?))
+    Ok(Some(imp.reshape(&sub(name, "int32"), acc, out)?))
 }
 
 /// A static-QDQ product `x · w` (`w` `[K, N]`, or `[N, K]` when `nk`) whose operands are
@@ -196,7 +195,7 @@ pub(super) fn integer_product(
 /// `[.., N]`, or `None` where the pattern does not hold.
 pub(super) fn dequantized_product(
     imp: &mut Importer,
-    c: &NodeCtx,
+    name: &str,
     x: NodeIndex,
     w: NodeIndex,
     nk: bool,
@@ -230,25 +229,148 @@ pub(super) fn dequantized_product(
     {
         return Ok(None);
     }
-    let Some(acc) = integer_product(imp, c, dx.q, dx.zero_point, &wq, wzero.as_ref(), nk)? else {
+    let Some(acc) = integer_product(imp, name, dx.q, dx.zero_point, &wq, wzero.as_ref(), nk)?
+    else {
         return Ok(None);
     };
     let cast = |imp: &mut Importer, tag: &str, v: NodeIndex| {
         if imp.ty(v).dtype == f32t {
             Ok(v)
         } else {
-            imp.op(&c.sub(tag), Op::Cast { dtype: f32t }, &[v])
+            imp.op(&sub(name, tag), Op::Cast { dtype: f32t }, &[v])
         }
     };
     let sx = cast(imp, "x_scale_f32", dx.scale)?;
-    let sx = imp.reshape(&c.sub("x_scale_scalar"), sx, vec![])?;
+    let sx = imp.reshape(&sub(name, "x_scale_scalar"), sx, vec![])?;
     let sw = cast(imp, "w_scale_f32", dw.scale)?;
     let sw = imp.reshape(
-        &c.sub("w_scale_columns"),
+        &sub(name, "w_scale_columns"),
         sw,
         if sw_len == 1 { vec![] } else { vec![n] },
     )?;
-    let scale = imp.binary(&c.sub("product_scale"), Binary::Mul, sx, sw)?;
-    let accf = imp.op(&c.sub("int32_f32"), Op::Cast { dtype: f32t }, &[acc])?;
-    Ok(Some(imp.binary(&c.name, Binary::Mul, accf, scale)?))
+    let scale = imp.binary(&sub(name, "product_scale"), Binary::Mul, sx, sw)?;
+    let accf = imp.op(&sub(name, "int32_f32"), Op::Cast { dtype: f32t }, &[acc])?;
+    Ok(Some(imp.binary(name, Binary::Mul, accf, scale)?))
+}
+
+/// A static-QDQ 2-D convolution of one group whose data and weight are
+/// `DequantizeLinear` outputs (the data's per tensor with a constant zero point, the
+/// weight's of a constant, per tensor or per output channel) as the int8 kernel on the
+/// data's patches ([`Op::Im2Col`], padded with the zero point so that padding adds
+/// nothing): float32 NCHW, or `None` where the pattern does not hold. The product's rows
+/// are output pixels, so its result is NHWC; a layout transform makes it NCHW, which
+/// the NHWC conversion removes again.
+pub(super) fn dequantized_conv(
+    imp: &mut Importer,
+    name: &str,
+    x: NodeIndex,
+    w: NodeIndex,
+    attrs: &tessera_te::ops::Conv2dAttrs,
+) -> Result<Option<NodeIndex>, GraphError> {
+    let (Some(dx), Some(dw)) = (
+        imp.dequantized.get(&x).copied(),
+        imp.dequantized.get(&w).copied(),
+    ) else {
+        return Ok(None);
+    };
+    let f32t = DataType::float32();
+    if attrs.groups != 1 || imp.ty(x).dtype != f32t || imp.ty(w).dtype != f32t {
+        return Ok(None);
+    }
+    let Some(wq) = imp.constant(dw.q).cloned() else {
+        return Ok(None);
+    };
+    let (xs, ws) = (imp.shape(dx.q), wq.shape().to_vec());
+    let (&[n, ch, _, _], &[o, wc, kh, kw]) = (xs.as_slice(), ws.as_slice()) else {
+        return Ok(None);
+    };
+    if wc as i64 != ch || imp.ty(dx.scale).numel() != 1 {
+        return Ok(None);
+    }
+    let pad = match dx.zero_point {
+        None => 0,
+        Some(z) => match imp.ints_of(z).as_deref() {
+            Some(&[v]) => v,
+            _ => return Ok(None),
+        },
+    };
+    let sw_len = imp.ty(dw.scale).numel();
+    if !(sw_len == 1 || (sw_len == o as i64 && dw.axis.rem_euclid(4) == 0)) {
+        return Ok(None);
+    }
+    let wzero = match dw.zero_point {
+        Some(z) => match imp.constant(z) {
+            Some(v) => Some(v.clone()),
+            None => return Ok(None),
+        },
+        None => None,
+    };
+    let k = wc * kh * kw;
+    let w2 = crate::reference::reshape(&wq, &[o, k])?;
+    let op = Op::Im2Col {
+        attrs: *attrs,
+        kernel: (kh as i64, kw as i64),
+        layout: crate::ir::Layout::Nchw,
+        pad,
+    };
+    let cols = imp.op(&sub(name, "patches"), op, &[dx.q])?;
+    let rows = imp.shape(cols)[0];
+    let Some(acc) = integer_product(imp, name, cols, dx.zero_point, &w2, wzero.as_ref(), true)?
+    else {
+        return Ok(None);
+    };
+    let sx = cast_f32(imp, name, "x_scale_f32", dx.scale)?;
+    let sx = imp.reshape(&sub(name, "x_scale_scalar"), sx, vec![])?;
+    let sw = cast_f32(imp, name, "w_scale_f32", dw.scale)?;
+    let shape = if sw_len == 1 { vec![] } else { vec![o as i64] };
+    let sw = imp.reshape(&sub(name, "w_scale_channels"), sw, shape)?;
+    let scale = imp.binary(&sub(name, "product_scale"), Binary::Mul, sx, sw)?;
+    let accf = imp.op(&sub(name, "int32_f32"), Op::Cast { dtype: f32t }, &[acc])?;
+    let y = imp.binary(&sub(name, "scaled"), Binary::Mul, accf, scale)?;
+    let pixels = rows / n;
+    let (oh, ow) = conv_out_hw(&xs, attrs, kh as i64, kw as i64);
+    if oh * ow != pixels {
+        return Ok(None);
+    }
+    let y = imp.reshape(&sub(name, "nhwc"), y, vec![n, oh, ow, o as i64])?;
+    let t = Op::LayoutTransform {
+        src: "NHWC".into(),
+        dst: "NCHW".into(),
+    };
+    Ok(Some(imp.op(name, t, &[y])?))
+}
+
+/// The name of helper node `tag` of the node `name`.
+fn sub(name: &str, tag: &str) -> String {
+    format!("{name}_{tag}")
+}
+
+/// `v` as float32 (nothing when it is).
+fn cast_f32(
+    imp: &mut Importer,
+    name: &str,
+    tag: &str,
+    v: NodeIndex,
+) -> Result<NodeIndex, GraphError> {
+    if imp.ty(v).dtype == DataType::float32() {
+        Ok(v)
+    } else {
+        imp.op(
+            &sub(name, tag),
+            Op::Cast {
+                dtype: DataType::float32(),
+            },
+            &[v],
+        )
+    }
+}
+
+/// A convolution's output height and width.
+fn conv_out_hw(xs: &[i64], a: &tessera_te::ops::Conv2dAttrs, kh: i64, kw: i64) -> (i64, i64) {
+    let [pt, pl, pb, pr] = a.padding;
+    let out = |d: i64, k: i64, s: i64, dil: i64, p: i64| (d + p - dil * (k - 1) - 1) / s + 1;
+    (
+        out(xs[2], kh, a.stride.0, a.dilation.0, pt + pb),
+        out(xs[3], kw, a.stride.1, a.dilation.1, pl + pr),
+    )
 }

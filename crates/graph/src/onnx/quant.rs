@@ -282,7 +282,15 @@ fn constant_weight_product(
         },
         None => None,
     };
-    integer_product(imp, c, c.input(ai)?, c.opt(az), &b, b_zero.as_ref(), false)
+    integer_product(
+        imp,
+        &c.name,
+        c.input(ai)?,
+        c.opt(az),
+        &b,
+        b_zero.as_ref(),
+        false,
+    )
 }
 
 /// `MatMulInteger`: int32 `(a - a_zp) · (b - b_zp)`.

@@ -156,3 +156,74 @@ pub fn int8_words(values: &[i8], n: usize, k: usize) -> Vec<i32> {
     }
     out
 }
+
+/// The patches of a 2-D convolution as the rows of a matrix (one group): `[N·OH·OW,
+/// C·KH·KW]`, row `(n, oh, ow)`, column `(c, kh, kw)` (the order of an OIHW weight's
+/// rows), positions in the padding `pad` (a quantized convolution pads with its data's
+/// zero point). `layout` is the data's, `NCHW` or `NHWC`; the columns keep their order
+/// either way, so a weight reshaped once serves both. Tag `injective`.
+pub fn im2col(
+    x: &Tensor,
+    attrs: &super::Conv2dAttrs,
+    kernel: (i64, i64),
+    layout: &str,
+    pad: i64,
+) -> Result<Tensor, TeError> {
+    let op = "im2col";
+    let s = x.shape();
+    let (n, c, h, w) = match (layout, s) {
+        ("NCHW", &[n, c, h, w]) => (n, c, h, w),
+        ("NHWC", &[n, h, w, c]) => (n, c, h, w),
+        _ => {
+            return Err(TeError::BadShape {
+                op: op.into(),
+                shape: s.to_vec(),
+                reason: format!("data must be 4-D {layout} (NCHW or NHWC)"),
+            })
+        }
+    };
+    if attrs.groups != 1 {
+        return Err(attr_err(
+            op,
+            "groups",
+            format!("{} (one group only)", attrs.groups),
+        ));
+    }
+    let (kh, kw) = kernel;
+    let (oh, ow) = attrs.output_hw(op, h, w, kh, kw)?;
+    let dt = x.dtype();
+    let nchw = layout == "NCHW";
+    let (sh, sw) = attrs.stride;
+    let (dh, dw) = attrs.dilation;
+    let [pt, pl, ..] = attrs.padding;
+    let i = |v: i64| Expr::int(v);
+    compute_tagged(
+        &[n * oh * ow, c * kh * kw],
+        "T_im2col",
+        "injective",
+        &["r", "q"],
+        |ix| {
+            let (r, q) = (ix[0].clone(), ix[1].clone());
+            let b = Expr::floordiv(r.clone(), i(oh * ow));
+            let y = Expr::floormod(Expr::floordiv(r.clone(), i(ow)), i(oh));
+            let xw = Expr::floormod(r, i(ow));
+            let ch = Expr::floordiv(q.clone(), i(kh * kw));
+            let ky = Expr::floormod(Expr::floordiv(q.clone(), i(kw)), i(kh));
+            let kx = Expr::floormod(q, i(kw));
+            let ih = y * i(sh) + ky * i(dh) - i(pt);
+            let iw = xw * i(sw) + kx * i(dw) - i(pl);
+            let inside = Expr::all(vec![
+                ih.clone().ge(i(0)),
+                ih.clone().lt(i(h)),
+                iw.clone().ge(i(0)),
+                iw.clone().lt(i(w)),
+            ]);
+            let idx = if nchw {
+                vec![b, ch, ih, iw]
+            } else {
+                vec![b, ih, iw, ch]
+            };
+            Expr::if_then_else(inside, x.at(&idx), Expr::constant(dt, pad as f64))
+        },
+    )
+}
