@@ -12,6 +12,8 @@
   OUT/qdq_7bit.onnx  the same with reduce_range
 
 Usage: bench/quantize_model.py MODEL.onnx OUT [--vocab 8000] [--activations s8|u8]
+       [--ops MatMul,Gemm | all]   (the operators quantize_static quantizes; `all`: every
+                                    one onnxruntime can, convolutions included)
 Needs onnx, onnxruntime and numpy (tests/onnx/requirements.txt).
 """
 import argparse
@@ -64,18 +66,24 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--vocab", type=int, default=8000)
     ap.add_argument("--activations", choices=["s8", "u8"], default="s8")
+    ap.add_argument("--ops", default="MatMul,Gemm")
+    ap.add_argument("--static-only", action="store_true",
+                    help="only the QDQ forms (a CNN's convolutions are not quantized dynamically)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
-    quantize_dynamic(a.model, os.path.join(a.out, "dynamic.onnx"), weight_type=QuantType.QInt8)
-    quantize_dynamic(a.model, os.path.join(a.out, "dynamic_7bit.onnx"),
-                     weight_type=QuantType.QInt8, reduce_range=True)
+    if not a.static_only:
+        quantize_dynamic(a.model, os.path.join(a.out, "dynamic.onnx"),
+                         weight_type=QuantType.QInt8)
+        quantize_dynamic(a.model, os.path.join(a.out, "dynamic_7bit.onnx"),
+                         weight_type=QuantType.QInt8, reduce_range=True)
     act = QuantType.QInt8 if a.activations == "s8" else QuantType.QUInt8
     for name, reduce_range in [("qdq.onnx", False), ("qdq_7bit.onnx", True)]:
         quantize_static(a.model, os.path.join(a.out, name),
                         Reader(feeds(a.model, a.vocab, 8)), quant_format=QuantFormat.QDQ,
                         per_channel=True, activation_type=act, weight_type=QuantType.QInt8,
-                        op_types_to_quantize=["MatMul", "Gemm"], reduce_range=reduce_range)
-    print("wrote", *(os.path.join(a.out, f) for f in ["dynamic.onnx", "dynamic_7bit.onnx", "qdq.onnx", "qdq_7bit.onnx"]))
+                        op_types_to_quantize=None if a.ops == "all" else a.ops.split(","),
+                        reduce_range=reduce_range)
+    print("wrote", *sorted(os.listdir(a.out)))
 
 
 if __name__ == "__main__":

@@ -67,14 +67,14 @@ pub enum Op {
     DenseU8I8 {
         narrow: bool,
     },
-    /// A 2-D convolution's patches as matrix rows (te's `im2col`): data `layout` (NCHW or
-    /// NHWC) to `[N·OH·OW, C·KH·KW]`, columns `(c, kh, kw)`, the padding `pad` — what a
-    /// quantized convolution's int8 product ([`Op::DenseU8I8`]) reads.
-    Im2Col {
+    /// The int32 convolution of one group of NHWC uint8 data (int8 offset by 128) and an
+    /// int8 weight in words along its input channels, `[O, KH, KW, ⌈C/4⌉]` or packed
+    /// `[O/b, KH, KW, ⌈C/4⌉, b]` (te's `conv2d_nhwc_u8i8`), padded with bytes `pad` (a
+    /// quantized convolution's data zero point); `narrow` as [`Op::DenseU8I8`]'s.
+    Conv2dU8I8 {
         attrs: Conv2dAttrs,
-        kernel: (i64, i64),
-        layout: Layout,
         pad: i64,
+        narrow: bool,
     },
     /// `data + bias` with the 1-D bias along `axis`.
     BiasAdd {
@@ -317,7 +317,7 @@ impl Op {
             Op::Dense => "dense",
             Op::MatMul => "matmul",
             Op::DenseU8I8 { .. } => "dense_u8i8",
-            Op::Im2Col { .. } => "im2col",
+            Op::Conv2dU8I8 { .. } => "conv2d_u8i8",
             Op::BiasAdd { .. } => "bias_add",
             Op::BatchNorm { .. } => "batch_norm",
             Op::Unary(u) => match u {
@@ -417,6 +417,7 @@ impl Op {
             | Op::Conv2dWinograd { .. }
             | Op::Dense
             | Op::DenseU8I8 { .. }
+            | Op::Conv2dU8I8 { .. }
             | Op::MatMul
             | Op::BiasAdd { .. }
             | Op::Binary(_)
@@ -447,6 +448,7 @@ impl Op {
             | Op::Conv2dTranspose { .. }
             | Op::Dense
             | Op::DenseU8I8 { .. }
+            | Op::Conv2dU8I8 { .. }
             | Op::MatMul
             | Op::Attention { .. } => Pattern::OutFusable,
             Op::BiasAdd { .. }
@@ -483,7 +485,6 @@ impl Op {
             | Op::Transpose { .. }
             | Op::Pad { .. }
             | Op::LayoutTransform { .. }
-            | Op::Im2Col { .. }
             | Op::StridedSlice { .. }
             | Op::BroadcastTo { .. }
             | Op::Tile { .. }
@@ -561,12 +562,9 @@ impl Op {
             },
             Op::Dense => ops::dense(&inputs[0], &inputs[1], None),
             Op::DenseU8I8 { narrow } => ops::dense_u8i8(&inputs[0], &inputs[1], *narrow),
-            Op::Im2Col {
-                attrs,
-                kernel,
-                layout,
-                pad,
-            } => ops::im2col(x(), attrs, *kernel, layout.as_str(), *pad),
+            Op::Conv2dU8I8 { attrs, pad, narrow } => {
+                ops::conv2d_nhwc_u8i8(&inputs[0], &inputs[1], attrs, *pad, *narrow)
+            }
             Op::MatMul => {
                 if inputs[0].ndim() == 2 && inputs[1].ndim() == 2 {
                     ops::matmul(&inputs[0], &inputs[1])

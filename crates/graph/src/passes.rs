@@ -343,27 +343,17 @@ impl ToNhwc<'_> {
                 }
                 nhwc_op(self, Op::Concat { axis: 3 }, &ins)
             }
-            // the patches read the data in whichever layout it is
-            Op::Im2Col {
-                attrs,
-                kernel,
-                pad,
-                layout: Layout::Nchw,
-            } if self.flagged(args[0]) => {
-                let op = Op::Im2Col {
-                    attrs: *attrs,
-                    kernel: *kernel,
-                    pad: *pad,
-                    layout: Layout::Nhwc,
-                };
-                let d = self.map[&args[0]].0;
-                Ok((self.out.op(name, op, &[d])?, false))
-            }
-            // an NHWC value made NCHW: its NHWC form is the value itself
+            // an NHWC value made NCHW: its NHWC form is the value itself; and an NCHW
+            // value made NHWC where it is already converted is that value
             Op::LayoutTransform { src, dst }
                 if src == "NHWC" && dst == "NCHW" && !self.flagged(args[0]) =>
             {
                 Ok((self.map[&args[0]].0, true))
+            }
+            Op::LayoutTransform { src, dst }
+                if src == "NCHW" && dst == "NHWC" && self.flagged(args[0]) =>
+            {
+                Ok((self.map[&args[0]].0, false))
             }
             Op::Pad {
                 before,
@@ -493,6 +483,10 @@ pub(crate) fn pack_conv_weights_mapped(
     };
     let mut packed = Vec::new();
     for n in graph.topo_order() {
+        if let Some(p) = pack_int8_conv(graph, n, b)? {
+            packed.push((n, p));
+            continue;
+        }
         let Some((attrs, w)) = nhwc_conv_with_constant_weight(graph, n) else {
             continue;
         };
@@ -513,6 +507,37 @@ pub(crate) fn pack_conv_weights_mapped(
     }
     dead_code_elimination(graph);
     Ok(packed)
+}
+
+/// An int8 convolution's constant weight words `[O, KH, KW, W]` packed by blocks of `b`
+/// output channels, `[O/b, KH, KW, W, b]` (the float NHWC convolution's packing, by
+/// words): the new node, if `n` is such a convolution and `b` divides `O`.
+fn pack_int8_conv(
+    graph: &mut Graph,
+    n: NodeIndex,
+    b: usize,
+) -> Result<Option<NodeIndex>, GraphError> {
+    let op = graph.node(n).op.clone();
+    if !matches!(op, Op::Conv2dU8I8 { .. }) {
+        return Ok(None);
+    }
+    let Some(w) = graph.constant_value(graph.args(n)[1]) else {
+        return Ok(None);
+    };
+    let &[o, kh, kw, wc] = w.shape() else {
+        return Ok(None);
+    };
+    if o % b != 0 {
+        return Ok(None);
+    }
+    let value = permute(&reshape(w, &[o / b, b, kh, kw, wc])?, &[0, 2, 3, 4, 1])?;
+    Ok(Some(replace_weight(
+        graph,
+        n,
+        op,
+        &format!("ohwi{b}o"),
+        value,
+    )?))
 }
 
 /// [`pack_dense_weights_mapped`], returning how many dense layers were packed.

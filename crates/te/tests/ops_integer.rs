@@ -126,3 +126,102 @@ fn wrong_operands_are_refused() {
     let wf = placeholder(&[4, 2], DataType::float32(), "weight").unwrap();
     assert!(ops::dense_u8i8(&d, &wf, true).is_err());
 }
+
+/// The int8 NHWC convolution on words: the integer convolution of the bytes with the
+/// padding read as `pad` (data offset by 128 when int8), unscheduled and under the float
+/// NHWC convolution's default schedule, for unpacked and packed weights, 6 input
+/// channels (not a multiple of 4), stride 2 and padding 1.
+#[test]
+fn conv2d_nhwc_u8i8_is_the_integer_convolution() {
+    use tessera_te::ops::Conv2dAttrs;
+    let (n, h, w, c, o, kh, kw) = (1usize, 7usize, 6usize, 6usize, 16usize, 3usize, 3usize);
+    let attrs = Conv2dAttrs::new((2, 2), (1, 1), (1, 1));
+    let (oh, ow) = ((h + 2 - kh) / 2 + 1, (w + 2 - kw) / 2 + 1);
+    let cw = c.div_ceil(4);
+    for (signed, block, narrow, pad) in [
+        (false, None, false, 3),
+        (true, Some(8), false, -5),
+        (false, Some(8), true, 0),
+    ] {
+        let dt = if signed {
+            DataType::int(8)
+        } else {
+            DataType::uint(8)
+        };
+        let x = bytes(n * h * w * c, 21, signed);
+        let wt: Vec<i64> = bytes(o * kh * kw * c, 5, true)
+            .into_iter()
+            .map(|v| if narrow { v.clamp(-64, 64) } else { v })
+            .collect();
+        // OHWI bytes → words along I → [O, KH, KW, ⌈C/4⌉], packed by `block` output channels
+        let w8: Vec<i8> = wt.iter().map(|&v| v as i8).collect();
+        let rows = ops::int8_words(&w8, o * kh * kw, c);
+        let (wshape, wv): (Vec<usize>, Vec<i64>) = if let Some(block) = block {
+            let mut p = vec![0i64; rows.len()];
+            for oo in 0..o {
+                for q in 0..kh * kw * cw {
+                    p[((oo / block) * kh * kw * cw + q) * block + oo % block] =
+                        rows[oo * kh * kw * cw + q] as i64;
+                }
+            }
+            (vec![o / block, kh, kw, cw, block], p)
+        } else {
+            (
+                vec![o, kh, kw, cw],
+                rows.iter().map(|&v| v as i64).collect(),
+            )
+        };
+        let off = if signed { 128 } else { 0 };
+        let read = |b: usize, y: i64, xx: i64, ch: usize| -> i64 {
+            if y < 0 || xx < 0 || y >= h as i64 || xx >= w as i64 {
+                (pad + off) & 0xff
+            } else {
+                x[((b * h + y as usize) * w + xx as usize) * c + ch] + off
+            }
+        };
+        let mut want = vec![0i64; n * oh * ow * o];
+        for y in 0..oh {
+            for xx in 0..ow {
+                for oo in 0..o {
+                    let mut acc = 0;
+                    for ry in 0..kh {
+                        for rx in 0..kw {
+                            for ch in 0..c {
+                                let v =
+                                    read(0, (y * 2 + ry) as i64 - 1, (xx * 2 + rx) as i64 - 1, ch);
+                                acc += v * wt[((oo * kh + ry) * kw + rx) * c + ch];
+                            }
+                        }
+                    }
+                    want[(y * ow + xx) * o + oo] = acc;
+                }
+            }
+        }
+        let data = placeholder(&[n as i64, h as i64, w as i64, c as i64], dt, "data").unwrap();
+        let ws: Vec<i64> = wshape.iter().map(|&d| d as i64).collect();
+        let weight = placeholder(&ws, DataType::int32(), "weight").unwrap();
+        let out = ops::conv2d_nhwc_u8i8(&data, &weight, &attrs, pad, narrow).unwrap();
+        let args: [Tensor; 3] = [data, weight, out.clone()];
+        let bufs = || {
+            vec![
+                buffer(dt, &[n, h, w, c], &x),
+                buffer(DataType::int32(), &wshape, &wv),
+                HostBuffer::zeros(DataType::int32(), &[n, oh, ow, o]),
+            ]
+        };
+        let plain = lower(&Schedule::create(&[out.clone()]).unwrap(), &args, "plain").unwrap();
+        assert_eq!(
+            run(&plain, bufs()),
+            want,
+            "unscheduled, block {block:?}, signed {signed}"
+        );
+        let sch = default_schedule(&[out.clone()], common::AVX2_TWO_CORES).unwrap();
+        let f = lower(&sch, &args, "scheduled").unwrap();
+        assert!(f.to_string().contains("vectorized"), "{f}");
+        assert_eq!(
+            run(&f, bufs()),
+            want,
+            "scheduled, block {block:?}, signed {signed}\n{f}"
+        );
+    }
+}

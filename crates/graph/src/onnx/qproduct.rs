@@ -255,11 +255,12 @@ pub(super) fn dequantized_product(
 
 /// A static-QDQ 2-D convolution of one group whose data and weight are
 /// `DequantizeLinear` outputs (the data's per tensor with a constant zero point, the
-/// weight's of a constant, per tensor or per output channel) as the int8 kernel on the
-/// data's patches ([`Op::Im2Col`], padded with the zero point so that padding adds
-/// nothing): float32 NCHW, or `None` where the pattern does not hold. The product's rows
-/// are output pixels, so its result is NHWC; a layout transform makes it NCHW, which
-/// the NHWC conversion removes again.
+/// weight's of a constant int8 tensor, symmetric, per tensor or per output channel) as
+/// the int8 convolution [`Op::Conv2dU8I8`] — NHWC, padded with the data's zero point so
+/// that the padding adds nothing — plus `−z_x·Σ w[o]` and the float scale: float32
+/// NCHW, or `None` where the pattern does not hold. The kernel computes NHWC; layout
+/// transforms around it make the graph NCHW as imported, and the NHWC conversion
+/// removes them again.
 pub(super) fn dequantized_conv(
     imp: &mut Importer,
     name: &str,
@@ -277,48 +278,81 @@ pub(super) fn dequantized_conv(
     if attrs.groups != 1 || imp.ty(x).dtype != f32t || imp.ty(w).dtype != f32t {
         return Ok(None);
     }
+    let xt = imp.ty(dx.q).dtype;
+    let offset = match xt {
+        t if t == DataType::uint(8) => 0,
+        t if t == DataType::int(8) => 128,
+        _ => return Ok(None),
+    };
     let Some(wq) = imp.constant(dw.q).cloned() else {
         return Ok(None);
     };
-    let (xs, ws) = (imp.shape(dx.q), wq.shape().to_vec());
-    let (&[n, ch, _, _], &[o, wc, kh, kw]) = (xs.as_slice(), ws.as_slice()) else {
+    let xs = imp.shape(dx.q);
+    let (&[_, ch, _, _], &[o, wc, kh, kw]) = (xs.as_slice(), wq.shape()) else {
         return Ok(None);
     };
-    if wc as i64 != ch || imp.ty(dx.scale).numel() != 1 {
+    if wq.dtype() != DataType::int(8) || wc as i64 != ch || imp.ty(dx.scale).numel() != 1 {
         return Ok(None);
     }
-    let pad = match dx.zero_point {
+    let zx = match dx.zero_point {
         None => 0,
         Some(z) => match imp.ints_of(z).as_deref() {
             Some(&[v]) => v,
             _ => return Ok(None),
         },
     };
+    let symmetric = match dw.zero_point {
+        None => true,
+        Some(z) => imp.ints_of(z).is_some_and(|v| v.iter().all(|&x| x == 0)),
+    };
     let sw_len = imp.ty(dw.scale).numel();
-    if !(sw_len == 1 || (sw_len == o as i64 && dw.axis.rem_euclid(4) == 0)) {
+    if !symmetric || !(sw_len == 1 || (sw_len == o as i64 && dw.axis.rem_euclid(4) == 0)) {
         return Ok(None);
     }
-    let wzero = match dw.zero_point {
-        Some(z) => match imp.constant(z) {
-            Some(v) => Some(v.clone()),
-            None => return Ok(None),
-        },
-        None => None,
+    // OIHW bytes as [O·KH·KW, C] rows (OHWI), in words along the input channels
+    let v = wq.to_f64_vec();
+    let mut rows = vec![0i8; v.len()];
+    for oo in 0..o {
+        for c in 0..wc {
+            for y in 0..kh {
+                for xx in 0..kw {
+                    rows[((oo * kh + y) * kw + xx) * wc + c] =
+                        v[((oo * wc + c) * kh + y) * kw + xx] as i8;
+                }
+            }
+        }
+    }
+    let narrow = rows.iter().all(|&b| (-64..=64).contains(&b));
+    let colsum: Vec<i64> = (0..o)
+        .map(|oo| {
+            let k = wc * kh * kw;
+            rows[oo * k..(oo + 1) * k].iter().map(|&b| b as i64).sum()
+        })
+        .collect();
+    let words = tessera_te::ops::int8_words(&rows, o * kh * kw, wc);
+    let words = NDArray::from_slice::<i32>(&[o, kh, kw, wc.div_ceil(4)], &words)?;
+    let words = imp.g.constant(&sub(name, "weight_words"), words);
+    let to_nhwc = Op::LayoutTransform {
+        src: "NCHW".into(),
+        dst: "NHWC".into(),
     };
-    let k = wc * kh * kw;
-    let w2 = crate::reference::reshape(&wq, &[o, k])?;
-    let op = Op::Im2Col {
+    let xn = imp.op(&sub(name, "data_nhwc"), to_nhwc, &[dx.q])?;
+    let conv = Op::Conv2dU8I8 {
         attrs: *attrs,
-        kernel: (kh as i64, kw as i64),
-        layout: crate::ir::Layout::Nchw,
-        pad,
+        pad: zx,
+        narrow,
     };
-    let cols = imp.op(&sub(name, "patches"), op, &[dx.q])?;
-    let rows = imp.shape(cols)[0];
-    let Some(acc) = integer_product(imp, name, cols, dx.zero_point, &w2, wzero.as_ref(), true)?
-    else {
-        return Ok(None);
-    };
+    let mut acc = imp.op(&sub(name, "int8_conv"), conv, &[xn, words])?;
+    // − z_x·Σ w[o] (the data as the kernel reads it: int8 + 128)
+    let z = zx + offset;
+    if z != 0 {
+        let coef: Vec<i32> = colsum.iter().map(|&s| (-z * s) as i32).collect();
+        let coef = imp.g.constant(
+            &sub(name, "zero_terms"),
+            NDArray::from_slice::<i32>(&[o], &coef)?,
+        );
+        acc = imp.binary(&sub(name, "corrected"), Binary::Add, acc, coef)?;
+    }
     let sx = cast_f32(imp, name, "x_scale_f32", dx.scale)?;
     let sx = imp.reshape(&sub(name, "x_scale_scalar"), sx, vec![])?;
     let sw = cast_f32(imp, name, "w_scale_f32", dw.scale)?;
@@ -327,17 +361,11 @@ pub(super) fn dequantized_conv(
     let scale = imp.binary(&sub(name, "product_scale"), Binary::Mul, sx, sw)?;
     let accf = imp.op(&sub(name, "int32_f32"), Op::Cast { dtype: f32t }, &[acc])?;
     let y = imp.binary(&sub(name, "scaled"), Binary::Mul, accf, scale)?;
-    let pixels = rows / n;
-    let (oh, ow) = conv_out_hw(&xs, attrs, kh as i64, kw as i64);
-    if oh * ow != pixels {
-        return Ok(None);
-    }
-    let y = imp.reshape(&sub(name, "nhwc"), y, vec![n, oh, ow, o as i64])?;
-    let t = Op::LayoutTransform {
+    let to_nchw = Op::LayoutTransform {
         src: "NHWC".into(),
         dst: "NCHW".into(),
     };
-    Ok(Some(imp.op(name, t, &[y])?))
+    Ok(Some(imp.op(name, to_nchw, &[y])?))
 }
 
 /// The name of helper node `tag` of the node `name`.
@@ -363,14 +391,4 @@ fn cast_f32(
             &[v],
         )
     }
-}
-
-/// A convolution's output height and width.
-fn conv_out_hw(xs: &[i64], a: &tessera_te::ops::Conv2dAttrs, kh: i64, kw: i64) -> (i64, i64) {
-    let [pt, pl, pb, pr] = a.padding;
-    let out = |d: i64, k: i64, s: i64, dil: i64, p: i64| (d + p - dil * (k - 1) - 1) / s + 1;
-    (
-        out(xs[2], kh, a.stride.0, a.dilation.0, pt + pb),
-        out(xs[3], kw, a.stride.1, a.dilation.1, pl + pr),
-    )
 }

@@ -22,9 +22,9 @@ use crate::error::TeError;
 use crate::tensor::{compute_tagged, reduce_axis, sum, Tensor};
 use tessera_ir::{DataType, Expr, Intrinsic};
 
-/// `data` (uint8 or int8, `[M, K]`) as int32 words of four consecutive bytes along `K`,
-/// `[M, ⌈K/4⌉]`, little-endian (byte `4w + i` at bits `8i`), zero bytes past `K`; int8
-/// bytes offset by 128 (read as uint8 `x + 128`).
+/// `data` (uint8 or int8, `[…, K]`) as int32 words of four consecutive bytes along its
+/// last axis, `[…, ⌈K/4⌉]`, little-endian (byte `4w + i` at bits `8i`), zero bytes past
+/// `K`; int8 bytes offset by 128 (read as uint8 `x + 128`).
 pub fn pack_u8_words(data: &Tensor) -> Result<Tensor, TeError> {
     let dt = data.dtype();
     if dt != DataType::uint(8) && dt != DataType::int(8) {
@@ -35,20 +35,26 @@ pub fn pack_u8_words(data: &Tensor) -> Result<Tensor, TeError> {
         ));
     }
     let s = data.shape();
-    let &[m, k] = s else {
+    let Some((&k, outer)) = s.split_last() else {
         return Err(TeError::BadShape {
             op: "pack_u8_words".into(),
             shape: s.to_vec(),
-            reason: "data must be 2-D [M, K]".into(),
+            reason: "data must have at least one axis".into(),
         });
     };
-    let words = (k + 3) / 4;
+    let mut shape = outer.to_vec();
+    shape.push((k + 3) / 4);
+    let names: Vec<String> = (0..shape.len()).map(|i| format!("i{i}")).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
     let i32t = DataType::int32();
-    compute_tagged(&[m, words], "T_words", "injective", &["i", "w"], |ix| {
+    compute_tagged(&shape, "T_words", "injective", &names, |ix| {
+        let (last, lead) = ix.split_last().expect("at least one axis");
         let mut word: Option<Expr> = None;
         for b in 0..4i64 {
-            let kk = ix[1].clone() * Expr::int(4) + Expr::int(b);
-            let byte = data.at(&[ix[0].clone(), kk.clone()]);
+            let kk = last.clone() * Expr::int(4) + Expr::int(b);
+            let mut idx = lead.to_vec();
+            idx.push(kk.clone());
+            let byte = data.at(&idx);
             // the byte as unsigned 0..255 (int8: + 128), then the top one as signed so
             // that the word's sum never overflows int32
             let unsigned = if dt.is_uint() {
@@ -157,73 +163,109 @@ pub fn int8_words(values: &[i8], n: usize, k: usize) -> Vec<i32> {
     out
 }
 
-/// The patches of a 2-D convolution as the rows of a matrix (one group): `[N·OH·OW,
-/// C·KH·KW]`, row `(n, oh, ow)`, column `(c, kh, kw)` (the order of an OIHW weight's
-/// rows), positions in the padding `pad` (a quantized convolution pads with its data's
-/// zero point). `layout` is the data's, `NCHW` or `NHWC`; the columns keep their order
-/// either way, so a weight reshaped once serves both. Tag `injective`.
-pub fn im2col(
-    x: &Tensor,
+/// The int8 2-D convolution of one group, NHWC, in int32: `out[n, y, x, o] = Σ_{ry, rx, w}
+/// dot4(P[n, y·s + ry·d, x·s + rx·d, w], W[o, ry, rx, w])` where `P` is the data's
+/// channels packed into words (`T_words`, `[N, H, W, ⌈C/4⌉]`, int8 offset by 128 as
+/// in [`pack_u8_words`]) and padded by the word of four `pad` bytes (`pad_temp`: a
+/// quantized convolution pads with its data's zero point, which its correction term
+/// then cancels), and `W` the weight's words along its input channels, `[O, KH, KW,
+/// ⌈C/4⌉]` or packed by blocks of `b` output channels `[O/b, KH, KW, ⌈C/4⌉, b]` — the
+/// float NHWC convolution's stages, axes and weight blocks, so its schedule applies
+/// (tag `conv2d_nhwc`). `narrow`: every weight byte in [−64, 64].
+pub fn conv2d_nhwc_u8i8(
+    data: &Tensor,
+    kernel: &Tensor,
     attrs: &super::Conv2dAttrs,
-    kernel: (i64, i64),
-    layout: &str,
     pad: i64,
+    narrow: bool,
 ) -> Result<Tensor, TeError> {
-    let op = "im2col";
-    let s = x.shape();
-    let (n, c, h, w) = match (layout, s) {
-        ("NCHW", &[n, c, h, w]) => (n, c, h, w),
-        ("NHWC", &[n, h, w, c]) => (n, c, h, w),
+    let op = "conv2d_nhwc_u8i8";
+    let dt = data.dtype();
+    let s = data.shape().to_vec();
+    let (k, &[n, h, w, c]) = (kernel.shape().to_vec(), s.as_slice()) else {
+        return Err(TeError::BadShape {
+            op: op.into(),
+            shape: s.clone(),
+            reason: "data must be 4-D NHWC".into(),
+        });
+    };
+    if dt != DataType::uint(8) && dt != DataType::int(8) {
+        return Err(attr_err(
+            op,
+            "dtype",
+            format!("data must be uint8 or int8, got {dt}"),
+        ));
+    }
+    if kernel.dtype() != DataType::int32() || attrs.groups != 1 {
+        return Err(attr_err(
+            op,
+            "kernel",
+            "the kernel must be int32 words and the convolution of one group".to_string(),
+        ));
+    }
+    let words = (c + 3) / 4;
+    let (cout, kh, kw, block) = match *k.as_slice() {
+        [o, kh, kw, wc] if wc == words => (o, kh, kw, None),
+        [ob, kh, kw, wc, b] if wc == words && b > 0 => (ob * b, kh, kw, Some(b)),
         _ => {
             return Err(TeError::BadShape {
                 op: op.into(),
-                shape: s.to_vec(),
-                reason: format!("data must be 4-D {layout} (NCHW or NHWC)"),
+                shape: k.clone(),
+                reason: format!(
+                    "the kernel must be [O, KH, KW, {words}] or [O/b, KH, KW, {words}, b] words"
+                ),
             })
         }
     };
-    if attrs.groups != 1 {
-        return Err(attr_err(
-            op,
-            "groups",
-            format!("{} (one group only)", attrs.groups),
-        ));
-    }
-    let (kh, kw) = kernel;
     let (oh, ow) = attrs.output_hw(op, h, w, kh, kw)?;
-    let dt = x.dtype();
-    let nchw = layout == "NCHW";
+    let as_nhwc = pack_u8_words(data)?;
+    let i32t = DataType::int32();
+    let byte = (pad + if dt.is_uint() { 0 } else { 128 }) & 0xff;
+    let pad_word = (byte * 0x0101_0101) as u32 as i32 as i64;
+    let [pt, pl, pb, pr] = attrs.padding;
+    let padded = super::pad_with(
+        &as_nhwc,
+        &[0, pt, pl, 0],
+        &[0, pb, pr, 0],
+        Expr::int_of(i32t, pad_word),
+        "pad_temp",
+    )?;
+    let (ry, rx, rc) = (
+        reduce_axis(kh, "ry"),
+        reduce_axis(kw, "rx"),
+        reduce_axis(words, "rc"),
+    );
+    let intrinsic = if narrow {
+        Intrinsic::Dot4U8I7
+    } else {
+        Intrinsic::Dot4U8I8
+    };
     let (sh, sw) = attrs.stride;
     let (dh, dw) = attrs.dilation;
-    let [pt, pl, ..] = attrs.padding;
-    let i = |v: i64| Expr::int(v);
     compute_tagged(
-        &[n * oh * ow, c * kh * kw],
-        "T_im2col",
-        "injective",
-        &["r", "q"],
+        &[n, oh, ow, cout],
+        "conv2d_nhwc",
+        "conv2d_nhwc",
+        &["nn", "yy", "xx", "ff"],
         |ix| {
-            let (r, q) = (ix[0].clone(), ix[1].clone());
-            let b = Expr::floordiv(r.clone(), i(oh * ow));
-            let y = Expr::floormod(Expr::floordiv(r.clone(), i(ow)), i(oh));
-            let xw = Expr::floormod(r, i(ow));
-            let ch = Expr::floordiv(q.clone(), i(kh * kw));
-            let ky = Expr::floormod(Expr::floordiv(q.clone(), i(kw)), i(kh));
-            let kx = Expr::floormod(q, i(kw));
-            let ih = y * i(sh) + ky * i(dh) - i(pt);
-            let iw = xw * i(sw) + kx * i(dw) - i(pl);
-            let inside = Expr::all(vec![
-                ih.clone().ge(i(0)),
-                ih.clone().lt(i(h)),
-                iw.clone().ge(i(0)),
-                iw.clone().lt(i(w)),
-            ]);
-            let idx = if nchw {
-                vec![b, ch, ih, iw]
-            } else {
-                vec![b, ih, iw, ch]
+            let y = ix[1].clone() * Expr::int(sh) + ry.expr() * Expr::int(dh);
+            let x = ix[2].clone() * Expr::int(sw) + rx.expr() * Expr::int(dw);
+            let ff = ix[3].clone();
+            let kidx = match block {
+                Some(b) => vec![
+                    Expr::floordiv(ff.clone(), Expr::int(b)),
+                    ry.expr(),
+                    rx.expr(),
+                    rc.expr(),
+                    Expr::floormod(ff, Expr::int(b)),
+                ],
+                None => vec![ff, ry.expr(), rx.expr(), rc.expr()],
             };
-            Expr::if_then_else(inside, x.at(&idx), Expr::constant(dt, pad as f64))
+            let d = padded.at(&[ix[0].clone(), y, x, rc.expr()]);
+            sum(
+                Expr::call(i32t, intrinsic, vec![d, kernel.at(&kidx)]),
+                &[ry.clone(), rx.clone(), rc.clone()],
+            )
         },
     )
 }
