@@ -25,7 +25,7 @@ use tessera_graph::{build, passes};
 use tessera_runtime::NDArray;
 
 /// The fewest cases that must pass (raise it as operators are added; never lower it).
-const FLOOR: usize = 1076;
+const FLOOR: usize = 1079;
 
 /// The node cases of the installed onnx package, written out by
 /// tests/onnx/write_node_cases.py (the wheel ships them as code) into the target folder.

@@ -163,6 +163,21 @@ pub(super) fn conv(imp: &mut Importer, c: &NodeCtx) -> Outputs {
     Ok(vec![bias_add(imp, c, y, 2)?])
 }
 
+/// The attributes of a 2-D convolution node `c` on data `[N, C, H, W]` and weight
+/// `[O, I, KH, KW]` (the integer convolutions' converters).
+pub(super) fn conv2d_attrs(c: &NodeCtx, xs: &[i64], ws: &[i64]) -> Result<Conv2dAttrs, GraphError> {
+    if xs.len() != 4 || ws.len() != 4 {
+        return Err(c.bad(format!(
+            "only 2-D integer convolutions are supported (data {xs:?}, weight {ws:?})"
+        )));
+    }
+    let win = Window::of(c, &xs[2..], ws[2..].to_vec())?;
+    let (s, d, b, a) = (&win.strides, &win.dilations, &win.before, &win.after);
+    Ok(Conv2dAttrs::new((s[0], s[1]), (0, 0), (d[0], d[1]))
+        .with_padding(b[0], b[1], a[0], a[1])
+        .with_groups(c.int("group", 1)))
+}
+
 fn conv2d(
     imp: &mut Importer,
     name: &str,

@@ -255,12 +255,9 @@ pub(super) fn dequantized_product(
 
 /// A static-QDQ 2-D convolution of one group whose data and weight are
 /// `DequantizeLinear` outputs (the data's per tensor with a constant zero point, the
-/// weight's of a constant int8 tensor, symmetric, per tensor or per output channel) as
-/// the int8 convolution [`Op::Conv2dU8I8`] — NHWC, padded with the data's zero point so
-/// that the padding adds nothing — plus `−z_x·Σ w[o]` and the float scale: float32
-/// NCHW, or `None` where the pattern does not hold. The kernel computes NHWC; layout
-/// transforms around it make the graph NCHW as imported, and the NHWC conversion
-/// removes them again.
+/// weight's of a constant, symmetric int8 tensor, per tensor or per output channel) as
+/// the int8 convolution ([`int8_conv`]) and the float scale: float32 NCHW, or `None`
+/// where the pattern does not hold.
 pub(super) fn dequantized_conv(
     imp: &mut Importer,
     name: &str,
@@ -275,38 +272,69 @@ pub(super) fn dequantized_conv(
         return Ok(None);
     };
     let f32t = DataType::float32();
-    if attrs.groups != 1 || imp.ty(x).dtype != f32t || imp.ty(w).dtype != f32t {
+    if imp.ty(x).dtype != f32t || imp.ty(w).dtype != f32t || imp.ty(dx.scale).numel() != 1 {
         return Ok(None);
     }
-    let xt = imp.ty(dx.q).dtype;
-    let offset = match xt {
+    let Some(wq) = imp.constant(dw.q).cloned() else {
+        return Ok(None);
+    };
+    let o = wq.shape().first().copied().unwrap_or(0) as i64;
+    let sw_len = imp.ty(dw.scale).numel();
+    if !(sw_len == 1 || (sw_len == o && dw.axis.rem_euclid(4) == 0)) {
+        return Ok(None);
+    }
+    let Some(acc) = int8_conv(imp, name, dx.q, dx.zero_point, &wq, dw.zero_point, attrs)? else {
+        return Ok(None);
+    };
+    let sx = cast_f32(imp, name, "x_scale_f32", dx.scale)?;
+    let sx = imp.reshape(&sub(name, "x_scale_scalar"), sx, vec![])?;
+    let sw = cast_f32(imp, name, "w_scale_f32", dw.scale)?;
+    let shape = if sw_len == 1 { vec![] } else { vec![o, 1, 1] };
+    let sw = imp.reshape(&sub(name, "w_scale_channels"), sw, shape)?;
+    let scale = imp.binary(&sub(name, "product_scale"), Binary::Mul, sx, sw)?;
+    let accf = imp.op(&sub(name, "int32_f32"), Op::Cast { dtype: f32t }, &[acc])?;
+    Ok(Some(imp.binary(name, Binary::Mul, accf, scale)?))
+}
+
+/// The int32 `Σ (x − z_x)(w − z_w)` of a 2-D convolution of one group (NCHW, OIHW) on
+/// the int8 kernel [`Op::Conv2dU8I8`] — NHWC, padded with the data's zero point so that
+/// the padding adds nothing, plus `−z_x·Σ w[o]` — where it applies: uint8 or int8 data
+/// with a constant scalar zero point (or none), a constant int8 weight whose zero points
+/// are all 0. `None` otherwise. Layout transforms around the kernel keep the graph NCHW
+/// as imported; the NHWC conversion removes them again.
+pub(super) fn int8_conv(
+    imp: &mut Importer,
+    name: &str,
+    xq: NodeIndex,
+    x_zero: Option<NodeIndex>,
+    wq: &NDArray,
+    w_zero: Option<NodeIndex>,
+    attrs: &tessera_te::ops::Conv2dAttrs,
+) -> Result<Option<NodeIndex>, GraphError> {
+    let offset = match imp.ty(xq).dtype {
         t if t == DataType::uint(8) => 0,
         t if t == DataType::int(8) => 128,
         _ => return Ok(None),
     };
-    let Some(wq) = imp.constant(dw.q).cloned() else {
-        return Ok(None);
-    };
-    let xs = imp.shape(dx.q);
+    let xs = imp.shape(xq);
     let (&[_, ch, _, _], &[o, wc, kh, kw]) = (xs.as_slice(), wq.shape()) else {
         return Ok(None);
     };
-    if wq.dtype() != DataType::int(8) || wc as i64 != ch || imp.ty(dx.scale).numel() != 1 {
+    if attrs.groups != 1 || wq.dtype() != DataType::int(8) || wc as i64 != ch {
         return Ok(None);
     }
-    let zx = match dx.zero_point {
+    let zx = match x_zero {
         None => 0,
         Some(z) => match imp.ints_of(z).as_deref() {
             Some(&[v]) => v,
             _ => return Ok(None),
         },
     };
-    let symmetric = match dw.zero_point {
+    let symmetric = match w_zero {
         None => true,
         Some(z) => imp.ints_of(z).is_some_and(|v| v.iter().all(|&x| x == 0)),
     };
-    let sw_len = imp.ty(dw.scale).numel();
-    if !symmetric || !(sw_len == 1 || (sw_len == o as i64 && dw.axis.rem_euclid(4) == 0)) {
+    if !symmetric {
         return Ok(None);
     }
     // OIHW bytes as [O·KH·KW, C] rows (OHWI), in words along the input channels
@@ -323,11 +351,9 @@ pub(super) fn dequantized_conv(
         }
     }
     let narrow = rows.iter().all(|&b| (-64..=64).contains(&b));
+    let k = wc * kh * kw;
     let colsum: Vec<i64> = (0..o)
-        .map(|oo| {
-            let k = wc * kh * kw;
-            rows[oo * k..(oo + 1) * k].iter().map(|&b| b as i64).sum()
-        })
+        .map(|oo| rows[oo * k..(oo + 1) * k].iter().map(|&b| b as i64).sum())
         .collect();
     let words = tessera_te::ops::int8_words(&rows, o * kh * kw, wc);
     let words = NDArray::from_slice::<i32>(&[o, kh, kw, wc.div_ceil(4)], &words)?;
@@ -336,7 +362,7 @@ pub(super) fn dequantized_conv(
         src: "NCHW".into(),
         dst: "NHWC".into(),
     };
-    let xn = imp.op(&sub(name, "data_nhwc"), to_nhwc, &[dx.q])?;
+    let xn = imp.op(&sub(name, "data_nhwc"), to_nhwc, &[xq])?;
     let conv = Op::Conv2dU8I8 {
         attrs: *attrs,
         pad: zx,
@@ -353,19 +379,11 @@ pub(super) fn dequantized_conv(
         );
         acc = imp.binary(&sub(name, "corrected"), Binary::Add, acc, coef)?;
     }
-    let sx = cast_f32(imp, name, "x_scale_f32", dx.scale)?;
-    let sx = imp.reshape(&sub(name, "x_scale_scalar"), sx, vec![])?;
-    let sw = cast_f32(imp, name, "w_scale_f32", dw.scale)?;
-    let shape = if sw_len == 1 { vec![] } else { vec![o as i64] };
-    let sw = imp.reshape(&sub(name, "w_scale_channels"), sw, shape)?;
-    let scale = imp.binary(&sub(name, "product_scale"), Binary::Mul, sx, sw)?;
-    let accf = imp.op(&sub(name, "int32_f32"), Op::Cast { dtype: f32t }, &[acc])?;
-    let y = imp.binary(&sub(name, "scaled"), Binary::Mul, accf, scale)?;
     let to_nchw = Op::LayoutTransform {
         src: "NHWC".into(),
         dst: "NCHW".into(),
     };
-    Ok(Some(imp.op(name, to_nchw, &[y])?))
+    Ok(Some(imp.op(&sub(name, "int32"), to_nchw, &[acc])?))
 }
 
 /// The name of helper node `tag` of the node `name`.

@@ -13,7 +13,7 @@
 //! int8 convolution yet). Block quantization (`block_size`) is refused.
 
 use super::attrs::NodeCtx;
-use super::qproduct::{integer_product, Dequantized};
+use super::qproduct::{int8_conv, integer_product, Dequantized};
 use super::{tensor, Importer, Outputs};
 use crate::error::GraphError;
 use crate::ir::{Binary, Op};
@@ -346,4 +346,78 @@ fn along_last_or_rows(
         (_, false) => vec![n],
     };
     imp.reshape(&c.sub(tag), s, shape)
+}
+
+/// `Σ (x − z_x)(w − z_w)` of a 2-D convolution in int32 (`x` input `xi` with zero point
+/// `xz`, `w` input `wi` with `wz`): the int8 kernel where it applies ([`int8_conv`]),
+/// else a convolution of the centred values in int32 (exact either way).
+fn integer_conv(
+    imp: &mut Importer,
+    c: &NodeCtx,
+    (xi, xz): (usize, usize),
+    (wi, wz): (usize, usize),
+) -> Result<NodeIndex, GraphError> {
+    let (x, w) = (c.input(xi)?, c.input(wi)?);
+    let attrs = super::nn::conv2d_attrs(c, &imp.shape(x), &imp.shape(w))?;
+    if let Some(wv) = imp.constant(w).cloned() {
+        if let Some(acc) = int8_conv(imp, &c.name, x, c.opt(xz), &wv, c.opt(wz), &attrs)? {
+            return Ok(acc);
+        }
+    }
+    let i32t = DataType::int32();
+    let xc = centred_i32(imp, c, x, c.opt(xz), "x", false)?;
+    let wc = cast(imp, &c.sub("w_i32"), w, i32t)?;
+    let wc = match c.opt(wz) {
+        Some(z) => {
+            let o = imp.shape(w)[0];
+            let n: i64 = imp.shape(z).iter().product();
+            let zi = cast(imp, &c.sub("w_zp_i32"), z, i32t)?;
+            let shape = if n == 1 { vec![] } else { vec![o, 1, 1, 1] };
+            let zi = imp.reshape(&c.sub("w_zp_channels"), zi, shape)?;
+            imp.binary(&c.sub("w_centred"), Binary::Sub, wc, zi)?
+        }
+        None => wc,
+    };
+    let op = Op::Conv2d {
+        attrs,
+        layout: crate::ir::Layout::Nchw,
+    };
+    imp.op(&c.sub("int32"), op, &[xc, wc])
+}
+
+/// `ConvInteger`: the int32 convolution `Σ (x − x_zp)(w − w_zp)`.
+pub(super) fn conv_integer(imp: &mut Importer, c: &NodeCtx) -> Outputs {
+    Ok(vec![integer_conv(imp, c, (0, 2), (1, 3))?])
+}
+
+/// `QLinearConv`: the int32 convolution plus the int32 bias, requantized,
+/// `saturate(round(acc · s_x s_w / s_y) + z_y)` (`s_w` per tensor or per output channel).
+pub(super) fn qlinear_conv(imp: &mut Importer, c: &NodeCtx) -> Outputs {
+    let mut acc = integer_conv(imp, c, (0, 2), (3, 5))?;
+    if let Some(b) = c.opt(8) {
+        let b = cast(imp, &c.sub("bias_i32"), b, DataType::int32())?;
+        acc = imp.op(&c.sub("bias"), Op::BiasAdd { axis: 1 }, &[acc, b])?;
+    }
+    let f32t = DataType::float32();
+    let accf = cast(imp, &c.sub("acc_f32"), acc, f32t)?;
+    let o = imp.shape(c.input(3)?)[0];
+    let sx = cast(imp, &c.sub("sx"), c.input(1)?, f32t)?;
+    let sx = imp.reshape(&c.sub("sx_scalar"), sx, vec![])?;
+    let sw = cast(imp, &c.sub("sw"), c.input(4)?, f32t)?;
+    let n: i64 = imp.shape(sw).iter().product();
+    let sw = imp.reshape(
+        &c.sub("sw_channels"),
+        sw,
+        if n == 1 { vec![] } else { vec![o, 1, 1] },
+    )?;
+    let sy = cast(imp, &c.sub("sy"), c.input(6)?, f32t)?;
+    let sy = imp.reshape(&c.sub("sy_scalar"), sy, vec![])?;
+    let sxw = imp.binary(&c.sub("sxw"), Binary::Mul, sx, sw)?;
+    let m = imp.binary(&c.sub("multiplier"), Binary::Div, sxw, sy)?;
+    let v = imp.binary(&c.sub("requantized"), Binary::Mul, accf, m)?;
+    let zy = c.input(7)?;
+    let to = imp.ty(zy).dtype;
+    let zf = cast(imp, &c.sub("zy_f32"), zy, f32t)?;
+    let zf = imp.reshape(&c.sub("zy_scalar"), zf, vec![])?;
+    Ok(vec![round_saturate(imp, c, v, Some(zf), to)?])
 }
