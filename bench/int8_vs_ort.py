@@ -15,9 +15,8 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from network_vs_ort import ort_median_ms, ort_session, tessera_median_ms  # noqa: E402
+from network_vs_ort import feed_of, ort_median_ms, ort_session, tessera_median_ms  # noqa: E402
 
-import numpy as np  # noqa: E402
 
 
 def steal_jiffies():
@@ -25,20 +24,6 @@ def steal_jiffies():
         cpu = f.readline().split()[1:]
     v = [int(x) for x in cpu]
     return v[7], sum(v)
-
-
-def feed_of(sess):
-    feed = {}
-    for inp in sess.get_inputs():
-        shape = [d if isinstance(d, int) else 1 for d in inp.shape]
-        if inp.type == "tensor(float)":
-            feed[inp.name] = np.random.default_rng(0).uniform(-1, 1, shape).astype(np.float32)
-        elif inp.type == "tensor(bool)":
-            feed[inp.name] = np.ones(shape, dtype=bool)
-        else:
-            dt = {"tensor(int64)": np.int64, "tensor(int32)": np.int32}[inp.type]
-            feed[inp.name] = np.zeros(shape, dtype=dt)
-    return feed
 
 
 def summary(name, xs):

@@ -46,6 +46,22 @@ def ort_session(model, threads):
     return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
 
 
+def feed_of(sess):
+    """A value for every input of `sess`: floats uniform in [-1, 1), bools true, integers
+    (token ids, masks) zeros, which index the first row and time the same."""
+    feed = {}
+    for inp in sess.get_inputs():
+        shape = [d if isinstance(d, int) else 1 for d in inp.shape]
+        if inp.type == "tensor(float)":
+            feed[inp.name] = np.random.default_rng(0).uniform(-1, 1, shape).astype(np.float32)
+        elif inp.type == "tensor(bool)":
+            feed[inp.name] = np.ones(shape, dtype=bool)
+        else:
+            dt = {"tensor(int64)": np.int64, "tensor(int32)": np.int32}[inp.type]
+            feed[inp.name] = np.zeros(shape, dtype=dt)
+    return feed
+
+
 def tessera_median_ms(exe, model, threads, repeat, layout, log=None):
     cmd = [exe, "run", "--onnx", model, "--benchmark", "--repeat", str(repeat),
            "--layout", layout, "--target", f"cpu -num-cores={threads}"]
@@ -71,17 +87,7 @@ def main():
     ap.add_argument("--baseline", help="also time this tessera binary, untuned")
     a = ap.parse_args()
     sess = ort_session(a.model, a.threads)
-    feed = {}
-    for inp in sess.get_inputs():
-        shape = [d if isinstance(d, int) else 1 for d in inp.shape]
-        if inp.type == "tensor(float)":
-            feed[inp.name] = np.random.default_rng(0).uniform(-1, 1, shape).astype(np.float32)
-        elif inp.type == "tensor(bool)":
-            feed[inp.name] = np.ones(shape, dtype=bool)
-        else:
-            # token ids and masks: zeros index the first row, and time the same
-            dt = {"tensor(int64)": np.int64, "tensor(int32)": np.int32}[inp.type]
-            feed[inp.name] = np.zeros(shape, dtype=dt)
+    feed = feed_of(sess)
     print(f"model {a.model}, {a.threads} threads, onnxruntime {ort.__version__}, "
           f"{a.rounds} rounds of {a.repeat} runs each")
     ratios, tuned_ratios, gains, base_ratios = [], [], [], []

@@ -71,22 +71,7 @@ fn rounding_halves_to_even_is_exact_in_every_form() {
         if mcpu == "x86-64-v3" && !avx2 {
             continue;
         }
-        let dir = tempfile::tempdir().unwrap();
-        let target: Target = format!("cpu -mcpu={mcpu}").parse().unwrap();
-        let art = CpuBackend::new(target).build(&func, dir.path()).unwrap();
-        let source = std::fs::read_to_string(&art.source_path).unwrap();
-        assert!(source.contains("tsr_vrint_"), "{source}");
-        let mut input = v.clone();
-        let mut out = vec![0f32; v.len()];
-        let mut args: [*mut c_void; 2] = [input.as_mut_ptr().cast(), out.as_mut_ptr().cast()];
-        // SAFETY: built from `func`, whose entry takes these two buffers of n floats.
-        let status = unsafe {
-            let lib = libloading::Library::new(&art.path).unwrap();
-            let f: libloading::Symbol<unsafe extern "C" fn(*mut *mut c_void, i32) -> i32> =
-                lib.get(art.entry.as_bytes()).unwrap();
-            f(args.as_mut_ptr(), 2)
-        };
-        assert_eq!(status, 0);
+        let out = build_run_f32(&func, mcpu, &v, v.len(), "tsr_vrint_");
         for (a, b) in v.iter().zip(&out) {
             let want = a.round_ties_even();
             assert!(
@@ -97,12 +82,20 @@ fn rounding_halves_to_even_is_exact_in_every_form() {
     }
 }
 
-fn build_run_f32(func: &tessera_ir::PrimFunc, mcpu: &str, input: &[f32], n_out: usize) -> Vec<f32> {
+/// `func` (one float input, one float output) built for `-march=mcpu` — its source must
+/// call `helper` — and run on `input`.
+fn build_run_f32(
+    func: &tessera_ir::PrimFunc,
+    mcpu: &str,
+    input: &[f32],
+    n_out: usize,
+    helper: &str,
+) -> Vec<f32> {
     let dir = tempfile::tempdir().unwrap();
     let target: Target = format!("cpu -mcpu={mcpu}").parse().unwrap();
     let art = CpuBackend::new(target).build(func, dir.path()).unwrap();
     let source = std::fs::read_to_string(&art.source_path).unwrap();
-    assert!(source.contains("tsr_narrow_"), "{source}");
+    assert!(source.contains(helper), "{source}");
     let mut input = input.to_vec();
     let mut out = vec![0f32; n_out];
     let mut args: [*mut c_void; 2] = [input.as_mut_ptr().cast(), out.as_mut_ptr().cast()];
@@ -161,7 +154,7 @@ fn narrow_integer_vectors_convert_as_the_interpreter_does() {
             if mcpu == "x86-64-v3" && !avx2 {
                 continue;
             }
-            let got = build_run_f32(&func, mcpu, &v, v.len());
+            let got = build_run_f32(&func, mcpu, &v, v.len(), "tsr_narrow_");
             for ((a, g), w) in v.iter().zip(&got).zip(&want) {
                 assert_eq!(
                     g.to_bits(),

@@ -200,17 +200,7 @@ pub(super) fn dequantized_product(
     w: NodeIndex,
     nk: bool,
 ) -> Result<Option<NodeIndex>, GraphError> {
-    let (Some(dx), Some(dw)) = (
-        imp.dequantized.get(&x).copied(),
-        imp.dequantized.get(&w).copied(),
-    ) else {
-        return Ok(None);
-    };
-    let f32t = DataType::float32();
-    if imp.ty(x).dtype != f32t || imp.ty(w).dtype != f32t {
-        return Ok(None);
-    }
-    let Some(wq) = imp.constant(dw.q).cloned() else {
+    let Some((dx, dw, wq)) = dequantized_pair(imp, x, w) else {
         return Ok(None);
     };
     let wzero = match dw.zero_point {
@@ -233,24 +223,28 @@ pub(super) fn dequantized_product(
     else {
         return Ok(None);
     };
-    let cast = |imp: &mut Importer, tag: &str, v: NodeIndex| {
-        if imp.ty(v).dtype == f32t {
-            Ok(v)
-        } else {
-            imp.op(&sub(name, tag), Op::Cast { dtype: f32t }, &[v])
-        }
-    };
-    let sx = cast(imp, "x_scale_f32", dx.scale)?;
+    let channels = if sw_len == 1 { vec![] } else { vec![n] };
+    Ok(Some(rescale(imp, name, acc, dx.scale, dw.scale, channels)?))
+}
+
+/// The int32 `acc` as float32 times `s_x · s_w` (`s_w` reshaped to `channels`, the shape
+/// that broadcasts it along the output channels; empty for one scale): node `name`.
+fn rescale(
+    imp: &mut Importer,
+    name: &str,
+    acc: NodeIndex,
+    x_scale: NodeIndex,
+    w_scale: NodeIndex,
+    channels: Vec<i64>,
+) -> Result<NodeIndex, GraphError> {
+    let sx = cast_f32(imp, name, "x_scale_f32", x_scale)?;
     let sx = imp.reshape(&sub(name, "x_scale_scalar"), sx, vec![])?;
-    let sw = cast(imp, "w_scale_f32", dw.scale)?;
-    let sw = imp.reshape(
-        &sub(name, "w_scale_columns"),
-        sw,
-        if sw_len == 1 { vec![] } else { vec![n] },
-    )?;
+    let sw = cast_f32(imp, name, "w_scale_f32", w_scale)?;
+    let sw = imp.reshape(&sub(name, "w_scale_channels"), sw, channels)?;
     let scale = imp.binary(&sub(name, "product_scale"), Binary::Mul, sx, sw)?;
+    let f32t = DataType::float32();
     let accf = imp.op(&sub(name, "int32_f32"), Op::Cast { dtype: f32t }, &[acc])?;
-    Ok(Some(imp.binary(name, Binary::Mul, accf, scale)?))
+    imp.binary(name, Binary::Mul, accf, scale)
 }
 
 /// A static-QDQ 2-D convolution of one group whose data and weight are
@@ -265,19 +259,12 @@ pub(super) fn dequantized_conv(
     w: NodeIndex,
     attrs: &tessera_te::ops::Conv2dAttrs,
 ) -> Result<Option<NodeIndex>, GraphError> {
-    let (Some(dx), Some(dw)) = (
-        imp.dequantized.get(&x).copied(),
-        imp.dequantized.get(&w).copied(),
-    ) else {
+    let Some((dx, dw, wq)) = dequantized_pair(imp, x, w) else {
         return Ok(None);
     };
-    let f32t = DataType::float32();
-    if imp.ty(x).dtype != f32t || imp.ty(w).dtype != f32t || imp.ty(dx.scale).numel() != 1 {
+    if imp.ty(dx.scale).numel() != 1 {
         return Ok(None);
     }
-    let Some(wq) = imp.constant(dw.q).cloned() else {
-        return Ok(None);
-    };
     let o = wq.shape().first().copied().unwrap_or(0) as i64;
     let sw_len = imp.ty(dw.scale).numel();
     if !(sw_len == 1 || (sw_len == o && dw.axis.rem_euclid(4) == 0)) {
@@ -286,14 +273,8 @@ pub(super) fn dequantized_conv(
     let Some(acc) = int8_conv(imp, name, dx.q, dx.zero_point, &wq, dw.zero_point, attrs)? else {
         return Ok(None);
     };
-    let sx = cast_f32(imp, name, "x_scale_f32", dx.scale)?;
-    let sx = imp.reshape(&sub(name, "x_scale_scalar"), sx, vec![])?;
-    let sw = cast_f32(imp, name, "w_scale_f32", dw.scale)?;
-    let shape = if sw_len == 1 { vec![] } else { vec![o, 1, 1] };
-    let sw = imp.reshape(&sub(name, "w_scale_channels"), sw, shape)?;
-    let scale = imp.binary(&sub(name, "product_scale"), Binary::Mul, sx, sw)?;
-    let accf = imp.op(&sub(name, "int32_f32"), Op::Cast { dtype: f32t }, &[acc])?;
-    Ok(Some(imp.binary(name, Binary::Mul, accf, scale)?))
+    let channels = if sw_len == 1 { vec![] } else { vec![o, 1, 1] };
+    Ok(Some(rescale(imp, name, acc, dx.scale, dw.scale, channels)?))
 }
 
 /// The int32 `Σ (x − z_x)(w − z_w)` of a 2-D convolution of one group (NCHW, OIHW) on
@@ -384,6 +365,23 @@ pub(super) fn int8_conv(
         dst: "NCHW".into(),
     };
     Ok(Some(imp.op(&sub(name, "int32"), to_nchw, &[acc])?))
+}
+
+/// What float32 `x` and `w` were dequantized from, and `w`'s integers, where both are
+/// `DequantizeLinear` outputs and `w`'s integers a constant.
+fn dequantized_pair(
+    imp: &Importer,
+    x: NodeIndex,
+    w: NodeIndex,
+) -> Option<(Dequantized, Dequantized, NDArray)> {
+    let dx = imp.dequantized.get(&x).copied()?;
+    let dw = imp.dequantized.get(&w).copied()?;
+    let f32t = DataType::float32();
+    if imp.ty(x).dtype != f32t || imp.ty(w).dtype != f32t {
+        return None;
+    }
+    let wq = imp.constant(dw.q).cloned()?;
+    Some((dx, dw, wq))
 }
 
 /// The name of helper node `tag` of the node `name`.

@@ -153,28 +153,10 @@ pub fn schedule_reduction(s: &mut Schedule, t: &Tensor, p: CpuParams) -> Result<
 /// uses the axis indexes its last dimension with it and no other dimension (softmax's
 /// maximum and sum, layer norm's mean and variance over the last axis, reading rows).
 fn row_reduction_extent(t: &Tensor) -> Option<i64> {
-    let [k] = t.reduce_axis() else {
-        return None;
-    };
-    let body = t.body()?;
-    let is_k = |v: &tessera_ir::Var| v == k.var();
-    let mut contiguous = true;
-    for e in body.exprs() {
-        tessera_ir::visit::post_order_visit(e, &mut |x| {
-            if let tessera_ir::ExprNode::Load { indices, .. } = x.node() {
-                let Some((last, rest)) = indices.split_last() else {
-                    return;
-                };
-                let last_is_k = matches!(last.node(), tessera_ir::ExprNode::Var(v) if is_k(v));
-                let uses_k = indices
-                    .iter()
-                    .any(|i| tessera_ir::visit::uses_var(i, &is_k));
-                let k_elsewhere = rest.iter().any(|i| tessera_ir::visit::uses_var(i, &is_k));
-                contiguous &= !uses_k || (last_is_k && !k_elsewhere);
-            }
-        });
+    match t.reduce_axis() {
+        [_] => innermost_reduction_extent(t),
+        _ => None,
     }
-    contiguous.then(|| k.extent()).flatten()
 }
 
 /// The extent of `t`'s innermost reduction axis when the loads read it contiguously:
