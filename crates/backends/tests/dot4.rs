@@ -3,7 +3,8 @@
 //! form (`-march=x86-64`), the AVX2 forms (`x86-64-v3`: the exact `vpmaddwd` one, and
 //! `vpmaddubsw` for 7-bit weights), the host's own (`native`, VNNI where it has it) —
 //! each exactly the integer product of the bytes. The VNNI forms are built for
-//! `icelake-server` and must hold `vpdpbusd`, run only on a host that has AVX-512 VNNI.
+//! `cascadelake` (AVX-512 VNNI) and `alderlake` (AVX-VNNI) and must hold `vpdpbusd`;
+//! the first runs on a host that has AVX-512 VNNI.
 
 use std::ffi::c_void;
 use tessera_backends::{host_cpu_features, Backend, CpuBackend, Target};
@@ -133,12 +134,18 @@ fn every_form_of_the_int8_dot_product_is_exact() {
             assert!(!narrow || asm.contains("vpmaddwd"));
         }
         build_and_run(&c8, "native", true);
+        // AVX-512 VNNI (Cascade Lake: the fewest other extensions with it, so any VNNI
+        // host runs it), and AVX-VNNI without AVX-512 (Alder Lake), built only
         let vnni = host.contains(&"avx512vnni");
-        for c in [&c8, &case(16, narrow)] {
-            let asm = build_and_run(c, "icelake-server", vnni);
+        for (c, mcpu, run) in [
+            (&c8, "cascadelake", vnni),
+            (&case(16, narrow), "cascadelake", vnni),
+            (&c8, "alderlake", false),
+        ] {
+            let asm = build_and_run(c, mcpu, run);
             assert!(
                 asm.is_empty() || asm.contains("vpdpbusd"),
-                "icelake-server: no vpdpbusd"
+                "{mcpu}: no vpdpbusd"
             );
         }
     }

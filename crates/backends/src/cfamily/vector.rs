@@ -161,7 +161,6 @@ impl Gen<'_> {
         format!("({{ {decls}({vt}){{{}}}; }})", lanes_code.join(", "))
     }
 
-    /// A vector arithmetic operation (`e` is `a op b`, `lanes` lanes of `el`).
     /// `acc + dot4(x, y)` (either order) as the dialect's one accumulating call, where it
     /// has one ([`super::vdot`]: one `vpdpbusd` with VNNI).
     fn dot4_accumulate(
@@ -195,6 +194,7 @@ impl Gen<'_> {
         Ok(d.vector_math(op, el, lanes, &code))
     }
 
+    /// A vector arithmetic operation (`e` is `a op b`, `lanes` lanes of `el`).
     fn vector_binary(
         &mut self,
         e: &Expr,

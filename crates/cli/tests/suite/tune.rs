@@ -101,7 +101,9 @@ fn tuning_one_operator_writes_every_measurement_to_the_log() {
 
 #[test]
 fn cold_measurements_keep_one_cost_per_flushed_repeat() {
-    // TVM's `enable_cpu_cache_flush`: three repeats of one run, each after a flush.
+    // TVM's `enable_cpu_cache_flush`: three repeats of one run, each after a flush. The
+    // slow cutoff is off: a random configuration over three times slower than the best
+    // so far would otherwise keep its first repeat alone (it did, intermittently).
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("mm.jsonl");
     let timing = [
@@ -111,6 +113,8 @@ fn cold_measurements_keep_one_cost_per_flushed_repeat() {
         "--number",
         "1",
         "--min-repeat-ms",
+        "0",
+        "--slow-cutoff",
         "0",
     ];
     let out = tune_matmul_with(&log, "3", "3", &timing);

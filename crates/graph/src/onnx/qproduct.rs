@@ -1,8 +1,10 @@
-//! Quantized matrix products on int8 kernels: `MatMulInteger`, `QLinearMatMul`, and a
-//! static-QDQ `MatMul` / `Gemm` (both operands `DequantizeLinear`s, the weight's of a
-//! constant) become [`Op::DenseU8I8`] — the bytes multiplied and summed in int32 on the
-//! CPU's dot-product instructions — instead of float32 products between dequantized
-//! copies.
+//! Quantized matrix products and convolutions on int8 kernels: `MatMulInteger`,
+//! `QLinearMatMul`, and a static-QDQ `MatMul` / `Gemm` (both operands
+//! `DequantizeLinear`s, the weight's of a constant) become [`Op::DenseU8I8`] — the bytes
+//! multiplied and summed in int32 on the CPU's dot-product instructions — instead of
+//! float32 products between dequantized copies; a static-QDQ `Conv` of one group (and
+//! `ConvInteger` / `QLinearConv`, from `quant.rs`) with a symmetric int8 weight becomes
+//! [`Op::Conv2dU8I8`], NHWC, padded with the data's zero point.
 //!
 //! With the data `x` (uint8; int8 is read offset by 128, its zero point moved with it)
 //! and a constant int8 weight `w` (uint8 weights are moved to int8 by −128 at import),

@@ -1,6 +1,6 @@
-//! Integer matrix products of 8-bit operands with int32 sums: what onnxruntime's
-//! `MatMulInteger`, `QLinearMatMul` and static-QDQ matmuls compute, on the CPU's int8
-//! dot-product instructions.
+//! Integer matrix products and convolutions of 8-bit operands with int32 sums: what
+//! onnxruntime's `MatMulInteger`, `QLinearMatMul`, `QLinearConv` and static-QDQ matmuls
+//! and convolutions compute, on the CPU's int8 dot-product instructions.
 //!
 //! The products read their operands as int32 *words of four bytes* along the reduction:
 //! `out[i, j] = Σ_w dot4(A[i, w], B[j, w])` with [`Intrinsic::Dot4U8I8`], one lane of
@@ -15,7 +15,11 @@
 //!   0x80`), which the caller corrects for (`128 · Σ_k B[j, k]`, a constant per column);
 //! - [`dense_u8i8`]: the product on a weight already in words — `[N, K/4]`, or packed by
 //!   blocks of `b` output columns `[N/b, K/4, b]` as the float dense is (`dense_pack`),
-//!   made once at build time.
+//!   made once at build time;
+//! - [`conv2d_nhwc_u8i8`]: the NHWC convolution of one group on the data's channels in
+//!   words, the float NHWC convolution's stages and weight blocks (words along the input
+//!   channels), so its register-tile schedule applies;
+//! - [`int8_words`]: a constant int8 matrix as weight words, at build time.
 
 use super::attr_err;
 use crate::error::TeError;
