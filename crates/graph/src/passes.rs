@@ -462,8 +462,9 @@ pub const PACK_WEIGHTS_ABOVE: usize = 2 << 10;
 /// weights contiguously: in HWIO their rows are `O` floats apart and, for deep layers,
 /// crowd a few L1 sets, and inside a network, where they come cold from memory, a
 /// grouped conv's tile reads 16–128 bytes per 2–4 KiB row (ResNeXt-50's 14×14 and 7×7
-/// grouped convs ran 1.7–1.9× slower with cold caches than warm). Returns how many
-/// convolutions were packed (none for a block under 2).
+/// grouped convs ran 1.7–1.9× slower with cold caches than warm). The int8
+/// convolutions' weight words `[O, KH, KW, W]` are packed the same way, by words, whatever
+/// their size. Returns how many convolutions were packed (none for a block under 2).
 pub fn pack_conv_weights(
     graph: &mut Graph,
     block: i64,

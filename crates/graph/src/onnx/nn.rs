@@ -732,8 +732,9 @@ pub(super) fn gemm(imp: &mut Importer, c: &NodeCtx) -> Outputs {
     if c.int("transA", 0) != 0 {
         x = imp.op(&c.sub("a_t"), Op::Transpose { axes: vec![1, 0] }, &[x])?;
     }
-    // dense wants the weight as [N, K]: B when transB, else Bᵀ.
-    let w = if c.int("transB", 0) != 0 {
+    // dense wants the weight as [N, K]: B when transB, else Bᵀ (unless the int8 kernel
+    // took the product)
+    let w = if trans_b || quantized.is_some() {
         w
     } else if let Some(v) = imp.constant(w).cloned() {
         if v.ndim() != 2 {
