@@ -319,13 +319,9 @@ fn conv2d(
             Expr::floordiv(ff.clone(), Expr::int(cout_g)) * cin_g + rc.expr()
         };
         let kidx = match (layout, block) {
-            (Layout::Nhwc, Some(b)) => vec![
-                Expr::floordiv(ff.clone(), Expr::int(b)),
-                ry.expr(),
-                rx.expr(),
-                rc.expr(),
-                Expr::floormod(ff.clone(), Expr::int(b)),
-            ],
+            (Layout::Nhwc, Some(b)) => {
+                super::dense::blocked_index(ff, &[ry.expr(), rx.expr(), rc.expr()], b)
+            }
             (Layout::Nhwc, None) => vec![ry.expr(), rx.expr(), rc.expr(), ff.clone()],
             (Layout::Nchw, _) => vec![ff.clone(), rc.expr(), ry.expr(), rx.expr()],
         };

@@ -143,17 +143,23 @@ fn dense_packed(data: &Tensor, weight: &Tensor) -> Result<Tensor, TeError> {
         "dense_pack",
         &["i", "j"],
         |ix| {
-            let w = [
-                Expr::floordiv(ix[1].clone(), Expr::int(b)),
-                k.expr(),
-                Expr::floormod(ix[1].clone(), Expr::int(b)),
-            ];
+            let w = blocked_index(&ix[1], &[k.expr()], b);
             sum(
                 data.at(&[ix[0].clone(), k.expr()]) * weight.at(&w),
                 &[k.clone()],
             )
         },
     )
+}
+
+/// The index of output column (or channel) `j` in a weight packed by blocks of `b`
+/// columns, `[j / b, inner…, j % b]` (`dense_pack`'s `[N/b, K, b]`, the NHWC convolution's
+/// `[O/b, KH, KW, I, b]`, and their int8 forms).
+pub(super) fn blocked_index(j: &Expr, inner: &[Expr], b: i64) -> Vec<Expr> {
+    let mut idx = vec![Expr::floordiv(j.clone(), Expr::int(b))];
+    idx.extend_from_slice(inner);
+    idx.push(Expr::floormod(j.clone(), Expr::int(b)));
+    idx
 }
 
 /// TVM's `topi.nn.batch_matmul` with its defaults (`transpose_a = false`,

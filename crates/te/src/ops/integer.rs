@@ -134,11 +134,7 @@ pub fn dense_u8i8(data: &Tensor, weight: &Tensor, narrow: bool) -> Result<Tensor
             "dense_u8i8_pack",
             &["i", "j"],
             |ix| {
-                let w = [
-                    Expr::floordiv(ix[1].clone(), Expr::int(b)),
-                    k.expr(),
-                    Expr::floormod(ix[1].clone(), Expr::int(b)),
-                ];
+                let w = super::dense::blocked_index(&ix[1], &[k.expr()], b);
                 sum(
                     dot(a.at(&[ix[0].clone(), k.expr()]), weight.at(&w)),
                     &[k.clone()],
@@ -256,13 +252,7 @@ pub fn conv2d_nhwc_u8i8(
             let x = ix[2].clone() * Expr::int(sw) + rx.expr() * Expr::int(dw);
             let ff = ix[3].clone();
             let kidx = match block {
-                Some(b) => vec![
-                    Expr::floordiv(ff.clone(), Expr::int(b)),
-                    ry.expr(),
-                    rx.expr(),
-                    rc.expr(),
-                    Expr::floormod(ff, Expr::int(b)),
-                ],
+                Some(b) => super::dense::blocked_index(&ff, &[ry.expr(), rx.expr(), rc.expr()], b),
                 None => vec![ff, ry.expr(), rx.expr(), rc.expr()],
             };
             let d = padded.at(&[ix[0].clone(), y, x, rc.expr()]);
