@@ -11,9 +11,13 @@ log (`tessera run --log`), so untuned, tuned and onnxruntime are compared in one
 With `--baseline EXE` each round also times another tessera binary (e.g. one built from
 an earlier commit) on the same model, untuned: before/after a change in one run.
 
+With `--openvino` each round also times the `openvino` package's CPU plugin on the same
+feed, its inference precision hint set to f32 (its default on a CPU with AVX-512 BF16 is
+bf16) and its threads to `--threads`.
+
 Usage: bench/network_vs_ort.py MODEL.onnx [--tessera target/release/tessera]
        [--threads 2] [--rounds 5] [--repeat 30] [--layout NHWC] [--log FILE]
-       [--baseline EXE]
+       [--baseline EXE] [--openvino]
 """
 import argparse
 import re
@@ -44,6 +48,31 @@ def ort_session(model, threads):
     so.inter_op_num_threads = 1
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+
+
+def openvino_model(model, threads):
+    """The `openvino` CPU plugin's compiled model of `model`: f32 precision, `threads`
+    inference threads, latency mode (one stream)."""
+    import openvino as ov
+    core = ov.Core()
+    return core.compile_model(model, "CPU", {
+        "INFERENCE_PRECISION_HINT": "f32",
+        "INFERENCE_NUM_THREADS": threads,
+        "PERFORMANCE_HINT": "LATENCY",
+        "NUM_STREAMS": 1,
+    })
+
+
+def openvino_median_ms(compiled, feed, repeat):
+    req = compiled.create_infer_request()
+    for _ in range(3):
+        req.infer(feed)
+    ts = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        req.infer(feed)
+        ts.append((time.perf_counter() - t) * 1e3)
+    return statistics.median(ts)
 
 
 def feed_of(sess):
@@ -85,16 +114,22 @@ def main():
     ap.add_argument("--layout", default="NHWC")
     ap.add_argument("--log", help="also time the build with this log's history best")
     ap.add_argument("--baseline", help="also time this tessera binary, untuned")
+    ap.add_argument("--openvino", action="store_true",
+                    help="also time OpenVINO's CPU plugin (f32 precision hint)")
     a = ap.parse_args()
     sess = ort_session(a.model, a.threads)
     feed = feed_of(sess)
+    ov_model = openvino_model(a.model, a.threads) if a.openvino else None
     print(f"model {a.model}, {a.threads} threads, onnxruntime {ort.__version__}, "
           f"{a.rounds} rounds of {a.repeat} runs each")
-    ratios, tuned_ratios, gains, base_ratios = [], [], [], []
+    ratios, tuned_ratios, gains, base_ratios, ov_ratios = [], [], [], [], []
+    minima = {"tessera": [], "onnxruntime": [], "openvino": []}
     for r in range(a.rounds):
         t_ms, build_line = tessera_median_ms(a.tessera, a.model, a.threads, a.repeat, a.layout)
         o_ms = ort_median_ms(sess, feed, a.repeat)
         ratios.append(t_ms / o_ms)
+        minima["tessera"].append(t_ms)
+        minima["onnxruntime"].append(o_ms)
         if r == 0:
             print(build_line)
         line = (f"round {r + 1}: tessera median {t_ms:8.2f} ms   onnxruntime median {o_ms:8.2f} ms"
@@ -114,12 +149,24 @@ def main():
                 print("baseline " + base_line)
             base_ratios.append(t_ms / b_ms)
             line += f"   baseline {b_ms:8.2f} ms (ratio {b_ms / o_ms:5.2f})"
+        if ov_model is not None:
+            v_ms = openvino_median_ms(ov_model, feed, a.repeat)
+            minima["openvino"].append(v_ms)
+            ov_ratios.append(t_ms / v_ms)
+            line += f"   openvino {v_ms:8.2f} ms (tessera / openvino {t_ms / v_ms:5.2f})"
         print(line)
+    if ov_ratios:
+        print(f"median ratio tessera / openvino: {statistics.median(ov_ratios):.2f} "
+              f"(min {min(ov_ratios):.2f}, max {max(ov_ratios):.2f}); minima "
+              f"{min(minima['tessera']):.2f} / {min(minima['openvino']):.2f} ms = "
+              f"{min(minima['tessera']) / min(minima['openvino']):.2f}")
     if a.baseline:
         print(f"median ratio tessera / baseline: {statistics.median(base_ratios):.2f} "
               f"(min {min(base_ratios):.2f}, max {max(base_ratios):.2f})")
     print(f"median ratio tessera / onnxruntime: {statistics.median(ratios):.2f} "
-          f"(min {min(ratios):.2f}, max {max(ratios):.2f})")
+          f"(min {min(ratios):.2f}, max {max(ratios):.2f}); minima "
+          f"{min(minima['tessera']):.2f} / {min(minima['onnxruntime']):.2f} ms = "
+          f"{min(minima['tessera']) / min(minima['onnxruntime']):.2f}")
     if a.log:
         print(f"median ratio tuned tessera / onnxruntime: {statistics.median(tuned_ratios):.2f} "
               f"(min {min(tuned_ratios):.2f}, max {max(tuned_ratios):.2f})")

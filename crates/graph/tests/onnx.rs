@@ -511,3 +511,59 @@ fn window_functions_of_a_known_size_are_constants() {
         }
     }
 }
+
+/// A GRU's recurrent weights are held once per direction, whatever the sequence length
+/// (a slice of them per time step once folded into a constant per step: a 64-step GRU
+/// held its weights 64 times and read each copy from memory), with and without
+/// `linear_before_reset`.
+#[test]
+fn gru_weights_do_not_grow_with_the_sequence() {
+    let (i, h) = (4i64, 8i64);
+    let params = |seq: i64, lbr: i64| {
+        let nodes = vec![node(
+            "GRU",
+            "gru",
+            &["x", "w", "r", "b"],
+            &["", "y"],
+            vec![
+                int_attr("hidden_size", h),
+                int_attr("linear_before_reset", lbr),
+            ],
+        )];
+        let inits = vec![
+            f32_tensor("w", &[1, 3 * h, i], 1),
+            f32_tensor("r", &[1, 3 * h, h], 2),
+            f32_tensor("b", &[1, 6 * h], 3),
+        ];
+        let m = with_io(model(nodes, inits, 14), &[seq, 1, i], &[1, 1, h]);
+        let mut g = import(
+            &m.encode_to_vec(),
+            Path::new("."),
+            &ImportOptions::default(),
+        )
+        .unwrap();
+        passes::optimize(&mut g, None).unwrap();
+        let denses = g.op_counts().get("dense").copied().unwrap_or(0);
+        (g.num_params(), denses)
+    };
+    for lbr in [0, 1] {
+        let (short, short_denses) = params(3, lbr);
+        let (long, long_denses) = params(12, lbr);
+        assert_eq!(
+            short, long,
+            "linear_before_reset={lbr}: weights grow with the sequence"
+        );
+        assert!(
+            long <= (3 * h * (i + h) + 6 * h) as usize * 2,
+            "{long} parameters"
+        );
+        // one product for the input projection, then one (linear_before_reset) or two
+        // per step
+        let per_step = if lbr == 1 { 1 } else { 2 };
+        assert_eq!(
+            long_denses - short_denses,
+            9 * per_step,
+            "denses {long_denses}"
+        );
+    }
+}

@@ -397,6 +397,16 @@ fn direction(
         }
         _ => None,
     };
+    // GRU's recurrent weights split once per direction (a slice per step would be a
+    // constant per step: the weights copied S times). With `linear_before_reset` one
+    // product per step computes all three gates' recurrent terms.
+    let gru_split = match l.cell {
+        Cell::Gru if c.int("linear_before_reset", 0) == 0 => Some((
+            l.slice(imp, &l.name(d, "r_zr"), r, 0, 0, 2 * h_)?,
+            l.slice(imp, &l.name(d, "r_h"), r, 0, 2 * h_, 3 * h_)?,
+        )),
+        _ => None,
+    };
     let mut ys = vec![NodeIndex::end(); l.seq as usize];
     for k in 0..l.seq as usize {
         // step k of a reverse direction is time S - 1 - k; where sequences end early the
@@ -411,6 +421,7 @@ fn direction(
         let xt = imp.reshape(&n("x2"), xt, vec![l.batch, gh])?;
         let w = Weights {
             r,
+            gru_split,
             peep,
             gru_rh,
             acts,
@@ -448,11 +459,13 @@ fn direction(
     Ok((ys, h, cstate))
 }
 
-/// What every step of one direction reads: the recurrent weights `[gates·H, H]`, the
-/// peepholes (input, output, forget), GRU's recurrent candidate bias under
-/// `linear_before_reset`, and the activations.
+/// What every step of one direction reads: the recurrent weights `[gates·H, H]` (for a
+/// GRU without `linear_before_reset`, split into the update and reset gates' `[2H, H]`
+/// and the candidate's `[H, H]`), the peepholes (input, output, forget), GRU's recurrent
+/// candidate bias under `linear_before_reset`, and the activations.
 struct Weights<'a> {
     r: NodeIndex,
+    gru_split: Option<(NodeIndex, NodeIndex)>,
     peep: Option<[NodeIndex; 3]>,
     gru_rh: Option<NodeIndex>,
     acts: &'a [Act],
@@ -522,24 +535,31 @@ fn cell_step(
             (mul(imp, "h", o, hc)?, Some(cnew))
         }
         Cell::Gru => {
-            let rz = l.slice(imp, &n("r_zr"), r, 0, 0, 2 * h_)?;
-            let rh = l.slice(imp, &n("r_h"), r, 0, 2 * h_, 3 * h_)?;
-            let rec = imp.op(&n("rec"), Op::Dense, &[h, rz])?;
+            // the recurrent terms of the update and reset gates, and under
+            // `linear_before_reset` the candidate's from the same product
+            let rec = match w.gru_split {
+                Some((rz, _)) => imp.op(&n("rec"), Op::Dense, &[h, rz])?,
+                None => imp.op(&n("rec"), Op::Dense, &[h, r])?,
+            };
             let xzr = l.slice(imp, &n("x_zr"), xt, 1, 0, 2 * h_)?;
-            let s = add(imp, "sum", xzr, rec)?;
+            let reczr = l.slice(imp, &n("rec_zr"), rec, 1, 0, 2 * h_)?;
+            let s = add(imp, "sum", xzr, reczr)?;
             let (sz, sr) = (gate(imp, s, 0, "gz")?, gate(imp, s, 1, "gr")?);
             let z = l.activate(imp, &n("z"), &acts[0], sz, true)?;
             let rg = l.activate(imp, &n("r"), &acts[0], sr, true)?;
             let xh = gate(imp, xt, 2, "x_h")?;
-            let hh = if c.int("linear_before_reset", 0) != 0 {
-                let mut lin = imp.op(&n("rec_h"), Op::Dense, &[h, rh])?;
-                if let Some(b) = gru_rh {
-                    lin = add(imp, "rec_hb", lin, b)?;
+            let hh = match w.gru_split {
+                Some((_, rh)) => {
+                    let rhp = mul(imp, "reset", rg, h)?;
+                    imp.op(&n("rec_h"), Op::Dense, &[rhp, rh])?
                 }
-                mul(imp, "reset", rg, lin)?
-            } else {
-                let rhp = mul(imp, "reset", rg, h)?;
-                imp.op(&n("rec_h"), Op::Dense, &[rhp, rh])?
+                None => {
+                    let mut lin = gate(imp, rec, 2, "rec_h")?;
+                    if let Some(b) = gru_rh {
+                        lin = add(imp, "rec_hb", lin, b)?;
+                    }
+                    mul(imp, "reset", rg, lin)?
+                }
             };
             let sh = add(imp, "sum_h", xh, hh)?;
             let cand = l.activate(imp, &n("cand"), &acts[1], sh, true)?;
