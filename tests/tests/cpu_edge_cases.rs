@@ -1003,3 +1003,49 @@ fn te_bool_and_cast_outputs_vectorized() {
     ];
     check(&f, &host_args, true).unwrap();
 }
+
+/// A register tile of 3 rows over 10 (the last tile partial) guards each row's update
+/// inside the reduction loop; the loop is copied without the guards, taken for full
+/// tiles (`unswitch_guards`), and both copies compute what the interpreter does.
+#[test]
+fn guarded_tiles_run_an_unguarded_copy_when_full() {
+    let f = tessera_ir::parser::parse_func(
+        "func tile(a: float32[10, 8], w: float32[16, 8], c: float32[10, 8]) {
+  for (t, 0, 4) {
+    for (k, 0, 16) {
+      if ((((t*3) + 0) < 10)) {
+        for (j, 0, 8) vectorized {
+          c[((t*3) + 0), j] = (c[((t*3) + 0), j] + (a[((t*3) + 0), floormod(k, 8)]*w[k, j]))
+        }
+      }
+      if ((((t*3) + 1) < 10)) {
+        for (j, 0, 8) vectorized {
+          c[((t*3) + 1), j] = (c[((t*3) + 1), j] + (a[((t*3) + 1), floormod(k, 8)]*w[k, j]))
+        }
+      }
+      if ((((t*3) + 2) < 10)) {
+        for (j, 0, 8) vectorized {
+          c[((t*3) + 2), j] = (c[((t*3) + 2), j] + (a[((t*3) + 2), floormod(k, 8)]*w[k, j]))
+        }
+      }
+    }
+  }
+}
+",
+    )
+    .unwrap();
+    let src = generate_c(&f, 1).unwrap();
+    assert!(
+        src.contains("< 10) && ("),
+        "the reduction loop is not unswitched:\n{src}"
+    );
+    let a: Vec<f64> = (0..80).map(|i| (i % 7) as f64 - 3.0).collect();
+    let w: Vec<f64> = (0..128).map(|i| (i % 5) as f64 * 0.5).collect();
+    let c: Vec<f64> = (0..80).map(|i| i as f64).collect();
+    let args = [
+        host(&f.params[0], &a),
+        host(&f.params[1], &w),
+        host(&f.params[2], &c),
+    ];
+    check(&f, &args, true).unwrap();
+}

@@ -6,7 +6,9 @@
 //! - every function: [`host_passes`] — the verifier on what lowering gave, then
 //!   `auto_unroll` (the auto-scheduler's pragma),
 //!   `split_wide_vectors` (when the backend gives its register width:
-//!   [`host_passes_for`]), `unroll_loops`, `vectorize_loops`, `lower_floor_div`
+//!   [`host_passes_for`]), `unroll_loops`, `unswitch_guards` (a loop copied without
+//!   the guards it does not change, taken when they all hold), `vectorize_loops`,
+//!   `lower_floor_div`
 //!   (floor division of non-negative integers as C's `/` and `%`);
 //! - a GPU function first: [`device_passes`] — `split_host_device` (kernels, their
 //!   launch extents, workspaces), then per kernel `storage_sync` (barriers for shared
@@ -42,7 +44,7 @@ use crate::backend::BackendError;
 use serde::{Deserialize, Serialize};
 use tessera_ir::transform::{
     auto_unroll, lower_floor_div, split_host_device, split_wide_vectors, storage_sync,
-    unroll_loops, vectorize_loops, DeviceKernel, NotVectorized, TransformError,
+    unroll_loops, unswitch_guards, vectorize_loops, DeviceKernel, NotVectorized, TransformError,
 };
 use tessera_ir::verify::verify_body;
 use tessera_ir::{Buffer, PrimFunc, Stmt};
@@ -115,6 +117,7 @@ fn passes(
         body = check.after("split_wide_vectors", split_wide_vectors(&body, bytes))?;
     }
     let body = check.after("unroll_loops", unroll_loops(&body))?;
+    let body = check.after("unswitch_guards", unswitch_guards(&body))?;
     let (body, skipped) = match vector {
         VectorCode::Full => vectorize_loops(&body),
         VectorCode::AlignedCopies => vectorize_loops(&copies::keep_aligned_copies(&body)),

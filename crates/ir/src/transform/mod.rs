@@ -1,7 +1,7 @@
 //! Passes that rewrite functions on their way to code generation, one pass per file.
 //!
 //! For the CPU: `auto_unroll`, `split_wide_vectors` (register-wide vectors),
-//! `unroll_loops`, `vectorize_loops`, `lower_floor_div`. For a GPU, before
+//! `unroll_loops`, `unswitch_guards`, `vectorize_loops`, `lower_floor_div`. For a GPU, before
 //! those: `split_host_device` (the kernels and their launch extents), then per kernel
 //! `storage_sync` (barriers for shared memory). `thread_allreduce` builds the tree of a
 //! reduction across the threads of a block, which lowering emits.
@@ -15,6 +15,7 @@ mod split_vectors;
 mod storage_sync;
 mod thread_allreduce;
 mod unroll;
+mod unswitch;
 mod vectorize;
 
 pub use auto_unroll::{auto_unroll, AUTO_MAX_DEPTH, AUTO_UNROLL_PRAGMA};
@@ -26,4 +27,5 @@ pub use split_vectors::split_wide_vectors;
 pub use storage_sync::storage_sync;
 pub use thread_allreduce::{thread_allreduce, AllreduceInfo, ALLREDUCE_ATTR};
 pub use unroll::{unroll_loops, MAX_UNROLL};
+pub use unswitch::{unswitch_guards, MAX_BODY_NODES};
 pub use vectorize::{vectorize_loops, NotVectorized};
