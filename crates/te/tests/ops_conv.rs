@@ -947,3 +947,36 @@ fn heavy_weights_make_a_conv_block_its_pixels_by_rows() {
     let (columns_first, text) = order(64, 128);
     assert!(!columns_first, "{text}");
 }
+
+/// A row whose input outgrows L2 (a 1-D conv over a long sequence, wav2vec2's 3,199 ×
+/// 512 map, 6.5 MiB) is cut into blocks of row tiles whose input fits, parallel with
+/// the outer axes: one row left nothing to run in parallel, and every column tile
+/// streamed the whole row. A row that fits stays one block.
+#[test]
+fn a_row_too_large_for_l2_is_cut_into_parallel_blocks() {
+    use tessera_te::schedules::default_schedule;
+    let p = common::AVX2_TWO_CORES;
+    let lowered = |w: i64| {
+        let d = placeholder(&[1, 1, w, 512], F32, "data").unwrap();
+        let k = placeholder(&[1, 3, 512, 512], F32, "kernel").unwrap();
+        let attrs = Conv2dAttrs {
+            stride: (1, 2),
+            ..Conv2dAttrs::default()
+        };
+        let conv = ops::conv2d_nhwc_with(&d, &k, &attrs).unwrap();
+        let s = default_schedule(&[conv.clone()], p).unwrap();
+        tessera_te::lower(&s, &[d, k, conv], "f")
+            .unwrap()
+            .to_string()
+    };
+    let long = lowered(3199);
+    let par = long
+        .lines()
+        .find(|l| l.contains(") parallel"))
+        .unwrap_or_else(|| panic!("no parallel loop:\n{long}"));
+    assert!(par.contains("xx.outer.outer"), "{long}");
+    // blocks of about 256 KiB of input: 3,199 × 2 KiB in 26 blocks of 63 columns
+    assert!(par.contains(", 26)"), "{par}");
+    let short = lowered(99);
+    assert!(!short.contains("xx.outer.outer"), "{short}");
+}

@@ -92,15 +92,31 @@ fn schedule_conv_tile(
     // row tile: a row of pixels is then the block, its columns tiles outside its row
     // tiles, so each row's input stays in L2 while every weight column block passes.
     let row_blocks = !weights_outer && conv_weight_bytes(conv) > ROW_BLOCK_WEIGHTS_ABOVE;
+    // A row whose input outgrows L2 itself (a 1-D conv over a long sequence: wav2vec2's
+    // 3,199 × 512 input is 6.5 MiB) is cut into blocks of row tiles whose input fits,
+    // and the blocks are parallel with the outer axes (a single row leaves nothing else
+    // to run in parallel).
+    let row_block = row_blocks
+        .then(|| row_tiles_per_block(conv, (rows + rr - 1) / rr))
+        .flatten();
     let (o0, o1) = (outer[0].clone(), outer[1].clone());
-    let tiles = if weights_outer {
-        [co.clone(), o0, o1, ro.clone()]
-    } else if row_blocks {
-        [o0, o1, co.clone(), ro.clone()]
-    } else {
-        [o0, o1, ro.clone(), co.clone()]
+    let (rob, ro) = match row_block {
+        Some(b) => {
+            let (rob, roi) = s.split(out, &ro, b)?;
+            (Some(rob), roi)
+        }
+        None => (None, ro),
     };
-    let mut order = tiles.to_vec();
+    let mut order = if weights_outer {
+        vec![co.clone(), o0, o1, ro.clone()]
+    } else if row_blocks {
+        let mut v = vec![o0, o1];
+        v.extend(rob.clone());
+        v.extend([co.clone(), ro.clone()]);
+        v
+    } else {
+        vec![o0, o1, ro.clone(), co.clone()]
+    };
     order.extend([ri, ci.clone()]);
     s.reorder(out, &order)?;
     if p.vectorize {
@@ -132,7 +148,10 @@ fn schedule_conv_tile(
         if weights_outer {
             s.parallel(out, &co)?;
         } else {
-            let fused = s.fuse(out, &outer[0], &outer[1])?;
+            let mut fused = s.fuse(out, &outer[0], &outer[1])?;
+            if let Some(rob) = &rob {
+                fused = s.fuse(out, &fused, rob)?;
+            }
             s.parallel(out, &fused)?;
         }
     }
@@ -232,6 +251,29 @@ fn pack_chunk_weights(
 /// The weight bytes past which an NHWC conv with its pixels outermost blocks them by
 /// rows ([`schedule_conv_tile`]): half of a 512 KiB L2.
 const ROW_BLOCK_WEIGHTS_ABOVE: i64 = 256 << 10;
+
+/// The input bytes of one block of row tiles (the input rows and columns a block's
+/// outputs read) when a conv's pixels go outermost in row blocks: half of a 512 KiB L2.
+const ROW_BLOCK_INPUT_BYTES: i64 = 256 << 10;
+
+/// How many of a row's `tiles` register tiles make one block whose input fits
+/// [`ROW_BLOCK_INPUT_BYTES`], or `None` when the whole row's input does (the input of
+/// one output row is the window's rows of the data, whatever the stride).
+fn row_tiles_per_block(conv: &Tensor, tiles: i64) -> Option<i64> {
+    let [data, kernel, ..] = conv.inputs() else {
+        return None;
+    };
+    let kh = match kernel.shape() {
+        &[kh, _, _, _] | &[_, kh, _, _, _] => kh,
+        _ => return None,
+    };
+    let ds = data.shape();
+    let (n, h) = (*ds.first()?, *ds.get(1)?);
+    let data_bytes = ds.iter().product::<i64>() * data.dtype().bytes() as i64;
+    let row_bytes = data_bytes / (n * h).max(1) * kh.min(h);
+    (row_bytes > ROW_BLOCK_INPUT_BYTES && tiles > 1)
+        .then(|| (tiles * ROW_BLOCK_INPUT_BYTES / row_bytes).clamp(1, tiles))
+}
 
 /// The bytes of a conv's weights (its second input).
 fn conv_weight_bytes(conv: &Tensor) -> i64 {
