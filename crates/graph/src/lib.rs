@@ -30,6 +30,7 @@ pub mod passes;
 pub mod quantize;
 pub mod reference;
 pub mod tasks;
+pub mod unit_reshapes;
 pub mod winograd;
 pub mod zoo;
 

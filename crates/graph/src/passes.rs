@@ -11,12 +11,16 @@ use tessera_runtime::NDArray;
 use tessera_te::ops::Conv2dAttrs;
 
 /// The standard pipeline before fusion: fold batch norms into convolutions, fold
-/// constants, convert the layout if asked, fold again (the converted weights), split
+/// constants, move elementwise chains inside the unit-axis reshapes around them
+/// ([`crate::unit_reshapes`]), convert the layout if asked, fold again (the converted weights), split
 /// the convolutions whose taps mostly read padding ([`crate::dead_taps`]) and fold
 /// their cropped weights, remove what is dead.
 pub fn optimize(graph: &mut Graph, layout: Option<Layout>) -> Result<(), GraphError> {
     fold_batch_norm(graph)?;
     fold_constants(graph)?;
+    // before the layout conversion, which keeps 1-D convs' activations in NHWC once
+    // they are on the 4-D value
+    crate::unit_reshapes::elementwise_inside_unit_reshapes(graph)?;
     if let Some(Layout::Nhwc) = layout {
         *graph = convert_layout_nhwc(graph)?;
         fold_constants(graph)?;

@@ -567,3 +567,67 @@ fn gru_weights_do_not_grow_with_the_sequence() {
         );
     }
 }
+
+/// Two 1-D convs (ONNX `Conv` on `[N, C, W]`) with a per-channel scale and a ReLU
+/// between: the elementwise chain moves inside the reshapes that drop and restore the
+/// unit axis, so the NHWC plan transforms the layout once on the way in and once on the
+/// way out, not around every conv; the result is the plain build's.
+#[test]
+fn elementwise_between_1d_convs_stays_in_nhwc() {
+    let (c, w) = (8i64, 20i64);
+    let mut scale = f32_tensor("s", &[c, 1], 4);
+    scale.float_data.iter_mut().for_each(|v| *v += 1.5);
+    let nodes = vec![
+        node(
+            "Conv",
+            "c1",
+            &["x", "w1"],
+            &["a"],
+            vec![ints_attr("kernel_shape", &[3])],
+        ),
+        node("Mul", "m", &["a", "s"], &["b"], vec![]),
+        node("Relu", "r", &["b"], &["d"], vec![]),
+        node(
+            "Conv",
+            "c2",
+            &["d", "w2"],
+            &["y"],
+            vec![ints_attr("kernel_shape", &[3]), ints_attr("strides", &[2])],
+        ),
+    ];
+    let inits = vec![
+        f32_tensor("w1", &[c, 4, 3], 1),
+        scale,
+        f32_tensor("w2", &[c, c, 3], 2),
+    ];
+    let m = with_io(model(nodes, inits, 13), &[1, 4, w], &[1, c, 8]);
+    let g = import(
+        &m.encode_to_vec(),
+        Path::new("."),
+        &ImportOptions::default(),
+    )
+    .unwrap();
+    let x = NDArray::from_slice_f32(
+        &[1, 4, w as usize],
+        &(0..4 * w)
+            .map(|i| ((i * 37) % 11) as f32 / 5.0 - 1.0)
+            .collect::<Vec<_>>(),
+    )
+    .unwrap();
+    let run = |layout: Option<Layout>| {
+        let mut g = g.clone();
+        passes::optimize(&mut g, layout).unwrap();
+        let transforms = g.op_counts().get("layout_transform").copied().unwrap_or(0);
+        let mut exe = build(&g, &Target::cpu()).unwrap();
+        exe.set_input("x", &x).unwrap();
+        exe.run().unwrap();
+        (exe.get_output(0).unwrap().to_f64_vec(), transforms)
+    };
+    let (plain, _) = run(None);
+    let (nhwc, transforms) = run(Some(Layout::Nhwc));
+    assert_eq!(transforms, 2, "layout transforms in the NHWC plan");
+    for (a, b) in plain.iter().zip(&nhwc) {
+        assert!((a - b).abs() <= 1e-4 * a.abs().max(1.0), "{a} against {b}");
+    }
+    assert!(plain.iter().any(|v| *v != 0.0));
+}
