@@ -1342,7 +1342,8 @@ fn packed_dense_runs_its_column_tiles_outermost() {
 /// Reductions along rows (softmax's maximum and sum, layer norm's mean and variance over
 /// the last axis) accumulate a vector of partial results per row and run their rows in
 /// parallel, all the output's axes fused (a `[1, 7]` mean is not one core's work); a
-/// row that is not a whole number of vectors keeps the scalar loop.
+/// short row that is not a whole number of vectors keeps the scalar loop, a long one
+/// guards its last step.
 #[test]
 fn row_reductions_accumulate_vectors_and_run_rows_in_parallel() {
     use tessera_te::schedules::default_schedule;
@@ -1372,6 +1373,16 @@ fn row_reductions_accumulate_vectors_and_run_rows_in_parallel() {
     let args = [x, sm.clone()];
     let text = tessera_te::lower(&s, &args, "sm").unwrap().to_string();
     assert!(!text.contains(".rf"), "{text}");
+    common::assert_same_as_unscheduled(&s, &[sm], &args, 1);
+    // 197 columns (ViT's tokens), no vector divides: a register's worth of partial
+    // results all the same, the last step guarded
+    let x = ph(&[3, 197], "x");
+    let sm = ops::softmax(&x).unwrap();
+    let s = default_schedule(&[sm.clone()], p).unwrap();
+    let args = [x, sm.clone()];
+    let text = tessera_te::lower(&s, &args, "sm").unwrap().to_string();
+    assert!(text.contains("T_softmax_maxelem.rf"), "{text}");
+    assert!(text.contains("< 197)"), "{text}");
     common::assert_same_as_unscheduled(&s, &[sm], &args, 1);
 }
 

@@ -206,7 +206,14 @@ pub(super) fn schedule_row_reduction(
     let Some(extent) = innermost_reduction_extent(t).filter(|_| p.vectorize) else {
         return Ok(false);
     };
-    let lanes = pick_vector(extent, p.vector_lanes);
+    let mut lanes = pick_vector(extent, p.vector_lanes);
+    // An extent that no vector divides (an odd one: wav2vec2's 3,199 frames) still gets
+    // a register's worth of partial results, the last step guarded: the vectorizer
+    // leaves such a loop scalar, but its partial sums are independent chains instead
+    // of one chain of dependent additions (4 cycles each).
+    if lanes < 4 && extent >= 4 * p.vector_lanes {
+        lanes = p.vector_lanes;
+    }
     if lanes < 4 || extent < 2 * lanes {
         return Ok(false);
     }
