@@ -191,7 +191,8 @@ fn innermost_reduction_extent(t: &Tensor) -> Option<i64> {
 }
 
 /// A reduction along rows or over trailing axes ([`innermost_reduction_extent`], the
-/// innermost at least two vectors long, a whole number of them): the innermost factored
+/// innermost at least two vectors long, a whole number of them — or at least four
+/// vectors long, its last step guarded): the innermost factored
 /// (`rfactor`) into a vector of partial results computed per output element (at root
 /// for a reduction to one value), one vector load and one vector operation per step
 /// instead of a chain of scalar ones, then reduced across its lanes; the output's axes
