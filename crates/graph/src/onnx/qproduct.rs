@@ -321,18 +321,11 @@ pub(super) fn int8_conv(
         return Ok(None);
     }
     // OIHW bytes as [O·KH·KW, C] rows (OHWI), in words along the input channels
-    let v = wq.to_f64_vec();
-    let mut rows = vec![0i8; v.len()];
-    for oo in 0..o {
-        for c in 0..wc {
-            for y in 0..kh {
-                for xx in 0..kw {
-                    rows[((oo * kh + y) * kw + xx) * wc + c] =
-                        v[((oo * wc + c) * kh + y) * kw + xx] as i8;
-                }
-            }
-        }
-    }
+    let rows: Vec<i8> = crate::reference::permute(wq, &[0, 2, 3, 1])?
+        .to_f64_vec()
+        .into_iter()
+        .map(|b| b as i8)
+        .collect();
     let narrow = rows.iter().all(|&b| (-64..=64).contains(&b));
     let k = wc * kh * kw;
     let colsum: Vec<i64> = (0..o)

@@ -315,20 +315,32 @@ pub(super) fn qlinear_matmul(imp: &mut Importer, c: &NodeCtx) -> Outputs {
         }
     };
     let f32t = DataType::float32();
-    let accf = cast(imp, &c.sub("acc_f32"), acc, f32t)?;
-    let (sa, sb, sy) = (c.input(1)?, c.input(4)?, c.input(6)?);
-    let sa = cast(imp, &c.sub("sa"), sa, f32t)?;
-    let sb = cast(imp, &c.sub("sb"), sb, f32t)?;
-    let sy = cast(imp, &c.sub("sy"), sy, f32t)?;
+    let sa = cast(imp, &c.sub("sa"), c.input(1)?, f32t)?;
+    let sb = cast(imp, &c.sub("sb"), c.input(4)?, f32t)?;
     let sa = along_last_or_rows(imp, c, sa, true, "sa_b")?;
     let sb = along_last_or_rows(imp, c, sb, false, "sb_b")?;
     let sab = imp.binary(&c.sub("sab"), Binary::Mul, sa, sb)?;
-    let m = imp.binary(&c.sub("multiplier"), Binary::Div, sab, sy)?;
+    Ok(vec![requantize(imp, c, acc, sab)?])
+}
+
+/// The QLinear operators' output: the int32 `acc` times `input_scales / y_scale` (the
+/// node's inputs 6 and 7 are `y_scale` and `y_zero_point`), rounded, plus the zero
+/// point, saturated to its type.
+fn requantize(
+    imp: &mut Importer,
+    c: &NodeCtx,
+    acc: NodeIndex,
+    input_scales: NodeIndex,
+) -> Result<NodeIndex, GraphError> {
+    let f32t = DataType::float32();
+    let accf = cast(imp, &c.sub("acc_f32"), acc, f32t)?;
+    let sy = cast(imp, &c.sub("sy"), c.input(6)?, f32t)?;
+    let m = imp.binary(&c.sub("multiplier"), Binary::Div, input_scales, sy)?;
     let v = imp.binary(&c.sub("requantized"), Binary::Mul, accf, m)?;
     let zy = c.input(7)?;
     let to = imp.ty(zy).dtype;
     let zf = cast(imp, &c.sub("zy_f32"), zy, f32t)?;
-    Ok(vec![round_saturate(imp, c, v, Some(zf), to)?])
+    round_saturate(imp, c, v, Some(zf), to)
 }
 
 /// A scale that is a scalar, per row of `a` (`[M, 1]`) or per column of `b` (`[N]`).
@@ -399,7 +411,6 @@ pub(super) fn qlinear_conv(imp: &mut Importer, c: &NodeCtx) -> Outputs {
         acc = imp.op(&c.sub("bias"), Op::BiasAdd { axis: 1 }, &[acc, b])?;
     }
     let f32t = DataType::float32();
-    let accf = cast(imp, &c.sub("acc_f32"), acc, f32t)?;
     let o = imp.shape(c.input(3)?)[0];
     let sx = cast(imp, &c.sub("sx"), c.input(1)?, f32t)?;
     let sx = imp.reshape(&c.sub("sx_scalar"), sx, vec![])?;
@@ -410,14 +421,6 @@ pub(super) fn qlinear_conv(imp: &mut Importer, c: &NodeCtx) -> Outputs {
         sw,
         if n == 1 { vec![] } else { vec![o, 1, 1] },
     )?;
-    let sy = cast(imp, &c.sub("sy"), c.input(6)?, f32t)?;
-    let sy = imp.reshape(&c.sub("sy_scalar"), sy, vec![])?;
     let sxw = imp.binary(&c.sub("sxw"), Binary::Mul, sx, sw)?;
-    let m = imp.binary(&c.sub("multiplier"), Binary::Div, sxw, sy)?;
-    let v = imp.binary(&c.sub("requantized"), Binary::Mul, accf, m)?;
-    let zy = c.input(7)?;
-    let to = imp.ty(zy).dtype;
-    let zf = cast(imp, &c.sub("zy_f32"), zy, f32t)?;
-    let zf = imp.reshape(&c.sub("zy_scalar"), zf, vec![])?;
-    Ok(vec![round_saturate(imp, c, v, Some(zf), to)?])
+    Ok(vec![requantize(imp, c, acc, sxw)?])
 }
