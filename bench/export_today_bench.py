@@ -28,7 +28,7 @@ import sys
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "onnx"))
 import torch  # noqa: E402
-from export_today import HFWrap, HFWrapMask, LastHidden, _hf  # noqa: E402
+import export_today as t  # noqa: E402
 
 
 class RNNLin(torch.nn.Module):
@@ -42,49 +42,41 @@ class RNNLin(torch.nn.Module):
         return self.fc(y)
 
 
+# the test models' makers (tests/onnx/export_today.py) at the sizes above
 def gpt2():
-    from transformers import GPT2Config, GPT2Model
-    cfg = GPT2Config(n_layer=6, n_embd=768, n_head=12, vocab_size=8000, n_positions=128)
-    return HFWrap(_hf(GPT2Model, cfg), use_cache=False), (torch.randint(0, 8000, (1, 64)),)
+    return t.make_gpt2(seq=64, n_layer=6, n_embd=768, n_head=12, vocab_size=8000, n_positions=128)
 
 
 def bert():
-    from transformers import BertConfig, BertModel
-    cfg = BertConfig(hidden_size=768, num_hidden_layers=6, num_attention_heads=12,
-                     intermediate_size=3072, vocab_size=8000, max_position_embeddings=128)
-    mask = torch.ones(1, 64, dtype=torch.int64)
-    mask[0, -10:] = 0
-    return HFWrapMask(_hf(BertModel, cfg)), (torch.randint(0, 8000, (1, 64)), mask)
+    return t.make_bert_b1(seq=64, masked=10, hidden_size=768, num_hidden_layers=6,
+                          num_attention_heads=12, intermediate_size=3072, vocab_size=8000,
+                          max_position_embeddings=128)
 
 
 def llama():
-    from transformers import LlamaConfig, LlamaModel
-    cfg = LlamaConfig(hidden_size=512, intermediate_size=1376, num_hidden_layers=6,
-                      num_attention_heads=8, num_key_value_heads=2, vocab_size=8000,
-                      max_position_embeddings=128)
-    return HFWrap(_hf(LlamaModel, cfg), use_cache=False), (torch.randint(0, 8000, (1, 64)),)
+    return t.make_llama(seq=64, hidden_size=512, intermediate_size=1376, num_hidden_layers=6,
+                        num_attention_heads=8, num_key_value_heads=2, vocab_size=8000,
+                        max_position_embeddings=128)
 
 
 def t5enc():
-    from transformers import T5Config, T5EncoderModel
-    cfg = T5Config(d_model=512, d_ff=2048, num_layers=6, num_heads=8, d_kv=64, vocab_size=8000)
-    return HFWrap(_hf(T5EncoderModel, cfg)), (torch.randint(0, 8000, (1, 64)),)
+    return t.make_t5enc(seq=64, d_model=512, d_ff=2048, num_layers=6, num_heads=8, d_kv=64,
+                        vocab_size=8000)
 
 
 def whisper_enc():
-    from transformers import WhisperConfig, WhisperModel
-    cfg = WhisperConfig(d_model=384, encoder_layers=4, decoder_layers=1, encoder_attention_heads=6,
-                        decoder_attention_heads=6, encoder_ffn_dim=1536, decoder_ffn_dim=1536,
-                        num_mel_bins=80, max_source_positions=1500)
-    return LastHidden(_hf(WhisperModel, cfg).encoder), (torch.randn(1, 80, 3000),)
+    return t.make_whisper_enc(frames=3000, d_model=384, encoder_layers=4, encoder_attention_heads=6,
+                              decoder_attention_heads=6, encoder_ffn_dim=1536,
+                              decoder_ffn_dim=1536, max_source_positions=1500)
 
 
 def wav2vec2():
-    from transformers import Wav2Vec2Config, Wav2Vec2Model
-    cfg = Wav2Vec2Config(hidden_size=384, num_hidden_layers=4, num_attention_heads=6,
-                         intermediate_size=1536, num_conv_pos_embeddings=128,
-                         num_conv_pos_embedding_groups=16, do_stable_layer_norm=False)
-    return LastHidden(_hf(Wav2Vec2Model, cfg)), (torch.randn(1, 16000),)
+    # transformers' default feature extractor: 7 convs of 512 channels
+    return t.make_wav2vec2(samples=16000, hidden_size=384, num_hidden_layers=4,
+                           num_attention_heads=6, intermediate_size=1536,
+                           conv_dim=(512,) * 7, conv_stride=(5, 2, 2, 2, 2, 2, 2),
+                           conv_kernel=(10, 3, 3, 3, 3, 2, 2), num_conv_pos_embeddings=128,
+                           num_conv_pos_embedding_groups=16)
 
 
 def lstm():

@@ -88,39 +88,44 @@ def make_bert():
     return m, (ids, mask)
 
 
-def make_bert_b1():
+def make_bert_b1(seq=32, masked=7, **sizes):
     """Batch 1: the padding mask broadcasts over the heads and query rows ([1, 1, M, N]
-    once expanded), the form the CPU plan fuses into its attention operator."""
+    once expanded), the form the CPU plan fuses into its attention operator. `sizes`
+    override the config's (bench/export_today_bench.py's larger models)."""
     from transformers import BertConfig, BertModel
-    cfg = BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
-                     vocab_size=1000, max_position_embeddings=64)
-    m = HFWrapMask(_hf(BertModel, cfg))
-    ids = torch.randint(0, 1000, (1, 32), dtype=torch.int64)
-    mask = torch.ones(1, 32, dtype=torch.int64)
-    mask[0, -7:] = 0
+    cfg = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
+               vocab_size=1000, max_position_embeddings=64)
+    cfg.update(sizes)
+    m = HFWrapMask(_hf(BertModel, BertConfig(**cfg)))
+    ids = torch.randint(0, cfg["vocab_size"], (1, seq), dtype=torch.int64)
+    mask = torch.ones(1, seq, dtype=torch.int64)
+    mask[0, -masked:] = 0
     return m, (ids, mask)
 
 
-def make_gpt2():
+def make_gpt2(seq=16, **sizes):
     from transformers import GPT2Config, GPT2Model
-    cfg = GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=1000, n_positions=64)
-    m = HFWrap(_hf(GPT2Model, cfg), use_cache=False)
-    return m, (torch.randint(0, 1000, (1, 16), dtype=torch.int64),)
+    cfg = dict(n_layer=2, n_embd=64, n_head=4, vocab_size=1000, n_positions=64)
+    cfg.update(sizes)
+    m = HFWrap(_hf(GPT2Model, GPT2Config(**cfg)), use_cache=False)
+    return m, (torch.randint(0, cfg["vocab_size"], (1, seq), dtype=torch.int64),)
 
 
-def make_llama():
+def make_llama(seq=16, **sizes):
     from transformers import LlamaConfig, LlamaModel
-    cfg = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                      num_key_value_heads=2, vocab_size=1000, max_position_embeddings=64)
-    m = HFWrap(_hf(LlamaModel, cfg), use_cache=False)
-    return m, (torch.randint(0, 1000, (1, 16), dtype=torch.int64),)
+    cfg = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+               num_key_value_heads=2, vocab_size=1000, max_position_embeddings=64)
+    cfg.update(sizes)
+    m = HFWrap(_hf(LlamaModel, LlamaConfig(**cfg)), use_cache=False)
+    return m, (torch.randint(0, cfg["vocab_size"], (1, seq), dtype=torch.int64),)
 
 
-def make_t5enc():
+def make_t5enc(seq=16, **sizes):
     from transformers import T5Config, T5EncoderModel
-    cfg = T5Config(d_model=64, d_ff=128, num_layers=2, num_heads=4, vocab_size=1000, d_kv=16)
-    m = HFWrap(_hf(T5EncoderModel, cfg))
-    return m, (torch.randint(0, 1000, (1, 16), dtype=torch.int64),)
+    cfg = dict(d_model=64, d_ff=128, num_layers=2, num_heads=4, vocab_size=1000, d_kv=16)
+    cfg.update(sizes)
+    m = HFWrap(_hf(T5EncoderModel, T5Config(**cfg)))
+    return m, (torch.randint(0, cfg["vocab_size"], (1, seq), dtype=torch.int64),)
 
 
 class LastHidden(torch.nn.Module):
@@ -131,21 +136,24 @@ class LastHidden(torch.nn.Module):
         return self.model(x, return_dict=False)[0]
 
 
-def make_whisper_enc():
+def make_whisper_enc(frames=100, **sizes):
     from transformers import WhisperConfig, WhisperModel
-    cfg = WhisperConfig(d_model=64, encoder_layers=2, decoder_layers=1, encoder_attention_heads=4,
-                        decoder_attention_heads=4, encoder_ffn_dim=128, decoder_ffn_dim=128,
-                        num_mel_bins=80, max_source_positions=50)
-    return LastHidden(_hf(WhisperModel, cfg).encoder), (torch.randn(1, 80, 100),)
+    cfg = dict(d_model=64, encoder_layers=2, decoder_layers=1, encoder_attention_heads=4,
+               decoder_attention_heads=4, encoder_ffn_dim=128, decoder_ffn_dim=128,
+               num_mel_bins=80, max_source_positions=50)
+    cfg.update(sizes)
+    model = _hf(WhisperModel, WhisperConfig(**cfg)).encoder
+    return LastHidden(model), (torch.randn(1, cfg["num_mel_bins"], frames),)
 
 
-def make_wav2vec2():
+def make_wav2vec2(samples=4000, **sizes):
     from transformers import Wav2Vec2Config, Wav2Vec2Model
-    cfg = Wav2Vec2Config(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
-                         conv_dim=(32, 32, 32), conv_stride=(5, 2, 2), conv_kernel=(10, 3, 3),
-                         num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4,
-                         do_stable_layer_norm=False)
-    return LastHidden(_hf(Wav2Vec2Model, cfg)), (torch.randn(1, 4000),)
+    cfg = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
+               conv_dim=(32, 32, 32), conv_stride=(5, 2, 2), conv_kernel=(10, 3, 3),
+               num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4,
+               do_stable_layer_norm=False)
+    cfg.update(sizes)
+    return LastHidden(_hf(Wav2Vec2Model, Wav2Vec2Config(**cfg))), (torch.randn(1, samples),)
 
 
 def quantize_dynamic_in_place(path):
