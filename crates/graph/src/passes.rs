@@ -33,9 +33,14 @@ pub fn optimize(graph: &mut Graph, layout: Option<Layout>) -> Result<(), GraphEr
     Ok(())
 }
 
-/// Replaces every operator whose inputs are all constants by its value.
+/// Replaces every operator whose inputs are all constants by its value. Values folded
+/// equal in one call (type, shape and bytes) are one constant: an operator repeated on
+/// the same constant (an unrolled recurrence slicing its weights at every step) would
+/// otherwise hold a copy per repetition.
 pub fn fold_constants(graph: &mut Graph) -> Result<usize, GraphError> {
+    use std::hash::{Hash, Hasher};
     let mut folded = 0;
+    let mut seen: HashMap<u64, Vec<NodeIndex>> = HashMap::new();
     for n in graph.topo_order() {
         if graph.node(n).op.pattern().is_none() {
             continue;
@@ -47,8 +52,23 @@ pub fn fold_constants(graph: &mut Graph) -> Result<usize, GraphError> {
             .collect();
         let Some(values) = values else { continue };
         let v = eval_op(graph, n, &values)?;
-        let name = graph.node(n).name.clone();
-        let c = graph.constant(&name, v);
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (v.dtype(), v.shape(), v.as_bytes()).hash(&mut h);
+        let same = seen.entry(h.finish()).or_default();
+        let earlier = same.iter().copied().find(|&e| {
+            graph.constant_value(e).is_some_and(|u| {
+                u.dtype() == v.dtype() && u.shape() == v.shape() && u.as_bytes() == v.as_bytes()
+            })
+        });
+        let c = match earlier {
+            Some(e) => e,
+            None => {
+                let name = graph.node(n).name.clone();
+                let c = graph.constant(&name, v);
+                same.push(c);
+                c
+            }
+        };
         graph.replace_uses(n, c);
         graph.remove(n);
         folded += 1;

@@ -631,3 +631,42 @@ fn elementwise_between_1d_convs_stays_in_nhwc() {
     }
     assert!(plain.iter().any(|v| *v != 0.0));
 }
+
+/// The same operator on the same constant, repeated (an unrolled recurrence slicing its
+/// weights at every step), folds into one constant, not a copy per repetition. (The
+/// weight is larger than what the importer evaluates itself, so the graph's constant
+/// folding does it.)
+#[test]
+fn equal_folded_constants_are_one() {
+    let nodes = vec![
+        node("Slice", "s1", &["w", "st", "en"], &["w1"], vec![]),
+        node("Slice", "s2", &["w", "st", "en"], &["w2"], vec![]),
+        node("MatMul", "m1", &["x", "w1"], &["a"], vec![]),
+        node("MatMul", "m2", &["a", "w2"], &["y"], vec![]),
+    ];
+    let inits = vec![
+        f32_tensor("w", &[300, 256], 1),
+        i64_tensor("st", &[0]),
+        i64_tensor("en", &[256]),
+    ];
+    let m = with_io(model(nodes, inits, 13), &[1, 256], &[1, 256]);
+    let mut g = import(
+        &m.encode_to_vec(),
+        Path::new("."),
+        &ImportOptions::default(),
+    )
+    .unwrap();
+    passes::optimize(&mut g, None).unwrap();
+    // one 256 × 256 slice, transposed once for the dense products
+    assert_eq!(g.num_params(), 256 * 256, "{g}");
+    let x = NDArray::from_slice_f32(&[1, 256], &[0.5; 256]).unwrap();
+    let mut exe = build(&g, &Target::cpu()).unwrap();
+    exe.set_input("x", &x).unwrap();
+    exe.run().unwrap();
+    assert!(exe
+        .get_output(0)
+        .unwrap()
+        .to_f64_vec()
+        .iter()
+        .any(|v| *v != 0.0));
+}
