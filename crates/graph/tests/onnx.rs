@@ -129,6 +129,18 @@ fn import_err(m: &ModelProto) -> String {
     .to_string()
 }
 
+/// `m` imported and through `passes::optimize` (no layout change).
+fn optimized(m: &ModelProto) -> tessera_graph::Graph {
+    let mut g = import(
+        &m.encode_to_vec(),
+        Path::new("."),
+        &ImportOptions::default(),
+    )
+    .unwrap();
+    passes::optimize(&mut g, None).unwrap();
+    g
+}
+
 fn run_model(m: &ModelProto, x: &NDArray) -> Vec<f64> {
     let g = import(
         &m.encode_to_vec(),
@@ -536,13 +548,7 @@ fn gru_weights_do_not_grow_with_the_sequence() {
             f32_tensor("b", &[1, 6 * h], 3),
         ];
         let m = with_io(model(nodes, inits, 14), &[seq, 1, i], &[1, 1, h]);
-        let mut g = import(
-            &m.encode_to_vec(),
-            Path::new("."),
-            &ImportOptions::default(),
-        )
-        .unwrap();
-        passes::optimize(&mut g, None).unwrap();
+        let g = optimized(&m);
         let denses = g.op_counts().get("dense").copied().unwrap_or(0);
         (g.num_params(), denses)
     };
@@ -650,13 +656,7 @@ fn equal_folded_constants_are_one() {
         i64_tensor("en", &[256]),
     ];
     let m = with_io(model(nodes, inits, 13), &[1, 256], &[1, 256]);
-    let mut g = import(
-        &m.encode_to_vec(),
-        Path::new("."),
-        &ImportOptions::default(),
-    )
-    .unwrap();
-    passes::optimize(&mut g, None).unwrap();
+    let g = optimized(&m);
     // one 256 × 256 slice, transposed once for the dense products
     assert_eq!(g.num_params(), 256 * 256, "{g}");
     let x = NDArray::from_slice_f32(&[1, 256], &[0.5; 256]).unwrap();
