@@ -46,6 +46,10 @@ pub struct NetworkArgs {
     /// dimensions takes its file's shape.
     #[arg(skip)]
     value_shapes: Vec<(String, Vec<i64>)>,
+    /// The values of `tessera run`'s `--input` files: an ONNX input that decides an
+    /// axis, a size or a bound is built for its value.
+    #[arg(skip)]
+    input_values: Vec<(String, NDArray)>,
     /// The target: `cpu` (built in; the default) or a kind a loaded backend plugin
     /// provides.
     #[arg(long)]
@@ -110,6 +114,9 @@ impl NetworkArgs {
                 options
                     .value_shapes
                     .extend(self.value_shapes.iter().cloned());
+                options
+                    .input_values
+                    .extend(self.input_values.iter().cloned());
                 NetworkSource::Onnx {
                     path: path.clone(),
                     options,
@@ -626,6 +633,10 @@ pub fn run(mut args: RunArgs) -> Result<()> {
             let v = v.as_ref().ok()?;
             Some((n.clone(), v.shape().iter().map(|&d| d as i64).collect()))
         })
+        .collect();
+    args.net.input_values = inputs
+        .iter()
+        .filter_map(|(n, v)| Some((n.clone(), v.as_ref().ok()?.clone())))
         .collect();
     let loaded = args
         .log

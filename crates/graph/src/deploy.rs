@@ -28,6 +28,7 @@ use crate::executor::{
     compile_all, load_kernel, lower_distinct, plan_storage, BuildContext, GraphModule, LaunchMode,
     Step,
 };
+use crate::fixed_inputs::FixedInput;
 use crate::fuse::fuse;
 use crate::index_bounds::IndexBound;
 use crate::ir::{Graph, TensorType};
@@ -69,6 +70,8 @@ pub struct CompiledNetwork {
     outputs: Vec<(TensorType, usize)>,
     /// The inputs a gather reads as indices, checked before each run.
     index_bounds: Vec<IndexBound>,
+    /// The inputs the network was built for one value of, checked before each run.
+    fixed_inputs: Vec<FixedInput>,
     planned_bytes: usize,
     unplanned_bytes: usize,
 }
@@ -174,6 +177,7 @@ pub fn compile(
         inputs: plan.inputs,
         outputs: plan.outputs,
         index_bounds: crate::index_bounds::index_bounds(graph),
+        fixed_inputs: graph.fixed_inputs().to_vec(),
     })
 }
 
@@ -255,6 +259,7 @@ impl CompiledNetwork {
             inputs: self.inputs,
             outputs: self.outputs,
             index_bounds: self.index_bounds,
+            fixed_inputs: self.fixed_inputs,
             planned_bytes: self.planned_bytes,
             unplanned_bytes: self.unplanned_bytes,
             weight_bytes,
@@ -304,6 +309,7 @@ impl CompiledNetwork {
                 .map(|(t, s)| ValueEntry::of(None, t, *s))
                 .collect(),
             index_bounds: self.index_bounds.clone(),
+            fixed_inputs: self.fixed_inputs.clone(),
             planned_bytes: self.planned_bytes,
             unplanned_bytes: self.unplanned_bytes,
         };
@@ -448,6 +454,9 @@ struct Header {
     /// The inputs a gather reads as indices (absent from files of older builds).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     index_bounds: Vec<IndexBound>,
+    /// The inputs built for one value (absent from files of older builds).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    fixed_inputs: Vec<FixedInput>,
     planned_bytes: usize,
     unplanned_bytes: usize,
 }
@@ -608,6 +617,7 @@ impl Header {
             inputs,
             outputs,
             index_bounds: self.index_bounds,
+            fixed_inputs: self.fixed_inputs,
             planned_bytes: self.planned_bytes,
             unplanned_bytes: self.unplanned_bytes,
         })

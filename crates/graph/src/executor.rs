@@ -63,6 +63,8 @@ pub struct GraphModule {
     pub(crate) outputs: Vec<(TensorType, usize)>,
     /// The inputs a gather reads as indices, checked by [`GraphModule::set_input`].
     pub(crate) index_bounds: Vec<crate::index_bounds::IndexBound>,
+    /// The inputs the network was built for one value of ([`crate::fixed_inputs`]).
+    pub(crate) fixed_inputs: Vec<crate::fixed_inputs::FixedInput>,
     /// Bytes of intermediate values with and without storage reuse.
     pub(crate) planned_bytes: usize,
     pub(crate) unplanned_bytes: usize,
@@ -547,7 +549,8 @@ impl GraphModule {
     }
 
     /// Copies `value` into the input `name` (its dtype and shape must match, and an input
-    /// a gather reads as indices must hold indices in range: [`crate::index_bounds`]).
+    /// a gather reads as indices must hold indices in range: [`crate::index_bounds`]; an
+    /// input the network was built for one value of must hold it: [`crate::fixed_inputs`]).
     pub fn set_input(&mut self, name: &str, value: &NDArray) -> Result<(), GraphError> {
         let Some((_, ty, s)) = self.inputs.iter().find(|(n, _, _)| n == name) else {
             let names: Vec<&str> = self.inputs.iter().map(|(n, _, _)| n.as_str()).collect();
@@ -570,6 +573,7 @@ impl GraphModule {
             });
         }
         crate::index_bounds::check(&self.index_bounds, name, value)?;
+        crate::fixed_inputs::check(&self.fixed_inputs, name, value)?;
         self.device
             .copy_from_host(self.storages[*s].buffer(), 0, value.as_bytes())?;
         Ok(())

@@ -8,6 +8,7 @@
 //! attribute check (errors name the node and the operator).
 
 use crate::error::GraphError;
+use crate::fixed_inputs::FixedInput;
 use petgraph::stable_graph::{NodeIndex, StableDiGraph};
 use petgraph::visit::EdgeRef;
 use petgraph::Direction;
@@ -129,6 +130,8 @@ pub struct Graph {
     g: StableDiGraph<Node, usize>,
     inputs: Vec<NodeIndex>,
     outputs: Vec<NodeIndex>,
+    /// Inputs the network was imported for one value of ([`crate::fixed_inputs`]).
+    fixed_inputs: Vec<FixedInput>,
 }
 
 impl Graph {
@@ -136,6 +139,28 @@ impl Graph {
         Graph {
             name: name.to_string(),
             ..Graph::default()
+        }
+    }
+
+    /// An empty graph for a rewrite of `graph` into a new one: its name, and the input
+    /// values it was built for.
+    pub fn new_like(graph: &Graph) -> Graph {
+        Graph {
+            name: graph.name.clone(),
+            fixed_inputs: graph.fixed_inputs.clone(),
+            ..Graph::default()
+        }
+    }
+
+    /// The inputs this network was built for one value of.
+    pub fn fixed_inputs(&self) -> &[FixedInput] {
+        &self.fixed_inputs
+    }
+
+    /// Records that the network was built for `fixed`'s value of its input.
+    pub fn fix_input(&mut self, fixed: FixedInput) {
+        if !self.fixed_inputs.contains(&fixed) {
+            self.fixed_inputs.push(fixed);
         }
     }
 
@@ -405,6 +430,9 @@ impl fmt::Display for Graph {
         writeln!(f, "network {}", self.name)?;
         for &i in &self.inputs {
             writeln!(f, "  input %{} : {}", self.g[i].name, self.g[i].ty)?;
+        }
+        for x in &self.fixed_inputs {
+            writeln!(f, "  fixed %{} = {:?} for {}", x.input, x.values, x.user)?;
         }
         for n in self.topo_order() {
             let node = &self.g[n];

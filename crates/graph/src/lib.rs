@@ -19,6 +19,7 @@ pub mod dead_taps;
 pub mod deploy;
 pub mod error;
 pub mod executor;
+pub mod fixed_inputs;
 pub mod fuse;
 pub mod index_bounds;
 pub mod ir;

@@ -215,7 +215,7 @@ pub fn fold_batch_norm(graph: &mut Graph) -> Result<usize, GraphError> {
 pub fn convert_layout_nhwc(graph: &Graph) -> Result<Graph, GraphError> {
     let mut c = ToNhwc {
         graph,
-        out: Graph::new(&graph.name),
+        out: Graph::new_like(graph),
         map: HashMap::new(),
         to_nhwc: HashMap::new(),
         to_nchw: HashMap::new(),

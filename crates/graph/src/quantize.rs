@@ -154,7 +154,7 @@ pub fn quantize(graph: &Graph, cfg: &QConfig) -> Result<Graph, GraphError> {
         .find(|&n| matches!(graph.node(n).op, Op::Conv2d { .. }));
     let mut q = Quantizer {
         src: graph,
-        out: Graph::new(&graph.name),
+        out: Graph::new_like(graph),
         map: HashMap::new(),
         absorbed: HashMap::new(),
         act_scale: cfg.global_scale / 128.0,

@@ -670,3 +670,75 @@ fn equal_folded_constants_are_one() {
         .iter()
         .any(|v| *v != 0.0));
 }
+
+/// A reduction whose axes are a network input (as ONNX allows from opset 18) imports
+/// when the caller gives the input's value: the module is built for it, keeps it
+/// through its file, runs with it, and refuses another value naming what it decides.
+#[test]
+fn an_input_that_decides_axes_is_built_for_its_given_value() {
+    let mut m = model(
+        vec![node(
+            "ReduceSum",
+            "r",
+            &["x", "axes"],
+            &["y"],
+            vec![int_attr("keepdims", 0)],
+        )],
+        vec![],
+        18,
+    );
+    let g = m.graph.as_mut().unwrap();
+    g.input = vec![value_info("x", &[2, 3]), value_info("axes", &[1])];
+    g.input[1].r#type = Some(proto::TypeProto {
+        value: Some(proto::type_proto::Value::TensorType(
+            proto::type_proto::Tensor {
+                elem_type: Some(T::Int64 as i32),
+                shape: value_info("axes", &[1]).r#type.and_then(|t| match t.value {
+                    Some(proto::type_proto::Value::TensorType(t)) => t.shape,
+                    _ => None,
+                }),
+            },
+        )),
+        ..Default::default()
+    });
+    g.output = vec![value_info("y", &[2])];
+    let bytes = m.encode_to_vec();
+    // without the value, the refusal names the input and how to give it
+    let e = import(&bytes, Path::new("."), &ImportOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("`axes`") && e.contains("--input axes=FILE"),
+        "{e}"
+    );
+    let axes = NDArray::from_slice::<i64>(&[1], &[1]).unwrap();
+    let mut options = ImportOptions::default();
+    options.input_values.insert("axes".into(), axes.clone());
+    let g = import(&bytes, Path::new("."), &options).unwrap();
+    assert_eq!(g.fixed_inputs().len(), 1);
+    assert!(g.to_string().contains("fixed %axes = [1.0]"), "{g}");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("m.tsm");
+    let backend = tessera_backends::CpuBackend::new(Target::cpu());
+    tessera_graph::compile(&g, &backend, None)
+        .unwrap()
+        .save(&file)
+        .unwrap();
+    let mut exe = tessera_graph::CompiledNetwork::read(&file)
+        .unwrap()
+        .load(std::sync::Arc::new(tessera_runtime::CpuDevice::new()))
+        .unwrap();
+    let x = NDArray::from_slice_f32(&[2, 3], &[1., 2., 3., 4., 5., 6.]).unwrap();
+    exe.set_input("x", &x).unwrap();
+    exe.set_input("axes", &axes).unwrap();
+    exe.run().unwrap();
+    assert_eq!(exe.get_output(0).unwrap().to_f64_vec(), vec![6.0, 15.0]);
+    let e = exe
+        .set_input("axes", &NDArray::from_slice::<i64>(&[1], &[0]).unwrap())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("[0]") && e.contains("built for [1]") && e.contains("the axes of `r`"),
+        "{e}"
+    );
+}

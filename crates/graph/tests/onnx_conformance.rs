@@ -25,7 +25,17 @@ use tessera_graph::{build, passes};
 use tessera_runtime::NDArray;
 
 /// The fewest cases that must pass (raise it as operators are added; never lower it).
-const FLOOR: usize = 1079;
+const FLOOR: usize = 1306;
+
+/// Cases whose reference output differs from onnxruntime's, where Tessera computes what
+/// onnxruntime does (the models users bring are checked against onnxruntime), with why.
+/// Each must give the reference's "wrong" answer: one that passes is taken off the list.
+const FOLLOWS_ONNXRUNTIME: &[(&str, &str)] = &[(
+    "test_resize_downsample_scales_linear_align_corners",
+    "align_corners with scales: the reference divides by the unrounded resized length less \
+     one (2.4 − 1 for 4 × 0.6), onnxruntime and PyTorch by the output's (2 − 1); \
+     onnx/onnx#2462 keeps the reference's as intended",
+)];
 
 /// The node cases of the installed onnx package, written out by
 /// tests/onnx/write_node_cases.py (the wheel ships them as code) into the target folder.
@@ -81,6 +91,9 @@ fn run_case(dir: &Path) -> Outcome {
         options
             .value_shapes
             .insert(name.clone(), v.shape().iter().map(|&d| d as i64).collect());
+        // as `tessera run --input` does: an input that decides an axis, a size or a bound
+        // is built for its value (the module refuses another)
+        options.input_values.insert(name.clone(), v.clone());
     }
     let mut g = match import(&bytes, dir, &options) {
         Ok(g) => g,
@@ -234,12 +247,18 @@ fn onnx_node_conformance_cases() {
     let mut wrong = Vec::new();
     let mut failed = Vec::new();
     let mut refused: BTreeMap<String, usize> = BTreeMap::new();
+    let mut deviations = Vec::new();
     for (name, o) in &results {
-        match o {
-            Outcome::Pass => pass += 1,
-            Outcome::Wrong(e) => wrong.push(format!("{name}: {e}")),
-            Outcome::Failed(e) => failed.push(format!("{name}: {e}")),
-            Outcome::Refused(e) => *refused.entry(reason(e)).or_default() += 1,
+        let follows = FOLLOWS_ONNXRUNTIME.iter().find(|(case, _)| case == name);
+        match (o, follows) {
+            (Outcome::Wrong(e), Some((_, why))) => deviations.push(format!("{name}: {e} ({why})")),
+            (_, Some(_)) => wrong.push(format!(
+                "{name}: listed in FOLLOWS_ONNXRUNTIME but ended {o:?}: take it off the list"
+            )),
+            (Outcome::Pass, None) => pass += 1,
+            (Outcome::Wrong(e), None) => wrong.push(format!("{name}: {e}")),
+            (Outcome::Failed(e), None) => failed.push(format!("{name}: {e}")),
+            (Outcome::Refused(e), None) => *refused.entry(reason(e)).or_default() += 1,
         }
     }
     if let Ok(path) = std::env::var("TESSERA_CONFORMANCE_REPORT") {
@@ -260,8 +279,10 @@ fn onnx_node_conformance_cases() {
     let mut by_count: Vec<(&String, &usize)> = refused.iter().collect();
     by_count.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
     println!(
-        "ONNX node conformance: {pass} pass, {} wrong, {} fail after import, {} refused, of {}",
+        "ONNX node conformance: {pass} pass, {} wrong, {} as onnxruntime computes it (not \
+         the reference), {} fail after import, {} refused, of {}",
         wrong.len(),
+        deviations.len(),
         failed.len(),
         refused.values().sum::<usize>(),
         results.len()
@@ -271,6 +292,9 @@ fn onnx_node_conformance_cases() {
     }
     for f in &failed {
         println!("  failed: {f}");
+    }
+    for d in &deviations {
+        println!("  as onnxruntime: {d}");
     }
     assert!(wrong.is_empty(), "wrong answers:\n{}", wrong.join("\n"));
     if filter.is_none() {

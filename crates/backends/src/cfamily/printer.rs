@@ -321,6 +321,9 @@ impl Gen<'_> {
                         let c = scalar_c(t);
                         format!("({{ {c} {tx} = {x}; {c} {ty} = {y}; {tx} - {}({tx} / {ty}) * {ty}; }})", self.dialect.math_fn("floor", t))
                     }
+                    // of truth values: both, either (ReduceMin and ReduceMax of bools)
+                    (BinOp::Min, _) if t.is_bool() => format!("(({x}) && ({y}))"),
+                    (BinOp::Max, _) if t.is_bool() => format!("(({x}) || ({y}))"),
                     (BinOp::Min, _) => format!("tsr_min_{n}({x}, {y})"),
                     (BinOp::Max, _) => format!("tsr_max_{n}({x}, {y})"),
                 };

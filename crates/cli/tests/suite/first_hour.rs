@@ -512,6 +512,72 @@ np.save(r'{}', np.linspace(-1, 1, 96, dtype=np.float32).reshape(2, 3, 4, 4))
     assert!(stderr_of(&out).contains("give a .npz"), "{}", text(&out));
 }
 
+/// An ONNX input that decides what the build must know (here a reduction's axes) is
+/// built for the value of its `--input` file; without one, the refusal says how to give it.
+#[test]
+fn an_onnx_input_that_decides_axes_takes_its_input_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("reduce.onnx");
+    let (x, axes) = (dir.path().join("x.npy"), dir.path().join("axes.npy"));
+    let script = format!(
+        r#"
+import onnx, numpy as np
+from onnx import helper, TensorProto
+x = helper.make_tensor_value_info('x', TensorProto.FLOAT, [2, 3])
+a = helper.make_tensor_value_info('axes', TensorProto.INT64, [1])
+y = helper.make_tensor_value_info('y', TensorProto.FLOAT, None)
+g = helper.make_graph([helper.make_node('ReduceSum', ['x', 'axes'], ['y'], keepdims=0)],
+                      'reduce', [x, a], [y])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid('', 18)]), r'{}')
+np.save(r'{}', np.arange(6, dtype=np.float32).reshape(2, 3))
+np.save(r'{}', np.array([1], dtype=np.int64))
+"#,
+        model.display(),
+        x.display(),
+        axes.display()
+    );
+    let made = std::process::Command::new("python3")
+        .args(["-c", &script])
+        .status();
+    assert!(
+        matches!(made, Ok(s) if s.success()),
+        "python3 with onnx (tests/onnx/requirements.txt)"
+    );
+    let m = model.to_str().unwrap();
+    let err = one_line_error(&tessera(&["run", "--onnx", m]));
+    assert!(err.contains("--input axes=FILE"), "{err}");
+    let npz = dir.path().join("out.npz");
+    let out = tessera(&[
+        "run",
+        "--onnx",
+        m,
+        "--input",
+        &format!("x={}", x.display()),
+        "--input",
+        &format!("axes={}", axes.display()),
+        "--output",
+        npz.to_str().unwrap(),
+    ]);
+    let stdout = ok(out);
+    assert!(stdout.contains("output 0: [2]"), "{stdout}");
+    let check = std::process::Command::new("python3")
+        .args([
+            "-c",
+            &format!(
+                "import numpy as np; d = np.load(r'{}'); \
+                 assert np.array_equal(d['output_0'], [3.0, 12.0]), d['output_0']",
+                npz.display()
+            ),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+}
+
 /// Item 7: Each error cause once; a file that is not a module says so without quoting it.
 #[test]
 fn errors_say_each_cause_once_and_quote_no_bytes() {

@@ -96,11 +96,10 @@ pub(super) fn one_hot(imp: &mut Importer, c: &NodeCtx) -> Outputs {
         .const_floats(c, 1, "the depth")?
         .and_then(|v| v.first().copied())
         .ok_or_else(|| c.bad("the depth (input 1) is missing"))?;
-    let values = c.input(2)?;
     let v = imp
-        .constant(values)
-        .map(NDArray::to_f64_vec)
-        .ok_or_else(|| c.bad("the values (input 2) must be known at import time"))?;
+        .known_value(c, 2, "the values")?
+        .map(|v| v.to_f64_vec())
+        .ok_or_else(|| c.bad("the values (input 2) are missing"))?;
     let [off, on] = v[..] else {
         return Err(c.bad(format!(
             "the values must be [off, on], got {} of them",
@@ -112,7 +111,7 @@ pub(super) fn one_hot(imp: &mut Importer, c: &NodeCtx) -> Outputs {
         axis: c.int("axis", -1),
         on,
         off,
-        dtype: imp.ty(values).dtype,
+        dtype: imp.ty(c.input(2)?).dtype,
     };
     Ok(vec![imp.op(&c.name, op, &[idx])?])
 }

@@ -54,6 +54,7 @@ mod tensor;
 mod window;
 
 use crate::error::GraphError;
+use crate::fixed_inputs::FixedInput;
 use crate::ir::{Graph, Op, Pattern, TensorType};
 use attrs::NodeCtx;
 use petgraph::stable_graph::NodeIndex;
@@ -336,6 +337,12 @@ pub struct ImportOptions {
     /// the rank agrees and the static dimensions match (a static mismatch is left for
     /// the caller's own check of its values).
     pub value_shapes: HashMap<String, Vec<i64>>,
+    /// Values of inputs the caller will feed (`tessera run --input NAME=FILE`): where an
+    /// input decides what the import must know (a reduction's axes, Reshape's shape,
+    /// Resize's sizes, Pad's pads, Slice's bounds…), the network is built for this value
+    /// and its module refuses any other ([`crate::fixed_inputs`]). Other inputs' values
+    /// are not read.
+    pub input_values: HashMap<String, NDArray>,
 }
 
 /// Reads and imports an ONNX file (external data is looked up next to it).
@@ -391,6 +398,7 @@ pub fn import_reporting(
         opset,
         base_dir: base_dir.to_path_buf(),
         dequantized: HashMap::new(),
+        input_values: options.input_values.clone(),
     };
     for t in &graph.initializer {
         let v = imp.tensor(t)?;
@@ -490,6 +498,7 @@ pub fn load_tensor(path: &Path) -> Result<NDArray, GraphError> {
         opset: schema_table::NEWEST_OPSET,
         base_dir: path.parent().map(Path::to_path_buf).unwrap_or_default(),
         dequantized: HashMap::new(),
+        input_values: HashMap::new(),
     };
     imp.tensor(&t)
 }
@@ -600,6 +609,8 @@ pub(crate) struct Importer {
     base_dir: PathBuf,
     /// What each `DequantizeLinear` output was made from ([`qproduct`]).
     dequantized: HashMap<NodeIndex, qproduct::Dequantized>,
+    /// [`ImportOptions::input_values`].
+    input_values: HashMap<String, NDArray>,
 }
 
 impl Importer {
@@ -634,36 +645,68 @@ impl Importer {
         Some(v.to_f64_vec().into_iter().map(|x| x as i64).collect())
     }
 
-    /// Input `k` of `c` as integers: it must be a constant when present.
+    /// Input `k` of `c`, whose value the import needs (an axis, a size, a bound): a
+    /// constant, or a network input whose value the caller gave in
+    /// [`ImportOptions::input_values`] — the network is then built for that value, and
+    /// the module refuses another ([`FixedInput`]).
+    fn known_value(
+        &mut self,
+        c: &NodeCtx,
+        k: usize,
+        what: &str,
+    ) -> Result<Option<NDArray>, GraphError> {
+        let Some(n) = c.opt(k) else { return Ok(None) };
+        if let Some(v) = self.constant(n) {
+            return Ok(Some(v.clone()));
+        }
+        let node = self.g.node(n);
+        if !matches!(node.op, Op::Input) {
+            return Err(c.bad(format!(
+                "{what} (input {k}) must be known at import time (it is computed in the \
+                 network)"
+            )));
+        }
+        let name = node.name.clone();
+        let Some(v) = self.input_values.get(&name).cloned() else {
+            return Err(c.bad(format!(
+                "{what} (input {k}) must be known at import time: it is the network input \
+                 `{name}`; give its value when building (`tessera run --input {name}=FILE`)"
+            )));
+        };
+        let ty = &node.ty;
+        let given: Vec<i64> = v.shape().iter().map(|&d| d as i64).collect();
+        if v.dtype() != ty.dtype || given != ty.shape {
+            return Err(c.bad(format!(
+                "the value given for input `{name}` is {}, but the input is {ty}",
+                TensorType::new(&given, v.dtype())
+            )));
+        }
+        let user = format!("{what} of `{}` ({})", c.label, c.op);
+        self.g.fix_input(FixedInput::new(&name, &v, user));
+        Ok(Some(v))
+    }
+
+    /// Input `k` of `c` as integers: it must be known at import time when present
+    /// ([`Importer::known_value`]).
     fn const_ints(
-        &self,
+        &mut self,
         c: &NodeCtx,
         k: usize,
         what: &str,
     ) -> Result<Option<Vec<i64>>, GraphError> {
-        c.opt(k)
-            .map(|n| {
-                self.ints_of(n).ok_or_else(|| {
-                    c.bad(format!("{what} (input {k}) must be known at import time"))
-                })
-            })
-            .transpose()
+        Ok(self
+            .known_value(c, k, what)?
+            .map(|v| v.to_f64_vec().into_iter().map(|x| x as i64).collect()))
     }
 
-    /// Input `k` of `c` as floats: it must be a constant when present.
+    /// Input `k` of `c` as floats: it must be known at import time when present.
     fn const_floats(
-        &self,
+        &mut self,
         c: &NodeCtx,
         k: usize,
         what: &str,
     ) -> Result<Option<Vec<f64>>, GraphError> {
-        c.opt(k)
-            .map(|n| {
-                self.constant(n).map(NDArray::to_f64_vec).ok_or_else(|| {
-                    c.bad(format!("{what} (input {k}) must be known at import time"))
-                })
-            })
-            .transpose()
+        Ok(self.known_value(c, k, what)?.map(|v| v.to_f64_vec()))
     }
 
     fn int_const(

@@ -105,7 +105,7 @@ pub(super) fn constant_of_shape(imp: &mut Importer, c: &NodeCtx) -> Outputs {
 
 /// `Range` of constant `start`, `limit`, `delta`.
 pub(super) fn range(imp: &mut Importer, c: &NodeCtx) -> Outputs {
-    let get = |k: usize| -> Result<f64, GraphError> {
+    let mut get = |k: usize| -> Result<f64, GraphError> {
         imp.const_floats(c, k, "range bounds")?
             .and_then(|v| v.first().copied())
             .ok_or_else(|| c.bad(format!("input {k} is missing or empty")))
@@ -297,7 +297,7 @@ pub(super) fn flatten(imp: &mut Importer, c: &NodeCtx) -> Outputs {
 }
 
 /// The axes of `Squeeze` / `Unsqueeze`: an attribute before opset 13, an input from it.
-fn squeeze_axes(imp: &Importer, c: &NodeCtx) -> Result<Option<Vec<i64>>, GraphError> {
+fn squeeze_axes(imp: &mut Importer, c: &NodeCtx) -> Result<Option<Vec<i64>>, GraphError> {
     if imp.opset >= 13 {
         imp.const_ints(c, 1, "the axes")
     } else {

@@ -75,7 +75,7 @@ pub fn pack(graph: &Graph, cfg: &PackConfig) -> Result<Graph, GraphError> {
     let r = region(graph, &cfg.start, &cfg.stop)?;
     let mut p = Packer {
         src: graph,
-        out: Graph::new(&graph.name),
+        out: Graph::new_like(graph),
         map: HashMap::new(),
         cfg,
     };
