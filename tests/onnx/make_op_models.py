@@ -1305,10 +1305,39 @@ def vit_tiny():
     n.finish("image", (1, 3, 32, 32), y, "vit_tiny", opset=17)
 
 
+def bitwise_cases():
+    """BitShift (both directions, the unsigned types of opset 11, a broadcast amount),
+    BitwiseAnd/Or/Xor/Not (opset 18, signed and unsigned), and Pow of mixed and integer
+    types (opset 15: a float base with an int64 exponent input, an int32 power)."""
+    for dt, code in [(np.uint8, TensorProto.UINT8), (np.uint32, TensorProto.UINT32), (np.uint64, TensorProto.UINT64)]:
+        width = np.iinfo(dt).bits
+        for direction in ["LEFT", "RIGHT"]:
+            name = f"bitshift_{direction.lower()}_{np.dtype(dt).name}"
+            g = Rng(name)
+            x = g.ints(0, 200, 3, 4).astype(dt)
+            y = g.ints(0, min(width, 8), 4).astype(dt)
+            single(name, "BitShift", 11, [("X", x), ("Y", y)], attrs=dict(direction=direction), out_type=code)
+    for op in ["BitwiseAnd", "BitwiseOr", "BitwiseXor"]:
+        for dt, code in [(np.int32, TensorProto.INT32), (np.uint8, TensorProto.UINT8)]:
+            name = f"{op.lower()}_{np.dtype(dt).name}"
+            g = Rng(name)
+            lo = -100 if dt == np.int32 else 0
+            single(name, op, 18, [("A", g.ints(lo, 200, 2, 3, 4).astype(dt)), ("B", g.ints(lo, 200, 3, 4).astype(dt))],
+                   out_type=code)
+    g = Rng("bitwisenot_int16")
+    single("bitwisenot_int16", "BitwiseNot", 18, [("X", g.ints(-300, 300, 3, 4).astype(np.int16))],
+           out_type=TensorProto.INT16)
+    g = Rng("pow_float_int64_exponent")
+    single("pow_float_int64_exponent", "Pow", 15, [("X", g.uniform(0.5, 2.0, 3, 4)), ("Y", g.ints(-2, 4, 4))])
+    g = Rng("pow_int32")
+    single("pow_int32", "Pow", 15, [("X", g.ints(-4, 5, 3, 4).astype(np.int32)),
+                                    ("Y", g.ints(0, 5, 3, 4).astype(np.int32))], out_type=TensorProto.INT32)
+
+
 OP_GROUPS = [unary_cases, prelu_cases, pow_cases, compare_cases, variadic_cases, softmax_cases, split_cases,
              expand_tile_cases, gather_cases, slice_cases, reduce_cases, instnorm_cases, pad_cases, lrn_cases,
              conv_pool_cases, convtranspose_cases, resize_cases, constant_cases, squeeze_cases, matmul_cases,
-             transformer_op_cases, old_opset_cases]
+             transformer_op_cases, old_opset_cases, bitwise_cases]
 ARCHS = [alexnet, zfnet512, inception_v1, inception_v2, resnet50_caffe2, shufflenet, squeezenet1_0, densenet121,
          vgg19, bert_encoder_layer, vit_tiny]
 

@@ -181,6 +181,15 @@ pub enum Intrinsic {
     /// of a byte ≤ 255 then fit int16 (255 · 64 · 2 < 32768), so CPUs without VNNI may
     /// use the shorter saturating `vpmaddubsw` form and stay exact.
     Dot4U8I7,
+    /// The bitwise operators of integers (TVM's `tir.bitwise_*` and `tir.shift_*`):
+    /// and, or, xor, not; shifts by the second operand, right shifts logical for
+    /// unsigned types and arithmetic for signed ones (C's).
+    BitAnd,
+    BitOr,
+    BitXor,
+    BitNot,
+    ShiftLeft,
+    ShiftRight,
 }
 
 impl Intrinsic {
@@ -189,7 +198,20 @@ impl Intrinsic {
         matches!(self, Intrinsic::Dot4U8I8 | Intrinsic::Dot4U8I7)
     }
 
-    pub const ALL: [Intrinsic; 27] = [
+    /// Whether this is one of the bitwise operators of integers.
+    pub fn is_bitwise(self) -> bool {
+        matches!(
+            self,
+            Intrinsic::BitAnd
+                | Intrinsic::BitOr
+                | Intrinsic::BitXor
+                | Intrinsic::BitNot
+                | Intrinsic::ShiftLeft
+                | Intrinsic::ShiftRight
+        )
+    }
+
+    pub const ALL: [Intrinsic; 33] = [
         Intrinsic::Exp,
         Intrinsic::Log,
         Intrinsic::Sqrt,
@@ -217,6 +239,12 @@ impl Intrinsic {
         Intrinsic::Atanh,
         Intrinsic::Dot4U8I8,
         Intrinsic::Dot4U8I7,
+        Intrinsic::BitAnd,
+        Intrinsic::BitOr,
+        Intrinsic::BitXor,
+        Intrinsic::BitNot,
+        Intrinsic::ShiftLeft,
+        Intrinsic::ShiftRight,
     ];
 
     /// The intrinsic TVM prints as `name` ([`Intrinsic::name`]).
@@ -255,12 +283,25 @@ impl Intrinsic {
             // not TVM's: its x86 int8 schedules tensorize with LLVM's `vpdpbusd` instead
             Intrinsic::Dot4U8I8 => "tessera.dot4_u8i8",
             Intrinsic::Dot4U8I7 => "tessera.dot4_u8i7",
+            Intrinsic::BitAnd => "tir.bitwise_and",
+            Intrinsic::BitOr => "tir.bitwise_or",
+            Intrinsic::BitXor => "tir.bitwise_xor",
+            Intrinsic::BitNot => "tir.bitwise_not",
+            Intrinsic::ShiftLeft => "tir.shift_left",
+            Intrinsic::ShiftRight => "tir.shift_right",
         }
     }
     /// How many arguments the call takes.
     pub fn arity(self) -> usize {
         match self {
-            Intrinsic::Pow | Intrinsic::Dot4U8I8 | Intrinsic::Dot4U8I7 => 2,
+            Intrinsic::Pow
+            | Intrinsic::Dot4U8I8
+            | Intrinsic::Dot4U8I7
+            | Intrinsic::BitAnd
+            | Intrinsic::BitOr
+            | Intrinsic::BitXor
+            | Intrinsic::ShiftLeft
+            | Intrinsic::ShiftRight => 2,
             Intrinsic::IfThenElse => 3,
             _ => 1,
         }

@@ -469,6 +469,16 @@ impl Machine<'_> {
                         Ok(Scalar::I(dot4_u8i8(p.as_i64(), q.as_i64())).cast(dt))
                     });
                 }
+                if op.is_bitwise() {
+                    let x = self.eval(&args[0])?;
+                    let y = match args.get(1) {
+                        Some(b) => self.eval(b)?,
+                        None => vec![Scalar::I(0)],
+                    };
+                    return Self::zip(e, &x, &y, |p, q| {
+                        Ok(Scalar::I(bitwise_lane(*op, dt, p.as_i64(), q.as_i64())).cast(dt))
+                    });
+                }
                 let x = self.eval(&args[0])?;
                 let y = if args.len() > 1 {
                     self.eval(&args[1])?
@@ -560,6 +570,30 @@ pub fn dot4_u8i8(a: i64, b: i64) -> i64 {
         .sum()
 }
 
+/// One lane of bitwise intrinsic `op` on integers of type `dt` (`q`: the second
+/// operand): C's semantics, a right shift logical for unsigned types; a shift by the
+/// type's width or more gives 0 (or the sign, shifting a negative right), where C leaves
+/// it undefined.
+pub fn bitwise_lane(op: Intrinsic, dt: DataType, p: i64, q: i64) -> i64 {
+    let bits = u32::from(dt.bits.max(1)).min(64);
+    let mask = if bits == 64 {
+        u64::MAX
+    } else {
+        (1u64 << bits) - 1
+    };
+    let shift = u32::try_from(q).ok().filter(|&s| s < bits);
+    match op {
+        Intrinsic::BitAnd => p & q,
+        Intrinsic::BitOr => p | q,
+        Intrinsic::BitXor => p ^ q,
+        Intrinsic::BitNot => !p,
+        Intrinsic::ShiftLeft => shift.map_or(0, |s| p.wrapping_shl(s)),
+        Intrinsic::ShiftRight if dt.is_int() => p >> shift.unwrap_or(63),
+        Intrinsic::ShiftRight => shift.map_or(0, |s| (((p as u64) & mask) >> s) as i64),
+        _ => 0,
+    }
+}
+
 /// One lane of math intrinsic `op` (`q`: the second operand of `pow`).
 fn math_lane(op: Intrinsic, p: f64, q: f64) -> f64 {
     match op {
@@ -588,7 +622,14 @@ fn math_lane(op: Intrinsic, p: f64, q: f64) -> f64 {
         Intrinsic::Acosh => p.acosh(),
         Intrinsic::Atanh => p.atanh(),
         // integer: evaluated by the caller
-        Intrinsic::Dot4U8I8 | Intrinsic::Dot4U8I7 => f64::NAN,
+        Intrinsic::Dot4U8I8
+        | Intrinsic::Dot4U8I7
+        | Intrinsic::BitAnd
+        | Intrinsic::BitOr
+        | Intrinsic::BitXor
+        | Intrinsic::BitNot
+        | Intrinsic::ShiftLeft
+        | Intrinsic::ShiftRight => f64::NAN,
         // evaluated lazily by the caller; as a lane, the condition's value
         Intrinsic::IfThenElse => p,
     }
@@ -608,4 +649,26 @@ pub fn eval_int(e: &Expr, bindings: &HashMap<Var, i64>) -> Option<i64> {
         slots: HashMap::new(),
     };
     m.eval_scalar(e).ok().map(|s| s.as_i64())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// C's bitwise operators, with a right shift logical for unsigned types and the
+    /// out-of-range shifts ONNX's BitShift-28 defines (the sign's extension alone).
+    #[test]
+    fn bitwise_lanes_follow_c_and_onnx() {
+        let (u8t, i8t, u64t) = (DataType::uint(8), DataType::int(8), DataType::uint(64));
+        assert_eq!(bitwise_lane(Intrinsic::BitAnd, u8t, 0b1100, 0b1010), 0b1000);
+        assert_eq!(bitwise_lane(Intrinsic::BitOr, u8t, 0b1100, 0b1010), 0b1110);
+        assert_eq!(bitwise_lane(Intrinsic::BitXor, u8t, 0b1100, 0b1010), 0b0110);
+        assert_eq!(bitwise_lane(Intrinsic::BitNot, i8t, 5, 0), -6);
+        assert_eq!(bitwise_lane(Intrinsic::ShiftLeft, u8t, 3, 2), 12);
+        assert_eq!(bitwise_lane(Intrinsic::ShiftRight, i8t, -8, 1), -4);
+        assert_eq!(bitwise_lane(Intrinsic::ShiftRight, u64t, -1, 60), 0xf);
+        assert_eq!(bitwise_lane(Intrinsic::ShiftRight, i8t, -8, 9), -1);
+        assert_eq!(bitwise_lane(Intrinsic::ShiftLeft, u8t, 1, 8), 0);
+        assert_eq!(bitwise_lane(Intrinsic::ShiftRight, u8t, 200, -1), 0);
+    }
 }

@@ -791,6 +791,12 @@ pub(super) fn math_call(d: &dyn Dialect, op: Intrinsic, t: DataType, a: &[String
         Intrinsic::Round => format!("{}({})", f("round"), a[0]),
         Intrinsic::RoundEven => format!("{}({})", f("rint"), a[0]),
         Intrinsic::IfThenElse => format!("({} ? {} : {})", a[0], a[1], a[2]),
+        Intrinsic::BitAnd => format!("(({}) & ({}))", a[0], a[1]),
+        Intrinsic::BitOr => format!("(({}) | ({}))", a[0], a[1]),
+        Intrinsic::BitXor => format!("(({}) ^ ({}))", a[0], a[1]),
+        Intrinsic::BitNot => format!("(~({}))", a[0]),
+        Intrinsic::ShiftLeft => format!("(({}) << ({}))", a[0], a[1]),
+        Intrinsic::ShiftRight => format!("(({}) >> ({}))", a[0], a[1]),
         Intrinsic::Dot4U8I8 | Intrinsic::Dot4U8I7 => {
             // the four byte products written out (`a` and `b` are words, read 4 times)
             let terms: Vec<String> = (0..4)

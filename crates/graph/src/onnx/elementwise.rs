@@ -7,6 +7,7 @@ use super::{tensor, Importer, Outputs};
 use crate::error::GraphError;
 use crate::ir::{Binary, Op, Unary};
 use petgraph::stable_graph::NodeIndex;
+use tessera_ir::DataType;
 use tessera_te::ops::{Activation, BinaryFn, MathFn};
 
 /// `Relu`, `Sigmoid`, `Tanh`, `Exp`, `Sqrt`, `Erf`.
@@ -49,6 +50,7 @@ pub(super) fn math(imp: &mut Importer, c: &NodeCtx) -> Outputs {
         "Atanh" => MathFn::Atanh,
         "Mish" => MathFn::Mish,
         "IsNaN" => MathFn::IsNaN,
+        "BitwiseNot" => MathFn::BitNot,
         _ => MathFn::Not,
     };
     Ok(vec![imp.op(&c.name, Op::Math(f), &[c.input(0)?])?])
@@ -147,28 +149,6 @@ pub(super) fn arithmetic(imp: &mut Importer, c: &NodeCtx) -> Outputs {
     Ok(vec![imp.op(&c.name, Op::Binary(b), &[x, y])?])
 }
 
-/// `y` converted to `x`'s element type when it is a constant of another (an integer
-/// exponent of a float power).
-fn same_type_constant(
-    imp: &mut Importer,
-    c: &NodeCtx,
-    x: NodeIndex,
-    y: NodeIndex,
-) -> Result<NodeIndex, GraphError> {
-    let dt = imp.ty(x).dtype;
-    if imp.ty(y).dtype == dt {
-        return Ok(y);
-    }
-    if imp.constant(y).is_some() {
-        return imp.op(&c.sub("cast"), Op::Cast { dtype: dt }, &[y]);
-    }
-    Err(c.bad(format!(
-        "operands of types {} and {} are not supported",
-        dt,
-        imp.ty(y).dtype
-    )))
-}
-
 /// `Pow`. A constant exponent of 2, 3, 4, ½, -½, -1, -2 or 1 (the whole exponent one
 /// value, broadcasting into the base's shape) becomes products, a square root and a
 /// reciprocal: vector code in a fused epilogue instead of a `pow` call per lane (GPT-2's
@@ -179,12 +159,27 @@ pub(super) fn pow(imp: &mut Importer, c: &NodeCtx) -> Outputs {
     if let Some(out) = pow_by_products(imp, c, x, y)? {
         return Ok(vec![out]);
     }
-    let y = same_type_constant(imp, c, x, y)?;
-    Ok(vec![imp.op(
-        &c.name,
-        Op::BinaryFn(BinaryFn::Power),
-        &[x, y],
-    )?])
+    let dt = imp.ty(x).dtype;
+    if dt.is_float() {
+        // the result has the base's type: an exponent of another type converts to it
+        let y = if imp.ty(y).dtype == dt {
+            y
+        } else {
+            imp.op(&c.sub("exponent"), Op::Cast { dtype: dt }, &[y])?
+        };
+        return Ok(vec![imp.op(
+            &c.name,
+            Op::BinaryFn(BinaryFn::Power),
+            &[x, y],
+        )?]);
+    }
+    // an integer base: the power in float64 (exact for every result an int32 holds),
+    // converted back to the base's type as ONNX's reference does (`astype`, truncating)
+    let wide = DataType::float(64);
+    let xf = imp.op(&c.sub("base"), Op::Cast { dtype: wide }, &[x])?;
+    let yf = imp.op(&c.sub("exponent"), Op::Cast { dtype: wide }, &[y])?;
+    let p = imp.op(&c.sub("power"), Op::BinaryFn(BinaryFn::Power), &[xf, yf])?;
+    Ok(vec![imp.op(&c.name, Op::Cast { dtype: dt }, &[p])?])
 }
 
 /// [`pow`] of a constant exponent as products, or `None` where it is not one of those.
@@ -272,6 +267,26 @@ pub(super) fn modulo(imp: &mut Importer, c: &NodeCtx) -> Outputs {
         BinaryFn::FloorMod
     };
     Ok(vec![imp.op(&c.name, Op::BinaryFn(f), &[x, y])?])
+}
+
+/// `BitwiseAnd`, `BitwiseOr`, `BitwiseXor` and `BitShift` (its `direction` attribute) of
+/// integer tensors.
+pub(super) fn bitwise(imp: &mut Importer, c: &NodeCtx) -> Outputs {
+    let f = match c.op {
+        "BitwiseAnd" => BinaryFn::BitAnd,
+        "BitwiseOr" => BinaryFn::BitOr,
+        "BitwiseXor" => BinaryFn::BitXor,
+        _ => match c.string("direction").as_deref() {
+            Some("LEFT") => BinaryFn::ShiftLeft,
+            Some("RIGHT") => BinaryFn::ShiftRight,
+            other => return Err(c.bad(format!("direction {other:?} is not LEFT or RIGHT"))),
+        },
+    };
+    Ok(vec![imp.op(
+        &c.name,
+        Op::BinaryFn(f),
+        &[c.input(0)?, c.input(1)?],
+    )?])
 }
 
 /// Comparisons and logic of two arguments.

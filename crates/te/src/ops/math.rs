@@ -52,6 +52,8 @@ pub enum MathFn {
     Mish,
     /// Whether `x` is NaN (a bool result).
     IsNaN,
+    /// Bitwise not (integer tensors).
+    BitNot,
 }
 
 impl MathFn {
@@ -84,11 +86,15 @@ impl MathFn {
             MathFn::Atanh => "atanh",
             MathFn::Mish => "mish",
             MathFn::IsNaN => "isnan",
+            MathFn::BitNot => "bitwise_not",
         }
     }
 
     fn needs_float(self) -> bool {
-        !matches!(self, MathFn::Abs | MathFn::Neg | MathFn::Sign | MathFn::Not)
+        !matches!(
+            self,
+            MathFn::Abs | MathFn::Neg | MathFn::Sign | MathFn::Not | MathFn::BitNot
+        )
     }
 
     fn apply(self, v: Expr, dt: DataType) -> Expr {
@@ -131,6 +137,7 @@ impl MathFn {
                 v * gate / c(6.0)
             }
             MathFn::Not => Expr::not(v),
+            MathFn::BitNot => Expr::call(dt, Intrinsic::BitNot, vec![v]),
             MathFn::GeluTanh => {
                 let k = (2.0 / std::f64::consts::PI).sqrt();
                 let cube = v.clone() * v.clone() * v.clone();
@@ -168,7 +175,7 @@ pub fn math(x: &Tensor, f: MathFn) -> Result<Tensor, TeError> {
             format!("needs a float tensor, got {dt}"),
         ));
     }
-    if (f == MathFn::Not) != dt.is_bool() {
+    if (f == MathFn::Not) != dt.is_bool() || (f == MathFn::BitNot && !dt.is_integer()) {
         return Err(attr_err(
             f.name(),
             "dtype",
@@ -298,6 +305,13 @@ pub enum BinaryFn {
     And,
     Or,
     Xor,
+    /// Bitwise and, or, xor, and shifts of `a` by `b` bits (integer tensors; a right
+    /// shift logical for unsigned types: ONNX's `BitwiseAnd`…, `BitShift`).
+    BitAnd,
+    BitOr,
+    BitXor,
+    ShiftLeft,
+    ShiftRight,
 }
 
 impl BinaryFn {
@@ -316,6 +330,11 @@ impl BinaryFn {
             BinaryFn::And => "logical_and",
             BinaryFn::Or => "logical_or",
             BinaryFn::Xor => "logical_xor",
+            BinaryFn::BitAnd => "bitwise_and",
+            BinaryFn::BitOr => "bitwise_or",
+            BinaryFn::BitXor => "bitwise_xor",
+            BinaryFn::ShiftLeft => "left_shift",
+            BinaryFn::ShiftRight => "right_shift",
         }
     }
 
@@ -324,7 +343,19 @@ impl BinaryFn {
         !matches!(
             self,
             BinaryFn::Power | BinaryFn::Prelu | BinaryFn::TruncMod | BinaryFn::FloorMod
-        )
+        ) && self.bitwise().is_none()
+    }
+
+    /// The intrinsic of a bitwise function.
+    fn bitwise(self) -> Option<Intrinsic> {
+        Some(match self {
+            BinaryFn::BitAnd => Intrinsic::BitAnd,
+            BinaryFn::BitOr => Intrinsic::BitOr,
+            BinaryFn::BitXor => Intrinsic::BitXor,
+            BinaryFn::ShiftLeft => Intrinsic::ShiftLeft,
+            BinaryFn::ShiftRight => Intrinsic::ShiftRight,
+            _ => return None,
+        })
     }
 
     fn apply(self, a: Expr, b: Expr, dt: DataType) -> Expr {
@@ -353,6 +384,27 @@ impl BinaryFn {
             BinaryFn::And => Expr::and(a, b),
             BinaryFn::Or => Expr::or(a, b),
             BinaryFn::Xor => a.ne(b),
+            BinaryFn::BitAnd | BinaryFn::BitOr | BinaryFn::BitXor => {
+                let op = self.bitwise().unwrap_or(Intrinsic::BitAnd);
+                Expr::call(dt, op, vec![a, b])
+            }
+            // a shift by a negative amount or by the width or more (undefined in C):
+            // what the sign's extension alone gives (ONNX's BitShift-28), -1 for a
+            // negative signed value shifted right, else 0
+            BinaryFn::ShiftLeft | BinaryFn::ShiftRight => {
+                let op = self.bitwise().unwrap_or(Intrinsic::ShiftLeft);
+                let width = f64::from(dt.bits);
+                let fits = Expr::and(
+                    b.clone().ge(const_of(dt, 0.0)),
+                    b.clone().lt(const_of(dt, width)),
+                );
+                let fill = if self == BinaryFn::ShiftRight && dt.is_int() {
+                    Expr::call(dt, op, vec![a.clone(), const_of(dt, width - 1.0)])
+                } else {
+                    const_of(dt, 0.0)
+                };
+                Expr::select(fits, Expr::call(dt, op, vec![a, b]), fill)
+            }
         }
     }
 }
@@ -370,7 +422,9 @@ pub fn binary_fn(a: &Tensor, b: &Tensor, f: BinaryFn) -> Result<Tensor, TeError>
     let dt = a.dtype();
     let logic = matches!(f, BinaryFn::And | BinaryFn::Or | BinaryFn::Xor);
     let float_only = matches!(f, BinaryFn::Power | BinaryFn::Prelu);
-    if logic != dt.is_bool() || (float_only && !dt.is_float()) {
+    let integer_only = f.bitwise().is_some();
+    if logic != dt.is_bool() || (float_only && !dt.is_float()) || (integer_only && !dt.is_integer())
+    {
         return Err(attr_err(
             op,
             "dtype",
