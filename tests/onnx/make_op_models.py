@@ -670,6 +670,24 @@ def resize_cases():
        coordinate_transformation_mode="asymmetric", nearest_mode="floor")
     rs("resize_o18_nearest_sizes_axes", 18, x, sizes=[9, 7], mode="nearest", axes=[3, 2])
     rs("resize_o18_linear_halfpixel_x1_5", 18, x, scales=[1, 1, 1.5, 1.5], mode="linear")
+    # bicubic: Keys' a = -0.75 (ONNX's and PyTorch's) and -0.5 with exclude_outside
+    # (TensorFlow's), up and down, by scales and sizes
+    rs("resize_o13_cubic_halfpixel_x2", 13, x, scales=[1, 1, 2, 2], mode="cubic")
+    rs("resize_o13_cubic_pytorch_sizes", 13, x, sizes=[1, 2, 7, 9], mode="cubic",
+       coordinate_transformation_mode="pytorch_half_pixel")
+    rs("resize_o13_cubic_a05_exclude_down", 13, xl, scales=[1, 1, 0.5, 0.75], mode="cubic",
+       cubic_coeff_a=-0.5, exclude_outside=1)
+    rs("resize_o13_cubic_align_corners_sizes", 13, x, sizes=[1, 2, 8, 3], mode="cubic",
+       coordinate_transformation_mode="align_corners")
+    rs("resize_o11_cubic_asym_x1_5", 11, x, scales=[1, 1, 1.5, 1.5], mode="cubic",
+       coordinate_transformation_mode="asymmetric")
+    # opset 19's centred half-pixel, and opset 18's aspect-ratio policies
+    rs("resize_o19_linear_halfpixel_symmetric", 19, x, scales=[1, 1, 1.7, 0.7], mode="linear",
+       coordinate_transformation_mode="half_pixel_symmetric")
+    rs("resize_o18_nearest_not_larger", 18, x, sizes=[1, 2, 7, 7], mode="nearest",
+       keep_aspect_ratio_policy="not_larger")
+    rs("resize_o18_linear_not_smaller_axes", 18, x, sizes=[7, 7], mode="linear", axes=[2, 3],
+       keep_aspect_ratio_policy="not_smaller")
     # Upsample: opset 9 scales input, opset 7 scales attribute
     single("upsample_o9_nearest", "Upsample", 9, [("X", x), ("scales", Init(np.array([1, 1, 2, 2], F32)))],
            {"mode": "nearest"})

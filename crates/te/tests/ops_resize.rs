@@ -37,7 +37,36 @@ fn coord(mode: CoordMode, i: usize, len_in: i64, len_out: i64) -> f64 {
         CoordMode::HalfPixel | CoordMode::PytorchHalfPixel => (i as f64 + 0.5) / scale - 0.5,
         CoordMode::AlignCorners => i as f64 * (len_in - 1) as f64 / (len_out - 1) as f64,
         CoordMode::Asymmetric => i as f64 / scale,
+        // the sizes' own scale: no rounding to centre
+        CoordMode::HalfPixelSymmetric => (i as f64 + 0.5) / scale - 0.5,
     }
+}
+
+/// Keys' cubic weights of the four taps around fraction `r` (ONNX's `cubic_coeffs`).
+fn keys(r: f64, a: f64) -> [f64; 4] {
+    let near = |d: f64| ((a + 2.0) * d - (a + 3.0)) * d * d + 1.0;
+    let far = |d: f64| ((a * d - 5.0 * a) * d + 8.0 * a) * d - 4.0 * a;
+    [far(r + 1.0), near(r), near(1.0 - r), far(2.0 - r)]
+}
+
+/// One axis's bicubic taps at output `i`: clamped indices and weights.
+fn cubic_taps(c: f64, len: i64, a: f64, exclude: bool) -> Vec<(i64, f64)> {
+    let f = c.floor();
+    let w = keys(c - f, a);
+    let taps: Vec<(i64, f64)> = (0..4)
+        .map(|k| {
+            let at = f as i64 - 1 + k as i64;
+            let inside = (0..len).contains(&at);
+            (
+                at.clamp(0, len - 1),
+                if exclude && !inside { 0.0 } else { w[k] },
+            )
+        })
+        .collect();
+    let total: f64 = taps.iter().map(|t| t.1).sum();
+    taps.into_iter()
+        .map(|(i, w)| (i, if exclude { w / total } else { w }))
+        .collect()
 }
 
 /// Bilinear or floor-nearest resize of `[planes, ih, iw]` to `[planes, oh, ow]`.
@@ -49,11 +78,27 @@ fn resize_ref(x: &[f64], planes: usize, (ih, iw): (i64, i64), a: &ResizeAttrs) -
     for p in 0..planes {
         for y in 0..oh as usize {
             for xo in 0..ow as usize {
+                if let ResizeMethod::Cubic {
+                    a: k,
+                    exclude_outside,
+                } = a.method
+                {
+                    let ty = cubic_taps(coord(a.coord, y, ih, oh), ih, k, exclude_outside);
+                    let tx = cubic_taps(coord(a.coord, xo, iw, ow), iw, k, exclude_outside);
+                    let v = ty
+                        .iter()
+                        .map(|&(yi, wy)| {
+                            wy * tx.iter().map(|&(xi, wx)| wx * at(p, yi, xi)).sum::<f64>()
+                        })
+                        .sum();
+                    out.push(v);
+                    continue;
+                }
                 let cy = coord(a.coord, y, ih, oh).clamp(0.0, (ih - 1) as f64);
                 let cx = coord(a.coord, xo, iw, ow).clamp(0.0, (iw - 1) as f64);
                 let (y0, x0) = (cy.floor() as i64, cx.floor() as i64);
                 out.push(match a.method {
-                    ResizeMethod::Nearest(_) => at(p, y0, x0),
+                    ResizeMethod::Nearest(_) | ResizeMethod::Cubic { .. } => at(p, y0, x0),
                     ResizeMethod::Linear => {
                         let (y1, x1) = ((y0 + 1).min(ih - 1), (x0 + 1).min(iw - 1));
                         let (wy, wx) = (cy - y0 as f64, cx - x0 as f64);
@@ -80,7 +125,7 @@ fn stage_names(out: &Tensor) -> Vec<String> {
 /// (leading axes, input rows and columns, output rows and columns, coordinates, method)
 type Case = ([i64; 2], (i64, i64), (i64, i64), CoordMode, ResizeMethod);
 
-const CASES: [Case; 5] = [
+const CASES: [Case; 7] = [
     // upsampling by 16 (DeepLab's head), by 2.5 × 1.5, from align-corners
     (
         [1, 3],
@@ -117,6 +162,27 @@ const CASES: [Case; 5] = [
         (20, 48),
         CoordMode::Asymmetric,
         ResizeMethod::Nearest(NearestMode::Floor),
+    ),
+    // bicubic: PyTorch's kernel upsampling, TensorFlow's without the outside taps down
+    (
+        [1, 2],
+        (5, 6),
+        (11, 9),
+        CoordMode::HalfPixel,
+        ResizeMethod::Cubic {
+            a: -0.75,
+            exclude_outside: false,
+        },
+    ),
+    (
+        [2, 1],
+        (9, 8),
+        (4, 5),
+        CoordMode::HalfPixel,
+        ResizeMethod::Cubic {
+            a: -0.5,
+            exclude_outside: true,
+        },
     ),
 ];
 
@@ -164,6 +230,11 @@ fn upsampling_interpolates_each_input_row_once() {
             }
             ResizeMethod::Nearest(_) => {
                 assert!(has("T_resize_y") && has("T_resize_x"), "{names:?}")
+            }
+            ResizeMethod::Cubic { .. } => {
+                for t in ["T_resize_y0", "T_resize_y3", "T_resize_xw0", "T_resize_xw3"] {
+                    assert!(has(t), "no {t}: {names:?}");
+                }
             }
         }
     }

@@ -1,4 +1,5 @@
-//! `Resize` (opsets 10 to 19: nearest and linear; scales or sizes) and `Upsample`
+//! `Resize` (opsets 10 to 19: nearest, linear and cubic; scales or sizes; the aspect
+//! ratio kept where asked) and `Upsample`
 //! (opsets 7 to 9), over the last two axes of the input; the others must keep their
 //! size.
 
@@ -24,6 +25,10 @@ fn plan(
         return Err(c.bad(format!("cannot resize a rank-{n} tensor")));
     }
     let (out, scale): (Vec<i64>, Vec<f64>) = match (scales, sizes) {
+        // both: the sizes and scales of a kept aspect ratio ([`keep_aspect_ratio`])
+        (Some(scales), Some(sizes)) if !sizes.is_empty() && scales.len() == sizes.len() => {
+            (sizes, scales)
+        }
         (_, Some(sizes)) if !sizes.is_empty() => {
             let sc = sizes
                 .iter()
@@ -51,6 +56,55 @@ fn plan(
         )));
     }
     Ok(((out[n - 2], out[n - 1]), (scale[n - 2], scale[n - 1])))
+}
+
+/// Sizes under `keep_aspect_ratio_policy` (opset 18): `not_larger` (`not_smaller`) scales
+/// every axis of `axes` (all of them without it) by the smallest (largest) of their sizes'
+/// ratios to the input: their sizes become the input's times it, rounded, and it is their
+/// scale (the coordinates use it, not the rounded sizes' ratios).
+fn keep_aspect_ratio(
+    c: &NodeCtx,
+    shape: &[i64],
+    scales: Option<Vec<f64>>,
+    sizes: Option<Vec<i64>>,
+) -> Result<(Option<Vec<f64>>, Option<Vec<i64>>), GraphError> {
+    let policy = c.string("keep_aspect_ratio_policy");
+    let larger = match policy.as_deref().unwrap_or("stretch") {
+        "stretch" => return Ok((scales, sizes)),
+        "not_larger" => false,
+        "not_smaller" => true,
+        other => return Err(c.bad(format!("keep_aspect_ratio_policy `{other}` is not defined"))),
+    };
+    let Some(sizes) = sizes.filter(|s| !s.is_empty()) else {
+        return Ok((scales, None));
+    };
+    if sizes.len() != shape.len() {
+        return Err(c.bad(format!("{} sizes for rank {}", sizes.len(), shape.len())));
+    }
+    let listed: Vec<usize> = match c.ints("axes") {
+        Some(axes) => axes
+            .iter()
+            .map(|&a| super::shape::norm_axis(c, a, shape.len()))
+            .collect::<Result<_, _>>()?,
+        None => (0..shape.len()).collect(),
+    };
+    let ratios = listed.iter().map(|&d| sizes[d] as f64 / shape[d] as f64);
+    let scale = if larger {
+        ratios.fold(f64::MIN, f64::max)
+    } else {
+        ratios.fold(f64::MAX, f64::min)
+    };
+    let (mut out, mut scales) = (sizes.clone(), Vec::new());
+    for d in 0..shape.len() {
+        if listed.contains(&d) {
+            out[d] = (scale * shape[d] as f64).round() as i64;
+            scales.push(scale);
+        } else {
+            scales.push(sizes[d] as f64 / shape[d] as f64);
+        }
+    }
+    // the coordinates use the common scale, not the rounded sizes' ratios
+    Ok((Some(scales), Some(out)))
 }
 
 fn nearest_mode(c: &NodeCtx) -> Result<NearestMode, GraphError> {
@@ -82,11 +136,6 @@ pub(super) fn resize(imp: &mut Importer, c: &NodeCtx) -> Outputs {
     };
     if c.int("antialias", 0) != 0 {
         return Err(c.bad("antialiasing is not supported"));
-    }
-    if c.string("keep_aspect_ratio_policy")
-        .is_some_and(|p| p != "stretch")
-    {
-        return Err(c.bad("only the keep_aspect_ratio_policy `stretch` is supported"));
     }
     let shape = imp.shape(x);
     let (scales, sizes) = match c.ints("axes") {
@@ -120,6 +169,7 @@ pub(super) fn resize(imp: &mut Importer, c: &NodeCtx) -> Outputs {
         }
         None => (scales, sizes),
     };
+    let (scales, sizes) = keep_aspect_ratio(c, &shape, scales, sizes)?;
     let (size, scale) = plan(c, &shape, scales, sizes)?;
     let default_coord = if imp.opset < 11 {
         "asymmetric"
@@ -135,6 +185,7 @@ pub(super) fn resize(imp: &mut Importer, c: &NodeCtx) -> Outputs {
         "pytorch_half_pixel" => CoordMode::PytorchHalfPixel,
         "align_corners" => CoordMode::AlignCorners,
         "asymmetric" => CoordMode::Asymmetric,
+        "half_pixel_symmetric" => CoordMode::HalfPixelSymmetric,
         other => {
             return Err(c.bad(format!(
                 "coordinate_transformation_mode `{other}` is not supported"
@@ -148,6 +199,10 @@ pub(super) fn resize(imp: &mut Importer, c: &NodeCtx) -> Outputs {
             nearest_mode(c)?
         }),
         "linear" => ResizeMethod::Linear,
+        "cubic" => ResizeMethod::Cubic {
+            a: c.float("cubic_coeff_a", -0.75) as f64,
+            exclude_outside: c.int("exclude_outside", 0) != 0,
+        },
         other => return Err(c.bad(format!("mode `{other}` is not supported"))),
     };
     let attrs = ResizeAttrs {

@@ -1,6 +1,6 @@
 //! Resizing the last two axes of an image tensor (ONNX's `Resize` and `Upsample`, TVM's
 //! `topi.image.resize2d`): nearest and linear interpolation with ONNX's coordinate
-//! transformations and nearest rounding modes. One stage `T_resize`, tag `injective`, reading
+//! transformations and nearest rounding modes, and bicubic (Keys' kernel). One stage `T_resize`, tag `injective`, reading
 //! per-axis tables of input indices and weights (`T_resize_y0`, …, see [`Taps`]).
 
 use super::attr_err;
@@ -20,6 +20,10 @@ pub enum CoordMode {
     AlignCorners,
     /// `x / scale`.
     Asymmetric,
+    /// As half-pixel, shifted so that the resized image stays centred where the output
+    /// length was rounded down: `c · (1 − out / (in · scale)) + (x + 0.5) / scale − 0.5`
+    /// with `c = in / 2` (ONNX's `half_pixel_symmetric`, opset 19).
+    HalfPixelSymmetric,
 }
 
 /// How the nearest mode rounds an input coordinate.
@@ -32,11 +36,19 @@ pub enum NearestMode {
 }
 
 /// The interpolation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum ResizeMethod {
     Nearest(NearestMode),
     /// Bilinear, the coordinates clamped to the input.
     Linear,
+    /// Bicubic over four taps per axis at `floor(c) − 1 … floor(c) + 2`, Keys' kernel
+    /// with coefficient `a` (ONNX's `cubic_coeff_a`, −0.75 by default; −0.5 is
+    /// TensorFlow's); a tap past the edge reads the edge, or with `exclude_outside`
+    /// weighs nothing and the others are renormalized.
+    Cubic {
+        a: f64,
+        exclude_outside: bool,
+    },
 }
 
 /// The attributes of [`resize2d`]: the output size of the last two axes, the scales
@@ -124,6 +136,25 @@ pub fn resize2d(x: &Tensor, a: &ResizeAttrs) -> Result<Tensor, TeError> {
             let bottom = lerp_x(tx, ix, y1, &ix[n - 1]);
             top * (one.clone() - wy.clone()) + bottom * wy
         }),
+        // sixteen taps: each of four rows blended along x, then the rows along y
+        Taps::Cubic { y: ty, x: tx } => compute_ax(&out, "T_resize", "injective", |ix| {
+            let row = |yk: Expr| {
+                (0..4)
+                    .map(|j| {
+                        let (xj, wj) = tx.at(j, &ix[n - 1]);
+                        at(x, ix, yk.clone(), xj) * wj
+                    })
+                    .reduce(|p, q| p + q)
+                    .unwrap_or_else(|| one.clone())
+            };
+            (0..4)
+                .map(|k| {
+                    let (yk, wk) = ty.at(k, &ix[n - 2]);
+                    row(yk) * wk
+                })
+                .reduce(|p, q| p + q)
+                .unwrap_or_else(|| one.clone())
+        }),
     }
 }
 
@@ -142,6 +173,25 @@ enum Taps {
         y: LinearTaps,
         x: LinearTaps,
     },
+    Cubic {
+        y: CubicTaps,
+        x: CubicTaps,
+    },
+}
+
+/// One axis's bicubic taps: four input indices (int32) and their weights (the input's
+/// type), per output index.
+struct CubicTaps {
+    idx: Vec<Tensor>,
+    w: Vec<Tensor>,
+}
+
+impl CubicTaps {
+    /// Tap `k`'s index and weight at output index `i`.
+    fn at(&self, k: usize, i: &Expr) -> (Expr, Expr) {
+        let i = std::slice::from_ref(i);
+        (self.idx[k].at(i), self.w[k].at(i))
+    }
 }
 
 /// One axis's bilinear taps: the two input indices (int32) and the weight of the second
@@ -192,6 +242,13 @@ impl Taps {
                 y: y.linear(a.coord, dt)?,
                 x: x.linear(a.coord, dt)?,
             },
+            ResizeMethod::Cubic {
+                a: coeff,
+                exclude_outside,
+            } => Taps::Cubic {
+                y: y.cubic(a.coord, coeff, exclude_outside, dt)?,
+                x: x.cubic(a.coord, coeff, exclude_outside, dt)?,
+            },
         })
     }
 }
@@ -214,6 +271,11 @@ impl Axis<'_> {
             }
             CoordMode::AlignCorners => fc(0.0),
             CoordMode::Asymmetric => xf / fc(scale),
+            CoordMode::HalfPixelSymmetric => {
+                let adjustment = len_out as f64 / (len_in as f64 * scale);
+                let offset = len_in as f64 / 2.0 * (1.0 - adjustment);
+                fc(offset) + (xf + fc(0.5)) / fc(scale) - fc(0.5)
+            }
         }
     }
 
@@ -262,5 +324,72 @@ impl Axis<'_> {
             }
         })?;
         Ok(LinearTaps { lo, hi, w })
+    }
+
+    /// The bicubic taps: the coordinate is not clamped (a tap past the edge reads the
+    /// edge, or weighs nothing with `exclude_outside`).
+    fn cubic(
+        &self,
+        coord: CoordMode,
+        a: f64,
+        exclude_outside: bool,
+        dt: DataType,
+    ) -> Result<CubicTaps, TeError> {
+        let last = self.len_in - 1;
+        // the first tap's unclamped index, and the fraction past the second
+        let first = |i: &Expr| {
+            let fl = Expr::math(Intrinsic::Floor, self.coord(coord, i));
+            Expr::cast(DataType::int32(), fl) - Expr::int(1)
+        };
+        let ratio = |i: &Expr| {
+            let c = self.coord(coord, i);
+            c.clone() - Expr::math(Intrinsic::Floor, c)
+        };
+        // Keys' kernel at distance d ≤ 1 and 1 < d ≤ 2
+        let near = |d: Expr| ((fc(a + 2.0) * d.clone() - fc(a + 3.0)) * d.clone() * d) + fc(1.0);
+        let far = |d: Expr| {
+            ((fc(a) * d.clone() - fc(5.0 * a)) * d.clone() + fc(8.0 * a)) * d - fc(4.0 * a)
+        };
+        let raw = |k: usize, i: &Expr| {
+            let r = ratio(i);
+            let c = match k {
+                0 => far(r + fc(1.0)),
+                1 => near(r),
+                2 => near(fc(1.0) - r),
+                _ => far(fc(2.0) - r),
+            };
+            if exclude_outside {
+                let at = first(i) + Expr::int(k as i64);
+                let inside = Expr::and(at.clone().ge(Expr::int(0)), at.le(Expr::int(last)));
+                Expr::select(inside, c, fc(0.0))
+            } else {
+                c
+            }
+        };
+        let mut idx = Vec::new();
+        let mut w = Vec::new();
+        for k in 0..4 {
+            idx.push(self.table(&format!("{k}"), |i| {
+                let at = first(i) + Expr::int(k as i64);
+                Expr::min(Expr::max(at, Expr::int(0)), Expr::int(last))
+            })?);
+            w.push(self.table(&format!("w{k}"), |i| {
+                let v = if exclude_outside {
+                    let total = (0..4)
+                        .map(|j| raw(j, i))
+                        .reduce(|x, y| x + y)
+                        .unwrap_or_else(|| fc(1.0));
+                    raw(k, i) / total
+                } else {
+                    raw(k, i)
+                };
+                if dt == DataType::float32() {
+                    v
+                } else {
+                    Expr::cast(dt, v)
+                }
+            })?);
+        }
+        Ok(CubicTaps { idx, w })
     }
 }
