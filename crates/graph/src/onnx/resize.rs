@@ -12,6 +12,9 @@ use tessera_te::ops::{CoordMode, NearestMode, ResizeAttrs, ResizeMethod};
 /// The output size and the scales (output over input) of the last two axes.
 type Plan = ((i64, i64), (f64, f64));
 
+/// Per-axis scales and sizes, either possibly absent.
+type ScalesAndSizes = (Option<Vec<f64>>, Option<Vec<i64>>);
+
 /// The output size and scales of the last two axes of `shape` from per-axis `scales`
 /// or `sizes`; every other axis must be kept.
 fn plan(
@@ -67,7 +70,7 @@ fn keep_aspect_ratio(
     shape: &[i64],
     scales: Option<Vec<f64>>,
     sizes: Option<Vec<i64>>,
-) -> Result<(Option<Vec<f64>>, Option<Vec<i64>>), GraphError> {
+) -> Result<ScalesAndSizes, GraphError> {
     let policy = c.string("keep_aspect_ratio_policy");
     let larger = match policy.as_deref().unwrap_or("stretch") {
         "stretch" => return Ok((scales, sizes)),
