@@ -1352,10 +1352,31 @@ def bitwise_cases():
                                     ("Y", g.ints(0, 5, 3, 4).astype(np.int32))], out_type=TensorProto.INT32)
 
 
+def topk_cases():
+    """TopK: k an attribute (opset 1) or an input (10, 11), largest and smallest, on the
+    last and a middle axis, ties (lower index first), an integer type."""
+    g = Rng("topk")
+    x = g.normal(3, 5, 6)
+    ties = g.ints(-2, 3, 4, 7).astype(F32)
+
+    def topk(name, opset, xin, k_input=None, value_type=FLOAT, **attrs):
+        ins = [("X", xin)] + ([] if k_input is None else [("K", Init(np.array([k_input], I64)))])
+        inputs = [(n, v) for n, v in ins if not isinstance(v, Init)]
+        inits = [(n, v.arr) for n, v in ins if isinstance(v, Init)]
+        node = helper.make_node("TopK", [n for n, _ in ins], ["values", "indices"], name=f"{name}_node", **attrs)
+        add_case(name, "TopK", opset, [node], inputs, inits, [("values", value_type), ("indices", TensorProto.INT64)])
+
+    topk("topk_o1_attr", 1, x, axis=-1, k=3)
+    topk("topk_o10_axis1", 10, x, 2, axis=1)
+    topk("topk_o11_smallest", 11, x, 4, largest=0)
+    topk("topk_o11_ties", 11, ties, 5, axis=1)
+    topk("topk_o11_ties_smallest_axis0", 11, ties, 4, axis=0, largest=0, sorted=1)
+    topk("topk_o11_int32", 11, g.ints(-50, 50, 2, 9).astype(np.int32), 9, value_type=TensorProto.INT32)
+
 OP_GROUPS = [unary_cases, prelu_cases, pow_cases, compare_cases, variadic_cases, softmax_cases, split_cases,
              expand_tile_cases, gather_cases, slice_cases, reduce_cases, instnorm_cases, pad_cases, lrn_cases,
              conv_pool_cases, convtranspose_cases, resize_cases, constant_cases, squeeze_cases, matmul_cases,
-             transformer_op_cases, old_opset_cases, bitwise_cases]
+             transformer_op_cases, old_opset_cases, bitwise_cases, topk_cases]
 ARCHS = [alexnet, zfnet512, inception_v1, inception_v2, resnet50_caffe2, shufflenet, squeezenet1_0, densenet121,
          vgg19, bert_encoder_layer, vit_tiny]
 

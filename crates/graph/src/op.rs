@@ -288,6 +288,14 @@ pub enum Op {
         largest: bool,
         last: bool,
     },
+    /// The `k` largest (`largest`) or smallest elements along `axis`, sorted, or their
+    /// positions (ONNX's `TopK`, one node per output used).
+    TopK {
+        axis: i64,
+        k: i64,
+        largest: bool,
+        output: ops::TopKOutput,
+    },
 }
 
 /// How an operator fuses with its neighbours (TVM's `OpPatternKind`, coarsened).
@@ -404,6 +412,7 @@ impl Op {
                     "argmin"
                 }
             }
+            Op::TopK { .. } => "topk",
         }
     }
 
@@ -478,7 +487,8 @@ impl Op {
             | Op::InstanceNorm { .. }
             | Op::LayerNorm { .. }
             | Op::LogSoftmax { .. }
-            | Op::ScatterElements { .. } => Pattern::Opaque,
+            | Op::ScatterElements { .. }
+            | Op::TopK { .. } => Pattern::Opaque,
             Op::Concat { .. }
             | Op::Flatten
             | Op::Reshape { .. }
@@ -693,6 +703,12 @@ impl Op {
                 largest,
                 last,
             } => ops::arg_extreme(x(), *axis, *keepdims, *largest, *last),
+            Op::TopK {
+                axis,
+                k,
+                largest,
+                output,
+            } => ops::topk(x(), *axis, *k, *largest, *output),
         }
     }
 }

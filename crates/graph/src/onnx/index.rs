@@ -9,7 +9,7 @@ use super::shape::norm_axis;
 use super::{tensor, Importer, Outputs};
 use crate::ir::Op;
 use tessera_runtime::NDArray;
-use tessera_te::ops::{BinaryFn, Cumulative, ScatterReduction};
+use tessera_te::ops::{BinaryFn, Cumulative, ScatterReduction, TopKOutput};
 
 /// `GatherElements`: constant indices are checked here, others when the network runs.
 pub(super) fn gather_elements(imp: &mut Importer, c: &NodeCtx) -> Outputs {
@@ -331,4 +331,38 @@ pub(super) fn tensor_scatter(imp: &mut Importer, c: &NodeCtx) -> Outputs {
         reduction: ScatterReduction::Replace,
     };
     Ok(vec![imp.op(&c.name, op, &[cache, idx, update])?])
+}
+
+/// `TopK`: `k` an attribute (opset 1) or an input known at import (10 on); `largest`
+/// and `sorted` from opset 11 (the result is always sorted, which `sorted=0` allows).
+pub(super) fn top_k(imp: &mut Importer, c: &NodeCtx) -> Outputs {
+    let x = c.input(0)?;
+    let k = if imp.opset < 10 {
+        c.int("k", 0)
+    } else {
+        imp.const_ints(c, 1, "k")?
+            .and_then(|v| v.first().copied())
+            .ok_or_else(|| c.bad("k (input 1) is missing"))?
+    };
+    let axis = c.int("axis", -1);
+    let largest = c.int("largest", 1) != 0;
+    let mut outs = Vec::new();
+    for (slot, output) in [TopKOutput::Values, TopKOutput::Indices]
+        .into_iter()
+        .enumerate()
+    {
+        let op = Op::TopK {
+            axis,
+            k,
+            largest,
+            output,
+        };
+        let name = if slot == 0 {
+            c.name.clone()
+        } else {
+            c.sub("indices")
+        };
+        outs.push(imp.op(&name, op, &[x])?);
+    }
+    Ok(outs)
 }

@@ -230,6 +230,7 @@ const CONVERTERS: &[(&str, i64, Convert)] = &[
     ("TensorScatter", 24, index::tensor_scatter),
     ("ThresholdedRelu", 22, elementwise::activation),
     ("Tile", 13, shape::tile),
+    ("TopK", 24, index::top_k),
     ("Transpose", 25, shape::transpose),
     ("Trilu", 14, index::trilu),
     ("Unsqueeze", 25, shape::unsqueeze),

@@ -20,11 +20,13 @@
 //! - [`index`]: gather_elements, trilu, cumulative sums and products, one_hot,
 //!   argmax / argmin.
 //! - [`math`]: abs, sign, rounding, trigonometric and hyperbolic functions, NaN and
-//!   infinity tests, parameterized activations, power, PReLU, comparisons, logic, where.
+//!   infinity tests, parameterized activations, power, PReLU, comparisons, logic,
+//!   bitwise operators, where.
 //! - [`reduce`]: sum, mean, max, min, prod, L1, L2, sum of squares, log-sum-exp over
 //!   any axes.
 //! - [`norm`]: local response and instance normalization.
-//! - [`image`]: resize2d (nearest, linear).
+//! - [`image`]: resize2d (nearest, linear, cubic).
+//! - [`sort`]: topk (the `k` largest or smallest along an axis, and their positions).
 //!
 //! Invalid attributes are [`TeError::BadAttr`] errors naming the operator and the
 //! attribute; shapes that do not fit are [`TeError::BadShape`].
@@ -43,6 +45,7 @@ pub mod norm;
 pub mod pool;
 pub mod reduce;
 pub mod softmax;
+pub mod sort;
 pub mod transform;
 pub mod winograd;
 
@@ -60,6 +63,7 @@ pub use norm::*;
 pub use pool::*;
 pub use reduce::*;
 pub use softmax::*;
+pub use sort::*;
 pub use transform::*;
 pub use winograd::*;
 
