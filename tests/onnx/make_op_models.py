@@ -1373,10 +1373,28 @@ def topk_cases():
     topk("topk_o11_ties_smallest_axis0", 11, ties, 4, axis=0, largest=0, sorted=1)
     topk("topk_o11_int32", 11, g.ints(-50, 50, 2, 9).astype(np.int32), 9, value_type=TensorProto.INT32)
 
+def scatter_nd_cases():
+    """ScatterND on computed tensors (network inputs): slices (k = 1) and elements (k = 3)
+    of a 3-D tensor, negative indices, the reductions of opsets 16 and 18."""
+    g = Rng("scatter_nd")
+    data = g.normal(4, 3, 5)
+    slices_at = Init(np.array([[2], [-4]], I64))
+    single("scatternd_slices", "ScatterND", 13, [("data", data), ("indices", slices_at),
+                                                 ("updates", g.normal(2, 3, 5))])
+    elems_at = Init(np.array([[[0, 1, 2], [3, 2, -1]], [[1, 0, 0], [2, 2, 2]]], I64))
+    single("scatternd_elements", "ScatterND", 13, [("data", data), ("indices", elems_at),
+                                                   ("updates", g.normal(2, 2))])
+    twice = Init(np.array([[1], [1], [3]], I64))
+    single("scatternd_add_o16", "ScatterND", 16, [("data", data), ("indices", twice),
+                                                  ("updates", g.normal(3, 3, 5))], dict(reduction="add"))
+    single("scatternd_max_o18", "ScatterND", 18, [("data", data), ("indices", twice),
+                                                  ("updates", g.normal(3, 3, 5))], dict(reduction="max"))
+
+
 OP_GROUPS = [unary_cases, prelu_cases, pow_cases, compare_cases, variadic_cases, softmax_cases, split_cases,
              expand_tile_cases, gather_cases, slice_cases, reduce_cases, instnorm_cases, pad_cases, lrn_cases,
              conv_pool_cases, convtranspose_cases, resize_cases, constant_cases, squeeze_cases, matmul_cases,
-             transformer_op_cases, old_opset_cases, bitwise_cases, topk_cases]
+             transformer_op_cases, old_opset_cases, bitwise_cases, topk_cases, scatter_nd_cases]
 ARCHS = [alexnet, zfnet512, inception_v1, inception_v2, resnet50_caffe2, shufflenet, squeezenet1_0, densenet121,
          vgg19, bert_encoder_layer, vit_tiny]
 

@@ -261,6 +261,11 @@ pub enum Op {
         axis: i64,
         reduction: ScatterReduction,
     },
+    /// `data` with slices of `updates` written at `indices` (ONNX's `ScatterND`), the
+    /// indices as `[n, k]` and the updates as `[n, data[k..]]`.
+    ScatterNd {
+        reduction: ScatterReduction,
+    },
     /// The upper or lower triangle of the last two axes from diagonal `k` (ONNX's
     /// `Trilu`).
     Trilu {
@@ -396,6 +401,7 @@ impl Op {
             Op::GatherElements { .. } => "gather_elements",
             Op::GatherNd { .. } => "gather_nd",
             Op::ScatterElements { .. } => "scatter_elements",
+            Op::ScatterNd { .. } => "scatter_nd",
             Op::Trilu { .. } => "trilu",
             Op::Cumulative { how, .. } => {
                 if how.product {
@@ -438,7 +444,8 @@ impl Op {
             Op::Where
             | Op::InstanceNorm { .. }
             | Op::LayerNorm { .. }
-            | Op::ScatterElements { .. } => 3,
+            | Op::ScatterElements { .. }
+            | Op::ScatterNd { .. } => 3,
             Op::BatchNorm { .. } => 5,
             Op::Attention { .. } => 4,
             Op::Concat { .. } => return None,
@@ -488,6 +495,7 @@ impl Op {
             | Op::LayerNorm { .. }
             | Op::LogSoftmax { .. }
             | Op::ScatterElements { .. }
+            | Op::ScatterNd { .. }
             | Op::TopK { .. } => Pattern::Opaque,
             Op::Concat { .. }
             | Op::Flatten
@@ -687,6 +695,9 @@ impl Op {
             Op::GatherNd { batch_dims } => ops::gather_nd(&inputs[0], &inputs[1], *batch_dims),
             Op::ScatterElements { axis, reduction } => {
                 ops::scatter_elements(&inputs[0], &inputs[1], &inputs[2], *axis, *reduction)
+            }
+            Op::ScatterNd { reduction } => {
+                ops::scatter_nd(&inputs[0], &inputs[1], &inputs[2], *reduction)
             }
             Op::Trilu { k, upper } => ops::trilu(x(), *k, *upper),
             Op::Cumulative { axis, how } => ops::cumulative(x(), *axis, *how),

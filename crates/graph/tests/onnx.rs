@@ -163,9 +163,9 @@ fn a_small_model_imports_and_runs() {
 
 /// Exports' shape arithmetic on constants: PyTorch's attention takes `shape[3:]` of a 3-D
 /// shape (empty) into a Concat, and Swin builds its window mask with ScatterND on a
-/// constant; both fold at import.
+/// constant; both fold at import. A ScatterND on a computed tensor is a kernel.
 #[test]
-fn empty_slices_and_scatter_nd_on_constants_fold_at_import() {
+fn empty_slices_and_scatter_nd_on_constants_fold_at_import_and_run_elsewhere() {
     let x = NDArray::from_slice_f32(&[2, 4], &[1., 2., 3., 4., 5., 6., 7., 8.]).unwrap();
     // y = reshape(x, concat([8], shape(x)[2:]))
     let nodes = vec![
@@ -222,7 +222,7 @@ fn empty_slices_and_scatter_nd_on_constants_fold_at_import() {
         assert_eq!(run_model(&m, &x), want, "{reduction}");
     }
 
-    // on a computed tensor it is refused, naming the node
+    // on a computed tensor it is a kernel: the second row replaced
     let nodes = vec![node(
         "ScatterND",
         "scatter",
@@ -232,15 +232,13 @@ fn empty_slices_and_scatter_nd_on_constants_fold_at_import() {
     )];
     let mut idx = i64_tensor("idx", &[1]);
     idx.dims = vec![1, 1];
-    let e = import_err(&with_io(
-        model(nodes, vec![idx, f32_tensor("upd", &[1, 4], 0)], 18),
-        &[2, 4],
-        &[2, 4],
-    ));
-    assert!(
-        e.contains("scatter") && e.contains("only ScatterND on constants"),
-        "{e}"
-    );
+    let upd = f32_tensor("upd", &[1, 4], 0);
+    let want: Vec<f64> = (1..=4)
+        .map(f64::from)
+        .chain(upd.float_data.iter().map(|&v| f64::from(v)))
+        .collect();
+    let m = with_io(model(nodes, vec![idx, upd], 18), &[2, 4], &[2, 4]);
+    assert_eq!(run_model(&m, &x), want);
 }
 
 #[test]

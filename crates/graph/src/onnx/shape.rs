@@ -14,7 +14,7 @@ use crate::reference::permute;
 use petgraph::stable_graph::NodeIndex;
 use tessera_ir::DataType;
 use tessera_runtime::NDArray;
-use tessera_te::ops::{slice_dim, PadMode};
+use tessera_te::ops::{slice_dim, PadMode, ScatterReduction};
 
 /// `axis` (negative counts from the end) in `0..rank`.
 pub(super) fn norm_axis(c: &NodeCtx, axis: i64, rank: usize) -> Result<usize, GraphError> {
@@ -135,7 +135,7 @@ pub(super) fn scatter_nd(imp: &mut Importer, c: &NodeCtx) -> Outputs {
         imp.ints_of(indices),
         imp.constant(updates).map(NDArray::to_f64_vec),
     ) else {
-        return Err(c.bad("only ScatterND on constants (known at import time) is supported"));
+        return scatter_nd_op(imp, c, data, indices, updates);
     };
     let shape: Vec<usize> = d.shape().to_vec();
     let ishape = imp.shape(indices);
@@ -180,6 +180,58 @@ pub(super) fn scatter_nd(imp: &mut Importer, c: &NodeCtx) -> Outputs {
     }
     let v = NDArray::from_f64(d.dtype(), &shape, &out)?;
     Ok(vec![imp.g.constant(c.out_name(0), v)])
+}
+
+/// [`scatter_nd`] on computed tensors: the indices reshaped to `[n, k]` and the updates
+/// to `[n, data[k..]]`, then te's `scatter_nd`.
+fn scatter_nd_op(
+    imp: &mut Importer,
+    c: &NodeCtx,
+    data: NodeIndex,
+    indices: NodeIndex,
+    updates: NodeIndex,
+) -> Outputs {
+    let (ds, is) = (imp.shape(data), imp.shape(indices));
+    let k = *is.last().unwrap_or(&0);
+    if is.is_empty() || k < 1 || k as usize > ds.len() {
+        return Err(c.bad(format!(
+            "indices of shape {is:?} do not index data of rank {}",
+            ds.len()
+        )));
+    }
+    let n: i64 = is[..is.len() - 1].iter().product();
+    let rows = imp.op(
+        &c.sub("indices"),
+        Op::Reshape { shape: vec![n, k] },
+        &[indices],
+    )?;
+    let mut us = vec![n];
+    us.extend_from_slice(&ds[k as usize..]);
+    let want_updates: Vec<i64> = is[..is.len() - 1]
+        .iter()
+        .chain(&ds[k as usize..])
+        .copied()
+        .collect();
+    if imp.shape(updates) != want_updates {
+        return Err(c.bad(format!(
+            "updates {:?} must be {want_updates:?} for data {ds:?} and indices {is:?}",
+            imp.shape(updates)
+        )));
+    }
+    let slices = imp.op(&c.sub("updates"), Op::Reshape { shape: us }, &[updates])?;
+    let reduction = match c.string("reduction").as_deref().unwrap_or("none") {
+        "none" => ScatterReduction::Replace,
+        "add" => ScatterReduction::Add,
+        "mul" => ScatterReduction::Mul,
+        "max" => ScatterReduction::Max,
+        "min" => ScatterReduction::Min,
+        other => return Err(c.bad(format!("unknown reduction `{other}`"))),
+    };
+    Ok(vec![imp.op(
+        &c.name,
+        Op::ScatterNd { reduction },
+        &[data, rows, slices],
+    )?])
 }
 
 /// `Shape` (with `start` / `end` from opset 15).

@@ -1,6 +1,7 @@
 //! Operators that compute with positions: gathering elements or slices by an index
-//! tensor (ONNX's `GatherElements`, `GatherND`), scattering them (`ScatterElements`), the triangles of matrices (`Trilu`), running sums and
-//! products (`CumSum`, `CumProd`), one-hot encodings (`OneHot`) and the position of the
+//! tensor (ONNX's `GatherElements`, `GatherND`), scattering them (`ScatterElements`,
+//! `ScatterND`), the triangles of matrices (`Trilu`), running sums and products
+//! (`CumSum`, `CumProd`), one-hot encodings (`OneHot`) and the position of the
 //! largest or smallest element (`ArgMax`, `ArgMin`).
 //!
 //! Indices read from a tensor are clamped into range, so that no read leaves its
@@ -212,6 +213,102 @@ pub fn scatter_elements(
             ScatterReduction::Mul => d * u,
             ScatterReduction::Max => Expr::max(d, u),
             _ => Expr::min(d, u),
+        }
+    })
+}
+
+/// `data` with slices of `updates` written at `indices` (ONNX's `ScatterND`), here with
+/// the indices flattened to `[n, k]` and the updates to `[n, data[k..]]` (the importer
+/// reshapes them): row `u` of the indices names a slice `data[i_0, …, i_{k−1}, ..]`
+/// (negative positions counted from the end), which takes `updates[u]`, combined by
+/// `reduction` (the last row naming it for `Replace`). One reduction per element over the
+/// `n` rows. Stage `T_scatter_nd`.
+pub fn scatter_nd(
+    data: &Tensor,
+    indices: &Tensor,
+    updates: &Tensor,
+    reduction: ScatterReduction,
+) -> Result<Tensor, TeError> {
+    let op = "scatter_nd";
+    check_indices(op, indices)?;
+    let (ds, is, us) = (data.shape().to_vec(), indices.shape(), updates.shape());
+    let (n, k) = match is {
+        [n, k] if (*k as usize) <= ds.len() => (*n, *k as usize),
+        _ => {
+            return Err(attr_err(
+                op,
+                "indices",
+                format!(
+                    "must be [n, k] with k ≤ {} (data {ds:?}), got {is:?}",
+                    ds.len()
+                ),
+            ))
+        }
+    };
+    let want: Vec<i64> = std::iter::once(n).chain(ds[k..].iter().copied()).collect();
+    if us != want.as_slice() || updates.dtype() != data.dtype() {
+        return Err(attr_err(
+            op,
+            "updates",
+            format!(
+                "must be {} {want:?} for data {ds:?} and indices {is:?}, got {} {us:?}",
+                data.dtype(),
+                updates.dtype()
+            ),
+        ));
+    }
+    let (dt, i64t) = (data.dtype(), DataType::int64());
+    let u = reduce_axis(n, "u");
+    let us_ = std::slice::from_ref(&u);
+    // whether row `r` of the indices names the slice holding position `ix`, and where in
+    // the updates that position is
+    let reach = |ix: &[Expr], r: Expr| -> (Expr, Vec<Expr>) {
+        let mut hit = Expr::bool(true);
+        for (d, &len) in ds.iter().enumerate().take(k) {
+            let at = wrap_clamp(indices.at(&[r.clone(), Expr::int(d as i64)]), len);
+            hit = Expr::and(hit, at.eq(Expr::cast(i64t, ix[d].clone())));
+        }
+        let at = std::iter::once(r).chain(ix[k..].iter().cloned()).collect();
+        (hit, at)
+    };
+    let big = |v: f64| const_of(dt, v);
+    if reduction == ScatterReduction::Replace {
+        let last = compute_tagged(&ds, "T_scatter_nd_last", TAG_COMM_REDUCE, &[], |ix| {
+            let (hit, _) = reach(ix, u.expr());
+            let j = Expr::cast(i64t, u.expr());
+            crate::tensor::max(Expr::select(hit, j, Expr::int_of(i64t, -1)), us_)
+        })?;
+        return compute_ax(&ds, "T_scatter_nd", TAG_INJECTIVE, |ix| {
+            let j = last.at(ix);
+            let row = Expr::cast(
+                DataType::int32(),
+                Expr::max(j.clone(), Expr::int_of(i64t, 0)),
+            );
+            let (_, at) = reach(ix, row);
+            Expr::select(j.ge(Expr::int_of(i64t, 0)), updates.at(&at), data.at(ix))
+        });
+    }
+    let combined = compute_tagged(&ds, "T_scatter_nd_sum", TAG_COMM_REDUCE, &[], |ix| {
+        let (hit, at) = reach(ix, u.expr());
+        let v = updates.at(&at);
+        match reduction {
+            ScatterReduction::Add => crate::tensor::sum(Expr::select(hit, v, big(0.0)), us_),
+            ScatterReduction::Mul => crate::tensor::prod(Expr::select(hit, v, big(1.0)), us_),
+            ScatterReduction::Max => {
+                crate::tensor::max(Expr::select(hit, v, big(f64::NEG_INFINITY)), us_)
+                    .with_init(big(f64::NEG_INFINITY))
+            }
+            _ => crate::tensor::min(Expr::select(hit, v, big(f64::INFINITY)), us_)
+                .with_init(big(f64::INFINITY)),
+        }
+    })?;
+    compute_ax(&ds, "T_scatter_nd", TAG_INJECTIVE, |ix| {
+        let (d, v) = (data.at(ix), combined.at(ix));
+        match reduction {
+            ScatterReduction::Add => d + v,
+            ScatterReduction::Mul => d * v,
+            ScatterReduction::Max => Expr::max(d, v),
+            _ => Expr::min(d, v),
         }
     })
 }
