@@ -1391,10 +1391,24 @@ def scatter_nd_cases():
                                                   ("updates", g.normal(3, 3, 5))], dict(reduction="max"))
 
 
+def clip_cases():
+    """Clip with bounds that are network inputs (computed at run time), one of them
+    constant, and a lower bound above the upper (the upper everywhere)."""
+    g = Rng("clip_inputs")
+    x = g.normal(3, 4, scale=2.0)
+    single("clip_bounds_inputs", "Clip", 13, [("X", x), ("lo", np.array(-0.5, F32)), ("hi", np.array(1.0, F32))])
+    single("clip_lower_input_upper_const", "Clip", 13,
+           [("X", x), ("lo", np.array(-1.0, F32)), ("hi", Init(np.array(0.5, F32)))])
+    single("clip_lower_const_upper_input", "Clip", 13,
+           [("X", x), ("lo", Init(np.array(0.25, F32))), ("hi", np.array(-0.75, F32))])
+    single("clip_min_above_max", "Clip", 13,
+           [("X", x), ("lo", Init(np.array(2.0, F32))), ("hi", Init(np.array(1.0, F32)))])
+
+
 OP_GROUPS = [unary_cases, prelu_cases, pow_cases, compare_cases, variadic_cases, softmax_cases, split_cases,
              expand_tile_cases, gather_cases, slice_cases, reduce_cases, instnorm_cases, pad_cases, lrn_cases,
              conv_pool_cases, convtranspose_cases, resize_cases, constant_cases, squeeze_cases, matmul_cases,
-             transformer_op_cases, old_opset_cases, bitwise_cases, topk_cases, scatter_nd_cases]
+             transformer_op_cases, old_opset_cases, bitwise_cases, topk_cases, scatter_nd_cases, clip_cases]
 ARCHS = [alexnet, zfnet512, inception_v1, inception_v2, resnet50_caffe2, shufflenet, squeezenet1_0, densenet121,
          vgg19, bert_encoder_layer, vit_tiny]
 

@@ -8,6 +8,7 @@ use crate::error::GraphError;
 use crate::ir::{Binary, Op, Unary};
 use petgraph::stable_graph::NodeIndex;
 use tessera_ir::DataType;
+use tessera_runtime::NDArray;
 use tessera_te::ops::{Activation, BinaryFn, MathFn};
 
 /// `Relu`, `Sigmoid`, `Tanh`, `Exp`, `Sqrt`, `Erf`.
@@ -341,26 +342,61 @@ pub(super) fn variadic(imp: &mut Importer, c: &NodeCtx) -> Outputs {
     Ok(vec![acc])
 }
 
-/// `Clip`: bounds as attributes before opset 11, as constant inputs from it.
+/// `Clip`: bounds as attributes before opset 11, as inputs from it — constants fold
+/// into the operator, computed ones (or network inputs) are a maximum and a minimum with
+/// the scalar at run time. A lower bound above the upper gives the upper everywhere
+/// (ONNX's `min(max(x, lo), hi)`).
 pub(super) fn clip(imp: &mut Importer, c: &NodeCtx) -> Outputs {
+    let x = c.input(0)?;
     let (mut lo, mut hi) = (f32::MIN as f64, f32::MAX as f64);
+    let mut computed = [None, None];
     if imp.opset < 11 {
         lo = c.float("min", f32::MIN) as f64;
         hi = c.float("max", f32::MAX) as f64;
     } else {
         for (k, slot) in [(1usize, &mut lo), (2, &mut hi)] {
-            if let Some(v) = imp.const_floats(c, k, "the bound")? {
-                *slot = *v
-                    .first()
-                    .ok_or_else(|| c.bad(format!("input {k} is empty")))?;
+            let Some(b) = c.opt(k) else { continue };
+            match imp.constant(b).map(NDArray::to_f64_vec) {
+                Some(v) => {
+                    *slot = *v
+                        .first()
+                        .ok_or_else(|| c.bad(format!("input {k} is empty")))?
+                }
+                None => computed[k - 1] = Some(b),
             }
         }
     }
-    Ok(vec![imp.op(
-        &c.name,
-        Op::Clip { min: lo, max: hi },
-        &[c.input(0)?],
-    )?])
+    if computed == [None, None] {
+        let op = Op::Clip {
+            min: lo.min(hi),
+            max: hi,
+        };
+        return Ok(vec![imp.op(&c.name, op, &[x])?]);
+    }
+    // the lower bound, then the upper, each constant or computed
+    let lower = match computed[0] {
+        Some(b) => imp.op(&c.sub("lower"), Op::Binary(Binary::Max), &[x, b])?,
+        None => imp.op(
+            &c.sub("lower"),
+            Op::Clip {
+                min: lo,
+                max: f64::INFINITY,
+            },
+            &[x],
+        )?,
+    };
+    let out = match computed[1] {
+        Some(b) => imp.op(&c.name, Op::Binary(Binary::Min), &[lower, b])?,
+        None => imp.op(
+            &c.name,
+            Op::Clip {
+                min: f64::NEG_INFINITY,
+                max: hi,
+            },
+            &[lower],
+        )?,
+    };
+    Ok(vec![out])
 }
 
 /// `Cast` and `CastLike` (to the second input's type); constants are converted at
