@@ -1405,10 +1405,27 @@ def clip_cases():
            [("X", x), ("lo", Init(np.array(2.0, F32))), ("hi", Init(np.array(1.0, F32)))])
 
 
+def grid_sample_cases():
+    """GridSample: every mode and padding, with and without align_corners, at opset 16's
+    names and 20's, a grid reaching past [-1, 1] so that every padding rule is taken."""
+    g = Rng("grid_sample")
+    x = g.normal(2, 3, 5, 6)
+    grid = g.uniform(-1.3, 1.3, 2, 4, 7, 2)
+    for opset, modes in [(16, ["nearest", "bilinear", "bicubic"]), (20, ["linear", "cubic"])]:
+        for mode in modes:
+            for padding in ["zeros", "border", "reflection"]:
+                for align in [0, 1]:
+                    if opset == 20 and align == 1 and padding != "reflection":
+                        continue
+                    name = f"gridsample_o{opset}_{mode}_{padding}_a{align}"
+                    single(name, "GridSample", opset, [("X", x), ("grid", grid)],
+                           dict(mode=mode, padding_mode=padding, align_corners=align))
+
+
 OP_GROUPS = [unary_cases, prelu_cases, pow_cases, compare_cases, variadic_cases, softmax_cases, split_cases,
              expand_tile_cases, gather_cases, slice_cases, reduce_cases, instnorm_cases, pad_cases, lrn_cases,
              conv_pool_cases, convtranspose_cases, resize_cases, constant_cases, squeeze_cases, matmul_cases,
-             transformer_op_cases, old_opset_cases, bitwise_cases, topk_cases, scatter_nd_cases, clip_cases]
+             transformer_op_cases, old_opset_cases, bitwise_cases, topk_cases, scatter_nd_cases, clip_cases, grid_sample_cases]
 ARCHS = [alexnet, zfnet512, inception_v1, inception_v2, resnet50_caffe2, shufflenet, squeezenet1_0, densenet121,
          vgg19, bert_encoder_layer, vit_tiny]
 

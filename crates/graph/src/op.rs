@@ -239,6 +239,8 @@ pub enum Op {
     },
     /// Resize of the last two axes.
     Resize(ResizeAttrs),
+    /// `data` sampled at the coordinates of `grid` (ONNX's `GridSample`).
+    GridSample(ops::GridSampleAttrs),
     /// `softmax(q · kt · scale + bias) · v` over the last axis of the scores: `q [B, M,
     /// K]`, `kt [B, K, N]`, `v [B, N, D]`, `bias` broadcasting to `[B, M, N]` (te's
     /// `attention`; made by [`crate::attention::fuse_attention`]).
@@ -397,6 +399,7 @@ impl Op {
             Op::LayerNorm { .. } => "layer_norm",
             Op::LogSoftmax { .. } => "log_softmax",
             Op::Resize(_) => "resize2d",
+            Op::GridSample(_) => "grid_sample",
             Op::Attention { .. } => "attention",
             Op::GatherElements { .. } => "gather_elements",
             Op::GatherNd { .. } => "gather_nd",
@@ -440,7 +443,8 @@ impl Op {
             | Op::BinaryFn(_)
             | Op::Take { .. }
             | Op::GatherElements { .. }
-            | Op::GatherNd { .. } => 2,
+            | Op::GatherNd { .. }
+            | Op::GridSample(_) => 2,
             Op::Where
             | Op::InstanceNorm { .. }
             | Op::LayerNorm { .. }
@@ -509,6 +513,7 @@ impl Op {
             | Op::Take { .. }
             | Op::PadBorder { .. }
             | Op::Resize(_)
+            | Op::GridSample(_)
             | Op::GatherElements { .. }
             | Op::GatherNd { .. }
             | Op::OneHot { .. } => Pattern::Injective,
@@ -688,6 +693,7 @@ impl Op {
             }
             Op::LogSoftmax { axis } => ops::log_softmax(x(), *axis),
             Op::Resize(a) => ops::resize2d(x(), a),
+            Op::GridSample(a) => ops::grid_sample(&inputs[0], &inputs[1], a),
             Op::Attention { scale } => {
                 ops::attention(&inputs[0], &inputs[1], &inputs[2], Some(&inputs[3]), *scale)
             }

@@ -136,6 +136,7 @@ const CONVERTERS: &[(&str, i64, Convert)] = &[
     ("GlobalMaxPool", 22, nn::global_pool),
     ("Greater", 13, elementwise::predicate),
     ("GreaterOrEqual", 16, elementwise::predicate),
+    ("GridSample", 22, resize::grid_sample),
     ("GroupNormalization", 21, nn::group_norm),
     ("HammingWindow", 17, window::window),
     ("HannWindow", 17, window::window),

@@ -1,13 +1,15 @@
 //! `Resize` (opsets 10 to 19: nearest, linear and cubic; scales or sizes; the aspect
-//! ratio kept where asked) and `Upsample`
-//! (opsets 7 to 9), over the last two axes of the input; the others must keep their
-//! size.
+//! ratio kept where asked) and `Upsample` (opsets 7 to 9), over the last two axes of the
+//! input (the others must keep their size); `GridSample` (an image sampled at
+//! coordinates from a tensor).
 
 use super::attrs::NodeCtx;
 use super::{Importer, Outputs};
 use crate::error::GraphError;
 use crate::ir::Op;
-use tessera_te::ops::{CoordMode, NearestMode, ResizeAttrs, ResizeMethod};
+use tessera_te::ops::{
+    CoordMode, GridMode, GridPadding, GridSampleAttrs, NearestMode, ResizeAttrs, ResizeMethod,
+};
 
 /// The output size and the scales (output over input) of the last two axes.
 type Plan = ((i64, i64), (f64, f64));
@@ -240,4 +242,28 @@ pub(super) fn upsample(imp: &mut Importer, c: &NodeCtx) -> Outputs {
         method,
     };
     Ok(vec![imp.op(&c.name, Op::Resize(attrs), &[x])?])
+}
+
+/// `GridSample` (opsets 16 to 22: `bilinear`/`bicubic` the older names of `linear`/
+/// `cubic`), over 2 or 3 spatial axes.
+pub(super) fn grid_sample(imp: &mut Importer, c: &NodeCtx) -> Outputs {
+    let (x, grid) = (c.input(0)?, c.input(1)?);
+    let mode = match c.string("mode").as_deref().unwrap_or("linear") {
+        "nearest" => GridMode::Nearest,
+        "linear" | "bilinear" => GridMode::Linear,
+        "cubic" | "bicubic" => GridMode::Cubic,
+        other => return Err(c.bad(format!("mode `{other}` is not defined"))),
+    };
+    let padding = match c.string("padding_mode").as_deref().unwrap_or("zeros") {
+        "zeros" => GridPadding::Zeros,
+        "border" => GridPadding::Border,
+        "reflection" => GridPadding::Reflection,
+        other => return Err(c.bad(format!("padding_mode `{other}` is not defined"))),
+    };
+    let attrs = GridSampleAttrs {
+        mode,
+        padding,
+        align_corners: c.int("align_corners", 0) != 0,
+    };
+    Ok(vec![imp.op(&c.name, Op::GridSample(attrs), &[x, grid])?])
 }

@@ -26,6 +26,7 @@
 //!   any axes.
 //! - [`norm`]: local response and instance normalization.
 //! - [`image`]: resize2d (nearest, linear, cubic).
+//! - [`grid`]: grid_sample (an image sampled at coordinates from a tensor).
 //! - [`sort`]: topk (the `k` largest or smallest along an axis, and their positions).
 //!
 //! Invalid attributes are [`TeError::BadAttr`] errors naming the operator and the
@@ -36,6 +37,7 @@ pub mod conv;
 pub mod conv3d;
 pub mod dense;
 pub mod elemwise;
+pub mod grid;
 pub mod image;
 pub mod index;
 pub mod injective;
@@ -54,6 +56,7 @@ pub use conv::*;
 pub use conv3d::*;
 pub use dense::*;
 pub use elemwise::*;
+pub use grid::*;
 pub use image::*;
 pub use index::*;
 pub use injective::*;
