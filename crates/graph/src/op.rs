@@ -226,6 +226,8 @@ pub enum Op {
     /// Instance normalization: `x`, `scale`, `bias` (per channel, axis 1).
     InstanceNorm {
         epsilon: f64,
+        /// The data is `[N, …, C]` (an NHWC value), not `[N, C, …]`.
+        channels_last: bool,
     },
     /// Layer normalization over `axes` (ONNX's `LayerNormalization`: the axes from
     /// `axis` on): `x`, `gamma`, `beta`, the last two shaped as those axes.
@@ -685,8 +687,11 @@ impl Op {
                 mode,
             } => ops::pad_mode(x(), before, after, *mode),
             Op::Lrn(a) => ops::lrn(x(), a),
-            Op::InstanceNorm { epsilon } => {
-                ops::instance_norm(&inputs[0], &inputs[1], &inputs[2], *epsilon)
+            Op::InstanceNorm {
+                epsilon,
+                channels_last,
+            } => {
+                ops::instance_norm_in(&inputs[0], &inputs[1], &inputs[2], *epsilon, *channels_last)
             }
             Op::LayerNorm { axes, epsilon } => {
                 ops::layer_norm(&inputs[0], &inputs[1], Some(&inputs[2]), axes, *epsilon)

@@ -340,6 +340,18 @@ impl ToNhwc<'_> {
                 };
                 nhwc_op(self, op, &ins)
             }
+            // normalized where it is: the statistics are per (n, c) in either layout
+            Op::InstanceNorm {
+                epsilon,
+                channels_last: false,
+            } if self.is4(args[0]) && self.flagged(args[0]) => {
+                let ins: Vec<NodeIndex> = args.iter().map(|a| self.map[a].0).collect();
+                let op = Op::InstanceNorm {
+                    epsilon: *epsilon,
+                    channels_last: true,
+                };
+                nhwc_op(self, op, &ins)
+            }
             // any one-input elementwise operator (ReLU, clip, hard swish, hard sigmoid, a
             // cast, …) computes the same in either layout
             op if args.len() == 1

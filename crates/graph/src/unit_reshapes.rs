@@ -11,9 +11,11 @@
 //! elementwise operators on the 4-D value, the layout pass keeps the whole extractor in
 //! NHWC.
 //!
-//! The chain's operators are one-input elementwise ones and binary ones whose other
+//! The chain's operators are one-input elementwise ones, binary ones whose other
 //! operand is a constant (reshaped to the 4-D value's axes: a per-channel scale
-//! `[C, 1]` becomes `[C, 1, 1]`) or a single element; each is used only by the next.
+//! `[C, 1]` becomes `[C, 1, 1]`) or a single element, and instance norms (wav2vec2's
+//! group norm of one channel a group: over the spatial axes, a unit one among them
+//! changing nothing); each is used only by the next.
 
 use crate::error::GraphError;
 use crate::ir::{Graph, Op, Pattern};
@@ -34,9 +36,12 @@ pub fn elementwise_inside_unit_reshapes(graph: &mut Graph) -> Result<usize, Grap
         let mut v = m.x;
         for &e in m.chain.iter().rev() {
             let mut ins = Vec::new();
-            for a in graph.args(e) {
+            let norm = matches!(graph.node(e).op, Op::InstanceNorm { .. });
+            for (slot, a) in graph.args(e).into_iter().enumerate() {
                 ins.push(if m.chain.contains(&a) || a == m.r1 {
                     v
+                } else if norm && slot > 0 {
+                    a // the per-channel scale and shift, whatever the rank
                 } else {
                     unit_axis_operand(graph, a, m.axis, m.rank)?
                 });
@@ -86,6 +91,14 @@ fn chain_below(graph: &Graph, r2: NodeIndex) -> Option<Chain> {
     }
     let axis =
         (0..xs.len()).find(|&p| xs[p] == 1 && xs[..p] == ys[..p] && xs[p + 1..] == ys[p..])?;
+    // an instance norm of `[N, C, W]` is one of `[N, C, 1, W]` only where the unit axis
+    // is a spatial one
+    let norms = chain
+        .iter()
+        .any(|&e| matches!(graph.node(e).op, Op::InstanceNorm { .. }));
+    if norms && axis < 2 {
+        return None;
+    }
     Some(Chain {
         x,
         r1,
@@ -110,6 +123,11 @@ fn chain_input(graph: &Graph, e: NodeIndex) -> Option<NodeIndex> {
             open.next().is_none().then_some(a)
         }
         op if args.len() == 1 && op.pattern() == Some(Pattern::ElemWise) => Some(args[0]),
+        // normalizes over every axis past the channels: a unit one changes nothing
+        Op::InstanceNorm {
+            channels_last: false,
+            ..
+        } => Some(args[0]),
         _ => None,
     }
 }

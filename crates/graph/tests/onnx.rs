@@ -572,12 +572,13 @@ fn gru_weights_do_not_grow_with_the_sequence() {
     }
 }
 
-/// Two 1-D convs (ONNX `Conv` on `[N, C, W]`) with a per-channel scale and a ReLU
-/// between: the elementwise chain moves inside the reshapes that drop and restore the
-/// unit axis, so the NHWC plan transforms the layout once on the way in and once on the
-/// way out, not around every conv; the result is the plain build's.
+/// Two 1-D convs (ONNX `Conv` on `[N, C, W]`) with an instance norm, a per-channel
+/// scale and a ReLU between (wav2vec2's feature extractor): the chain moves inside the
+/// reshapes that drop and restore the unit axis and the norm runs on the NHWC value, so
+/// the NHWC plan transforms the layout once on the way in and once on the way out, not
+/// around every conv; the result is the plain build's.
 #[test]
-fn elementwise_between_1d_convs_stays_in_nhwc() {
+fn elementwise_and_instance_norm_between_1d_convs_stay_in_nhwc() {
     let (c, w) = (8i64, 20i64);
     let mut scale = f32_tensor("s", &[c, 1], 4);
     scale.float_data.iter_mut().for_each(|v| *v += 1.5);
@@ -586,8 +587,16 @@ fn elementwise_between_1d_convs_stays_in_nhwc() {
             "Conv",
             "c1",
             &["x", "w1"],
-            &["a"],
+            &["a0"],
             vec![ints_attr("kernel_shape", &[3])],
+        ),
+        // wav2vec2's group norm of one channel a group
+        node(
+            "InstanceNormalization",
+            "n",
+            &["a0", "gamma", "beta"],
+            &["a"],
+            vec![],
         ),
         node("Mul", "m", &["a", "s"], &["b"], vec![]),
         node("Relu", "r", &["b"], &["d"], vec![]),
@@ -601,6 +610,8 @@ fn elementwise_between_1d_convs_stays_in_nhwc() {
     ];
     let inits = vec![
         f32_tensor("w1", &[c, 4, 3], 1),
+        f32_tensor("gamma", &[c], 5),
+        f32_tensor("beta", &[c], 6),
         scale,
         f32_tensor("w2", &[c, c, 3], 2),
     ];

@@ -1412,3 +1412,45 @@ fn reductions_over_trailing_axes_are_vectorized() {
         );
     }
 }
+
+/// Instance norm of an NHWC value (`channels_last`) is the NCHW one transposed, and its
+/// statistics — column reductions, the channels carried through — accumulate a tile of
+/// channels per step with the pixels' loop outside (a `local` cache, vectorized), as
+/// the unscheduled program computes.
+#[test]
+fn instance_norm_of_nhwc_values_reduces_columns() {
+    use tessera_te::schedules::default_schedule;
+    let (n, c, h, w) = (2usize, 16usize, 3usize, 5usize);
+    let xv = rand_vals(n * c * h * w, 3);
+    let gv = rand_vals(c, 4);
+    let bv = rand_vals(c, 5);
+    let (g, b) = (ph(&[c as i64], "g"), ph(&[c as i64], "b"));
+    let nchw = ph(&[n as i64, c as i64, h as i64, w as i64], "x");
+    let nhwc = ph(&[n as i64, h as i64, w as i64, c as i64], "x");
+    let want = interpret(
+        &ops::instance_norm(&nchw, &g, &b, 1e-5).unwrap(),
+        &[(&nchw, &xv), (&g, &gv), (&b, &bv)],
+    );
+    // the same values laid out NHWC
+    let mut xt = vec![0.0; xv.len()];
+    for (i, v) in xv.iter().enumerate() {
+        let (ni, ci, hi, wi) = (i / (c * h * w), i / (h * w) % c, i / w % h, i % w);
+        xt[((ni * h + hi) * w + wi) * c + ci] = *v;
+    }
+    let out = ops::instance_norm_in(&nhwc, &g, &b, 1e-5, true).unwrap();
+    let got = interpret(&out, &[(&nhwc, &xt), (&g, &gv), (&b, &bv)]);
+    for (i, v) in want.iter().enumerate() {
+        let (ni, ci, hi, wi) = (i / (c * h * w), i / (h * w) % c, i / w % h, i % w);
+        let g = got[((ni * h + hi) * w + wi) * c + ci];
+        assert!((g - v).abs() < 1e-4, "element {i}: {g} against {v}");
+    }
+    let p = common::AVX2_TWO_CORES;
+    let sch = default_schedule(&[out.clone()], p).unwrap();
+    let args = [nhwc, g, b, out.clone()];
+    common::assert_same_as_unscheduled(&sch, &[out], &args, 3);
+    let text = tessera_te::lower(&sch, &args, "inorm").unwrap().to_string();
+    assert!(
+        text.contains("T_instance_norm_mean.local") && text.contains("vectorized"),
+        "{text}"
+    );
+}

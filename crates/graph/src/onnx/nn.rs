@@ -535,6 +535,7 @@ pub(super) fn instance_norm(imp: &mut Importer, c: &NodeCtx) -> Outputs {
     let ins = [c.input(0)?, c.input(1)?, c.input(2)?];
     let op = Op::InstanceNorm {
         epsilon: c.float("epsilon", 1e-5) as f64,
+        channels_last: false,
     };
     Ok(vec![imp.op(&c.name, op, &ins)?])
 }

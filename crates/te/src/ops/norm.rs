@@ -69,24 +69,39 @@ pub fn lrn(x: &Tensor, a: &LrnAttrs) -> Result<Tensor, TeError> {
 /// Instance normalization of a float tensor `[N, C, …]` of rank 3 or more: each
 /// `(n, c)` slice normalized by its own mean and (population) variance, then scaled by
 /// `gamma[c]` and shifted by `beta[c]`. Stages `T_instance_norm_mean`,
-/// `T_instance_norm_var` (tag `comm_reduce`) and `T_instance_norm` (tag `elemwise`).
+/// `T_instance_norm_var` (tag `comm_reduce`), `T_instance_norm_scale` (the reciprocal
+/// deviation times gamma, per `(n, c)`) and `T_instance_norm` (tag `elemwise`).
 pub fn instance_norm(
     x: &Tensor,
     gamma: &Tensor,
     beta: &Tensor,
     epsilon: f64,
 ) -> Result<Tensor, TeError> {
+    instance_norm_in(x, gamma, beta, epsilon, false)
+}
+
+/// [`instance_norm`] of `[N, C, …]` (`channels_last` false) or `[N, …, C]` (true: an
+/// NHWC value normalized where it is, without transposing it to NCHW and back). The
+/// statistics are `[N, C]` either way.
+pub fn instance_norm_in(
+    x: &Tensor,
+    gamma: &Tensor,
+    beta: &Tensor,
+    epsilon: f64,
+    channels_last: bool,
+) -> Result<Tensor, TeError> {
     let op = "instance_norm";
     let s = float_rank3(op, x)?;
+    let c_ax = if channels_last { s.len() - 1 } else { 1 };
     for (name, p) in [("scale", gamma), ("B", beta)] {
-        if p.shape() != [s[1]] || p.dtype() != x.dtype() {
+        if p.shape() != [s[c_ax]] || p.dtype() != x.dtype() {
             return Err(attr_err(
                 op,
                 name,
                 format!(
                     "must be {} [{}], got {} {:?}",
                     x.dtype(),
-                    s[1],
+                    s[c_ax],
                     p.dtype(),
                     p.shape()
                 ),
@@ -101,33 +116,50 @@ pub fn instance_norm(
         ));
     }
     let dt = x.dtype();
-    let count: i64 = s[2..].iter().product();
+    // the spatial axes' positions
+    let spatial_axes: Vec<usize> = (1..s.len()).filter(|&d| d != c_ax).collect();
+    let count: i64 = spatial_axes.iter().map(|&d| s[d]).product();
     let spatial = || -> Vec<IterVar> {
-        (2..s.len())
-            .map(|d| reduce_axis(s[d], &format!("k{d}")))
+        spatial_axes
+            .iter()
+            .map(|&d| reduce_axis(s[d], &format!("k{d}")))
             .collect()
     };
-    let at = |ix: &[Expr], ks: &[IterVar]| -> Vec<Expr> {
-        let mut idx = ix.to_vec();
-        idx.extend(ks.iter().map(IterVar::expr));
+    // the element of `x` at statistics index `[n, c]` and spatial position `ks`
+    let at = |nc: &[Expr], ks: &[IterVar]| -> Vec<Expr> {
+        let mut idx = vec![nc[0].clone()];
+        let mut k = ks.iter();
+        for d in 1..s.len() {
+            if d == c_ax {
+                idx.push(nc[1].clone());
+            } else if let Some(v) = k.next() {
+                idx.push(v.expr());
+            }
+        }
         idx
     };
-    let nc = &s[..2];
+    let nc = [s[0], s[c_ax]];
     let ks = spatial();
-    let mean = compute_tagged(nc, "T_instance_norm_mean", TAG_COMM_REDUCE, &[], |ix| {
+    let mean = compute_tagged(&nc, "T_instance_norm_mean", TAG_COMM_REDUCE, &[], |ix| {
         sum(x.at(&at(ix, &ks)) / const_of(dt, count as f64), &ks)
     })?;
     let ks = spatial();
-    let var = compute_tagged(nc, "T_instance_norm_var", TAG_COMM_REDUCE, &[], |ix| {
+    let var = compute_tagged(&nc, "T_instance_norm_var", TAG_COMM_REDUCE, &[], |ix| {
         let d = x.at(&at(ix, &ks)) - mean.at(ix);
         sum(d.clone() * d / const_of(dt, count as f64), &ks)
     })?;
-    compute_ax(&s, "T_instance_norm", TAG_ELEMWISE, |ix| {
-        let nc = &ix[..2];
+    // the reciprocal deviation times gamma once per (n, c), not a square root and a
+    // division per element
+    let scale = compute_ax(&nc, "T_instance_norm_scale", TAG_ELEMWISE, |ix| {
         let inv = Expr::math(
             tessera_ir::Intrinsic::Rsqrt,
-            var.at(nc) + const_of(dt, epsilon),
+            var.at(ix) + const_of(dt, epsilon),
         );
-        (x.at(ix) - mean.at(nc)) * inv * gamma.at(&ix[1..2]) + beta.at(&ix[1..2])
+        inv * gamma.at(&ix[1..2])
+    })?;
+    compute_ax(&s, "T_instance_norm", TAG_ELEMWISE, |ix| {
+        let nc = [ix[0].clone(), ix[c_ax].clone()];
+        let c = std::slice::from_ref(&ix[c_ax]);
+        (x.at(ix) - mean.at(&nc)) * scale.at(&nc) + beta.at(c)
     })
 }
