@@ -46,18 +46,23 @@ pub(super) fn gather_nd(imp: &mut Importer, c: &NodeCtx) -> Outputs {
     Ok(vec![imp.op(&c.name, op, &[x, idx])?])
 }
 
-/// `ScatterElements` (and the `Scatter` of opsets 9–10 it replaced).
-pub(super) fn scatter_elements(imp: &mut Importer, c: &NodeCtx) -> Outputs {
-    let (x, idx, upd) = (c.input(0)?, c.input(1)?, c.input(2)?);
-    let axis = norm_axis(c, c.int("axis", 0), imp.rank(x))? as i64;
-    let reduction = match c.string("reduction").as_deref().unwrap_or("none") {
+/// A scatter's `reduction` attribute (`none` by default).
+pub(super) fn scatter_reduction(c: &NodeCtx) -> Result<ScatterReduction, crate::error::GraphError> {
+    Ok(match c.string("reduction").as_deref().unwrap_or("none") {
         "none" => ScatterReduction::Replace,
         "add" => ScatterReduction::Add,
         "mul" => ScatterReduction::Mul,
         "max" => ScatterReduction::Max,
         "min" => ScatterReduction::Min,
         other => return Err(c.bad(format!("reduction `{other}` is not defined"))),
-    };
+    })
+}
+
+/// `ScatterElements` (and the `Scatter` of opsets 9–10 it replaced).
+pub(super) fn scatter_elements(imp: &mut Importer, c: &NodeCtx) -> Outputs {
+    let (x, idx, upd) = (c.input(0)?, c.input(1)?, c.input(2)?);
+    let axis = norm_axis(c, c.int("axis", 0), imp.rank(x))? as i64;
+    let reduction = scatter_reduction(c)?;
     let op = Op::ScatterElements { axis, reduction };
     Ok(vec![imp.op(&c.name, op, &[x, idx, upd])?])
 }

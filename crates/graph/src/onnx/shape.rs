@@ -14,7 +14,7 @@ use crate::reference::permute;
 use petgraph::stable_graph::NodeIndex;
 use tessera_ir::DataType;
 use tessera_runtime::NDArray;
-use tessera_te::ops::{slice_dim, PadMode, ScatterReduction};
+use tessera_te::ops::{slice_dim, PadMode};
 
 /// `axis` (negative counts from the end) in `0..rank`.
 pub(super) fn norm_axis(c: &NodeCtx, axis: i64, rank: usize) -> Result<usize, GraphError> {
@@ -219,14 +219,7 @@ fn scatter_nd_op(
         )));
     }
     let slices = imp.op(&c.sub("updates"), Op::Reshape { shape: us }, &[updates])?;
-    let reduction = match c.string("reduction").as_deref().unwrap_or("none") {
-        "none" => ScatterReduction::Replace,
-        "add" => ScatterReduction::Add,
-        "mul" => ScatterReduction::Mul,
-        "max" => ScatterReduction::Max,
-        "min" => ScatterReduction::Min,
-        other => return Err(c.bad(format!("unknown reduction `{other}`"))),
-    };
+    let reduction = super::index::scatter_reduction(c)?;
     Ok(vec![imp.op(
         &c.name,
         Op::ScatterNd { reduction },

@@ -12,7 +12,7 @@ use super::attr_err;
 use super::elemwise::{compute_ax, const_of, normalize_axis, TAG_ELEMWISE};
 use super::reduce::TAG_COMM_REDUCE;
 use crate::error::TeError;
-use crate::tensor::{compute_tagged, reduce_axis, Tensor};
+use crate::tensor::{compute_tagged, reduce_axis, IterVar, Reduce, Tensor};
 use tessera_ir::{DataType, Expr};
 
 const TAG_INJECTIVE: &str = "injective";
@@ -117,6 +117,34 @@ pub enum ScatterReduction {
     Min,
 }
 
+impl ScatterReduction {
+    /// The updates that reach one element (`hit`) reduced over `axes`, from the
+    /// reduction's identity (not for `Replace`, which takes the last update).
+    fn gather(self, hit: Expr, update: Expr, dt: DataType, axes: &[IterVar]) -> Reduce {
+        let big = |v: f64| const_of(dt, v);
+        match self {
+            ScatterReduction::Add => crate::tensor::sum(Expr::select(hit, update, big(0.0)), axes),
+            ScatterReduction::Mul => crate::tensor::prod(Expr::select(hit, update, big(1.0)), axes),
+            ScatterReduction::Max => {
+                crate::tensor::max(Expr::select(hit, update, big(f64::NEG_INFINITY)), axes)
+                    .with_init(big(f64::NEG_INFINITY))
+            }
+            _ => crate::tensor::min(Expr::select(hit, update, big(f64::INFINITY)), axes)
+                .with_init(big(f64::INFINITY)),
+        }
+    }
+
+    /// The element `d` combined with the reduction `u` of the updates reaching it.
+    fn merge(self, d: Expr, u: Expr) -> Expr {
+        match self {
+            ScatterReduction::Add => d + u,
+            ScatterReduction::Mul => d * u,
+            ScatterReduction::Max => Expr::max(d, u),
+            _ => Expr::min(d, u),
+        }
+    }
+}
+
 /// `data` with `updates` written at `indices` along `axis` (ONNX's `ScatterElements`):
 /// `indices` and `updates` have one shape, within `data`'s; an element of `data` takes
 /// the updates whose index along `axis` is its own position, combined by `reduction`.
@@ -191,29 +219,12 @@ pub fn scatter_elements(
             Expr::select(j.ge(Expr::int_of(i64t, 0)), updates.at(&at), data.at(ix))
         });
     }
-    let big = |v: f64| const_of(dt, v);
     let combined = compute_tagged(&ds, "T_scatter_elements_sum", TAG_COMM_REDUCE, &[], |ix| {
         let (hit, at) = reach(ix, k.expr());
-        let u = updates.at(&at);
-        match reduction {
-            ScatterReduction::Add => crate::tensor::sum(Expr::select(hit, u, big(0.0)), ks),
-            ScatterReduction::Mul => crate::tensor::prod(Expr::select(hit, u, big(1.0)), ks),
-            ScatterReduction::Max => {
-                crate::tensor::max(Expr::select(hit, u, big(f64::NEG_INFINITY)), ks)
-                    .with_init(big(f64::NEG_INFINITY))
-            }
-            _ => crate::tensor::min(Expr::select(hit, u, big(f64::INFINITY)), ks)
-                .with_init(big(f64::INFINITY)),
-        }
+        reduction.gather(hit, updates.at(&at), dt, ks)
     })?;
     compute_ax(&ds, "T_scatter_elements", TAG_INJECTIVE, |ix| {
-        let (d, u) = (data.at(ix), combined.at(ix));
-        match reduction {
-            ScatterReduction::Add => d + u,
-            ScatterReduction::Mul => d * u,
-            ScatterReduction::Max => Expr::max(d, u),
-            _ => Expr::min(d, u),
-        }
+        reduction.merge(data.at(ix), combined.at(ix))
     })
 }
 
@@ -271,7 +282,6 @@ pub fn scatter_nd(
         let at = std::iter::once(r).chain(ix[k..].iter().cloned()).collect();
         (hit, at)
     };
-    let big = |v: f64| const_of(dt, v);
     if reduction == ScatterReduction::Replace {
         let last = compute_tagged(&ds, "T_scatter_nd_last", TAG_COMM_REDUCE, &[], |ix| {
             let (hit, _) = reach(ix, u.expr());
@@ -290,26 +300,10 @@ pub fn scatter_nd(
     }
     let combined = compute_tagged(&ds, "T_scatter_nd_sum", TAG_COMM_REDUCE, &[], |ix| {
         let (hit, at) = reach(ix, u.expr());
-        let v = updates.at(&at);
-        match reduction {
-            ScatterReduction::Add => crate::tensor::sum(Expr::select(hit, v, big(0.0)), us_),
-            ScatterReduction::Mul => crate::tensor::prod(Expr::select(hit, v, big(1.0)), us_),
-            ScatterReduction::Max => {
-                crate::tensor::max(Expr::select(hit, v, big(f64::NEG_INFINITY)), us_)
-                    .with_init(big(f64::NEG_INFINITY))
-            }
-            _ => crate::tensor::min(Expr::select(hit, v, big(f64::INFINITY)), us_)
-                .with_init(big(f64::INFINITY)),
-        }
+        reduction.gather(hit, updates.at(&at), dt, us_)
     })?;
     compute_ax(&ds, "T_scatter_nd", TAG_INJECTIVE, |ix| {
-        let (d, v) = (data.at(ix), combined.at(ix));
-        match reduction {
-            ScatterReduction::Add => d + v,
-            ScatterReduction::Mul => d * v,
-            ScatterReduction::Max => Expr::max(d, v),
-            _ => Expr::min(d, v),
-        }
+        reduction.merge(data.at(ix), combined.at(ix))
     })
 }
 
