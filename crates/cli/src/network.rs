@@ -84,6 +84,20 @@ impl NetworkArgs {
         self.target.is_some()
     }
 
+    /// The shapes and values of the `--input` files: an ONNX input with symbolic
+    /// dimensions takes its file's shape, one that decides an axis or a size its value.
+    fn take_values(&mut self, inputs: &[Given]) {
+        let read = || {
+            inputs
+                .iter()
+                .filter_map(|(n, v)| Some((n, v.as_ref().ok()?)))
+        };
+        self.value_shapes = read()
+            .map(|(n, v)| (n.clone(), v.shape().iter().map(|&d| d as i64).collect()))
+            .collect();
+        self.input_values = read().map(|(n, v)| (n.clone(), v.clone())).collect();
+    }
+
     /// What these arguments ask the pipeline to build.
     pub(crate) fn spec(&self) -> Result<NetworkSpec> {
         let source = match (&self.network, &self.onnx) {
@@ -273,6 +287,11 @@ pub struct CompileArgs {
     /// The module file to write.
     #[arg(long, short, value_name = "FILE")]
     out: PathBuf,
+    /// The value of an input that decides what the build must know (an ONNX input
+    /// holding a reduction's axes, a shape, sizes, pads…): NAME=FILE.npy. The module is
+    /// built for it and refuses another value.
+    #[arg(long = "input", value_name = "NAME=FILE.npy")]
+    inputs: Vec<String>,
 }
 
 /// Compiles the network of `net` for its target, with the history best of `log` when
@@ -346,8 +365,10 @@ fn print_report(r: &BuildReport, log: Option<&std::path::Path>) {
     }
 }
 
-pub fn compile(args: CompileArgs) -> Result<()> {
-    let compiled = compile_for(&args.net, args.log.as_deref(), &[])?;
+pub fn compile(mut args: CompileArgs) -> Result<()> {
+    let inputs = read_inputs(&args.inputs)?;
+    args.net.take_values(&inputs);
+    let compiled = compile_for(&args.net, args.log.as_deref(), &inputs)?;
     compiled
         .save(&args.out)
         .with_context(|| format!("writing {}", args.out.display()))?;
@@ -627,17 +648,7 @@ pub fn run(mut args: RunArgs) -> Result<()> {
     crate::set_json(args.json);
     crate::rpc::use_remote(&args.rpc)?;
     let inputs = read_inputs(&args.inputs)?;
-    args.net.value_shapes = inputs
-        .iter()
-        .filter_map(|(n, v)| {
-            let v = v.as_ref().ok()?;
-            Some((n.clone(), v.shape().iter().map(|&d| d as i64).collect()))
-        })
-        .collect();
-    args.net.input_values = inputs
-        .iter()
-        .filter_map(|(n, v)| Some((n.clone(), v.as_ref().ok()?.clone())))
-        .collect();
+    args.net.take_values(&inputs);
     let loaded = args
         .log
         .as_deref()

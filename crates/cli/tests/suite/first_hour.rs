@@ -513,12 +513,14 @@ np.save(r'{}', np.linspace(-1, 1, 96, dtype=np.float32).reshape(2, 3, 4, 4))
 }
 
 /// An ONNX input that decides what the build must know (here a reduction's axes) is
-/// built for the value of its `--input` file; without one, the refusal says how to give it.
+/// built for the value of its `--input` file, by `run` and by `compile`, whose module
+/// refuses another value; without one, the refusal says how to give it.
 #[test]
 fn an_onnx_input_that_decides_axes_takes_its_input_file() {
     let dir = tempfile::tempdir().unwrap();
     let model = dir.path().join("reduce.onnx");
     let (x, axes) = (dir.path().join("x.npy"), dir.path().join("axes.npy"));
+    let other = dir.path().join("axes0.npy");
     let script = format!(
         r#"
 import onnx, numpy as np
@@ -531,10 +533,12 @@ g = helper.make_graph([helper.make_node('ReduceSum', ['x', 'axes'], ['y'], keepd
 onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid('', 18)]), r'{}')
 np.save(r'{}', np.arange(6, dtype=np.float32).reshape(2, 3))
 np.save(r'{}', np.array([1], dtype=np.int64))
+np.save(r'{}', np.array([0], dtype=np.int64))
 "#,
         model.display(),
         x.display(),
-        axes.display()
+        axes.display(),
+        other.display()
     );
     let made = std::process::Command::new("python3")
         .args(["-c", &script])
@@ -575,6 +579,35 @@ np.save(r'{}', np.array([1], dtype=np.int64))
         check.status.success(),
         "{}",
         String::from_utf8_lossy(&check.stderr)
+    );
+    // a module compiled for the value runs it and refuses another, naming the input
+    let tsm = dir.path().join("reduce.tsm");
+    let out = tessera(&[
+        "compile",
+        "--onnx",
+        m,
+        "--input",
+        &format!("axes={}", axes.display()),
+        "-o",
+        tsm.to_str().unwrap(),
+    ]);
+    ok(out);
+    let run_module = |axes_file: &std::path::Path| {
+        tessera(&[
+            "run",
+            "--module",
+            tsm.to_str().unwrap(),
+            "--input",
+            &format!("x={}", x.display()),
+            "--input",
+            &format!("axes={}", axes_file.display()),
+        ])
+    };
+    assert!(ok(run_module(&axes)).contains("output 0: [2]"));
+    let err = one_line_error(&run_module(&other));
+    assert!(
+        err.contains("`axes`") && err.contains("built for [1]"),
+        "{err}"
     );
 }
 

@@ -677,7 +677,8 @@ impl Importer {
         let Some(v) = self.input_values.get(&name).cloned() else {
             return Err(c.bad(format!(
                 "{what} (input {k}) must be known at import time: it is the network input \
-                 `{name}`; give its value when building (`tessera run --input {name}=FILE`)"
+                 `{name}`; give its value when building (`--input {name}=FILE` of `tessera \
+                 run` or `tessera compile`)"
             )));
         };
         let ty = &node.ty;
