@@ -452,8 +452,6 @@ fn algorithms_line(picked: &[(tessera_graph::ConvAlgorithm, bool)]) -> String {
     )
 }
 
-/// Sets every input: from its `--input NAME=FILE.npy`, else its `random_input`; an
-/// `--input` naming no input of the network is an error.
 /// An `--input NAME=FILE.npy`: its name and the file's value, or why it could not be
 /// read (said after the name is checked against the network's inputs).
 type Given = (String, std::result::Result<NDArray, String>);
@@ -524,17 +522,20 @@ fn check_given(inputs: &[(String, tessera_graph::TensorType)], given: &[Given]) 
     Ok(())
 }
 
+/// Sets every input: from its `--input NAME=FILE.npy`, else its `default_input` (the
+/// value the module was built for, or a seeded random one); an
+/// `--input` naming no input of the network is an error.
 fn set_inputs(m: &mut GraphModule, given: &[Given]) -> Result<()> {
     let inputs: Vec<(String, tessera_graph::TensorType)> = m
         .inputs()
         .map(|(n, t)| (n.to_string(), t.clone()))
         .collect();
     check_given(&inputs, given)?;
-    for (k, (name, ty)) in inputs.iter().enumerate() {
+    for (k, (name, _)) in inputs.iter().enumerate() {
         let value = match given.iter().find(|(n, _)| n == name) {
             Some((_, Ok(v))) => v.clone(),
             Some((_, Err(e))) => bail!("{e}"),
-            None => tessera_graph::random_input(ty, k)?,
+            None => m.default_input(k)?,
         };
         m.set_input(name, &value)?;
     }

@@ -534,13 +534,26 @@ impl GraphModule {
         self.outputs.iter().map(|(t, _)| t)
     }
 
-    /// Sets every input to its [`random_input`].
+    /// The value input `k` gets when none is given: the value the module was built for
+    /// where it was built for one ([`crate::fixed_inputs`]), else its [`random_input`].
+    pub fn default_input(&self, k: usize) -> Result<NDArray, GraphError> {
+        let (name, ty, _) = self.inputs.get(k).ok_or_else(|| {
+            GraphError::Invalid(format!(
+                "the network has {} inputs, not {}",
+                self.inputs.len(),
+                k + 1
+            ))
+        })?;
+        match self.fixed_inputs.iter().find(|f| &f.input == name) {
+            Some(f) => Ok(NDArray::from_f64(ty.dtype, &f.shape, &f.values)?),
+            None => random_input(ty, k),
+        }
+    }
+
+    /// Sets every input to its [`GraphModule::default_input`].
     pub fn set_random_inputs(&mut self) -> Result<(), GraphError> {
-        let values = self
-            .inputs
-            .iter()
-            .enumerate()
-            .map(|(k, (name, ty, _))| Ok((name.clone(), random_input(ty, k)?)))
+        let values = (0..self.inputs.len())
+            .map(|k| Ok((self.inputs[k].0.clone(), self.default_input(k)?)))
             .collect::<Result<Vec<_>, GraphError>>()?;
         for (name, v) in values {
             self.set_input(&name, &v)?;

@@ -739,6 +739,8 @@ fn an_input_that_decides_axes_is_built_for_its_given_value() {
         .unwrap();
     let x = NDArray::from_slice_f32(&[2, 3], &[1., 2., 3., 4., 5., 6.]).unwrap();
     exe.set_input("x", &x).unwrap();
+    // an input not given is fed the value the module was built for
+    assert_eq!(exe.default_input(1).unwrap().to_f64_vec(), vec![1.0]);
     exe.set_input("axes", &axes).unwrap();
     exe.run().unwrap();
     assert_eq!(exe.get_output(0).unwrap().to_f64_vec(), vec![6.0, 15.0]);

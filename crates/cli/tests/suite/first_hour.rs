@@ -604,6 +604,15 @@ np.save(r'{}', np.array([0], dtype=np.int64))
         ])
     };
     assert!(ok(run_module(&axes)).contains("output 0: [2]"));
+    // not given, the input gets the value the module was built for
+    let out = tessera(&[
+        "run",
+        "--module",
+        tsm.to_str().unwrap(),
+        "--input",
+        &format!("x={}", x.display()),
+    ]);
+    assert!(ok(out).contains("output 0: [2]"));
     let err = one_line_error(&run_module(&other));
     assert!(
         err.contains("`axes`") && err.contains("built for [1]"),
