@@ -344,7 +344,8 @@ pub struct ImportOptions {
     /// the rank agrees and the static dimensions match (a static mismatch is left for
     /// the caller's own check of its values).
     pub value_shapes: HashMap<String, Vec<i64>>,
-    /// Values of inputs the caller will feed (`tessera run --input NAME=FILE`): where an
+    /// Values of inputs the caller will feed (`--input NAME=FILE` of `tessera run` and
+    /// `tessera compile`): where an
     /// input decides what the import must know (a reduction's axes, Reshape's shape,
     /// Resize's sizes, Pad's pads, Slice's bounds…), the network is built for this value
     /// and its module refuses any other ([`crate::fixed_inputs`]). Other inputs' values
