@@ -345,11 +345,10 @@ pub struct ImportOptions {
     /// the caller's own check of its values).
     pub value_shapes: HashMap<String, Vec<i64>>,
     /// Values of inputs the caller will feed (`--input NAME=FILE` of `tessera run` and
-    /// `tessera compile`): where an
-    /// input decides what the import must know (a reduction's axes, Reshape's shape,
-    /// Resize's sizes, Pad's pads, Slice's bounds…), the network is built for this value
-    /// and its module refuses any other ([`crate::fixed_inputs`]). Other inputs' values
-    /// are not read.
+    /// `tessera compile`): where an input decides what the import must know (a
+    /// reduction's axes, Reshape's shape, Resize's sizes, Pad's pads, Slice's bounds…),
+    /// the network is built for this value and its module refuses any other
+    /// ([`crate::fixed_inputs`]). Other inputs' values are not read.
     pub input_values: HashMap<String, NDArray>,
 }
 
