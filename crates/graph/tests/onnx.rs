@@ -753,3 +753,52 @@ fn an_input_that_decides_axes_is_built_for_its_given_value() {
         "{e}"
     );
 }
+
+/// Axes computed in the network from an input whose value is given (`axes − 1`) are
+/// evaluated at import, and the input is fixed as when it is the axes itself.
+#[test]
+fn axes_computed_from_a_given_input_are_evaluated_at_import() {
+    let mut m = model(
+        vec![
+            node("Sub", "minus", &["axes_plus_one", "one"], &["axes"], vec![]),
+            node(
+                "ReduceSum",
+                "r",
+                &["x", "axes"],
+                &["y"],
+                vec![int_attr("keepdims", 0)],
+            ),
+        ],
+        vec![i64_tensor("one", &[1])],
+        18,
+    );
+    let g = m.graph.as_mut().unwrap();
+    let mut given = value_info("axes_plus_one", &[1]);
+    if let Some(proto::type_proto::Value::TensorType(t)) =
+        given.r#type.as_mut().and_then(|t| t.value.as_mut())
+    {
+        t.elem_type = Some(T::Int64 as i32);
+    }
+    g.input = vec![value_info("x", &[2, 3]), given];
+    g.output = vec![value_info("y", &[2])];
+    let bytes = m.encode_to_vec();
+    let e = import(&bytes, Path::new("."), &ImportOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("computed in the network"), "{e}");
+    let mut options = ImportOptions::default();
+    let two = NDArray::from_slice::<i64>(&[1], &[2]).unwrap();
+    options
+        .input_values
+        .insert("axes_plus_one".into(), two.clone());
+    let g = import(&bytes, Path::new("."), &options).unwrap();
+    assert_eq!(g.fixed_inputs().len(), 1);
+    let mut exe = build(&g, &Target::cpu()).unwrap();
+    let x = NDArray::from_slice_f32(&[2, 3], &[1., 2., 3., 4., 5., 6.]).unwrap();
+    exe.set_input("x", &x).unwrap();
+    exe.set_input("axes_plus_one", &two).unwrap();
+    exe.run().unwrap();
+    assert_eq!(exe.get_output(0).unwrap().to_f64_vec(), vec![6.0, 15.0]);
+    let one = NDArray::from_slice::<i64>(&[1], &[1]).unwrap();
+    assert!(exe.set_input("axes_plus_one", &one).is_err());
+}

@@ -668,10 +668,23 @@ impl Importer {
         }
         let node = self.g.node(n);
         if !matches!(node.op, Op::Input) {
-            return Err(c.bad(format!(
-                "{what} (input {k}) must be known at import time (it is computed in the \
-                 network)"
-            )));
+            // computed from constants and inputs whose values were given (a window's
+            // size, a crop's shape): evaluated here, those inputs fixed
+            let user = format!("{what} of `{}` ({})", c.label, c.op);
+            let mut fixed = Vec::new();
+            return match self.evaluate(n, &mut fixed, &mut HashMap::new(), 0) {
+                Some(v) => {
+                    for (input, value) in fixed {
+                        self.g
+                            .fix_input(FixedInput::new(&input, &value, user.clone()));
+                    }
+                    Ok(Some(v))
+                }
+                None => Err(c.bad(format!(
+                    "{what} (input {k}) must be known at import time (it is computed in \
+                     the network)"
+                ))),
+            };
         }
         let name = node.name.clone();
         let Some(v) = self.input_values.get(&name).cloned() else {
@@ -692,6 +705,45 @@ impl Importer {
         let user = format!("{what} of `{}` ({})", c.label, c.op);
         self.g.fix_input(FixedInput::new(&name, &v, user));
         Ok(Some(v))
+    }
+
+    /// The value of `n` when it is computed from constants and network inputs whose values
+    /// were given (each such input pushed on `fixed`), by the reference interpreter over
+    /// at most [`FOLD_AT_IMPORT`] elements a value and 64 operators deep, each node once
+    /// (`done`); `None` where any of it is not known.
+    fn evaluate(
+        &self,
+        n: NodeIndex,
+        fixed: &mut Vec<(String, NDArray)>,
+        done: &mut HashMap<NodeIndex, NDArray>,
+        depth: usize,
+    ) -> Option<NDArray> {
+        if let Some(v) = self.constant(n).or_else(|| done.get(&n)) {
+            return Some(v.clone());
+        }
+        let node = self.g.node(n);
+        if depth > 64 || node.ty.numel() > FOLD_AT_IMPORT {
+            return None;
+        }
+        if matches!(node.op, Op::Input) {
+            let v = self.input_values.get(&node.name)?;
+            let given: Vec<i64> = v.shape().iter().map(|&d| d as i64).collect();
+            if v.dtype() != node.ty.dtype || given != node.ty.shape {
+                return None;
+            }
+            fixed.push((node.name.clone(), v.clone()));
+            done.insert(n, v.clone());
+            return Some(v.clone());
+        }
+        let args = self.g.args(n);
+        let values: Vec<NDArray> = args
+            .iter()
+            .map(|&a| self.evaluate(a, fixed, done, depth + 1))
+            .collect::<Option<_>>()?;
+        let refs: Vec<&NDArray> = values.iter().collect();
+        let v = crate::reference::eval_op(&self.g, n, &refs).ok()?;
+        done.insert(n, v.clone());
+        Some(v)
     }
 
     /// Input `k` of `c` as integers: it must be known at import time when present
