@@ -13,6 +13,7 @@
 
 use super::attr_err;
 use super::elemwise::compute_ax;
+use super::image::{fc as f, keys_weights};
 use crate::error::TeError;
 use crate::tensor::Tensor;
 use tessera_ir::{DataType, Expr, Intrinsic};
@@ -43,10 +44,6 @@ pub struct GridSampleAttrs {
     pub padding: GridPadding,
     /// −1 and 1 name the centres of the corner elements (else their outer edges).
     pub align_corners: bool,
-}
-
-fn f(v: f64) -> Expr {
-    Expr::float_of(DataType::float32(), v)
 }
 
 /// One spatial axis of length `len`: its border and how its coordinates and taps map.
@@ -129,20 +126,7 @@ impl Axis {
             // the coordinate is already a whole number
             GridMode::Nearest => vec![(at(0), f(1.0))],
             GridMode::Linear => vec![(at(0), f(1.0) - r.clone()), (at(1), r)],
-            GridMode::Cubic => {
-                let a = -0.75;
-                let near =
-                    |d: Expr| ((f(a + 2.0) * d.clone() - f(a + 3.0)) * d.clone() * d) + f(1.0);
-                let far = |d: Expr| {
-                    ((f(a) * d.clone() - f(5.0 * a)) * d.clone() + f(8.0 * a)) * d - f(4.0 * a)
-                };
-                vec![
-                    (at(-1), far(r.clone() + f(1.0))),
-                    (at(0), near(r.clone())),
-                    (at(1), near(f(1.0) - r.clone())),
-                    (at(2), far(f(2.0) - r)),
-                ]
-            }
+            GridMode::Cubic => (-1..=2).map(at).zip(keys_weights(r, -0.75)).collect(),
         }
     }
 }

@@ -253,8 +253,25 @@ impl Taps {
     }
 }
 
-fn fc(v: f64) -> Expr {
+/// A float32 constant (the coordinates' and weights' type).
+pub(super) fn fc(v: f64) -> Expr {
     Expr::float_of(DataType::float32(), v)
+}
+
+/// Keys' cubic convolution weights (coefficient `a`) of the four taps at
+/// `floor(c) − 1 … floor(c) + 2` around a coordinate `c` whose fraction is `r`: ONNX's
+/// `cubic_coeffs`, shared by Resize's and GridSample's bicubic modes.
+pub(super) fn keys_weights(r: Expr, a: f64) -> [Expr; 4] {
+    // the kernel at distance d ≤ 1 and 1 < d ≤ 2
+    let near = |d: Expr| ((fc(a + 2.0) * d.clone() - fc(a + 3.0)) * d.clone() * d) + fc(1.0);
+    let far =
+        |d: Expr| ((fc(a) * d.clone() - fc(5.0 * a)) * d.clone() + fc(8.0 * a)) * d - fc(4.0 * a);
+    [
+        far(r.clone() + fc(1.0)),
+        near(r.clone()),
+        near(fc(1.0) - r.clone()),
+        far(fc(2.0) - r),
+    ]
 }
 
 impl Axis<'_> {
@@ -345,19 +362,8 @@ impl Axis<'_> {
             let c = self.coord(coord, i);
             c.clone() - Expr::math(Intrinsic::Floor, c)
         };
-        // Keys' kernel at distance d ≤ 1 and 1 < d ≤ 2
-        let near = |d: Expr| ((fc(a + 2.0) * d.clone() - fc(a + 3.0)) * d.clone() * d) + fc(1.0);
-        let far = |d: Expr| {
-            ((fc(a) * d.clone() - fc(5.0 * a)) * d.clone() + fc(8.0 * a)) * d - fc(4.0 * a)
-        };
         let raw = |k: usize, i: &Expr| {
-            let r = ratio(i);
-            let c = match k {
-                0 => far(r + fc(1.0)),
-                1 => near(r),
-                2 => near(fc(1.0) - r),
-                _ => far(fc(2.0) - r),
-            };
+            let c = keys_weights(ratio(i), a)[k].clone();
             if exclude_outside {
                 let at = first(i) + Expr::int(k as i64);
                 let inside = Expr::and(at.clone().ge(Expr::int(0)), at.le(Expr::int(last)));
