@@ -653,9 +653,10 @@ impl Importer {
     }
 
     /// Input `k` of `c`, whose value the import needs (an axis, a size, a bound): a
-    /// constant, or a network input whose value the caller gave in
-    /// [`ImportOptions::input_values`] — the network is then built for that value, and
-    /// the module refuses another ([`FixedInput`]).
+    /// constant, a network input whose value the caller gave in
+    /// [`ImportOptions::input_values`], or a value computed from those
+    /// ([`Importer::evaluate`]) — the network is then built for the given values, and the
+    /// module refuses others ([`FixedInput`]).
     fn known_value(
         &mut self,
         c: &NodeCtx,
@@ -663,53 +664,59 @@ impl Importer {
         what: &str,
     ) -> Result<Option<NDArray>, GraphError> {
         let Some(n) = c.opt(k) else { return Ok(None) };
-        if let Some(v) = self.constant(n) {
-            return Ok(Some(v.clone()));
+        let mut fixed = Vec::new();
+        if let Some(v) = self.evaluate(n, &mut fixed, &mut HashMap::new(), 0) {
+            let user = format!("{what} of `{}` ({})", c.label, c.op);
+            for (input, value) in fixed {
+                self.g
+                    .fix_input(FixedInput::new(&input, &value, user.clone()));
+            }
+            return Ok(Some(v));
         }
+        let computed = || {
+            c.bad(format!(
+                "{what} (input {k}) must be known at import time (it is computed in the \
+                 network)"
+            ))
+        };
         let node = self.g.node(n);
         if !matches!(node.op, Op::Input) {
-            // computed from constants and inputs whose values were given (a window's
-            // size, a crop's shape): evaluated here, those inputs fixed
-            let user = format!("{what} of `{}` ({})", c.label, c.op);
-            let mut fixed = Vec::new();
-            return match self.evaluate(n, &mut fixed, &mut HashMap::new(), 0) {
-                Some(v) => {
-                    for (input, value) in fixed {
-                        self.g
-                            .fix_input(FixedInput::new(&input, &value, user.clone()));
-                    }
-                    Ok(Some(v))
-                }
-                None => Err(c.bad(format!(
-                    "{what} (input {k}) must be known at import time (it is computed in \
-                     the network)"
-                ))),
-            };
+            return Err(computed());
         }
         let name = node.name.clone();
-        let Some(v) = self.input_values.get(&name).cloned() else {
-            return Err(c.bad(format!(
+        match self.given_value(n) {
+            None => Err(c.bad(format!(
                 "{what} (input {k}) must be known at import time: it is the network input \
                  `{name}`; give its value when building (`--input {name}=FILE` of `tessera \
                  run` or `tessera compile`)"
-            )));
-        };
-        let ty = &node.ty;
-        let given: Vec<i64> = v.shape().iter().map(|&d| d as i64).collect();
-        if v.dtype() != ty.dtype || given != ty.shape {
-            return Err(c.bad(format!(
-                "the value given for input `{name}` is {}, but the input is {ty}",
-                TensorType::new(&given, v.dtype())
-            )));
+            ))),
+            Some(Err(e)) => Err(c.bad(e)),
+            Some(Ok(_)) => Err(computed()),
         }
-        let user = format!("{what} of `{}` ({})", c.label, c.op);
-        self.g.fix_input(FixedInput::new(&name, &v, user));
-        Ok(Some(v))
+    }
+
+    /// The value given for network input `n` ([`ImportOptions::input_values`]), `None`
+    /// where none was, an error where it does not fit the input's type.
+    fn given_value(&self, n: NodeIndex) -> Option<Result<NDArray, String>> {
+        let node = self.g.node(n);
+        let v = self.input_values.get(&node.name)?;
+        let given: Vec<i64> = v.shape().iter().map(|&d| d as i64).collect();
+        Some(if v.dtype() != node.ty.dtype || given != node.ty.shape {
+            Err(format!(
+                "the value given for input `{}` is {}, but the input is {}",
+                node.name,
+                TensorType::new(&given, v.dtype()),
+                node.ty
+            ))
+        } else {
+            Ok(v.clone())
+        })
     }
 
     /// The value of `n` when it is computed from constants and network inputs whose values
-    /// were given (each such input pushed on `fixed`), by the reference interpreter over
-    /// at most [`FOLD_AT_IMPORT`] elements a value and 64 operators deep, each node once
+    /// were given (each such input pushed on `fixed`; a constant or a given input itself
+    /// too), by the reference interpreter over at most [`FOLD_AT_IMPORT`] elements a
+    /// computed value and 64 operators deep, each node once
     /// (`done`); `None` where any of it is not known.
     fn evaluate(
         &self,
@@ -722,18 +729,14 @@ impl Importer {
             return Some(v.clone());
         }
         let node = self.g.node(n);
-        if depth > 64 || node.ty.numel() > FOLD_AT_IMPORT {
-            return None;
-        }
         if matches!(node.op, Op::Input) {
-            let v = self.input_values.get(&node.name)?;
-            let given: Vec<i64> = v.shape().iter().map(|&d| d as i64).collect();
-            if v.dtype() != node.ty.dtype || given != node.ty.shape {
-                return None;
-            }
+            let v = self.given_value(n)?.ok()?;
             fixed.push((node.name.clone(), v.clone()));
             done.insert(n, v.clone());
-            return Some(v.clone());
+            return Some(v);
+        }
+        if depth > 64 || node.ty.numel() > FOLD_AT_IMPORT {
+            return None;
         }
         let args = self.g.args(n);
         let values: Vec<NDArray> = args
