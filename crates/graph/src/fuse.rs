@@ -9,7 +9,11 @@
 //!   transforms) join any open group;
 //! - a reduction (pooling) joins a group without a conv2d / dense / matmul and closes
 //!   it: reductions end a group;
-//! - conv2d / dense / matmul, concatenation and softmax start a group of their own.
+//! - conv2d / dense / matmul, concatenation and softmax start a group of their own;
+//! - an elementwise operator that reads the outputs of several such open groups merges
+//!   them into one (at most one of them holding a conv2d / dense / matmul), as TVM's
+//!   post-dominator analysis does: an LSTM cell's `f·c' + i·g` and its three activations
+//!   are one kernel, not four ([`merge_branches`]).
 //!
 //! A value read by several elementwise operators whose paths meet again within a few
 //! elementwise steps (a diamond: GELU's `x · ½(1 + erf(x/√2))`, SiLU's `x · σ(x)`) counts
@@ -84,14 +88,21 @@ fn fuse_with(graph: &Graph, converging: &HashSet<NodeIndex>) -> Vec<Group> {
                     Pattern::OutFusable | Pattern::Opaque => false,
                 }
         };
-        let join = graph
-            .args(n)
-            .into_iter()
-            .filter(|&a| {
-                (graph.users(a).len() == 1 || converging.contains(&a)) && !outputs.contains(&a)
-            })
-            .filter_map(|a| group_of.get(&a).copied())
-            .find(|&g| joinable(&groups[g]));
+        // the open groups whose output only this node reads, each once
+        let mut open: Vec<usize> = Vec::new();
+        for a in graph.args(n) {
+            if (graph.users(a).len() == 1 || converging.contains(&a)) && !outputs.contains(&a) {
+                if let Some(g) = group_of.get(&a).copied() {
+                    if joinable(&groups[g]) && !open.contains(&g) {
+                        open.push(g);
+                    }
+                }
+            }
+        }
+        let join = match pattern {
+            Pattern::ElemWise => merge_branches(&mut groups, &mut group_of, &open),
+            _ => open.first().copied(),
+        };
         let gi = match join {
             Some(g) => g,
             None => {
@@ -109,12 +120,49 @@ fn fuse_with(graph: &Graph, converging: &HashSet<NodeIndex>) -> Vec<Group> {
         g.closed |= matches!(pattern, Pattern::Reduce | Pattern::Opaque);
         group_of.insert(n, gi);
     }
+    groups.retain(|g| !g.nodes.is_empty());
     // Run order: by the position of each group's output. A member's inputs precede it,
     // so every value a group reads is the output of a group that sorts before it.
     let position: HashMap<NodeIndex, usize> =
         order.iter().enumerate().map(|(i, &n)| (n, i)).collect();
     groups.sort_by_key(|g| position[&g.output()]);
     groups
+}
+
+/// The group an elementwise operator joins when it reads the outputs of several open
+/// groups that it alone reads (`c = f·c' + i·g` of an LSTM cell, `a·b + c·d`): they
+/// become one, as TVM's post-dominator fusion makes them, unless two of them hold a
+/// conv2d / dense / matmul; then it joins the first. The groups merged away are left
+/// empty. The members stay in an order they can be computed in: no member of one
+/// group reads a member of another (each group's values are read only inside it, its
+/// output only by the joining operator), and the group with the anchor comes first, so
+/// a group's anchor stays its first member.
+fn merge_branches(
+    groups: &mut [Group],
+    group_of: &mut HashMap<NodeIndex, usize>,
+    open: &[usize],
+) -> Option<usize> {
+    let (&first, rest) = open.split_first()?;
+    let anchors = open.iter().filter(|&&g| groups[g].has_anchor).count();
+    if rest.is_empty() || anchors > 1 {
+        return Some(first);
+    }
+    let into = open
+        .iter()
+        .copied()
+        .find(|&g| groups[g].has_anchor)
+        .unwrap_or(first);
+    for &g in open {
+        if g == into {
+            continue;
+        }
+        let nodes = std::mem::take(&mut groups[g].nodes);
+        for &m in &nodes {
+            group_of.insert(m, into);
+        }
+        groups[into].nodes.extend(nodes);
+    }
+    Some(into)
 }
 
 /// The most elementwise steps a diamond's paths take before they meet.
@@ -177,14 +225,31 @@ fn converging_values(graph: &Graph) -> HashSet<NodeIndex> {
     out
 }
 
-/// The name of a fused function in TVM's style: `fused_` and the operator names.
+/// The longest fused-function name kept whole, as TVM's `kMaxFuncNameLength`: the
+/// name becomes the kernel's file name, which file systems cap at 255 bytes.
+const MAX_NAME: usize = 80;
+
+/// The name of a fused function in TVM's style: `fused_` and the operator names. A name
+/// longer than [`MAX_NAME`] keeps its first [`MAX_NAME`] characters and gets a hash of
+/// the whole name, so that distinct long groups keep distinct names.
 pub fn group_name(graph: &Graph, group: &Group) -> String {
     let mut name = String::from("fused");
     for &n in &group.nodes {
         name.push('_');
         name.push_str(graph.node(n).op.name());
     }
-    name
+    if name.len() <= MAX_NAME {
+        return name;
+    }
+    // FNV-1a: stable across runs and builds, unlike std's hasher
+    let hash = name.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    let mut cut = MAX_NAME;
+    while !name.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}_{:08x}", &name[..cut], hash as u32)
 }
 
 /// The tensor expression of a fused group: one placeholder per value read from outside

@@ -396,6 +396,89 @@ fn packed_dense_weights_and_fused_diamonds_compute_the_same() {
     assert_eq!(passes::pack_dense_weights(&mut g.clone(), 5).unwrap(), 0);
 }
 
+/// An LSTM cell in small: a dense product's four gates, three activations and
+/// `c = f · c' + i · g`; then the same sum over two dense products.
+fn cell_net() -> Graph {
+    let mut g = Graph::new("cell");
+    let x = g.input("x", TensorType::f32(&[2, 8]));
+    let c0 = g.input("c0", TensorType::f32(&[2, 8]));
+    let w = konst(&mut g, "w", &[24, 8], 11, 0.5, 0.0);
+    let s = g.op("gates", Op::Dense, &[x, w]).unwrap();
+    let gate = |g: &mut Graph, k: i64| {
+        let op = Op::StridedSlice {
+            begin: vec![0, 8 * k],
+            end: vec![2, 8 * k + 8],
+            strides: vec![1, 1],
+        };
+        g.op(&format!("slice{k}"), op, &[s]).unwrap()
+    };
+    let (si, sf, sg) = (gate(&mut g, 0), gate(&mut g, 1), gate(&mut g, 2));
+    let i = g.op("i", Op::Unary(Unary::Sigmoid), &[si]).unwrap();
+    let f = g.op("f", Op::Unary(Unary::Sigmoid), &[sf]).unwrap();
+    let gg = g.op("g", Op::Unary(Unary::Tanh), &[sg]).unwrap();
+    let fc = g.op("fc", Op::Binary(Binary::Mul), &[f, c0]).unwrap();
+    let ig = g.op("ig", Op::Binary(Binary::Mul), &[i, gg]).unwrap();
+    let c = g.op("c", Op::Binary(Binary::Add), &[fc, ig]).unwrap();
+    // two products summed: each keeps its own group
+    let w1 = konst(&mut g, "w1", &[8, 8], 12, 0.5, 0.0);
+    let w2 = konst(&mut g, "w2", &[8, 8], 13, 0.5, 0.0);
+    let d1 = g.op("d1", Op::Dense, &[c, w1]).unwrap();
+    let d2 = g.op("d2", Op::Dense, &[x, w2]).unwrap();
+    let r1 = g.op("r1", Op::Unary(Unary::Relu), &[d1]).unwrap();
+    let out = g.op("sum", Op::Binary(Binary::Add), &[r1, d2]).unwrap();
+    g.set_outputs(vec![out]);
+    g
+}
+
+#[test]
+fn branches_one_elementwise_operator_reads_merge_into_its_group() {
+    let g = cell_net();
+    let groups = fuse(&g);
+    let members: Vec<Vec<&str>> = groups
+        .iter()
+        .map(|gr| gr.nodes.iter().map(|&n| g.node(n).name.as_str()).collect())
+        .collect();
+    // the cell is one kernel; of two dense products one takes the sum as its epilogue
+    assert_eq!(
+        members,
+        [
+            vec!["gates"],
+            vec!["slice1", "f", "fc", "slice0", "i", "slice2", "g", "ig", "c"],
+            vec!["d2"],
+            vec!["d1", "r1", "sum"],
+        ],
+        "{members:?}"
+    );
+    let x =
+        NDArray::from_slice_f32(&[2, 8], &(0..16).map(|i| rnd(14, i)).collect::<Vec<_>>()).unwrap();
+    let c0 =
+        NDArray::from_slice_f32(&[2, 8], &(0..16).map(|i| rnd(15, i)).collect::<Vec<_>>()).unwrap();
+    let want = interpret(&g, &[("x", &x), ("c0", &c0)]).unwrap().remove(0);
+    let mut m = build(&g, &Target::cpu()).unwrap();
+    m.set_input("x", &x).unwrap();
+    m.set_input("c0", &c0).unwrap();
+    m.run().unwrap();
+    m.get_output(0)
+        .unwrap()
+        .allclose(&want, 1e-4, 1e-5)
+        .unwrap();
+}
+
+#[test]
+fn a_long_group_name_is_cut_and_keeps_a_hash_of_the_whole() {
+    let g = cell_net();
+    let groups = fuse(&g);
+    let name = tessera_graph::fuse::group_name(&g, &groups[1]);
+    assert_eq!(name.len(), 80 + 9, "{name}");
+    assert!(
+        name.starts_with("fused_strided_slice_sigmoid_multiply_strided_slice"),
+        "{name}"
+    );
+    assert_ne!(name, tessera_graph::fuse::group_name(&g, &groups[0]));
+    // stable: the same group gets the same name
+    assert_eq!(name, tessera_graph::fuse::group_name(&g, &groups[1]));
+}
+
 #[test]
 fn bad_input_is_a_typed_error() {
     let g = small_net();

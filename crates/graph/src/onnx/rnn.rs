@@ -5,9 +5,10 @@
 //!
 //! - the input projection of every time step is one dense product, `[S·B, I] · Wᵀ`, with
 //!   both biases added once;
-//! - each step is a dense product of the previous state with `R` and the cell's
-//!   elementwise arithmetic, which fusion makes one kernel of (the same kernel for
-//!   every step: one workload key);
+//! - each step is a dense product of the previous state with `R` (the same kernel for
+//!   every step: one workload key) and the cell's elementwise arithmetic, which reads
+//!   each gate's sum from the product and the projection and which fusion makes one
+//!   kernel of per state (an LSTM's cell state, then its hidden state);
 //! - where a batch element's sequence ends early, its states stop changing and its
 //!   outputs are zeros; a reverse direction reads each element's sequence from its own
 //!   end (a constant reordering of the time axis).
@@ -83,11 +84,24 @@ impl Layer<'_, '_> {
         from: i64,
         to: i64,
     ) -> Result<NodeIndex, GraphError> {
+        self.slice_axes(imp, name, x, &[(axis, from, to)])
+    }
+
+    /// `x` sliced along several axes at once, each `(axis, from, to)`.
+    fn slice_axes(
+        &self,
+        imp: &mut Importer,
+        name: &str,
+        x: NodeIndex,
+        ranges: &[(usize, i64, i64)],
+    ) -> Result<NodeIndex, GraphError> {
         let shape = imp.shape(x);
         let mut begin = vec![0; shape.len()];
         let mut end = shape.clone();
-        begin[axis] = from;
-        end[axis] = to;
+        for &(axis, from, to) in ranges {
+            begin[axis] = from;
+            end[axis] = to;
+        }
         let op = Op::StridedSlice {
             begin,
             end,
@@ -417,8 +431,7 @@ fn direction(
             k
         };
         let n = |what: &str| l.name(d, &format!("t{k}_{what}"));
-        let xt = l.slice(imp, &n("x"), proj, 0, t as i64, t as i64 + 1)?;
-        let xt = imp.reshape(&n("x2"), xt, vec![l.batch, gh])?;
+        let xt = StepInput { proj, t: t as i64 };
         let w = Weights {
             r,
             gru_split,
@@ -426,7 +439,7 @@ fn direction(
             gru_rh,
             acts,
         };
-        let (h_new, c_new) = cell_step(imp, l, &n, &w, xt, h, cstate)?;
+        let (h_new, c_new) = cell_step(imp, l, &n, &w, &xt, h, cstate)?;
         h = l.hold(imp, &n("h_held"), k, h_new, h)?;
         if let (Some(cn), Some(cp)) = (c_new, cstate) {
             cstate = Some(l.hold(imp, &n("c_held"), k, cn, cp)?);
@@ -459,6 +472,31 @@ fn direction(
     Ok((ys, h, cstate))
 }
 
+/// The input projection `[S, B, gates·H]` at one time step. Each use slices the columns
+/// it reads straight from the projection (one strided slice and a reshape, which fuse
+/// into the reader): a step's `[B, gates·H]` taken first would be read by every gate,
+/// so it would be a copy of its own per step.
+struct StepInput {
+    proj: NodeIndex,
+    t: i64,
+}
+
+impl StepInput {
+    /// Columns `from..to` of the step's projection, `[B, to - from]`.
+    fn cols(
+        &self,
+        imp: &mut Importer,
+        l: &Layer,
+        name: &str,
+        from: i64,
+        to: i64,
+    ) -> Result<NodeIndex, GraphError> {
+        let ranges = [(0, self.t, self.t + 1), (2, from, to)];
+        let s = l.slice_axes(imp, name, self.proj, &ranges)?;
+        imp.reshape(&format!("{name}_2d"), s, vec![l.batch, to - from])
+    }
+}
+
 /// What every step of one direction reads: the recurrent weights `[gates·H, H]` (for a
 /// GRU without `linear_before_reset`, split into the update and reset gates' `[2H, H]`
 /// and the candidate's `[H, H]`), the peepholes (input, output, forget), GRU's recurrent
@@ -478,12 +516,13 @@ fn cell_step(
     l: &Layer,
     n: &dyn Fn(&str) -> String,
     w: &Weights,
-    xt: NodeIndex,
+    xt: &StepInput,
     h: NodeIndex,
     cstate: Option<NodeIndex>,
 ) -> Result<(NodeIndex, Option<NodeIndex>), GraphError> {
     let (c, h_, acts, r, peep, gru_rh) = (l.c, l.hidden, w.acts, w.r, w.peep, w.gru_rh);
-    let dt = imp.ty(xt).dtype;
+    let dt = imp.ty(xt.proj).dtype;
+    let gh = l.cell.gates() * h_;
     let gate = |imp: &mut Importer, v: NodeIndex, g: i64, tag: &str| {
         l.slice(imp, &n(tag), v, 1, g * h_, (g + 1) * h_)
     };
@@ -496,19 +535,24 @@ fn cell_step(
     Ok(match l.cell {
         Cell::Rnn => {
             let rec = imp.op(&n("rec"), Op::Dense, &[h, r])?;
-            let s = add(imp, "sum", xt, rec)?;
+            let x = xt.cols(imp, l, &n("x"), 0, gh)?;
+            let s = add(imp, "sum", x, rec)?;
             (l.activate(imp, &n("h"), &acts[0], s, true)?, None)
         }
         Cell::Lstm => {
+            // each gate's sum read from the product and the projection in the cell's
+            // kernel: the product stays a plain dense, one kernel for every step (its
+            // epilogue would read the step's projection at an offset of its own)
             let rec = imp.op(&n("rec"), Op::Dense, &[h, r])?;
-            let s = add(imp, "sum", xt, rec)?;
+            let sum = |imp: &mut Importer, g: i64, tag: &str| -> Result<NodeIndex, GraphError> {
+                let a = xt.cols(imp, l, &n(&format!("{tag}_x")), g * h_, (g + 1) * h_)?;
+                let b = gate(imp, rec, g, &format!("{tag}_r"))?;
+                add(imp, tag, a, b)
+            };
             let cprev = cstate.expect("an LSTM has a cell state");
-            let (mut si, mut so, mut sf) = (
-                gate(imp, s, 0, "gi")?,
-                gate(imp, s, 1, "go")?,
-                gate(imp, s, 2, "gf")?,
-            );
-            let sc = gate(imp, s, 3, "gc")?;
+            let (mut si, mut so, mut sf) =
+                (sum(imp, 0, "gi")?, sum(imp, 1, "go")?, sum(imp, 2, "gf")?);
+            let sc = sum(imp, 3, "gc")?;
             if let Some([pi, _, pf]) = peep {
                 let a = mul(imp, "pi", pi, cprev)?;
                 si = add(imp, "gi_p", si, a)?;
@@ -541,13 +585,13 @@ fn cell_step(
                 Some((rz, _)) => imp.op(&n("rec"), Op::Dense, &[h, rz])?,
                 None => imp.op(&n("rec"), Op::Dense, &[h, r])?,
             };
-            let xzr = l.slice(imp, &n("x_zr"), xt, 1, 0, 2 * h_)?;
+            let xzr = xt.cols(imp, l, &n("x_zr"), 0, 2 * h_)?;
             let reczr = l.slice(imp, &n("rec_zr"), rec, 1, 0, 2 * h_)?;
             let s = add(imp, "sum", xzr, reczr)?;
             let (sz, sr) = (gate(imp, s, 0, "gz")?, gate(imp, s, 1, "gr")?);
             let z = l.activate(imp, &n("z"), &acts[0], sz, true)?;
             let rg = l.activate(imp, &n("r"), &acts[0], sr, true)?;
-            let xh = gate(imp, xt, 2, "x_h")?;
+            let xh = xt.cols(imp, l, &n("x_h"), 2 * h_, 3 * h_)?;
             let hh = match w.gru_split {
                 Some((_, rh)) => {
                     let rhp = mul(imp, "reset", rg, h)?;
