@@ -6,8 +6,11 @@
 //! the kernels' hot path), naming the input, the bad value and what it indexes.
 //!
 //! [`index_bounds`] finds, at build time, each input that reaches the indices operand of
-//! a `take` (ONNX's `Gather`) or `gather_elements` unchanged in value (through reshapes,
-//! casts between integer types and the like), with the size of the indexed dimension.
+//! a `take` (ONNX's `Gather`), `gather_elements` or `scatter_elements` unchanged in value
+//! (through reshapes, casts between integer types and the like), with the size of the
+//! indexed dimension; and each that reaches a `gather_nd` or `scatter_nd` (an index
+//! tuple along the last axis, each component into a dimension of its own) in order
+//! (reshapes and casts only), with the size each component indexes.
 
 use crate::error::GraphError;
 use crate::ir::{Graph, Op};
@@ -23,6 +26,11 @@ pub struct IndexBound {
     pub input: String,
     /// The size of the dimension it indexes.
     pub size: i64,
+    /// For index tuples along the last axis (`gather_nd`, `scatter_nd`): the size that
+    /// each component indexes (the value at flat position `p` is component
+    /// `p % sizes.len()`); empty when every value indexes `size`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tuple_sizes: Vec<i64>,
     /// What it indexes, for messages: the gather's node and the indexed value.
     pub user: String,
 }
@@ -41,16 +49,45 @@ fn passes_values(op: &Op) -> bool {
     )
 }
 
-/// The network input `n` is (through value-preserving operators), if any.
-fn source_input(graph: &Graph, mut n: NodeIndex) -> Option<NodeIndex> {
+/// The network input `n` is (through value-preserving operators), if any; `in_order`:
+/// only through those that keep every value at its flat position (reshapes, casts).
+fn source_input(graph: &Graph, mut n: NodeIndex, in_order: bool) -> Option<NodeIndex> {
     loop {
         let node = graph.node(n);
         match &node.op {
             Op::Input => return Some(n),
             Op::Cast { dtype } if !dtype.is_integer() => return None,
-            op if passes_values(op) => n = *graph.args(n).first()?,
+            Op::Reshape { .. } | Op::Flatten | Op::Cast { .. } => {}
+            op if passes_values(op) && !in_order => {}
             _ => return None,
         }
+        n = *graph.args(n).first()?;
+    }
+}
+
+/// What the indices operand of gather or scatter node `n` indexes: the size of one
+/// dimension, or per component of the index tuples along its last axis.
+fn indexed(graph: &Graph, n: NodeIndex) -> Option<(i64, Vec<i64>, String)> {
+    let args = graph.args(n);
+    let (&data, &idx) = (args.first()?, args.get(1)?);
+    let shape = &graph.node(data).ty.shape;
+    let rank = shape.len() as i64;
+    let data_name = &graph.node(data).name;
+    let tuples = |from: usize| {
+        let k = usize::try_from(*graph.node(idx).ty.shape.last()?).ok()?;
+        let sizes = shape.get(from..from + k)?.to_vec();
+        let size = sizes.iter().copied().max().unwrap_or(0);
+        Some((size, sizes, format!("the index tuples into `{data_name}`")))
+    };
+    match graph.node(n).op {
+        Op::Take { axis } | Op::GatherElements { axis } | Op::ScatterElements { axis, .. } => {
+            let ax = if axis < 0 { axis + rank } else { axis };
+            let size = *usize::try_from(ax).ok().and_then(|a| shape.get(a))?;
+            Some((size, Vec::new(), format!("axis {ax} of `{data_name}`")))
+        }
+        Op::GatherNd { batch_dims } => tuples(batch_dims),
+        Op::ScatterNd { .. } => tuples(0),
+        _ => None,
     }
 }
 
@@ -59,32 +96,21 @@ pub fn index_bounds(graph: &Graph) -> Vec<IndexBound> {
     let mut out: Vec<IndexBound> = Vec::new();
     for n in graph.topo_order() {
         let node = graph.node(n);
-        let axis = match &node.op {
-            Op::Take { axis } | Op::GatherElements { axis } => *axis,
-            _ => continue,
-        };
-        let args = graph.args(n);
-        let (Some(&data), Some(&idx)) = (args.first(), args.get(1)) else {
+        let Some((size, tuple_sizes, what)) = indexed(graph, n) else {
             continue;
         };
-        let Some(input) = source_input(graph, idx) else {
-            continue;
-        };
-        let shape = &graph.node(data).ty.shape;
-        let rank = shape.len() as i64;
-        let ax = if axis < 0 { axis + rank } else { axis };
-        let Some(&size) = usize::try_from(ax).ok().and_then(|a| shape.get(a)) else {
+        let Some(input) = graph
+            .args(n)
+            .get(1)
+            .and_then(|&idx| source_input(graph, idx, !tuple_sizes.is_empty()))
+        else {
             continue;
         };
         let bound = IndexBound {
             input: graph.node(input).name.clone(),
             size,
-            user: format!(
-                "`{}` ({}) along axis {ax} of `{}`",
-                node.name,
-                node.op.name(),
-                graph.node(data).name
-            ),
+            tuple_sizes,
+            user: format!("`{}` ({}) along {what}", node.name, node.op.name()),
         };
         if !out.contains(&bound) {
             out.push(bound);
@@ -101,14 +127,26 @@ pub fn check(bounds: &[IndexBound], name: &str, value: &NDArray) -> Result<(), G
     }
     let values = value.to_f64_vec();
     for b in mine {
-        let n = b.size as f64;
-        if let Some((at, v)) = values.iter().enumerate().find(|(_, &v)| v < -n || v >= n) {
+        let size = |at: usize| match b.tuple_sizes.len() {
+            0 => b.size,
+            k => b.tuple_sizes[at % k],
+        };
+        let bad = values.iter().enumerate().find(|&(at, &v)| {
+            let n = size(at) as f64;
+            v < -n || v >= n
+        });
+        if let Some((at, v)) = bad {
+            let n = size(at);
+            let component = match b.tuple_sizes.len() {
+                0 => String::new(),
+                k => format!(", component {} of its tuple", at % k),
+            };
             return Err(GraphError::Input {
                 name: name.to_string(),
                 reason: format!(
-                    "holds the index {v} (at flat position {at}), out of range [-{}, {}) for \
-                     {}",
-                    b.size, b.size, b.user
+                    "holds the index {v} (at flat position {at}{component}), out of range \
+                     [-{n}, {n}) for {}",
+                    b.user
                 ),
             });
         }

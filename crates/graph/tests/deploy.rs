@@ -226,3 +226,68 @@ fn an_index_input_out_of_range_is_refused_naming_it() {
         }
     }
 }
+
+/// Index tuples from a network input (`GatherND`'s, `ScatterND`'s) are checked per
+/// component, each against the dimension it indexes, and a `ScatterElements` index
+/// against its axis: the kernels clamp them, onnxruntime refuses them.
+#[test]
+fn index_tuples_and_scatter_indices_out_of_range_are_refused_per_component() {
+    use tessera_graph::ir::{Graph, Op, TensorType};
+    use tessera_ir::DataType;
+    use tessera_te::ops::ScatterReduction;
+    let mut g = Graph::new("tuples");
+    let table: Vec<f32> = (0..12).map(|i| i as f32).collect();
+    let data = g.constant("table", NDArray::from_slice_f32(&[3, 4], &table).unwrap());
+    let at = g.input("at", TensorType::new(&[2, 2], DataType::int64()));
+    let picked = g
+        .op("pick", Op::GatherNd { batch_dims: 0 }, &[data, at])
+        .unwrap();
+    let cols = g.input("cols", TensorType::new(&[1, 2], DataType::int64()));
+    let ones = g.constant(
+        "ones",
+        NDArray::from_slice_f32(&[1, 2], &[1.0, 1.0]).unwrap(),
+    );
+    let op = Op::ScatterElements {
+        axis: 1,
+        reduction: ScatterReduction::Add,
+    };
+    let added = g.op("add_at", op, &[data, cols, ones]).unwrap();
+    g.set_outputs(vec![picked, added]);
+    let mut m = build(&g, &Target::cpu()).unwrap();
+    let tuples = |v: &[i64]| NDArray::from_slice::<i64>(&[2, 2], v).unwrap();
+    m.set_input("at", &tuples(&[2, 3, -3, -4])).unwrap();
+    m.set_input(
+        "cols",
+        &NDArray::from_slice::<i64>(&[1, 2], &[0, -1]).unwrap(),
+    )
+    .unwrap();
+    m.run().unwrap();
+    assert_eq!(m.get_output(0).unwrap().to_f64_vec(), [11.0, 0.0]);
+    assert_eq!(
+        &m.get_output(1).unwrap().to_f64_vec()[..4],
+        &[1.0, 1.0, 2.0, 4.0]
+    );
+    // row 3 of 3 rows; column 4 of 4 (a row index of 3 passes as a column)
+    for (bad, at, range) in [
+        ([3, 0, 0, 0], "position 0, component 0", "[-3, 3)"),
+        ([0, 3, 1, 4], "position 3, component 1", "[-4, 4)"),
+    ] {
+        let e = m.set_input("at", &tuples(&bad)).unwrap_err().to_string();
+        assert!(e.starts_with("input `at`:"), "{e}");
+        assert!(
+            e.contains(at) && e.contains(range) && e.contains("`table`"),
+            "{e}"
+        );
+    }
+    let e = m
+        .set_input(
+            "cols",
+            &NDArray::from_slice::<i64>(&[1, 2], &[1, 4]).unwrap(),
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("index 4") && e.contains("[-4, 4)") && e.contains("add_at"),
+        "{e}"
+    );
+}
