@@ -615,7 +615,9 @@ fn cell_step(
     })
 }
 
-/// `[B, H]` values stacked into `[S, B, H]`.
+/// `[B, H]` values stacked into `[S, B, H]`: concatenated as they are (`[S·B, H]`), then
+/// reshaped once. (Each reshaped to `[1, B, H]` first, a step's hidden state — which the
+/// next step's product also reads — was copied by a kernel of its own per step.)
 fn stack(
     imp: &mut Importer,
     l: &Layer,
@@ -623,18 +625,15 @@ fn stack(
     d: usize,
     tag: &str,
 ) -> Result<NodeIndex, GraphError> {
-    let mut rows = Vec::with_capacity(ys.len());
-    for (k, &y) in ys.iter().enumerate() {
-        rows.push(imp.reshape(
-            &l.name(d, &format!("{tag}{k}")),
-            y,
-            vec![1, l.batch, l.hidden],
-        )?);
-    }
-    if rows.len() == 1 {
-        return Ok(rows[0]);
-    }
-    imp.op(&l.name(d, tag), Op::Concat { axis: 0 }, &rows)
+    let rows = match ys {
+        [one] => *one,
+        _ => imp.op(&l.name(d, tag), Op::Concat { axis: 0 }, ys)?,
+    };
+    imp.reshape(
+        &l.name(d, &format!("{tag}_3d")),
+        rows,
+        vec![ys.len() as i64, l.batch, l.hidden],
+    )
 }
 
 /// `LSTM`, `GRU` and `RNN`.
