@@ -21,9 +21,61 @@ pub struct FixedInput {
     /// Its value's shape and elements (integers exactly up to 2^53; larger ones, such as
     /// Slice's "to the end" 2^63 − 1, compare after the same conversion).
     pub shape: Vec<usize>,
+    /// (A NaN or an infinity, which JSON cannot hold as a number, is kept as the string
+    /// `"NaN"`, `"inf"` or `"-inf"`: Resize's scales and OneHot's values are floats.)
+    #[serde(with = "json_floats")]
     pub values: Vec<f64>,
     /// What it decides, for messages: "the axes of `node` (ReduceSum)".
     pub user: String,
+}
+
+/// `f64`s in JSON, whose numbers are finite: a NaN or an infinity as a string (serde_json
+/// writes them as `null`, which reads back as no number at all).
+mod json_floats {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(untagged)]
+    enum Float {
+        Number(f64),
+        Named(String),
+    }
+
+    pub fn serialize<S: Serializer>(values: &[f64], s: S) -> Result<S::Ok, S::Error> {
+        let named = |v: f64| match v {
+            v if v.is_nan() => Float::Named("NaN".into()),
+            v if v > 0.0 => Float::Named("inf".into()),
+            _ => Float::Named("-inf".into()),
+        };
+        let out: Vec<Float> = values
+            .iter()
+            .map(|&v| {
+                if v.is_finite() {
+                    Float::Number(v)
+                } else {
+                    named(v)
+                }
+            })
+            .collect();
+        out.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<f64>, D::Error> {
+        Vec::<Float>::deserialize(d)?
+            .into_iter()
+            .map(|f| match f {
+                Float::Number(v) => Ok(v),
+                Float::Named(n) => match n.as_str() {
+                    "NaN" => Ok(f64::NAN),
+                    "inf" => Ok(f64::INFINITY),
+                    "-inf" => Ok(f64::NEG_INFINITY),
+                    other => Err(serde::de::Error::custom(format!(
+                        "`{other}` is not a number (nor NaN, inf, -inf)"
+                    ))),
+                },
+            })
+            .collect()
+    }
 }
 
 impl FixedInput {
@@ -98,5 +150,25 @@ mod tests {
         assert!(e.contains("the axes of `r` (ReduceSum)"), "{e}");
         let shorter = NDArray::from_slice::<i64>(&[1], &[0]).unwrap();
         assert!(check(&f, "axes", &shorter).is_err());
+    }
+
+    /// A fixed float value with a NaN or an infinity (OneHot's values, Resize's scales)
+    /// survives a module file's JSON header, and is still the only value that passes.
+    #[test]
+    fn non_finite_values_survive_json() {
+        let v = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 0.5];
+        let value = NDArray::from_slice_f32(&[4], &v).unwrap();
+        let f = FixedInput::new("values", &value, "the values of `o` (OneHot)".into());
+        let json = serde_json::to_string(&f).unwrap();
+        assert!(json.contains(r#"["NaN","inf","-inf",0.5]"#), "{json}");
+        let back: FixedInput = serde_json::from_str(&json).unwrap();
+        assert!(back.values[0].is_nan());
+        assert_eq!(back.values[1..], [f64::INFINITY, f64::NEG_INFINITY, 0.5]);
+        assert!(check(&[back], "values", &value).is_ok());
+        let bad = json.replace("\"inf\"", "\"infinity\"");
+        let e = serde_json::from_str::<FixedInput>(&bad)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`infinity` is not a number"), "{e}");
     }
 }
