@@ -79,6 +79,7 @@ const CONVERTERS: &[(&str, i64, Convert)] = &[
     ("Acos", 22, elementwise::math),
     ("Acosh", 22, elementwise::math),
     ("Add", 14, elementwise::arithmetic),
+    ("AffineGrid", 20, resize::affine_grid),
     ("And", 7, elementwise::predicate),
     ("ArgMax", 13, index::arg_extreme),
     ("ArgMin", 13, index::arg_extreme),

@@ -1,12 +1,13 @@
 //! `Resize` (opsets 10 to 19: nearest, linear and cubic; scales or sizes; the aspect
 //! ratio kept where asked) and `Upsample` (opsets 7 to 9), over the last two axes of the
 //! input (the others must keep their size); `GridSample` (an image sampled at
-//! coordinates from a tensor).
+//! coordinates from a tensor) and `AffineGrid` (the coordinates of an affine map).
 
 use super::attrs::NodeCtx;
 use super::{Importer, Outputs};
 use crate::error::GraphError;
-use crate::ir::Op;
+use crate::ir::{Binary, Op};
+use petgraph::stable_graph::NodeIndex;
 use tessera_te::ops::{
     CoordMode, GridMode, GridPadding, GridSampleAttrs, NearestMode, ResizeAttrs, ResizeMethod,
 };
@@ -266,4 +267,77 @@ pub(super) fn grid_sample(imp: &mut Importer, c: &NodeCtx) -> Outputs {
         align_corners: c.int("align_corners", 0) != 0,
     };
     Ok(vec![imp.op(&c.name, Op::GridSample(attrs), &[x, grid])?])
+}
+
+/// `AffineGrid` (opset 20): the sampling grid of `theta` (`[N, 2, 3]`, or `[N, 3, 4]`)
+/// over an output of `size` (`[N, C, H, W]`, or `[N, C, D, H, W]`, known at import), as
+/// PyTorch's `affine_grid` makes it for `GridSample`: each position's normalized
+/// coordinates `(x, y[, z], 1)` (x along the last axis; the pixel centers, or the
+/// corners with `align_corners`) times `thetaᵀ`, written as one broadcast product per
+/// coordinate, summed.
+pub(super) fn affine_grid(imp: &mut Importer, c: &NodeCtx) -> Outputs {
+    let theta = c.input(0)?;
+    let size = imp
+        .known_value(c, 1, "the output size")?
+        .ok_or_else(|| c.bad("the output size (input 1) is missing"))?;
+    let size: Vec<i64> = size.to_f64_vec().iter().map(|&v| v as i64).collect();
+    let nd = match size.len() {
+        4 => 2,
+        5 => 3,
+        n => return Err(c.bad(format!("size has {n} entries (4 for 2-D, 5 for 3-D)"))),
+    };
+    let ts = imp.shape(theta);
+    if ts != [size[0], nd, nd + 1] {
+        return Err(c.bad(format!(
+            "theta is {ts:?}, not [{}, {nd}, {}] for size {size:?}",
+            size[0],
+            nd + 1
+        )));
+    }
+    // the spatial axes, outermost first (D, H, W); coordinate j runs along the last but j
+    let spatial = &size[2..];
+    if spatial.iter().any(|&d| d < 1) {
+        return Err(c.bad(format!("size {size:?} has an empty spatial axis")));
+    }
+    let align = c.int("align_corners", 0) != 0;
+    let coord = |i: i64, len: i64| match (align, len) {
+        (true, 1) => -1.0,
+        (true, _) => -1.0 + 2.0 * i as f64 / (len - 1) as f64,
+        (false, _) => (2.0 * i as f64 + 1.0) / len as f64 - 1.0,
+    };
+    let positions: i64 = spatial.iter().product();
+    let dt = imp.ty(theta).dtype;
+    let n = size[0];
+    // θ's column j as [N, 1, nd]
+    let column = |imp: &mut Importer, j: i64| -> Result<NodeIndex, GraphError> {
+        let op = Op::StridedSlice {
+            begin: vec![0, 0, j],
+            end: vec![n, nd, j + 1],
+            strides: vec![1, 1, 1],
+        };
+        let s = imp.op(&c.sub(&format!("theta_col{j}")), op, &[theta])?;
+        imp.reshape(&c.sub(&format!("theta_col{j}_row")), s, vec![n, 1, nd])
+    };
+    // the translation: the coordinate 1
+    let mut grid = column(imp, nd)?;
+    for j in 0..nd {
+        let axis = spatial.len() - 1 - j as usize;
+        let len = spatial[axis];
+        let inner: i64 = spatial[axis + 1..].iter().product();
+        let values: Vec<f64> = (0..positions)
+            .map(|p| coord(p / inner % len, len))
+            .collect();
+        let dims = [1, positions as usize, 1];
+        let base = imp.g.constant(
+            &c.sub(&format!("coord{j}")),
+            tessera_runtime::NDArray::from_f64(dt, &dims, &values)?,
+        );
+        let col = column(imp, j)?;
+        let term = imp.binary(&c.sub(&format!("term{j}")), Binary::Mul, base, col)?;
+        grid = imp.binary(&c.sub(&format!("sum{j}")), Binary::Add, grid, term)?;
+    }
+    let mut shape = vec![n];
+    shape.extend_from_slice(spatial);
+    shape.push(nd);
+    Ok(vec![imp.reshape(&c.name, grid, shape)?])
 }
