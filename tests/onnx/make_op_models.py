@@ -1422,10 +1422,23 @@ def grid_sample_cases():
                            dict(mode=mode, padding_mode=padding, align_corners=align))
 
 
+def affine_grid_cases():
+    """AffineGrid: 2-D and 3-D, with and without align_corners, a batch of two thetas
+    (an input) and the size an initializer, as a spatial transformer feeds GridSample."""
+    g = Rng("affine_grid")
+    for nd, size in [(2, [2, 3, 5, 7]), (3, [2, 1, 3, 4, 5])]:
+        theta = g.uniform(-1.2, 1.2, 2, nd, nd + 1)
+        for align in [0, 1]:
+            single(f"affinegrid_{nd}d_a{align}", "AffineGrid", 20,
+                   [("theta", theta), ("size", Init(np.array(size, np.int64)))],
+                   dict(align_corners=align))
+
+
 OP_GROUPS = [unary_cases, prelu_cases, pow_cases, compare_cases, variadic_cases, softmax_cases, split_cases,
              expand_tile_cases, gather_cases, slice_cases, reduce_cases, instnorm_cases, pad_cases, lrn_cases,
              conv_pool_cases, convtranspose_cases, resize_cases, constant_cases, squeeze_cases, matmul_cases,
-             transformer_op_cases, old_opset_cases, bitwise_cases, topk_cases, scatter_nd_cases, clip_cases, grid_sample_cases]
+             transformer_op_cases, old_opset_cases, bitwise_cases, topk_cases, scatter_nd_cases, clip_cases, grid_sample_cases,
+             affine_grid_cases]
 ARCHS = [alexnet, zfnet512, inception_v1, inception_v2, resnet50_caffe2, shufflenet, squeezenet1_0, densenet121,
          vgg19, bert_encoder_layer, vit_tiny]
 
