@@ -1434,11 +1434,30 @@ def affine_grid_cases():
                    dict(align_corners=align))
 
 
+def col2im_cases():
+    """Col2Im of 2-D images: plain, and strides, dilations and uneven pads together on an
+    image the blocks do not reach the end of (the last row and column get nothing)."""
+    g = Rng("col2im")
+    for name, image, block, attrs in [
+        ("col2im_plain", [5, 6], [2, 3], {}),
+        ("col2im_stride_dil_pads", [8, 9], [2, 2],
+         dict(strides=[2, 3], dilations=[2, 1], pads=[1, 0, 2, 1])),
+    ]:
+        st, dl = attrs.get("strides", [1, 1]), attrs.get("dilations", [1, 1])
+        pd = attrs.get("pads", [0, 0, 0, 0])
+        blocks = [(image[d] + pd[d] + pd[d + 2] - (block[d] - 1) * dl[d] - 1) // st[d] + 1
+                  for d in range(2)]
+        x = g.normal(2, 3 * block[0] * block[1], blocks[0] * blocks[1])
+        single(name, "Col2Im", 18,
+               [("X", x), ("image", Init(np.array(image, np.int64))),
+                ("block", Init(np.array(block, np.int64)))], attrs)
+
+
 OP_GROUPS = [unary_cases, prelu_cases, pow_cases, compare_cases, variadic_cases, softmax_cases, split_cases,
              expand_tile_cases, gather_cases, slice_cases, reduce_cases, instnorm_cases, pad_cases, lrn_cases,
              conv_pool_cases, convtranspose_cases, resize_cases, constant_cases, squeeze_cases, matmul_cases,
              transformer_op_cases, old_opset_cases, bitwise_cases, topk_cases, scatter_nd_cases, clip_cases, grid_sample_cases,
-             affine_grid_cases]
+             affine_grid_cases, col2im_cases]
 ARCHS = [alexnet, zfnet512, inception_v1, inception_v2, resnet50_caffe2, shufflenet, squeezenet1_0, densenet121,
          vgg19, bert_encoder_layer, vit_tiny]
 

@@ -102,6 +102,7 @@ const CONVERTERS: &[(&str, i64, Convert)] = &[
     ("Celu", 28, elementwise::activation),
     ("CenterCropPad", 18, shape::center_crop_pad),
     ("Clip", 13, elementwise::clip),
+    ("Col2Im", 18, nn::col2im),
     ("Concat", 13, shape::concat),
     ("Constant", 25, shape::constant),
     ("ConstantOfShape", 25, shape::constant_of_shape),

@@ -849,3 +849,96 @@ pub(super) fn matmul(imp: &mut Importer, c: &NodeCtx) -> Outputs {
     }
     Ok(vec![imp.reshape(&c.name, y, out)?])
 }
+
+/// `Col2Im` (opset 18) of a 2-D image: the sliding blocks `[N, C·kh·kw, L]` summed back
+/// into `[N, C, H, W]` — the transpose of im2col, so a transposed convolution of the
+/// blocks laid out `[N, C·kh·kw, blocks_h, blocks_w]` with a one-hot kernel (channel
+/// `c·kh·kw + k` feeds channel `c` at tap `k`, dilated where asked), cropped by the pads
+/// and grown by output padding to the image's size. The kernel has `(C·kh·kw)·C` planes:
+/// fine for the block counts this operator sees, quadratic in the channels.
+pub(super) fn col2im(imp: &mut Importer, c: &NodeCtx) -> Outputs {
+    let x = c.input(0)?;
+    let known = |imp: &mut Importer, k: usize, what: &str| -> Result<Vec<i64>, GraphError> {
+        let v = imp
+            .known_value(c, k, what)?
+            .ok_or_else(|| c.bad(format!("{what} (input {k}) is missing")))?;
+        Ok(v.to_f64_vec().iter().map(|&v| v as i64).collect())
+    };
+    let image = known(imp, 1, "the image shape")?;
+    let block = known(imp, 2, "the block shape")?;
+    if image.len() != 2 || block.len() != 2 {
+        return Err(c.bad(format!(
+            "only 2-D images are supported (image shape {image:?}, block shape {block:?})"
+        )));
+    }
+    let dil = c.ints("dilations").unwrap_or_else(|| vec![1, 1]);
+    let strides = c.ints("strides").unwrap_or_else(|| vec![1, 1]);
+    let pads = c.ints("pads").unwrap_or_else(|| vec![0; 4]);
+    if dil.len() != 2 || strides.len() != 2 || pads.len() != 4 {
+        return Err(c.bad("dilations and strides need 2 values, pads 4"));
+    }
+    if dil
+        .iter()
+        .chain(&strides)
+        .chain(&block)
+        .chain(&image)
+        .any(|&v| v < 1)
+        || pads.iter().any(|&v| v < 0)
+    {
+        return Err(c.bad(
+            "image and block shapes, dilations and strides must be positive, pads not negative",
+        ));
+    }
+    let xs = imp.shape(x);
+    let k = block[0] * block[1];
+    let taps: Vec<i64> = (0..2).map(|d| (block[d] - 1) * dil[d] + 1).collect();
+    let blocks: Vec<i64> = (0..2)
+        .map(|d| (image[d] + pads[d] + pads[d + 2] - taps[d]).div_euclid(strides[d]) + 1)
+        .collect();
+    if xs.len() != 3
+        || xs[1] % k != 0
+        || blocks.iter().any(|&b| b < 1)
+        || xs[2] != blocks[0] * blocks[1]
+    {
+        return Err(c.bad(format!(
+            "input {xs:?} is not [N, C·{k}, {}] for image {image:?}, block {block:?}",
+            blocks.iter().product::<i64>()
+        )));
+    }
+    let ch = xs[1] / k;
+    let x4 = imp.reshape(
+        &c.sub("blocks"),
+        x,
+        vec![xs[0], xs[1], blocks[0], blocks[1]],
+    )?;
+    // the one-hot kernel [C·k, C, taps_h, taps_w]
+    let plane = (taps[0] * taps[1]) as usize;
+    let mut w = vec![0.0; (xs[1] * ch) as usize * plane];
+    for cc in 0..ch {
+        for t in 0..k {
+            let (th, tw) = (t / block[1] * dil[0], t % block[1] * dil[1]);
+            let at = ((cc * k + t) * ch + cc) as usize * plane + (th * taps[1] + tw) as usize;
+            w[at] = 1.0;
+        }
+    }
+    let dims = [
+        xs[1] as usize,
+        ch as usize,
+        taps[0] as usize,
+        taps[1] as usize,
+    ];
+    let dt = imp.ty(x).dtype;
+    let w = imp
+        .g
+        .constant(&c.sub("one_hot"), NDArray::from_f64(dt, &dims, &w)?);
+    // the full result reaches (blocks - 1)·stride + taps - pads; the rest is zeros
+    let grow: Vec<i64> = (0..2)
+        .map(|d| image[d] - ((blocks[d] - 1) * strides[d] + taps[d] - pads[d] - pads[d + 2]))
+        .collect();
+    let op = Op::Conv2dTranspose {
+        stride: (strides[0], strides[1]),
+        padding: [pads[0], pads[1], pads[2], pads[3]],
+        output_padding: (grow[0], grow[1]),
+    };
+    Ok(vec![imp.op(&c.name, op, &[x4, w])?])
+}
