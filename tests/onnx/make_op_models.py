@@ -1453,11 +1453,22 @@ def col2im_cases():
                 ("block", Init(np.array(block, np.int64)))], attrs)
 
 
+def max_unpool_cases():
+    """MaxUnpool of a batch of two with three channels: unique flat positions over the
+    whole output (batch and channels included, as MaxPool's Indices are)."""
+    g = Rng("max_unpool")
+    x = g.normal(2, 3, 3, 4)
+    total = 2 * 3 * ((3 - 1) * 2 + 3 - 1) * ((4 - 1) * 2 + 3 - 1)  # (in - 1)·stride + kernel - pads
+    at = np.random.default_rng(7).permutation(total)[: x.size].reshape(x.shape).astype(np.int64)
+    single("maxunpool_batch_channels", "MaxUnpool", 11, [("X", x), ("I", at)],
+           dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 0, 0, 1]))
+
+
 OP_GROUPS = [unary_cases, prelu_cases, pow_cases, compare_cases, variadic_cases, softmax_cases, split_cases,
              expand_tile_cases, gather_cases, slice_cases, reduce_cases, instnorm_cases, pad_cases, lrn_cases,
              conv_pool_cases, convtranspose_cases, resize_cases, constant_cases, squeeze_cases, matmul_cases,
              transformer_op_cases, old_opset_cases, bitwise_cases, topk_cases, scatter_nd_cases, clip_cases, grid_sample_cases,
-             affine_grid_cases, col2im_cases]
+             affine_grid_cases, col2im_cases, max_unpool_cases]
 ARCHS = [alexnet, zfnet512, inception_v1, inception_v2, resnet50_caffe2, shufflenet, squeezenet1_0, densenet121,
          vgg19, bert_encoder_layer, vit_tiny]
 

@@ -25,7 +25,7 @@ use tessera_graph::{build, passes};
 use tessera_runtime::NDArray;
 
 /// The fewest cases that must pass (raise it as operators are added; never lower it).
-const FLOOR: usize = 1424;
+const FLOOR: usize = 1426;
 
 /// Cases whose reference output differs from onnxruntime's, where Tessera computes what
 /// onnxruntime does (the models users bring are checked against onnxruntime), with why.

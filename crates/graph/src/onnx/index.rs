@@ -371,3 +371,66 @@ pub(super) fn top_k(imp: &mut Importer, c: &NodeCtx) -> Outputs {
     }
     Ok(outs)
 }
+
+/// `MaxUnpool` (opsets 9 to 22): `X`'s values written at the flat positions `I` (a
+/// MaxPool's `Indices`: over the whole output, batch and channels included) of a zero
+/// tensor whose spatial axes are `(in − 1)·stride + kernel − pads` — a scatter into
+/// the flattened output. An `output_shape` input larger than that pads the result at
+/// the end of each axis, as ONNX's reference does (the indices keep their meaning).
+pub(super) fn max_unpool(imp: &mut Importer, c: &NodeCtx) -> Outputs {
+    let (x, idx) = (c.input(0)?, c.input(1)?);
+    let xs = imp.shape(x);
+    if xs.len() < 3 || imp.shape(idx) != xs {
+        return Err(c.bad(format!(
+            "X {xs:?} and I {:?} must be one shape of rank 3 or more",
+            imp.shape(idx)
+        )));
+    }
+    let n = xs.len() - 2;
+    let kernel = c
+        .ints("kernel_shape")
+        .ok_or_else(|| c.bad("the kernel_shape attribute is required"))?;
+    let strides = c.ints("strides").unwrap_or_else(|| vec![1; n]);
+    let pads = c.ints("pads").unwrap_or_else(|| vec![0; 2 * n]);
+    if kernel.len() != n || strides.len() != n || pads.len() != 2 * n {
+        return Err(c.bad(format!(
+            "kernel_shape and strides need {n} values, pads {}",
+            2 * n
+        )));
+    }
+    let mut inferred = xs[..2].to_vec();
+    inferred
+        .extend((0..n).map(|d| (xs[2 + d] - 1) * strides[d] + kernel[d] - pads[d] - pads[n + d]));
+    if inferred.iter().any(|&d| d < 1) {
+        return Err(c.bad(format!("the output shape {inferred:?} is empty")));
+    }
+    let out = match imp.const_ints(c, 2, "the output shape")? {
+        Some(o) if o.len() == xs.len() && o.iter().zip(&inferred).all(|(a, b)| a >= b) => o,
+        Some(o) => {
+            return Err(c.bad(format!(
+                "output_shape {o:?} is not at least the unpooled shape {inferred:?}"
+            )))
+        }
+        None => inferred.clone(),
+    };
+    let (total, count) = (inferred.iter().product::<i64>(), xs.iter().product::<i64>());
+    let dt = imp.ty(x).dtype;
+    let zeros = imp.filled(&c.sub("zeros"), dt, &[total], 0.0)?;
+    let at = imp.reshape(&c.sub("flat_indices"), idx, vec![count])?;
+    let values = imp.reshape(&c.sub("flat_values"), x, vec![count])?;
+    let op = Op::ScatterElements {
+        axis: 0,
+        reduction: ScatterReduction::Replace,
+    };
+    let flat = imp.op(&c.sub("scatter"), op, &[zeros, at, values])?;
+    if out == inferred {
+        return Ok(vec![imp.reshape(&c.name, flat, out)?]);
+    }
+    let y = imp.reshape(&c.sub("unpooled"), flat, inferred.clone())?;
+    let pad = Op::Pad {
+        before: vec![0; out.len()],
+        after: out.iter().zip(&inferred).map(|(o, i)| o - i).collect(),
+        value: 0.0,
+    };
+    Ok(vec![imp.op(&c.name, pad, &[y])?])
+}

@@ -163,6 +163,7 @@ const CONVERTERS: &[(&str, i64, Convert)] = &[
     ("MatMulInteger", 10, quant::matmul_integer),
     ("Max", 13, elementwise::variadic),
     ("MaxPool", 22, nn::pool),
+    ("MaxUnpool", 22, index::max_unpool),
     ("Mean", 13, elementwise::variadic),
     ("MeanVarianceNormalization", 13, normalize::mean_variance),
     ("Min", 13, elementwise::variadic),
