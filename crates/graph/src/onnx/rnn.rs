@@ -585,10 +585,14 @@ fn cell_step(
                 Some((rz, _)) => imp.op(&n("rec"), Op::Dense, &[h, rz])?,
                 None => imp.op(&n("rec"), Op::Dense, &[h, r])?,
             };
-            let xzr = xt.cols(imp, l, &n("x_zr"), 0, 2 * h_)?;
-            let reczr = l.slice(imp, &n("rec_zr"), rec, 1, 0, 2 * h_)?;
-            let s = add(imp, "sum", xzr, reczr)?;
-            let (sz, sr) = (gate(imp, s, 0, "gz")?, gate(imp, s, 1, "gr")?);
+            // each gate's sum in the cell's kernel, as the LSTM's (a sum of both gates
+            // first would be read by both: a kernel of its own per step)
+            let sum = |imp: &mut Importer, g: i64, tag: &str| -> Result<NodeIndex, GraphError> {
+                let a = xt.cols(imp, l, &n(&format!("{tag}_x")), g * h_, (g + 1) * h_)?;
+                let b = gate(imp, rec, g, &format!("{tag}_r"))?;
+                add(imp, tag, a, b)
+            };
+            let (sz, sr) = (sum(imp, 0, "gz")?, sum(imp, 1, "gr")?);
             let z = l.activate(imp, &n("z"), &acts[0], sz, true)?;
             let rg = l.activate(imp, &n("r"), &acts[0], sr, true)?;
             let xh = xt.cols(imp, l, &n("x_h"), 2 * h_, 3 * h_)?;
