@@ -42,12 +42,8 @@ pub struct NetworkArgs {
     /// Input shape of an ONNX model whose input shape is symbolic: NAME=D0,D1,…
     #[arg(long = "shape", value_name = "NAME=DIMS")]
     shapes: Vec<String>,
-    /// The shapes of the `--input` files of `tessera run`: an ONNX input with symbolic
-    /// dimensions takes its file's shape.
-    #[arg(skip)]
-    value_shapes: Vec<(String, Vec<i64>)>,
-    /// The values of `tessera run`'s `--input` files: an ONNX input that decides an
-    /// axis, a size or a bound is built for its value.
+    /// The values of the `--input` files: an ONNX input with symbolic dimensions takes
+    /// its file's shape, one that decides an axis, a size or a bound its value.
     #[arg(skip)]
     input_values: Vec<(String, NDArray)>,
     /// The target: `cpu` (built in; the default) or a kind a loaded backend plugin
@@ -84,18 +80,12 @@ impl NetworkArgs {
         self.target.is_some()
     }
 
-    /// The shapes and values of the `--input` files: an ONNX input with symbolic
-    /// dimensions takes its file's shape, one that decides an axis or a size its value.
+    /// The values of the `--input` files that could be read.
     fn take_values(&mut self, inputs: &[Given]) {
-        let read = || {
-            inputs
-                .iter()
-                .filter_map(|(n, v)| Some((n, v.as_ref().ok()?)))
-        };
-        self.value_shapes = read()
-            .map(|(n, v)| (n.clone(), v.shape().iter().map(|&d| d as i64).collect()))
+        self.input_values = inputs
+            .iter()
+            .filter_map(|(n, v)| Some((n.clone(), v.as_ref().ok()?.clone())))
             .collect();
-        self.input_values = read().map(|(n, v)| (n.clone(), v.clone())).collect();
     }
 
     /// What these arguments ask the pipeline to build.
@@ -125,9 +115,11 @@ impl NetworkArgs {
                         })?;
                     options.input_shapes.insert(name.to_string(), dims);
                 }
-                options
-                    .value_shapes
-                    .extend(self.value_shapes.iter().cloned());
+                options.value_shapes.extend(
+                    self.input_values
+                        .iter()
+                        .map(|(n, v)| (n.clone(), v.shape().iter().map(|&d| d as i64).collect())),
+                );
                 options
                     .input_values
                     .extend(self.input_values.iter().cloned());
