@@ -859,10 +859,8 @@ pub(super) fn matmul(imp: &mut Importer, c: &NodeCtx) -> Outputs {
 pub(super) fn col2im(imp: &mut Importer, c: &NodeCtx) -> Outputs {
     let x = c.input(0)?;
     let known = |imp: &mut Importer, k: usize, what: &str| -> Result<Vec<i64>, GraphError> {
-        let v = imp
-            .known_value(c, k, what)?
-            .ok_or_else(|| c.bad(format!("{what} (input {k}) is missing")))?;
-        Ok(v.to_f64_vec().iter().map(|&v| v as i64).collect())
+        imp.const_ints(c, k, what)?
+            .ok_or_else(|| c.bad(format!("{what} (input {k}) is missing")))
     };
     let image = known(imp, 1, "the image shape")?;
     let block = known(imp, 2, "the block shape")?;

@@ -278,9 +278,8 @@ pub(super) fn grid_sample(imp: &mut Importer, c: &NodeCtx) -> Outputs {
 pub(super) fn affine_grid(imp: &mut Importer, c: &NodeCtx) -> Outputs {
     let theta = c.input(0)?;
     let size = imp
-        .known_value(c, 1, "the output size")?
+        .const_ints(c, 1, "the output size")?
         .ok_or_else(|| c.bad("the output size (input 1) is missing"))?;
-    let size: Vec<i64> = size.to_f64_vec().iter().map(|&v| v as i64).collect();
     let nd = match size.len() {
         4 => 2,
         5 => 3,
