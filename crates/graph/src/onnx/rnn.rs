@@ -532,6 +532,15 @@ fn cell_step(
     let mul = |imp: &mut Importer, tag: &str, a: NodeIndex, b: NodeIndex| {
         imp.op(&n(tag), Op::Binary(Binary::Mul), &[a, b])
     };
+    // gate g's sum of the step's projection and the recurrent product `rec`, each read
+    // in the cell's kernel: one sum of every gate would be read by each gate, a kernel
+    // of its own per step; the product's epilogue would read the projection at an offset
+    // of the step's own, so the product stays a plain dense, one kernel for every step
+    let sum = |imp: &mut Importer, rec: NodeIndex, g: i64, tag: &str| {
+        let a = xt.cols(imp, l, &n(&format!("{tag}_x")), g * h_, (g + 1) * h_)?;
+        let b = gate(imp, rec, g, &format!("{tag}_r"))?;
+        add(imp, tag, a, b)
+    };
     Ok(match l.cell {
         Cell::Rnn => {
             let rec = imp.op(&n("rec"), Op::Dense, &[h, r])?;
@@ -540,15 +549,8 @@ fn cell_step(
             (l.activate(imp, &n("h"), &acts[0], s, true)?, None)
         }
         Cell::Lstm => {
-            // each gate's sum read from the product and the projection in the cell's
-            // kernel: the product stays a plain dense, one kernel for every step (its
-            // epilogue would read the step's projection at an offset of its own)
             let rec = imp.op(&n("rec"), Op::Dense, &[h, r])?;
-            let sum = |imp: &mut Importer, g: i64, tag: &str| -> Result<NodeIndex, GraphError> {
-                let a = xt.cols(imp, l, &n(&format!("{tag}_x")), g * h_, (g + 1) * h_)?;
-                let b = gate(imp, rec, g, &format!("{tag}_r"))?;
-                add(imp, tag, a, b)
-            };
+            let sum = |imp: &mut Importer, g: i64, tag: &str| sum(imp, rec, g, tag);
             let cprev = cstate.expect("an LSTM has a cell state");
             let (mut si, mut so, mut sf) =
                 (sum(imp, 0, "gi")?, sum(imp, 1, "go")?, sum(imp, 2, "gf")?);
@@ -585,14 +587,7 @@ fn cell_step(
                 Some((rz, _)) => imp.op(&n("rec"), Op::Dense, &[h, rz])?,
                 None => imp.op(&n("rec"), Op::Dense, &[h, r])?,
             };
-            // each gate's sum in the cell's kernel, as the LSTM's (a sum of both gates
-            // first would be read by both: a kernel of its own per step)
-            let sum = |imp: &mut Importer, g: i64, tag: &str| -> Result<NodeIndex, GraphError> {
-                let a = xt.cols(imp, l, &n(&format!("{tag}_x")), g * h_, (g + 1) * h_)?;
-                let b = gate(imp, rec, g, &format!("{tag}_r"))?;
-                add(imp, tag, a, b)
-            };
-            let (sz, sr) = (sum(imp, 0, "gz")?, sum(imp, 1, "gr")?);
+            let (sz, sr) = (sum(imp, rec, 0, "gz")?, sum(imp, rec, 1, "gr")?);
             let z = l.activate(imp, &n("z"), &acts[0], sz, true)?;
             let rg = l.activate(imp, &n("r"), &acts[0], sr, true)?;
             let xh = xt.cols(imp, l, &n("x_h"), 2 * h_, 3 * h_)?;
