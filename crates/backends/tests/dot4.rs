@@ -2,14 +2,15 @@
 //! each instruction set they have a form for and run where the host can: the generic
 //! form (`-march=x86-64`), the AVX2 forms (`x86-64-v3`: the exact `vpmaddwd` one, and
 //! `vpmaddubsw` for 7-bit weights), the host's own (`native`, VNNI where it has it) —
-//! each exactly the integer product of the bytes. The VNNI forms are built for
-//! `cascadelake` (AVX-512 VNNI) and `alderlake` (AVX-VNNI) and must hold `vpdpbusd`;
-//! the first runs on a host that has AVX-512 VNNI.
+//! each exactly the integer product of the bytes, and the saturating form exactly
+//! `vpmaddubsw`'s int16 pair sums on every one of them. The VNNI forms are built for
+//! `cascadelake` (AVX-512 VNNI) and `alderlake` (AVX-VNNI) and must hold `vpdpbusd`
+//! (the saturating form must not); the first runs on a host that has AVX-512 VNNI.
 
 use std::ffi::c_void;
 use tessera_backends::{host_cpu_features, Backend, CpuBackend, Target};
 use tessera_ir::DataType;
-use tessera_te::ops;
+use tessera_te::ops::{self, Int8Sums};
 use tessera_te::schedules::{default_schedule, CpuParams};
 use tessera_te::{lower, placeholder};
 
@@ -29,8 +30,8 @@ fn bytes(n: usize, seed: u64, lo: i64, hi: i64) -> Vec<i64> {
         .collect()
 }
 
-/// The packed dense_u8i8 for `lanes`-wide vectors, its data, weight words and the exact
-/// product.
+/// The packed dense_u8i8 for `lanes`-wide vectors, its data, weight words and the
+/// product `sums` defines (the reference interpreter's lane of its intrinsic).
 struct Case {
     func: tessera_ir::PrimFunc,
     data: Vec<u8>,
@@ -38,7 +39,7 @@ struct Case {
     want: Vec<i32>,
 }
 
-fn case(lanes: i64, narrow: bool) -> Case {
+fn case(lanes: i64, sums: Int8Sums) -> Case {
     let b = lanes as usize;
     let data = placeholder(&[M as i64, K as i64], DataType::uint(8), "data").unwrap();
     let kw = K.div_ceil(4);
@@ -48,7 +49,7 @@ fn case(lanes: i64, narrow: bool) -> Case {
         "weight",
     )
     .unwrap();
-    let out = ops::dense_u8i8(&data, &weight, narrow).unwrap();
+    let out = ops::dense_u8i8(&data, &weight, sums).unwrap();
     let p = CpuParams {
         vector_lanes: lanes,
         num_cores: 1,
@@ -58,16 +59,33 @@ fn case(lanes: i64, narrow: bool) -> Case {
     let sch = default_schedule(&[out.clone()], p).unwrap();
     let func = lower(&sch, &[data, weight, out], "dot4").unwrap();
     let a: Vec<u8> = bytes(M * K, 5, 0, 255).iter().map(|&x| x as u8).collect();
-    let (lo, hi) = if narrow { (-64, 64) } else { (-128, 127) };
+    let (lo, hi) = match sums {
+        Int8Sums::PairsFit => (-64, 64),
+        _ => (-128, 127),
+    };
     let w: Vec<i8> = bytes(N * K, 9, lo, hi).iter().map(|&x| x as i8).collect();
     let rows = ops::int8_words(&w, N, K);
+    assert_eq!(ops::pairs_fit(&rows), sums == Int8Sums::PairsFit);
     let mut words = vec![0i32; N * kw];
     for j in 0..N {
         for q in 0..kw {
             words[((j / b) * kw + q) * b + j % b] = rows[j * kw + q];
         }
     }
-    let want = (0..M * N)
+    let a8: Vec<i8> = a.iter().map(|&x| x as i8).collect();
+    let a_words = ops::int8_words(&a8, M, K);
+    let want: Vec<i32> = (0..M * N)
+        .map(|e| {
+            let (i, j) = (e / N, e % N);
+            (0..kw)
+                .map(|q| {
+                    let (x, y) = (a_words[i * kw + q], rows[j * kw + q]);
+                    tessera_ir::interp::dot4(sums.intrinsic(), x.into(), y.into()) as i32
+                })
+                .sum()
+        })
+        .collect();
+    let exact: Vec<i32> = (0..M * N)
         .map(|e| {
             let (i, j) = (e / N, e % N);
             (0..K)
@@ -75,6 +93,8 @@ fn case(lanes: i64, narrow: bool) -> Case {
                 .sum()
         })
         .collect();
+    // the saturating form's case saturates somewhere; the others are the exact product
+    assert_eq!(want == exact, sums != Int8Sums::Saturating);
     Case {
         func,
         data: a,
@@ -121,17 +141,18 @@ fn build_and_run(c: &Case, mcpu: &str, run: bool) -> String {
 }
 
 #[test]
-fn every_form_of_the_int8_dot_product_is_exact() {
+fn every_form_of_the_int8_dot_product_computes_its_definition() {
     let host = host_cpu_features();
     let avx2 = host.contains(&"avx2");
-    for narrow in [false, true] {
-        let c8 = case(8, narrow);
+    for sums in [Int8Sums::Exact, Int8Sums::PairsFit, Int8Sums::Saturating] {
+        let c8 = case(8, sums);
         build_and_run(&c8, "x86-64", true);
         let asm = build_and_run(&c8, "x86-64-v3", avx2);
+        let pairs16 = sums != Int8Sums::Exact;
         if !asm.is_empty() {
-            let want = if narrow { "vpmaddubsw" } else { "vpmaddwd" };
-            assert!(asm.contains(want), "x86-64-v3, narrow {narrow}: no {want}");
-            assert!(!narrow || asm.contains("vpmaddwd"));
+            let want = if pairs16 { "vpmaddubsw" } else { "vpmaddwd" };
+            assert!(asm.contains(want), "x86-64-v3, {sums:?}: no {want}");
+            assert!(!pairs16 || asm.contains("vpmaddwd"));
         }
         build_and_run(&c8, "native", true);
         // AVX-512 VNNI (Cascade Lake: the fewest other extensions with it, so any VNNI
@@ -139,14 +160,23 @@ fn every_form_of_the_int8_dot_product_is_exact() {
         let vnni = host.contains(&"avx512vnni");
         for (c, mcpu, run) in [
             (&c8, "cascadelake", vnni),
-            (&case(16, narrow), "cascadelake", vnni),
+            (&case(16, sums), "cascadelake", vnni),
             (&c8, "alderlake", false),
         ] {
             let asm = build_and_run(c, mcpu, run);
-            assert!(
-                asm.is_empty() || asm.contains("vpdpbusd"),
-                "{mcpu}: no vpdpbusd"
-            );
+            if sums == Int8Sums::Saturating {
+                // VNNI's sum is exact: the saturating form keeps vpmaddubsw there
+                assert!(
+                    !asm.contains("vpdpbusd"),
+                    "{mcpu}: vpdpbusd saturates nothing"
+                );
+                assert!(asm.is_empty() || asm.contains("vpmaddubsw"), "{mcpu}");
+            } else {
+                assert!(
+                    asm.is_empty() || asm.contains("vpdpbusd"),
+                    "{mcpu}: no vpdpbusd"
+                );
+            }
         }
     }
 }

@@ -267,7 +267,7 @@ fn count_ops(value: &Expr) -> [f64; 16] {
                 | Intrinsic::RoundEven
                 | Intrinsic::Fabs => n[base + 6] += 1.0,
                 // four multiply–adds of bytes
-                Intrinsic::Dot4U8I8 | Intrinsic::Dot4U8I7 => {
+                Intrinsic::Dot4U8I8 | Intrinsic::Dot4U8I7 | Intrinsic::Dot4U8I8Sat => {
                     n[base + 1] += 4.0;
                     n[base + 2] += 4.0;
                 }

@@ -62,19 +62,20 @@ pub enum Op {
     /// The int32 product `data[M, K] · weightᵀ` of uint8 data (int8 data offset by 128)
     /// and an int8 weight held as int32 words of four bytes along `K`, `[N, ⌈K/4⌉]` or
     /// packed `[N/b, ⌈K/4⌉, b]` (te's `dense_u8i8`): the integer core of the quantized
-    /// matrix products, on the CPU's `vpdpbusd`. `narrow`: every weight byte lies in
-    /// [−64, 64] (7-bit weights), which CPUs without VNNI compute faster, still exactly.
+    /// matrix products, on the CPU's `vpdpbusd`. `sums`: exact, exact on the shorter
+    /// form where the weight's byte pairs fit int16 (7-bit weights do), or saturating
+    /// as onnxruntime's where the import was asked to.
     DenseU8I8 {
-        narrow: bool,
+        sums: tessera_te::ops::Int8Sums,
     },
     /// The int32 convolution of one group of NHWC uint8 data (int8 offset by 128) and an
     /// int8 weight in words along its input channels, `[O, KH, KW, ⌈C/4⌉]` or packed
     /// `[O/b, KH, KW, ⌈C/4⌉, b]` (te's `conv2d_nhwc_u8i8`), padded with bytes `pad` (a
-    /// quantized convolution's data zero point); `narrow` as [`Op::DenseU8I8`]'s.
+    /// quantized convolution's data zero point); `sums` as [`Op::DenseU8I8`]'s.
     Conv2dU8I8 {
         attrs: Conv2dAttrs,
         pad: i64,
-        narrow: bool,
+        sums: tessera_te::ops::Int8Sums,
     },
     /// `data + bias` with the 1-D bias along `axis`.
     BiasAdd {
@@ -586,9 +587,9 @@ impl Op {
                 Layout3d::Ndhwc => ops::conv3d_ndhwc(&inputs[0], &inputs[1], attrs),
             },
             Op::Dense => ops::dense(&inputs[0], &inputs[1], None),
-            Op::DenseU8I8 { narrow } => ops::dense_u8i8(&inputs[0], &inputs[1], *narrow),
-            Op::Conv2dU8I8 { attrs, pad, narrow } => {
-                ops::conv2d_nhwc_u8i8(&inputs[0], &inputs[1], attrs, *pad, *narrow)
+            Op::DenseU8I8 { sums } => ops::dense_u8i8(&inputs[0], &inputs[1], *sums),
+            Op::Conv2dU8I8 { attrs, pad, sums } => {
+                ops::conv2d_nhwc_u8i8(&inputs[0], &inputs[1], attrs, *pad, *sums)
             }
             Op::MatMul => {
                 if inputs[0].ndim() == 2 && inputs[1].ndim() == 2 {

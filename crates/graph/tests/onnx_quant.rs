@@ -9,8 +9,8 @@ mod common;
 use std::path::{Path, PathBuf};
 use tessera_backends::Target;
 use tessera_graph::conv_plan::ConvPlan;
-use tessera_graph::onnx::{load, ImportOptions};
-use tessera_graph::{build, passes, Layout, Op};
+use tessera_graph::onnx::{load, ImportOptions, Int8Products};
+use tessera_graph::{build, passes, Int8Sums, Layout, Op};
 use tessera_runtime::NDArray;
 
 fn models() -> PathBuf {
@@ -25,11 +25,14 @@ fn run(dir: &Path, name: &str) -> Result<(NDArray, NDArray), String> {
 struct Run {
     got: NDArray,
     want: NDArray,
-    /// int8 products (`DenseU8I8`), and how many of them are narrow (7-bit weights).
+    /// int8 products (`DenseU8I8`), and how many of them sum on the short form (their
+    /// weights' byte pairs fit int16, as 7-bit weights' do).
     int8: usize,
     narrow: usize,
     /// int8 convolutions (`Conv2dU8I8`).
     convs: usize,
+    /// int8 products and convolutions that sum with saturation.
+    saturating: usize,
     /// Layout transforms left in the graph built.
     transforms: usize,
 }
@@ -37,11 +40,21 @@ struct Run {
 /// Imports, optimizes, builds and runs model `name` — as it is, or (`cpu_plan`) in NHWC
 /// through the CPU plan `tessera run` builds with.
 fn run_built(dir: &Path, name: &str, cpu_plan: bool) -> Result<Run, String> {
-    let mut g = load(
-        &dir.join(name).join("model.onnx"),
-        &ImportOptions::default(),
-    )
-    .map_err(|e| e.to_string())?;
+    run_built_with(dir, name, cpu_plan, Int8Products::Exact)
+}
+
+/// [`run_built`] with the int8 products' arithmetic `products`.
+fn run_built_with(
+    dir: &Path,
+    name: &str,
+    cpu_plan: bool,
+    products: Int8Products,
+) -> Result<Run, String> {
+    let options = ImportOptions {
+        int8_products: products,
+        ..Default::default()
+    };
+    let mut g = load(&dir.join(name).join("model.onnx"), &options).map_err(|e| e.to_string())?;
     passes::optimize(&mut g, cpu_plan.then_some(Layout::Nhwc)).map_err(|e| e.to_string())?;
     if cpu_plan {
         let plan = ConvPlan::for_cpu(g, 16, true).map_err(|e| format!("plan: {e}"))?;
@@ -54,9 +67,27 @@ fn run_built(dir: &Path, name: &str, cpu_plan: bool) -> Result<Run, String> {
         .collect();
     let count = |f: &dyn Fn(&Op) -> bool| ops.iter().filter(|o| f(o)).count();
     let int8 = count(&|o| matches!(o, Op::DenseU8I8 { .. }));
-    let narrow = count(&|o| matches!(o, Op::DenseU8I8 { narrow: true }));
+    let narrow = count(&|o| {
+        matches!(
+            o,
+            Op::DenseU8I8 {
+                sums: Int8Sums::PairsFit
+            }
+        )
+    });
     let transforms = count(&|o| matches!(o, Op::LayoutTransform { .. }));
     let convs = count(&|o| matches!(o, Op::Conv2dU8I8 { .. }));
+    let saturating = count(&|o| {
+        matches!(
+            o,
+            Op::DenseU8I8 {
+                sums: Int8Sums::Saturating
+            } | Op::Conv2dU8I8 {
+                sums: Int8Sums::Saturating,
+                ..
+            }
+        )
+    });
     let mut m = build(&g, &Target::cpu()).map_err(|e| e.to_string())?;
     let x = NDArray::load_npy(dir.join(name).join("input_0.npy")).unwrap();
     m.set_input("x", &x).map_err(|e| e.to_string())?;
@@ -68,6 +99,7 @@ fn run_built(dir: &Path, name: &str, cpu_plan: bool) -> Result<Run, String> {
         int8,
         narrow,
         convs,
+        saturating,
         transforms,
     })
 }
@@ -111,6 +143,43 @@ fn qdq_products_run_on_the_int8_kernel() {
             want.len()
         );
     }
+}
+
+/// Asked for the saturating arithmetic, the products whose weights' byte pairs could
+/// overflow int16 sum with saturation, and the built network computes exactly that
+/// definition: its output equals the reference interpreter's on the same graph (where
+/// random uint8 data and 8-bit weights saturate, so that it differs from the exact
+/// build's). Products of 7-bit weights stay on the exact short form, unchanged.
+#[test]
+fn saturating_int8_products_are_taken_where_asked_and_compute_their_definition() {
+    let dir = models();
+    for (name, saturating) in [("mlp_qdq_u8", 2), ("mlp_dynamic_7bit", 0)] {
+        let exact = run_built(&dir, name, false).unwrap();
+        assert_eq!(exact.saturating, 0, "{name}");
+        let run = run_built_with(&dir, name, false, Int8Products::Saturating).unwrap();
+        assert_eq!((run.saturating, run.int8), (saturating, 2), "{name}");
+        let options = ImportOptions {
+            int8_products: Int8Products::Saturating,
+            ..Default::default()
+        };
+        let mut g = load(&dir.join(name).join("model.onnx"), &options).unwrap();
+        passes::optimize(&mut g, None).unwrap();
+        let x = NDArray::load_npy(dir.join(name).join("input_0.npy")).unwrap();
+        let reference = tessera_graph::reference::interpret(&g, &[("x", &x)]).unwrap();
+        run.got
+            .allclose(&reference[0], 1e-5, 1e-5 * reference[0].max_abs().max(1.0))
+            .unwrap_or_else(|e| panic!("{name}: against the reference: {e}"));
+        let same = run.got.to_f64_vec() == exact.got.to_f64_vec();
+        assert_eq!(
+            same,
+            saturating == 0,
+            "{name}: saturation changes the output"
+        );
+    }
+    let cnn = run_built_with(&dir, "cnn_qdq_per_channel", true, Int8Products::Saturating);
+    let cnn = cnn.unwrap();
+    assert_eq!((cnn.convs, cnn.int8), (2, 1));
+    assert!(cnn.saturating >= 1, "{}", cnn.saturating);
 }
 
 #[test]

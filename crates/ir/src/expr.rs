@@ -176,11 +176,18 @@ pub enum Intrinsic {
     /// operand; the CPU printer maps `acc + dot4(a, b)` on vectors to it (or to its
     /// AVX2 emulation).
     Dot4U8I8,
-    /// [`Intrinsic::Dot4U8I8`] where `b`'s bytes lie in [−64, 64] (7-bit weights, as
-    /// onnxruntime's `reduce_range` makes them): the same sum, but two adjacent products
-    /// of a byte ≤ 255 then fit int16 (255 · 64 · 2 < 32768), so CPUs without VNNI may
-    /// use the shorter saturating `vpmaddubsw` form and stay exact.
+    /// [`Intrinsic::Dot4U8I8`] where the sum of two adjacent products of `b`'s bytes with
+    /// any bytes ≤ 255 fits int16 — each pair's positive parts, and its negative parts,
+    /// sum to at most 128, as 7-bit weights (onnxruntime's `reduce_range`) always do: the
+    /// same sum, so CPUs without VNNI may use the shorter saturating `vpmaddubsw` form
+    /// and stay exact (te's `pairs_fit` proves it per weight).
     Dot4U8I7,
+    /// [`Intrinsic::Dot4U8I8`] with its adjacent byte products summed in int16 with
+    /// saturation, `sat16(a₀b₀ + a₁b₁) + sat16(a₂b₂ + a₃b₃)`: x86's `vpmaddubsw` then
+    /// `vpmaddwd` by ones, the int8 product onnxruntime and TVM compute on CPUs without
+    /// VNNI. It differs from the exact sum only where a pair exceeds int16 (255 · 127 · 2
+    /// does); a build asks for it (`Int8Sums::Saturating`), never by default.
+    Dot4U8I8Sat,
     /// The bitwise operators of integers (TVM's `tir.bitwise_*` and `tir.shift_*`):
     /// and, or, xor, not; shifts by the second operand, right shifts logical for
     /// unsigned types and arithmetic for signed ones (C's).
@@ -195,7 +202,10 @@ pub enum Intrinsic {
 impl Intrinsic {
     /// Whether this is one of the int8 dot products on words of four bytes.
     pub fn is_dot4(self) -> bool {
-        matches!(self, Intrinsic::Dot4U8I8 | Intrinsic::Dot4U8I7)
+        matches!(
+            self,
+            Intrinsic::Dot4U8I8 | Intrinsic::Dot4U8I7 | Intrinsic::Dot4U8I8Sat
+        )
     }
 
     /// Whether this is one of the bitwise operators of integers.
@@ -211,7 +221,7 @@ impl Intrinsic {
         )
     }
 
-    pub const ALL: [Intrinsic; 33] = [
+    pub const ALL: [Intrinsic; 34] = [
         Intrinsic::Exp,
         Intrinsic::Log,
         Intrinsic::Sqrt,
@@ -239,6 +249,7 @@ impl Intrinsic {
         Intrinsic::Atanh,
         Intrinsic::Dot4U8I8,
         Intrinsic::Dot4U8I7,
+        Intrinsic::Dot4U8I8Sat,
         Intrinsic::BitAnd,
         Intrinsic::BitOr,
         Intrinsic::BitXor,
@@ -283,6 +294,7 @@ impl Intrinsic {
             // not TVM's: its x86 int8 schedules tensorize with LLVM's `vpdpbusd` instead
             Intrinsic::Dot4U8I8 => "tessera.dot4_u8i8",
             Intrinsic::Dot4U8I7 => "tessera.dot4_u8i7",
+            Intrinsic::Dot4U8I8Sat => "tessera.dot4_u8i8_sat",
             Intrinsic::BitAnd => "tir.bitwise_and",
             Intrinsic::BitOr => "tir.bitwise_or",
             Intrinsic::BitXor => "tir.bitwise_xor",
@@ -297,6 +309,7 @@ impl Intrinsic {
             Intrinsic::Pow
             | Intrinsic::Dot4U8I8
             | Intrinsic::Dot4U8I7
+            | Intrinsic::Dot4U8I8Sat
             | Intrinsic::BitAnd
             | Intrinsic::BitOr
             | Intrinsic::BitXor

@@ -466,7 +466,7 @@ impl Machine<'_> {
                 if op.is_dot4() {
                     let (x, y) = (self.eval(&args[0])?, self.eval(&args[1])?);
                     return Self::zip(e, &x, &y, |p, q| {
-                        Ok(Scalar::I(dot4_u8i8(p.as_i64(), q.as_i64())).cast(dt))
+                        Ok(Scalar::I(dot4(*op, p.as_i64(), q.as_i64())).cast(dt))
                     });
                 }
                 if op.is_bitwise() {
@@ -570,6 +570,22 @@ pub fn dot4_u8i8(a: i64, b: i64) -> i64 {
         .sum()
 }
 
+/// One lane of the int8 dot product `op` ([`Intrinsic::is_dot4`]): the exact sum, or
+/// for [`Intrinsic::Dot4U8I8Sat`] the sum of the two adjacent pairs, each saturated to
+/// int16.
+pub fn dot4(op: Intrinsic, a: i64, b: i64) -> i64 {
+    if op != Intrinsic::Dot4U8I8Sat {
+        return dot4_u8i8(a, b);
+    }
+    let product = |i: i64| {
+        let x = (a >> (8 * i)) as u8 as i64;
+        let y = (b >> (8 * i)) as u8 as i8 as i64;
+        x * y
+    };
+    let pair = |i: i64| (product(i) + product(i + 1)).clamp(-32768, 32767);
+    pair(0) + pair(2)
+}
+
 /// One lane of bitwise intrinsic `op` on integers of type `dt` (`q`: the second
 /// operand): C's semantics, a right shift logical for unsigned types; a shift by the
 /// type's width or more gives 0 (or the sign, shifting a negative right), where C leaves
@@ -624,6 +640,7 @@ fn math_lane(op: Intrinsic, p: f64, q: f64) -> f64 {
         // integer: evaluated by the caller
         Intrinsic::Dot4U8I8
         | Intrinsic::Dot4U8I7
+        | Intrinsic::Dot4U8I8Sat
         | Intrinsic::BitAnd
         | Intrinsic::BitOr
         | Intrinsic::BitXor

@@ -6,7 +6,7 @@ mod common;
 
 use tessera_ir::interp::{self, HostBuffer};
 use tessera_ir::DataType;
-use tessera_te::ops;
+use tessera_te::ops::{self, Int8Sums};
 use tessera_te::schedules::default_schedule;
 use tessera_te::{lower, placeholder, Schedule, Tensor};
 
@@ -49,6 +49,33 @@ fn weight_words(w: &[i64], n: usize, k: usize, b: usize) -> (Vec<usize>, Vec<i64
     (vec![n / b, kw, b], packed)
 }
 
+/// The exact sums, on the short form where the weight is 7-bit.
+fn sums_of(narrow: bool) -> Int8Sums {
+    if narrow {
+        Int8Sums::PairsFit
+    } else {
+        Int8Sums::Exact
+    }
+}
+
+/// A pair fits int16 against any uint8 data when its positive parts, and its negative
+/// parts, sum to at most 128; the bytes of a word pair up 0–1 and 2–3.
+#[test]
+fn pairs_fit_is_the_int16_bound_of_each_byte_pair() {
+    let word = |b: [i8; 4]| i32::from_le_bytes(b.map(|x| x as u8));
+    assert!(ops::pairs_fit(&[word([64, 64, -64, -64])]));
+    assert!(ops::pairs_fit(&[word([127, -128, -128, 127])]));
+    assert!(ops::pairs_fit(&[word([100, 28, 0, -128])]));
+    assert!(!ops::pairs_fit(&[word([100, 29, 0, 0])]));
+    assert!(!ops::pairs_fit(&[word([0, 0, -100, -29])]));
+    // bytes 1 and 2 are not a pair
+    assert!(ops::pairs_fit(&[word([0, 127, 127, 0])]));
+    assert!(!ops::pairs_fit(&[
+        word([0, 0, 0, 0]),
+        word([127, 127, 0, 0])
+    ]));
+}
+
 fn run(f: &tessera_ir::PrimFunc, mut bufs: Vec<HostBuffer>) -> Vec<i64> {
     interp::run(f, &mut bufs).unwrap_or_else(|e| panic!("interpreter: {e}\n{f}"));
     bufs[2].to_f64().iter().map(|&x| x as i64).collect()
@@ -79,7 +106,7 @@ fn dense_u8i8_is_the_integer_product_scheduled_or_not() {
         let data = placeholder(&[m as i64, k as i64], dt, "data").unwrap();
         let ws: Vec<i64> = wshape.iter().map(|&d| d as i64).collect();
         let weight = placeholder(&ws, DataType::int32(), "weight").unwrap();
-        let out = ops::dense_u8i8(&data, &weight, narrow).unwrap();
+        let out = ops::dense_u8i8(&data, &weight, sums_of(narrow)).unwrap();
         let tag = if b == 0 {
             "dense_u8i8"
         } else {
@@ -118,13 +145,15 @@ fn dense_u8i8_is_the_integer_product_scheduled_or_not() {
 fn wrong_operands_are_refused() {
     let f = placeholder(&[4, 8], DataType::float32(), "data").unwrap();
     let w = placeholder(&[4, 2], DataType::int32(), "weight").unwrap();
-    assert!(ops::dense_u8i8(&f, &w, false).is_err());
+    assert!(ops::dense_u8i8(&f, &w, Int8Sums::Exact).is_err());
     let d = placeholder(&[4, 8], DataType::uint(8), "data").unwrap();
     let w3 = placeholder(&[4, 3], DataType::int32(), "weight").unwrap();
-    let err = ops::dense_u8i8(&d, &w3, false).unwrap_err().to_string();
+    let err = ops::dense_u8i8(&d, &w3, Int8Sums::Exact)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("[N, 2]"), "{err}");
     let wf = placeholder(&[4, 2], DataType::float32(), "weight").unwrap();
-    assert!(ops::dense_u8i8(&d, &wf, true).is_err());
+    assert!(ops::dense_u8i8(&d, &wf, Int8Sums::PairsFit).is_err());
 }
 
 /// The int8 NHWC convolution on words: the integer convolution of the bytes with the
@@ -138,11 +167,13 @@ fn conv2d_nhwc_u8i8_is_the_integer_convolution() {
     let attrs = Conv2dAttrs::new((2, 2), (1, 1), (1, 1));
     let (oh, ow) = ((h + 2 - kh) / 2 + 1, (w + 2 - kw) / 2 + 1);
     let cw = c.div_ceil(4);
-    for (signed, block, narrow, pad) in [
-        (false, None, false, 3),
-        (true, Some(8), false, -5),
-        (false, Some(8), true, 0),
+    for (signed, block, sums, pad) in [
+        (false, None, Int8Sums::Exact, 3),
+        (true, Some(8), Int8Sums::Exact, -5),
+        (false, Some(8), Int8Sums::PairsFit, 0),
+        (false, Some(8), Int8Sums::Saturating, 0),
     ] {
+        let narrow = sums == Int8Sums::PairsFit;
         let dt = if signed {
             DataType::int(8)
         } else {
@@ -179,28 +210,45 @@ fn conv2d_nhwc_u8i8_is_the_integer_convolution() {
                 x[((b * h + y as usize) * w + xx as usize) * c + ch] + off
             }
         };
+        // the sum of each pair of channels (0–1, 2–3, … of a word), saturated to int16
+        // where `sums` says so
         let mut want = vec![0i64; n * oh * ow * o];
+        let mut exact = want.clone();
         for y in 0..oh {
             for xx in 0..ow {
                 for oo in 0..o {
-                    let mut acc = 0;
+                    let (mut acc, mut acc_exact) = (0, 0);
                     for ry in 0..kh {
                         for rx in 0..kw {
-                            for ch in 0..c {
-                                let v =
-                                    read(0, (y * 2 + ry) as i64 - 1, (xx * 2 + rx) as i64 - 1, ch);
-                                acc += v * wt[((oo * kh + ry) * kw + rx) * c + ch];
+                            for ch in (0..c).step_by(2) {
+                                let term = |ch: usize| {
+                                    let v = read(
+                                        0,
+                                        (y * 2 + ry) as i64 - 1,
+                                        (xx * 2 + rx) as i64 - 1,
+                                        ch,
+                                    );
+                                    v * wt[((oo * kh + ry) * kw + rx) * c + ch]
+                                };
+                                let pair = term(ch) + if ch + 1 < c { term(ch + 1) } else { 0 };
+                                acc_exact += pair;
+                                acc += match sums {
+                                    Int8Sums::Saturating => pair.clamp(-32768, 32767),
+                                    _ => pair,
+                                };
                             }
                         }
                     }
                     want[(y * ow + xx) * o + oo] = acc;
+                    exact[(y * ow + xx) * o + oo] = acc_exact;
                 }
             }
         }
+        assert_eq!(want == exact, sums != Int8Sums::Saturating, "{sums:?}");
         let data = placeholder(&[n as i64, h as i64, w as i64, c as i64], dt, "data").unwrap();
         let ws: Vec<i64> = wshape.iter().map(|&d| d as i64).collect();
         let weight = placeholder(&ws, DataType::int32(), "weight").unwrap();
-        let out = ops::conv2d_nhwc_u8i8(&data, &weight, &attrs, pad, narrow).unwrap();
+        let out = ops::conv2d_nhwc_u8i8(&data, &weight, &attrs, pad, sums).unwrap();
         let args: [Tensor; 3] = [data, weight, out.clone()];
         let bufs = || {
             vec![

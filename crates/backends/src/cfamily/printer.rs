@@ -797,7 +797,7 @@ pub(super) fn math_call(d: &dyn Dialect, op: Intrinsic, t: DataType, a: &[String
         Intrinsic::BitNot => format!("(~({}))", a[0]),
         Intrinsic::ShiftLeft => format!("(({}) << ({}))", a[0], a[1]),
         Intrinsic::ShiftRight => format!("(({}) >> ({}))", a[0], a[1]),
-        Intrinsic::Dot4U8I8 | Intrinsic::Dot4U8I7 => {
+        Intrinsic::Dot4U8I8 | Intrinsic::Dot4U8I7 | Intrinsic::Dot4U8I8Sat => {
             // the four byte products written out (`a` and `b` are words, read 4 times)
             let terms: Vec<String> = (0..4)
                 .map(|i| {
@@ -809,7 +809,17 @@ pub(super) fn math_call(d: &dyn Dialect, op: Intrinsic, t: DataType, a: &[String
                     )
                 })
                 .collect();
-            format!("({})", terms.join(" + "))
+            if op == Intrinsic::Dot4U8I8Sat {
+                // each adjacent pair's sum clamped to int16 (an expression of the pair
+                // alone, for every dialect: no statement expressions)
+                let pair = |i: usize| {
+                    let p = format!("({} + {})", terms[i], terms[i + 1]);
+                    format!("({p} > 32767 ? 32767 : {p} < -32768 ? -32768 : {p})")
+                };
+                format!("({} + {})", pair(0), pair(2))
+            } else {
+                format!("({})", terms.join(" + "))
+            }
         }
         Intrinsic::Sin
         | Intrinsic::Cos

@@ -10,9 +10,11 @@
 //!   sign-extended, even and odd bytes apart) and two `vpmaddwd`, which is exact. The
 //!   shorter `vpmaddubsw` form (onnxruntime's on these CPUs) saturates where two
 //!   adjacent products exceed 32767 — 255 · 127 · 2 does — so it serves only
-//!   [`Intrinsic::Dot4U8I7`], whose 7-bit `b` cannot saturate it;
+//!   [`Intrinsic::Dot4U8I7`], whose 7-bit `b` cannot saturate it, and
+//!   [`Intrinsic::Dot4U8I8Sat`], which is defined by that saturation (and so never uses
+//!   VNNI, whose sum is exact);
 //! - elsewhere: shifts and multiplies on int32 lanes (GCC vector extensions), exact on
-//!   every target.
+//!   every target, the saturating form's pair sums clamped to int16 there too.
 //!
 //! The accumulator is the function's first argument because a VNNI instruction
 //! accumulates in place: `acc + dpbusd(0, a, b)` costs an add more, and GCC does not fold
@@ -37,15 +39,16 @@ pub fn call(op: Intrinsic, t: DataType, lanes: u16, args: &[String]) -> Option<S
 }
 
 fn function(op: Intrinsic, v: &str) -> String {
-    if op == Intrinsic::Dot4U8I7 {
-        format!("tsr_vdot4n_{v}")
-    } else {
-        format!("tsr_vdot4_{v}")
+    match op {
+        Intrinsic::Dot4U8I7 => format!("tsr_vdot4n_{v}"),
+        Intrinsic::Dot4U8I8Sat => format!("tsr_vdot4s_{v}"),
+        _ => format!("tsr_vdot4_{v}"),
     }
 }
 
 /// The definitions of [`call`]'s functions for int32 vectors of `lanes` lanes: the
-/// general one and the one for 7-bit `b` ([`Intrinsic::Dot4U8I7`]).
+/// general one, the one for 7-bit `b` ([`Intrinsic::Dot4U8I7`]) and the saturating one
+/// ([`Intrinsic::Dot4U8I8Sat`]).
 pub fn int32_helpers(lanes: u16) -> String {
     let mut out = String::new();
     if lanes == 8 || lanes == 16 {
@@ -53,7 +56,11 @@ pub fn int32_helpers(lanes: u16) -> String {
             "#if defined(__x86_64__) && defined(__AVX2__)\n#include <immintrin.h>\n#endif\n",
         );
     }
-    for op in [Intrinsic::Dot4U8I8, Intrinsic::Dot4U8I7] {
+    for op in [
+        Intrinsic::Dot4U8I8,
+        Intrinsic::Dot4U8I7,
+        Intrinsic::Dot4U8I8Sat,
+    ] {
         out.push_str(&definition(op, lanes));
     }
     out
@@ -63,32 +70,51 @@ pub fn int32_helpers(lanes: u16) -> String {
 /// macros allow, else the generic form.
 fn definition(op: Intrinsic, lanes: u16) -> String {
     let v = vec_name(DataType::int32(), lanes);
-    let narrow = op == Intrinsic::Dot4U8I7;
-    let generic = format!(
-        r#"  {v} r = acc;
+    // vpmaddubsw: exact for 7-bit `b`, the definition of the saturating form
+    let pairs16 = op != Intrinsic::Dot4U8I8;
+    let vnni_ok = op != Intrinsic::Dot4U8I8Sat;
+    let generic = if op == Intrinsic::Dot4U8I8Sat {
+        format!(
+            r#"  {v} r = acc;
+  for (int i = 0; i < 4; i += 2) {{
+    {v} p = ((a >> (8 * i)) & 0xff) * ((b << (24 - 8 * i)) >> 24)
+      + ((a >> (8 * i + 8)) & 0xff) * ((b << (16 - 8 * i)) >> 24);
+    {v} hi = p > 32767, lo = p < -32768;
+    r = r + ((p & ~(hi | lo)) | (32767 & hi) | (-32768 & lo));
+  }}
+  return r;"#
+        )
+    } else {
+        format!(
+            r#"  {v} r = acc;
   for (int i = 0; i < 4; ++i) {{
     {v} x = (a >> (8 * i)) & 0xff;
     {v} y = (b << (24 - 8 * i)) >> 24;
     r = r + x * y;
   }}
   return r;"#
-    );
+        )
+    };
     let vnni = |bits: u16, f: &str| {
         format!("  return ({v}){f}((__m{bits}i)acc, (__m{bits}i)a, (__m{bits}i)b);")
     };
     let mut forms: Vec<(&str, String)> = Vec::new();
     match lanes {
         16 => {
-            forms.push(("defined(__AVX512VNNI__)", vnni(512, "_mm512_dpbusd_epi32")));
-            forms.push(("defined(__AVX512BW__)", avx(512, narrow, &v)));
+            if vnni_ok {
+                forms.push(("defined(__AVX512VNNI__)", vnni(512, "_mm512_dpbusd_epi32")));
+            }
+            forms.push(("defined(__AVX512BW__)", avx(512, pairs16, &v)));
         }
         8 => {
-            forms.push((
-                "defined(__AVX512VNNI__) && defined(__AVX512VL__)",
-                vnni(256, "_mm256_dpbusd_epi32"),
-            ));
-            forms.push(("defined(__AVXVNNI__)", vnni(256, "_mm256_dpbusd_avx_epi32")));
-            forms.push(("defined(__AVX2__)", avx(256, narrow, &v)));
+            if vnni_ok {
+                forms.push((
+                    "defined(__AVX512VNNI__) && defined(__AVX512VL__)",
+                    vnni(256, "_mm256_dpbusd_epi32"),
+                ));
+                forms.push(("defined(__AVXVNNI__)", vnni(256, "_mm256_dpbusd_avx_epi32")));
+            }
+            forms.push(("defined(__AVX2__)", avx(256, pairs16, &v)));
         }
         _ => {}
     }
@@ -112,9 +138,9 @@ fn definition(op: Intrinsic, lanes: u16) -> String {
 
 /// The AVX2 / AVX-512 BW forms on `bits`-bit registers. Exact for any bytes: even and
 /// odd bytes widened to 16 bits (`a` zero-, `b` sign-extended) and multiplied pairwise
-/// into int32 by `vpmaddwd` (|255 · −128 · 2| fits). For 7-bit `b` (`narrow`):
-/// `vpmaddubsw`'s int16 pair sums, which cannot saturate there, widened by `vpmaddwd`
-/// with ones — three instructions where the exact form takes eight.
+/// into int32 by `vpmaddwd` (|255 · −128 · 2| fits). `narrow` (7-bit `b`, or the
+/// saturating form): `vpmaddubsw`'s int16 pair sums, widened by `vpmaddwd` with ones —
+/// three instructions where the exact form takes eight.
 fn avx(bits: u16, narrow: bool, v: &str) -> String {
     let p = if bits == 512 { "_mm512" } else { "_mm256" };
     let m = format!("__m{bits}i");
@@ -147,9 +173,14 @@ mod tests {
         assert!(int32_helpers(8).contains("_mm256_dpbusd_avx_epi32"));
         // the saturating form only for 7-bit weights
         let h8 = int32_helpers(8);
-        let (general, narrow) = h8.split_at(h8.find("tsr_vdot4n_").unwrap());
+        let (general, rest) = h8.split_at(h8.find("tsr_vdot4n_").unwrap());
+        let (narrow, saturating) = rest.split_at(rest.find("tsr_vdot4s_").unwrap());
         assert!(!general.contains("maddubs"));
         assert!(narrow.contains("_mm256_maddubs_epi16"));
+        // the saturating form is vpmaddubsw's saturation, never VNNI's exact sum
+        assert!(saturating.contains("_mm256_maddubs_epi16"), "{saturating}");
+        assert!(!saturating.contains("dpbusd"), "{saturating}");
+        assert!(saturating.contains("32767"), "{saturating}");
     }
 
     #[test]

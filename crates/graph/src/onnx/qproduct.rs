@@ -22,7 +22,7 @@ use crate::ir::{Binary, Op};
 use petgraph::stable_graph::NodeIndex;
 use tessera_ir::DataType;
 use tessera_runtime::NDArray;
-use tessera_te::ops::ReduceKind;
+use tessera_te::ops::{Int8Sums, ReduceKind};
 
 /// What a `DequantizeLinear` output was made from: kept per output so that a product
 /// consuming it can take the integers instead.
@@ -45,8 +45,8 @@ struct Weight {
     /// The zero point per column (one value: for every column), int8 range.
     zero: Vec<i64>,
     k: i64,
-    /// Every byte in [−64, 64] (7-bit weights: [`Op::DenseU8I8`]'s `narrow`).
-    narrow: bool,
+    /// Whether its byte pairs fit int16 against any data ([`tessera_te::ops::pairs_fit`]).
+    pairs_fit: bool,
 }
 
 impl Weight {
@@ -80,13 +80,14 @@ impl Weight {
         };
         let kw = k.div_ceil(4);
         let words = tessera_te::ops::int8_words(&rows, n, k);
+        let pairs_fit = tessera_te::ops::pairs_fit(&words);
         let words = NDArray::from_slice::<i32>(&[n, kw], &words).ok()?;
         Some(Weight {
             words,
             colsum,
             zero,
             k: k as i64,
-            narrow: rows.iter().all(|&x| (-64..=64).contains(&x)),
+            pairs_fit,
         })
     }
 
@@ -129,10 +130,10 @@ pub(super) fn integer_product(
     let rows: i64 = xs[..xs.len() - 1].iter().product();
     let x2 = imp.reshape(&sub(name, "rows"), x, vec![rows, k])?;
     let words = imp.g.constant(&sub(name, "weight_words"), wt.words.clone());
-    let narrow = wt.narrow;
+    let sums = imp.int8_sums(wt.pairs_fit);
     let mut acc = imp.op(
         &sub(name, "int8_product"),
-        Op::DenseU8I8 { narrow },
+        Op::DenseU8I8 { sums },
         &[x2, words],
     )?;
     // the data's zero point as the kernel reads the data (int8 + 128)
@@ -326,12 +327,12 @@ pub(super) fn int8_conv(
         .into_iter()
         .map(|b| b as i8)
         .collect();
-    let narrow = rows.iter().all(|&b| (-64..=64).contains(&b));
     let k = wc * kh * kw;
     let colsum: Vec<i64> = (0..o)
         .map(|oo| rows[oo * k..(oo + 1) * k].iter().map(|&b| b as i64).sum())
         .collect();
     let words = tessera_te::ops::int8_words(&rows, o * kh * kw, wc);
+    let sums = imp.int8_sums(tessera_te::ops::pairs_fit(&words));
     let words = NDArray::from_slice::<i32>(&[o, kh, kw, wc.div_ceil(4)], &words)?;
     let words = imp.g.constant(&sub(name, "weight_words"), words);
     let to_nhwc = Op::LayoutTransform {
@@ -342,7 +343,7 @@ pub(super) fn int8_conv(
     let conv = Op::Conv2dU8I8 {
         attrs: *attrs,
         pad: zx,
-        narrow,
+        sums,
     };
     let mut acc = imp.op(&sub(name, "int8_conv"), conv, &[xn, words])?;
     // − z_x·Σ w[o] (the data as the kernel reads it: int8 + 128)
@@ -401,5 +402,17 @@ fn cast_f32(
             },
             &[v],
         )
+    }
+}
+
+impl Importer {
+    /// How an int8 product on a weight sums its bytes: on the shorter form where the
+    /// weight's pairs fit int16 (exact either way), else as the import options say.
+    fn int8_sums(&self, pairs_fit: bool) -> Int8Sums {
+        match (pairs_fit, self.int8_products) {
+            (true, _) => Int8Sums::PairsFit,
+            (false, super::Int8Products::Exact) => Int8Sums::Exact,
+            (false, super::Int8Products::Saturating) => Int8Sums::Saturating,
+        }
     }
 }

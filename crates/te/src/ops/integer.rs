@@ -19,7 +19,10 @@
 //! - [`conv2d_nhwc_u8i8`]: the NHWC convolution of one group on the data's channels in
 //!   words, the float NHWC convolution's stages and weight blocks (words along the input
 //!   channels), so its register-tile schedule applies;
-//! - [`int8_words`]: a constant int8 matrix as weight words, at build time.
+//! - [`int8_words`]: a constant int8 matrix as weight words, at build time;
+//! - [`Int8Sums`]: how the products sum their bytes — exactly, on the shorter
+//!   `vpmaddubsw` form where [`pairs_fit`] proves the weight cannot saturate it, or with
+//!   that instruction's int16 saturation where a build asks for onnxruntime's arithmetic.
 
 use super::attr_err;
 use crate::error::TeError;
@@ -87,12 +90,50 @@ pub fn pack_u8_words(data: &Tensor) -> Result<Tensor, TeError> {
     })
 }
 
+/// How an int8 product sums the byte products of a word: the intrinsic it computes with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Int8Sums {
+    /// Exactly ([`Intrinsic::Dot4U8I8`]): ONNX's arithmetic, on any weight.
+    Exact,
+    /// Exactly, where [`pairs_fit`] holds for the weight ([`Intrinsic::Dot4U8I7`]): CPUs
+    /// without VNNI then use the shorter `vpmaddubsw` form, which cannot saturate.
+    PairsFit,
+    /// Adjacent products summed in int16 with saturation ([`Intrinsic::Dot4U8I8Sat`]):
+    /// what onnxruntime and TVM compute on CPUs without VNNI, asked for by a build.
+    Saturating,
+}
+
+impl Int8Sums {
+    /// The dot product of words this form computes with.
+    pub fn intrinsic(self) -> Intrinsic {
+        match self {
+            Int8Sums::Exact => Intrinsic::Dot4U8I8,
+            Int8Sums::PairsFit => Intrinsic::Dot4U8I7,
+            Int8Sums::Saturating => Intrinsic::Dot4U8I8Sat,
+        }
+    }
+}
+
+/// Whether no adjacent pair of a weight word's bytes (bytes 0–1 and 2–3) can overflow
+/// int16 against any uint8 data: `max(a₀b₀ + a₁b₁)` over bytes `a ≤ 255` is `255 ·
+/// (b₀⁺ + b₁⁺)`, so each pair's positive parts, and its negative parts, must sum to at
+/// most 128 (`255 · 128 < 32768`). Every weight in [−64, 64] passes; so do most pairs of
+/// opposite signs.
+pub fn pairs_fit(words: &[i32]) -> bool {
+    words.iter().all(|&w| {
+        let byte = |i: u32| i64::from((w >> (8 * i)) as u8 as i8);
+        [0, 2].iter().all(|&i| {
+            let (x, y) = (byte(i), byte(i + 1));
+            x.max(0) + y.max(0) <= 128 && x.min(0) + y.min(0) >= -128
+        })
+    })
+}
+
 /// `out[i, j] = Σ_k A[i, k] · W[j, k]` in int32 for uint8 (or, offset by 128, int8) data
 /// `A [M, K]` and a weight of int8 words ([`pack_u8_words`]'s layout, signed bytes):
 /// `[N, ⌈K/4⌉]` (tag `dense_u8i8`) or packed by blocks of `b` columns `[N/b, ⌈K/4⌉, b]`
-/// (tag `dense_u8i8_pack`). `narrow`: the weight's bytes all lie in [−64, 64]
-/// ([`Intrinsic::Dot4U8I7`], faster on CPUs without VNNI).
-pub fn dense_u8i8(data: &Tensor, weight: &Tensor, narrow: bool) -> Result<Tensor, TeError> {
+/// (tag `dense_u8i8_pack`), its bytes summed as `sums` says.
+pub fn dense_u8i8(data: &Tensor, weight: &Tensor, sums: Int8Sums) -> Result<Tensor, TeError> {
     let op = "dense_u8i8";
     if weight.dtype() != DataType::int32() {
         return Err(attr_err(
@@ -110,11 +151,7 @@ pub fn dense_u8i8(data: &Tensor, weight: &Tensor, narrow: bool) -> Result<Tensor
         reason,
     };
     let k = reduce_axis(words, "k");
-    let intrinsic = if narrow {
-        Intrinsic::Dot4U8I7
-    } else {
-        Intrinsic::Dot4U8I8
-    };
+    let intrinsic = sums.intrinsic();
     let dot = |x: Expr, y: Expr| Expr::call(DataType::int32(), intrinsic, vec![x, y]);
     match *sw.as_slice() {
         [n, wk] if wk == words => {
@@ -171,13 +208,13 @@ pub fn int8_words(values: &[i8], n: usize, k: usize) -> Vec<i32> {
 /// then cancels), and `W` the weight's words along its input channels, `[O, KH, KW,
 /// ⌈C/4⌉]` or packed by blocks of `b` output channels `[O/b, KH, KW, ⌈C/4⌉, b]` — the
 /// float NHWC convolution's stages, axes and weight blocks, so its schedule applies
-/// (tag `conv2d_nhwc`). `narrow`: every weight byte in [−64, 64].
+/// (tag `conv2d_nhwc`), its bytes summed as `sums` says.
 pub fn conv2d_nhwc_u8i8(
     data: &Tensor,
     kernel: &Tensor,
     attrs: &super::Conv2dAttrs,
     pad: i64,
-    narrow: bool,
+    sums: Int8Sums,
 ) -> Result<Tensor, TeError> {
     let op = "conv2d_nhwc_u8i8";
     let dt = data.dtype();
@@ -235,11 +272,7 @@ pub fn conv2d_nhwc_u8i8(
         reduce_axis(kw, "rx"),
         reduce_axis(words, "rc"),
     );
-    let intrinsic = if narrow {
-        Intrinsic::Dot4U8I7
-    } else {
-        Intrinsic::Dot4U8I8
-    };
+    let intrinsic = sums.intrinsic();
     let (sh, sw) = attrs.stride;
     let (dh, dw) = attrs.dilation;
     compute_tagged(
