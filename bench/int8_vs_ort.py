@@ -4,10 +4,13 @@ run by `tessera run --onnx` (untuned) and by onnxruntime, in alternating rounds 
 same machine and thread count. Per round and model prints both medians; at the end, per
 quantized form, the median and min over rounds of tessera / onnxruntime, of tessera's
 int8 / tessera's float32, and of onnxruntime's int8 / its float32, with the ratio of the
-minima, and the CPU steal over the run (from /proc/stat).
+minima, and the CPU steal over the run (from /proc/stat). With --saturating, tessera
+also runs each quantized model with `--int8-products saturating` (a third side of the
+rounds, `tessera sat`).
 
 Usage: bench/int8_vs_ort.py FLOAT.onnx QUANT.onnx [QUANT.onnx ...]
        [--tessera target/release/tessera] [--threads 2] [--rounds 5] [--repeat 20]
+       [--saturating]
 """
 import argparse
 import os
@@ -38,27 +41,36 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--saturating", action="store_true",
+                    help="also run the quantized models with --int8-products saturating")
     a = ap.parse_args()
     models = [a.float_model] + a.quantized
     sessions = {m: ort_session(m, a.threads) for m in models}
     feeds = {m: feed_of(s) for m, s in sessions.items()}
-    times = {m: {"tessera": [], "ort": []} for m in models}
+    times = {m: {"tessera": [], "ort": [], "sat": []} for m in models}
     print(f"{a.threads} threads, {a.rounds} rounds of {a.repeat} runs; float model {a.float_model}")
     s0, t0 = steal_jiffies()
     for r in range(a.rounds):
         # alternate the order of the two sides between rounds
         for m in models:
-            sides = ["tessera", "ort"] if r % 2 == 0 else ["ort", "tessera"]
+            sides = ["tessera", "ort"]
+            if a.saturating and m != a.float_model:
+                sides.append("sat")
+            if r % 2 == 1:
+                sides.reverse()
             for side in sides:
-                if side == "tessera":
-                    ms, build = tessera_median_ms(a.tessera, m, a.threads, a.repeat, "NHWC")
-                    if r == 0:
-                        print(f"  {os.path.basename(m)}: {build}")
-                else:
+                if side == "ort":
                     ms = ort_median_ms(sessions[m], feeds[m], a.repeat)
+                else:
+                    extra = ("--int8-products", "saturating") if side == "sat" else ()
+                    ms, build = tessera_median_ms(a.tessera, m, a.threads, a.repeat, "NHWC",
+                                                  extra=extra)
+                    if r == 0:
+                        print(f"  {os.path.basename(m)} ({side}): {build}")
                 times[m][side].append(ms)
+            sat = f"   tessera sat {times[m]['sat'][-1]:8.2f} ms" if "sat" in sides else ""
             print(f"round {r + 1} {os.path.basename(m):>16}: tessera {times[m]['tessera'][-1]:8.2f} ms"
-                  f"   onnxruntime {times[m]['ort'][-1]:8.2f} ms")
+                  f"   onnxruntime {times[m]['ort'][-1]:8.2f} ms{sat}")
     s1, t1 = steal_jiffies()
     f = times[a.float_model]
     print(summary("float32 tessera / onnxruntime",
@@ -72,6 +84,13 @@ def main():
         print(summary(f"{name} tessera int8 / tessera float32",
                       [t / o for t, o in zip(q["tessera"], f["tessera"])])
               + f", minima {min(q['tessera']) / min(f['tessera']):.2f}")
+        if q["sat"]:
+            print(summary(f"{name} tessera sat / onnxruntime",
+                          [t / o for t, o in zip(q["sat"], q["ort"])])
+                  + f", minima {min(q['sat']) / min(q['ort']):.2f}")
+            print(summary(f"{name} tessera sat / tessera float32",
+                          [t / o for t, o in zip(q["sat"], f["tessera"])])
+                  + f", minima {min(q['sat']) / min(f['tessera']):.2f}")
         print(summary(f"{name} onnxruntime int8 / onnxruntime float32",
                       [t / o for t, o in zip(q["ort"], f["ort"])])
               + f", minima {min(q['ort']) / min(f['ort']):.2f}")

@@ -91,9 +91,9 @@ def feed_of(sess):
     return feed
 
 
-def tessera_median_ms(exe, model, threads, repeat, layout, log=None):
+def tessera_median_ms(exe, model, threads, repeat, layout, log=None, extra=()):
     cmd = [exe, "run", "--onnx", model, "--benchmark", "--repeat", str(repeat),
-           "--layout", layout, "--target", f"cpu -num-cores={threads}"]
+           "--layout", layout, "--target", f"cpu -num-cores={threads}", *extra]
     if log:
         cmd += ["--log", log]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout

@@ -33,6 +33,8 @@ struct Run {
     convs: usize,
     /// int8 products and convolutions that sum with saturation.
     saturating: usize,
+    /// Poolings computed on integers (a QDQ MaxPool on its bytes).
+    integer_pools: usize,
     /// Layout transforms left in the graph built.
     transforms: usize,
 }
@@ -88,6 +90,11 @@ fn run_built_with(
             }
         )
     });
+    let integer_pools = g
+        .topo_order()
+        .into_iter()
+        .filter(|&n| matches!(g.node(n).op, Op::Pool2d { .. }) && g.node(n).ty.dtype.is_integer())
+        .count();
     let mut m = build(&g, &Target::cpu()).map_err(|e| e.to_string())?;
     let x = NDArray::load_npy(dir.join(name).join("input_0.npy")).unwrap();
     m.set_input("x", &x).map_err(|e| e.to_string())?;
@@ -100,6 +107,7 @@ fn run_built_with(
         narrow,
         convs,
         saturating,
+        integer_pools,
         transforms,
     })
 }
@@ -200,6 +208,8 @@ fn onnxruntime_quantized_models_match_and_qoperator_contrib_ops_are_refused() {
     // features NCHW for the flatten)
     let plain = run_built(&dir, "cnn_qdq_per_channel", false).unwrap();
     assert_eq!((plain.convs, plain.int8), (2, 1));
+    // its MaxPool between a DequantizeLinear and a QuantizeLinear pools the bytes
+    assert_eq!(plain.integer_pools, 1);
     let nhwc = run_built(&dir, "cnn_qdq_per_channel", true).unwrap();
     assert_eq!((nhwc.convs, nhwc.int8), (2, 1));
     assert!(

@@ -358,14 +358,14 @@ pub(super) fn pool(imp: &mut Importer, c: &NodeCtx) -> Outputs {
         PoolType::Avg
     };
     let include_pad = c.int("count_include_pad", 0) != 0;
-    Ok(vec![pool_of(
-        imp,
-        c,
-        c.input(0)?,
-        kind,
-        include_pad,
-        &c.name,
-    )?])
+    let x = c.input(0)?;
+    if kind == PoolType::Max {
+        let pool = |imp: &mut Importer, q| pool_of(imp, c, q, kind, false, &c.sub("integers"));
+        if let Some(y) = super::quant::max_pool_of_integers(imp, &c.name, x, pool)? {
+            return Ok(vec![y]);
+        }
+    }
+    Ok(vec![pool_of(imp, c, x, kind, include_pad, &c.name)?])
 }
 
 /// `LpPool`: `(Σ |x|^p)^(1/p)` over each window, as an average pool counting the padding

@@ -8,9 +8,11 @@
 //! onnxruntime's), and `QLinearMatMul` requantizes the int32 sums in float32 with
 //! `s_a · s_b / s_y`. Where the second operand is a constant (a layer's weight), the
 //! products run on the int8 kernel ([`super::qproduct`]); each `DequantizeLinear`
-//! output remembers its integers so that a QDQ `MatMul` or `Gemm` takes them too. A
-//! static-QDQ model's convolutions still run in float32 between their Q/DQ pairs (no
-//! int8 convolution yet). Block quantization (`block_size`) is refused.
+//! output remembers its integers so that a QDQ `MatMul`, `Gemm` or `Conv` takes them
+//! too. A `MaxPool` of a dequantized value pools the integers ([`max_pool_of_integers`]),
+//! and a `QuantizeLinear` of a value dequantized with the same scale and zero point is
+//! those integers ([`requantized`]): `q(dq(x)) = x` exactly, so the pair between two
+//! int8 layers costs nothing. Block quantization (`block_size`) is refused.
 
 use super::attrs::NodeCtx;
 use super::qproduct::{int8_conv, integer_product, Dequantized};
@@ -114,13 +116,19 @@ fn zero_point(
 /// `QuantizeLinear`: into the zero point's type (uint8 without one, or `output_dtype`).
 pub(super) fn quantize_linear(imp: &mut Importer, c: &NodeCtx) -> Outputs {
     let x = c.input(0)?;
-    let scale = along_axis(imp, c, c.input(1)?, x, "scale")?;
-    let (zp, zdt) = zero_point(imp, c, 2, x)?;
     let to = match c.int("output_dtype", 0) {
-        0 => zdt.unwrap_or(DataType::uint(8)),
+        0 => match c.opt(2) {
+            Some(z) => imp.ty(z).dtype,
+            None => DataType::uint(8),
+        },
         code => tensor::dtype_of(code as i32)
             .ok_or_else(|| c.bad(format!("unsupported output_dtype {code}")))?,
     };
+    if let Some(q) = requantized(imp, c, x, to)? {
+        return Ok(vec![q]);
+    }
+    let scale = along_axis(imp, c, c.input(1)?, x, "scale")?;
+    let (zp, _) = zero_point(imp, c, 2, x)?;
     let f32t = DataType::float32();
     let xf = cast(imp, &c.sub("x_f32"), x, f32t)?;
     let sf = cast(imp, &c.sub("scale_f32"), scale, f32t)?;
@@ -159,6 +167,88 @@ pub(super) fn dequantize_linear(imp: &mut Importer, c: &NodeCtx) -> Outputs {
         imp.dequantized.insert(y, d);
     }
     Ok(vec![y])
+}
+
+/// Whether nodes `a` and `b` hold the same value: one node, or equal constants (type,
+/// shape and elements), or both absent.
+fn same_constant(imp: &Importer, a: Option<NodeIndex>, b: Option<NodeIndex>) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) if a == b => true,
+        (Some(a), Some(b)) => match (imp.constant(a), imp.constant(b)) {
+            (Some(x), Some(y)) => {
+                x.dtype() == y.dtype()
+                    && x.shape().iter().product::<usize>() == y.shape().iter().product::<usize>()
+                    && x.to_f64_vec() == y.to_f64_vec()
+            }
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
+/// The integers that `QuantizeLinear` node `c` gives back, when `x` was dequantized from
+/// integers of type `to` with the same scale, zero point and axis: `round((q − z)·s / s)
+/// + z = q` for every 8-bit `q` (the float32 quotient is within an ulp of the integer
+/// `q − z`, whose magnitude is below 256), so the pair is the identity.
+fn requantized(
+    imp: &Importer,
+    c: &NodeCtx,
+    x: NodeIndex,
+    to: DataType,
+) -> Result<Option<NodeIndex>, GraphError> {
+    let Some(d) = imp.dequantized.get(&x) else {
+        return Ok(None);
+    };
+    let same = imp.ty(d.q).dtype == to
+        && c.int("block_size", 0) == 0
+        && same_constant(imp, Some(d.scale), Some(c.input(1)?))
+        && same_constant(imp, d.zero_point, c.opt(2))
+        && (imp.shape(d.scale).iter().product::<i64>() == 1 || d.axis == c.int("axis", 1));
+    Ok(same.then_some(d.q))
+}
+
+/// A `MaxPool` of `x` when `x` was dequantized per tensor with a positive constant
+/// scale and a constant (or no) zero point: `pool` applied to the integers, dequantized
+/// after — the maximum commutes with an increasing affine map, and the integer pool pads
+/// with its type's lowest value as the float one pads with −∞ — so the pool reads bytes,
+/// as onnxruntime's QDQ MaxPool does, and a QuantizeLinear after it folds away
+/// ([`requantized`]). `None` for any other `x`.
+pub(super) fn max_pool_of_integers(
+    imp: &mut Importer,
+    name: &str,
+    x: NodeIndex,
+    pool: impl FnOnce(&mut Importer, NodeIndex) -> Result<NodeIndex, GraphError>,
+) -> Result<Option<NodeIndex>, GraphError> {
+    let Some(d) = imp.dequantized.get(&x).cloned() else {
+        return Ok(None);
+    };
+    let scalar = |n: NodeIndex| {
+        imp.constant(n)
+            .filter(|v| v.shape().iter().product::<usize>() == 1)
+    };
+    let positive = scalar(d.scale).is_some_and(|v| v.to_f64_vec()[0] > 0.0);
+    let zero = match d.zero_point {
+        None => Some(None),
+        Some(z) => scalar(z).map(|v| Some(v.to_f64_vec()[0])),
+    };
+    let (true, Some(zero)) = (positive, zero) else {
+        return Ok(None);
+    };
+    let pooled = pool(imp, d.q)?;
+    let f32t = DataType::float32();
+    let mut y = cast(imp, &format!("{name}_integers_f32"), pooled, f32t)?;
+    if let Some(z) = zero.filter(|&z| z != 0.0) {
+        let z = imp.scalar(&format!("{name}_zero_point"), f32t, z)?;
+        y = imp.binary(&format!("{name}_centred"), Binary::Sub, y, z)?;
+    }
+    let sdt = imp.ty(d.scale).dtype;
+    let s = imp.reshape(&format!("{name}_scale"), d.scale, vec![])?;
+    let s = cast(imp, &format!("{name}_scale_f32"), s, f32t)?;
+    let y = imp.binary(&format!("{name}_dequantized"), Binary::Mul, y, s)?;
+    let y = cast(imp, name, y, sdt)?;
+    imp.dequantized.insert(y, Dequantized { q: pooled, ..d });
+    Ok(Some(y))
 }
 
 /// `DynamicQuantizeLinear`: uint8 over the range of `x` widened to take 0, with the
