@@ -1,10 +1,11 @@
 //! The conversions of quantized epilogues in the CPU's C, against Rust's and the
 //! interpreter's, for the generic and the AVX2 instruction sets:
-//! - rounding halves to even (`Intrinsic::RoundEven`): the vector form (`tsr_vrint`, the
-//!   2²³ trick) bit for bit with `round_ties_even` on halves, signed zeros, the edges of
-//!   2²² and 2²³, infinities and NaN;
-//! - float32 ↔ int8 / uint8 / int16 vectors (through int32, narrowed by a byte shuffle):
-//!   what the interpreter computes, wrapping included.
+//! - rounding halves to even (`Intrinsic::RoundEven`): the vector form (`tsr_vrint`:
+//!   `vroundps` with AVX, else the 2²³ trick) bit for bit with `round_ties_even` on
+//!   halves, signed zeros, the edges of 2²² and 2²³, infinities and NaN;
+//! - float32 ↔ int8 / uint8 / int16 / uint16 vectors (through int32, narrowed by a byte
+//!   shuffle, widened by `vpmovzx`/`vpmovsx` with AVX2, else a byte shuffle): what the
+//!   interpreter computes, wrapping and sign extension included.
 
 use std::ffi::c_void;
 use tessera_backends::{host_cpu_features, Backend, CpuBackend, Target};
@@ -71,7 +72,7 @@ fn rounding_halves_to_even_is_exact_in_every_form() {
         if mcpu == "x86-64-v3" && !avx2 {
             continue;
         }
-        let out = build_run_f32(&func, mcpu, &v, v.len(), "tsr_vrint_");
+        let out = build_run_f32(&func, mcpu, &v, v.len(), &["tsr_vrint_"]);
         for (a, b) in v.iter().zip(&out) {
             let want = a.round_ties_even();
             assert!(
@@ -83,19 +84,21 @@ fn rounding_halves_to_even_is_exact_in_every_form() {
 }
 
 /// `func` (one float input, one float output) built for `-march=mcpu` — its source must
-/// call `helper` — and run on `input`.
+/// call each of `helpers` — and run on `input`.
 fn build_run_f32(
     func: &tessera_ir::PrimFunc,
     mcpu: &str,
     input: &[f32],
     n_out: usize,
-    helper: &str,
+    helpers: &[&str],
 ) -> Vec<f32> {
     let dir = tempfile::tempdir().unwrap();
     let target: Target = format!("cpu -mcpu={mcpu}").parse().unwrap();
     let art = CpuBackend::new(target).build(func, dir.path()).unwrap();
     let source = std::fs::read_to_string(&art.source_path).unwrap();
-    assert!(source.contains(helper), "{source}");
+    for helper in helpers {
+        assert!(source.contains(helper), "{helper}: {source}");
+    }
     let mut input = input.to_vec();
     let mut out = vec![0f32; n_out];
     let mut args: [*mut c_void; 2] = [input.as_mut_ptr().cast(), out.as_mut_ptr().cast()];
@@ -154,7 +157,7 @@ fn narrow_integer_vectors_convert_as_the_interpreter_does() {
             if mcpu == "x86-64-v3" && !avx2 {
                 continue;
             }
-            let got = build_run_f32(&func, mcpu, &v, v.len(), "tsr_narrow_");
+            let got = build_run_f32(&func, mcpu, &v, v.len(), &["tsr_narrow_", "tsr_widen_"]);
             for ((a, g), w) in v.iter().zip(&got).zip(&want) {
                 assert_eq!(
                     g.to_bits(),

@@ -184,6 +184,15 @@ pub trait Dialect: Sync {
         None
     }
 
+    /// The vector `code` of `lanes` lanes of the narrower integer type `from` widened to
+    /// int32 (zero- or sign-extended as C converts) as one expression, or `None` for the
+    /// language's conversion. The printer registers `from`'s vector math helpers when it
+    /// uses this.
+    fn widen_to_int32(&self, code: &str, from: DataType, lanes: u16) -> Option<String> {
+        let _ = (code, from, lanes);
+        None
+    }
+
     /// `op` on the vectors `args` (of `lanes` lanes of `t`) as one expression of the
     /// language, or `None` to apply the scalar function lane by lane.
     fn vector_math(
@@ -276,6 +285,15 @@ impl Dialect for CDialect {
         ))
     }
 
+    /// A byte shuffle too: GCC 12 converts `int8 → int32` vectors lane by lane (an
+    /// extract and an insert per lane), the dequantization of a QDQ epilogue's operands.
+    fn widen_to_int32(&self, code: &str, from: DataType, lanes: u16) -> Option<String> {
+        Some(format!(
+            "tsr_widen_{}({code})",
+            super::names::vec_name(from, lanes)
+        ))
+    }
+
     fn vector_math(
         &self,
         op: Intrinsic,
@@ -289,8 +307,71 @@ impl Dialect for CDialect {
 
 /// `tsr_narrow_<vector of t>(int32 vector)`: each lane's low bytes, as C's conversion
 /// keeps them — by `__builtin_shufflevector` of the bytes where the compiler has it
-/// (GCC 12, Clang) on a little-endian machine, else `__builtin_convertvector`.
+/// (GCC 12, Clang) on a little-endian machine, else `__builtin_convertvector`; and
+/// `tsr_widen_<vector of t>(vector of t)`, the int32 lanes C's conversion gives — each
+/// narrow lane shuffled into the low bytes of an int32 lane beside zeros (unsigned), or
+/// into its high bytes and shifted down arithmetically (signed).
 fn narrow_helper(t: DataType, lanes: u16) -> String {
+    let mut out = narrow_only(t, lanes);
+    out.push_str(&widen_helper(t, lanes));
+    out
+}
+
+fn widen_helper(t: DataType, lanes: u16) -> String {
+    use super::names::vec_name;
+    let v = vec_name(t, lanes);
+    let w = vec_name(DataType::int32(), lanes);
+    let bits = t.bits.max(8) as usize;
+    let ratio = 32 / bits;
+    // index `lanes` picks the zero vector's first element
+    let picks: Vec<String> = (0..lanes as usize * ratio)
+        .map(|k| {
+            let (lane, part) = (k / ratio, k % ratio);
+            let at = if t.is_int() { ratio - 1 } else { 0 };
+            if part == at { lane } else { lanes as usize }.to_string()
+        })
+        .collect();
+    let shift = if t.is_int() {
+        format!(" >> {}", 32 - bits)
+    } else {
+        String::new()
+    };
+    // AVX2's one-instruction extension of 8 lanes (vpmovzxbd and its kin)
+    let load8 = "_mm_loadl_epi64((const __m128i*)&x)";
+    let load16 = "_mm_loadu_si128((const __m128i*)&x)";
+    let fast = match (lanes, bits, t.is_int()) {
+        (8, 8, false) => Some(format!("_mm256_cvtepu8_epi32({load8})")),
+        (8, 8, true) => Some(format!("_mm256_cvtepi8_epi32({load8})")),
+        (8, 16, false) => Some(format!("_mm256_cvtepu16_epi32({load16})")),
+        (8, 16, true) => Some(format!("_mm256_cvtepi16_epi32({load16})")),
+        _ => None,
+    };
+    let shuffles = "((defined(__GNUC__) && __GNUC__ >= 12) || defined(__clang__)) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__";
+    let mut out = String::new();
+    let first = match &fast {
+        Some(f) => {
+            let avx2 = "defined(__x86_64__) && defined(__AVX2__)";
+            out.push_str(&format!("#if {avx2}\n#include <immintrin.h>\n#endif\n"));
+            format!("#if {avx2}\n  return ({w}){f};\n#elif {shuffles}")
+        }
+        None => format!("#if {shuffles}"),
+    };
+    out.push_str(&format!(
+        r#"static inline {w} tsr_widen_{v}({v} x) {{
+{first}
+  {v} zero = {{0}};
+  return (({w})__builtin_shufflevector(x, zero, {picks})){shift};
+#else
+  return __builtin_convertvector(x, {w});
+#endif
+}}
+"#,
+        picks = picks.join(", ")
+    ));
+    out
+}
+
+fn narrow_only(t: DataType, lanes: u16) -> String {
     use super::names::{scalar_c, vec_name};
     let v = vec_name(t, lanes);
     let w = vec_name(DataType::int32(), lanes);

@@ -94,6 +94,21 @@ impl Gen<'_> {
                     }
                 }
             }
+            Ty::V(t, _)
+                if t.is_integer() && (8..32).contains(&t.bits) && to == DataType::int32() =>
+            {
+                self.vt(to, lanes);
+                match self.dialect.widen_to_int32(&code, t, lanes) {
+                    Some(c) => {
+                        self.use_vector_math(t, lanes);
+                        c
+                    }
+                    None => {
+                        let vt = self.vt(to, lanes);
+                        format!("__builtin_convertvector({code}, {vt})")
+                    }
+                }
+            }
             Ty::V(_, _) => {
                 let vt = self.vt(to, lanes);
                 format!("__builtin_convertvector({code}, {vt})")

@@ -23,9 +23,10 @@
 //!   Eigen's and MLAS's float tanh): within a few ulp over the line, exactly ±0 at ±0,
 //!   NaN stays NaN. GPT-2's GELU (`tanh` in the epilogue of its MLP's first dense) called
 //!   `tanhf` per lane and ran that dense at ~80 GFLOPS where the next one ran at ~210.
-//! - `rint` (round half to even, ONNX's quantization rounding): `(|x| + 2²³) − 2²³`,
-//!   which the FPU rounds to an integer with ties to even, the sign put back; `|x| ≥ 2²³`
-//!   (already whole), ∞ and NaN pass through. Quantizing epilogues (QDQ models) called
+//! - `rint` (round half to even, ONNX's quantization rounding): the x86 rounding
+//!   instruction where the target has it (`vroundps` with AVX, 8 → 1 instruction), else
+//!   `(|x| + 2²³) − 2²³`, which the FPU rounds to an integer with ties to even, the sign
+//!   put back; `|x| ≥ 2²³` (already whole), ∞ and NaN pass through. Quantizing epilogues (QDQ models) called
 //!   `floor` twice and selected among three candidates per element instead.
 //! - `erf`: Abramowitz & Stegun 7.1.26, `1 − (a₁t + … + a₅t⁵)·e^{−x²}` with
 //!   `t = 1/(1 + p|x|)`, the sign restored: absolute error under 1.5e-7 (float32's own
@@ -55,6 +56,24 @@ pub fn call(op: Intrinsic, t: DataType, lanes: u16, args: &[String]) -> Option<S
     Some(format!("tsr_v{f}_{}({})", vec_name(t, lanes), args[0]))
 }
 
+/// `rint`'s one-instruction form where the target has it, as the opening and closing
+/// lines around the portable body: `vroundps` (AVX) on 8 lanes, `roundps` (SSE4.1) on
+/// 4, `vrndscaleps` (AVX-512) on 16 — round to nearest even without raising, as the
+/// portable form does; ∞ and NaN pass through.
+fn round_instruction(lanes: u16) -> (String, String) {
+    let (guard, call) = match lanes {
+        4 => ("__SSE4_1__", "_mm_round_ps((__m128)x, 8)"),
+        8 => ("__AVX__", "_mm256_round_ps((__m256)x, 8)"),
+        16 => ("__AVX512F__", "_mm512_roundscale_ps((__m512)x, 8)"),
+        _ => return (String::new(), String::new()),
+    };
+    let v = vec_name(DataType::float32(), lanes);
+    (
+        format!("#if defined(__x86_64__) && defined({guard})\n  return ({v}){call};\n#else\n"),
+        "#endif\n".to_string(),
+    )
+}
+
 /// The definitions of the vector functions of float32 vectors of `lanes` lanes (after
 /// the vector type's typedef).
 pub fn float32_helpers(lanes: u16) -> String {
@@ -67,7 +86,10 @@ pub fn float32_helpers(lanes: u16) -> String {
     };
     let (one, half) = (splat("1.0f"), splat("0.5f"));
     format!(
-        r#"typedef int32_t {vi} __attribute__((vector_size({bytes})));
+        r#"#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+typedef int32_t {vi} __attribute__((vector_size({bytes})));
 static inline {v} tsr_vexp_{v}({v} x) {{
   {v} hi = {hi}, lo = {lo};
   {vi} over = x > hi, under = x < lo, nan = x != x;
@@ -93,12 +115,12 @@ static inline {v} tsr_vexp_{v}({v} x) {{
   return ({v})((({vi})e & keep) | (({vi})x & nan) | (({vi}){inf} & over));
 }}
 static inline {v} tsr_vrint_{v}({v} x) {{
-  {vi} sign = ({vi})x & {sign_bit};
+{round_insn}  {vi} sign = ({vi})x & {sign_bit};
   {v} ax = ({v})(({vi})x & ~{sign_bit});
   {v} r = ({v})(({vi})((ax + {two23}) - {two23}) | sign);
   {vi} whole = ax >= {two23};
   return ({v})((({vi})x & whole) | (({vi})r & ~whole));
-}}
+{round_end}}}
 static inline {v} tsr_vsigmoid_{v}({v} x) {{
   {vi} nan = x != x, below = x < {slo}, above = x > {shi};
   {v} c = ({v})((({vi})x & ~(below | above | nan)) | (({vi}){slo} & below) | (({vi}){shi} & above));
@@ -182,6 +204,8 @@ static inline {v} tsr_verf_{v}({v} x) {{
         lo = splat("-104.0f"),
         inf = splat("__builtin_inff()"),
         two23 = splat("8388608.0f"),
+        round_insn = round_instruction(lanes).0,
+        round_end = round_instruction(lanes).1,
         log2e = splat("1.44269504088896341f"),
         c1 = splat("0.693359375f"),
         c2 = splat("-2.12194440e-4f"),
