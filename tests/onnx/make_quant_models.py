@@ -79,6 +79,38 @@ def cnn():
     return m
 
 
+def depthwise_cnn():
+    """A MobileNet block: a conv, a depthwise 3x3 (stride 2) and a pointwise conv."""
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "wd", "bd"], ["cd"], pads=[1, 1, 1, 1], strides=[2, 2],
+                         group=8),
+        helper.make_node("Relu", ["cd"], ["rd"]),
+        helper.make_node("Conv", ["rd", "w2", "b2"], ["c2"]),
+        helper.make_node("GlobalAveragePool", ["c2"], ["g"]),
+        helper.make_node("Flatten", ["g"], ["y"]),
+    ]
+    inits = [
+        init("w1", (8, 3, 3, 3), 0.3),
+        init("b1", (8,), 0.1),
+        init("wd", (8, 1, 3, 3), 0.4),
+        init("bd", (8,), 0.1),
+        init("w2", (12, 8, 1, 1), 0.3),
+        init("b2", (12,), 0.1),
+    ]
+    g = helper.make_graph(
+        nodes,
+        "depthwise_cnn",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 12])],
+        inits,
+    )
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
 def mlp(k=32, rows=4):
     nodes = [
         helper.make_node("MatMul", ["x", "w1"], ["m1"]),
@@ -172,6 +204,15 @@ def main():
         quantize_static(f, q, Reader((6, 30)), quant_format=QuantFormat.QDQ, per_channel=True,
                         activation_type=act, weight_type=wt)
         entries.append(write(out, name, q, RNG.standard_normal((6, 30)).astype(np.float32)))
+    d = os.path.join(out, "cnn_qdq_depthwise")
+    os.makedirs(d, exist_ok=True)
+    f = os.path.join(d, "float.onnx")
+    onnx.save(depthwise_cnn(), f)
+    q = os.path.join(d, "model.onnx")
+    quantize_static(f, q, Reader((1, 3, 16, 16)), quant_format=QuantFormat.QDQ, per_channel=True,
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+    entries.append(write(out, "cnn_qdq_depthwise", q,
+                         RNG.standard_normal((1, 3, 16, 16)).astype(np.float32)))
     with open(os.path.join(out, "quant_manifest.json"), "w") as fh:
         json.dump(entries, fh, indent=2)
 

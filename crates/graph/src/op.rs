@@ -77,6 +77,14 @@ pub enum Op {
         pad: i64,
         sums: tessera_te::ops::Int8Sums,
     },
+    /// The int32 depthwise convolution (one output channel per channel) of NHWC uint8 or
+    /// int8 data padded with `pad` (the data's zero point) and an int32 kernel `[KH, KW,
+    /// C, 1]` of int8 values (te's `depthwise_conv2d_nhwc_u8i8`): a QDQ depthwise
+    /// convolution's integer core, exact, reading the bytes.
+    DepthwiseU8I8 {
+        attrs: Conv2dAttrs,
+        pad: i64,
+    },
     /// `data + bias` with the 1-D bias along `axis`.
     BiasAdd {
         axis: i64,
@@ -336,6 +344,7 @@ impl Op {
             Op::MatMul => "matmul",
             Op::DenseU8I8 { .. } => "dense_u8i8",
             Op::Conv2dU8I8 { .. } => "conv2d_u8i8",
+            Op::DepthwiseU8I8 { .. } => "depthwise_u8i8",
             Op::BiasAdd { .. } => "bias_add",
             Op::BatchNorm { .. } => "batch_norm",
             Op::Unary(u) => match u {
@@ -439,6 +448,7 @@ impl Op {
             | Op::Dense
             | Op::DenseU8I8 { .. }
             | Op::Conv2dU8I8 { .. }
+            | Op::DepthwiseU8I8 { .. }
             | Op::MatMul
             | Op::BiasAdd { .. }
             | Op::Binary(_)
@@ -472,6 +482,7 @@ impl Op {
             | Op::Dense
             | Op::DenseU8I8 { .. }
             | Op::Conv2dU8I8 { .. }
+            | Op::DepthwiseU8I8 { .. }
             | Op::MatMul
             | Op::Attention { .. } => Pattern::OutFusable,
             Op::BiasAdd { .. }
@@ -588,6 +599,9 @@ impl Op {
             },
             Op::Dense => ops::dense(&inputs[0], &inputs[1], None),
             Op::DenseU8I8 { sums } => ops::dense_u8i8(&inputs[0], &inputs[1], *sums),
+            Op::DepthwiseU8I8 { attrs, pad } => {
+                ops::depthwise_conv2d_nhwc_u8i8(&inputs[0], &inputs[1], attrs, *pad)
+            }
             Op::Conv2dU8I8 { attrs, pad, sums } => {
                 ops::conv2d_nhwc_u8i8(&inputs[0], &inputs[1], attrs, *pad, *sums)
             }

@@ -35,6 +35,8 @@ struct Run {
     saturating: usize,
     /// Poolings computed on integers (a QDQ MaxPool on its bytes).
     integer_pools: usize,
+    /// int8 depthwise convolutions (`DepthwiseU8I8`).
+    depthwise: usize,
     /// Layout transforms left in the graph built.
     transforms: usize,
 }
@@ -90,6 +92,7 @@ fn run_built_with(
             }
         )
     });
+    let depthwise = count(&|o| matches!(o, Op::DepthwiseU8I8 { .. }));
     let integer_pools = g
         .topo_order()
         .into_iter()
@@ -108,6 +111,7 @@ fn run_built_with(
         convs,
         saturating,
         integer_pools,
+        depthwise,
         transforms,
     })
 }
@@ -188,6 +192,24 @@ fn saturating_int8_products_are_taken_where_asked_and_compute_their_definition()
     let cnn = cnn.unwrap();
     assert_eq!((cnn.convs, cnn.int8), (2, 1));
     assert!(cnn.saturating >= 1, "{}", cnn.saturating);
+}
+
+/// A QDQ depthwise convolution (MobileNet's) runs on the bytes with int32 products, not
+/// in float32 between its Q/DQ pairs, and the block's output lies within a step of
+/// onnxruntime's operator-by-operator results, as built and through the CPU plan.
+#[test]
+fn qdq_depthwise_convolutions_run_on_the_bytes() {
+    let dir = models();
+    let name = "cnn_qdq_depthwise";
+    let step = output_step(&dir, name);
+    let want = NDArray::load_npy(dir.join(name).join("output_0_unfused.npy")).unwrap();
+    for cpu_plan in [false, true] {
+        let run = run_built(&dir, name, cpu_plan).unwrap();
+        assert_eq!((run.convs, run.depthwise), (2, 1), "plan {cpu_plan}");
+        run.got
+            .allclose(&want, 0.0, 1.01 * step)
+            .unwrap_or_else(|e| panic!("plan {cpu_plan}: {e}"));
+    }
 }
 
 #[test]

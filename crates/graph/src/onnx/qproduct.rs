@@ -304,7 +304,8 @@ pub(super) fn int8_conv(
     let (&[_, ch, _, _], &[o, wc, kh, kw]) = (xs.as_slice(), wq.shape()) else {
         return Ok(None);
     };
-    if attrs.groups != 1 || wq.dtype() != DataType::int(8) || wc as i64 != ch {
+    let depthwise = attrs.groups == ch && o as i64 == ch && wc == 1;
+    if wq.dtype() != DataType::int(8) || !(depthwise || (attrs.groups == 1 && wc as i64 == ch)) {
         return Ok(None);
     }
     let zx = match x_zero {
@@ -320,6 +321,9 @@ pub(super) fn int8_conv(
     };
     if !symmetric {
         return Ok(None);
+    }
+    if depthwise {
+        return int8_depthwise(imp, name, xq, zx, wq, (o, kh, kw), attrs).map(Some);
     }
     // OIHW bytes as [O·KH·KW, C] rows (OHWI), in words along the input channels
     let rows: Vec<i8> = crate::reference::permute(wq, &[0, 2, 3, 1])?
@@ -361,6 +365,54 @@ pub(super) fn int8_conv(
         dst: "NCHW".into(),
     };
     Ok(Some(imp.op(&sub(name, "int32"), to_nchw, &[acc])?))
+}
+
+/// [`int8_conv`]'s depthwise form (one output channel per channel, weight `[C, 1, KH,
+/// KW]`): [`Op::DepthwiseU8I8`] on the bytes as they are (no words, no offset), the
+/// weight `[KH, KW, C, 1]` as int32 values, then `−z_x·Σ w[c]`.
+fn int8_depthwise(
+    imp: &mut Importer,
+    name: &str,
+    xq: NodeIndex,
+    zx: i64,
+    wq: &NDArray,
+    (c, kh, kw): (usize, usize, usize),
+    attrs: &tessera_te::ops::Conv2dAttrs,
+) -> Result<NodeIndex, GraphError> {
+    let taps: Vec<i32> = crate::reference::permute(wq, &[2, 3, 0, 1])?
+        .to_f64_vec()
+        .into_iter()
+        .map(|b| b as i32)
+        .collect();
+    let mut colsum = vec![0i64; c];
+    for (k, &v) in taps.iter().enumerate() {
+        colsum[k % c] += i64::from(v);
+    }
+    let kernel = NDArray::from_slice::<i32>(&[kh, kw, c, 1], &taps)?;
+    let kernel = imp.g.constant(&sub(name, "weight_taps"), kernel);
+    let to_nhwc = Op::LayoutTransform {
+        src: "NCHW".into(),
+        dst: "NHWC".into(),
+    };
+    let xn = imp.op(&sub(name, "data_nhwc"), to_nhwc, &[xq])?;
+    let conv = Op::DepthwiseU8I8 {
+        attrs: *attrs,
+        pad: zx,
+    };
+    let mut acc = imp.op(&sub(name, "int8_depthwise"), conv, &[xn, kernel])?;
+    if zx != 0 {
+        let coef: Vec<i32> = colsum.iter().map(|&s| (-zx * s) as i32).collect();
+        let coef = imp.g.constant(
+            &sub(name, "zero_terms"),
+            NDArray::from_slice::<i32>(&[c], &coef)?,
+        );
+        acc = imp.binary(&sub(name, "corrected"), Binary::Add, acc, coef)?;
+    }
+    let to_nchw = Op::LayoutTransform {
+        src: "NHWC".into(),
+        dst: "NCHW".into(),
+    };
+    imp.op(&sub(name, "int32"), to_nchw, &[acc])
 }
 
 /// What float32 `x` and `w` were dequantized from, and `w`'s integers, where both are

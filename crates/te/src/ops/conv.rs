@@ -3,7 +3,7 @@
 //! [`super::winograd`]). Stage and axis names follow TVM's TOPI.
 
 use super::attr_err;
-use super::injective::pad;
+use super::injective::{pad, pad_with};
 use crate::error::TeError;
 use crate::tensor::{compute, compute_tagged, reduce_axis, sum, Tensor};
 
@@ -451,14 +451,26 @@ pub fn conv2d_nchwc(data: &Tensor, kernel: &Tensor, a: &Conv2dAttrs) -> Result<T
 /// Depthwise conv2d in either layout: kernel `[KH, KW, C, M]` (NHWC) or `[C, M, KH, KW]`
 /// (NCHW), M the channel multiplier; the output has C·M channels. TVM's stage names:
 /// `PaddedInput`, `DepthwiseConv2d`.
+/// The depthwise convolution `op` in `layout`; `int8_pad`: the integer form — the data
+/// padded with that value and each product taken in int32 (8-bit data, an int32 kernel).
 fn depthwise(
     op: &str,
     layout: Layout,
     data: &Tensor,
     kernel: &Tensor,
     a: &Conv2dAttrs,
+    int8_pad: Option<i64>,
 ) -> Result<Tensor, TeError> {
-    rank4(op, data, kernel)?;
+    if int8_pad.is_some() {
+        // 8-bit data against an int32 kernel (their types checked by the caller)
+        if data.ndim() != 4 || kernel.ndim() != 4 {
+            let (d, k) = (data.shape(), kernel.shape());
+            let reason = format!("data {d:?} and kernel {k:?} must both be 4-D");
+            return Err(shape_err(op, d, reason));
+        }
+    } else {
+        rank4(op, data, kernel)?;
+    }
     let (d, k) = (data.shape().to_vec(), kernel.shape().to_vec());
     let (n, c, h, w) = layout.dims(&d);
     let (kc, m, kh, kw) = match layout {
@@ -474,7 +486,17 @@ fn depthwise(
     }
     let (oh, ow) = a.output_hw(op, h, w, kh, kw)?;
     let (before, after) = layout.pad(a.padding);
-    let padded = pad(data, &before, &after, "PaddedInput")?;
+    let padded = match int8_pad {
+        Some(v) => pad_with(
+            data,
+            &before,
+            &after,
+            Expr::int_of(data.dtype(), v),
+            "PaddedInput",
+        )?,
+        None => pad(data, &before, &after, "PaddedInput")?,
+    };
+    let i32t = DataType::int32();
     let (di, dj) = (reduce_axis(kh, "di"), reduce_axis(kw, "dj"));
     let names = layout.order("b", "c", "i", "j");
     compute_tagged(
@@ -495,7 +517,11 @@ fn depthwise(
                 Layout::Nhwc => vec![di.expr(), dj.expr(), cin.clone(), cm],
                 Layout::Nchw => vec![cin.clone(), cm, di.expr(), dj.expr()],
             };
-            let v = padded.at(&layout.order(b.clone(), cin, iy, ixx)) * kernel.at(&kidx);
+            let x = padded.at(&layout.order(b.clone(), cin, iy, ixx));
+            let v = match int8_pad {
+                Some(_) => Expr::cast(i32t, x) * kernel.at(&kidx),
+                None => x * kernel.at(&kidx),
+            };
             sum(v, &[di.clone(), dj.clone()])
         },
     )
@@ -508,7 +534,32 @@ pub fn depthwise_conv2d_nhwc(
     kernel: &Tensor,
     a: &Conv2dAttrs,
 ) -> Result<Tensor, TeError> {
-    depthwise("depthwise_conv2d_nhwc", Layout::Nhwc, data, kernel, a)
+    depthwise("depthwise_conv2d_nhwc", Layout::Nhwc, data, kernel, a, None)
+}
+
+/// The int8 depthwise conv2d, data NHWC uint8 or int8 padded with `pad` (a quantized
+/// convolution's data zero point, which its correction term cancels), kernel an int32
+/// `[KH, KW, C, M]` of int8 values: each product and the sum exact in int32, the float
+/// depthwise convolution's stages and tag so that its schedule applies.
+pub fn depthwise_conv2d_nhwc_u8i8(
+    data: &Tensor,
+    kernel: &Tensor,
+    a: &Conv2dAttrs,
+    pad: i64,
+) -> Result<Tensor, TeError> {
+    let op = "depthwise_conv2d_nhwc";
+    let dt = data.dtype();
+    if (dt != DataType::uint(8) && dt != DataType::int(8)) || kernel.dtype() != DataType::int32() {
+        return Err(attr_err(
+            op,
+            "dtype",
+            format!(
+                "int8 form: uint8 or int8 data and an int32 kernel, got {dt} and {}",
+                kernel.dtype()
+            ),
+        ));
+    }
+    depthwise(op, Layout::Nhwc, data, kernel, a, Some(pad))
 }
 
 /// Depthwise conv2d, data NCHW, kernel [C, M, KH, KW] (TVM's `depthwise_conv2d_nchw`).
@@ -517,7 +568,7 @@ pub fn depthwise_conv2d_nchw(
     kernel: &Tensor,
     a: &Conv2dAttrs,
 ) -> Result<Tensor, TeError> {
-    depthwise("depthwise_conv2d_nchw", Layout::Nchw, data, kernel, a)
+    depthwise("depthwise_conv2d_nchw", Layout::Nchw, data, kernel, a, None)
 }
 
 // ----- transpose -----
