@@ -1,7 +1,9 @@
 //! Ctrl-C (SIGINT, and SIGTERM): the measurement folders this process made are
 //! removed, a tune says where its measurements are and how to resume, and the process
-//! exits with 130 as a shell expects. The record log needs nothing: it is appended a
-//! whole batch of lines at a time, and a torn last line is skipped when read.
+//! exits with 130 as a shell expects. The record log needs nothing more: it is appended
+//! a whole batch of lines at a time, a torn last line is skipped when read, and from the
+//! moment the folders' removal begins nothing is appended (the batch under way fails for
+//! want of them, which is not its candidates' failure: `search::measure::interrupted`).
 
 use std::sync::Mutex;
 

@@ -141,15 +141,28 @@ impl Drop for ScratchDir {
     }
 }
 
+/// Set once [`remove_scratch_dirs`] has begun: the process is being interrupted, and
+/// what its threads measure from now on ran against folders being removed.
+static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether the process is being interrupted ([`remove_scratch_dirs`] has begun). The
+/// record log appends nothing from then on: a batch under way fails for want of its
+/// folders, and those failures are not the candidates' (an interrupted 18-minute tune
+/// had logged 64 "writing the job: No such file" errors).
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst)
+}
+
 /// Removes every measurement folder this process still has (for an interrupt handler,
 /// just before the process exits: the runners, in the same process group, are ended
-/// by the same signal).
+/// by the same signal), after marking the process [`interrupted`].
 ///
 /// A removal is tried again while the folder is still there: the process's other
 /// threads go on writing job files and builds into it until it exits, and a file
 /// written while `remove_dir_all` walks a folder makes that folder's removal fail
 /// (a SIGTERM during a batch had left `batchN/jobK.json` behind).
 pub fn remove_scratch_dirs() {
+    INTERRUPTED.store(true, std::sync::atomic::Ordering::SeqCst);
     let dirs = std::mem::take(&mut *SCRATCH.lock().unwrap_or_else(|e| e.into_inner()));
     for d in dirs {
         for _ in 0..50 {

@@ -262,9 +262,11 @@ impl RecordWriter {
         self.append_lines(&json_lines(checks, NetworkCheck::to_json_line)?)
     }
 
-    /// Appends the lines with a single write, then flushes and syncs.
+    /// Appends the lines with a single write, then flushes and syncs — nothing once the
+    /// process is being interrupted ([`crate::measure::interrupted`]): what was measured
+    /// while its folders were removed would be logged as the candidates' failures.
     fn append_lines(&mut self, lines: &[String]) -> Result<(), RecordError> {
-        if lines.is_empty() {
+        if lines.is_empty() || crate::measure::interrupted() {
             return Ok(());
         }
         let mut buf = String::new();
