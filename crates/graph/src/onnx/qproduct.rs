@@ -339,24 +339,46 @@ pub(super) fn int8_conv(
     let sums = imp.int8_sums(tessera_te::ops::pairs_fit(&words));
     let words = NDArray::from_slice::<i32>(&[o, kh, kw, wc.div_ceil(4)], &words)?;
     let words = imp.g.constant(&sub(name, "weight_words"), words);
-    let to_nhwc = Op::LayoutTransform {
-        src: "NCHW".into(),
-        dst: "NHWC".into(),
-    };
-    let xn = imp.op(&sub(name, "data_nhwc"), to_nhwc, &[xq])?;
     let conv = Op::Conv2dU8I8 {
         attrs: *attrs,
         pad: zx,
         sums,
     };
-    let mut acc = imp.op(&sub(name, "int8_conv"), conv, &[xn, words])?;
-    // − z_x·Σ w[o] (the data as the kernel reads it: int8 + 128)
-    let z = zx + offset;
+    // the data as the kernel reads it: int8 + 128
+    let acc = nhwc_int32(
+        imp,
+        name,
+        ("int8_conv", conv),
+        xq,
+        words,
+        (zx + offset, &colsum),
+    )?;
+    Ok(Some(acc))
+}
+
+/// The NHWC int8 convolution `op` (node `tag`, weight node `weight`) on `xq` between
+/// layout transforms from NCHW and back, plus `−z·Σ w[o]` per output channel (`(z,
+/// colsum)`: the data's zero point as the kernel reads the data, each channel's weight
+/// sum).
+fn nhwc_int32(
+    imp: &mut Importer,
+    name: &str,
+    (tag, op): (&str, Op),
+    xq: NodeIndex,
+    weight: NodeIndex,
+    (z, colsum): (i64, &[i64]),
+) -> Result<NodeIndex, GraphError> {
+    let to_nhwc = Op::LayoutTransform {
+        src: "NCHW".into(),
+        dst: "NHWC".into(),
+    };
+    let xn = imp.op(&sub(name, "data_nhwc"), to_nhwc, &[xq])?;
+    let mut acc = imp.op(&sub(name, tag), op, &[xn, weight])?;
     if z != 0 {
         let coef: Vec<i32> = colsum.iter().map(|&s| (-z * s) as i32).collect();
         let coef = imp.g.constant(
             &sub(name, "zero_terms"),
-            NDArray::from_slice::<i32>(&[o], &coef)?,
+            NDArray::from_slice::<i32>(&[colsum.len()], &coef)?,
         );
         acc = imp.binary(&sub(name, "corrected"), Binary::Add, acc, coef)?;
     }
@@ -364,7 +386,7 @@ pub(super) fn int8_conv(
         src: "NHWC".into(),
         dst: "NCHW".into(),
     };
-    Ok(Some(imp.op(&sub(name, "int32"), to_nchw, &[acc])?))
+    imp.op(&sub(name, "int32"), to_nchw, &[acc])
 }
 
 /// [`int8_conv`]'s depthwise form (one output channel per channel, weight `[C, 1, KH,
@@ -390,29 +412,18 @@ fn int8_depthwise(
     }
     let kernel = NDArray::from_slice::<i32>(&[kh, kw, c, 1], &taps)?;
     let kernel = imp.g.constant(&sub(name, "weight_taps"), kernel);
-    let to_nhwc = Op::LayoutTransform {
-        src: "NCHW".into(),
-        dst: "NHWC".into(),
-    };
-    let xn = imp.op(&sub(name, "data_nhwc"), to_nhwc, &[xq])?;
     let conv = Op::DepthwiseU8I8 {
         attrs: *attrs,
         pad: zx,
     };
-    let mut acc = imp.op(&sub(name, "int8_depthwise"), conv, &[xn, kernel])?;
-    if zx != 0 {
-        let coef: Vec<i32> = colsum.iter().map(|&s| (-zx * s) as i32).collect();
-        let coef = imp.g.constant(
-            &sub(name, "zero_terms"),
-            NDArray::from_slice::<i32>(&[c], &coef)?,
-        );
-        acc = imp.binary(&sub(name, "corrected"), Binary::Add, acc, coef)?;
-    }
-    let to_nchw = Op::LayoutTransform {
-        src: "NHWC".into(),
-        dst: "NCHW".into(),
-    };
-    imp.op(&sub(name, "int32"), to_nchw, &[acc])
+    nhwc_int32(
+        imp,
+        name,
+        ("int8_depthwise", conv),
+        xq,
+        kernel,
+        (zx, &colsum),
+    )
 }
 
 /// What float32 `x` and `w` were dequantized from, and `w`'s integers, where both are
