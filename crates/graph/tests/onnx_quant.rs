@@ -164,6 +164,17 @@ fn qdq_products_run_on_the_int8_kernel() {
 /// build's). Products of 7-bit weights stay on the exact short form, unchanged.
 #[test]
 fn saturating_int8_products_are_taken_where_asked_and_compute_their_definition() {
+    // the CLI's --int8-products names
+    assert_eq!(
+        "saturating".parse::<Int8Products>().unwrap(),
+        Int8Products::Saturating
+    );
+    assert_eq!(
+        "exact".parse::<Int8Products>().unwrap(),
+        Int8Products::Exact
+    );
+    let e = "fast".parse::<Int8Products>().unwrap_err().to_string();
+    assert!(e.contains("`exact` or `saturating`"), "{e}");
     let dir = models();
     for (name, saturating) in [("mlp_qdq_u8", 2), ("mlp_dynamic_7bit", 0)] {
         let exact = run_built(&dir, name, false).unwrap();

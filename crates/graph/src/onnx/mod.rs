@@ -372,15 +372,18 @@ pub enum Int8Products {
     Saturating,
 }
 
+/// A name that is not an [`Int8Products`].
+#[derive(Debug, thiserror::Error)]
+#[error("`{0}`: the int8 products are `exact` or `saturating`")]
+pub struct UnknownInt8Products(pub String);
+
 impl std::str::FromStr for Int8Products {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Int8Products, String> {
+    type Err = UnknownInt8Products;
+    fn from_str(s: &str) -> Result<Int8Products, UnknownInt8Products> {
         match s {
             "exact" => Ok(Int8Products::Exact),
             "saturating" => Ok(Int8Products::Saturating),
-            _ => Err(format!(
-                "`{s}`: the int8 products are `exact` or `saturating`"
-            )),
+            _ => Err(UnknownInt8Products(s.to_string())),
         }
     }
 }
