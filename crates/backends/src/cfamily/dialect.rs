@@ -270,7 +270,7 @@ impl Dialect for CDialect {
         } else if t == DataType::int32() {
             super::vdot::int32_helpers(lanes)
         } else if t.is_integer() && t.bits < 32 {
-            narrow_helper(t, lanes)
+            small_int_helpers(t, lanes)
         } else {
             String::new()
         }
@@ -305,18 +305,24 @@ impl Dialect for CDialect {
     }
 }
 
+/// Where the C compiler has `__builtin_shufflevector` of the form the byte helpers use
+/// (GCC 12, Clang) on a little-endian machine.
+const SHUFFLES: &str = "((defined(__GNUC__) && __GNUC__ >= 12) || defined(__clang__)) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__";
+
 /// `tsr_narrow_<vector of t>(int32 vector)`: each lane's low bytes, as C's conversion
 /// keeps them — by `__builtin_shufflevector` of the bytes where the compiler has it
 /// (GCC 12, Clang) on a little-endian machine, else `__builtin_convertvector`; and
 /// `tsr_widen_<vector of t>(vector of t)`, the int32 lanes C's conversion gives — each
 /// narrow lane shuffled into the low bytes of an int32 lane beside zeros (unsigned), or
 /// into its high bytes and shifted down arithmetically (signed).
-fn narrow_helper(t: DataType, lanes: u16) -> String {
-    let mut out = narrow_only(t, lanes);
+fn small_int_helpers(t: DataType, lanes: u16) -> String {
+    let mut out = narrow_helper(t, lanes);
     out.push_str(&widen_helper(t, lanes));
     out
 }
 
+/// `tsr_widen_<vector of t>` (see [`small_int_helpers`]): AVX2's one instruction for 8
+/// lanes where the target has it, else the shuffle, else C's conversion.
 fn widen_helper(t: DataType, lanes: u16) -> String {
     use super::names::vec_name;
     let v = vec_name(t, lanes);
@@ -346,7 +352,7 @@ fn widen_helper(t: DataType, lanes: u16) -> String {
         (8, 16, true) => Some(format!("_mm256_cvtepi16_epi32({load16})")),
         _ => None,
     };
-    let shuffles = "((defined(__GNUC__) && __GNUC__ >= 12) || defined(__clang__)) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__";
+    let shuffles = SHUFFLES;
     let mut out = String::new();
     let first = match &fast {
         Some(f) => {
@@ -371,7 +377,8 @@ fn widen_helper(t: DataType, lanes: u16) -> String {
     out
 }
 
-fn narrow_only(t: DataType, lanes: u16) -> String {
+/// `tsr_narrow_<vector of t>` (see [`small_int_helpers`]).
+fn narrow_helper(t: DataType, lanes: u16) -> String {
     use super::names::{scalar_c, vec_name};
     let v = vec_name(t, lanes);
     let w = vec_name(DataType::int32(), lanes);
@@ -383,7 +390,7 @@ fn narrow_only(t: DataType, lanes: u16) -> String {
         .collect();
     format!(
         r#"static inline {v} tsr_narrow_{v}({w} x) {{
-#if ((defined(__GNUC__) && __GNUC__ >= 12) || defined(__clang__)) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#if {shuffles}
   typedef {c} parts_t __attribute__((vector_size({bytes})));
   parts_t p = (parts_t)x;
   return __builtin_shufflevector(p, p, {picks});
@@ -393,6 +400,7 @@ fn narrow_only(t: DataType, lanes: u16) -> String {
 }}
 "#,
         bytes = parts * (t.bits.max(8) as usize / 8),
-        picks = picks.join(", ")
+        picks = picks.join(", "),
+        shuffles = SHUFFLES,
     )
 }

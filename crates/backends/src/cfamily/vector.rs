@@ -82,37 +82,40 @@ impl Gen<'_> {
                 self.convert(i, Ty::V(DataType::int32(), lanes), to, lanes)
             }
             Ty::V(t, _) if t == DataType::int32() && to.is_integer() && to.bits < 32 => {
-                self.vt(to, lanes);
-                match self.dialect.narrow_int32(&code, to, lanes) {
-                    Some(c) => {
-                        self.use_vector_math(to, lanes);
-                        c
-                    }
-                    None => {
-                        let vt = self.vt(to, lanes);
-                        format!("__builtin_convertvector({code}, {vt})")
-                    }
-                }
+                let helper = self.dialect.narrow_int32(&code, to, lanes);
+                self.helper_or_convert(code, helper, to, to, lanes)
             }
             Ty::V(t, _)
                 if t.is_integer() && (8..32).contains(&t.bits) && to == DataType::int32() =>
             {
-                self.vt(to, lanes);
-                match self.dialect.widen_to_int32(&code, t, lanes) {
-                    Some(c) => {
-                        self.use_vector_math(t, lanes);
-                        c
-                    }
-                    None => {
-                        let vt = self.vt(to, lanes);
-                        format!("__builtin_convertvector({code}, {vt})")
-                    }
-                }
+                let helper = self.dialect.widen_to_int32(&code, t, lanes);
+                self.helper_or_convert(code, helper, t, to, lanes)
             }
             Ty::V(_, _) => {
                 let vt = self.vt(to, lanes);
                 format!("__builtin_convertvector({code}, {vt})")
             }
+        }
+    }
+
+    /// A conversion of `code` to lanes of `to` by the dialect's `helper` expression, whose
+    /// definitions are those of `helpers_of`'s vector math, or by the language's
+    /// conversion where the dialect has none.
+    fn helper_or_convert(
+        &mut self,
+        code: String,
+        helper: Option<String>,
+        helpers_of: DataType,
+        to: DataType,
+        lanes: u16,
+    ) -> String {
+        let vt = self.vt(to, lanes);
+        match helper {
+            Some(c) => {
+                self.use_vector_math(helpers_of, lanes);
+                c
+            }
+            None => format!("__builtin_convertvector({code}, {vt})"),
         }
     }
 
