@@ -78,22 +78,15 @@ def main():
     for m in a.quantized:
         q = times[m]
         name = os.path.basename(m)
-        print(summary(f"{name} tessera / onnxruntime",
-                      [t / o for t, o in zip(q["tessera"], q["ort"])])
-              + f", minima {min(q['tessera']) / min(q['ort']):.2f}")
-        print(summary(f"{name} tessera int8 / tessera float32",
-                      [t / o for t, o in zip(q["tessera"], f["tessera"])])
-              + f", minima {min(q['tessera']) / min(f['tessera']):.2f}")
+        pairs = [("tessera / onnxruntime", q["tessera"], q["ort"]),
+                 ("tessera int8 / tessera float32", q["tessera"], f["tessera"])]
         if q["sat"]:
-            print(summary(f"{name} tessera sat / onnxruntime",
-                          [t / o for t, o in zip(q["sat"], q["ort"])])
-                  + f", minima {min(q['sat']) / min(q['ort']):.2f}")
-            print(summary(f"{name} tessera sat / tessera float32",
-                          [t / o for t, o in zip(q["sat"], f["tessera"])])
-                  + f", minima {min(q['sat']) / min(f['tessera']):.2f}")
-        print(summary(f"{name} onnxruntime int8 / onnxruntime float32",
-                      [t / o for t, o in zip(q["ort"], f["ort"])])
-              + f", minima {min(q['ort']) / min(f['ort']):.2f}")
+            pairs += [("tessera sat / onnxruntime", q["sat"], q["ort"]),
+                      ("tessera sat / tessera float32", q["sat"], f["tessera"])]
+        pairs.append(("onnxruntime int8 / onnxruntime float32", q["ort"], f["ort"]))
+        for label, xs, ys in pairs:
+            print(summary(f"{name} {label}", [x / y for x, y in zip(xs, ys)])
+                  + f", minima {min(xs) / min(ys):.2f}")
     print(f"CPU steal over the run: {100 * (s1 - s0) / max(1, t1 - t0):.2f}%")
 
 
