@@ -138,13 +138,19 @@ fn attention_matches_the_reference() {
 #[test]
 fn the_default_schedule_computes_the_same() {
     let p = common::AVX2_TWO_CORES;
-    // whole blocks of 8 rows; 17 rows (blocks of 6, the
-    // last one guarded); 7 keys and 3 value columns (no whole vector); no leading axes
-    let cases: [Case; 4] = [
+    // narrow blocks: whole blocks of 8 rows; 17 rows (blocks of 6, the last one
+    // guarded); 7 keys and 3 value columns (no whole vector); no leading axes.
+    // Wide blocks (two register tiles of 6 rows, 16 keys): 24 rows, whole; 100 rows,
+    // the last block and tile guarded; 30 rows, whole tiles of 6 and a last block of
+    // them, and keys no two vectors divide
+    let cases: [Case; 7] = [
         (&[1, 2], 16, 8, 16, 16, Some(&[16])),
         (&[3], 17, 16, 24, 8, Some(&[3, 17, 24])),
         (&[2], 5, 4, 7, 3, None),
         (&[], 9, 8, 8, 8, Some(&[9, 1])),
+        (&[2], 24, 8, 32, 16, Some(&[32])),
+        (&[1], 100, 4, 48, 8, Some(&[1, 100, 48])),
+        (&[2], 30, 8, 40, 24, None),
     ];
     for case in cases {
         let (q, kt, v, bias) = operands(case);
@@ -177,6 +183,34 @@ fn the_default_schedule_keeps_a_block_of_scores() {
         .unwrap_or_else(|| panic!("no score buffer:\n{text}"));
     assert!(alloc.contains("float32[1, 8, 32]"), "{alloc}\n{text}");
     assert!(text.contains("parallel"), "no parallel block loop:\n{text}");
+}
+
+/// Rows that divide into the dense product's register tiles (6 on AVX2) take blocks
+/// of two such tiles, the scores in tiles of 6 rows × 16 keys (Whisper's 1,500 rows).
+#[test]
+fn rows_of_whole_register_tiles_take_wide_blocks() {
+    let (q, kt, v) = (
+        ph(&[4, 96, 16], "q"),
+        ph(&[4, 16, 64], "kt"),
+        ph(&[4, 64, 16], "v"),
+    );
+    let out = ops::attention(&q, &kt, &v, None, 0.25).unwrap();
+    let s = default_schedule(&[out.clone()], common::AVX2_TWO_CORES).unwrap();
+    let f = tessera_te::lower(&s, &[q, kt, v, out], "attention").unwrap();
+    let text = f.to_string();
+    let alloc = |name: &str| {
+        text.lines()
+            .find(|l| l.contains(&format!("allocate {name}")))
+            .unwrap_or_else(|| panic!("no {name} buffer:\n{text}"))
+            .to_string()
+    };
+    assert!(
+        alloc("T_attn_score:").contains("float32[1, 12, 64]"),
+        "{text}"
+    );
+    // a register tile: 6 rows × 16 keys, and 6 rows × 16 value columns
+    assert!(alloc("T_attn_score.local").contains("[1, 6, 16]"), "{text}");
+    assert!(alloc("T_attn_pv.local").contains("[1, 6, 16]"), "{text}");
 }
 
 #[test]
