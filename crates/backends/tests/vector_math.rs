@@ -1,8 +1,14 @@
-//! The vector `erf` of the CPU's C (`tsr_verf`, a rational minimax form on `x` clamped
-//! to ±4) against libm's double-precision `erf`, for the generic and the AVX2
-//! instruction sets and the host: absolute error under 4e-7 over the line, relative
-//! error under 4e-7 where |x| is small but not tiny (the GELU of every transformer's MLP reads it
-//! there), exact signed zeros, ±1 at the infinities, NaN kept.
+//! The vector math of the CPU's C against libm's double-precision functions, for the
+//! generic and the AVX2 instruction sets and the host (the clamps and selects are one
+//! instruction each on the latter two, masks on the first):
+//! - `erf` (a rational minimax form on `x` clamped to ±4): absolute error under 4e-7
+//!   over the line, relative error under 4e-7 where |x| is small but not tiny (the GELU
+//!   of every transformer's MLP reads it there), exact signed zeros, ±1 at the
+//!   infinities, NaN kept;
+//! - `exp`: relative error under 3e-7 where the result is normal, ∞ above
+//!   ln(FLT_MAX), 0 at −∞, NaN kept;
+//! - `sigmoid` and `tanh`: absolute error under 3e-7 and 5e-7, their limits at ±∞, NaN
+//!   kept, `tanh(±0) = ±0`.
 
 use std::ffi::c_void;
 use tessera_backends::{host_cpu_features, Backend, CpuBackend, Target};
@@ -41,12 +47,12 @@ fn values() -> Vec<f32> {
     v
 }
 
-fn build_run(func: &tessera_ir::PrimFunc, mcpu: &str, input: &[f32]) -> Vec<f32> {
+fn build_run(func: &tessera_ir::PrimFunc, mcpu: &str, input: &[f32], helper: &str) -> Vec<f32> {
     let dir = tempfile::tempdir().unwrap();
     let target: Target = format!("cpu -mcpu={mcpu}").parse().unwrap();
     let art = CpuBackend::new(target).build(func, dir.path()).unwrap();
     let source = std::fs::read_to_string(&art.source_path).unwrap();
-    assert!(source.contains("tsr_verf_"), "no vector erf: {source}");
+    assert!(source.contains(helper), "no {helper}: {source}");
     let mut input = input.to_vec();
     let mut out = vec![0f32; input.len()];
     let mut args: [*mut c_void; 2] = [input.as_mut_ptr().cast(), out.as_mut_ptr().cast()];
@@ -62,24 +68,34 @@ fn build_run(func: &tessera_ir::PrimFunc, mcpu: &str, input: &[f32]) -> Vec<f32>
     out
 }
 
-#[test]
-fn the_vector_erf_is_within_4e_7_of_libm() {
-    let v = values();
+/// `f` of `v` built vectorized (8 lanes) for each instruction set the host can run,
+/// with the pairs (input, output) of each.
+fn run_everywhere(
+    f: fn(&tessera_te::Tensor) -> Result<tessera_te::Tensor, tessera_te::TeError>,
+    helper: &str,
+    v: &[f32],
+) -> Vec<(&'static str, Vec<f32>)> {
     let x = placeholder(&[v.len() as i64], DataType::float32(), "x").unwrap();
-    let y = ops::erf(&x).unwrap();
+    let y = f(&x).unwrap();
     let p = CpuParams {
         vector_lanes: 8,
         num_cores: 1,
         vectorize: true,
         gpu_threads: 0,
     };
-    let func = lower(&default_schedule(&[y.clone()], p).unwrap(), &[x, y], "erf").unwrap();
+    let func = lower(&default_schedule(&[y.clone()], p).unwrap(), &[x, y], "f").unwrap();
     let avx2 = host_cpu_features().contains(&"avx2");
-    for mcpu in ["x86-64", "x86-64-v3", "native"] {
-        if mcpu == "x86-64-v3" && !avx2 {
-            continue;
-        }
-        let out = build_run(&func, mcpu, &v);
+    ["x86-64", "x86-64-v3", "native"]
+        .into_iter()
+        .filter(|&m| m != "x86-64-v3" || avx2)
+        .map(|m| (m, build_run(&func, m, v, helper)))
+        .collect()
+}
+
+#[test]
+fn the_vector_erf_is_within_4e_7_of_libm() {
+    let v = values();
+    for (mcpu, out) in run_everywhere(ops::erf, "tsr_verf_", &v) {
         for (&a, &b) in v.iter().zip(&out) {
             let at = format!("-march={mcpu}: erf({a:e}) = {b:e}");
             if a.is_nan() {
@@ -94,6 +110,88 @@ fn the_vector_erf_is_within_4e_7_of_libm() {
             }
             assert!(b.abs() <= 1.0, "{at}: beyond ±1");
             assert_eq!(b.is_sign_negative(), a.is_sign_negative(), "{at}: sign");
+        }
+    }
+}
+
+#[test]
+fn the_vector_exp_is_within_3e_7_of_libm() {
+    let mut v: Vec<f32> = (-1_040_000..=890_000)
+        .step_by(7)
+        .map(|i| i as f32 * 1e-4)
+        .collect();
+    v.extend([
+        0.0, -0.0, 88.72, 88.73, 100.0, -87.0, -103.9, -104.5, -200.0,
+    ]);
+    v.extend([f32::INFINITY, f32::NEG_INFINITY, f32::NAN]);
+    // halves of ln 2 multiples: where `n = rint(x·log₂e)` meets a tie
+    v.extend((-20..20).map(|k| (k as f32 + 0.5) * std::f32::consts::LN_2));
+    while !v.len().is_multiple_of(16) {
+        v.push(1.0);
+    }
+    for (mcpu, out) in run_everywhere(ops::exp, "tsr_vexp_", &v) {
+        for (&a, &b) in v.iter().zip(&out) {
+            let at = format!("-march={mcpu}: exp({a:e}) = {b:e}");
+            if a.is_nan() {
+                assert!(b.is_nan(), "{at}, want NaN");
+                continue;
+            }
+            let want = libm::exp(a as f64);
+            if want > f32::MAX as f64 {
+                assert_eq!(b, f32::INFINITY, "{at}");
+            } else if want >= f32::MIN_POSITIVE as f64 {
+                let err = (b as f64 - want).abs() / want;
+                assert!(err < 3e-7, "{at}, want {want:e} (relative error {err:e})");
+            } else {
+                assert!(
+                    (0.0..=2.0 * f32::MIN_POSITIVE).contains(&b),
+                    "{at}, want {want:e}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn the_vector_sigmoid_and_tanh_keep_their_limits() {
+    let mut v: Vec<f32> = (-300_000..=300_000)
+        .step_by(3)
+        .map(|i| i as f32 * 1e-4)
+        .collect();
+    v.extend([
+        0.0,
+        -0.0,
+        1e30,
+        -1e30,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+    ]);
+    while !v.len().is_multiple_of(16) {
+        v.push(1.0);
+    }
+    type Reference = fn(f64) -> f64;
+    let sigmoid: Reference = |x| 1.0 / (1.0 + (-x).exp());
+    let tanh: Reference = libm::tanh;
+    let cases: [(_, &str, Reference, f64); 2] = [
+        (ops::sigmoid as fn(&_) -> _, "tsr_vsigmoid_", sigmoid, 3e-7),
+        (ops::tanh, "tsr_vtanh_", tanh, 5e-7),
+    ];
+    for (f, helper, reference, tolerance) in cases {
+        for (mcpu, out) in run_everywhere(f, helper, &v) {
+            for (&a, &b) in v.iter().zip(&out) {
+                let at = format!("-march={mcpu}: {helper}({a:e}) = {b:e}");
+                if a.is_nan() {
+                    assert!(b.is_nan(), "{at}, want NaN");
+                    continue;
+                }
+                let want = reference(a as f64);
+                let err = (b as f64 - want).abs();
+                assert!(err < tolerance, "{at}, want {want:e} (error {err:e})");
+                if a == 0.0 && helper == "tsr_vtanh_" {
+                    assert_eq!(b.to_bits(), a.to_bits(), "{at}: the sign of zero");
+                }
+            }
         }
     }
 }
