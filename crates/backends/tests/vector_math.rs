@@ -10,8 +10,10 @@
 //! - `sigmoid` and `tanh`: absolute error under 3e-7 and 5e-7, their limits at ±∞, NaN
 //!   kept, `tanh(±0) = ±0`.
 
-use std::ffi::c_void;
-use tessera_backends::{host_cpu_features, Backend, CpuBackend, Target};
+mod common;
+
+use common::build_run_f32;
+use tessera_backends::host_cpu_features;
 use tessera_ir::DataType;
 use tessera_te::ops;
 use tessera_te::schedules::{default_schedule, CpuParams};
@@ -47,27 +49,6 @@ fn values() -> Vec<f32> {
     v
 }
 
-fn build_run(func: &tessera_ir::PrimFunc, mcpu: &str, input: &[f32], helper: &str) -> Vec<f32> {
-    let dir = tempfile::tempdir().unwrap();
-    let target: Target = format!("cpu -mcpu={mcpu}").parse().unwrap();
-    let art = CpuBackend::new(target).build(func, dir.path()).unwrap();
-    let source = std::fs::read_to_string(&art.source_path).unwrap();
-    assert!(source.contains(helper), "no {helper}: {source}");
-    let mut input = input.to_vec();
-    let mut out = vec![0f32; input.len()];
-    let mut args: [*mut c_void; 2] = [input.as_mut_ptr().cast(), out.as_mut_ptr().cast()];
-    // SAFETY: built from `func`, whose entry takes a float input and a float output of
-    // the input's length.
-    let status = unsafe {
-        let lib = libloading::Library::new(&art.path).unwrap();
-        let f: libloading::Symbol<unsafe extern "C" fn(*mut *mut c_void, i32) -> i32> =
-            lib.get(art.entry.as_bytes()).unwrap();
-        f(args.as_mut_ptr(), 2)
-    };
-    assert_eq!(status, 0);
-    out
-}
-
 /// `f` of `v` built vectorized (8 lanes) for each instruction set the host can run,
 /// with the pairs (input, output) of each.
 fn run_everywhere(
@@ -88,7 +69,7 @@ fn run_everywhere(
     ["x86-64", "x86-64-v3", "native"]
         .into_iter()
         .filter(|&m| m != "x86-64-v3" || avx2)
-        .map(|m| (m, build_run(&func, m, v, helper)))
+        .map(|m| (m, build_run_f32(&func, m, v, v.len(), &[helper])))
         .collect()
 }
 

@@ -154,6 +154,118 @@ fn lane_helpers(lanes: u16, v: &str, vi: &str, rint_portable: &str) -> String {
     )
 }
 
+/// A function computed as `x·P(x²)/Q(x²)` on `x` clamped to ±`bound`, then `result`
+/// (a C expression of the quotient `pq`), NaN passing through: `sigmoid` (plus ½), `tanh`
+/// and `erf` (clamped to their ranges). Coefficients highest degree first.
+struct OddRational {
+    name: &'static str,
+    bound: &'static str,
+    p: &'static [&'static str],
+    q: &'static [&'static str],
+    result: &'static str,
+}
+
+/// The rational functions of the module's header: MLAS's logistic, Eigen's float
+/// `tanh` and `erf`.
+const ODD_RATIONALS: [OddRational; 3] = [
+    OddRational {
+        name: "sigmoid",
+        bound: "18.0f",
+        p: &[
+            "4.37031012579801e-11f",
+            "1.15627324459942e-07f",
+            "6.08574864600143e-05f",
+            "8.51377133304701e-03f",
+            "2.48287947061529e-01f",
+        ],
+        q: &[
+            "6.10247389755681e-13f",
+            "5.76102136993427e-09f",
+            "6.29106785017040e-06f",
+            "1.70198817374094e-03f",
+            "1.16817656904453e-01f",
+            "9.93151921023180e-01f",
+        ],
+        result: "{min}({max}(pq + {half}, {zero}), {one})",
+    },
+    OddRational {
+        name: "tanh",
+        bound: "7.90531110763549805f",
+        p: &[
+            "-2.76076847742355e-16f",
+            "2.00018790482477e-13f",
+            "-8.60467152213735e-11f",
+            "5.12229709037114e-08f",
+            "1.48572235717979e-05f",
+            "6.37261928875436e-04f",
+            "4.89352455891786e-03f",
+        ],
+        q: &[
+            "1.19825839466702e-06f",
+            "1.18534705686654e-04f",
+            "2.26843463243900e-03f",
+            "4.89352518554385e-03f",
+        ],
+        result: "pq",
+    },
+    OddRational {
+        name: "erf",
+        bound: "4.0f",
+        p: &[
+            "-2.72614225801306e-10f",
+            "2.77068142495902e-08f",
+            "-2.10102402082508e-06f",
+            "-5.69250639462346e-05f",
+            "-7.34990630326855e-04f",
+            "-2.95459980854025e-03f",
+            "-1.60960333262415e-02f",
+        ],
+        q: &[
+            "-1.45660718464996e-05f",
+            "-2.13374055278905e-04f",
+            "-1.68282697438203e-03f",
+            "-7.37332916720468e-03f",
+            "-1.42647390514189e-02f",
+        ],
+        result: "{min}({max}(pq, -{one}), {one})",
+    },
+];
+
+impl OddRational {
+    /// The C definition for vector type `v` (integer lanes `vi`), constants made by
+    /// `splat`.
+    fn print(&self, v: &str, vi: &str, splat: &dyn Fn(&str) -> String) -> String {
+        let horner = |var: &str, coefficients: &[&str]| {
+            let mut text = format!("  {v} {var} = {};\n", splat(coefficients[0]));
+            for c in &coefficients[1..] {
+                text += &format!("  {var} = {var} * c2 + {};\n", splat(c));
+            }
+            text
+        };
+        let result = self
+            .result
+            .replace("{min}", &format!("tsr_vmin_{v}"))
+            .replace("{max}", &format!("tsr_vmax_{v}"))
+            .replace("{half}", &splat("0.5f"))
+            .replace("{zero}", &splat("0.0f"))
+            .replace("{one}", &splat("1.0f"));
+        let bound = splat(self.bound);
+        format!(
+            "static inline {v} tsr_v{name}_{v}({v} x) {{\n\
+             \x20 {vi} nan = x != x;\n\
+             \x20 {v} c = tsr_vmax_{v}(tsr_vmin_{v}(x, {bound}), -{bound});\n\
+             \x20 {v} c2 = c * c;\n\
+             {p}\x20 p = p * c;\n\
+             {q}\x20 {v} pq = p / q;\n\
+             \x20 return tsr_vselect_{v}(nan, x, {result});\n\
+             }}\n",
+            name = self.name,
+            p = horner("p", self.p),
+            q = horner("q", self.q),
+        )
+    }
+}
+
 /// The definitions of the vector functions of float32 vectors of `lanes` lanes (after
 /// the vector type's typedef).
 pub fn float32_helpers(lanes: u16) -> String {
@@ -164,7 +276,7 @@ pub fn float32_helpers(lanes: u16) -> String {
         let items = vec![c; lanes as usize].join(", ");
         format!("(({v}){{{items}}})")
     };
-    let (one, half) = (splat("1.0f"), splat("0.5f"));
+    let one = splat("1.0f");
     let sign_bit = format!(
         "(({vi}){{{}}})",
         vec!["(int32_t)0x80000000"; lanes as usize].join(", ")
@@ -201,91 +313,11 @@ typedef int32_t {vi} __attribute__((vector_size({bytes})));
   {v} e = y * ({v})((n1 + 127) << 23) * ({v})((n2 + 127) << 23);
   return tsr_vselect_{v}(nan, x, tsr_vselect_{v}(over, {inf}, e));
 }}
-static inline {v} tsr_vsigmoid_{v}({v} x) {{
-  {vi} nan = x != x;
-  {v} c = tsr_vmax_{v}(tsr_vmin_{v}(x, {shi}), {slo});
-  {v} c2 = c * c;
-  {v} p = {sa9};
-  p = p * c2 + {sa7};
-  p = p * c2 + {sa5};
-  p = p * c2 + {sa3};
-  p = p * c2 + {sa1};
-  p = p * c;
-  {v} q = {sb10};
-  q = q * c2 + {sb8};
-  q = q * c2 + {sb6};
-  q = q * c2 + {sb4};
-  q = q * c2 + {sb2};
-  q = q * c2 + {sb0};
-  {v} y = tsr_vmax_{v}(tsr_vmin_{v}(p / q + {half}, {one}), {zero});
-  return tsr_vselect_{v}(nan, x, y);
-}}
-static inline {v} tsr_vtanh_{v}({v} x) {{
-  {vi} nan = x != x;
-  {v} c = tsr_vmax_{v}(tsr_vmin_{v}(x, {thi}), {tlo});
-  {v} c2 = c * c;
-  {v} p = {ta13};
-  p = p * c2 + {ta11};
-  p = p * c2 + {ta9};
-  p = p * c2 + {ta7};
-  p = p * c2 + {ta5};
-  p = p * c2 + {ta3};
-  p = p * c2 + {ta1};
-  p = p * c;
-  {v} q = {tb6};
-  q = q * c2 + {tb4};
-  q = q * c2 + {tb2};
-  q = q * c2 + {tb0};
-  return tsr_vselect_{v}(nan, x, p / q);
-}}
-static inline {v} tsr_verf_{v}({v} x) {{
-  {vi} nan = x != x;
-  {v} c = tsr_vmax_{v}(tsr_vmin_{v}(x, {ehi}), {elo});
-  {v} c2 = c * c;
-  {v} p = {ea13};
-  p = p * c2 + {ea11};
-  p = p * c2 + {ea9};
-  p = p * c2 + {ea7};
-  p = p * c2 + {ea5};
-  p = p * c2 + {ea3};
-  p = p * c2 + {ea1};
-  p = p * c;
-  {v} q = {eb8};
-  q = q * c2 + {eb6};
-  q = q * c2 + {eb4};
-  q = q * c2 + {eb2};
-  q = q * c2 + {eb0};
-  {v} y = tsr_vmax_{v}(tsr_vmin_{v}(p / q, {one}), -{one});
-  return tsr_vselect_{v}(nan, x, y);
-}}
-"#,
-        zero = splat("0.0f"),
-        tlo = splat("-7.90531110763549805f"),
-        thi = splat("7.90531110763549805f"),
-        ta1 = splat("4.89352455891786e-03f"),
-        ta3 = splat("6.37261928875436e-04f"),
-        ta5 = splat("1.48572235717979e-05f"),
-        ta7 = splat("5.12229709037114e-08f"),
-        ta9 = splat("-8.60467152213735e-11f"),
-        ta11 = splat("2.00018790482477e-13f"),
-        ta13 = splat("-2.76076847742355e-16f"),
-        tb0 = splat("4.89352518554385e-03f"),
-        tb2 = splat("2.26843463243900e-03f"),
-        tb4 = splat("1.18534705686654e-04f"),
-        tb6 = splat("1.19825839466702e-06f"),
-        slo = splat("-18.0f"),
-        shi = splat("18.0f"),
-        sa9 = splat("4.37031012579801e-11f"),
-        sa7 = splat("1.15627324459942e-07f"),
-        sa5 = splat("6.08574864600143e-05f"),
-        sa3 = splat("8.51377133304701e-03f"),
-        sa1 = splat("2.48287947061529e-01f"),
-        sb10 = splat("6.10247389755681e-13f"),
-        sb8 = splat("5.76102136993427e-09f"),
-        sb6 = splat("6.29106785017040e-06f"),
-        sb4 = splat("1.70198817374094e-03f"),
-        sb2 = splat("1.16817656904453e-01f"),
-        sb0 = splat("9.93151921023180e-01f"),
+{rationals}"#,
+        rationals = ODD_RATIONALS
+            .iter()
+            .map(|f| f.print(&v, &vi, &splat))
+            .collect::<String>(),
         hi = splat("88.72283905206835f"),
         lo = splat("-104.0f"),
         inf = splat("__builtin_inff()"),
@@ -299,19 +331,5 @@ static inline {v} tsr_verf_{v}({v} x) {{
         p3 = splat("4.1665795894e-2f"),
         p4 = splat("1.6666665459e-1f"),
         p5 = splat("5.0000001201e-1f"),
-        elo = splat("-4.0f"),
-        ehi = splat("4.0f"),
-        ea1 = splat("-1.60960333262415e-02f"),
-        ea3 = splat("-2.95459980854025e-03f"),
-        ea5 = splat("-7.34990630326855e-04f"),
-        ea7 = splat("-5.69250639462346e-05f"),
-        ea9 = splat("-2.10102402082508e-06f"),
-        ea11 = splat("2.77068142495902e-08f"),
-        ea13 = splat("-2.72614225801306e-10f"),
-        eb0 = splat("-1.42647390514189e-02f"),
-        eb2 = splat("-7.37332916720468e-03f"),
-        eb4 = splat("-1.68282697438203e-03f"),
-        eb6 = splat("-2.13374055278905e-04f"),
-        eb8 = splat("-1.45660718464996e-05f"),
     )
 }
