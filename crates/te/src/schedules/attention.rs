@@ -8,7 +8,7 @@
 //!   registers) or are so many that a guarded last tile costs little (Whisper's 1,500):
 //!   blocks of two such tiles, the scores and the products with `v` both in tiles of
 //!   those rows × two vectors of columns — the dense product's 6 × 16 micro-kernel,
-//!   eight loads for twelve multiply–adds on AVX2 (Whisper's attention 53 → 40 ms);
+//!   eight loads for twelve multiply–adds on AVX2 (Whisper's attention 53 → 41–43 ms);
 //! - *narrow* otherwise (GPT-2's 64 rows): blocks of up to 8 rows, the scores in tiles
 //!   of the block's rows × one vector of keys, the products with `v` in tiles of half
 //!   the rows × two vectors.
