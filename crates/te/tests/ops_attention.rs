@@ -140,9 +140,9 @@ fn the_default_schedule_computes_the_same() {
     let p = common::AVX2_TWO_CORES;
     // narrow blocks: whole blocks of 8 rows; 17 rows (blocks of 6, the last one
     // guarded); 7 keys and 3 value columns (no whole vector); no leading axes.
-    // Wide blocks (two register tiles of 6 rows, 16 keys): 24 rows, whole; 100 rows,
-    // the last block and tile guarded; 30 rows, whole tiles of 6 and a last block of
-    // them, and keys no two vectors divide
+    // Wide blocks (register tiles of 6 rows × 16 keys): 24 rows, two tiles a block;
+    // 100 rows, the last block guarded; 30 rows, one tile a block, and keys no two
+    // vectors divide
     let cases: [Case; 7] = [
         (&[1, 2], 16, 8, 16, 16, Some(&[16])),
         (&[3], 17, 16, 24, 8, Some(&[3, 17, 24])),
@@ -187,30 +187,41 @@ fn the_default_schedule_keeps_a_block_of_scores() {
 
 /// Rows that divide into the dense product's register tiles (6 on AVX2) take blocks
 /// of two such tiles, the scores in tiles of 6 rows × 16 keys (Whisper's 1,500 rows).
+/// 96 rows: blocks of 12; 100 (many, not a multiple): blocks of 12, the last guarded;
+/// 30 (five tiles): blocks of one tile — in every case tiles of whole 6 rows.
 #[test]
 fn rows_of_whole_register_tiles_take_wide_blocks() {
-    let (q, kt, v) = (
-        ph(&[4, 96, 16], "q"),
-        ph(&[4, 16, 64], "kt"),
-        ph(&[4, 64, 16], "v"),
-    );
-    let out = ops::attention(&q, &kt, &v, None, 0.25).unwrap();
-    let s = default_schedule(&[out.clone()], common::AVX2_TWO_CORES).unwrap();
-    let f = tessera_te::lower(&s, &[q, kt, v, out], "attention").unwrap();
-    let text = f.to_string();
-    let alloc = |name: &str| {
-        text.lines()
-            .find(|l| l.contains(&format!("allocate {name}")))
-            .unwrap_or_else(|| panic!("no {name} buffer:\n{text}"))
-            .to_string()
-    };
-    assert!(
-        alloc("T_attn_score:").contains("float32[1, 12, 64]"),
-        "{text}"
-    );
-    // a register tile: 6 rows × 16 keys, and 6 rows × 16 value columns
-    assert!(alloc("T_attn_score.local").contains("[1, 6, 16]"), "{text}");
-    assert!(alloc("T_attn_pv.local").contains("[1, 6, 16]"), "{text}");
+    for (m, block) in [(96, 12), (100, 12), (30, 6)] {
+        let (q, kt, v) = (
+            ph(&[4, m, 16], "q"),
+            ph(&[4, 16, 64], "kt"),
+            ph(&[4, 64, 16], "v"),
+        );
+        let out = ops::attention(&q, &kt, &v, None, 0.25).unwrap();
+        let s = default_schedule(&[out.clone()], common::AVX2_TWO_CORES).unwrap();
+        let f = tessera_te::lower(&s, &[q, kt, v, out], "attention").unwrap();
+        let text = f.to_string();
+        let alloc = |name: &str| {
+            text.lines()
+                .find(|l| l.contains(&format!("allocate {name}")))
+                .unwrap_or_else(|| panic!("{m} rows: no {name} buffer:\n{text}"))
+                .to_string()
+        };
+        let scores = format!("float32[1, {block}, 64]");
+        assert!(
+            alloc("T_attn_score:").contains(&scores),
+            "{m} rows:\n{text}"
+        );
+        // a register tile: 6 rows × 16 keys, and 6 rows × 16 value columns
+        assert!(
+            alloc("T_attn_score.local").contains("[1, 6, 16]"),
+            "{m} rows:\n{text}"
+        );
+        assert!(
+            alloc("T_attn_pv.local").contains("[1, 6, 16]"),
+            "{m} rows:\n{text}"
+        );
+    }
 }
 
 #[test]

@@ -5,8 +5,8 @@
 //! Per block of query rows (the blocks of all heads in parallel), two forms chosen by
 //! [`RowPlan`]:
 //! - *wide*, where the rows divide into register tiles of 6 (8 with 32 vector
-//!   registers) or are so many that a guarded last tile costs little (Whisper's 1,500):
-//!   blocks of two such tiles, the scores and the products with `v` both in tiles of
+//!   registers) or are so many that a guarded last block costs little (Whisper's 1,500):
+//!   blocks of two such tiles (one where an odd number of tiles makes the rows), the scores and the products with `v` both in tiles of
 //!   those rows × two vectors of columns — the dense product's 6 × 16 micro-kernel,
 //!   eight loads for twelve multiply–adds on AVX2 (Whisper's attention 53 → 41–43 ms);
 //! - *narrow* otherwise (GPT-2's 64 rows): blocks of up to 8 rows, the scores in tiles
@@ -47,13 +47,21 @@ impl RowPlan {
     fn new(m: i64, pv_vectors: i64, p: CpuParams) -> RowPlan {
         // the dense product's tile: two vectors of columns, the rest of the registers rows
         let tile = if p.vector_registers() >= 32 { 8 } else { 6 };
-        if m % tile == 0 || m >= 16 * tile {
-            let block = guarded_rows(m, 2 * tile);
-            let rows = guarded_rows(block, tile);
+        // blocks of two whole tiles (the last block guarded where they do not divide
+        // the rows), or of one where an odd number of tiles does (30 rows: 5 × 6) —
+        // never rows shared evenly, which would make the tiles shorter than the kernel's
+        let block = if m % (2 * tile) == 0 || m >= 16 * tile {
+            Some(2 * tile)
+        } else if m % tile == 0 {
+            Some(tile)
+        } else {
+            None
+        };
+        if let Some(block) = block {
             return RowPlan {
                 block,
-                score_tile: rows,
-                pv_tile: rows,
+                score_tile: tile,
+                pv_tile: tile,
                 wide: true,
             };
         }
