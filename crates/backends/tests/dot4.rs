@@ -180,3 +180,125 @@ fn every_form_of_the_int8_dot_product_computes_its_definition() {
         }
     }
 }
+
+/// `func` built for `-march=mcpu` (its source must call `helper`) and run on `args`, each
+/// a buffer's bytes; returns the last (the output) as int32 values.
+fn build_run_bytes(
+    func: &tessera_ir::PrimFunc,
+    mcpu: &str,
+    helper: &str,
+    mut args: Vec<Vec<u8>>,
+) -> Vec<i32> {
+    let dir = tempfile::tempdir().unwrap();
+    let target: Target = format!("cpu -mcpu={mcpu}").parse().unwrap();
+    let art = CpuBackend::new(target)
+        .build(func, dir.path())
+        .unwrap_or_else(|e| panic!("-march={mcpu}: {e}"));
+    let source = std::fs::read_to_string(&art.source_path).unwrap();
+    assert!(source.contains(helper), "{helper}: {source}");
+    let mut ptrs: Vec<*mut c_void> = args.iter_mut().map(|a| a.as_mut_ptr().cast()).collect();
+    // SAFETY: built from `func`, whose entry takes these buffers (each of the size
+    // `func` declares) and returns a status.
+    let status = unsafe {
+        let lib = libloading::Library::new(&art.path).unwrap();
+        let f: libloading::Symbol<unsafe extern "C" fn(*mut *mut c_void, i32) -> i32> =
+            lib.get(art.entry.as_bytes()).unwrap();
+        f(ptrs.as_mut_ptr(), ptrs.len() as i32)
+    };
+    assert_eq!(status, 0, "-march={mcpu}");
+    let out = args.last().unwrap();
+    out.chunks(4)
+        .map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect()
+}
+
+/// The int8 products read their data's words in place (`cfamily::words`): a dense layer
+/// on rows of 32 bytes (its words inlined into the product, one 32-bit load each) and a
+/// 3×3 convolution on 16 channels padded by one (its padding copy loads vectors of
+/// words), on uint8 and int8 data, built for the host and for plain x86-64: bit for bit
+/// the reference interpreter's results.
+#[test]
+fn int8_products_read_their_data_words_in_place() {
+    use tessera_ir::interp::{self, HostBuffer};
+    let host = host_cpu_features();
+    let mcpus: &[&str] = if host.contains(&"avx2") {
+        &["native", "x86-64"]
+    } else {
+        &["x86-64"]
+    };
+    for signed in [false, true] {
+        let dt = if signed {
+            DataType::int(8)
+        } else {
+            DataType::uint(8)
+        };
+        // one core: a parallel loop's OpenMP threads would outlive the library unloaded
+        let p = CpuParams {
+            vector_lanes: 8,
+            num_cores: 1,
+            vectorize: true,
+            gpu_threads: 0,
+        };
+        // (data shape, weight shape in words, the product, the helper its source calls)
+        let dense = {
+            let data = placeholder(&[6, 32], dt, "data").unwrap();
+            let weight = placeholder(&[2, 8, 8], DataType::int32(), "weight").unwrap();
+            let out = ops::dense_u8i8(&data, &weight, Int8Sums::Saturating).unwrap();
+            (vec![6, 32], vec![2, 8, 8], data, weight, out, "tsr_word(")
+        };
+        let conv = {
+            let attrs = ops::Conv2dAttrs::new((1, 1), (1, 1), (1, 1));
+            let data = placeholder(&[1, 16, 16, 16], dt, "data").unwrap();
+            let weight = placeholder(&[16, 3, 3, 4], DataType::int32(), "weight").unwrap();
+            let out = ops::conv2d_nhwc_u8i8(&data, &weight, &attrs, 7, Int8Sums::Exact).unwrap();
+            (
+                vec![1, 16, 16, 16],
+                vec![16, 3, 3, 4],
+                data,
+                weight,
+                out,
+                "tsr_words_v_uint32x",
+            )
+        };
+        for (dshape, wshape, data, weight, out, helper) in [dense, conv] {
+            let sch = default_schedule(&[out.clone()], p).unwrap();
+            let func = lower(&sch, &[data, weight, out.clone()], "words").unwrap();
+            let n = |s: &[usize]| s.iter().product::<usize>();
+            let x: Vec<u8> = bytes(n(&dshape), 17, 0, 255)
+                .iter()
+                .map(|&v| v as u8)
+                .collect();
+            let w: Vec<i32> = bytes(n(&wshape), 3, i32::MIN as i64, i32::MAX as i64)
+                .iter()
+                .map(|&v| v as i32)
+                .collect();
+            let oshape: Vec<usize> = out.shape().iter().map(|&d| d as usize).collect();
+            let mut bufs = vec![
+                HostBuffer::from_f64(
+                    dt,
+                    &dshape,
+                    &x.iter()
+                        .map(|&b| if signed { b as i8 as f64 } else { b as f64 })
+                        .collect::<Vec<_>>(),
+                ),
+                HostBuffer::from_f64(
+                    DataType::int32(),
+                    &wshape,
+                    &w.iter().map(|&v| v as f64).collect::<Vec<_>>(),
+                ),
+                HostBuffer::zeros(DataType::int32(), &oshape),
+            ];
+            interp::run(&func, &mut bufs).unwrap();
+            let want: Vec<i32> = bufs[2].to_f64().iter().map(|&v| v as i32).collect();
+            for mcpu in mcpus {
+                let args = vec![
+                    x.clone(),
+                    w.iter().flat_map(|v| v.to_le_bytes()).collect(),
+                    vec![0u8; 4 * n(&oshape)],
+                ];
+                let got = build_run_bytes(&func, mcpu, helper, args);
+                assert_eq!(got, want, "{dshape:?}, {dt}, -march={mcpu}");
+            }
+        }
+    }
+}

@@ -406,6 +406,19 @@ pub fn schedule_stages(
             inlined.push(t.clone());
         }
     }
+    // an int8 product's data packed into words, read by the product (or by its padding
+    // copy): inlined, so that each word is read from the data's four bytes in place (one
+    // 32-bit load, or one vector load of consecutive words, `cfamily::words`), not
+    // packed by a pass over the whole input first (MobileNet-v2's 112×112×32 → 16 1×1
+    // conv: 0.29 → 0.09 ms, two thirds of it the pass)
+    for t in stages
+        .iter()
+        .filter(|t| t.name() == crate::ops::integer::WORDS)
+    {
+        if !outputs.contains(t) && read_only_by_products(s, t) && s.compute_inline(t).is_ok() {
+            inlined.push(t.clone());
+        }
+    }
     // the elementwise output a conv leaves its tiles through: scheduled with the conv
     // (and the stages of a chain that one schedule takes care of)
     let mut epilogues: Vec<Tensor> = Vec::new();
@@ -482,6 +495,36 @@ fn is_conv_tag(tag: &str) -> bool {
             | "depthwise_conv2d_nhwc"
             | "depthwise_conv2d_nchw"
     )
+}
+
+/// Whether every stage of `s` that reads `t`, followed through the stages inlined into
+/// their readers (a 1×1 conv's padding of nothing), is an int8 product (a conv or a
+/// dense layer on words) or a padding copy that only such products read, and at least
+/// one does.
+fn read_only_by_products(s: &Schedule, t: &Tensor) -> bool {
+    let mut found = false;
+    let mut todo = vec![t.clone()];
+    while let Some(at) = todo.pop() {
+        for reader in s.stages.iter().filter(|st| {
+            !st.is_placeholder()
+                && st
+                    .op
+                    .body()
+                    .is_some_and(|b| crate::schedule::body_reads(b).contains(at.buffer()))
+        }) {
+            let tag = reader.op.tag();
+            if matches!(reader.attach, crate::schedule::Attach::Inline)
+                || tag == crate::ops::TAG_PAD && at == *t
+            {
+                todo.push(reader.op.clone());
+            } else if matches!(tag, "conv2d_nhwc" | "dense_u8i8" | "dense_u8i8_pack") {
+                found = true;
+            } else {
+                return false;
+            }
+        }
+    }
+    found
 }
 
 /// Threads per block of the GPU default schedule (at most): enough to fill a warp many

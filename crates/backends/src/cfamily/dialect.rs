@@ -93,6 +93,15 @@ pub trait Dialect: Sync {
         format!("(*({vt}_u*)(&{buf}[{offset}]))")
     }
 
+    /// The little-endian word of the four bytes at `buf[offset]` (an 8-bit array), as
+    /// uint32 — or, for `lanes` > 1, the vector of the words of `4 · lanes` consecutive
+    /// bytes: what the IR's OR of four shifted byte loads computes
+    /// ([`super::words`]), in one load. `None` (the default) prints the ORs.
+    fn byte_words(&self, buf: &str, offset: &str, lanes: u16) -> Option<String> {
+        let _ = (buf, offset, lanes);
+        None
+    }
+
     /// A store of the vector `value` to `lanes` contiguous elements at `buf[offset]`.
     fn vector_store(&self, vt: &str, buf: &str, offset: &str, value: &str, lanes: u16) -> String {
         let _ = lanes;
@@ -263,17 +272,25 @@ impl Dialect for CDialect {
     }
 
     /// Float32 vector math as polynomials on whole registers ([`super::vmath`]); the
-    /// int8 dot product on int32 words ([`super::vdot`]).
+    /// int8 dot product on int32 words ([`super::vdot`]); words read in place
+    /// ([`super::words`]).
     fn vector_math_helpers(&self, t: DataType, lanes: u16) -> String {
         if t == DataType::float32() {
             super::vmath::float32_helpers(lanes)
         } else if t == DataType::int32() {
             super::vdot::int32_helpers(lanes)
+        } else if t == DataType::uint(32) {
+            super::words::c_helpers(lanes)
         } else if t.is_integer() && t.bits < 32 {
             small_int_helpers(t, lanes)
         } else {
             String::new()
         }
+    }
+
+    /// A `memcpy` of the bytes into the word ([`super::words`]).
+    fn byte_words(&self, buf: &str, offset: &str, lanes: u16) -> Option<String> {
+        Some(super::words::c_call(buf, offset, lanes))
     }
 
     /// A byte shuffle (GCC 12 and Clang): GCC converts `int32 → int8` vectors lane by

@@ -34,6 +34,7 @@ mod printer;
 mod vdot;
 mod vector;
 mod vmath;
+mod words;
 
 pub use cuda::CudaDialect;
 pub use dialect::{AllocDecl, CDialect, Dialect, Refusal, VectorCode};

@@ -285,6 +285,9 @@ impl Gen<'_> {
         if operands(e).iter().any(|x| x.dtype().is_vector()) {
             return Err(self.err(format!("`{e}` has a scalar type and vector operands")));
         }
+        if let Some(code) = self.byte_word_code(e)? {
+            return Ok(code);
+        }
         let t = e.dtype();
         Ok(match e.node() {
             ExprNode::Var(v) => self.use_var(v)?,

@@ -304,3 +304,48 @@ fn comments_stay_comments() {
     let src = generate_c(&PrimFunc::new("f", vec![a], body), 1).unwrap();
     assert!(src.contains("  // key A[0] = 2.0f;   = 1\n"), "{src}");
 }
+
+/// Four consecutive bytes ORed into a uint32 word print as one load (`cfamily::words`),
+/// and a vector of such words whose lanes are 4 bytes apart as one vector load; bytes
+/// that are not the four consecutive ones in order stay ORs of byte loads.
+#[test]
+fn words_of_consecutive_bytes_are_one_load() {
+    let (u8t, u32t) = (DataType::uint(8), DataType::uint(32));
+    let a = Buffer::global("A", u8t, &[64]);
+    let w = Buffer::global("W", u32t, &[16]);
+    let j = ivar("j");
+    let word = |offsets: [i64; 4]| -> Expr {
+        let mut e: Option<Expr> = None;
+        for (b, off) in offsets.into_iter().enumerate() {
+            let at = j.to_expr() * Expr::int(4) + Expr::int(off);
+            let mut v = Expr::cast(u32t, Expr::load(&a, vec![at]));
+            if b > 0 {
+                v = Expr::call(
+                    u32t,
+                    Intrinsic::ShiftLeft,
+                    vec![v, Expr::int_of(u32t, 8 * b as i64)],
+                );
+            }
+            e = Some(match e {
+                None => v,
+                Some(x) => Expr::call(u32t, Intrinsic::BitOr, vec![x, v]),
+            });
+        }
+        e.unwrap()
+    };
+    let store = |offsets| Stmt::store(&w, vec![j.to_expr()], word(offsets));
+    let src = |body: Stmt| generate_c(&PrimFunc::new("f", vec![a.clone(), w.clone()], body), 1);
+    let scalar = src(serial(&j, 16, store([0, 1, 2, 3]))).unwrap();
+    assert!(scalar.contains("W[j] = tsr_word(&A[(j * 4)]);"), "{scalar}");
+    assert!(
+        scalar.contains("static inline uint32_t tsr_word("),
+        "{scalar}"
+    );
+    let vector = src(vectorized(&j, 16, store([0, 1, 2, 3]))).unwrap();
+    assert!(vector.contains("tsr_words_v_uint32x"), "{vector}");
+    assert!(!vector.contains("A[tsr_t"), "a gather of bytes: {vector}");
+    for offsets in [[0, 1, 2, 4], [1, 0, 2, 3], [0, 1, 2, 2]] {
+        let c = src(serial(&j, 16, store(offsets))).unwrap();
+        assert!(!c.contains("tsr_word("), "{offsets:?}: {c}");
+    }
+}

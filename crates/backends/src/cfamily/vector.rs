@@ -351,6 +351,9 @@ impl Gen<'_> {
         }) {
             return Err(self.err(format!("`{e}` mixes vectors of different lanes")));
         }
+        if let Some(code) = self.byte_word_code(e)? {
+            return Ok((code, Ty::V(el, lanes)));
+        }
         Ok(match e.node() {
             ExprNode::Ramp {
                 base,

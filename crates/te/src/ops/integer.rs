@@ -29,9 +29,17 @@ use crate::error::TeError;
 use crate::tensor::{compute_tagged, reduce_axis, sum, Tensor};
 use tessera_ir::{DataType, Expr, Intrinsic};
 
+/// The name of [`pack_u8_words`]' stage: the default schedules find it by it.
+pub const WORDS: &str = "T_words";
+
 /// `data` (uint8 or int8, `[…, K]`) as int32 words of four consecutive bytes along its
 /// last axis, `[…, ⌈K/4⌉]`, little-endian (byte `4w + i` at bits `8i`), zero bytes past
-/// `K`; int8 bytes offset by 128 (read as uint8 `x + 128`).
+/// `K`; int8 bytes offset by 128 (read as uint8 `x + 128`, that is `x ^ 0x80`).
+///
+/// A word is the OR of its bytes shifted into place, in uint32 (int8 data: the whole
+/// word XOR `0x80808080` where `K` fills every word), which is bit for bit the four
+/// bytes in memory: the C compiler merges the byte loads into one 32-bit load, so a
+/// product that reads this stage inlined reads each word of its data in place.
 pub fn pack_u8_words(data: &Tensor) -> Result<Tensor, TeError> {
     let dt = data.dtype();
     if dt != DataType::uint(8) && dt != DataType::int(8) {
@@ -53,40 +61,39 @@ pub fn pack_u8_words(data: &Tensor) -> Result<Tensor, TeError> {
     shape.push((k + 3) / 4);
     let names: Vec<String> = (0..shape.len()).map(|i| format!("i{i}")).collect();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    let i32t = DataType::int32();
-    compute_tagged(&shape, "T_words", "injective", &names, |ix| {
+    let (u8t, u32t) = (DataType::uint(8), DataType::uint(32));
+    let bits = |op: Intrinsic, a: Expr, b: Expr| Expr::call(u32t, op, vec![a, b]);
+    let full_words = k % 4 == 0;
+    let offset = dt.is_int();
+    compute_tagged(&shape, WORDS, "injective", &names, |ix| {
         let (last, lead) = ix.split_last().expect("at least one axis");
         let mut word: Option<Expr> = None;
         for b in 0..4i64 {
             let kk = last.clone() * Expr::int(4) + Expr::int(b);
             let mut idx = lead.to_vec();
             idx.push(kk.clone());
-            let byte = data.at(&idx);
-            // the byte as unsigned 0..255 (int8: + 128), then the top one as signed so
-            // that the word's sum never overflows int32
-            let unsigned = if dt.is_uint() {
-                Expr::cast(i32t, byte)
-            } else {
-                Expr::cast(i32t, byte) + Expr::int(128)
-            };
-            let v = if b == 3 {
-                Expr::cast(i32t, Expr::cast(DataType::int(8), unsigned))
-            } else {
-                unsigned
-            };
-            let v = v * Expr::int(1 << (8 * b));
-            let v = if b < k % 4 || k % 4 == 0 {
-                v
-            } else {
+            // the byte's bits, 0..255 (int8: as stored, two's complement)
+            let mut v = Expr::cast(u32t, Expr::cast(u8t, data.at(&idx)));
+            if offset && !full_words {
+                v = bits(Intrinsic::BitXor, v, Expr::int_of(u32t, 0x80));
+            }
+            if !full_words && b >= k % 4 {
                 // past K on the last word only
-                Expr::if_then_else(kk.lt(Expr::int(k)), v, Expr::int(0))
-            };
+                v = Expr::if_then_else(kk.lt(Expr::int(k)), v, Expr::int_of(u32t, 0));
+            }
+            if b > 0 {
+                v = bits(Intrinsic::ShiftLeft, v, Expr::int_of(u32t, 8 * b));
+            }
             word = Some(match word {
                 None => v,
-                Some(w) => w + v,
+                Some(w) => bits(Intrinsic::BitOr, w, v),
             });
         }
-        word.expect("four bytes")
+        let mut word = word.expect("four bytes");
+        if offset && full_words {
+            word = bits(Intrinsic::BitXor, word, Expr::int_of(u32t, 0x8080_8080));
+        }
+        Expr::cast(DataType::int32(), word)
     })
 }
 
