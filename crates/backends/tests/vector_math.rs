@@ -183,3 +183,24 @@ fn the_vector_sigmoid_and_tanh_keep_their_limits() {
         }
     }
 }
+
+/// A clip to constant bounds (ReLU6's, a quantizing epilogue's [0, 255]) is `vmaxps`
+/// then `vminps` where the target has them (`tsr_vmax_`, `tsr_vmin_`), and still the
+/// IR's rule: a NaN operand loses (`max(min(NaN, 6), 0)` is 6), `-0` clips to `+0`,
+/// the infinities to the bounds — bit for bit what the portable compare-and-blend gives.
+#[test]
+fn a_clip_to_constant_bounds_keeps_the_nan_rule() {
+    let v = values();
+    let clip = |x: &tessera_te::Tensor| ops::clip(x, 0.0, 6.0);
+    for (mcpu, out) in run_everywhere(clip, "tsr_vmax_", &v) {
+        for (&a, &b) in v.iter().zip(&out) {
+            let want = if a.is_nan() { 6.0 } else { a.clamp(0.0, 6.0) };
+            let want = if want == 0.0 { 0.0 } else { want };
+            assert_eq!(
+                b.to_bits(),
+                want.to_bits(),
+                "-march={mcpu}: clip({a:e}) = {b:e}"
+            );
+        }
+    }
+}

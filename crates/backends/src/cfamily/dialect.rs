@@ -185,6 +185,23 @@ pub trait Dialect: Sync {
         None
     }
 
+    /// `min(x, c)` (`max` where `min` is false) of float vectors of type `t`, `c` a
+    /// constant that is not NaN, as one expression — or `None` for the printer's compare
+    /// and blend. With such a `c` the IR's rule (a NaN operand loses) is "the second
+    /// operand where either is NaN", x86's `vminps`/`vmaxps`: a quantizing epilogue's
+    /// clip to [0, 255] in two instructions instead of eight.
+    fn min_max_by_constant(
+        &self,
+        min: bool,
+        t: DataType,
+        lanes: u16,
+        x: &str,
+        c: &str,
+    ) -> Option<String> {
+        let _ = (min, t, lanes, x, c);
+        None
+    }
+
     /// The int32 vector `code` (of `lanes` lanes) truncated to the narrower integer type
     /// `to` (each lane's low bytes) as one expression, or `None` for the language's
     /// conversion. The printer registers `to`'s vector math helpers when it uses this.
@@ -286,6 +303,20 @@ impl Dialect for CDialect {
         } else {
             String::new()
         }
+    }
+
+    /// The float32 vector math's `tsr_vmin`/`tsr_vmax` ([`super::vmath`]): one
+    /// instruction where the target has it.
+    fn min_max_by_constant(
+        &self,
+        min: bool,
+        t: DataType,
+        lanes: u16,
+        x: &str,
+        c: &str,
+    ) -> Option<String> {
+        let f = if min { "min" } else { "max" };
+        (t == DataType::float32()).then(|| format!("tsr_v{f}_{}({x}, {c})", vec_name(t, lanes)))
     }
 
     /// A `memcpy` of the bytes into the word ([`super::words`]).

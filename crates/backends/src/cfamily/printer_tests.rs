@@ -349,3 +349,37 @@ fn words_of_consecutive_bytes_are_one_load() {
         assert!(!c.contains("tsr_word("), "{offsets:?}: {c}");
     }
 }
+
+/// `min`/`max` of float vectors by a constant other than NaN print as the vector math's
+/// `tsr_vmin`/`tsr_vmax` (one instruction on x86); by a variable, or with the constant
+/// first (whose swap could change a zero's sign), as the compare and blend.
+#[test]
+fn min_and_max_by_a_constant_are_one_instruction() {
+    let f32t = DataType::float32();
+    let (a, b) = (
+        Buffer::global("A", f32t, &[16]),
+        Buffer::global("B", f32t, &[16]),
+    );
+    let i = ivar("i");
+    let at = |buf: &Buffer| Expr::load(buf, vec![i.to_expr()]);
+    let src = |value: Expr| {
+        let body = vectorized(&i, 16, Stmt::store(&b, vec![i.to_expr()], value));
+        generate_c(&PrimFunc::new("f", vec![a.clone(), b.clone()], body), 1).unwrap()
+    };
+    let clip = src(Expr::max(
+        Expr::min(at(&a), Expr::float(6.0)),
+        Expr::float(0.0),
+    ));
+    assert!(
+        clip.contains("tsr_vmax_v_float32x") && clip.contains("tsr_vmin_v_float32x"),
+        "{clip}"
+    );
+    for value in [
+        Expr::max(at(&a), at(&b)),
+        Expr::max(Expr::float(0.0), at(&a)),
+        Expr::min(at(&a), Expr::float(f64::NAN)),
+    ] {
+        let c = src(value);
+        assert!(!c.contains("tsr_vmax_") && !c.contains("tsr_vmin_"), "{c}");
+    }
+}

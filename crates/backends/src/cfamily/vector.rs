@@ -213,6 +213,39 @@ impl Gen<'_> {
     }
 
     /// A vector arithmetic operation (`e` is `a op b`, `lanes` lanes of `el`).
+    /// The dialect's `min`/`max` of float vectors `a`, `b` (printed as `x`, `y`) where `b`
+    /// is a constant other than NaN ([`super::dialect::Dialect::min_max_by_constant`]).
+    #[allow(clippy::too_many_arguments)]
+    fn min_max_by_constant(
+        &mut self,
+        op: &BinOp,
+        b: &Expr,
+        x: &str,
+        y: &str,
+        el: DataType,
+        lanes: u16,
+    ) -> Option<String> {
+        if !matches!(op, BinOp::Min | BinOp::Max) || !el.is_float() {
+            return None;
+        }
+        let constant = |e: &Expr| {
+            let v = match e.node() {
+                ExprNode::Broadcast { value, .. } => value.as_float(),
+                _ => e.as_float(),
+            };
+            v.is_some_and(|v| !v.is_nan())
+        };
+        // (the constant second only: swapped, `min(+0, -0)` would keep the other zero)
+        if !constant(b) {
+            return None;
+        }
+        let code = self
+            .dialect
+            .min_max_by_constant(*op == BinOp::Min, el, lanes, x, y)?;
+        self.use_vector_math(el, lanes);
+        Some(code)
+    }
+
     fn vector_binary(
         &mut self,
         e: &Expr,
@@ -232,6 +265,9 @@ impl Gen<'_> {
         }
         let x = self.vector_as(a, el, lanes)?;
         let y = self.vector_as(b, el, lanes)?;
+        if let Some(code) = self.min_max_by_constant(op, b, &x, &y, el, lanes) {
+            return Ok(code);
+        }
         Ok(match (op, el.is_float()) {
             // Signed lanes wrap like the interpreter's integers: through the
             // unsigned type (GCC would otherwise assume they never overflow).
