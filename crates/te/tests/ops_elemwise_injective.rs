@@ -1332,3 +1332,34 @@ fn dag_relu_add_bias() {
     assert!(text.contains("T_relu(ax0, ax1, ax2, ax3) = max(T_add[ax0, ax1, ax2, ax3], 0f)"));
     insta::assert_snapshot!(text);
 }
+
+/// The default schedule of a transform from NCHW into NHWC with 3 channels (an image's)
+/// vectorizes the width, along which it reads its source, inside the channels' loop —
+/// the channels are too few for a vector — and computes what the unscheduled program
+/// does; with 16 channels it vectorizes the channels as before.
+#[test]
+fn a_layout_transform_into_three_channels_vectorizes_the_width() {
+    use tessera_te::schedules::{default_schedule, CpuParams};
+    let p = CpuParams {
+        vector_lanes: 8,
+        num_cores: 2,
+        vectorize: true,
+        gpu_threads: 0,
+    };
+    for (c, width_vectors) in [(3, true), (16, false)] {
+        let x = ph(&[1, c, 32, 16], "x");
+        let out = ops::layout_transform(&x, "NCHW", "NHWC").unwrap();
+        let sch = default_schedule(&[out.clone()], p).unwrap();
+        let args = [x, out.clone()];
+        let f = tessera_te::lower(&sch, &args, "f").unwrap();
+        let text = f.to_string();
+        let vectorized: Vec<&str> = text.lines().filter(|l| l.contains("vectorized")).collect();
+        assert_eq!(vectorized.len(), 1, "{text}");
+        assert_eq!(
+            vectorized[0].contains("ax2"),
+            width_vectors,
+            "C={c}: {text}"
+        );
+        common::assert_same_as_unscheduled(&sch, &[out], &args, 1);
+    }
+}
