@@ -212,10 +212,8 @@ impl Gen<'_> {
         Ok(d.vector_math(op, el, lanes, &code))
     }
 
-    /// A vector arithmetic operation (`e` is `a op b`, `lanes` lanes of `el`).
     /// The dialect's `min`/`max` of float vectors `a`, `b` (printed as `x`, `y`) where `b`
     /// is a constant other than NaN ([`super::dialect::Dialect::min_max_by_constant`]).
-    #[allow(clippy::too_many_arguments)]
     fn min_max_by_constant(
         &mut self,
         op: &BinOp,
@@ -246,6 +244,7 @@ impl Gen<'_> {
         Some(code)
     }
 
+    /// A vector arithmetic operation (`e` is `a op b`, `lanes` lanes of `el`).
     fn vector_binary(
         &mut self,
         e: &Expr,

@@ -38,8 +38,9 @@ pub const WORDS: &str = "T_words";
 ///
 /// A word is the OR of its bytes shifted into place, in uint32 (int8 data: the whole
 /// word XOR `0x80808080` where `K` fills every word), which is bit for bit the four
-/// bytes in memory: the C compiler merges the byte loads into one 32-bit load, so a
-/// product that reads this stage inlined reads each word of its data in place.
+/// bytes in memory: the CPU's C printer reads it as one 32-bit load (`tessera_backends`'
+/// `cfamily::words`), so a product that reads this stage inlined (the default
+/// schedule's choice) reads each word of its data in place.
 pub fn pack_u8_words(data: &Tensor) -> Result<Tensor, TeError> {
     let dt = data.dtype();
     if dt != DataType::uint(8) && dt != DataType::int(8) {
