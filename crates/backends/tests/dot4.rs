@@ -7,8 +7,10 @@
 //! `cascadelake` (AVX-512 VNNI) and `alderlake` (AVX-VNNI) and must hold `vpdpbusd`
 //! (the saturating form must not); the first runs on a host that has AVX-512 VNNI.
 
-use std::ffi::c_void;
-use tessera_backends::{host_cpu_features, Backend, CpuBackend, Target};
+mod common;
+
+use common::{build, bytes_of, values_of};
+use tessera_backends::host_cpu_features;
 use tessera_ir::DataType;
 use tessera_te::ops::{self, Int8Sums};
 use tessera_te::schedules::{default_schedule, CpuParams};
@@ -106,38 +108,21 @@ fn case(lanes: i64, sums: Int8Sums) -> Case {
 /// Builds `c` for `-march=mcpu`; runs it unless `run` is false; returns the object's
 /// disassembly (empty where objdump is missing).
 fn build_and_run(c: &Case, mcpu: &str, run: bool) -> String {
-    let dir = tempfile::tempdir().unwrap();
-    let target: Target = format!("cpu -mcpu={mcpu}").parse().unwrap();
-    let art = CpuBackend::new(target)
-        .build(&c.func, dir.path())
-        .unwrap_or_else(|e| panic!("-march={mcpu}: {e}"));
-    let asm = std::process::Command::new("objdump")
-        .arg("-d")
-        .arg(&art.path)
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-        .unwrap_or_default();
+    let built = build(&c.func, mcpu, &[]);
     if run {
-        let mut data = c.data.clone();
-        let mut words = c.words.clone();
-        let mut out = vec![0i32; M * N];
-        let mut args: [*mut c_void; 3] = [
-            data.as_mut_ptr().cast(),
-            words.as_mut_ptr().cast(),
-            out.as_mut_ptr().cast(),
+        let mut args = vec![
+            c.data.clone(),
+            bytes_of(&c.words, i32::to_ne_bytes),
+            vec![0u8; 4 * M * N],
         ];
-        // SAFETY: the library was just built from `c.func`, whose entry takes these three
-        // buffers (of the sizes allocated here) and returns a status.
-        let status = unsafe {
-            let lib = libloading::Library::new(&art.path).unwrap();
-            let f: libloading::Symbol<unsafe extern "C" fn(*mut *mut c_void, i32) -> i32> =
-                lib.get(art.entry.as_bytes()).unwrap();
-            f(args.as_mut_ptr(), 3)
-        };
-        assert_eq!(status, 0, "-march={mcpu}");
-        assert_eq!(out, c.want, "-march={mcpu}");
+        built.run(&mut args);
+        assert_eq!(
+            values_of(&args[2], i32::from_ne_bytes),
+            c.want,
+            "-march={mcpu}"
+        );
     }
-    asm
+    built.disassembly()
 }
 
 #[test]
@@ -179,37 +164,6 @@ fn every_form_of_the_int8_dot_product_computes_its_definition() {
             }
         }
     }
-}
-
-/// `func` built for `-march=mcpu` (its source must call `helper`) and run on `args`, each
-/// a buffer's bytes; returns the last (the output) as int32 values.
-fn build_run_bytes(
-    func: &tessera_ir::PrimFunc,
-    mcpu: &str,
-    helper: &str,
-    mut args: Vec<Vec<u8>>,
-) -> Vec<i32> {
-    let dir = tempfile::tempdir().unwrap();
-    let target: Target = format!("cpu -mcpu={mcpu}").parse().unwrap();
-    let art = CpuBackend::new(target)
-        .build(func, dir.path())
-        .unwrap_or_else(|e| panic!("-march={mcpu}: {e}"));
-    let source = std::fs::read_to_string(&art.source_path).unwrap();
-    assert!(source.contains(helper), "{helper}: {source}");
-    let mut ptrs: Vec<*mut c_void> = args.iter_mut().map(|a| a.as_mut_ptr().cast()).collect();
-    // SAFETY: built from `func`, whose entry takes these buffers (each of the size
-    // `func` declares) and returns a status.
-    let status = unsafe {
-        let lib = libloading::Library::new(&art.path).unwrap();
-        let f: libloading::Symbol<unsafe extern "C" fn(*mut *mut c_void, i32) -> i32> =
-            lib.get(art.entry.as_bytes()).unwrap();
-        f(ptrs.as_mut_ptr(), ptrs.len() as i32)
-    };
-    assert_eq!(status, 0, "-march={mcpu}");
-    let out = args.last().unwrap();
-    out.chunks(4)
-        .map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-        .collect()
 }
 
 /// The int8 products read their data's words in place (`cfamily::words`): a dense layer
@@ -291,12 +245,13 @@ fn int8_products_read_their_data_words_in_place() {
             interp::run(&func, &mut bufs).unwrap();
             let want: Vec<i32> = bufs[2].to_f64().iter().map(|&v| v as i32).collect();
             for mcpu in mcpus {
-                let args = vec![
+                let mut args = vec![
                     x.clone(),
-                    w.iter().flat_map(|v| v.to_le_bytes()).collect(),
+                    bytes_of(&w, i32::to_ne_bytes),
                     vec![0u8; 4 * n(&oshape)],
                 ];
-                let got = build_run_bytes(&func, mcpu, helper, args);
+                build(&func, mcpu, &[helper]).run(&mut args);
+                let got = values_of(&args[2], i32::from_ne_bytes);
                 assert_eq!(got, want, "{dshape:?}, {dt}, -march={mcpu}");
             }
         }

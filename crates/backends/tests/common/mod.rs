@@ -1,8 +1,78 @@
-//! What the CPU backend's kernel tests share: a kernel of one float input and one float
-//! output built for an instruction set and run.
+//! What the CPU backend's kernel tests share: a kernel built for an instruction set
+//! (its source checked for the helpers it must call, its object disassembled), and run
+//! on buffers of bytes.
+
+#![allow(dead_code)]
 
 use std::ffi::c_void;
 use tessera_backends::{Backend, CpuBackend, Target};
+
+/// A kernel built into a temporary directory.
+pub struct Built {
+    _dir: tempfile::TempDir,
+    path: std::path::PathBuf,
+    entry: String,
+    mcpu: String,
+}
+
+/// `func` built for `-march=mcpu`; its source must call each of `helpers`.
+pub fn build(func: &tessera_ir::PrimFunc, mcpu: &str, helpers: &[&str]) -> Built {
+    let dir = tempfile::tempdir().unwrap();
+    let target: Target = format!("cpu -mcpu={mcpu}").parse().unwrap();
+    let art = CpuBackend::new(target)
+        .build(func, dir.path())
+        .unwrap_or_else(|e| panic!("-march={mcpu}: {e}"));
+    let source = std::fs::read_to_string(&art.source_path).unwrap();
+    for helper in helpers {
+        assert!(source.contains(helper), "-march={mcpu}, {helper}: {source}");
+    }
+    Built {
+        _dir: dir,
+        path: art.path,
+        entry: art.entry,
+        mcpu: mcpu.to_string(),
+    }
+}
+
+impl Built {
+    /// The object's disassembly (empty where objdump is missing).
+    pub fn disassembly(&self) -> String {
+        std::process::Command::new("objdump")
+            .arg("-d")
+            .arg(&self.path)
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default()
+    }
+
+    /// Runs the kernel on `args`, each a buffer's bytes (of the size its function
+    /// declares), which it may write; its status must be 0.
+    pub fn run(&self, args: &mut [Vec<u8>]) {
+        let mut ptrs: Vec<*mut c_void> = args.iter_mut().map(|a| a.as_mut_ptr().cast()).collect();
+        // SAFETY: built from a function whose entry takes these buffers, each of the size
+        // the caller allocated as the function declares, and returns a status.
+        let status = unsafe {
+            let lib = libloading::Library::new(&self.path).unwrap();
+            let f: libloading::Symbol<unsafe extern "C" fn(*mut *mut c_void, i32) -> i32> =
+                lib.get(self.entry.as_bytes()).unwrap();
+            f(ptrs.as_mut_ptr(), ptrs.len() as i32)
+        };
+        assert_eq!(status, 0, "-march={}", self.mcpu);
+    }
+}
+
+/// The bytes of `values` (native order).
+pub fn bytes_of<T: Copy, const N: usize>(values: &[T], to: fn(T) -> [u8; N]) -> Vec<u8> {
+    values.iter().flat_map(|&v| to(v)).collect()
+}
+
+/// `bytes` read as `N`-byte values (native order).
+pub fn values_of<T, const N: usize>(bytes: &[u8], from: fn([u8; N]) -> T) -> Vec<T> {
+    bytes
+        .chunks_exact(N)
+        .map(|c| from(c.try_into().unwrap()))
+        .collect()
+}
 
 /// `func` (one float input, one float output) built for `-march=mcpu` — its source must
 /// call each of `helpers` — and run on `input`.
@@ -13,24 +83,7 @@ pub fn build_run_f32(
     n_out: usize,
     helpers: &[&str],
 ) -> Vec<f32> {
-    let dir = tempfile::tempdir().unwrap();
-    let target: Target = format!("cpu -mcpu={mcpu}").parse().unwrap();
-    let art = CpuBackend::new(target).build(func, dir.path()).unwrap();
-    let source = std::fs::read_to_string(&art.source_path).unwrap();
-    for helper in helpers {
-        assert!(source.contains(helper), "{helper}: {source}");
-    }
-    let mut input = input.to_vec();
-    let mut out = vec![0f32; n_out];
-    let mut args: [*mut c_void; 2] = [input.as_mut_ptr().cast(), out.as_mut_ptr().cast()];
-    // SAFETY: built from `func`, whose entry takes a float input and a float output of
-    // these sizes.
-    let status = unsafe {
-        let lib = libloading::Library::new(&art.path).unwrap();
-        let f: libloading::Symbol<unsafe extern "C" fn(*mut *mut c_void, i32) -> i32> =
-            lib.get(art.entry.as_bytes()).unwrap();
-        f(args.as_mut_ptr(), 2)
-    };
-    assert_eq!(status, 0);
-    out
+    let mut args = vec![bytes_of(input, f32::to_ne_bytes), vec![0u8; 4 * n_out]];
+    build(func, mcpu, helpers).run(&mut args);
+    values_of(&args[1], f32::from_ne_bytes)
 }
