@@ -1,11 +1,13 @@
 //! The conversions of quantized epilogues in the CPU's C, against Rust's and the
-//! interpreter's, for the generic and the AVX2 instruction sets:
+//! interpreter's, for the generic, AVX2 and AVX-512 instruction sets:
 //! - rounding halves to even (`Intrinsic::RoundEven`): the vector form (`tsr_vrint`:
 //!   `vroundps` with AVX, else the 2²³ trick) bit for bit with `round_ties_even` on
 //!   halves, signed zeros, the edges of 2²² and 2²³, infinities and NaN;
-//! - float32 ↔ int8 / uint8 / int16 / uint16 vectors (through int32, narrowed by a byte
-//!   shuffle, widened by `vpmovzx`/`vpmovsx` with AVX2, else a byte shuffle): what the
-//!   interpreter computes, wrapping and sign extension included.
+//! - float32 ↔ int8 / uint8 / int16 / uint16 vectors of 8 and 16 lanes (through int32,
+//!   narrowed by a byte shuffle, widened by one `vpmovzx`/`vpmovsx` with AVX2 for 8
+//!   lanes and AVX-512 for 16, else a byte shuffle): what the interpreter computes,
+//!   wrapping and sign extension included; built for each set whether or not the host
+//!   runs it, run where it does.
 
 mod common;
 
@@ -96,45 +98,63 @@ fn narrow_integer_vectors_convert_as_the_interpreter_does() {
         v.push((i * 37.3) % 700.0 - 350.0);
     }
     let n = v.len() as i64;
-    let p = CpuParams {
-        vector_lanes: 8,
-        num_cores: 1,
-        vectorize: true,
-        gpu_threads: 0,
-    };
-    let avx2 = host_cpu_features().contains(&"avx2");
-    for dt in [
-        DataType::int(8),
-        DataType::uint(8),
-        DataType::int(16),
-        DataType::uint(16),
-    ] {
-        let x = placeholder(&[n], DataType::float32(), "x").unwrap();
-        let q = ops::cast(&x, dt).unwrap();
-        let y: Tensor = ops::cast(&q, DataType::float32()).unwrap();
-        let sch = default_schedule_inlined(&[y.clone()], &[q], p).unwrap();
-        let func = lower(&sch, &[x.clone(), y.clone()], "convert").unwrap();
-        let mut bufs = vec![
-            tessera_ir::interp::HostBuffer::from_f64(
-                DataType::float32(),
-                &[v.len()],
-                &v.iter().map(|&a| a as f64).collect::<Vec<_>>(),
-            ),
-            tessera_ir::interp::HostBuffer::zeros(DataType::float32(), &[v.len()]),
-        ];
-        tessera_ir::interp::run(&func, &mut bufs).unwrap();
-        let want: Vec<f32> = bufs[1].to_f64().iter().map(|&a| a as f32).collect();
-        for mcpu in ["x86-64", "x86-64-v3", "native"] {
-            if mcpu == "x86-64-v3" && !avx2 {
-                continue;
+    let host = host_cpu_features();
+    // (vector lanes, the instruction set whose one-instruction widening they take, and
+    // whether the host runs it): AVX2's 8 lanes, AVX-512's 16
+    let forms = [
+        (8, "x86-64-v3", host.contains(&"avx2")),
+        (16, "x86-64-v4", host.contains(&"avx512bw")),
+    ];
+    for (lanes, wide_isa, host_has_it) in forms {
+        let p = CpuParams {
+            vector_lanes: lanes,
+            num_cores: 1,
+            vectorize: true,
+            gpu_threads: 0,
+        };
+        for dt in [
+            DataType::int(8),
+            DataType::uint(8),
+            DataType::int(16),
+            DataType::uint(16),
+        ] {
+            let x = placeholder(&[n], DataType::float32(), "x").unwrap();
+            let q = ops::cast(&x, dt).unwrap();
+            let y: Tensor = ops::cast(&q, DataType::float32()).unwrap();
+            let sch = default_schedule_inlined(&[y.clone()], &[q], p).unwrap();
+            let func = lower(&sch, &[x.clone(), y.clone()], "convert").unwrap();
+            let mut bufs = vec![
+                tessera_ir::interp::HostBuffer::from_f64(
+                    DataType::float32(),
+                    &[v.len()],
+                    &v.iter().map(|&a| a as f64).collect::<Vec<_>>(),
+                ),
+                tessera_ir::interp::HostBuffer::zeros(DataType::float32(), &[v.len()]),
+            ];
+            tessera_ir::interp::run(&func, &mut bufs).unwrap();
+            let want: Vec<f32> = bufs[1].to_f64().iter().map(|&a| a as f32).collect();
+            let helpers = ["tsr_narrow_", "tsr_widen_"];
+            // the widening is one extension instruction where the set has it, never a
+            // byte permutation (GCC 12's form of the shuffle, 12× slower in a depthwise
+            // convolution's taps on Zen 4)
+            let asm = common::build(&func, wide_isa, &helpers).disassembly();
+            if !asm.is_empty() {
+                let ext = if dt.is_int() { "vpmovsx" } else { "vpmovzx" };
+                assert!(asm.contains(ext), "{wide_isa} {dt}: no {ext}");
+                assert!(!asm.contains("vpermt2b"), "{wide_isa} {dt}: vpermt2b");
             }
-            let got = build_run_f32(&func, mcpu, &v, v.len(), &["tsr_narrow_", "tsr_widen_"]);
-            for ((a, g), w) in v.iter().zip(&got).zip(&want) {
-                assert_eq!(
-                    g.to_bits(),
-                    w.to_bits(),
-                    "-march={mcpu} {dt}: {a} became {g}, want {w}"
-                );
+            for mcpu in ["x86-64", wide_isa, "native"] {
+                if mcpu == wide_isa && !host_has_it {
+                    continue;
+                }
+                let got = build_run_f32(&func, mcpu, &v, v.len(), &helpers);
+                for ((a, g), w) in v.iter().zip(&got).zip(&want) {
+                    assert_eq!(
+                        g.to_bits(),
+                        w.to_bits(),
+                        "-march={mcpu}, {lanes} lanes, {dt}: {a} became {g}, want {w}"
+                    );
+                }
             }
         }
     }
