@@ -142,12 +142,16 @@ pub fn schedule_product_tiles(
     let (m, n) = (c.shape()[nd - 2], c.shape()[nd - 1]);
     let nr = col_tile(n, p);
     let vectors = (nr / pick_vector(n, p.vector_lanes)).max(1);
-    // One row fewer than the registers hold, whether or not it divides the row count
-    // (the last row tile is guarded). Measured on an AVX2 EPYC, dense_pack 128×768 ·
-    // 768×3072 and 197×768 · 768×3072 (ViT's 197 tokens, a prime): 5 or 6 rows ran
-    // 4.5–6.3 and 6.7–8.1 ms, 7 rows 7.2–7.7 and 10.9–11.5, 8 rows 6.5–7.1 and
-    // 10.1–11.3; the largest divisor (4 rows; 1 for 197) 6.8–7.6 and 20.7–20.9.
-    let mr = (p.register_rows(vectors) - 1).clamp(1, m.max(1));
+    // With 16 registers one row fewer than they hold, whether or not it divides the row
+    // count (the last row tile is guarded). Measured on an AVX2 EPYC, dense_pack
+    // 128×768 · 768×3072 and 197×768 · 768×3072 (ViT's 197 tokens, a prime): 5 or 6 rows
+    // ran 4.5–6.3 and 6.7–8.1 ms, 7 rows 7.2–7.7 and 10.9–11.5, 8 rows 6.5–7.1 and
+    // 10.1–11.3; the largest divisor (4 rows; 1 for 197) 6.8–7.6 and 20.7–20.9. With
+    // AVX-512's 32 every row they hold (8 × 2 vectors leaves 16 free): on a Zen 4,
+    // GPT-2's and LLaMA's networks ran 2–3 % faster than with 7 rows in each of six
+    // alternating rounds, and slower with 12 or 16.
+    let spare = if p.vector_registers() >= 32 { 0 } else { 1 };
+    let mr = (p.register_rows(vectors) - spare).clamp(1, m.max(1));
     // a packed dense layer whose weights outweigh its data (ViT's, BERT's: 197 or 128
     // rows, 768 × 3072 weights) runs its column tiles outermost, so each weight block is
     // read once while every row passes; with more data than weights (ConvNeXt's

@@ -1339,6 +1339,32 @@ fn packed_dense_runs_its_column_tiles_outermost() {
     common::assert_same_as_unscheduled(&s, &[out], &args, 2);
 }
 
+/// A packed dense layer's register tile of two vectors of columns holds one row fewer
+/// than the registers allow with AVX2's 16 (6 rows: 64 rows in 11 tiles), every row
+/// with AVX-512's 32 (8: in 8 tiles); both compute the unscheduled result.
+#[test]
+fn packed_dense_tiles_take_the_rows_the_register_file_holds() {
+    use tessera_te::schedules::{default_schedule, CpuParams};
+    let avx512 = CpuParams {
+        vector_lanes: 16,
+        ..common::AVX2_TWO_CORES
+    };
+    for (p, block, row_tiles) in [(common::AVX2_TWO_CORES, 8, 11), (avx512, 16, 8)] {
+        let data = ph(&[64, 24], "data");
+        let weight = ph(&[64 / block, 24, block], "weight");
+        let out = ops::dense(&data, &weight, None).unwrap();
+        let s = default_schedule(&[out.clone()], p).unwrap();
+        let args = [data, weight, out.clone()];
+        let text = tessera_te::lower(&s, &args, "f").unwrap().to_string();
+        assert!(
+            text.contains(&format!("for (i.outer, 0, {row_tiles})")),
+            "{} lanes: {text}",
+            p.vector_lanes
+        );
+        common::assert_same_as_unscheduled(&s, &[out], &args, 2);
+    }
+}
+
 /// Reductions along rows (softmax's maximum and sum, layer norm's mean and variance over
 /// the last axis) accumulate a vector of partial results per row and run their rows in
 /// parallel, all the output's axes fused (a `[1, 7]` mean is not one core's work); a
