@@ -380,20 +380,60 @@ fn packed_dense_weights_and_fused_diamonds_compute_the_same() {
             .collect::<Vec<_>>()
     );
     run(&g).allclose(&want, 1e-4, 1e-5).unwrap();
-    // blocks of 8 output features: [N, K] becomes [N/8, K, 8]
+    // blocks of 8 output features: [N, K] becomes [N/8, K, 8], the gate's one-row
+    // layer's too
     let mut packed = g.clone();
-    // (not the gate's one-row layer)
-    assert_eq!(passes::pack_dense_weights(&mut packed, 8).unwrap(), 2);
+    assert_eq!(passes::pack_dense_weights(&mut packed, 8).unwrap(), 3);
     let shapes: Vec<Vec<i64>> = packed
         .topo_order()
         .into_iter()
         .filter(|&n| matches!(packed.node(n).op, Op::Dense))
         .map(|n| packed.node(packed.args(n)[1]).ty.shape.clone())
         .collect();
-    assert_eq!(shapes, vec![vec![4, 16, 8], vec![2, 32, 8], vec![16, 16]]);
+    assert_eq!(shapes, vec![vec![4, 16, 8], vec![2, 32, 8], vec![2, 16, 8]]);
     run(&packed).allclose(&want, 1e-4, 1e-5).unwrap();
-    // a block that divides no layer's features, or fewer rows than the bound, packs none
+    // a block that divides no layer's features packs none
     assert_eq!(passes::pack_dense_weights(&mut g.clone(), 5).unwrap(), 0);
+}
+
+/// A recurrence unrolled into steps that all read one weight (as constant folding leaves
+/// an LSTM's): packing rewires every step to one packed copy, not a copy per step.
+#[test]
+fn a_weight_every_step_reads_is_packed_once() {
+    let mut g = Graph::new("recurrence");
+    let x = g.input("x", TensorType::f32(&[1, 16]));
+    let w = konst(&mut g, "w_hh", &[16, 16], 9, 0.3, 0.0);
+    let mut h = x;
+    for step in 0..4 {
+        let d = g.op(&format!("step{step}"), Op::Dense, &[h, w]).unwrap();
+        h = g
+            .op(&format!("tanh{step}"), Op::Unary(Unary::Tanh), &[d])
+            .unwrap();
+    }
+    g.set_outputs(vec![h]);
+    let x =
+        NDArray::from_slice_f32(&[1, 16], &(0..16).map(|i| rnd(3, i)).collect::<Vec<_>>()).unwrap();
+    let want = interpret(&g, &[("x", &x)]).unwrap().remove(0);
+    assert_eq!(passes::pack_dense_weights(&mut g, 8).unwrap(), 4);
+    let weights: std::collections::HashSet<_> = g
+        .topo_order()
+        .into_iter()
+        .filter(|&n| matches!(g.node(n).op, Op::Dense))
+        .map(|n| g.args(n)[1])
+        .collect();
+    assert_eq!(weights.len(), 1, "{g}");
+    let shapes: Vec<Vec<i64>> = weights
+        .iter()
+        .map(|&c| g.node(c).ty.shape.clone())
+        .collect();
+    assert_eq!(shapes, vec![vec![2, 16, 8]]);
+    let mut m = build(&g, &Target::cpu()).unwrap();
+    m.set_input("x", &x).unwrap();
+    m.run().unwrap();
+    m.get_output(0)
+        .unwrap()
+        .allclose(&want, 1e-5, 1e-5)
+        .unwrap();
 }
 
 /// An LSTM cell in small: a dense product's four gates, three activations and
