@@ -549,8 +549,9 @@ pub(crate) fn pack_conv_weights_mapped(
 
 /// An int8 convolution's constant weight words `[O, KH, KW, W]` packed by blocks of
 /// output channels, `[O/b', KH, KW, W, b']` (the float NHWC convolution's packing, by
-/// words), `b'` the widest power of two up to `b` that divides `O`: the new node, if
-/// `n` is such a convolution and some `b' ≥ 2` divides `O`. Unpacked, a vector of output
+/// words), `b'` = `b` where it divides `O`, else the widest power of two below it that
+/// does ([`widest_block_dividing`]): the new node, if `n` is such a convolution and some
+/// `b' ≥ 2` divides `O`. Unpacked, a vector of output
 /// channels reads its weights `KH·KW·W` words apart, a gather per reduction step: with
 /// AVX-512's 16 lanes MobileNet-v2's 24-channel projections (8 lanes a vector) ran so.
 fn pack_int8_conv(
@@ -671,14 +672,23 @@ pub(crate) fn replace_weight(
     suffix: &str,
     weight: NDArray,
 ) -> Result<NodeIndex, GraphError> {
-    let args = graph.args(n);
-    let name = graph.node(n).name.clone();
-    let wname = format!("{}_{suffix}", graph.node(args[1]).name);
+    let wname = format!("{}_{suffix}", graph.node(graph.args(n)[1]).name);
     let c = graph.constant(&wname, weight);
-    let conv = graph.op(&name, op, &[args[0], c])?;
-    graph.replace_uses(n, conv);
+    rewire(graph, n, op, c)
+}
+
+/// Node `n` rebuilt as `op` on its data (argument 0) and `weight`, in its place.
+fn rewire(
+    graph: &mut Graph,
+    n: NodeIndex,
+    op: Op,
+    weight: NodeIndex,
+) -> Result<NodeIndex, GraphError> {
+    let name = graph.node(n).name.clone();
+    let new = graph.op(&name, op, &[graph.args(n)[0], weight])?;
+    graph.replace_uses(n, new);
     graph.remove(n);
-    Ok(conv)
+    Ok(new)
 }
 
 /// The constants a packing pass made, by the weight and the layout they replace it
@@ -718,11 +728,7 @@ impl PackedCopies {
                 c
             }
         };
-        let name = graph.node(n).name.clone();
-        let new = graph.op(&name, op, &[args[0], c])?;
-        graph.replace_uses(n, new);
-        graph.remove(n);
-        Ok(new)
+        rewire(graph, n, op, c)
     }
 }
 
