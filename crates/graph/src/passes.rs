@@ -550,8 +550,8 @@ pub(crate) fn pack_conv_weights_mapped(
 /// An int8 convolution's constant weight words `[O, KH, KW, W]` packed by blocks of
 /// output channels, `[O/b', KH, KW, W, b']` (the float NHWC convolution's packing, by
 /// words), `b'` = `b` where it divides `O`, else the widest power of two below it that
-/// does ([`widest_block_dividing`]): the new node, if `n` is such a convolution and some
-/// `b' ≥ 2` divides `O`. Unpacked, a vector of output
+/// does (`pick_vector`): the new node, if `n` is such a convolution and some `b' ≥ 2`
+/// divides `O`. Unpacked, a vector of output
 /// channels reads its weights `KH·KW·W` words apart, a gather per reduction step: with
 /// AVX-512's 16 lanes MobileNet-v2's 24-channel projections (8 lanes a vector) ran so.
 fn pack_int8_conv(
@@ -570,9 +570,16 @@ fn pack_int8_conv(
     let &[o, kh, kw, wc] = w.shape() else {
         return Ok(None);
     };
-    let Some(b) = widest_block_dividing(o, b) else {
-        return Ok(None);
+    // the vector the default schedule reads a tile's columns with where `b` does not
+    // divide the channels
+    let b = if o % b == 0 {
+        b
+    } else {
+        tessera_te::schedules::pick_vector(o as i64, b as i64) as usize
     };
+    if b < 2 {
+        return Ok(None);
+    }
     Ok(Some(copies.rewire(
         graph,
         n,
@@ -580,20 +587,6 @@ fn pack_int8_conv(
         &format!("ohwi{b}o"),
         |w| permute(&reshape(w, &[o / b, b, kh, kw, wc])?, &[0, 2, 3, 4, 1]),
     )?))
-}
-
-/// `block` if it divides `extent`, else the widest power of two below it, at least 2,
-/// that does: the vector width the default schedules read a tile's columns with
-/// (`pick_vector`).
-fn widest_block_dividing(extent: usize, block: usize) -> Option<usize> {
-    if extent.is_multiple_of(block) {
-        return Some(block);
-    }
-    let mut b = 1;
-    while b * 2 <= block && extent.is_multiple_of(b * 2) {
-        b *= 2;
-    }
-    (b >= 2).then_some(b)
 }
 
 /// [`pack_dense_weights_mapped`], returning how many dense layers were packed.
