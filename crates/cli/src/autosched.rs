@@ -1,17 +1,16 @@
-//! `tessera tune`: a tuning session of the library (`tessera_search::session`) over
+//! `tessera tune`: a tuning session of the library (the driver's `Toolchain::tune`) over
 //! every task of a network (or one operator) with the strategy the registry finds — the
 //! auto-scheduler (`sketch`, TVM's Ansor) over fused-group tasks, or with `--templates`
-//! a template tuner (AutoTVM: `xgb`, `ga`, …) over the anchor operators. This file only
-//! turns arguments into the session's inputs.
+//! a template tuner (AutoTVM: `xgb`, `ga`, …) over the anchor operators. This file turns
+//! the arguments into the driver's `TuneRequest`, makes the one call
+//! (`Toolchain::tune`) and shows its events on the terminal.
 
 use crate::tune::{measure_options, parse_dims, TuneArgs};
 use anyhow::{bail, Context, Result};
-use tessera_costmodel::{PackSumParams, PackSumXgb, ProgramCostModel, RandomProgramModel};
-use tessera_search::measure::Measurer;
-use tessera_search::memory::{MemoryUse, ModelMemory, PriorSource};
-use tessera_search::policy::PolicyOptions;
-use tessera_search::scheduler::{SchedulerOptions, TaskSelection};
-use tessera_search::session::{Progress, SessionOptions, SessionReport, TuningSession};
+use tessera_driver::tune::{
+    MemoryUse, ModelMemory, PolicyOptions, PrepareProgress, PriorSource, Progress,
+    SchedulerOptions, SessionOptions, TaskSelection, TuneEvents, TuneRequest, TuneSubject, NO_COST,
+};
 use tessera_te::catalog::OpSpec;
 
 /// The catalog operator of `--op OP --op-shape DIMS` with the attributes of `attrs`
@@ -89,7 +88,7 @@ pub(crate) fn progress_line(p: &Progress) -> String {
     )
 }
 
-impl SessionReport for Terminal {
+impl TuneEvents for Terminal {
     fn out(&mut self, text: &str) {
         use std::io::Write;
         self.print(|| {
@@ -161,14 +160,14 @@ fn shell_words(words: &[String]) -> String {
 
 /// The progress of preparing the tasks (the policies, and with the check each task's
 /// reference outputs), before the first table.
-fn prepare_progress(check: bool) -> tessera_search::session::PrepareProgress {
+fn prepare_progress(check: bool) -> PrepareProgress {
     let name = if check {
         "preparing the tasks (each one's reference outputs for the correctness check)"
     } else {
         "preparing the tasks"
     };
     let phase = std::sync::Mutex::new(None::<crate::progress::Phase>);
-    tessera_search::session::PrepareProgress(std::sync::Arc::new(move |done, total| {
+    PrepareProgress(std::sync::Arc::new(move |done, total| {
         let mut p = phase.lock().unwrap_or_else(|e| e.into_inner());
         p.get_or_insert_with(|| crate::progress::Phase::new(name, total))
             .set(done);
@@ -188,7 +187,6 @@ fn session_options(args: &TuneArgs) -> Result<(SessionOptions, PolicyOptions)> {
     if !(0.0..=1.0).contains(&args.sketch_share) {
         bail!("--sketch-share must be between 0 and 1");
     }
-    crate::tune::check_compare_rounds(args.compare_rounds)?;
     let session = SessionOptions {
         scheduler: SchedulerOptions {
             selection,
@@ -243,101 +241,57 @@ fn model_memory(args: &TuneArgs) -> Result<Option<MemoryUse>> {
     Ok(Some(MemoryUse { root, source }))
 }
 
-pub fn run(args: TuneArgs) -> Result<()> {
-    let model: Box<dyn ProgramCostModel> = match args.model.as_str() {
-        "xgb" => Box::new(PackSumXgb::new(PackSumParams::default())),
-        "random" => Box::new(RandomProgramModel::new(args.tuner_seed)),
-        m => bail!("unknown --model `{m}` (xgb or random)"),
-    };
+/// The request of `tessera tune`'s arguments.
+fn request(args: &TuneArgs) -> Result<TuneRequest> {
     if !args.templates && args.tuner.is_some() {
         bail!(
             "--tuner picks a template tuner: give --templates, or --model for the auto-scheduler"
         );
     }
-    if args.resume && !args.log.exists() {
-        bail!("--resume: the log {} does not exist", args.log.display());
-    }
-    let (session_opts, policy_opts) = session_options(&args)?;
-    let net = &args.net;
-    let target = net.target()?;
-    let backend = crate::plugins::registry().backend_for(&target)?;
-    if let Some(rpc) = crate::rpc::use_remote(&args.rpc)? {
-        // Measured remotely: the key must have a server now (the search would otherwise
-        // fail every candidate after each one's wait).
-        crate::rpc::check_key(&rpc)?;
-    } else if !args.simulated_runner {
-        // Every measurement opens the device in its runner: one that cannot open here
-        // would fail each candidate with the same error, so say it once, now.
-        let device = crate::plugins::registry()
-            .device_for(&target)
-            .with_context(|| format!("tuning measures on the device of `{target}`"))?;
-        say!("measuring on {}", device.describe());
-    }
-    let toolchain = crate::plugins::toolchain();
-    let (plan, tasks) = match &args.op {
-        Some(op) => {
-            let spec = op_spec(op, args.op_shape.as_deref(), &args.op_attrs)?;
-            let task = toolchain.operator_tuning_task(&spec, &target, args.templates)?;
-            (None, vec![task])
-        }
-        None => {
-            let (plan, tasks) = toolchain.tuning_tasks(&net.spec()?, args.templates)?;
-            (Some(plan), tasks)
-        }
+    let (session, policy) = session_options(args)?;
+    let target = args.net.target()?;
+    let subject = match &args.op {
+        Some(op) => TuneSubject::Operator {
+            op: op_spec(op, args.op_shape.as_deref(), &args.op_attrs)?,
+            target,
+        },
+        None => TuneSubject::Network(args.net.spec()?),
     };
-    let opts = measure_options(&args)?;
-    let measurer = Measurer::with_backend(backend, opts)?;
-    let strategy = crate::plugins::registry().strategy(&strategy_name(&args)?)?;
+    Ok(TuneRequest {
+        subject,
+        templates: args.templates,
+        strategy: strategy_name(args)?,
+        cost_model: args.model.parse()?,
+        log: args.log.clone(),
+        resume: args.resume,
+        session,
+        policy,
+        measure: measure_options(args)?,
+        network_check: !args.no_network_check,
+        compare_rounds: args.compare_rounds,
+    })
+}
+
+pub fn run(args: TuneArgs) -> Result<()> {
+    let req = request(&args)?;
     let rerun: Vec<String> = std::env::args().collect();
     crate::interrupt::set_hint(format!(
         "every measurement so far is in {}; run the same command again to resume from it:\n  {}",
         args.log.display(),
         shell_words(&rerun)
     ));
-    let session = TuningSession::new(
-        tasks,
-        &strategy,
-        &policy_opts,
-        measurer,
-        &args.log,
-        model,
-        session_opts,
-    )?;
-    let names: Vec<(String, String, usize)> = session
-        .tasks()
-        .iter()
-        .map(|t| (t.task.name.clone(), t.task.workload_key.clone(), t.weight))
-        .collect();
-    let summary = session
-        .run(&mut Terminal::default())
-        .with_context(|| format!("tuning into {}", args.log.display()))?;
-    let mut network = serde_json::Value::Null;
-    if let Some(plan) = plan {
-        // the check times kernels here, in whole runs: not for a remote device (each
-        // step would carry a round trip) nor a target whose defaults run on another
-        // processor (VTA's, on its board's CPU)
-        let local = crate::rpc::use_remote(&args.rpc)?.is_none() && !args.simulated_runner;
-        // a run that measured nothing new keeps the log's own check
-        let checked_before = summary.new_trials == 0
-            && tessera_search::record::load(&args.log).is_ok_and(|l| !l.checks.is_empty());
-        if checked_before {
-            say!("in-network check: the log's check stands (nothing new was measured)");
-        } else if local && !args.no_network_check && !toolchain.needs(&target).no_network_check {
-            crate::tune::check_in_network(&plan, &target, &args.log)?;
-        }
-        network =
-            crate::tune::compare_untuned_and_tuned(&plan, &target, &args.log, args.compare_rounds)?;
-    }
+    let report = crate::plugins::toolchain().tune(&req, &mut Terminal::default())?;
+    let network = crate::tune::print_network_end(&report, args.compare_rounds)?;
     if args.json {
-        let ms =
-            |c: f64| (c.is_finite() && c < tessera_search::scheduler::NO_COST).then_some(c * 1e3);
-        let tasks: Vec<serde_json::Value> = names
+        let ms = |c: f64| (c.is_finite() && c < NO_COST).then_some(c * 1e3);
+        let tasks: Vec<serde_json::Value> = report
+            .tasks
             .iter()
-            .zip(&summary.best_costs)
-            .map(|((name, key, weight), &c)| {
-                serde_json::json!({"task": name, "workload_key": key, "weight": weight, "best_ms": ms(c)})
+            .map(|t| {
+                serde_json::json!({"task": t.name, "workload_key": t.workload_key, "weight": t.weight, "best_ms": ms(t.best)})
             })
             .collect();
+        let summary = &report.summary;
         let out = serde_json::json!({
             "log": args.log.display().to_string(),
             "trials": summary.trials,

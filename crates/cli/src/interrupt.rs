@@ -14,7 +14,7 @@ static HINT: Mutex<Option<String>> = Mutex::new(None);
 /// behaviour (the process dies at once), with a warning under `-v`.
 pub(crate) fn install() {
     let result = ctrlc::set_handler(|| {
-        tessera_search::measure::remove_scratch_dirs();
+        tessera_driver::runner::remove_scratch_dirs();
         let hint = HINT.lock().ok().and_then(|h| h.clone());
         match hint {
             Some(h) => eprintln!("\ninterrupted: {h}"),

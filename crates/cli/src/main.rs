@@ -137,7 +137,7 @@ enum Command {
 
 fn main() -> ExitCode {
     // This binary runs its own measurement jobs (`tessera runner`): no second binary.
-    tessera_search::measure::use_this_binary_as_runner();
+    tessera_driver::runner::use_this_binary_as_runner();
     let cli = Cli::parse();
     init_logging(cli.verbose);
     // a runner job is its parent's to end

@@ -3,16 +3,16 @@
 //! and what it returns printed.
 
 use crate::plugins::toolchain;
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
 use std::path::PathBuf;
 use tessera_backends::Target;
-use tessera_driver::{BuildReport, NetworkSource, NetworkSpec};
+use tessera_driver::records::in_network::{self, StepTime};
+use tessera_driver::records::LoadedLog;
+use tessera_driver::{BuildReport, GivenInputs, NetworkSource, NetworkSpec};
 use tessera_graph::zoo::ZooOptions;
-use tessera_graph::{print_tasks, CompiledNetwork, ConvPlan, Graph, GraphModule, Layout};
+use tessera_graph::{print_tasks, CompiledNetwork, ConvPlan, GraphModule, Layout};
 use tessera_runtime::{NDArray, TimeEvaluator};
-use tessera_search::in_network::{self, StepTime};
-use tessera_search::record::LoadedLog;
 
 /// Where the network comes from, and how to prepare it.
 #[derive(Args, Clone, Debug)]
@@ -87,10 +87,10 @@ impl NetworkArgs {
     }
 
     /// The values of the `--input` files that could be read.
-    fn take_values(&mut self, inputs: &[Given]) {
+    fn take_values(&mut self, inputs: &GivenInputs) {
         self.input_values = inputs
-            .iter()
-            .filter_map(|(n, v)| Some((n.clone(), v.as_ref().ok()?.clone())))
+            .values()
+            .map(|(n, v)| (n.to_string(), v.clone()))
             .collect();
     }
 
@@ -300,7 +300,7 @@ pub struct CompileArgs {
 fn compile_for(
     net: &NetworkArgs,
     log: Option<&std::path::Path>,
-    inputs: &[Given],
+    inputs: &GivenInputs,
 ) -> Result<CompiledNetwork> {
     let loaded = log.map(|p| toolchain().read_log(p)).transpose()?;
     compile_with(net, log, loaded.as_ref(), inputs)
@@ -311,19 +311,17 @@ fn compile_with(
     net: &NetworkArgs,
     log: Option<&std::path::Path>,
     loaded: Option<&LoadedLog>,
-    inputs: &[Given],
+    inputs: &GivenInputs,
 ) -> Result<CompiledNetwork> {
     let spec = net.spec()?;
-    let plan = toolchain().plan_for_log(&spec, loaded)?;
-    check_inputs(plan.base(), inputs)?;
     let start = std::time::Instant::now();
-    let build = toolchain().compile_plan(&plan, &spec.target, loaded)?;
+    let build = toolchain().compile_network(&spec, loaded, inputs)?;
     print_report(&build.report, log);
     let s = build.network.summary();
     say!(
         "built `{}` for `{}`: {} fused groups, {} kernels generated and built in {:.1} s; \
          intermediate memory {:.1} MiB (without reuse {:.1} MiB)",
-        plan.base().name,
+        build.network.name(),
         spec.target,
         s.groups,
         s.kernels,
@@ -367,7 +365,7 @@ fn print_report(r: &BuildReport, log: Option<&std::path::Path>) {
 }
 
 pub fn compile(mut args: CompileArgs) -> Result<()> {
-    let inputs = read_inputs(&args.inputs)?;
+    let inputs = GivenInputs::read(&args.inputs)?;
     args.net.take_values(&inputs);
     let compiled = compile_for(&args.net, args.log.as_deref(), &inputs)?;
     compiled
@@ -386,7 +384,7 @@ pub fn compile(mut args: CompileArgs) -> Result<()> {
 /// The network to run: the module file of `--module`, or the network compiled now.
 fn module_to_run(
     args: &RunArgs,
-    inputs: &[Given],
+    inputs: &GivenInputs,
     loaded: Option<&LoadedLog>,
 ) -> Result<GraphModule> {
     let Some(path) = &args.module else {
@@ -397,17 +395,12 @@ fn module_to_run(
             inputs,
         )?);
     };
-    let compiled = CompiledNetwork::read(path)?;
-    if args.net.target_given() {
-        let asked = args.net.target()?;
-        if &asked != compiled.target() {
-            bail!(
-                "{} was compiled for `{}`, not `{asked}`: compile it again for `{asked}`",
-                path.display(),
-                compiled.target()
-            );
-        }
-    }
+    let asked = args
+        .net
+        .target_given()
+        .then(|| args.net.target())
+        .transpose()?;
+    let compiled = toolchain().read_module(path, asked.as_ref())?;
     say!(
         "loaded `{}` for `{}` from {} ({} fused groups, {} kernels)",
         compiled.name(),
@@ -453,99 +446,9 @@ fn algorithms_line(picked: &[(tessera_graph::ConvAlgorithm, bool)]) -> String {
     )
 }
 
-/// An `--input NAME=FILE.npy`: its name and the file's value, or why it could not be
-/// read (said after the name is checked against the network's inputs).
-type Given = (String, std::result::Result<NDArray, String>);
-
-/// The values of `--input NAME=FILE.npy`, read (before anything is compiled).
-fn read_inputs(given: &[String]) -> Result<Vec<Given>> {
-    given
-        .iter()
-        .map(|s| {
-            let (name, file) = s
-                .split_once('=')
-                .with_context(|| format!("--input `{s}`: expected NAME=FILE.npy"))?;
-            let value = NDArray::load_npy(file)
-                .map_err(|e| format!("reading input `{name}` from {file}: {e}"));
-            Ok((name.to_string(), value))
-        })
-        .collect()
-}
-
-/// Each given input names an input of the network, was read, and has its shape and
-/// type (checked before compiling, so that a wrong file costs no compile).
-fn check_inputs(g: &Graph, given: &[Given]) -> Result<()> {
-    let inputs: Vec<(String, tessera_graph::TensorType)> = g
-        .inputs()
-        .iter()
-        .map(|&n| (g.node(n).name.clone(), g.node(n).ty.clone()))
-        .collect();
-    check_given(&inputs, given)
-}
-
-fn check_given(inputs: &[(String, tessera_graph::TensorType)], given: &[Given]) -> Result<()> {
-    let listed = || {
-        inputs
-            .iter()
-            .map(|(n, t)| format!("`{n}` {:?} {}", t.shape, t.dtype))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    for (name, _) in given {
-        if !inputs.iter().any(|(n, _)| n == name) {
-            bail!(
-                "--input `{name}`: the network has no such input (its inputs: {})",
-                listed()
-            );
-        }
-    }
-    for (name, value) in given {
-        let value = value.as_ref().map_err(|e| anyhow!("{e}"))?;
-        let Some((_, ty)) = inputs.iter().find(|(n, _)| n == name) else {
-            continue;
-        };
-        let shape: Vec<usize> = ty.shape.iter().map(|&d| d as usize).collect();
-        if value.shape() != shape.as_slice() || value.dtype() != ty.dtype {
-            bail!(
-                "--input `{name}`: the file holds {:?} {}, the network takes {:?} {}{}",
-                value.shape(),
-                value.dtype(),
-                ty.shape,
-                ty.dtype,
-                if value.shape() != shape.as_slice() {
-                    " (an ONNX model's input shape can be set with --shape NAME=DIMS)"
-                } else {
-                    ""
-                }
-            );
-        }
-    }
-    Ok(())
-}
-
-/// Sets every input: from its `--input NAME=FILE.npy`, else its `default_input` (the
-/// value the module was built for, or a seeded random one); an
-/// `--input` naming no input of the network is an error.
-fn set_inputs(m: &mut GraphModule, given: &[Given]) -> Result<()> {
-    let inputs: Vec<(String, tessera_graph::TensorType)> = m
-        .inputs()
-        .map(|(n, t)| (n.to_string(), t.clone()))
-        .collect();
-    check_given(&inputs, given)?;
-    for (k, (name, _)) in inputs.iter().enumerate() {
-        let value = match given.iter().find(|(n, _)| n == name) {
-            Some((_, Ok(v))) => v.clone(),
-            Some((_, Err(e))) => bail!("{e}"),
-            None => m.default_input(k)?,
-        };
-        m.set_input(name, &value)?;
-    }
-    Ok(())
-}
-
 /// Prints the per-kernel profile of `repeat` runs, slowest first; returns it as JSON.
 /// With the log the network was built from, each kernel's time alone beside it (see
-/// `tessera_search::in_network`).
+/// `search::in_network`).
 fn print_profile(
     m: &mut GraphModule,
     repeat: usize,
@@ -649,7 +552,7 @@ fn print_benchmark(
 pub fn run(mut args: RunArgs) -> Result<()> {
     crate::set_json(args.json);
     crate::rpc::use_remote(&args.rpc)?;
-    let inputs = read_inputs(&args.inputs)?;
+    let inputs = GivenInputs::read(&args.inputs)?;
     args.net.take_values(&inputs);
     let loaded = args
         .log
@@ -668,7 +571,7 @@ pub fn run(mut args: RunArgs) -> Result<()> {
     );
     say!("device: {}", m.device().describe());
     say!("launches: {}", m.launch_mode());
-    set_inputs(&mut m, &inputs)?;
+    inputs.set_on(&mut m)?;
     let before = m.device_counters()?;
     m.run()?;
     let counted = m.device_counters()?.since(&before);

@@ -7,7 +7,8 @@ use anyhow::{bail, Context, Result};
 use plotters::prelude::*;
 use std::collections::HashMap;
 use std::path::Path;
-use tessera_search::curve::{tuning_curve, TaskCurve, TaskInfo, TuningCurve};
+use tessera_driver::records::curve::{tuning_curve, TaskCurve, TaskInfo, TuningCurve};
+use tessera_driver::records::workload_key;
 
 /// Tasks drawn with a colour and a legend entry (the most costly ones); the others are
 /// grey.
@@ -15,10 +16,7 @@ const LABELLED: usize = 10;
 
 /// The network's tasks by workload key: weight, FLOPs and conv option label.
 fn network_tasks(net: &NetworkArgs) -> Result<HashMap<String, TaskInfo>> {
-    let target = net.target()?;
-    let backend = crate::plugins::registry().backend_for(&target)?;
-    let tasks =
-        tessera_search::tasks::plan_tasks(&net.plan()?, &target, backend.hardware_params())?;
+    let (_, tasks) = crate::plugins::toolchain().tuning_tasks(&net.spec()?, false)?;
     Ok(tasks
         .into_iter()
         .map(|t| {
@@ -59,12 +57,6 @@ pub fn plot(file: &Path, out: &Path, net: &NetworkArgs) -> Result<()> {
         None => say!(),
     }
     Ok(())
-}
-
-/// The first 8 characters of a workload key's hash (`["hash", …]`), to tell tasks of
-/// one name apart.
-fn key_hash(key: &str) -> String {
-    key.trim_start_matches(['[', '"']).chars().take(8).collect()
 }
 
 /// A task's y values: GFLOPS where its FLOPs are known, else its best time in ms.
@@ -165,7 +157,11 @@ fn draw(curve: &TuningCurve, out: &Path) -> Result<()> {
             let color = Palette99::pick(rank).to_rgba();
             chart
                 .draw_series(LineSeries::new(line, color.stroke_width(2)))?
-                .label(format!("{} {}", t.task, key_hash(&t.workload_key)))
+                .label(format!(
+                    "{} {}",
+                    t.task,
+                    workload_key::hash_prefix(&t.workload_key)
+                ))
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color));
         } else {
             chart.draw_series(LineSeries::new(line, RGBColor(190, 190, 190)))?;

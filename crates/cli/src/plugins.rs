@@ -127,10 +127,10 @@ pub fn run(cmd: PluginsCmd) -> Result<()> {
 
 /// `tessera runner`: runs the measurement jobs whose paths come on standard input, each
 /// on its target's device (the CPU, or a plugin's; opened once), and prints each reply as
-/// one marked line for the tuner (`tessera_search::runner_process`).
+/// one marked line for the tuner (`search::runner_process`).
 pub fn serve_jobs() -> std::process::ExitCode {
     let stdin = std::io::stdin();
-    let served = tessera_search::runner_process::serve_jobs(
+    let served = tessera_driver::runner::serve_jobs(
         stdin.lock(),
         // not locked across jobs: a device library's thread may print too
         std::io::stdout(),

@@ -3,8 +3,8 @@
 use anyhow::{Context, Result};
 use clap::Subcommand;
 use std::path::{Path, PathBuf};
-use tessera_search::record::{best_by_workload, distill_file, LoadedLog, Record};
-use tessera_search::ScheduleDesc;
+use tessera_driver::records::{best_by_workload, distill_file, LoadedLog, Record};
+use tessera_driver::records::{workload_key, ScheduleDesc};
 
 #[derive(Subcommand, Debug)]
 pub enum RecordsCmd {
@@ -130,63 +130,17 @@ fn plural(n: usize) -> &'static str {
     }
 }
 
-/// Loads a record log, its skipped lines printed as warnings (`Toolchain::read_log`):
-/// every command that reads a log reads it through here.
+/// Loads a record log through the driver (`Toolchain::read_log`, which every reader of
+/// a log goes through: its skipped lines are warnings), naming the file in an error.
 pub(crate) fn load_warn(file: &Path) -> Result<LoadedLog> {
     crate::plugins::toolchain()
         .read_log(file)
         .with_context(|| format!("reading the record log {}", file.display()))
 }
 
-/// The workload key's hash (its first element), if it has TVM's form
-/// `["hash", [shape], …]`.
-fn key_parts(key: &str) -> Option<(String, Vec<String>)> {
-    let v: serde_json::Value = serde_json::from_str(key).ok()?;
-    let items = v.as_array()?;
-    let hash = items.first()?.as_str()?.to_string();
-    let shapes = items[1..]
-        .iter()
-        .map(|s| match s.as_array() {
-            Some(dims) => dims
-                .iter()
-                .map(|d| d.to_string())
-                .collect::<Vec<_>>()
-                .join("x"),
-            None => s.to_string(),
-        })
-        .collect();
-    Some((hash, shapes))
-}
-
-const SHORT_KEY: usize = 40;
-
-/// A workload key for a table: the hash's first 8 characters and the shapes, cut at
-/// `SHORT_KEY` characters.
+/// A workload key in a table: its hash's first characters and its shapes.
 fn short_key(key: &str) -> String {
-    let text = match key_parts(key) {
-        Some((hash, shapes)) => {
-            let mut s: String = hash.chars().take(8).collect();
-            for sh in shapes {
-                s.push(' ');
-                s.push_str(&sh);
-            }
-            s
-        }
-        None => key.to_string(),
-    };
-    if text.chars().count() > SHORT_KEY {
-        let cut: String = text.chars().take(SHORT_KEY - 1).collect();
-        let mut s = cut.trim_end().to_string();
-        s.push('…');
-        s
-    } else {
-        text
-    }
-}
-
-fn workload_matches(key: &str, wanted: &str) -> bool {
-    key == wanted
-        || (!wanted.is_empty() && key_parts(key).is_some_and(|(hash, _)| hash.starts_with(wanted)))
+    workload_key::short(key, 40)
 }
 
 fn schedule_text(s: &ScheduleDesc) -> String {
@@ -251,7 +205,7 @@ fn show(file: &Path, workload: Option<&str>, limit: Option<usize>) -> Result<()>
         .iter()
         .copied()
         .zip(&log.records)
-        .filter(|(_, r)| workload.is_none_or(|w| workload_matches(&r.workload_key, w)))
+        .filter(|(_, r)| workload.is_none_or(|w| workload_key::matches(&r.workload_key, w)))
         .collect();
     if matching.is_empty() {
         if crate::json_mode() {
@@ -366,13 +320,13 @@ fn best(file: &Path, target: Option<&str>) -> Result<()> {
     }
     // Best records that a network build does not use: the in-network check timed
     // another schedule (the default's or another candidate's) faster inside whole runs.
-    let median = |v: &[f64]| tessera_search::record::stable_cost(v.to_vec());
-    let applied = tessera_search::record::ApplyHistoryBest::from_log(&log);
+    let median = |v: &[f64]| tessera_driver::records::stable_cost(v.to_vec());
+    let applied = tessera_driver::records::ApplyHistoryBest::from_log(&log);
     for o in applied.overruled() {
         let c = &o.check;
         if target.is_none_or(|t| c.target == t) {
             let instead = match o.instead.schedule {
-                tessera_search::ScheduleDesc::Default => "its default schedule".to_string(),
+                ScheduleDesc::Default => "its default schedule".to_string(),
                 _ => format!("another of its candidates ({:.3} ms)", o.instead_ms),
             };
             say!(

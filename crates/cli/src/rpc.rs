@@ -5,12 +5,9 @@ use anyhow::{Context, Result};
 use clap::Subcommand;
 use std::io::Write;
 use std::net::SocketAddr;
-use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
+use tessera_driver::tune::RemoteOptions;
 use tessera_rpc::{server, text_summary, tracker, RpcError, TrackerClient, TOKEN_ENV};
-use tessera_search::measure::RemoteOptions;
-use tessera_search::runner_process::RunnerProcess;
 
 #[derive(Subcommand, Debug)]
 pub enum RpcCmd {
@@ -139,56 +136,26 @@ pub fn run(cmd: RpcCmd) -> Result<()> {
             custom_addr,
             token: t,
         } => {
-            let token = token(t)?;
-            // The device must open here, or the server would fail every job.
-            let registry = crate::plugins::registry();
-            let parsed = registry.parse_target(&target)?;
-            registry
-                .device_for(&parsed)
-                .with_context(|| format!("serving the device of `{target}`"))?;
             let listen: SocketAddr = format!("{host}:{port}").parse().with_context(|| {
                 format!("--host {host} --port {port}: not an IP address and port")
             })?;
-            let runner_bin = std::env::current_exe().context("finding this binary")?;
-            // one runner process for the jobs one after another, replaced as the tuner's is
-            let process = std::sync::Mutex::new(RunnerProcess::new(runner_bin));
-            let runner: server::JobRunner = Arc::new(move |job: &Path, limit: Duration| {
-                let r = process
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .run(job, limit);
-                serde_json::to_string(&r).unwrap_or_default()
-            });
-            let (exe, t) = (runner_bin_for_worker()?, target.clone());
-            let spawn: tessera_rpc::sessions::WorkerSpawner = Arc::new(move || {
-                std::process::Command::new(&exe)
-                    .args(["rpc", "worker", "--target", &t])
-                    .stdin(std::process::Stdio::piped())
-                    .stdout(std::process::Stdio::piped())
-                    .spawn()
-            });
             let opts = server::ServerOptions {
                 tracker,
                 key: key.clone(),
                 listen,
-                token,
+                token: token(t)?,
                 target,
                 custom_addr,
             };
-            Ok(server::serve(opts, runner, spawn, |bound| {
-                println!("RPC server of key `{key}` listening on {bound}");
-                let _ = std::io::stdout().flush();
-            })?)
+            let exe = std::env::current_exe().context("finding this binary")?;
+            Ok(
+                crate::plugins::toolchain().serve_device(opts, exe, |bound| {
+                    println!("RPC server of key `{key}` listening on {bound}");
+                    let _ = std::io::stdout().flush();
+                })?,
+            )
         }
-        RpcCmd::Worker { target } => {
-            let registry = crate::plugins::registry();
-            let device = registry.device_for(&registry.parse_target(&target)?)?;
-            Ok(tessera_rpc::session::serve_worker(
-                device,
-                std::io::stdin().lock(),
-                std::io::stdout().lock(),
-            )?)
-        }
+        RpcCmd::Worker { target } => Ok(crate::plugins::toolchain().serve_worker(&target)?),
         RpcCmd::Queue {
             tracker,
             token: t,
@@ -242,27 +209,4 @@ pub(crate) fn remote_options(args: &RpcArgs) -> Result<Option<RemoteOptions>> {
         token: token(args.rpc_token.clone())?,
         wait: Duration::from_secs(60),
     }))
-}
-
-/// Fails with the reason unless the tracker has a server of the key.
-pub(crate) fn check_key(rpc: &RemoteOptions) -> Result<()> {
-    let mut c = TrackerClient::connect(&rpc.tracker, &rpc.token, Duration::from_secs(5))?;
-    let n = c
-        .summary()?
-        .servers
-        .iter()
-        .filter(|s| s.key == rpc.key)
-        .count();
-    if n == 0 {
-        anyhow::bail!(
-            "the RPC tracker at {} has no server of key `{}` (see `tessera rpc queue`)",
-            rpc.tracker,
-            rpc.key
-        );
-    }
-    Ok(())
-}
-
-fn runner_bin_for_worker() -> Result<std::path::PathBuf> {
-    std::env::current_exe().context("finding this binary")
 }

@@ -7,9 +7,10 @@ use anyhow::{Context, Result};
 use clap::Args;
 use std::path::PathBuf;
 use std::time::Duration;
+use tessera_driver::records::{stable_cost, ScheduleDesc};
+use tessera_driver::tune::{CheckStep, CompareStep, MeasureOptions, TuneReport};
+use tessera_driver::NetworkCheckOutcome;
 use tessera_runtime::runner::TimerConfig;
-use tessera_search::measure::MeasureOptions;
-use tessera_search::ScheduleDesc;
 
 #[derive(Args, Debug)]
 pub struct TuneArgs {
@@ -77,12 +78,12 @@ pub struct TuneArgs {
     pub(crate) build_timeout: f64,
     /// Candidates one runner process measures before it is replaced (one after a crash,
     /// a hang or a device error is replaced at once); 1 starts a process per candidate.
-    #[arg(long = "jobs-per-runner", default_value_t = tessera_search::runner_process::JOBS_PER_PROCESS)]
+    #[arg(long = "jobs-per-runner", default_value_t = tessera_driver::runner::JOBS_PER_PROCESS)]
     pub(crate) jobs_per_runner: usize,
     /// A candidate whose first timed runs are over this many times slower than its
     /// task's best so far is measured by those runs alone, not to --min-repeat-ms
     /// (0: every candidate is timed fully).
-    #[arg(long = "slow-cutoff", default_value_t = tessera_search::measure::DEFAULT_SLOW_CUTOFF)]
+    #[arg(long = "slow-cutoff", default_value_t = tessera_driver::tune::DEFAULT_SLOW_CUTOFF)]
     pub(crate) slow_cutoff: f64,
     /// Whether the next candidates are built while others run: `auto` does so once the
     /// device says it does not compute on the host's cores (a GPU), `on`, `off`.
@@ -227,33 +228,29 @@ pub fn run(args: TuneArgs) -> Result<()> {
     crate::autosched::run(args)
 }
 
-/// Shows a pipeline phase's progress as a bar (`progress::Phase`).
-pub(crate) fn phase_bar() -> impl FnMut(&str, usize, usize) {
-    let mut bar: Option<crate::progress::Phase> = None;
-    move |name, done, total| {
-        if bar.as_ref().is_none_or(|p| p.name() != name) {
-            bar = Some(crate::progress::Phase::new(name, total));
+/// The end of a network's session printed: the in-network check, then the comparison
+/// of the untuned and tuned builds (as JSON too; `null` for one operator).
+pub(crate) fn print_network_end(report: &TuneReport, rounds: usize) -> Result<serde_json::Value> {
+    let Some(name) = &report.network else {
+        return Ok(serde_json::Value::Null);
+    };
+    match &report.check {
+        CheckStep::Stands => {
+            say!("in-network check: the log's check stands (nothing new was measured)")
         }
-        if let Some(p) = &mut bar {
-            p.set(done);
-        }
+        CheckStep::Ran(outcome) => print_check(outcome),
+        CheckStep::NotRun => {}
     }
+    Ok(print_comparison(name, &report.comparison, rounds))
 }
 
-/// The in-network check after tuning `plan` into `log` (`Toolchain::check_in_network`),
-/// and the groups whose default ran faster printed.
-pub(crate) fn check_in_network(
-    plan: &tessera_graph::ConvPlan,
-    target: &tessera_backends::Target,
-    log: &std::path::Path,
-) -> Result<()> {
-    let outcome = crate::plugins::toolchain()
-        .check_in_network(plan, target, log, &mut phase_bar())
-        .context("the in-network check")?;
+/// The in-network check's outcome printed: the groups whose default (or another
+/// candidate) ran faster inside the network.
+fn print_check(outcome: &NetworkCheckOutcome) {
     let (checks, opts) = (&outcome.checks, &outcome.options);
     if checks.is_empty() {
         say!("in-network check: no group is built with a tuned schedule, nothing to check");
-        return Ok(());
+        return;
     }
     let groups: std::collections::BTreeSet<&str> =
         checks.iter().map(|c| c.workload_key.as_str()).collect();
@@ -274,7 +271,7 @@ pub(crate) fn check_in_network(
         to_default,
         outcome.overruled.len() - to_default
     );
-    let median = |v: &[f64]| tessera_search::record::stable_cost(v.to_vec());
+    let median = |v: &[f64]| stable_cost(v.to_vec());
     for o in &outcome.overruled {
         let other = match o.instead.schedule {
             ScheduleDesc::Default => String::new(),
@@ -288,67 +285,38 @@ pub(crate) fn check_in_network(
             o.check.workload_key.chars().take(60).collect::<String>()
         );
     }
-    Ok(())
 }
 
 /// Rounds of the closing comparison, each timing both builds (alternating which goes
 /// first).
 const COMPARE_ROUNDS: usize = 5;
-/// The fewest rounds that can show a difference beyond the noise (all must agree).
-const MIN_COMPARE_ROUNDS: usize = 3;
 
-/// `--compare-rounds`: 0 (skip) or at least [`MIN_COMPARE_ROUNDS`].
-pub(crate) fn check_compare_rounds(n: usize) -> Result<()> {
-    if n != 0 && n < MIN_COMPARE_ROUNDS {
-        anyhow::bail!(
-            "--compare-rounds {n}: {n} rounds cannot tell a speed-up from noise: give 0 (no \
-             comparison) or at least {MIN_COMPARE_ROUNDS}"
-        );
-    }
-    Ok(())
-}
-
-/// Builds `plan` untuned and with the history best of `log`, times both in alternating
-/// rounds (`Toolchain::compare_untuned_and_tuned`) and prints the comparison (the end of
-/// both tuning modes): a speed-up only where every round agrees
-/// (`runtime::timer::Comparison`), else that the difference is inside the noise.
-/// Returns it as JSON.
-pub(crate) fn compare_untuned_and_tuned(
-    plan: &tessera_graph::ConvPlan,
-    target: &tessera_backends::Target,
-    log: &std::path::Path,
-    rounds: usize,
-) -> Result<serde_json::Value> {
+/// The closing comparison printed (the end of both tuning modes): a speed-up only where
+/// every round agrees (`runtime::timer::Comparison`), else that the difference is
+/// inside the noise. Returns it as JSON.
+fn print_comparison(name: &str, step: &CompareStep, rounds: usize) -> serde_json::Value {
     use tessera_runtime::timer::Verdict;
-    let g = plan.base();
-    if rounds == 0 {
-        say!(
-            "network `{}`: no comparison of the untuned and tuned builds (--compare-rounds 0); \
-             `tessera run` with and without --log times each",
-            g.name
-        );
-        return Ok(serde_json::json!({ "skipped": true }));
-    }
-    let compared = crate::plugins::toolchain().compare_untuned_and_tuned(
-        plan,
-        target,
-        log,
-        rounds,
-        &mut phase_bar(),
-    )?;
-    let Some(c) = compared else {
-        say!(
-            "network `{}`: no fused group is built with a tuned schedule (each kept its \
-             default schedule, measured faster or untuned), so the tuned build is the \
-             untuned one: nothing to compare",
-            g.name
-        );
-        return Ok(serde_json::json!({ "applied": 0 }));
+    let c = match step {
+        CompareStep::Skipped => {
+            say!(
+                "network `{name}`: no comparison of the untuned and tuned builds (--compare-rounds 0); \
+                 `tessera run` with and without --log times each"
+            );
+            return serde_json::json!({ "skipped": true });
+        }
+        CompareStep::NothingApplied => {
+            say!(
+                "network `{name}`: no fused group is built with a tuned schedule (each kept its \
+                 default schedule, measured faster or untuned), so the tuned build is the \
+                 untuned one: nothing to compare"
+            );
+            return serde_json::json!({ "applied": 0 });
+        }
+        CompareStep::Compared(c) => c,
     };
     let (a, b, runs) = (&c.untuned, &c.tuned, c.runs);
     say!(
-        "network `{}`: {} distinct fused groups built with tuned schedules (the others: their default schedule, measured faster or untuned); {rounds} alternating rounds of {runs} run{} each",
-        g.name,
+        "network `{name}`: {} distinct fused groups built with tuned schedules (the others: their default schedule, measured faster or untuned); {rounds} alternating rounds of {runs} run{} each",
         c.applied,
         if runs == 1 { "" } else { "s" }
     );
@@ -385,11 +353,11 @@ pub(crate) fn compare_untuned_and_tuned(
         ),
     };
     say!("{verdict}");
-    Ok(serde_json::json!({
+    serde_json::json!({
         "applied": c.applied,
         "untuned_median_ms": a.median_ms(),
         "tuned_median_ms": b.median_ms(),
         "round_speedups": cmp.speedups(),
         "verdict": verdict,
-    }))
+    })
 }

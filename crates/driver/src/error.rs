@@ -63,6 +63,29 @@ pub enum DriverError {
     /// A tracker's server could not be reached, or serves another kind of device.
     #[error(transparent)]
     Rpc(#[from] tessera_rpc::RpcError),
+    /// A run's input files do not fit the network.
+    #[error(transparent)]
+    Input(#[from] crate::InputError),
+    /// A tuning session could not start its measurer (no runner binary, the reference
+    /// outputs not computed).
+    #[error(transparent)]
+    Measure(#[from] tessera_search::measure::MeasureError),
+    /// A tuning session stopped.
+    #[error("tuning into {}", log.display())]
+    Session {
+        log: PathBuf,
+        #[source]
+        source: Box<tessera_search::session::SessionError>,
+    },
+    /// The device a session would measure on, or a server serve, does not open here
+    /// (`purpose`: "tuning measures on", "serving").
+    #[error("{purpose} the device of `{target}`")]
+    NoDevice {
+        purpose: &'static str,
+        target: String,
+        #[source]
+        source: Box<tessera_plugin::PluginError>,
+    },
     #[error("the servers of key `{key}` run `{served}` devices, not `{wanted}`")]
     RemoteKind {
         key: String,

@@ -25,22 +25,45 @@
 //!
 //! [`Toolchain::compile`] runs 1–7, [`Toolchain::build`] 1–8. `tessera run`, `compile`,
 //! `tasks`, `tune` and the tests call these; the command line only parses arguments,
-//! calls one of them and prints. Tuning's tasks and its closing checks are in
-//! `tuning.rs`; one catalog operator's build, check and timing (`tessera op`) in
-//! `operator.rs`.
+//! calls one of them and prints. `tessera tune` is one call, [`Toolchain::tune`]
+//! ([`tune`]: a typed request, events, a report), over tuning's tasks and closing checks
+//! (`tuning.rs`); a run's input files are checked and set in `inputs.rs`; one catalog
+//! operator's build, check and timing (`tessera op`) is `operator.rs`; a tracker's
+//! device server `serve.rs`.
 
 mod error;
 mod extension;
 mod history;
+mod inputs;
 mod operator;
 mod pipeline;
+mod serve;
 mod source;
+pub mod tune;
 mod tuning;
 
 pub use error::DriverError;
 pub use extension::{HistoryHook, NetworkExtension, RecordKind, TargetNeeds, TemplateTaskInfo};
 pub use history::{holds_configurations, BuildReport};
+pub use inputs::{GivenInputs, InputError};
 pub use operator::{CheckWith, OperatorProgram, OperatorRun, OperatorSchedule};
 pub use pipeline::{Build, Toolchain};
 pub use source::{NetworkSource, NetworkSpec};
 pub use tuning::{BuildComparison, NetworkCheckOutcome, PhaseProgress};
+
+/// What a caller reads and prints of tuning's results without running the search: record
+/// logs and their schedules, workload keys, tuning curves, the in-network step times.
+pub mod records {
+    pub use tessera_search::curve;
+    pub use tessera_search::in_network;
+    pub use tessera_search::record::*;
+    pub use tessera_search::workload_key;
+    pub use tessera_search::ScheduleDesc;
+}
+
+/// A binary that is also its own measurement runner (as `tessera` is, with its hidden
+/// `runner` command): the runner's hooks and the process that serves its jobs.
+pub mod runner {
+    pub use tessera_search::measure::{remove_scratch_dirs, use_this_binary_as_runner};
+    pub use tessera_search::runner_process::{serve_jobs, RunnerProcess, JOBS_PER_PROCESS};
+}

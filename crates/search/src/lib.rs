@@ -22,5 +22,6 @@ pub mod state;
 pub mod tasks;
 pub mod time_profile;
 pub mod types;
+pub mod workload_key;
 
 pub use types::{now, MeasureErrorNo, MeasureResult, ScheduleDesc, FAILED_COST};

@@ -158,7 +158,10 @@ fn bad_auto_scheduler_options_are_one_line_errors() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("x.jsonl");
     for (extra, want) in [
-        (vec!["--model", "svm"], "unknown --model `svm`"),
+        (
+            vec!["--model", "svm"],
+            "unknown cost model `svm` (xgb or random)",
+        ),
         (
             vec!["--task-scheduler", "fastest"],
             "unknown --task-scheduler `fastest`",

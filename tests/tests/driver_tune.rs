@@ -1,0 +1,155 @@
+//! Tessera as a library: a small network (the committed GRU export) tuned, compiled with
+//! its log and run through the driver's API alone — `Toolchain::tune` with a typed
+//! request, its events received by a subscriber, then `compile_network`, `load` and the
+//! given inputs — and its output checked against the reference PyTorch wrote.
+
+use std::path::PathBuf;
+use tessera_backends::Target;
+use tessera_driver::tune::{
+    CheckStep, CompareStep, Progress, TuneEvents, TuneRequest, TuneSubject, NO_COST,
+};
+use tessera_driver::{GivenInputs, NetworkSource, NetworkSpec, Toolchain};
+use tessera_runtime::NDArray;
+
+/// Every event a session sends, kept.
+#[derive(Default)]
+struct Recorder {
+    out: Vec<String>,
+    warnings: Vec<String>,
+    progress: Vec<Progress>,
+    phases: Vec<(String, usize, usize)>,
+}
+
+impl TuneEvents for Recorder {
+    fn out(&mut self, text: &str) {
+        self.out.push(text.to_string());
+    }
+    fn warn(&mut self, text: &str) {
+        self.warnings.push(text.to_string());
+    }
+    fn progress(&mut self, p: &Progress) {
+        self.progress.push(p.clone());
+    }
+    fn phase(&mut self, name: &str, done: usize, total: usize, _elapsed: f64) {
+        self.phases.push((name.to_string(), done, total));
+    }
+}
+
+fn export(file: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("onnx/exports/gru")
+        .join(file)
+}
+
+fn toolchain() -> Toolchain {
+    let registry = tessera_plugin::discover(&[tessera_sketch::tessera_plugin_root()], &[]);
+    Toolchain::new(
+        registry,
+        vec![Box::new(tessera_sketch::network::SketchExtension)],
+    )
+}
+
+#[test]
+fn a_network_tuned_compiled_and_run_through_the_driver_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("gru.json");
+    let toolchain = toolchain();
+    let spec = NetworkSpec::new(NetworkSource::onnx(export("model.onnx")), Target::cpu());
+    let mut req = TuneRequest::new(TuneSubject::Network(spec.clone()), &log);
+    req.session.trials = 8;
+    req.session.scheduler.per_round = 4;
+    req.session.remeasure_top = 1;
+    req.session.remeasure_runs = 1;
+    req.compare_rounds = 3;
+    let mut events = Recorder::default();
+    let report = toolchain.tune(&req, &mut events).expect("the session runs");
+
+    // the session's own report: every task listed, some measured, the budget spent
+    assert!(!report.tasks.is_empty());
+    assert_eq!(report.summary.trials, 8, "{:?}", events.progress);
+    assert!(report.tasks.iter().any(|t| t.best < NO_COST));
+    assert_eq!(report.network.as_deref(), Some("main_graph"));
+    // the events: the device said, TVM's tables, the progress after each round ending
+    // done, the baselines phase, and the closing phases
+    assert!(events.out.iter().any(|t| t.starts_with("measuring on cpu")));
+    assert!(events
+        .out
+        .iter()
+        .any(|t| t.contains("Estimated total latency")));
+    let last = events.progress.last().expect("progress events");
+    assert!(last.done && last.trials == 8 && last.budget == 8);
+    assert!(events.phases.iter().any(|(n, _, _)| n == "baselines"));
+    match &report.check {
+        CheckStep::Ran(_) => assert!(events
+            .phases
+            .iter()
+            .any(|(n, _, _)| n.starts_with("in-network check"))),
+        CheckStep::NotRun | CheckStep::Stands => panic!("a local network is checked"),
+    }
+    match &report.comparison {
+        CompareStep::Compared(c) => {
+            assert_eq!(c.per_round.a.len(), 3);
+            assert!(events
+                .phases
+                .iter()
+                .any(|(n, _, _)| n.contains("comparing")));
+        }
+        CompareStep::NothingApplied => {}
+        CompareStep::Skipped => panic!("3 rounds were asked for"),
+    }
+    assert!(std::fs::metadata(&log).unwrap().len() > 0);
+
+    // the log read back, the network compiled with it and run on the reference input
+    let loaded = toolchain.read_log(&log).unwrap();
+    let given = GivenInputs::read(&[format!("x={}", export("input_0.npy").display())]).unwrap();
+    let build = toolchain
+        .compile_network(&spec, Some(&loaded), &given)
+        .unwrap();
+    assert!(build.report.with_log);
+    let mut m = toolchain.load(build.network).unwrap();
+    given.set_on(&mut m).unwrap();
+    m.run().unwrap();
+    let want = NDArray::load_npy(export("output_0.npy")).unwrap();
+    m.get_output(0)
+        .unwrap()
+        .allclose(&want, 1e-4, 1e-4)
+        .unwrap();
+}
+
+#[test]
+fn a_request_the_driver_refuses_says_why() {
+    let toolchain = toolchain();
+    let spec = NetworkSpec::new(NetworkSource::onnx(export("model.onnx")), Target::cpu());
+    let dir = tempfile::tempdir().unwrap();
+    let mut req = TuneRequest::new(
+        TuneSubject::Network(spec.clone()),
+        dir.path().join("x.json"),
+    );
+    req.compare_rounds = 2;
+    let e = toolchain
+        .tune(&req, &mut Recorder::default())
+        .err()
+        .unwrap();
+    assert!(
+        e.to_string().contains("cannot tell a speed-up from noise"),
+        "{e}"
+    );
+    req.compare_rounds = 0;
+    req.resume = true;
+    let e = toolchain
+        .tune(&req, &mut Recorder::default())
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("does not exist"), "{e}");
+    // an input file naming no input of the network costs no compile
+    let given = GivenInputs::read(&[format!("nope={}", export("input_0.npy").display())]).unwrap();
+    let e = toolchain
+        .compile_network(&spec, None, &given)
+        .err()
+        .unwrap();
+    assert!(
+        e.to_string().contains("the network has no such input"),
+        "{e}"
+    );
+    assert!(GivenInputs::read(&["no-equals-sign".to_string()]).is_err());
+}
