@@ -179,8 +179,13 @@ fn session_options(args: &TuneArgs) -> Result<(SessionOptions, PolicyOptions)> {
     let selection = match args.task_scheduler.as_str() {
         "gradient" => TaskSelection::Gradient,
         "round-robin" | "round_robin" => TaskSelection::RoundRobin,
-        s => bail!("unknown --task-scheduler `{s}` (gradient or round-robin)"),
+        "sequential" => TaskSelection::Sequential {
+            per_task: args.trials,
+        },
+        s => bail!("unknown --task-scheduler `{s}` (gradient, round-robin or sequential)"),
     };
+    // AutoTVM's loop stops each task early, not the session
+    let sequential = matches!(selection, TaskSelection::Sequential { .. });
     if args.per_round == 0 || args.population == 0 {
         bail!("--per-round and --population must be positive");
     }
@@ -191,7 +196,8 @@ fn session_options(args: &TuneArgs) -> Result<(SessionOptions, PolicyOptions)> {
         scheduler: SchedulerOptions {
             selection,
             per_round: args.per_round,
-            early_stopping: args.early_stopping,
+            early_stopping: args.early_stopping.filter(|_| !sequential),
+            early_stopping_per_task: args.early_stopping.filter(|_| sequential),
             seed: args.tuner_seed,
             ..SchedulerOptions::default()
         },

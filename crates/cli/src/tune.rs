@@ -40,11 +40,12 @@ pub struct TuneArgs {
     #[arg(long)]
     pub(crate) tuner: Option<String>,
     /// Measurements in all (over every task, the log's earlier ones included: a log
-    /// given again resumes).
+    /// given again resumes); per task with --task-scheduler sequential.
     #[arg(long, default_value_t = 64)]
     pub(crate) trials: usize,
     /// Stop when the estimated network latency has not improved for this many
-    /// measurements.
+    /// measurements (with --task-scheduler sequential: stop a task when its best has
+    /// not).
     #[arg(long)]
     pub(crate) early_stopping: Option<usize>,
     /// The record log (appended to).
@@ -107,7 +108,9 @@ pub struct TuneArgs {
     #[arg(long)]
     pub(crate) strategy: Option<String>,
     /// How rounds go to tasks (TVM's task scheduler): `gradient` (TVM's) or
-    /// `round-robin`.
+    /// `round-robin`; `sequential` tunes one task after another as AutoTVM's
+    /// `tune_tasks` does, each to --trials (at most its configuration space), stopping a
+    /// task early with --early-stopping, and prints AutoTVM's `[Task i/n]` line.
     #[arg(long, default_value = "gradient")]
     pub(crate) task_scheduler: String,
     /// Auto-scheduler: the cost model, `xgb` (pack-sum gradient-boosted trees, TVM's XGBModel) or `random`.

@@ -7,8 +7,9 @@
 
 use crate::{Build, DriverError, NetworkSpec, Toolchain};
 use std::path::Path;
+use std::sync::Arc;
 use tessera_graph::{CompiledNetwork, Graph, GraphModule, TensorType};
-use tessera_runtime::NDArray;
+use tessera_runtime::{NDArray, RuntimeError};
 use tessera_search::record::LoadedLog;
 
 /// Why the given inputs do not fit the network.
@@ -16,11 +17,12 @@ use tessera_search::record::LoadedLog;
 pub enum InputError {
     #[error("--input `{0}`: expected NAME=FILE.npy")]
     Syntax(String),
-    #[error("reading input `{name}` from {file}: {reason}")]
+    #[error("reading input `{name}` from {file}")]
     Unreadable {
         name: String,
         file: String,
-        reason: String,
+        #[source]
+        source: Arc<RuntimeError>,
     },
     #[error("--input `{name}`: the network has no such input (its inputs: {inputs})")]
     NoSuchInput { name: String, inputs: String },
@@ -39,17 +41,17 @@ struct Given {
     name: String,
     file: String,
     /// The value, or why the file could not be read.
-    value: Result<NDArray, String>,
+    value: Result<NDArray, Arc<RuntimeError>>,
 }
 
 impl Given {
     fn value(&self) -> Result<&NDArray, InputError> {
         self.value
             .as_ref()
-            .map_err(|reason| InputError::Unreadable {
+            .map_err(|source| InputError::Unreadable {
                 name: self.name.clone(),
                 file: self.file.clone(),
-                reason: reason.clone(),
+                source: source.clone(),
             })
     }
 }
@@ -71,7 +73,7 @@ impl GivenInputs {
                 Ok(Given {
                     name: name.to_string(),
                     file: file.to_string(),
-                    value: NDArray::load_npy(file).map_err(|e| e.to_string()),
+                    value: NDArray::load_npy(file).map_err(Arc::new),
                 })
             })
             .collect::<Result<_, _>>()

@@ -22,6 +22,9 @@
 //!   `min(g_i − g_i/t_i, β·C_i/V) − g_i` (t_i the task's rounds, C_i its FLOPs and V the
 //!   best throughput among tasks of the same group). The most negative wins; when all
 //!   are equal, a seeded random choice. `RoundRobin` takes the live tasks in turn.
+//! - `Sequential` (AutoTVM's `tune_tasks` loop): each task in order, to its own budget —
+//!   `min(per_task, its configuration space)` trials ([`TaskScheduler::set_space`]) —
+//!   or until per-task early stopping, then the next; no warm-up reordering.
 //! - Global early stopping: no improvement of the objective for that many trials.
 //! - Options (tasks with a [`SchedTask::choice`]: one convolution computed directly or
 //!   with Winograd): the objective counts the fastest option of each choice, so the
@@ -66,6 +69,10 @@ pub struct SchedTask {
 pub enum TaskSelection {
     Gradient,
     RoundRobin,
+    /// One task after another, each to `per_task` trials at most.
+    Sequential {
+        per_task: usize,
+    },
 }
 
 /// Options (TVM's defaults).
@@ -148,6 +155,10 @@ pub struct TaskScheduler {
     best_score: f64,
     next_rr: usize,
     rng: Rng,
+    /// Each task's configuration space size, where its strategy has one.
+    spaces: Vec<Option<u64>>,
+    /// The last round: its task and what it gave.
+    last: Option<(usize, RoundOutcome)>,
 }
 
 impl TaskScheduler {
@@ -168,7 +179,56 @@ impl TaskScheduler {
             best_ct: 0,
             best_score: f64::INFINITY,
             next_rr: 0,
+            spaces: vec![None; n],
+            last: None,
         }
+    }
+
+    /// Sets the size of `task`'s configuration space: a sequential session gives it at
+    /// most that many trials.
+    pub fn set_space(&mut self, task: usize, size: u64) {
+        if let Some(s) = self.spaces.get_mut(task) {
+            *s = Some(size);
+        }
+    }
+
+    /// The trials `task` takes in a sequential session: `per_task`, or its space where
+    /// that is smaller (TVM's `min(n_trial, len(task.config_space))`); `None` in the
+    /// other modes.
+    pub fn task_budget(&self, task: usize) -> Option<usize> {
+        let TaskSelection::Sequential { per_task } = self.opts.selection else {
+            return None;
+        };
+        let space = self.spaces.get(task).copied().flatten();
+        Some(space.map_or(per_task, |s| {
+            per_task.min(usize::try_from(s).unwrap_or(usize::MAX))
+        }))
+    }
+
+    /// The trials of a whole sequential session (every task's budget), else `None`.
+    pub fn sequential_budget(&self) -> Option<usize> {
+        (0..self.tasks.len()).map(|i| self.task_budget(i)).sum()
+    }
+
+    /// Whether `task` has had its sequential budget.
+    fn spent(&self, task: usize) -> bool {
+        self.task_budget(task)
+            .is_some_and(|b| self.trials[task] >= b)
+    }
+
+    /// The first task that is neither dead nor spent.
+    fn next_in_order(&self) -> Option<usize> {
+        (0..self.tasks.len()).find(|&i| !self.dead.contains(&i) && !self.spent(i))
+    }
+
+    /// The last round's task and outcome.
+    pub fn last_round(&self) -> Option<&(usize, RoundOutcome)> {
+        self.last.as_ref()
+    }
+
+    /// Rounds `task` has had.
+    pub fn rounds_of(&self, task: usize) -> usize {
+        self.rounds.get(task).copied().unwrap_or(0)
     }
 
     /// Restores a task's progress from a log: `trials` measured, best latency
@@ -423,12 +483,17 @@ impl TaskScheduler {
         if self.dead.len() >= n {
             return None;
         }
+        if let TaskSelection::Sequential { .. } = self.opts.selection {
+            // in order, each to its budget: no warm-up first
+            return self.next_in_order();
+        }
         // tasks of unknown weight in the estimate first, in order (TVM's warm-up)
         let unknown = |i: usize| self.rounds[i] == 0 && self.baselines[i].is_none();
         if let Some(i) = (0..n).find(|&i| unknown(i) && !self.dead.contains(&i)) {
             return Some(i);
         }
         match self.opts.selection {
+            TaskSelection::Sequential { .. } => self.next_in_order(),
             TaskSelection::RoundRobin => {
                 // the others' warm-ups by their share of the estimate, largest first
                 if let Some(i) = self.largest_unwarmed() {
@@ -486,9 +551,11 @@ impl TaskScheduler {
                 .opts
                 .early_stopping_per_task
                 .is_some_and(|e| stale >= e)
+            || self.spent(task)
         {
             self.dead.insert(task);
         }
+        self.last = Some((task, out.clone()));
         let score = self.score(&self.best_costs);
         if score < self.best_score {
             self.best_score = score;
@@ -533,6 +600,9 @@ impl TaskScheduler {
     /// budget reaches more of the network.
     pub fn round_size(&self, task: usize) -> usize {
         let per = self.opts.per_round.max(1);
+        if let Some(b) = self.task_budget(task) {
+            return per.min(b.saturating_sub(self.trials[task])).max(1);
+        }
         let (Some(total), Some((c, _))) = (self.estimated_latency(), self.estimate_of(task)) else {
             return per;
         };

@@ -49,6 +49,9 @@ pub struct TuningTask {
     /// The label it shares with the other options of a convolution
     /// (`tessera_graph::Task::choice`): the objective counts the fastest of them only.
     pub choice: Option<String>,
+    /// The size of its configuration space, where its strategy has one (a template's):
+    /// a sequential session gives it at most that many trials.
+    pub space: Option<u64>,
 }
 
 /// How a session runs.
@@ -297,6 +300,13 @@ impl TuningSession {
             profile: SessionProfile::default(),
         };
         let mut scheduler = TaskScheduler::new(rounds.sched_tasks(), opts.scheduler.clone());
+        for (i, t) in rounds.tasks.iter().enumerate() {
+            if let Some(n) = t.space {
+                scheduler.set_space(i, n);
+            }
+        }
+        // a sequential session's budget is its tasks' (`--trials` each, at most a space)
+        let budget = scheduler.sequential_budget().unwrap_or(opts.trials);
         let baselines = rounds.measure_baselines(&earlier)?;
         for (i, cost) in rounds.baseline_costs(&earlier, &baselines) {
             scheduler.set_baseline(i, cost);
@@ -334,13 +344,29 @@ impl TuningSession {
         let progress = |s: &TaskScheduler, done: bool| Progress {
             trials: s.total_trials(),
             session_trials: s.total_trials() - first,
-            budget: opts.trials,
+            budget,
             elapsed: start.elapsed().as_secs_f64(),
             estimated_latency: s.estimated_latency(),
             done,
         };
-        let reason = scheduler.tune(opts.trials, &mut rounds, &mut |s, next| {
-            let table = s.table(start.elapsed().as_secs_f64(), next);
+        let flops: Vec<f64> = rounds
+            .tasks
+            .iter()
+            .map(|t| t.task.dag.flop_count())
+            .collect();
+        // the task under way in a sequential session, and when it began
+        let mut under_way: Option<(usize, f64)> = None;
+        let mut round_end = 0.0;
+        let reason = scheduler.tune(budget, &mut rounds, &mut |s, next| {
+            let now = start.elapsed().as_secs_f64();
+            let task = s.last_round().map(|(t, _)| *t);
+            if task.is_some() && under_way.map(|(t, _)| t) != task {
+                under_way = task.map(|t| (t, round_end));
+            }
+            round_end = now;
+            let began = under_way.map_or(0.0, |(_, b)| b);
+            let table = crate::session_report::sequential_line(s, &flops, now - began)
+                .unwrap_or_else(|| s.table(now, next));
             let p = progress(s, false);
             tracing::info!(
                 trials = p.trials,

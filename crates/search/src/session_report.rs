@@ -159,3 +159,31 @@ pub fn untuned_line((total, part): (f64, f64)) -> Option<String> {
         )
     })
 }
+
+/// AutoTVM's progress line for the last round of a sequential session (`tune_tasks`'
+/// `progress_bar`): `[Task  1/24]  Current/Best:   17.48/  23.90 GFLOPS | Progress:
+/// (20/20) | 15.17 s`, ending ` Done.` once the task has had its trials (or stopped
+/// early). `flops`: each task's; `seconds`: since the task's first round began. `None`
+/// outside a sequential session or before any round.
+pub fn sequential_line(s: &TaskScheduler, flops: &[f64], seconds: f64) -> Option<String> {
+    let (task, round) = s.last_round()?;
+    let budget = s.task_budget(*task)?;
+    let flop = *flops.get(*task)?;
+    let gflops = |cost: f64| {
+        if cost > 0.0 && cost < NO_COST {
+            flop / cost / 1e9
+        } else {
+            0.0
+        }
+    };
+    let current = round.best_cost.map_or(0.0, gflops);
+    let best = gflops(s.best_costs()[*task]);
+    let done = s.dead().contains(task);
+    Some(format!(
+        "[Task {:>2}/{:>2}]  Current/Best: {current:>7.2}/{best:>7.2} GFLOPS | Progress: ({}/{budget}) | {seconds:.2} s{}\n",
+        task + 1,
+        flops.len(),
+        s.trials()[*task],
+        if done { " Done." } else { "" }
+    ))
+}

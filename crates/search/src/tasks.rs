@@ -87,6 +87,7 @@ fn tuning_tasks(
             weight,
             default: default.map(|d| d.map_err(ProgramError::lowering)),
             choice: t.choice,
+            space: None,
         })
         .collect()
 }
@@ -115,6 +116,7 @@ pub fn operator_task(
         weight: 1,
         default: Some(default),
         choice: None,
+        space: None,
     })
 }
 

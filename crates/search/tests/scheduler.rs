@@ -507,3 +507,50 @@ fn a_round_is_sized_by_the_tasks_share_of_the_estimate() {
     s.set_baseline(0, 1e-3);
     assert_eq!((s.round_size(0), s.round_size(1)), (16, 16));
 }
+
+#[test]
+fn a_sequential_session_tunes_each_task_to_its_budget_in_order() {
+    // AutoTVM's loop: task 0 to 40 trials, task 1 to its space of 20, task 2 until it
+    // stops improving (per-task early stopping), in that order, rounds cut to the budget
+    let mut o = opts(TaskSelection::Sequential { per_task: 40 });
+    o.early_stopping_per_task = Some(16);
+    let mut s = sched(&[1.0, 8.0, 1.0], o);
+    s.set_space(1, 20);
+    assert_eq!(s.task_budget(1), Some(20));
+    assert_eq!(s.sequential_budget(), Some(100));
+    let flat = task(5.0, 5.0, 50.0);
+    let mut r = Runner::new(vec![task(5.0, 1.0, 50.0), task(5.0, 1.0, 50.0), flat]);
+    let mut lines = Vec::new();
+    let why = s.tune(100, &mut r, &mut |s, _| {
+        let flops = [1e9; 3];
+        lines.push(tessera_search::session_report::sequential_line(s, &flops, 1.0).unwrap());
+    });
+    assert_eq!(why, StopReason::AllDead);
+    assert_eq!(r.order, vec![0, 0, 0, 1, 1, 2, 2]);
+    assert_eq!(r.sizes, vec![16, 16, 8, 16, 4, 16, 16]);
+    assert_eq!(s.trials(), &[40, 20, 32]);
+    assert!(
+        lines[6].ends_with("(32/40) | 1.00 s Done.\n"),
+        "{}",
+        lines[6]
+    );
+    assert!(
+        lines[2].starts_with("[Task  1/ 3]  Current/Best: "),
+        "{}",
+        lines[2]
+    );
+    assert!(
+        lines[2].contains("| Progress: (40/40) | 1.00 s Done."),
+        "{}",
+        lines[2]
+    );
+    assert!(
+        lines[3].contains("Progress: (16/20) | 1.00 s\n"),
+        "{}",
+        lines[3]
+    );
+    // the other modes have no per-task budget and no such line
+    let g = sched(&[1.0], opts(TaskSelection::Gradient));
+    assert_eq!(g.task_budget(0), None);
+    assert!(tessera_search::session_report::sequential_line(&g, &[1e9], 1.0).is_none());
+}

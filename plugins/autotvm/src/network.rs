@@ -284,9 +284,13 @@ impl NetworkExtension for TemplatesExtension {
     ) -> Option<bool> {
         let lanes = hw.f32_lanes();
         let def = task.task.op.as_ref().and_then(|o| template_of(o, lanes));
-        let keep = def.is_none_or(|d| template_fits(target, d.name()));
+        let keep = def.as_ref().is_none_or(|d| template_fits(target, d.name()));
         if keep {
             fallback_baseline(task, lanes);
+            // a sequential session gives the task at most its whole space
+            task.space = def
+                .and_then(|d| TemplateTask::new(d, lanes).ok())
+                .map(|t| t.space.len());
         }
         Some(keep)
     }

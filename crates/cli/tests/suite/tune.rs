@@ -261,3 +261,65 @@ fn tuning_goes_on_over_a_log_with_garbage_and_a_torn_last_line() {
     let rows = show_out.lines().filter(|l| l.contains("  cpu  ")).count();
     assert_eq!(rows, 17, "{show_out}");
 }
+
+#[test]
+fn the_sequential_mode_tunes_task_by_task_with_autotvms_line() {
+    // TVM's AutoTVM flow: every template task of the network in order, to --trials
+    // each, one `[Task i/n]  Current/Best: … | Progress: (k/m) | t s` line per round,
+    // ` Done.` when the task has had its trials
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("seq.json");
+    let out = tessera(&[
+        "tune",
+        "--templates",
+        "--network",
+        "resnet-18",
+        "--image-size",
+        "32",
+        "--task-scheduler",
+        "sequential",
+        "--trials",
+        "4",
+        "--per-round",
+        "2",
+        "--simulated-runner",
+        "--remeasure-top",
+        "0",
+        "--no-network-check",
+        "--compare-rounds",
+        "0",
+        "--log",
+        log.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<&str> = stdout.lines().filter(|l| l.starts_with("[Task")).collect();
+    let n: usize = lines[0]
+        .split(['/', ']'])
+        .nth(1)
+        .and_then(|s| s.trim().parse().ok())
+        .expect("[Task  i/ n]");
+    assert!(n > 1, "{stdout}");
+    assert_eq!(lines.len(), 2 * n, "{stdout}");
+    for (k, pair) in lines.chunks(2).enumerate() {
+        let head = format!("[Task {:>2}/{n:>2}]  Current/Best: ", k + 1);
+        assert!(
+            pair[0].starts_with(&head) && pair[1].starts_with(&head),
+            "{pair:?}"
+        );
+        assert!(
+            pair[0].contains(" GFLOPS | Progress: (2/4) | "),
+            "{}",
+            pair[0]
+        );
+        assert!(pair[1].contains("| Progress: (4/4) | ") && pair[1].ends_with(" s Done."));
+    }
+    assert!(
+        stdout.contains(&format!("after {} trials", 4 * n)),
+        "{stdout}"
+    );
+}
