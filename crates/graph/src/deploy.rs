@@ -418,7 +418,9 @@ impl CompiledNetwork {
                 header.version, header.tessera
             )));
         }
-        header.into_network(&entries).map_err(bad)
+        header
+            .into_network(&entries)
+            .map_err(|e| bad(e.to_string()))
     }
 }
 
@@ -432,6 +434,63 @@ fn append_bytes<W: std::io::Write>(
     h.set_mode(0o644);
     h.set_cksum();
     tar.append_data(&mut h, name, bytes)
+}
+
+/// Why a module header and its archive do not make a network ([`CompiledNetwork::read`]
+/// makes it the reason of a [`GraphError::Module`]).
+#[derive(Debug, thiserror::Error)]
+enum HeaderError {
+    #[error("target `{target}`: {source}")]
+    Target {
+        target: String,
+        #[source]
+        source: tessera_backends::TargetError,
+    },
+    /// The folder the kernel files are written to.
+    #[error("{0}")]
+    Folder(#[source] GraphError),
+    #[error("the archive has no `{}`", .0.display())]
+    MissingEntry(PathBuf),
+    #[error("kernel {0} has no file")]
+    KernelWithoutFile(usize),
+    #[error("a kernel file without a name")]
+    KernelFileWithoutName,
+    #[error("{}: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("unknown data type `{0}`")]
+    UnknownDtype(String),
+    #[error("a value of {ty} does not fit its storage {storage}")]
+    ValueTooLarge { ty: TensorType, storage: usize },
+    #[error("{file}: unknown data type `{dtype}`")]
+    ConstantDtype { file: String, dtype: String },
+    #[error("{file}: {source}")]
+    ConstantArray {
+        file: String,
+        #[source]
+        source: tessera_runtime::RuntimeError,
+    },
+    #[error("{file}: {len} bytes for {dtype} {shape:?} in storage {storage}")]
+    ConstantSize {
+        file: String,
+        len: usize,
+        dtype: DataType,
+        shape: Vec<usize>,
+        storage: usize,
+    },
+    #[error("step `{0}` names a kernel or storage it lacks")]
+    StepIndex(String),
+    #[error("step `{step}` passes {given} arguments to a kernel of {params}")]
+    StepArity {
+        step: String,
+        given: usize,
+        params: usize,
+    },
+    #[error("an input without a name")]
+    UnnamedInput,
 }
 
 /// `module.json`.
@@ -502,21 +561,21 @@ impl ValueEntry {
         }
     }
 
-    fn ty(&self, storages: &[usize]) -> Result<TensorType, String> {
+    fn ty(&self, storages: &[usize]) -> Result<TensorType, HeaderError> {
         let dtype: DataType = self
             .dtype
             .parse()
-            .map_err(|_| format!("unknown data type `{}`", self.dtype))?;
+            .map_err(|_| HeaderError::UnknownDtype(self.dtype.clone()))?;
         let t = TensorType::new(&self.shape, dtype);
         let bytes = self.shape.iter().try_fold(dtype.bytes() as i64, |a, &d| {
             a.checked_mul(d).filter(|_| d >= 0)
         });
         match (bytes, storages.get(self.storage)) {
             (Some(b), Some(&size)) if b as usize <= size => Ok(t),
-            _ => Err(format!(
-                "a value of {t} does not fit its storage {}",
-                self.storage
-            )),
+            _ => Err(HeaderError::ValueTooLarge {
+                ty: t,
+                storage: self.storage,
+            }),
         }
     }
 }
@@ -524,31 +583,36 @@ impl ValueEntry {
 impl Header {
     /// The network the header and the archive's `entries` describe, every index and size
     /// checked.
-    fn into_network(self, entries: &HashMap<String, Vec<u8>>) -> Result<CompiledNetwork, String> {
-        let target: Target = self
-            .target
-            .parse()
-            .map_err(|e| format!("target `{}`: {e}", self.target))?;
-        let dir = temp_dir("tessera-module-").map_err(|e| e.to_string())?;
+    fn into_network(
+        self,
+        entries: &HashMap<String, Vec<u8>>,
+    ) -> Result<CompiledNetwork, HeaderError> {
+        let target: Target = self.target.parse().map_err(|source| HeaderError::Target {
+            target: self.target.clone(),
+            source,
+        })?;
+        let dir = temp_dir("tessera-module-").map_err(HeaderError::Folder)?;
         let entry = |name: &Path| {
             entries
                 .get(&name.display().to_string())
-                .ok_or_else(|| format!("the archive has no `{}`", name.display()))
+                .ok_or_else(|| HeaderError::MissingEntry(name.to_path_buf()))
         };
         let mut kernels = Vec::with_capacity(self.kernels.len());
         for (i, k) in self.kernels.into_iter().enumerate() {
             let mut artifact = k.artifact;
             if artifact.path.as_os_str().is_empty() {
-                return Err(format!("kernel {i} has no file"));
+                return Err(HeaderError::KernelWithoutFile(i));
             }
             for p in [&mut artifact.path, &mut artifact.source_path] {
                 if p.as_os_str().is_empty() {
                     continue;
                 }
                 let bytes = entry(p)?;
-                let file = p.file_name().ok_or("a kernel file without a name")?;
+                let file = p.file_name().ok_or(HeaderError::KernelFileWithoutName)?;
                 let out = dir.path().join(format!("{i}_{}", file.to_string_lossy()));
-                std::fs::write(&out, bytes).map_err(|e| format!("{}: {e}", out.display()))?;
+                if let Err(source) = std::fs::write(&out, bytes) {
+                    return Err(HeaderError::Write { path: out, source });
+                }
                 *p = out;
             }
             kernels.push(CompiledKernel {
@@ -559,21 +623,25 @@ impl Header {
         let storages = self.storages;
         let mut constants = Vec::with_capacity(self.constants.len());
         for c in self.constants {
-            let dtype: DataType = c
-                .dtype
-                .parse()
-                .map_err(|_| format!("{}: unknown data type `{}`", c.file, c.dtype))?;
-            let mut v = NDArray::zeros(dtype, &c.shape).map_err(|e| format!("{}: {e}", c.file))?;
+            let dtype: DataType = c.dtype.parse().map_err(|_| HeaderError::ConstantDtype {
+                file: c.file.clone(),
+                dtype: c.dtype.clone(),
+            })?;
+            let mut v =
+                NDArray::zeros(dtype, &c.shape).map_err(|source| HeaderError::ConstantArray {
+                    file: c.file.clone(),
+                    source,
+                })?;
             let bytes = entry(Path::new(&c.file))?;
             if bytes.len() != v.nbytes() || storages.get(c.storage).is_none_or(|&s| s < v.nbytes())
             {
-                return Err(format!(
-                    "{}: {} bytes for {dtype} {:?} in storage {}",
-                    c.file,
-                    bytes.len(),
-                    c.shape,
-                    c.storage
-                ));
+                return Err(HeaderError::ConstantSize {
+                    len: bytes.len(),
+                    file: c.file,
+                    dtype,
+                    shape: c.shape,
+                    storage: c.storage,
+                });
             }
             v.as_bytes_mut().copy_from_slice(bytes);
             constants.push((c.storage, Arc::new(v)));
@@ -581,24 +649,20 @@ impl Header {
         let mut steps = Vec::with_capacity(self.steps.len());
         for s in self.steps {
             if s.kernel >= kernels.len() || s.args.iter().any(|&a| a >= storages.len()) {
-                return Err(format!(
-                    "step `{}` names a kernel or storage it lacks",
-                    s.name
-                ));
+                return Err(HeaderError::StepIndex(s.name));
             }
             if s.args.len() != kernels[s.kernel].artifact.params.len() {
-                return Err(format!(
-                    "step `{}` passes {} arguments to a kernel of {}",
-                    s.name,
-                    s.args.len(),
-                    kernels[s.kernel].artifact.params.len()
-                ));
+                return Err(HeaderError::StepArity {
+                    given: s.args.len(),
+                    params: kernels[s.kernel].artifact.params.len(),
+                    step: s.name,
+                });
             }
             steps.push((s.name, s.kernel, s.args));
         }
         let mut inputs = Vec::new();
         for v in &self.inputs {
-            let name = v.name.clone().ok_or("an input without a name")?;
+            let name = v.name.clone().ok_or(HeaderError::UnnamedInput)?;
             inputs.push((name, v.ty(&storages)?, v.storage));
         }
         let mut outputs = Vec::new();

@@ -3,7 +3,7 @@
 //! and answers one sealed `DeviceCall` with the runtime's dispatch (a panic becoming the
 //! boundary's error string). Buffer, module and function handles are the device's own.
 
-use crate::{guard, seal, unseal};
+use crate::{guard, seal, unseal, EntryError};
 use abi_stable::std_types::{RResult, RSlice, RSliceMut, RStr, RString};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -34,17 +34,13 @@ pub(crate) extern "C" fn close(id: u64) -> RResult<(), RString> {
             .unwrap_or_else(|e| e.into_inner())
             .1
             .remove(&id);
-        removed
-            .map(drop)
-            .ok_or_else(|| format!("no device with handle {id}"))
+        removed.map(drop).ok_or(EntryError::NoDevice(id))
     })
 }
 
-fn device(id: u64) -> Result<Arc<dyn Device>, String> {
+fn device(id: u64) -> Result<Arc<dyn Device>, EntryError> {
     let t = table().lock().unwrap_or_else(|e| e.into_inner());
-    t.1.get(&id)
-        .cloned()
-        .ok_or_else(|| format!("no device with handle {id}"))
+    t.1.get(&id).cloned().ok_or(EntryError::NoDevice(id))
 }
 
 /// Answers one sealed `DeviceCall` on device `id` (`tessera_runtime::device_call::answer`),

@@ -4,13 +4,13 @@
 //! taken out of the table while it runs, so the table's lock is never held across the
 //! core's scoring callback.
 
-use crate::{guard, seal, unseal, ScorerCallback};
+use crate::{guard, seal, unseal, EntryError, ScorerCallback};
 use abi_stable::std_types::{RResult, RStr, RString};
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 use tessera_ir::PrimFunc;
 use tessera_policy::ScheduleDesc;
-use tessera_policy::{Observation, PolicyError, Scorer, SearchPolicy};
+use tessera_policy::{Observation, Scorer, SearchPolicy};
 
 type Table = Mutex<(u64, HashMap<u64, Box<dyn SearchPolicy>>)>;
 
@@ -28,13 +28,13 @@ pub(crate) fn register(policy: Box<dyn SearchPolicy>) -> u64 {
     id
 }
 
-fn take(id: u64) -> Result<Box<dyn SearchPolicy>, String> {
+fn take(id: u64) -> Result<Box<dyn SearchPolicy>, EntryError> {
     table()
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .1
         .remove(&id)
-        .ok_or_else(|| format!("no search policy with handle {id} (dropped, or in use)"))
+        .ok_or(EntryError::NoPolicy(id))
 }
 
 fn put_back(id: u64, policy: Box<dyn SearchPolicy>) {
@@ -50,7 +50,7 @@ fn put_back(id: u64, policy: Box<dyn SearchPolicy>) {
 fn with<T: serde::Serialize>(
     what: &str,
     id: u64,
-    f: impl FnOnce(&mut dyn SearchPolicy) -> Result<T, String>,
+    f: impl FnOnce(&mut dyn SearchPolicy) -> Result<T, EntryError>,
 ) -> RResult<RString, RString> {
     guard(what, || {
         let mut p = take(id)?;
@@ -71,12 +71,13 @@ struct Remote(ScorerCallback);
 impl Scorer for Remote {
     fn score(&mut self, programs: &[PrimFunc]) -> Vec<f32> {
         let sealed = seal(&programs);
+        // a failed call or an answer that does not unseal scores every program lowest
         let answer = (self.0.call)(self.0.ctx, RString::from(sealed))
             .into_result()
-            .map_err(|e| e.into_string())
-            .and_then(|s| unseal::<Vec<Option<f32>>>(s.as_str()).map_err(String::from));
+            .ok()
+            .and_then(|s| unseal::<Vec<Option<f32>>>(s.as_str()).ok());
         match answer {
-            Ok(v) if v.len() == programs.len() => v
+            Some(v) if v.len() == programs.len() => v
                 .into_iter()
                 .map(|s| s.unwrap_or(f32::NEG_INFINITY))
                 .collect(),
@@ -94,8 +95,8 @@ pub(crate) extern "C" fn propose(
     with("policy_propose", id, |p| {
         let mut remote = Remote(scorer);
         let scorer: Option<&mut dyn Scorer> = if with_scorer { Some(&mut remote) } else { None };
-        let n = usize::try_from(n).map_err(|e| e.to_string())?;
-        p.propose(n, scorer).map_err(|e| e.to_string())
+        let n = usize::try_from(n)?;
+        Ok(p.propose(n, scorer)?)
     })
 }
 
@@ -115,7 +116,7 @@ pub(crate) extern "C" fn lower(id: u64, candidates: RStr<'_>) -> RResult<RString
 
 pub(crate) extern "C" fn reference(id: u64) -> RResult<RString, RString> {
     with("policy_reference", id, |p| {
-        p.reference().map_err(|e: PolicyError| e.to_string())
+        p.reference().map_err(EntryError::Policy)
     })
 }
 

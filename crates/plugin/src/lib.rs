@@ -86,13 +86,6 @@ pub enum SealError {
     Schema { found: u32, expected: u32 },
 }
 
-/// The entry points' closures report errors as text (what crosses the boundary).
-impl From<SealError> for String {
-    fn from(e: SealError) -> String {
-        e.to_string()
-    }
-}
-
 /// Reads a value sealed on the other side of the boundary.
 pub fn unseal<T: for<'de> Deserialize<'de>>(text: &str) -> Result<T, SealError> {
     let e: Envelope<T> =
@@ -280,26 +273,74 @@ fn install_quiet_hook() {
     });
 }
 
+/// A panic caught inside an entry point: its message (`unknown panic` for a payload
+/// that is not text).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct Panic(String);
+
 /// Runs `f` as an entry point: a panic inside becomes an error naming the entry point.
-fn catch<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+fn catch<T>(f: impl FnOnce() -> T) -> Result<T, Panic> {
     install_quiet_hook();
     let was = IN_ENTRY.with(|e| e.replace(true));
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
     IN_ENTRY.with(|e| e.set(was));
     r.map_err(|p| {
-        p.downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| p.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "unknown panic".into())
+        Panic(
+            p.downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into()),
+        )
     })
 }
 
+/// Why an entry point that [`guard`] runs failed. It crosses the boundary as text
+/// ([`EntryError::into_boundary`]).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum EntryError {
+    /// A value from the core that does not unseal.
+    #[error(transparent)]
+    Seal(#[from] SealError),
+    /// A device handle this library does not hold.
+    #[error("no device with handle {0}")]
+    NoDevice(u64),
+    /// A policy handle this library does not hold (dropped, or taken by a call now
+    /// running).
+    #[error("no search policy with handle {0} (dropped, or in use)")]
+    NoPolicy(u64),
+    /// A count this platform's `usize` cannot hold.
+    #[error(transparent)]
+    Count(#[from] std::num::TryFromIntError),
+    /// What a policy's method returned.
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
+    /// The plugin's refusal to create a policy: it crosses the boundary sealed, for the
+    /// core to read the typed `PolicyError` back.
+    #[error(transparent)]
+    Create(PolicyError),
+}
+
+impl EntryError {
+    /// The text that crosses the boundary: the message, or the sealed refusal of
+    /// [`EntryError::Create`].
+    fn into_boundary(self) -> RString {
+        match self {
+            EntryError::Create(e) => seal(&e).into(),
+            other => other.to_string().into(),
+        }
+    }
+}
+
 /// Runs `f`, turning a panic into an error that names the plugin entry point.
-pub(crate) fn guard<T>(what: &str, f: impl FnOnce() -> Result<T, String>) -> RResult<T, RString> {
+pub(crate) fn guard<T>(
+    what: &str,
+    f: impl FnOnce() -> Result<T, EntryError>,
+) -> RResult<T, RString> {
     match catch(f) {
         Ok(Ok(v)) => RResult::ROk(v),
-        Ok(Err(e)) => RResult::RErr(e.into()),
-        Err(msg) => RResult::RErr(format!("panicked in {what}: {msg}").into()),
+        Ok(Err(e)) => RResult::RErr(e.into_boundary()),
+        Err(panic) => RResult::RErr(format!("panicked in {what}: {panic}").into()),
     }
 }
 
@@ -312,7 +353,7 @@ pub(crate) fn guard_call<T>(
     let e = match catch(f) {
         Ok(Ok(v)) => return RResult::ROk(v),
         Ok(Err(e)) => e,
-        Err(message) => CallError::Panicked {
+        Err(Panic(message)) => CallError::Panicked {
             entry: what.to_string(),
             message,
         },
@@ -417,7 +458,7 @@ pub mod export {
             I::get()
                 .create_policy(strategy.as_str(), &task, &options)
                 .map(crate::export_strategy::register)
-                .map_err(|e| seal(&e))
+                .map_err(EntryError::Create)
         })
     }
 

@@ -18,7 +18,11 @@ pub enum PluginError {
     #[error("{}: not a shared library (no ELF header)", path.display())]
     NotSharedLibrary { path: PathBuf },
     #[error("{}: truncated or corrupt shared library: {reason}", path.display())]
-    Corrupt { path: PathBuf, reason: String },
+    Corrupt {
+        path: PathBuf,
+        #[source]
+        reason: ElfError,
+    },
     #[error("{}: the dynamic loader refused it: {reason}", path.display())]
     LoadFailed { path: PathBuf, reason: String },
     #[error("{}: a shared library, but not a Tessera plugin (no plugin root module): {reason}", path.display())]
@@ -47,6 +51,23 @@ pub enum PluginError {
     NoStrategy { name: String, loaded: String },
     #[error(transparent)]
     Backend(#[from] tessera_backends::BackendError),
+}
+
+/// How an ELF file falls short of what its headers promise ([`PluginError::Corrupt`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ElfError {
+    #[error("not a little-endian 64-bit ELF file")]
+    NotElf64LittleEndian,
+    #[error("the ELF header is cut short")]
+    HeaderCutShort,
+    #[error("the section headers end at byte {end} but the file has {len}")]
+    SectionHeadersPastEnd { end: u64, len: u64 },
+    #[error("a program header lies beyond the address space")]
+    ProgramHeaderOutOfRange,
+    #[error("a program header is cut short")]
+    ProgramHeaderCutShort,
+    #[error("a loadable segment ends at byte {end} but the file has {len}")]
+    SegmentPastEnd { end: u64, len: u64 },
 }
 
 /// Where a plugin came from.
@@ -135,7 +156,7 @@ fn check(root: PluginRootRef, origin: Origin) -> Result<LoadedPlugin, PluginErro
 /// Checks that an ELF64 file holds every segment and section its headers promise. The
 /// dynamic loader maps a truncated file without complaint and faults (SIGBUS) only when
 /// the missing part is touched, so this is checked before loading.
-fn check_elf(bytes: &[u8]) -> Result<(), String> {
+fn check_elf(bytes: &[u8]) -> Result<(), ElfError> {
     let u16_at = |o: usize| {
         bytes
             .get(o..o.checked_add(2)?)
@@ -151,45 +172,44 @@ fn check_elf(bytes: &[u8]) -> Result<(), String> {
             .get(o..o.checked_add(8)?)
             .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
     };
-    let short = || "the ELF header is cut short".to_string();
     if bytes.get(4) != Some(&2) || bytes.get(5) != Some(&1) {
-        return Err("not a little-endian 64-bit ELF file".into());
+        return Err(ElfError::NotElf64LittleEndian);
     }
     let len = bytes.len() as u64;
     let (phoff, shoff) = (
-        u64_at(0x20).ok_or_else(short)?,
-        u64_at(0x28).ok_or_else(short)?,
+        u64_at(0x20).ok_or(ElfError::HeaderCutShort)?,
+        u64_at(0x28).ok_or(ElfError::HeaderCutShort)?,
     );
     let (phentsize, phnum) = (
-        u16_at(0x36).ok_or_else(short)?,
-        u16_at(0x38).ok_or_else(short)?,
+        u16_at(0x36).ok_or(ElfError::HeaderCutShort)?,
+        u16_at(0x38).ok_or(ElfError::HeaderCutShort)?,
     );
     let (shentsize, shnum) = (
-        u16_at(0x3A).ok_or_else(short)?,
-        u16_at(0x3C).ok_or_else(short)?,
+        u16_at(0x3A).ok_or(ElfError::HeaderCutShort)?,
+        u16_at(0x3C).ok_or(ElfError::HeaderCutShort)?,
     );
     if shoff.saturating_add(shentsize * shnum) > len {
-        return Err(format!(
-            "the section headers end at byte {} but the file has {len}",
-            shoff.saturating_add(shentsize * shnum)
-        ));
+        return Err(ElfError::SectionHeadersPastEnd {
+            end: shoff.saturating_add(shentsize * shnum),
+            len,
+        });
     }
     for i in 0..phnum {
         let h = phentsize
             .checked_mul(i)
             .and_then(|o| o.checked_add(phoff))
             .and_then(|o| usize::try_from(o).ok())
-            .ok_or_else(|| "a program header lies beyond the address space".to_string())?;
-        let p_type = u32_at(h).ok_or_else(|| "a program header is cut short".to_string())?;
+            .ok_or(ElfError::ProgramHeaderOutOfRange)?;
+        let p_type = u32_at(h).ok_or(ElfError::ProgramHeaderCutShort)?;
         let (off, filesz) = (
-            u64_at(h.saturating_add(8)).ok_or_else(short)?,
-            u64_at(h.saturating_add(0x20)).ok_or_else(short)?,
+            u64_at(h.saturating_add(8)).ok_or(ElfError::HeaderCutShort)?,
+            u64_at(h.saturating_add(0x20)).ok_or(ElfError::HeaderCutShort)?,
         );
         if p_type == 1 && off.saturating_add(filesz) > len {
-            return Err(format!(
-                "a loadable segment ends at byte {} but the file has {len}",
-                off.saturating_add(filesz)
-            ));
+            return Err(ElfError::SegmentPastEnd {
+                end: off.saturating_add(filesz),
+                len,
+            });
         }
     }
     Ok(())
@@ -419,10 +439,10 @@ pub fn discover(builtins: &[PluginRootRef], dirs: &[PathBuf]) -> Registry {
 }
 
 impl LoadedPlugin {
-    pub(crate) fn call_err(&self, message: impl Into<String>) -> PluginError {
+    pub(crate) fn call_err(&self, message: impl std::fmt::Display) -> PluginError {
         PluginError::Call {
             plugin: self.name.clone(),
-            message: message.into(),
+            message: message.to_string(),
         }
     }
 

@@ -5,7 +5,7 @@
 //! through a trampoline. A plugin's error becomes a `PolicyError` that names the plugin.
 
 use crate::loader::LoadedPlugin;
-use crate::{seal, unseal, ScorerCallback};
+use crate::{seal, unseal, ScorerCallback, SealError};
 use abi_stable::std_types::{RResult, RStr, RString};
 use tessera_ir::PrimFunc;
 use tessera_policy::ScheduleDesc;
@@ -101,7 +101,7 @@ extern "C" fn score_trampoline(ctx: usize, programs: RString) -> RResult<RString
     // SAFETY: `ctx` is the address of the `Callback` in `propose`, alive for the whole
     // `policy_propose` call that hands it out, and used on that call's thread only.
     let scorer = unsafe { &mut *(ctx as *mut Callback<'_>) };
-    let run = || -> Result<String, String> {
+    let run = || -> Result<String, SealError> {
         let funcs: Vec<PrimFunc> = unseal(programs.as_str())?;
         let scores: Vec<Option<f32>> = scorer
             .score(&funcs)
@@ -112,7 +112,7 @@ extern "C" fn score_trampoline(ctx: usize, programs: RString) -> RResult<RString
     };
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
         Ok(Ok(s)) => RResult::ROk(s.into()),
-        Ok(Err(e)) => RResult::RErr(e.into()),
+        Ok(Err(e)) => RResult::RErr(e.to_string().into()),
         Err(_) => RResult::RErr("the scorer panicked".into()),
     }
 }

@@ -46,8 +46,12 @@ pub enum MemoryError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{path}: not a dataset of this build ({message}); it is rebuilt by the next `tessera tune` on its log")]
-    BadFile { path: PathBuf, message: String },
+    #[error("{path}: not a dataset of this build ({source}); it is rebuilt by the next `tessera tune` on its log")]
+    BadFile {
+        path: PathBuf,
+        #[source]
+        source: DatasetError,
+    },
     #[error(
         "no dataset of {log} for target `{target}` in {dir}: run `tessera tune` once with \
          --log {log} (its tasks and target; a log whose budget is spent measures nothing) \
@@ -58,6 +62,25 @@ pub enum MemoryError {
         target: String,
         dir: PathBuf,
     },
+}
+
+/// Why a file is not a dataset this build reads (see the module's description of the
+/// file).
+#[derive(Debug, thiserror::Error)]
+pub enum DatasetError {
+    #[error("no dataset magic")]
+    NoMagic,
+    #[error("truncated at byte {0}")]
+    Truncated(usize),
+    #[error("bad header: {0}")]
+    Header(#[source] serde_json::Error),
+    #[error("label {label} at byte {at}")]
+    Label { label: f32, at: usize },
+    #[error("{0} bytes after the last program")]
+    Trailing(usize),
+    /// A dataset of another target.
+    #[error("target `{found}`, not `{expected}`")]
+    Target { found: String, expected: String },
 }
 
 impl MemoryError {
@@ -328,14 +351,17 @@ impl ModelMemory {
 
     fn read_file(&self, path: &Path) -> Result<Dataset, MemoryError> {
         let bytes = std::fs::read(path).map_err(|e| MemoryError::io(path, "read", e))?;
-        let set = decode(&bytes).map_err(|message| MemoryError::BadFile {
+        let set = decode(&bytes).map_err(|source| MemoryError::BadFile {
             path: path.to_path_buf(),
-            message,
+            source,
         })?;
         if set.target != self.target {
             return Err(MemoryError::BadFile {
                 path: path.to_path_buf(),
-                message: format!("target `{}`, not `{}`", set.target, self.target),
+                source: DatasetError::Target {
+                    found: set.target,
+                    expected: self.target.clone(),
+                },
             });
         }
         Ok(set)
@@ -407,33 +433,32 @@ struct Reader<'a> {
 }
 
 impl Reader<'_> {
-    fn take(&mut self, n: usize) -> Result<&[u8], String> {
+    fn take(&mut self, n: usize) -> Result<&[u8], DatasetError> {
         let end = self.at.checked_add(n).filter(|&e| e <= self.bytes.len());
-        let end = end.ok_or_else(|| format!("truncated at byte {}", self.at))?;
+        let end = end.ok_or(DatasetError::Truncated(self.at))?;
         let s = &self.bytes[self.at..end];
         self.at = end;
         Ok(s)
     }
-    fn u32(&mut self) -> Result<u32, String> {
+    fn u32(&mut self) -> Result<u32, DatasetError> {
         Ok(u32::from_le_bytes(
             self.take(4)?.try_into().expect("4 bytes"),
         ))
     }
-    fn f32(&mut self) -> Result<f32, String> {
+    fn f32(&mut self) -> Result<f32, DatasetError> {
         Ok(f32::from_le_bytes(
             self.take(4)?.try_into().expect("4 bytes"),
         ))
     }
 }
 
-fn decode(bytes: &[u8]) -> Result<Dataset, String> {
+fn decode(bytes: &[u8]) -> Result<Dataset, DatasetError> {
     let mut r = Reader { bytes, at: 0 };
     if r.take(MAGIC.len()).ok() != Some(&MAGIC[..]) {
-        return Err("no dataset magic".into());
+        return Err(DatasetError::NoMagic);
     }
     let len = r.u32()? as usize;
-    let header: Header =
-        serde_json::from_slice(r.take(len)?).map_err(|e| format!("bad header: {e}"))?;
+    let header: Header = serde_json::from_slice(r.take(len)?).map_err(DatasetError::Header)?;
     let width = header.width;
     let mut tasks = Vec::with_capacity(header.tasks.len());
     for (workload_key, n) in header.tasks {
@@ -445,7 +470,10 @@ fn decode(bytes: &[u8]) -> Result<Dataset, String> {
             let rows = r.u32()? as usize;
             let y = r.f32()?;
             if !y.is_finite() || y < 0.0 {
-                return Err(format!("label {y} at byte {}", r.at - 4));
+                return Err(DatasetError::Label {
+                    label: y,
+                    at: r.at - 4,
+                });
             }
             let mut p = Vec::with_capacity(rows);
             for _ in 0..rows {
@@ -460,10 +488,7 @@ fn decode(bytes: &[u8]) -> Result<Dataset, String> {
         tasks.push(t);
     }
     if r.at != bytes.len() {
-        return Err(format!(
-            "{} bytes after the last program",
-            bytes.len() - r.at
-        ));
+        return Err(DatasetError::Trailing(bytes.len() - r.at));
     }
     Ok(Dataset {
         log: header.log,

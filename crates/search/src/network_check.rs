@@ -75,35 +75,50 @@ impl NetworkCheck {
     /// Parses a log line as a check: `None` when the line is not one (no `check`
     /// field: a record or junk, for the record parser to judge), else the check or why
     /// the line cannot be one.
-    pub fn from_json_line(text: &str) -> Option<Result<NetworkCheck, String>> {
+    pub fn from_json_line(text: &str) -> Option<Result<NetworkCheck, CheckLineError>> {
         let value: serde_json::Value = serde_json::from_str(text).ok()?;
         let kind = value.as_object()?.get("check")?.clone();
-        Some(Self::from_value(value, &kind))
+        Some(Self::from_value(value, kind))
     }
 
-    fn from_value(value: serde_json::Value, kind: &serde_json::Value) -> Result<Self, String> {
+    fn from_value(
+        value: serde_json::Value,
+        kind: serde_json::Value,
+    ) -> Result<Self, CheckLineError> {
         if kind.as_str() != Some(NETWORK_CHECK) {
-            return Err(format!(
-                "not a record: a check of kind {kind}, not \"{NETWORK_CHECK}\""
-            ));
+            return Err(CheckLineError::OtherKind(kind));
         }
-        let c =
-            NetworkCheck::deserialize(value).map_err(|e| format!("not a network check: {e}"))?;
+        let c = NetworkCheck::deserialize(value).map_err(CheckLineError::Malformed)?;
         if c.v == 0 || c.v > RECORD_VERSION {
-            return Err(format!(
-                "network check of format version {}, which this build does not read ({RECORD_VERSION})",
-                c.v
-            ));
+            return Err(CheckLineError::Version(c.v));
         }
         if c.tuned_ms.len() != c.default_ms.len() || c.tuned_ms.is_empty() {
-            return Err(format!(
-                "network check with {} tuned and {} default times (equal, at least one)",
-                c.tuned_ms.len(),
-                c.default_ms.len()
-            ));
+            return Err(CheckLineError::Times {
+                tuned: c.tuned_ms.len(),
+                default: c.default_ms.len(),
+            });
         }
         Ok(c)
     }
+}
+
+/// Why a log line with a `check` field is not a [`NetworkCheck`] this build reads.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckLineError {
+    /// A check of another kind than [`NETWORK_CHECK`] (its `check` field, as JSON).
+    #[error("not a record: a check of kind {0}, not \"{NETWORK_CHECK}\"")]
+    OtherKind(serde_json::Value),
+    /// Fields missing or of the wrong type.
+    #[error("not a network check: {0}")]
+    Malformed(#[source] serde_json::Error),
+    /// A format version this build does not read (0, or newer than [`RECORD_VERSION`]).
+    #[error(
+        "network check of format version {0}, which this build does not read ({RECORD_VERSION})"
+    )]
+    Version(u64),
+    /// Tuned and default times that do not pair up.
+    #[error("network check with {tuned} tuned and {default} default times (equal, at least one)")]
+    Times { tuned: usize, default: usize },
 }
 
 /// How the check times the builds.

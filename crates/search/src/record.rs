@@ -465,7 +465,9 @@ pub fn parse_log(bytes: &[u8]) -> LoadedLog {
             }
             Err(e) => match NetworkCheck::from_json_line(text) {
                 Some(Ok(c)) => log.checks.push(c),
-                Some(Err(reason)) => log.skipped.push((number, torn_reason(torn, reason))),
+                Some(Err(reason)) => log
+                    .skipped
+                    .push((number, torn_reason(torn, reason.to_string()))),
                 None => log
                     .skipped
                     .push((number, torn_reason(torn, e.line_reason()))),

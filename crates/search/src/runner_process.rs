@@ -183,8 +183,8 @@ impl RunnerProcess {
         let total = || start.elapsed().as_secs_f64();
         let mut live = match self.hand_over(job_path) {
             Ok(l) => l,
-            Err(message) => {
-                let r = MeasureResult::failed(MeasureErrorNo::Unknown, message, total());
+            Err(e) => {
+                let r = MeasureResult::failed(MeasureErrorNo::Unknown, e.to_string(), total());
                 return (r, None);
             }
         };
@@ -222,14 +222,16 @@ impl RunnerProcess {
     /// A process that has been handed the job: the running one, or a new one when none
     /// runs or the running one ended between jobs (ended from outside: the job is not to
     /// blame, so it goes to a new process).
-    fn hand_over(&mut self, job_path: &Path) -> Result<Live, String> {
+    fn hand_over(&mut self, job_path: &Path) -> Result<Live, HandOverError> {
         let line = format!("{}\n", job_path.display());
         let reused = self.live.take();
         let fresh = reused.is_none();
         let mut live = match reused {
             Some(l) => l,
-            None => Live::start(&self.runner)
-                .map_err(|e| format!("starting {}: {e}", self.runner.display()))?,
+            None => Live::start(&self.runner).map_err(|source| HandOverError::Start {
+                runner: self.runner.clone(),
+                source,
+            })?,
         };
         live.stderr
             .lock()
@@ -241,16 +243,37 @@ impl RunnerProcess {
             .and_then(|()| live.stdin.flush())
         {
             Ok(()) => Ok(live),
-            Err(e) if fresh => {
-                let why = live.end();
-                Err(format!("{why} before its first job began ({e})"))
-            }
+            Err(source) if fresh => Err(HandOverError::EndedBeforeFirstJob {
+                how: live.end(),
+                source,
+            }),
             Err(_) => {
                 let _ = live.end();
                 self.hand_over(job_path)
             }
         }
     }
+}
+
+/// Why a job could not be handed to a runner process (the job then fails as
+/// [`MeasureErrorNo::Unknown`] with this message).
+#[derive(Debug, thiserror::Error)]
+enum HandOverError {
+    /// The runner binary did not start.
+    #[error("starting {}: {source}", runner.display())]
+    Start {
+        runner: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A new runner ended before it took the job; `how` is how it ended, with the last
+    /// lines of its standard error.
+    #[error("{how} before its first job began ({source})")]
+    EndedBeforeFirstJob {
+        how: String,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl Drop for RunnerProcess {

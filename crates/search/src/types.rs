@@ -50,9 +50,14 @@ impl From<MeasureErrorNo> for u8 {
     }
 }
 
+/// A number that is no [`MeasureErrorNo`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown measure error number {0}")]
+pub struct UnknownErrorNo(pub u8);
+
 impl TryFrom<u8> for MeasureErrorNo {
-    type Error = String;
-    fn try_from(v: u8) -> Result<Self, String> {
+    type Error = UnknownErrorNo;
+    fn try_from(v: u8) -> Result<Self, UnknownErrorNo> {
         Ok(match v {
             0 => MeasureErrorNo::NoError,
             1 => MeasureErrorNo::Instantiation,
@@ -63,7 +68,7 @@ impl TryFrom<u8> for MeasureErrorNo {
             6 => MeasureErrorNo::BuildTimeout,
             7 => MeasureErrorNo::RunTimeout,
             8 => MeasureErrorNo::Unknown,
-            _ => return Err(format!("unknown measure error number {v}")),
+            _ => return Err(UnknownErrorNo(v)),
         })
     }
 }

@@ -3,7 +3,9 @@
 //! the best configurations of a record log (apply-history-best); and the pipeline
 //! extension that offers both (`tessera_driver::NetworkExtension`).
 
-use crate::templates::{template_fits, template_of, GroupFit, Template, TemplateTask, Untuned};
+use crate::templates::{
+    template_fits, template_of, GroupFit, Template, TemplateError, TemplateTask, Untuned,
+};
 use petgraph::stable_graph::NodeIndex;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -148,27 +150,23 @@ fn schedule_group(
     fit: &GroupFit<'_>,
     anchor: &tessera_te::Tensor,
     ctx: &BuildContext,
-) -> Result<Schedule, String> {
+) -> Result<Schedule, TemplateError> {
     let gc = fit.group;
     let config = match entity {
         Some(entity) => task.space.from_entity(entity),
         None => task.space.fallback(),
-    }
-    .map_err(|e| e.to_string())?;
+    }?;
     let outputs = [gc.output.clone()];
-    let mut s = Schedule::create(&outputs).map_err(|e| e.to_string())?;
+    let mut s = Schedule::create(&outputs)?;
     for t in &gc.inlinable {
-        s.compute_inline(t).map_err(|e| e.to_string())?;
+        s.compute_inline(t)?;
     }
     let mut skip = gc.inlinable.clone();
     skip.push(anchor.clone());
     let rest = computed_stages(&s, &skip);
-    task.apply_to(&mut s, anchor, &config)
-        .map_err(|e| e.to_string())?;
-    task.def
-        .fit_group(&mut s, anchor, fit)
-        .map_err(|e| e.to_string())?;
-    schedule_stages(&mut s, &outputs, &rest, ctx.cpu_params()).map_err(|e| e.to_string())?;
+    task.apply_to(&mut s, anchor, &config)?;
+    task.def.fit_group(&mut s, anchor, fit)?;
+    schedule_stages(&mut s, &outputs, &rest, ctx.cpu_params())?;
     Ok(s)
 }
 

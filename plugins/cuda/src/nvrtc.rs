@@ -59,14 +59,18 @@ unsafe impl Sync for Nvrtc {}
 
 impl Nvrtc {
     /// Opens `path` (a file path, or a name for the loader) and reads the entry points.
-    fn open(path: &Path) -> Result<Nvrtc, String> {
+    fn open(path: &Path) -> Result<Nvrtc, OpenError> {
         // SAFETY: NVRTC is a plain C library without initializers that need care.
-        let lib = unsafe { Library::new(path) }.map_err(|e| e.to_string())?;
+        let lib = unsafe { Library::new(path) }.map_err(OpenError::Library)?;
         macro_rules! sym {
             ($name:literal) => {
                 // SAFETY: the symbol's C signature is the field's type (NVRTC's header).
-                *unsafe { lib.get(concat!($name, "\0").as_bytes()) }
-                    .map_err(|e| format!("{}: {e}", $name))?
+                *unsafe { lib.get(concat!($name, "\0").as_bytes()) }.map_err(|source| {
+                    OpenError::Symbol {
+                        name: $name,
+                        source,
+                    }
+                })?
             };
         }
         macro_rules! optional {
@@ -263,32 +267,76 @@ fn major_of(p: &Path) -> Option<u32> {
     locate::lib_version(name, "nvrtc")?.first().copied()
 }
 
+/// Why a library file is not a usable NVRTC.
+#[derive(Debug, thiserror::Error)]
+enum OpenError {
+    /// The loader refused the file.
+    #[error("{0}")]
+    Library(#[source] libloading::Error),
+    /// An entry point NVRTC has is missing.
+    #[error("{name}: {source}")]
+    Symbol {
+        name: &'static str,
+        #[source]
+        source: libloading::Error,
+    },
+}
+
+/// A candidate NVRTC that did not load.
+#[derive(Debug)]
+enum Tried {
+    /// A file path that is no file.
+    Absent(PathBuf),
+    /// A library name the loader did not find.
+    NotOnLoaderPath(PathBuf),
+    /// A file that opened but is no usable NVRTC.
+    Unusable { path: PathBuf, source: OpenError },
+}
+
+impl std::fmt::Display for Tried {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Tried::Absent(path) => write!(f, "{}", path.display()),
+            Tried::NotOnLoaderPath(path) => write!(f, "{} on the loader's path", path.display()),
+            Tried::Unusable { path, source } => write!(f, "{} ({source})", path.display()),
+        }
+    }
+}
+
+/// No candidate NVRTC loaded: what was tried, in order (the message is the list that
+/// [`CudaError::NvrtcMissing`] quotes).
+#[derive(Debug, thiserror::Error)]
+#[error("{}", tried.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "))]
+struct NotFound {
+    tried: Vec<Tried>,
+}
+
 fn nvrtc() -> Result<&'static Nvrtc, CudaError> {
-    static LOADED: OnceLock<Result<Nvrtc, String>> = OnceLock::new();
+    static LOADED: OnceLock<Result<Nvrtc, NotFound>> = OnceLock::new();
     LOADED
         .get_or_init(load)
         .as_ref()
-        .map_err(|searched| CudaError::NvrtcMissing {
-            searched: searched.clone(),
+        .map_err(|e| CudaError::NvrtcMissing {
+            searched: e.to_string(),
         })
 }
 
-fn load() -> Result<Nvrtc, String> {
+fn load() -> Result<Nvrtc, NotFound> {
     let candidates = candidates();
     let mut tried = Vec::new();
-    for path in &candidates {
+    for path in candidates {
         let by_name = path.components().count() == 1;
         if !by_name && !path.is_file() {
-            tried.push(path.display().to_string());
+            tried.push(Tried::Absent(path));
             continue;
         }
-        match Nvrtc::open(path) {
+        match Nvrtc::open(&path) {
             Ok(n) => return Ok(n),
-            Err(_) if by_name => tried.push(format!("{} on the loader's path", path.display())),
-            Err(e) => tried.push(format!("{} ({e})", path.display())),
+            Err(_) if by_name => tried.push(Tried::NotOnLoaderPath(path)),
+            Err(source) => tried.push(Tried::Unusable { path, source }),
         }
     }
-    Err(tried.join(", "))
+    Err(NotFound { tried })
 }
 
 /// Makes NVRTC usable, once per process.

@@ -83,9 +83,35 @@ pub struct Listed {
     pub devices: Vec<(usize, String)>,
 }
 
+/// Why [`pick`] finds no device: what the choice asked against what there is, then the
+/// platforms and devices the ICD loader lists (`listing`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PickError {
+    #[error("no OpenCL platform matches -platform={platform}; {listing}")]
+    NoPlatform { platform: String, listing: String },
+    #[error(
+        "-device-index={index} but the platforms matching -platform={platform} have \
+         {count} device(s); {listing}"
+    )]
+    PlatformIndex {
+        platform: String,
+        index: usize,
+        count: usize,
+        listing: String,
+    },
+    #[error("no OpenCL device on {platforms} platform(s); {listing}")]
+    NoDevice { platforms: usize, listing: String },
+    #[error("-device-index={index} but there are {count} device(s); {listing}")]
+    Index {
+        index: usize,
+        count: usize,
+        listing: String,
+    },
+}
+
 /// The device `choice` names among `listed`: its handle and the platform's and device's
 /// names; otherwise why not, with what there is.
-pub fn pick(listed: &[Listed], choice: &DeviceChoice) -> Result<(usize, String), String> {
+pub fn pick(listed: &[Listed], choice: &DeviceChoice) -> Result<(usize, String), PickError> {
     let matching: Vec<&Listed> = listed.iter().filter(|p| choice.matches(p)).collect();
     let devices: Vec<(&Listed, &(usize, String))> = matching
         .iter()
@@ -94,21 +120,28 @@ pub fn pick(listed: &[Listed], choice: &DeviceChoice) -> Result<(usize, String),
     if let Some((p, (id, name))) = devices.get(choice.index) {
         return Ok((*id, format!("{name} ({})", p.name)));
     }
-    let what = match &choice.platform {
-        Some(want) if matching.is_empty() => format!("no OpenCL platform matches -platform={want}"),
-        Some(want) => format!(
-            "-device-index={} but the platforms matching -platform={want} have {} device(s)",
-            choice.index,
-            devices.len()
-        ),
-        None if devices.is_empty() => format!("no OpenCL device on {} platform(s)", listed.len()),
-        None => format!(
-            "-device-index={} but there are {} device(s)",
-            choice.index,
-            devices.len()
-        ),
-    };
-    Err(format!("{what}; {}", describe(listed)))
+    let (index, count, listing) = (choice.index, devices.len(), describe(listed));
+    Err(match &choice.platform {
+        Some(want) if matching.is_empty() => PickError::NoPlatform {
+            platform: want.clone(),
+            listing,
+        },
+        Some(want) => PickError::PlatformIndex {
+            platform: want.clone(),
+            index,
+            count,
+            listing,
+        },
+        None if devices.is_empty() => PickError::NoDevice {
+            platforms: listed.len(),
+            listing,
+        },
+        None => PickError::Index {
+            index,
+            count,
+            listing,
+        },
+    })
 }
 
 /// The platforms and devices there are, for an error message.
@@ -181,8 +214,8 @@ pub fn select(choice: &DeviceChoice) -> Result<(ClDevice, String), OpenClError> 
     let (id, name) = match pick(listed, choice) {
         Ok(found) => found,
         // nothing at all: what to install; a choice that names nothing: what there is
-        Err(why) if *choice == DeviceChoice::default() => return Err(no_device(why)),
-        Err(why) => return Err(OpenClError::NoSuchDevice(why)),
+        Err(why) if *choice == DeviceChoice::default() => return Err(no_device(why.to_string())),
+        Err(why) => return Err(OpenClError::NoSuchDevice(why.to_string())),
     };
     Ok((ClDevice::new(id as cl_device_id), name))
 }
@@ -639,7 +672,7 @@ mod tests {
     #[test]
     fn a_choice_that_names_nothing_lists_what_there_is() {
         let l = listed();
-        let e = pick(&l, &choice(Some("AMD"), 0)).unwrap_err();
+        let e = pick(&l, &choice(Some("AMD"), 0)).unwrap_err().to_string();
         assert!(
             e.contains("no OpenCL platform matches -platform=AMD"),
             "{e}"
@@ -649,11 +682,13 @@ mod tests {
             "{e}"
         );
         assert!(e.contains("OCL_ICD_VENDORS"), "{e}");
-        let e = pick(&l, &choice(Some("nvidia"), 2)).unwrap_err();
+        let e = pick(&l, &choice(Some("nvidia"), 2))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("have 2 device(s)"), "{e}");
-        let e = pick(&l, &choice(None, 9)).unwrap_err();
+        let e = pick(&l, &choice(None, 9)).unwrap_err().to_string();
         assert!(e.contains("there are 3 device(s)"), "{e}");
-        let e = pick(&[], &choice(None, 0)).unwrap_err();
+        let e = pick(&[], &choice(None, 0)).unwrap_err().to_string();
         assert!(e.contains("lists no platform"), "{e}");
     }
 

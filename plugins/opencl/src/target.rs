@@ -107,12 +107,23 @@ fn queried(choice: &DeviceChoice) -> Option<HardwareParams> {
 
 #[cfg(test)]
 mod tests {
-    use tessera_target::{HardwareParams, Target};
+    use crate::error::OpenClError;
+    use tessera_target::{HardwareParams, Target, TargetError};
+
+    /// Why a target string has no hardware parameters: it does not parse, or the plugin
+    /// refuses it.
+    #[derive(Debug, thiserror::Error)]
+    enum Refused {
+        #[error(transparent)]
+        Parse(#[from] TargetError),
+        #[error(transparent)]
+        Params(#[from] OpenClError),
+    }
 
     /// `hardware_params` of a target string (the plugin's entry point parses it first).
-    fn hardware_params(s: &str) -> Result<HardwareParams, String> {
-        let t = Target::parse_any(s).map_err(|e| e.to_string())?;
-        super::hardware_params(&t).map_err(|e| e.to_string())
+    fn hardware_params(s: &str) -> Result<HardwareParams, Refused> {
+        let t = Target::parse_any(s)?;
+        Ok(super::hardware_params(&t)?)
     }
 
     #[test]
@@ -141,12 +152,16 @@ mod tests {
     fn a_bad_target_string_or_limit_is_an_error() {
         assert!(hardware_params("").is_err());
         assert!(hardware_params("opencl mali").is_err());
-        let e = hardware_params("opencl -device=foo").unwrap_err();
+        let e = hardware_params("opencl -device=foo")
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("unknown -device `foo`") && e.contains("mali"),
             "{e}"
         );
-        let err = hardware_params("opencl -device=mali -max-threads-per-block=lots").unwrap_err();
+        let err = hardware_params("opencl -device=mali -max-threads-per-block=lots")
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("max-threads-per-block") && err.contains("lots"),
             "{err}"

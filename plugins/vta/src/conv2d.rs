@@ -207,7 +207,7 @@ pub fn generate(cfg: &VtaConfig, w: &Conv2dPacked, k: &Knobs) -> Result<Program,
         reason,
     };
     w.check().map_err(|e| fail(e.to_string()))?;
-    let slots = plan(cfg, w, k).map_err(fail)?;
+    let slots = plan(cfg, w, k).map_err(|e| fail(e.to_string()))?;
     let layout = Layout::of(cfg).map_err(|e| fail(e.to_string()))?;
     let threads = k.oc_nthread * k.h_nthread;
     let mut g = Gen {
@@ -260,8 +260,40 @@ pub fn generate(cfg: &VtaConfig, w: &Conv2dPacked, k: &Knobs) -> Result<Program,
     g.b.finish()
 }
 
+/// Why [`plan`] refuses a configuration ([`generate`] makes it the reason of a
+/// [`VtaError::Instantiate`]).
+#[derive(Debug, thiserror::Error)]
+enum PlanError {
+    /// A tile size that does not divide its axis.
+    #[error("{knob} {tile} does not divide its axis of {axis}")]
+    Split {
+        knob: &'static str,
+        tile: usize,
+        axis: usize,
+    },
+    /// A virtual-thread count that is not 1 or 2 or does not divide its tiles.
+    #[error("{knob} {n} does not divide the {outer} {axis} tiles")]
+    Threads {
+        knob: &'static str,
+        n: usize,
+        outer: usize,
+        axis: &'static str,
+    },
+    /// Tiles that overflow an on-chip buffer.
+    #[error(
+        "the tiles need {} {buffer} entries ({per} per thread × {threads}), the buffer has {depth}",
+        per * threads
+    )]
+    Capacity {
+        buffer: &'static str,
+        per: usize,
+        threads: usize,
+        depth: usize,
+    },
+}
+
 /// Checks the splits and the buffer capacities; the per-thread buffer sizes.
-fn plan(cfg: &VtaConfig, w: &Conv2dPacked, k: &Knobs) -> Result<Slots, String> {
+fn plan(cfg: &VtaConfig, w: &Conv2dPacked, k: &Knobs) -> Result<Slots, PlanError> {
     let splits = [
         ("tile_b", k.tile_b, w.n),
         ("tile_h", k.tile_h, w.out_h()),
@@ -271,7 +303,11 @@ fn plan(cfg: &VtaConfig, w: &Conv2dPacked, k: &Knobs) -> Result<Slots, String> {
     ];
     for (name, tile, axis) in splits {
         if tile == 0 || axis % tile != 0 {
-            return Err(format!("{name} {tile} does not divide its axis of {axis}"));
+            return Err(PlanError::Split {
+                knob: name,
+                tile,
+                axis,
+            });
         }
     }
     for (name, n, outer, axis) in [
@@ -284,9 +320,12 @@ fn plan(cfg: &VtaConfig, w: &Conv2dPacked, k: &Knobs) -> Result<Slots, String> {
         ("h_nthread", k.h_nthread, w.out_h() / k.tile_h, "row"),
     ] {
         if !(1..=2).contains(&n) || outer % n != 0 {
-            return Err(format!(
-                "{name} {n} does not divide the {outer} {axis} tiles"
-            ));
+            return Err(PlanError::Threads {
+                knob: name,
+                n,
+                outer,
+                axis,
+            });
         }
     }
     let threads = k.oc_nthread * k.h_nthread;
@@ -307,10 +346,12 @@ fn plan(cfg: &VtaConfig, w: &Conv2dPacked, k: &Knobs) -> Result<Slots, String> {
         ("ACC", s.acc, cfg.acc_depth()),
     ] {
         if per * threads > depth {
-            return Err(format!(
-                "the tiles need {} {name} entries ({per} per thread × {threads}), the buffer has {depth}",
-                per * threads
-            ));
+            return Err(PlanError::Capacity {
+                buffer: name,
+                per,
+                threads,
+                depth,
+            });
         }
     }
     Ok(s)

@@ -133,18 +133,58 @@ pub struct Exec<'a> {
     pub dram: &'a mut Dram,
 }
 
-fn bad(index: usize, insn: &Insn, reason: String) -> VtaError {
+/// Why the simulator refuses an instruction; [`Exec::run`] wraps it into
+/// [`VtaError::Insn`] with the instruction's index and text.
+#[derive(Debug, thiserror::Error)]
+enum Refusal {
+    #[error("the output buffer cannot be loaded")]
+    LoadOut,
+    #[error("{mem} buffer overflow: {rows}×{cols} elements from {base} pass its depth {depth}")]
+    Overflow {
+        mem: MemType,
+        rows: usize,
+        cols: usize,
+        base: u32,
+        depth: usize,
+    },
+    #[error("only the output buffer is stored, not {0}")]
+    StoreNotOut(MemType),
+    #[error("a store has no padding")]
+    StorePadded,
+    #[error("micro-op {index} is past the micro-op buffer's depth {depth}")]
+    UopPastDepth { index: u32, depth: usize },
+    #[error(
+        "index out of its buffer at step ({o}, {i}, uop {k}): dst {dst} of {dst_depth}, \
+         src {src} of {src_depth}"
+    )]
+    StepIndex {
+        o: u32,
+        i: u32,
+        k: u32,
+        dst: usize,
+        dst_depth: usize,
+        src: usize,
+        src_depth: usize,
+    },
+    #[error("weight index {index} is past the weight buffer's depth {depth}")]
+    WgtPastDepth { index: usize, depth: usize },
+    /// A DRAM access outside every allocation, or a token-ordering hazard.
+    #[error(transparent)]
+    Vta(#[from] VtaError),
+}
+
+fn bad(index: usize, insn: &Insn, reason: Refusal) -> VtaError {
     VtaError::Insn {
         index,
         insn: insn.to_string(),
-        reason,
+        reason: reason.to_string(),
     }
 }
 
 impl Exec<'_> {
     /// Runs `insn`, the program's instruction `at.index`.
     pub fn run(&mut self, insn: &Insn, at: &Stamp) -> Result<(), VtaError> {
-        let fail = |reason: String| bad(at.index, insn, reason);
+        let fail = |reason: Refusal| bad(at.index, insn, reason);
         match insn {
             Insn::Mem(m) if m.x_size == 0 => Ok(()),
             Insn::Mem(m) if m.op == MemOp::Load => self.load(m, at).map_err(fail),
@@ -167,19 +207,22 @@ impl Exec<'_> {
         }
     }
 
-    fn load(&mut self, m: &MemInsn, at: &Stamp) -> Result<(), String> {
+    fn load(&mut self, m: &MemInsn, at: &Stamp) -> Result<(), Refusal> {
         if m.mem == MemType::Out {
-            return Err("the output buffer cannot be loaded".into());
+            return Err(Refusal::LoadOut);
         }
         let (elem, depth) = self.geometry(m.mem);
         let xtotal = (m.x_size + m.x_pad[0] + m.x_pad[1]) as usize;
         let ytotal = (m.y_size + m.y_pad[0] + m.y_pad[1]) as usize;
         let end = m.sram_base as usize + xtotal * ytotal;
         if end > depth {
-            return Err(format!(
-                "{} buffer overflow: {}×{} elements from {} pass its depth {depth}",
-                m.mem, ytotal, xtotal, m.sram_base
-            ));
+            return Err(Refusal::Overflow {
+                mem: m.mem,
+                rows: ytotal,
+                cols: xtotal,
+                base: m.sram_base,
+                depth,
+            });
         }
         let mut e = m.sram_base as usize;
         for y in 0..ytotal {
@@ -193,11 +236,7 @@ impl Exec<'_> {
                 let src = match (row, col) {
                     (Some(r), Some(c)) => {
                         let el = m.dram_base as u64 + (r * m.x_stride as usize + c) as u64;
-                        Some(
-                            self.dram
-                                .read(el * elem as u64, elem)
-                                .map_err(|e| e.to_string())?,
-                        )
+                        Some(self.dram.read(el * elem as u64, elem)?)
                     }
                     _ => None,
                 };
@@ -210,33 +249,33 @@ impl Exec<'_> {
     }
 
     /// Writes one element of `mem` at index `e` from its DRAM bytes.
-    fn put(&mut self, mem: MemType, e: usize, b: &[u8], at: &Stamp) -> Result<(), String> {
+    fn put(&mut self, mem: MemType, e: usize, b: &[u8], at: &Stamp) -> Result<(), Refusal> {
         let s = &mut *self.sram;
         let lanes = self.cfg.batch() * self.cfg.block();
         match mem {
             MemType::Uop => s.uop[e] = u32::from_le_bytes([b[0], b[1], b[2], b[3]]),
             MemType::Inp => {
-                s.inp_t.write(e, at).map_err(|e| e.to_string())?;
+                s.inp_t.write(e, at)?;
                 let n = b.len();
                 for (d, v) in s.inp[e * n..(e + 1) * n].iter_mut().zip(b) {
                     *d = *v as i8;
                 }
             }
             MemType::Wgt => {
-                s.wgt_t.write(e, at).map_err(|e| e.to_string())?;
+                s.wgt_t.write(e, at)?;
                 let n = b.len();
                 for (d, v) in s.wgt[e * n..(e + 1) * n].iter_mut().zip(b) {
                     *d = *v as i8;
                 }
             }
             MemType::Acc => {
-                s.acc_t.write(e, at).map_err(|e| e.to_string())?;
+                s.acc_t.write(e, at)?;
                 for (l, d) in s.acc[e * lanes..(e + 1) * lanes].iter_mut().enumerate() {
                     *d = i32::from_le_bytes([b[4 * l], b[4 * l + 1], b[4 * l + 2], b[4 * l + 3]]);
                 }
             }
             MemType::Acc8 => {
-                s.acc_t.write(e, at).map_err(|e| e.to_string())?;
+                s.acc_t.write(e, at)?;
                 for (d, v) in s.acc[e * lanes..(e + 1) * lanes].iter_mut().zip(b) {
                     *d = *v as i8 as i32;
                 }
@@ -246,27 +285,30 @@ impl Exec<'_> {
         Ok(())
     }
 
-    fn store(&mut self, m: &MemInsn, at: &Stamp) -> Result<(), String> {
+    fn store(&mut self, m: &MemInsn, at: &Stamp) -> Result<(), Refusal> {
         if m.mem != MemType::Out {
-            return Err(format!("only the output buffer is stored, not {}", m.mem));
+            return Err(Refusal::StoreNotOut(m.mem));
         }
         if m.x_pad != [0, 0] || m.y_pad != [0, 0] {
-            return Err("a store has no padding".into());
+            return Err(Refusal::StorePadded);
         }
         let (elem, depth) = self.geometry(MemType::Out);
         let n = (m.x_size * m.y_size) as usize;
         if m.sram_base as usize + n > depth {
-            return Err(format!(
-                "OUT buffer overflow: {}×{} elements from {} pass its depth {depth}",
-                m.y_size, m.x_size, m.sram_base
-            ));
+            return Err(Refusal::Overflow {
+                mem: MemType::Out,
+                rows: m.y_size as usize,
+                cols: m.x_size as usize,
+                base: m.sram_base,
+                depth,
+            });
         }
         let lanes = self.cfg.batch() * self.cfg.block();
         let mut e = m.sram_base as usize;
         for y in 0..m.y_size as usize {
             let mut row = Vec::with_capacity(m.x_size as usize * elem);
             for _ in 0..m.x_size {
-                self.sram.acc_t.read(e, at).map_err(|e| e.to_string())?;
+                self.sram.acc_t.read(e, at)?;
                 row.extend(
                     self.sram.acc[e * lanes..(e + 1) * lanes]
                         .iter()
@@ -275,18 +317,16 @@ impl Exec<'_> {
                 e += 1;
             }
             let addr = (m.dram_base as u64 + (y * m.x_stride as usize) as u64) * elem as u64;
-            self.dram.write(addr, &row).map_err(|e| e.to_string())?;
+            self.dram.write(addr, &row)?;
         }
         Ok(())
     }
 
     /// The micro-op at `k`, checked.
-    fn uop(&self, k: u32) -> Result<crate::isa::Uop, String> {
-        let word = self.sram.uop.get(k as usize).ok_or_else(|| {
-            format!(
-                "micro-op {k} is past the micro-op buffer's depth {}",
-                self.cfg.uop_depth()
-            )
+    fn uop(&self, k: u32) -> Result<crate::isa::Uop, Refusal> {
+        let word = self.sram.uop.get(k as usize).ok_or(Refusal::UopPastDepth {
+            index: k,
+            depth: self.cfg.uop_depth(),
         })?;
         Ok(self.layout.decode_uop(*word))
     }
@@ -298,8 +338,8 @@ impl Exec<'_> {
         lp: &UopLoop,
         wgt_factor: [u32; 2],
         src_depth: usize,
-        mut f: impl FnMut(&mut Self, usize, usize, usize) -> Result<(), String>,
-    ) -> Result<(), String> {
+        mut f: impl FnMut(&mut Self, usize, usize, usize) -> Result<(), Refusal>,
+    ) -> Result<(), Refusal> {
         for o in 0..lp.iter_out {
             for i in 0..lp.iter_in {
                 for k in lp.uop_bgn..lp.uop_end {
@@ -308,11 +348,15 @@ impl Exec<'_> {
                     let s = (u.src + o * lp.src_factor[0] + i * lp.src_factor[1]) as usize;
                     let w = (u.wgt + o * wgt_factor[0] + i * wgt_factor[1]) as usize;
                     if d >= self.cfg.acc_depth() || s >= src_depth {
-                        return Err(format!(
-                            "index out of its buffer at step ({o}, {i}, uop {k}): dst {d} of {}, \
-                             src {s} of {src_depth}",
-                            self.cfg.acc_depth()
-                        ));
+                        return Err(Refusal::StepIndex {
+                            o,
+                            i,
+                            k,
+                            dst: d,
+                            dst_depth: self.cfg.acc_depth(),
+                            src: s,
+                            src_depth,
+                        });
                     }
                     f(self, d, s, w)?;
                 }
@@ -321,26 +365,27 @@ impl Exec<'_> {
         Ok(())
     }
 
-    fn gemm(&mut self, g: &GemmInsn, at: &Stamp) -> Result<(), String> {
+    fn gemm(&mut self, g: &GemmInsn, at: &Stamp) -> Result<(), Refusal> {
         let (batch, block) = (self.cfg.batch(), self.cfg.block());
         let lanes = batch * block;
         let wdepth = self.cfg.wgt_depth();
         self.steps(&g.lp, g.wgt_factor, self.cfg.inp_depth(), |x, d, s, w| {
             let sram = &mut *x.sram;
-            sram.acc_t.write(d, at).map_err(|e| e.to_string())?;
+            sram.acc_t.write(d, at)?;
             let acc = &mut sram.acc[d * lanes..(d + 1) * lanes];
             if g.lp.reset {
                 acc.fill(0);
                 return Ok(());
             }
             if w >= wdepth {
-                return Err(format!(
-                    "weight index {w} is past the weight buffer's depth {wdepth}"
-                ));
+                return Err(Refusal::WgtPastDepth {
+                    index: w,
+                    depth: wdepth,
+                });
             }
-            sram.acc_t.read(d, at).map_err(|e| e.to_string())?;
-            sram.inp_t.read(s, at).map_err(|e| e.to_string())?;
-            sram.wgt_t.read(w, at).map_err(|e| e.to_string())?;
+            sram.acc_t.read(d, at)?;
+            sram.inp_t.read(s, at)?;
+            sram.wgt_t.read(w, at)?;
             let inp = &sram.inp[s * lanes..(s + 1) * lanes];
             let wgt = &sram.wgt[w * block * block..(w + 1) * block * block];
             for b in 0..batch {
@@ -359,21 +404,21 @@ impl Exec<'_> {
         })
     }
 
-    fn alu(&mut self, a: &AluInsn, at: &Stamp) -> Result<(), String> {
+    fn alu(&mut self, a: &AluInsn, at: &Stamp) -> Result<(), Refusal> {
         let lanes = self.cfg.batch() * self.cfg.block();
         let op = a.op;
         self.steps(&a.lp, [0, 0], self.cfg.acc_depth(), |x, d, s, _| {
             let sram = &mut *x.sram;
             if a.lp.reset {
-                sram.acc_t.write(d, at).map_err(|e| e.to_string())?;
+                sram.acc_t.write(d, at)?;
                 sram.acc[d * lanes..(d + 1) * lanes].fill(0);
                 return Ok(());
             }
-            sram.acc_t.read(d, at).map_err(|e| e.to_string())?;
+            sram.acc_t.read(d, at)?;
             if a.imm.is_none() {
-                sram.acc_t.read(s, at).map_err(|e| e.to_string())?;
+                sram.acc_t.read(s, at)?;
             }
-            sram.acc_t.write(d, at).map_err(|e| e.to_string())?;
+            sram.acc_t.write(d, at)?;
             for l in 0..lanes {
                 let rhs = a.imm.map_or(sram.acc[s * lanes + l], i32::from);
                 let v = &mut sram.acc[d * lanes + l];

@@ -660,6 +660,16 @@ pub(crate) struct Importer {
     int8_products: Int8Products,
 }
 
+/// A value given for a network input ([`ImportOptions::input_values`]) whose type is not
+/// the input's.
+#[derive(Debug, thiserror::Error)]
+#[error("the value given for input `{input}` is {given}, but the input is {expected}")]
+struct GivenValueMismatch {
+    input: String,
+    given: TensorType,
+    expected: TensorType,
+}
+
 impl Importer {
     fn value(&self, name: &str, user: &str) -> Result<NodeIndex, GraphError> {
         self.values.get(name).copied().ok_or_else(|| {
@@ -737,17 +747,16 @@ impl Importer {
 
     /// The value given for network input `n` ([`ImportOptions::input_values`]), `None`
     /// where none was, an error where it does not fit the input's type.
-    fn given_value(&self, n: NodeIndex) -> Option<Result<NDArray, String>> {
+    fn given_value(&self, n: NodeIndex) -> Option<Result<NDArray, GivenValueMismatch>> {
         let node = self.g.node(n);
         let v = self.input_values.get(&node.name)?;
         let given: Vec<i64> = v.shape().iter().map(|&d| d as i64).collect();
         Some(if v.dtype() != node.ty.dtype || given != node.ty.shape {
-            Err(format!(
-                "the value given for input `{}` is {}, but the input is {}",
-                node.name,
-                TensorType::new(&given, v.dtype()),
-                node.ty
-            ))
+            Err(GivenValueMismatch {
+                input: node.name.clone(),
+                given: TensorType::new(&given, v.dtype()),
+                expected: node.ty.clone(),
+            })
         } else {
             Ok(v.clone())
         })

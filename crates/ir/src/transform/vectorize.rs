@@ -60,15 +60,15 @@ impl StmtMutator for LoopVectorizer {
                 }
                 .stmt(body)
             }
-            Some(n) => Err(format!("extent {n} is not a power of two between 2 and 64")),
-            None => Err("the extent is not a constant".to_string()),
+            Some(n) => Err(Unvectorizable::Extent(n)),
+            None => Err(Unvectorizable::ExtentNotConstant),
         };
         match result {
             Ok(v) => v,
             Err(reason) => {
                 self.skipped.push(NotVectorized {
                     var: var.name().to_string(),
-                    reason,
+                    reason: reason.to_string(),
                 });
                 Stmt::for_loop(
                     var.clone(),
@@ -89,7 +89,32 @@ struct Lanes {
     lanes: u16,
 }
 
-type R<T> = Result<T, String>;
+/// Why a vectorized loop stays a scalar loop ([`NotVectorized::reason`] is its text).
+#[derive(Debug, thiserror::Error)]
+enum Unvectorizable {
+    #[error("extent {0} is not a power of two between 2 and 64")]
+    Extent(i64),
+    #[error("the extent is not a constant")]
+    ExtentNotConstant,
+    #[error("the body already holds vector expressions")]
+    AlreadyVector,
+    #[error("an if_then_else condition varies across lanes")]
+    IfThenElseCondition,
+    /// A value that must be one scalar for all lanes (`what`: a condition, a loop
+    /// bound, a let value).
+    #[error("{what} varies across lanes")]
+    Varies { what: &'static str },
+    #[error("the store to `{buffer}` does not vary with the loop")]
+    UniformStore { buffer: String },
+    #[error("a {0:?} loop is nested inside")]
+    Nested(ForKind),
+    #[error("the body allocates")]
+    Allocates,
+    #[error("the body evaluates an expression for effect")]
+    Evaluates,
+    #[error("the body synchronizes threads")]
+    Synchronizes,
+}
 
 fn lanes_of(e: &Expr) -> u16 {
     e.dtype().lanes
@@ -211,7 +236,7 @@ impl Lanes {
             .then(|| Expr::cmp(op, base, t))
     }
 
-    fn expr(&self, e: &Expr) -> R<Expr> {
+    fn expr(&self, e: &Expr) -> Result<Expr, Unvectorizable> {
         Ok(match e.node() {
             ExprNode::Var(v) if *v == self.var => self.ramp.clone(),
             ExprNode::Var(_) | ExprNode::IntImm { .. } | ExprNode::FloatImm { .. } => e.clone(),
@@ -262,17 +287,23 @@ impl Lanes {
                 Expr::cast(dtype.with_lanes(lanes_of(&v)), v)
             }
             ExprNode::Load { buffer, indices } => {
-                let idx: Vec<Expr> = indices.iter().map(|i| self.expr(i)).collect::<R<_>>()?;
+                let idx: Vec<Expr> = indices
+                    .iter()
+                    .map(|i| self.expr(i))
+                    .collect::<Result<_, _>>()?;
                 Expr::load(buffer, idx)
             }
             ExprNode::Ramp { .. } | ExprNode::Broadcast { .. } => {
-                return Err("the body already holds vector expressions".into())
+                return Err(Unvectorizable::AlreadyVector)
             }
             ExprNode::Call { dtype, op, args } => {
-                let a: Vec<Expr> = args.iter().map(|x| self.expr(x)).collect::<R<_>>()?;
+                let a: Vec<Expr> = args
+                    .iter()
+                    .map(|x| self.expr(x))
+                    .collect::<Result<_, _>>()?;
                 if *op == Intrinsic::IfThenElse {
                     if lanes_of(&a[0]) != 1 {
-                        return Err("an if_then_else condition varies across lanes".into());
+                        return Err(Unvectorizable::IfThenElseCondition);
                     }
                     if lanes_of(&a[1]) == 1 && lanes_of(&a[2]) == 1 {
                         return Ok(Expr::call(*dtype, *op, a));
@@ -297,34 +328,38 @@ impl Lanes {
         })
     }
 
-    fn scalar(&self, e: &Expr, what: &str) -> R<Expr> {
+    fn scalar(&self, e: &Expr, what: &'static str) -> Result<Expr, Unvectorizable> {
         let v = self.expr(e)?;
         if lanes_of(&v) != 1 {
-            return Err(format!("{what} varies across lanes"));
+            return Err(Unvectorizable::Varies { what });
         }
         Ok(v)
     }
 
-    fn stmt(&self, s: &Stmt) -> R<Stmt> {
+    fn stmt(&self, s: &Stmt) -> Result<Stmt, Unvectorizable> {
         Ok(match s.node() {
             StmtNode::Store {
                 buffer,
                 indices,
                 value,
             } => {
-                let idx: Vec<Expr> = indices.iter().map(|i| self.expr(i)).collect::<R<_>>()?;
+                let idx: Vec<Expr> = indices
+                    .iter()
+                    .map(|i| self.expr(i))
+                    .collect::<Result<_, _>>()?;
                 let v = self.expr(value)?;
                 let vector_index = idx.iter().any(|i| lanes_of(i) > 1);
                 if !vector_index && lanes_of(&v) > 1 {
-                    return Err(format!(
-                        "the store to `{}` does not vary with the loop",
-                        buffer.name()
-                    ));
+                    return Err(Unvectorizable::UniformStore {
+                        buffer: buffer.name().to_string(),
+                    });
                 }
                 let v = if vector_index { self.widen(v) } else { v };
                 Stmt::store(buffer, idx, v)
             }
-            StmtNode::Seq(v) => Stmt::seq(v.iter().map(|x| self.stmt(x)).collect::<R<_>>()?),
+            StmtNode::Seq(v) => {
+                Stmt::seq(v.iter().map(|x| self.stmt(x)).collect::<Result<_, _>>()?)
+            }
             StmtNode::For {
                 var,
                 min,
@@ -336,7 +371,7 @@ impl Lanes {
                     kind,
                     ForKind::Vectorized | ForKind::Parallel | ForKind::ThreadBinding(_)
                 ) {
-                    return Err(format!("a {kind:?} loop is nested inside"));
+                    return Err(Unvectorizable::Nested(*kind));
                 }
                 let (mn, ext) = (
                     self.scalar(min, "an inner loop's start")?,
@@ -366,11 +401,9 @@ impl Lanes {
             StmtNode::Attr { key, value, body } => {
                 Stmt::attr(key.clone(), value.clone(), self.stmt(body)?)
             }
-            StmtNode::Allocate { .. } => return Err("the body allocates".into()),
-            StmtNode::Evaluate(_) => {
-                return Err("the body evaluates an expression for effect".into())
-            }
-            StmtNode::StorageSync(_) => return Err("the body synchronizes threads".into()),
+            StmtNode::Allocate { .. } => return Err(Unvectorizable::Allocates),
+            StmtNode::Evaluate(_) => return Err(Unvectorizable::Evaluates),
+            StmtNode::StorageSync(_) => return Err(Unvectorizable::Synchronizes),
         })
     }
 }
