@@ -9,7 +9,7 @@ use crate::tune::{measure_options, parse_dims, TuneArgs};
 use anyhow::{bail, Context, Result};
 use tessera_driver::tune::{
     MemoryUse, ModelMemory, PolicyOptions, PrepareProgress, PriorSource, Progress,
-    SchedulerOptions, SessionOptions, TaskSelection, TuneEvents, TuneRequest, TuneSubject, NO_COST,
+    SchedulerOptions, SessionOptions, TaskSelection, TuneEvents, TuneRequest, TuneSubject,
 };
 use tessera_te::catalog::OpSpec;
 
@@ -287,26 +287,9 @@ pub fn run(args: TuneArgs) -> Result<()> {
         shell_words(&rerun)
     ));
     let report = crate::plugins::toolchain().tune(&req, &mut Terminal::default())?;
-    let network = crate::tune::print_network_end(&report, args.compare_rounds)?;
+    say_part!("{}", report.closing_text());
     if args.json {
-        let ms = |c: f64| (c.is_finite() && c < NO_COST).then_some(c * 1e3);
-        let tasks: Vec<serde_json::Value> = report
-            .tasks
-            .iter()
-            .map(|t| {
-                serde_json::json!({"task": t.name, "workload_key": t.workload_key, "weight": t.weight, "best_ms": ms(t.best)})
-            })
-            .collect();
-        let summary = &report.summary;
-        let out = serde_json::json!({
-            "log": args.log.display().to_string(),
-            "trials": summary.trials,
-            "tasks": tasks,
-            "estimated_latency_ms": summary.estimated_latency.map(|l| l * 1e3),
-            "untuned_share": summary.untuned_share,
-            "network": network,
-        });
-        println!("{out}");
+        println!("{}", report.to_json(&args.log));
     }
     Ok(())
 }

@@ -7,11 +7,11 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use std::path::PathBuf;
 use tessera_backends::Target;
-use tessera_driver::records::in_network::{self, StepTime};
 use tessera_driver::records::LoadedLog;
+use tessera_driver::run_report::{save_outputs, TopClasses};
 use tessera_driver::{BuildReport, GivenInputs, NetworkSource, NetworkSpec};
 use tessera_graph::zoo::ZooOptions;
-use tessera_graph::{print_tasks, CompiledNetwork, ConvPlan, GraphModule, Layout};
+use tessera_graph::{CompiledNetwork, GraphModule, Layout};
 use tessera_runtime::{NDArray, TimeEvaluator};
 
 /// Where the network comes from, and how to prepare it.
@@ -146,11 +146,6 @@ impl NetworkArgs {
             winograd: !self.no_winograd,
         })
     }
-
-    /// The optimized network with its algorithm plan (`Toolchain::plan`).
-    pub(crate) fn plan(&self) -> Result<ConvPlan> {
-        Ok(toolchain().plan(&self.spec()?)?)
-    }
 }
 
 #[derive(Args, Debug)]
@@ -167,67 +162,11 @@ pub struct TasksArgs {
 }
 
 pub fn tasks(args: TasksArgs) -> Result<()> {
-    let target = args.net.target()?;
-    if args.templates {
-        let plan = toolchain().plan_for_templates(&args.net.spec()?)?;
-        let tasks = toolchain().template_tasks(plan.base(), &target)?;
-        for (i, t) in tasks.iter().enumerate() {
-            say!(
-                "========== Template task {i}  (workload key: {}) ==========",
-                t.workload_key
-            );
-            say!(
-                "# {}  weight: {}  FLOPs: {:.0}",
-                t.template,
-                t.weight,
-                t.flop
-            );
-            say!("{}", t.space);
-        }
-        say!(
-            "{} template tasks of network `{}` for target `{target}`",
-            tasks.len(),
-            plan.base().name
-        );
-        return Ok(());
-    }
-    let plan = args.net.plan()?;
-    let (tasks, weights) = plan.tasks(&target)?;
-    let g = plan.base();
-    let groups = tessera_graph::fuse(plan.rule_graph()).len();
+    let listing = toolchain().task_listing(&args.net.spec()?, args.templates)?;
     if args.summary {
-        say!(
-            "{:>4}  {:>6}  {:>14}  {:<34}  name",
-            "ID",
-            "weight",
-            "FLOPs",
-            "workload key"
-        );
-        for (i, (t, w)) in tasks.iter().zip(&weights).enumerate() {
-            let option = t.choice.as_ref().map(|c| format!("  (one option of {c})"));
-            say!(
-                "{i:>4}  {w:>6}  {:>14.0}  {:<34}  {}{}",
-                t.flop_count(),
-                t.workload_key,
-                t.name,
-                option.unwrap_or_default()
-            );
-        }
+        say_part!("{}", listing.summary());
     } else {
-        say_part!("{}", print_tasks(&tasks, &weights));
-    }
-    say!(
-        "{} tasks from {groups} fused groups of network `{}` for target `{target}`",
-        tasks.len(),
-        g.name
-    );
-    if !plan.choices().is_empty() {
-        say!(
-            "{} of them are options of {} convolutions that can be computed directly or \
-             with Winograd: tuning tunes each option, a build with the log takes the faster",
-            tasks.iter().filter(|t| t.choice.is_some()).count(),
-            plan.choices().len()
-        );
+        say_part!("{listing}");
     }
     Ok(())
 }
@@ -446,109 +385,6 @@ fn algorithms_line(picked: &[(tessera_graph::ConvAlgorithm, bool)]) -> String {
     )
 }
 
-/// Prints the per-kernel profile of `repeat` runs, slowest first; returns it as JSON.
-/// With the log the network was built from, each kernel's time alone beside it (see
-/// `search::in_network`).
-fn print_profile(
-    m: &mut GraphModule,
-    repeat: usize,
-    log: Option<&LoadedLog>,
-) -> Result<serde_json::Value> {
-    let p = m.profile(repeat)?;
-    let total: f64 = p.iter().map(|(_, ms)| ms).sum();
-    let target = m.target().to_string();
-    let steps = in_network::against_log(&p, &m.step_workload_keys(), &target, log);
-    let mut sorted: Vec<&StepTime> = steps.iter().collect();
-    sorted.sort_by(|a, b| b.in_network_ms.total_cmp(&a.in_network_ms));
-    let alone = |s: &StepTime| match (s.alone_ms, s.ratio()) {
-        (Some(a), Some(r)) => format!("  {a:>10.3}  {r:>5.2}×"),
-        _ if log.is_some() => format!("  {:>10}  {:>6}", "—", ""),
-        _ => String::new(),
-    };
-    let header = if log.is_some() {
-        format!("  {:>10}  {:>6}", "alone (ms)", "ratio")
-    } else {
-        String::new()
-    };
-    say!(
-        "{:>10}  {:>6}  {:>4}{header}  kernel (step, slowest first)",
-        "time (ms)",
-        "share",
-        "step"
-    );
-    for s in &sorted {
-        say!(
-            "{:>10.3}  {:>5.1}%  {:>4}{}  {}",
-            s.in_network_ms,
-            100.0 * s.in_network_ms / total,
-            s.step,
-            alone(s),
-            s.kernel
-        );
-    }
-    say!("{total:>10.3}  100.0%  (all {} kernels)", steps.len());
-    if log.is_some() {
-        let (inside, alone) = in_network::totals(&steps);
-        if alone > 0.0 {
-            say!(
-                "the kernels the log knows take {inside:.3} ms inside the network, {alone:.3} ms \
-                 alone as the log measured them ({:.2}×)",
-                inside / alone
-            );
-        }
-    }
-    Ok(serde_json::json!(sorted
-        .iter()
-        .map(|s| serde_json::json!({
-            "step": s.step, "kernel": s.kernel, "ms": s.in_network_ms,
-            "alone_ms": s.alone_ms,
-        }))
-        .collect::<Vec<_>>()))
-}
-
-/// Times whole runs and prints TVM's execution time summary (and a simulator's
-/// counters of one inference); returns the summary as JSON.
-fn print_benchmark(
-    m: &mut GraphModule,
-    args: &RunArgs,
-    counted: &tessera_runtime::DeviceCounters,
-) -> Result<serde_json::Value> {
-    let target = m.target().clone();
-    let ev = TimeEvaluator::new(args.number.max(1), args.repeat.max(1), 0.0);
-    if let Some(clock) = toolchain().needs(&target).device_clock {
-        say!("(`{target}`: the sum of each kernel's time on the device's clock, {clock})");
-    }
-    let r = toolchain().benchmark(m, &ev)?;
-    say!("Execution time summary:");
-    say!(
-        " {:>10}  {:>11}  {:>8}  {:>8}  {:>8}",
-        "mean (ms)",
-        "median (ms)",
-        "max (ms)",
-        "min (ms)",
-        "std (ms)"
-    );
-    say!(
-        " {:>10.4}  {:>11.4}  {:>8.4}  {:>8.4}  {:>8.4}",
-        r.mean_ms(),
-        r.median_ms(),
-        r.max_ms(),
-        r.min_ms(),
-        r.std_ms()
-    );
-    // a simulator's counters, as TVM's `simulator.stats()` prints them
-    if !counted.is_empty() {
-        say!("Execution statistics (one inference):");
-        for (name, value) in &counted.0 {
-            say!("\t{name:<20}: {value:>16}");
-        }
-    }
-    Ok(serde_json::json!({
-        "mean_ms": r.mean_ms(), "median_ms": r.median_ms(), "max_ms": r.max_ms(),
-        "min_ms": r.min_ms(), "std_ms": r.std_ms(),
-    }))
-}
-
 pub fn run(mut args: RunArgs) -> Result<()> {
     crate::set_json(args.json);
     crate::rpc::use_remote(&args.rpc)?;
@@ -582,24 +418,28 @@ pub fn run(mut args: RunArgs) -> Result<()> {
         say!("output {i}: {:?} {}", o.shape(), o.dtype());
     }
     if let Some(path) = &args.output {
-        save_outputs(path, &outputs)?;
+        say!("{}", save_outputs(path, &outputs)?);
     }
     let out = outputs.first().context("the network has no output")?;
     // class scores: one output, a row of at least 5 classes per image
-    let top5 = if outputs.len() == 1 && out.ndim() == 2 && out.shape()[1] >= 5 {
-        print_top5(out)?
-    } else {
-        serde_json::Value::Null
-    };
+    let top5 = TopClasses::of(&outputs);
+    if let Some(t) = &top5 {
+        say_part!("{t}");
+    }
     let profile = if args.profile {
-        print_profile(&mut m, args.repeat.max(1), loaded.as_ref())?
+        let p = toolchain().profile(&mut m, args.repeat.max(1), loaded.as_ref())?;
+        say_part!("{p}");
+        Some(p.to_json())
     } else {
-        serde_json::Value::Null
+        None
     };
     let bench = if args.benchmark {
-        print_benchmark(&mut m, &args, &counted)?
+        let ev = TimeEvaluator::new(args.number.max(1), args.repeat.max(1), 0.0);
+        let b = toolchain().benchmark_report(&mut m, &ev, counted)?;
+        say_part!("{b}");
+        Some(b.to_json())
     } else {
-        serde_json::Value::Null
+        None
     };
     if args.json {
         let summary = serde_json::json!({
@@ -612,76 +452,9 @@ pub fn run(mut args: RunArgs) -> Result<()> {
             "device": m.device().describe(),
             "output": {"shape": out.shape(), "dtype": out.dtype().to_string()},
             "outputs": outputs.iter().map(|o| serde_json::json!({"shape": o.shape(), "dtype": o.dtype().to_string()})).collect::<Vec<_>>(),
-            "top5": top5, "profile": profile, "benchmark": bench,
+            "top5": top5.map(|t| t.to_json()), "profile": profile, "benchmark": bench,
         });
         println!("{summary}");
     }
     Ok(())
-}
-
-/// Writes the outputs to `path`: all of them to a `.npz` (`output_0`, `output_1`, …, as
-/// tvmc names them), or the one output to a `.npy`.
-fn save_outputs(path: &std::path::Path, outputs: &[NDArray]) -> Result<()> {
-    let npz = path
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("npz"));
-    if npz {
-        let names: Vec<String> = (0..outputs.len()).map(|i| format!("output_{i}")).collect();
-        let arrays: Vec<(&str, &NDArray)> = names.iter().map(String::as_str).zip(outputs).collect();
-        NDArray::save_npz(path, &arrays)?;
-        say!(
-            "wrote {} ({} outputs: {})",
-            path.display(),
-            outputs.len(),
-            names.join(", ")
-        );
-        return Ok(());
-    }
-    if outputs.len() > 1 {
-        bail!(
-            "--output {}: the network has {} outputs and a .npy file holds one: give a .npz \
-             file (all outputs, as output_0, output_1, …)",
-            path.display(),
-            outputs.len()
-        );
-    }
-    outputs[0].save_npy(path)?;
-    say!("wrote {}", path.display());
-    Ok(())
-}
-
-/// Prints the five largest classes of row 0, as probabilities (a softmax is applied
-/// when the row is not one already); returns them as JSON.
-fn print_top5(out: &NDArray) -> Result<serde_json::Value> {
-    let v = out.to_f64_vec();
-    let row = &v[..out.shape()[1]];
-    let sum: f64 = row.iter().sum();
-    let is_prob = row.iter().all(|&x| (0.0..=1.0).contains(&x)) && (sum - 1.0).abs() < 1e-3;
-    let probs: Vec<f64> = if is_prob {
-        row.to_vec()
-    } else {
-        let m = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-        let e: Vec<f64> = row.iter().map(|x| (x - m).exp()).collect();
-        let s: f64 = e.iter().sum();
-        e.iter().map(|x| x / s).collect()
-    };
-    let mut idx: Vec<usize> = (0..probs.len()).collect();
-    idx.sort_by(|&a, &b| probs[b].total_cmp(&probs[a]).then(a.cmp(&b)));
-    say!(
-        "top-5 classes (row 0{}):",
-        if is_prob {
-            ""
-        } else {
-            ", softmax of the output"
-        }
-    );
-    for (rank, &c) in idx.iter().take(5).enumerate() {
-        say!("  #{}  class {c:>4}  probability {:.6}", rank + 1, probs[c]);
-    }
-    let top: Vec<serde_json::Value> = idx
-        .iter()
-        .take(5)
-        .map(|&c| serde_json::json!({"class": c, "probability": probs[c]}))
-        .collect();
-    Ok(serde_json::json!(top))
 }

@@ -7,9 +7,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use std::path::PathBuf;
 use std::time::Duration;
-use tessera_driver::records::{stable_cost, ScheduleDesc};
-use tessera_driver::tune::{CheckStep, CompareStep, MeasureOptions, TuneReport};
-use tessera_driver::NetworkCheckOutcome;
+use tessera_driver::tune::MeasureOptions;
 use tessera_runtime::runner::TimerConfig;
 
 #[derive(Args, Debug)]
@@ -231,136 +229,6 @@ pub fn run(args: TuneArgs) -> Result<()> {
     crate::autosched::run(args)
 }
 
-/// The end of a network's session printed: the in-network check, then the comparison
-/// of the untuned and tuned builds (as JSON too; `null` for one operator).
-pub(crate) fn print_network_end(report: &TuneReport, rounds: usize) -> Result<serde_json::Value> {
-    let Some(name) = &report.network else {
-        return Ok(serde_json::Value::Null);
-    };
-    match &report.check {
-        CheckStep::Stands => {
-            say!("in-network check: the log's check stands (nothing new was measured)")
-        }
-        CheckStep::Ran(outcome) => print_check(outcome),
-        CheckStep::NotRun => {}
-    }
-    Ok(print_comparison(name, &report.comparison, rounds))
-}
-
-/// The in-network check's outcome printed: the groups whose default (or another
-/// candidate) ran faster inside the network.
-fn print_check(outcome: &NetworkCheckOutcome) {
-    let (checks, opts) = (&outcome.checks, &outcome.options);
-    if checks.is_empty() {
-        say!("in-network check: no group is built with a tuned schedule, nothing to check");
-        return;
-    }
-    let groups: std::collections::BTreeSet<&str> =
-        checks.iter().map(|c| c.workload_key.as_str()).collect();
-    let to_default = outcome
-        .overruled
-        .iter()
-        .filter(|o| matches!(o.instead.schedule, ScheduleDesc::Default))
-        .count();
-    say!(
-        "in-network check: {} tuned groups timed inside whole runs ({} candidate schedules \
-         and the default; {} rounds of at most {} runs); {} run faster with another schedule, \
-         which builds with this log now use ({} with the default, {} with another candidate)",
-        groups.len(),
-        checks.len(),
-        opts.rounds,
-        opts.runs,
-        outcome.overruled.len(),
-        to_default,
-        outcome.overruled.len() - to_default
-    );
-    let median = |v: &[f64]| stable_cost(v.to_vec());
-    for o in &outcome.overruled {
-        let other = match o.instead.schedule {
-            ScheduleDesc::Default => String::new(),
-            _ => format!(", another candidate {:.3} ms: built with it", o.instead_ms),
-        };
-        say!(
-            "  {:<36} in the network: the best alone {:>7.3} ms, the default {:>7.3} ms{other}   {}",
-            o.check.task,
-            median(&o.check.tuned_ms),
-            median(&o.check.default_ms),
-            o.check.workload_key.chars().take(60).collect::<String>()
-        );
-    }
-}
-
 /// Rounds of the closing comparison, each timing both builds (alternating which goes
 /// first).
 const COMPARE_ROUNDS: usize = 5;
-
-/// The closing comparison printed (the end of both tuning modes): a speed-up only where
-/// every round agrees (`runtime::timer::Comparison`), else that the difference is
-/// inside the noise. Returns it as JSON.
-fn print_comparison(name: &str, step: &CompareStep, rounds: usize) -> serde_json::Value {
-    use tessera_runtime::timer::Verdict;
-    let c = match step {
-        CompareStep::Skipped => {
-            say!(
-                "network `{name}`: no comparison of the untuned and tuned builds (--compare-rounds 0); \
-                 `tessera run` with and without --log times each"
-            );
-            return serde_json::json!({ "skipped": true });
-        }
-        CompareStep::NothingApplied => {
-            say!(
-                "network `{name}`: no fused group is built with a tuned schedule (each kept its \
-                 default schedule, measured faster or untuned), so the tuned build is the \
-                 untuned one: nothing to compare"
-            );
-            return serde_json::json!({ "applied": 0 });
-        }
-        CompareStep::Compared(c) => c,
-    };
-    let (a, b, runs) = (&c.untuned, &c.tuned, c.runs);
-    say!(
-        "network `{name}`: {} distinct fused groups built with tuned schedules (the others: their default schedule, measured faster or untuned); {rounds} alternating rounds of {runs} run{} each",
-        c.applied,
-        if runs == 1 { "" } else { "s" }
-    );
-    say!(
-        "{:>8}  {:>10}  {:>11}  {:>8}",
-        "",
-        "mean (ms)",
-        "median (ms)",
-        "std (ms)"
-    );
-    for (name, r) in [("untuned", a), ("tuned", b)] {
-        say!(
-            "{name:>8}  {:>10.4}  {:>11.4}  {:>8.4}",
-            r.mean_ms(),
-            r.median_ms(),
-            r.std_ms()
-        );
-    }
-    let cmp = &c.per_round;
-    let ratios = tessera_runtime::Stats::of(&cmp.speedups());
-    let verdict = match cmp.verdict() {
-        Verdict::BFaster(x) => format!(
-            "tuned runs {x:.2}x as fast as untuned (every round agrees: {:.2}x to {:.2}x)",
-            ratios.min, ratios.max
-        ),
-        Verdict::AFaster(x) => format!(
-            "tuned runs {x:.2}x slower than untuned (every round agrees: {:.2}x to {:.2}x as fast)",
-            ratios.min, ratios.max
-        ),
-        Verdict::WithinNoise => format!(
-            "the difference is inside this run's noise (the rounds' untuned/tuned ratios go \
-             from {:.2} to {:.2}): no speed-up is claimed",
-            ratios.min, ratios.max
-        ),
-    };
-    say!("{verdict}");
-    serde_json::json!({
-        "applied": c.applied,
-        "untuned_median_ms": a.median_ms(),
-        "tuned_median_ms": b.median_ms(),
-        "round_speedups": cmp.speedups(),
-        "verdict": verdict,
-    })
-}

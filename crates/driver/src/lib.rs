@@ -37,9 +37,12 @@ mod history;
 mod inputs;
 mod operator;
 mod pipeline;
+pub mod run_report;
 mod serve;
 mod source;
+pub mod task_listing;
 pub mod tune;
+mod tune_report;
 mod tuning;
 
 pub use error::DriverError;
