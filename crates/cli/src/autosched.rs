@@ -5,25 +5,21 @@
 //! the arguments into the driver's `TuneRequest`, makes the one call
 //! (`Toolchain::tune`) and shows its events on the terminal.
 
-use crate::tune::{measure_options, parse_dims, TuneArgs};
+use crate::tune::{measure_options, TuneArgs};
 use anyhow::{bail, Context, Result};
 use tessera_driver::tune::{
-    MemoryUse, ModelMemory, PolicyOptions, PrepareProgress, PriorSource, Progress,
-    SchedulerOptions, SessionOptions, TaskSelection, TuneEvents, TuneRequest, TuneSubject,
+    MemoryUse, PolicyOptions, PrepareProgress, Progress, SchedulerOptions, SessionOptions,
+    TaskSelection, TuneEvents, TuneRequest, TuneSubject,
 };
 use tessera_te::catalog::OpSpec;
 
 /// The catalog operator of `--op OP --op-shape DIMS` with the attributes of `attrs`
 /// (the same flags and defaults as `tessera op`).
-pub(crate) fn op_spec(
-    op: &str,
-    shape: Option<&str>,
-    attrs: &crate::op::OpAttrArgs,
-) -> Result<OpSpec> {
-    let dims = parse_dims(shape.context(
-        "--op needs --op-shape (the operator's sizes, as `tessera op --list` gives them)",
-    )?)?;
-    Ok(OpSpec::new(op, &dims, attrs.attrs()?)?)
+pub(crate) fn op_spec(op: &str, dims: &[i64], attrs: &crate::op::OpAttrArgs) -> Result<OpSpec> {
+    if dims.is_empty() {
+        bail!("--op needs --op-shape (the operator's sizes, as `tessera op --list` gives them)");
+    }
+    Ok(OpSpec::new(op, dims, attrs.attrs()?)?)
 }
 
 /// The strategy's name: `--strategy`, else `--tuner` (the familiar spelling with
@@ -61,33 +57,6 @@ impl Terminal {
     }
 }
 
-/// `progress` as one line: trials, time, time left, the estimated latency.
-pub(crate) fn progress_line(p: &Progress) -> String {
-    let pct = 100.0 * p.trials as f64 / p.budget.max(1) as f64;
-    let left = if p.done || p.session_trials == 0 {
-        String::new()
-    } else {
-        let rate = p.elapsed / p.session_trials as f64;
-        format!(
-            ", about {:.0} s left",
-            rate * p.budget.saturating_sub(p.trials) as f64
-        )
-    };
-    let latency = p
-        .estimated_latency
-        .map(|l| format!(", estimated latency {:.3} ms", l * 1e3))
-        .unwrap_or_default();
-    let left = if left.is_empty() {
-        left
-    } else {
-        format!("{left} in the search")
-    };
-    format!(
-        "{}/{} trials ({pct:.0}%) in {:.0} s{left}{latency}",
-        p.trials, p.budget, p.elapsed
-    )
-}
-
 impl TuneEvents for Terminal {
     fn out(&mut self, text: &str) {
         use std::io::Write;
@@ -115,7 +84,7 @@ impl TuneEvents for Terminal {
         if !std::io::stderr().is_terminal() {
             // each round's line already said where the search ended
             if !p.done {
-                eprintln!("progress: {}", progress_line(p));
+                eprintln!("progress: {p}");
             }
             return;
         }
@@ -135,7 +104,7 @@ impl TuneEvents for Terminal {
         if p.done {
             bar.finish_and_clear();
             self.bar = None;
-            eprintln!("progress: {}", progress_line(p));
+            eprintln!("progress: {p}");
         }
     }
 }
@@ -176,14 +145,10 @@ fn prepare_progress(check: bool) -> PrepareProgress {
 
 /// The session's options from the arguments.
 fn session_options(args: &TuneArgs) -> Result<(SessionOptions, PolicyOptions)> {
-    let selection = match args.task_scheduler.as_str() {
-        "gradient" => TaskSelection::Gradient,
-        "round-robin" | "round_robin" => TaskSelection::RoundRobin,
-        "sequential" => TaskSelection::Sequential {
-            per_task: args.trials,
-        },
-        s => bail!("unknown --task-scheduler `{s}` (gradient, round-robin or sequential)"),
-    };
+    let name = &args.task_scheduler;
+    let selection = TaskSelection::named(name, args.trials).with_context(|| {
+        format!("unknown --task-scheduler `{name}` (gradient, round-robin or sequential)")
+    })?;
     // AutoTVM's loop stops each task early, not the session
     let sequential = matches!(selection, TaskSelection::Sequential { .. });
     if args.per_round == 0 || args.population == 0 {
@@ -225,26 +190,16 @@ fn session_options(args: &TuneArgs) -> Result<(SessionOptions, PolicyOptions)> {
 }
 
 /// The cost model's memory of `--model-cache` (or the default cache) for the target,
-/// read as `--fresh-model` / `--model-from` say; none without a cache folder (a warning).
+/// read as `--fresh-model` / `--model-from` say; none without a cache folder (said).
 fn model_memory(args: &TuneArgs) -> Result<Option<MemoryUse>> {
-    let Some(root) = args.model_cache.clone().or_else(ModelMemory::default_root) else {
+    let m = MemoryUse::resolve(args.model_cache.clone(), args.fresh_model, &args.model_from)?;
+    if m.is_none() {
         say!(
             "the cost model neither starts from nor keeps earlier runs: no model cache \
              ($TESSERA_MODEL_CACHE is off, or no home folder; --model-cache DIR sets one)"
         );
-        return Ok(None);
-    };
-    if let Some(log) = args.model_from.iter().find(|l| !l.exists()) {
-        bail!("--model-from {}: no such record log", log.display());
     }
-    let source = if args.fresh_model {
-        PriorSource::Fresh
-    } else if args.model_from.is_empty() {
-        PriorSource::OtherLogs
-    } else {
-        PriorSource::Logs(args.model_from.clone())
-    };
-    Ok(Some(MemoryUse { root, source }))
+    Ok(m)
 }
 
 /// The request of `tessera tune`'s arguments.
@@ -258,7 +213,7 @@ fn request(args: &TuneArgs) -> Result<TuneRequest> {
     let target = args.net.target()?;
     let subject = match &args.op {
         Some(op) => TuneSubject::Operator {
-            op: op_spec(op, args.op_shape.as_deref(), &args.op_attrs)?,
+            op: op_spec(op, &args.op_shape, &args.op_attrs)?,
             target,
         },
         None => TuneSubject::Network(args.net.spec()?),
@@ -279,6 +234,7 @@ fn request(args: &TuneArgs) -> Result<TuneRequest> {
 }
 
 pub fn run(args: TuneArgs) -> Result<()> {
+    crate::set_json(args.json);
     let req = request(&args)?;
     let rerun: Vec<String> = std::env::args().collect();
     crate::interrupt::set_hint(format!(

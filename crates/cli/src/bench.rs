@@ -19,8 +19,8 @@ pub struct BenchArgs {
     #[arg(long, requires_all = ["op_shape", "log"])]
     pub op: Option<String>,
     /// With --op: the operator's sizes, comma-separated (as `tessera op --list`).
-    #[arg(long, value_name = "DIMS")]
-    pub op_shape: Option<String>,
+    #[arg(long, value_name = "DIMS", value_delimiter = ',')]
+    pub op_shape: Vec<i64>,
     /// With --op: stride, padding (default 0, or `same`), dilation, … as `tessera op`.
     #[command(flatten)]
     pub op_attrs: crate::op::OpAttrArgs,
@@ -49,10 +49,15 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
         repeat: a.repeat,
         min_repeat_ms: a.min_repeat_ms,
     };
-    if let (Some(op), Some(shape), Some(log)) = (&a.op, &a.op_shape, &a.log) {
+    if let (Some(op), Some(log)) = (&a.op, &a.log) {
         // the workload `tessera tune --op` tunes with the same flags
-        let dims = crate::tune::parse_dims(shape)?;
-        let spec = tessera_te::catalog::OpSpec::new(op, &dims, a.op_attrs.attrs()?)?;
+        let spec = crate::autosched::op_spec(op, &a.op_shape, &a.op_attrs)?;
+        let shape = a
+            .op_shape
+            .iter()
+            .map(i64::to_string)
+            .collect::<Vec<_>>()
+            .join(",");
         let loaded = crate::records::load_warn(log)?;
         let c = compare_tuned(&spec, &loaded.records, a.threads, &timing)?;
         println!(

@@ -35,6 +35,15 @@ macro_rules! say_part {
     };
 }
 
+/// A report as JSON on stdout (`--json`), or as text.
+pub(crate) fn print_view(json: bool, value: serde_json::Value, text: &dyn std::fmt::Display) {
+    if json {
+        println!("{value}");
+    } else {
+        print!("{text}");
+    }
+}
+
 mod autosched;
 mod bench;
 mod interrupt;
@@ -150,7 +159,7 @@ fn main() -> ExitCode {
         Command::Tasks(args) => network::tasks(args),
         Command::Run(args) => network::run(args),
         Command::Compile(args) => network::compile(args),
-        Command::Tune(args) => tune::run(*args),
+        Command::Tune(args) => autosched::run(*args),
         Command::Plugins(cmd) => plugins::run(cmd),
         Command::Records(cmd) => records::run(cmd),
         Command::Rpc(cmd) => rpc::run(cmd),

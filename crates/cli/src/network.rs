@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use tessera_backends::Target;
 use tessera_driver::records::LoadedLog;
 use tessera_driver::run_report::{save_outputs, TopClasses};
-use tessera_driver::{BuildReport, GivenInputs, NetworkSource, NetworkSpec};
+use tessera_driver::{GivenInputs, NetworkSource, NetworkSpec};
 use tessera_graph::zoo::ZooOptions;
 use tessera_graph::{CompiledNetwork, GraphModule, Layout};
 use tessera_runtime::{NDArray, TimeEvaluator};
@@ -252,55 +252,15 @@ fn compile_with(
     loaded: Option<&LoadedLog>,
     inputs: &GivenInputs,
 ) -> Result<CompiledNetwork> {
-    let spec = net.spec()?;
     let start = std::time::Instant::now();
-    let build = toolchain().compile_network(&spec, loaded, inputs)?;
-    print_report(&build.report, log);
-    let s = build.network.summary();
-    say!(
-        "built `{}` for `{}`: {} fused groups, {} kernels generated and built in {:.1} s; \
-         intermediate memory {:.1} MiB (without reuse {:.1} MiB)",
-        build.network.name(),
-        spec.target,
-        s.groups,
-        s.kernels,
-        start.elapsed().as_secs_f64(),
-        s.planned_bytes as f64 / (1 << 20) as f64,
-        s.unplanned_bytes as f64 / (1 << 20) as f64
-    );
-    Ok(build.network)
-}
-
-/// Prints what a build applied: the convolutions' algorithms, the groups the log's
-/// in-network check kept on their default, the hooks' warnings, and with a log how many
-/// groups it reached (or why none).
-fn print_report(r: &BuildReport, log: Option<&std::path::Path>) {
-    if r.with_log && !r.algorithms.is_empty() {
-        say!("{}", algorithms_line(&r.algorithms));
-    }
-    if r.with_log && r.overruled > 0 {
-        say!(
-            "{} tuned groups keep their default schedule: the log's in-network \
-             check timed it faster than their history best",
-            r.overruled
-        );
-    }
-    for w in &r.warnings {
+    let build = toolchain().compile_network(&net.spec()?, loaded, inputs)?;
+    let report = build.report.text(log);
+    say_part!("{}", report.lines);
+    for w in &report.warnings {
         eprintln!("warning: {w}");
     }
-    let Some(log) = log else { return };
-    say!(
-        "applied the history best of {} to {} distinct fused groups",
-        log.display(),
-        r.applied
-    );
-    if let Some(why) = &r.nothing_applied {
-        eprintln!(
-            "warning: nothing of {} applies to this build, which uses default schedules \
-             throughout: {why}",
-            log.display()
-        );
-    }
+    say!("{}", build.summary_line(start.elapsed()));
+    Ok(build.network)
 }
 
 pub fn compile(mut args: CompileArgs) -> Result<()> {
@@ -362,27 +322,6 @@ fn load_timed(compiled: CompiledNetwork) -> Result<GraphModule> {
         start.elapsed().as_secs_f64()
     );
     Ok(m)
-}
-
-/// What a build with records chose for the convolutions with a choice: how many of
-/// each algorithm, and how many by measurement.
-fn algorithms_line(picked: &[(tessera_graph::ConvAlgorithm, bool)]) -> String {
-    let mut counts: Vec<(String, usize)> = Vec::new();
-    for (a, _) in picked {
-        let name = a.to_string();
-        match counts.iter_mut().find(|(n, _)| *n == name) {
-            Some((_, c)) => *c += 1,
-            None => counts.push((name, 1)),
-        }
-    }
-    let counts: Vec<String> = counts.iter().map(|(n, c)| format!("{c} {n}")).collect();
-    let measured = picked.iter().filter(|(_, m)| *m).count();
-    format!(
-        "convolution algorithms: {} ({measured} of {} chosen by the log's measurements of \
-         every option, the others by the rule)",
-        counts.join(", "),
-        picked.len()
-    )
 }
 
 pub fn run(mut args: RunArgs) -> Result<()> {

@@ -1,16 +1,14 @@
 //! `tessera op`: one operator of the catalog (`tessera_te::catalog`) built, checked and
-//! timed by the driver (`Toolchain::operator_program`, `run_operator`), and printed;
+//! timed by the driver (`Toolchain::operator_program`, `run_operator`), and its report
+//! (`driver::operator_report`) printed;
 //! `tessera op --list` prints the catalog.
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
-use serde_json::json;
-use tessera_backends::Backend;
+use tessera_driver::operator_report::{OperatorReport, Shown};
 use tessera_driver::{CheckWith, OperatorSchedule};
-use tessera_ir::PrimFunc;
-use tessera_runtime::{TimeEvaluator, TimeResult};
+use tessera_runtime::TimeEvaluator;
 use tessera_te::catalog::{self, OpAttrs, OpSpec};
-use tessera_te::ComputeDag;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum ScheduleKind {
@@ -185,149 +183,12 @@ impl From<CheckKind> for CheckWith {
     }
 }
 
-/// `--emit DIR`: builds `func` into `dir` and says what was written.
-fn emit(a: &OpArgs, backend: &dyn Backend, func: &PrimFunc, dir: &std::path::Path) -> Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let artifact = backend.build(func, dir)?;
-    let bytes = std::fs::metadata(&artifact.path)
-        .map(|m| m.len())
-        .unwrap_or(0);
-    if a.json {
-        let mut obj = json!({
-            "op": func.name,
-            "target": a.target,
-            "artifact": artifact.path,
-            "artifact_bytes": bytes,
-            "launch": artifact.launch.map(|l| json!({"grid": l.grid, "block": l.block})),
-        });
-        if a.show.iter().any(|s| s == "source") {
-            obj["source"] =
-                json!(std::fs::read_to_string(&artifact.source_path).unwrap_or_default());
-        }
-        println!("{obj}");
-    } else {
-        if a.show.iter().any(|s| s == "source") {
-            let src = std::fs::read_to_string(&artifact.source_path).unwrap_or_default();
-            println!("== {} source ==\n{src}", artifact.device.name());
-        }
-        println!(
-            "{}: built for `{}` into {} ({bytes} bytes); not run (--emit)",
-            func.name,
-            a.target,
-            artifact.path.display()
-        );
-    }
-    Ok(())
-}
-
-/// What `tessera op` found: printed as text or JSON.
-struct Report<'a> {
-    a: &'a OpArgs,
-    spec: &'a OpSpec,
-    target: String,
-    target_kind: String,
-    /// Which schedule was built: `default`, `naive`, or the history best of a log.
-    schedule: String,
-    dag: &'a ComputeDag,
-    func: &'a PrimFunc,
-    source: &'a str,
-    correct: Option<Result<(), String>>,
-    checked_against: &'static str,
-    timing: TimeResult,
-    device: String,
-}
-
-impl Report<'_> {
-    fn shows(&self, k: &str) -> bool {
-        self.a.show.iter().any(|s| s == k)
-    }
-
-    fn gflops(&self) -> f64 {
-        self.dag.flop_count() / (self.timing.stats_ms().median * 1e-3) / 1e9
-    }
-
-    fn print_json(&self) {
-        let stats = self.timing.stats_ms();
-        let mut obj = json!({
-            "op": self.spec.name,
-            "shape": self.spec.shape,
-            "target": self.target,
-            "device": self.device,
-            "schedule": self.schedule,
-            "workload_key": self.dag.workload_key(),
-            "flops": self.dag.flop_count(),
-            "correct": self.correct.as_ref().map(|c| c.is_ok()),
-            "checked_against": self.checked_against,
-            "median_ms": stats.median,
-            "mean_ms": stats.mean,
-            "min_ms": stats.min,
-            "max_ms": stats.max,
-            "std_ms": stats.std,
-            "number": self.timing.number,
-            "repeat": self.timing.results.len(),
-            "gflops": self.gflops(),
-        });
-        if let Some(Err(e)) = &self.correct {
-            obj["mismatch"] = json!(e);
-        }
-        if self.shows("dag") {
-            obj["dag"] = json!(self.dag.to_string());
-        }
-        if self.shows("ir") {
-            obj["ir"] = json!(self.func.to_string());
-        }
-        if self.shows("source") {
-            obj["source"] = json!(self.source);
-        }
-        println!("{obj}");
-    }
-
-    fn print_text(&self) {
-        if self.shows("dag") {
-            println!("== compute DAG ==\n{}", self.dag);
-        }
-        if self.shows("ir") {
-            println!("== lowered IR ==\n{}", self.func);
-        }
-        if self.shows("source") {
-            println!("== {} source ==\n{}", self.target_kind, self.source);
-        }
-        let shape: Vec<String> = self.spec.shape.iter().map(|d| d.to_string()).collect();
-        println!(
-            "{} {} on `{}` ({}), {} schedule",
-            self.spec.name,
-            shape.join("x"),
-            self.target,
-            self.device,
-            self.schedule
-        );
-        let against = self.checked_against;
-        match &self.correct {
-            Some(Ok(())) => println!("correct: yes (checked against the {against})"),
-            Some(Err(e)) => println!("correct: NO (checked against the {against}): {e}"),
-            None => println!("correct: not checked"),
-        }
-        println!(
-            "time: {:.4} ms median ({} repeats of {} runs)  {:.2} GFLOPS",
-            self.timing.stats_ms().median,
-            self.timing.results.len(),
-            self.timing.number,
-            self.gflops()
-        );
-        println!("{}", self.timing);
-    }
-}
-
 pub fn run(a: OpArgs) -> Result<()> {
     if a.list {
         print!("{}", catalog::table());
         return Ok(());
     }
-    for s in &a.show {
-        if !["dag", "ir", "source"].contains(&s.as_str()) {
-            bail!("--show: unknown item `{s}` (known: dag, ir, source)");
-        }
-    }
+    let shown = Shown::parse(&a.show)?;
     let spec = spec_of(&a)?;
     let toolchain = crate::plugins::toolchain();
     let target = toolchain.parse_target(&a.target)?;
@@ -351,8 +212,9 @@ pub fn run(a: OpArgs) -> Result<()> {
         );
     }
     if let Some(dir) = &a.emit {
-        let backend = toolchain.registry().backend_for(&target)?;
-        return emit(&a, backend.as_ref(), &program.func, dir);
+        let emitted = toolchain.emit_operator(&program.func, &target, dir, shown.source)?;
+        crate::print_view(a.json, emitted.to_json(), &emitted);
+        return Ok(());
     }
     crate::rpc::use_remote(&a.rpc)?;
     let evaluator = TimeEvaluator {
@@ -362,31 +224,22 @@ pub fn run(a: OpArgs) -> Result<()> {
         cache_flush: a.cache_flush,
         slow_cutoff: None,
     };
-    let ran = toolchain.run_operator(&spec, &target, &program.func, a.check.into(), &evaluator)?;
+    let run = toolchain.run_operator(&spec, &target, &program.func, a.check.into(), &evaluator)?;
     let dag = spec.dag()?;
-    let report = Report {
-        a: &a,
+    let report = OperatorReport {
         spec: &spec,
-        target: target.to_string(),
-        target_kind: target.kind.name().to_string(),
-        schedule: program.schedule,
+        target: &target,
+        schedule: &program.schedule,
         dag: &dag,
         func: &program.func,
-        source: &ran.source,
-        correct: ran.correct.map(|c| c.map_err(|e| e.to_string())),
-        checked_against: ran.checked_against.name(),
-        timing: ran.timing,
-        device: ran.device,
+        run: &run,
+        shown,
     };
-    if a.json {
-        report.print_json();
-    } else {
-        report.print_text();
-    }
-    if let Some(Err(e)) = report.correct {
+    crate::print_view(a.json, report.to_json(), &report);
+    if let Some(Err(e)) = &run.correct {
         bail!(
             "the kernel's output differs from the {}: {e}",
-            report.checked_against
+            run.checked_against.name()
         );
     }
     Ok(())

@@ -4,9 +4,7 @@ use anyhow::{bail, Result};
 use clap::Subcommand;
 use std::path::PathBuf;
 use tessera_driver::{NetworkExtension, Toolchain};
-use tessera_plugin::{
-    discover, load_file, plugin_dirs, LoadedPlugin, Origin, PluginRootRef, Registry,
-};
+use tessera_plugin::{discover, load_file, plugin_dirs, PluginRootRef, Registry};
 
 #[derive(Subcommand, Debug)]
 pub enum PluginsCmd {
@@ -69,28 +67,6 @@ pub fn registry() -> &'static Registry {
     toolchain().registry()
 }
 
-fn provides(p: &LoadedPlugin) -> String {
-    let mut parts = Vec::new();
-    if !p.backends.is_empty() {
-        parts.push(format!("backends: {}", p.backends.join(", ")));
-    }
-    if !p.strategies.is_empty() {
-        parts.push(format!("strategies: {}", p.strategies.join(", ")));
-    }
-    if parts.is_empty() {
-        "nothing".into()
-    } else {
-        parts.join("; ")
-    }
-}
-
-fn origin(p: &LoadedPlugin) -> String {
-    match &p.origin {
-        Origin::BuiltIn => "built-in".into(),
-        Origin::File(f) => f.display().to_string(),
-    }
-}
-
 pub fn run(cmd: PluginsCmd) -> Result<()> {
     match cmd {
         PluginsCmd::List => {
@@ -101,8 +77,8 @@ pub fn run(cmd: PluginsCmd) -> Result<()> {
                     "{:<10} {:<8} {:<40} {}",
                     p.name,
                     p.version,
-                    origin(p),
-                    provides(p)
+                    p.origin.to_string(),
+                    p.provides()
                 );
             }
             for e in &reg.refused {
@@ -116,7 +92,7 @@ pub fn run(cmd: PluginsCmd) -> Result<()> {
                     "ok: plugin `{}` {} provides {}",
                     p.name,
                     p.version,
-                    provides(&p)
+                    p.provides()
                 );
                 Ok(())
             }
@@ -125,22 +101,9 @@ pub fn run(cmd: PluginsCmd) -> Result<()> {
     }
 }
 
-/// `tessera runner`: runs the measurement jobs whose paths come on standard input, each
-/// on its target's device (the CPU, or a plugin's; opened once), and prints each reply as
-/// one marked line for the tuner (`search::runner_process`).
+/// `tessera runner`: the measurement jobs of a tuner (`Toolchain::serve_runner_jobs`).
 pub fn serve_jobs() -> std::process::ExitCode {
-    let stdin = std::io::stdin();
-    let served = tessera_driver::runner::serve_jobs(
-        stdin.lock(),
-        // not locked across jobs: a device library's thread may print too
-        std::io::stdout(),
-        |target| {
-            let r = registry();
-            let t = r.parse_target(target).map_err(|e| e.to_string())?;
-            r.device_for(&t).map_err(|e| e.to_string())
-        },
-    );
-    match served {
+    match toolchain().serve_runner_jobs() {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("runner: {e}");

@@ -27,8 +27,8 @@ pub struct TuneArgs {
     /// With --op: the operator's sizes, comma-separated, in the order `tessera op
     /// --list` gives (matmul M,N,K; conv2d N,H,W,C_IN,C_OUT,KH,KW; …). `tessera op`
     /// takes the same as --op-shape or --shape.
-    #[arg(long, requires = "op", value_name = "DIMS")]
-    pub(crate) op_shape: Option<String>,
+    #[arg(long, requires = "op", value_name = "DIMS", value_delimiter = ',')]
+    pub(crate) op_shape: Vec<i64>,
     /// With --op: stride, padding (default 0, or `same`), dilation, … as `tessera op`.
     #[command(flatten)]
     pub(crate) op_attrs: crate::op::OpAttrArgs,
@@ -215,18 +215,6 @@ pub(crate) fn measure_options(args: &TuneArgs) -> Result<MeasureOptions> {
         },
         ..MeasureOptions::default()
     })
-}
-
-pub(crate) fn parse_dims(s: &str) -> Result<Vec<i64>> {
-    s.split(',')
-        .map(|d| d.trim().parse::<i64>().ok().filter(|&v| v > 0))
-        .collect::<Option<Vec<i64>>>()
-        .with_context(|| format!("--op-shape `{s}`: positive integers separated by commas"))
-}
-
-pub fn run(args: TuneArgs) -> Result<()> {
-    crate::set_json(args.json);
-    crate::autosched::run(args)
 }
 
 /// Rounds of the closing comparison, each timing both builds (alternating which goes

@@ -86,6 +86,13 @@ pub enum DriverError {
         #[source]
         source: Box<tessera_plugin::PluginError>,
     },
+    /// A tuning curve could not be drawn or written.
+    #[error("drawing {}", out.display())]
+    Draw {
+        out: PathBuf,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     #[error("the servers of key `{key}` run `{served}` devices, not `{wanted}`")]
     RemoteKind {
         key: String,

@@ -31,11 +31,15 @@
 //! operator's build, check and timing (`tessera op`) is `operator.rs`; a tracker's
 //! device server `serve.rs`.
 
+mod build_report;
+mod curve_svg;
 mod error;
 mod extension;
 mod history;
 mod inputs;
+pub mod log_views;
 mod operator;
+pub mod operator_report;
 mod pipeline;
 pub mod run_report;
 mod serve;
@@ -45,6 +49,8 @@ pub mod tune;
 mod tune_report;
 mod tuning;
 
+pub use build_report::ReportText;
+pub use curve_svg::PlotSummary;
 pub use error::DriverError;
 pub use extension::{HistoryHook, NetworkExtension, RecordKind, TargetNeeds, TemplateTaskInfo};
 pub use history::{holds_configurations, BuildReport};

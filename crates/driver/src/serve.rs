@@ -51,6 +51,21 @@ impl Toolchain {
         Ok(server::serve(opts, runner, spawn, on_bound)?)
     }
 
+    /// `tessera runner`: runs the measurement jobs whose paths come on standard input,
+    /// each on its target's device (the registry's; opened once per target), each
+    /// reply one marked line on standard output for the tuner
+    /// (`search::runner_process`).
+    pub fn serve_runner_jobs(&self) -> std::io::Result<()> {
+        tessera_search::runner_process::serve_jobs(
+            std::io::stdin().lock(),
+            // not locked across jobs: a device library's thread may print too
+            std::io::stdout(),
+            |target| -> Result<_, DriverError> {
+                Ok(self.registry().device_for(&self.parse_target(target)?)?)
+            },
+        )
+    }
+
     /// Answers the device calls of one session framed on standard input, on the device
     /// of `target`.
     pub fn serve_worker(&self, target: &str) -> Result<(), DriverError> {

@@ -90,6 +90,33 @@ pub struct LoadedPlugin {
     pub strategies: Vec<String>,
 }
 
+impl LoadedPlugin {
+    /// What it provides: `backends: …; strategies: …`, or `nothing`.
+    pub fn provides(&self) -> String {
+        let mut parts = Vec::new();
+        if !self.backends.is_empty() {
+            parts.push(format!("backends: {}", self.backends.join(", ")));
+        }
+        if !self.strategies.is_empty() {
+            parts.push(format!("strategies: {}", self.strategies.join(", ")));
+        }
+        if parts.is_empty() {
+            "nothing".into()
+        } else {
+            parts.join("; ")
+        }
+    }
+}
+
+impl std::fmt::Display for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Origin::BuiltIn => f.write_str("built-in"),
+            Origin::File(p) => write!(f, "{}", p.display()),
+        }
+    }
+}
+
 impl std::fmt::Debug for LoadedPlugin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LoadedPlugin")

@@ -52,6 +52,8 @@ pub enum MemoryError {
         #[source]
         source: DatasetError,
     },
+    #[error("--model-from {}: no such record log", .0.display())]
+    NoLog(PathBuf),
     #[error(
         "no dataset of {log} for target `{target}` in {dir}: run `tessera tune` once with \
          --log {log} (its tasks and target; a log whose budget is spent measures nothing) \
@@ -176,6 +178,30 @@ pub struct MemoryUse {
     /// session's target picks its folder inside.
     pub root: PathBuf,
     pub source: PriorSource,
+}
+
+impl MemoryUse {
+    /// The memory a session uses: in `cache` (else [`ModelMemory::default_root`]; none
+    /// without either), starting from nothing (`fresh`), from the logs `from` (each
+    /// must exist), or else from every other log of the target.
+    pub fn resolve(
+        cache: Option<PathBuf>,
+        fresh: bool,
+        from: &[PathBuf],
+    ) -> Result<Option<MemoryUse>, MemoryError> {
+        let Some(root) = cache.or_else(ModelMemory::default_root) else {
+            return Ok(None);
+        };
+        if let Some(log) = from.iter().find(|l| !l.exists()) {
+            return Err(MemoryError::NoLog(log.clone()));
+        }
+        let source = match (fresh, from.is_empty()) {
+            (true, _) => PriorSource::Fresh,
+            (false, true) => PriorSource::OtherLogs,
+            (false, false) => PriorSource::Logs(from.to_vec()),
+        };
+        Ok(Some(MemoryUse { root, source }))
+    }
 }
 
 /// Programs from earlier logs, ready to train on.

@@ -75,6 +75,19 @@ pub enum TaskSelection {
     },
 }
 
+impl TaskSelection {
+    /// By name: `gradient`, `round-robin` (or `round_robin`), or `sequential` with
+    /// `per_task` trials a task.
+    pub fn named(name: &str, per_task: usize) -> Option<TaskSelection> {
+        match name {
+            "gradient" => Some(TaskSelection::Gradient),
+            "round-robin" | "round_robin" => Some(TaskSelection::RoundRobin),
+            "sequential" => Some(TaskSelection::Sequential { per_task }),
+            _ => None,
+        }
+    }
+}
+
 /// Options (TVM's defaults).
 #[derive(Clone, Debug)]
 pub struct SchedulerOptions {

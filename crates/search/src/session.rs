@@ -30,6 +30,7 @@ use crate::policy::{
 use crate::record::{stable_cost, Record, RecordError, RecordWriter};
 use crate::scheduler::{RoundOutcome, RoundRunner, SchedTask, SchedulerOptions, TaskScheduler};
 use crate::session_report::{remeasure_table, task_list, Remeasured};
+pub use crate::session_report::{Progress, SessionReport};
 use crate::time_profile::SessionProfile;
 use crate::{MeasureResult, ScheduleDesc};
 use std::cell::RefCell;
@@ -106,35 +107,6 @@ pub enum SessionError {
     Log(#[from] RecordError),
     #[error("the cost model's memory: {0}")]
     Memory(#[from] MemoryError),
-}
-
-/// Where a session's text goes: `out` the tables, `warn` what the user should know
-/// (skipped log lines, records that do not replay), `progress` how far the search is
-/// after each round (for a progress bar; nothing by default).
-pub trait SessionReport {
-    fn out(&mut self, text: &str);
-    fn warn(&mut self, text: &str);
-    fn progress(&mut self, _progress: &Progress) {}
-    /// A phase other than the search's rounds (`baselines`: the default schedules
-    /// measured; `re-measuring`: the best programs timed again): `done` of its `total`
-    /// steps, `elapsed` seconds after it started (called after each step).
-    fn phase(&mut self, _name: &str, _done: usize, _total: usize, _elapsed: f64) {}
-}
-
-/// How far a session's search is, after a round.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Progress {
-    /// Trials in all (a resumed log's included) and the budget they count against.
-    pub trials: usize,
-    pub budget: usize,
-    /// Trials measured by this session (the rate for an estimate of the time left).
-    pub session_trials: usize,
-    /// Seconds since this session's search started.
-    pub elapsed: f64,
-    /// The network's estimated latency (seconds), once every task has a cost.
-    pub estimated_latency: Option<f64>,
-    /// Whether the search has ended.
-    pub done: bool,
 }
 
 /// What a session ends with.

@@ -1,9 +1,61 @@
 //! What a tuning session prints besides TVM's table (`scheduler::TaskScheduler::table`):
-//! the task list, the re-measurement table and the tasks the budget left untuned.
+//! where its text goes ([`SessionReport`]), its progress after each round
+//! ([`Progress`], one line), the task list, the re-measurement table, the tasks the
+//! budget left untuned and a sequential session's AutoTVM line.
 
 use crate::scheduler::{TaskScheduler, NO_COST};
 use crate::session::TuningTask;
 use std::fmt::Write as _;
+
+/// Where a session's text goes: `out` the tables, `warn` what the user should know
+/// (skipped log lines, records that do not replay), `progress` how far the search is
+/// after each round (for a progress bar; nothing by default).
+pub trait SessionReport {
+    fn out(&mut self, text: &str);
+    fn warn(&mut self, text: &str);
+    fn progress(&mut self, _progress: &Progress) {}
+    /// A phase other than the search's rounds (`baselines`: the default schedules
+    /// measured; `re-measuring`: the best programs timed again): `done` of its `total`
+    /// steps, `elapsed` seconds after it started (called after each step).
+    fn phase(&mut self, _name: &str, _done: usize, _total: usize, _elapsed: f64) {}
+}
+
+/// How far a session's search is, after a round.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Progress {
+    /// Trials in all (a resumed log's included) and the budget they count against.
+    pub trials: usize,
+    pub budget: usize,
+    /// Trials measured by this session (the rate for an estimate of the time left).
+    pub session_trials: usize,
+    /// Seconds since this session's search started.
+    pub elapsed: f64,
+    /// The network's estimated latency (seconds), once every task has a cost.
+    pub estimated_latency: Option<f64>,
+    /// Whether the search has ended.
+    pub done: bool,
+}
+
+/// One line: trials, time, time left, the estimated latency.
+impl std::fmt::Display for Progress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let pct = 100.0 * self.trials as f64 / self.budget.max(1) as f64;
+        write!(
+            f,
+            "{}/{} trials ({pct:.0}%) in {:.0} s",
+            self.trials, self.budget, self.elapsed
+        )?;
+        if !self.done && self.session_trials > 0 {
+            let rate = self.elapsed / self.session_trials as f64;
+            let left = rate * self.budget.saturating_sub(self.trials) as f64;
+            write!(f, ", about {left:.0} s left in the search")?;
+        }
+        if let Some(l) = self.estimated_latency {
+            write!(f, ", estimated latency {:.3} ms", l * 1e3)?;
+        }
+        Ok(())
+    }
+}
 
 /// Each task's header and compute DAG, as TVM prints them before tuning.
 pub fn task_list(tasks: &[TuningTask]) -> String {
