@@ -14,7 +14,9 @@
 //! 3. **target preparation** ([`NetworkExtension::prepare`]): the extension that claims
 //!    the target rewrites the network for it (VTA's int8 quantization and packing);
 //! 4. **algorithm plan** ([`Toolchain::plan`]): `graph::ConvPlan` — for the CPU in NHWC
-//!    each 3×3 convolution direct or Winograd, weights packed per vector register;
+//!    each 3×3 convolution direct or Winograd — then the CPU rewrites, one named list
+//!    (`graph::cpu_rewrites::CPU_REWRITES`: winograd, pad-conv-channels, fuse-attention,
+//!    pad-matmul-columns, pack-conv-weights, pack-dense-weights, dead-code);
 //! 5. **schedule lookup** ([`Toolchain::compile_plan`], `history.rs`): with a log, the
 //!    algorithms its measurements chose and each group's history best through every
 //!    extension's [`HistoryHook`] (step histories first, configurations after);

@@ -16,16 +16,12 @@
 //!   measurement — as AutoTVM's `select_implementation` takes, among an operator's
 //!   implementations, the one with the best tuned record.
 
-use crate::attention::fuse_attention;
+use crate::cpu_rewrites::{run_cpu_rewrites, Rewriting};
 use crate::error::GraphError;
 use crate::fuse::{fuse, group_compute};
 use crate::ir::Graph;
-use crate::pad_channels::{pad_conv_channels, pad_matmul_columns};
-use crate::passes::{
-    dead_code_elimination, pack_conv_weights_mapped, pack_dense_weights_mapped, PACK_WEIGHTS_ABOVE,
-};
 use crate::tasks::{extract_tasks, Task};
-use crate::winograd::{rewrite_winograd, rule_takes_winograd, winograd_fits};
+use crate::winograd::{rule_takes_winograd, winograd_fits};
 use petgraph::stable_graph::NodeIndex;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -132,7 +128,7 @@ impl ConvPlan {
     /// ([`crate::pad_channels::pad_conv_channels`]) and matrix products' columns too
     /// ([`crate::pad_channels::pad_matmul_columns`]), every NHWC convolution's weights
     /// packed by `block` output channels where that pays
-    /// ([`PACK_WEIGHTS_ABOVE`]), every dense layer's by `block` output features
+    /// ([`crate::passes::PACK_WEIGHTS_ABOVE`]), every dense layer's by `block` output features
     /// ([`crate::passes::pack_dense_weights_mapped`]), and with `winograd` a choice between the direct and the
     /// Winograd form for each 3×3 stride-1 convolution of at least
     /// [`CHOICE_MIN_CHANNELS`] input channels. `base` is the optimized NHWC network.
@@ -256,17 +252,18 @@ impl ConvPlan {
             .map(|c| format!("conv `{}`", c.name))
     }
 
-    /// The network with `pick`'s algorithms, and where each chosen convolution's node
-    /// went (rewritten nodes get new indices).
+    /// The network with `pick`'s algorithms after the CPU rewrites
+    /// ([`crate::cpu_rewrites`]), and where each chosen convolution's node went
+    /// (rewritten nodes get new indices).
     fn prepare(
         &self,
         mut pick: impl FnMut(&ConvChoice) -> ConvAlgorithm,
     ) -> Result<(Graph, HashMap<NodeIndex, NodeIndex>), GraphError> {
         let mut g = self.base.clone();
-        let mut moved: HashMap<NodeIndex, NodeIndex> = HashMap::new();
         let Some(block) = self.block else {
-            return Ok((g, moved));
+            return Ok((g, HashMap::new()));
         };
+        let mut winograd = Vec::new();
         for c in &self.choices {
             let algorithm = pick(c);
             if !c.options.iter().any(|o| o.algorithm == algorithm) {
@@ -276,31 +273,16 @@ impl ConvPlan {
                 )));
             }
             if let ConvAlgorithm::Winograd { tile } = algorithm {
-                moved.insert(c.node, rewrite_winograd(&mut g, c.node, tile, block)?);
+                winograd.push((c.node, tile));
             }
         }
-        let follow = |moved: &mut HashMap<NodeIndex, NodeIndex>, old, new| match moved
-            .values_mut()
-            .find(|v| **v == old)
-        {
-            Some(v) => *v = new,
-            None => {
-                moved.insert(old, new);
-            }
+        let mut r = Rewriting {
+            block,
+            winograd,
+            moved: HashMap::new(),
         };
-        for (old, new) in pad_conv_channels(&mut g, block)? {
-            follow(&mut moved, old, new);
-        }
-        fuse_attention(&mut g, block)?;
-        pad_matmul_columns(&mut g, block)?;
-        for (old, new) in pack_conv_weights_mapped(&mut g, block, PACK_WEIGHTS_ABOVE)? {
-            follow(&mut moved, old, new);
-        }
-        for (old, new) in pack_dense_weights_mapped(&mut g, block)? {
-            moved.insert(old, new);
-        }
-        dead_code_elimination(&mut g);
-        Ok((g, moved))
+        run_cpu_rewrites(&mut g, &mut r)?;
+        Ok((g, r.moved))
     }
 
     /// Builds the option networks, and fills in each option's workload key: that of

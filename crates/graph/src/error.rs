@@ -23,6 +23,13 @@ pub enum GraphError {
         expected: String,
         got: usize,
     },
+    /// A pass of the CPU rewrites (`cpu_rewrites::CPU_REWRITES`) failed.
+    #[error("graph rewrite `{pass}`: {source}")]
+    Pass {
+        pass: &'static str,
+        #[source]
+        source: Box<GraphError>,
+    },
     /// Another structural problem of the graph (a name used twice, a missing output…).
     #[error("{0}")]
     Invalid(String),

@@ -4,8 +4,9 @@
 //! ```text
 //! zoo / onnx  ->  Graph  ->  passes (fold constants, fold batch norm, DCE, NCHW->NHWC;
 //!                                    for the CPU: a ConvPlan — Winograd or direct
-//!                                    3×3 convs, packed weights, attention as one
-//!                                    operator;
+//!                                    3×3 convs — then the named list of CPU rewrites,
+//!                                    cpu_rewrites::CPU_REWRITES: channel padding,
+//!                                    attention as one operator, packed weights, …;
 //!                                    int8 quantization, which a target's own
 //!                                    preparation uses: VTA's packing is its plugin's)
 //!             ->  fuse   ->  extract_tasks (one compute DAG per distinct group)
@@ -15,6 +16,7 @@
 
 pub mod attention;
 pub mod conv_plan;
+pub mod cpu_rewrites;
 pub mod dead_taps;
 pub mod deploy;
 pub mod error;

@@ -263,3 +263,26 @@ fn a_choice_takes_the_fastest_measured_option_else_its_rule() {
         (c.rule, false)
     );
 }
+
+#[test]
+fn the_cpu_rewrites_are_one_named_list_in_the_order_they_run() {
+    let names: Vec<&str> = tessera_graph::cpu_rewrites::CPU_REWRITES
+        .iter()
+        .map(|r| r.name)
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "winograd",
+            "pad-conv-channels",
+            "fuse-attention",
+            "pad-matmul-columns",
+            "pack-conv-weights",
+            "pack-dense-weights",
+            "dead-code"
+        ]
+    );
+    assert!(tessera_graph::cpu_rewrites::CPU_REWRITES
+        .iter()
+        .all(|r| !r.what.is_empty()));
+}
