@@ -575,24 +575,7 @@ impl Op {
         let x = || &inputs[0];
         match self {
             Op::Input | Op::Constant(_) => Ok(inputs[0].clone()),
-            Op::Conv2d { attrs, layout } => {
-                let (d, w) = (&inputs[0], &inputs[1]);
-                // A weight in its depthwise view ([C, M, KH, KW] / [KH, KW, C, M]) has the
-                // channel count where the grouped form has 1; with M = 1 (NCHW) the two
-                // forms coincide. A grouped-form weight computes the same as a grouped conv.
-                let c = d.shape()[layout.channel_axis() as usize];
-                let wc = match layout {
-                    Layout::Nchw => w.shape()[0],
-                    Layout::Nhwc => w.shape()[2],
-                };
-                let depthwise = attrs.groups > 1 && attrs.groups == c && wc == c && w.ndim() == 4;
-                match (layout, depthwise) {
-                    (Layout::Nchw, true) => ops::depthwise_conv2d_nchw(d, w, attrs),
-                    (Layout::Nhwc, true) => ops::depthwise_conv2d_nhwc(d, w, attrs),
-                    (Layout::Nchw, false) => ops::conv2d_nchw(d, w, attrs),
-                    (Layout::Nhwc, false) => ops::conv2d_nhwc_with(d, w, attrs),
-                }
-            }
+            Op::Conv2d { attrs, layout } => conv2d(inputs, attrs, *layout),
             Op::Conv3d { attrs, layout } => match layout {
                 Layout3d::Ncdhw => ops::conv3d_ncdhw(&inputs[0], &inputs[1], attrs),
                 Layout3d::Ndhwc => ops::conv3d_ndhwc(&inputs[0], &inputs[1], attrs),
@@ -605,13 +588,10 @@ impl Op {
             Op::Conv2dU8I8 { attrs, pad, sums } => {
                 ops::conv2d_nhwc_u8i8(&inputs[0], &inputs[1], attrs, *pad, *sums)
             }
-            Op::MatMul => {
-                if inputs[0].ndim() == 2 && inputs[1].ndim() == 2 {
-                    ops::matmul(&inputs[0], &inputs[1])
-                } else {
-                    ops::batch_matmul_with(&inputs[0], &inputs[1], false, false)
-                }
-            }
+            Op::MatMul => match (inputs[0].ndim(), inputs[1].ndim()) {
+                (2, 2) => ops::matmul(&inputs[0], &inputs[1]),
+                _ => ops::batch_matmul_with(&inputs[0], &inputs[1], false, false),
+            },
             Op::BiasAdd { axis } => ops::bias_add(&inputs[0], &inputs[1], *axis),
             Op::BatchNorm { epsilon, axis } => ops::batch_norm_inference(
                 &inputs[0], &inputs[1], &inputs[2], &inputs[3], &inputs[4], *axis, *epsilon,
@@ -653,14 +633,7 @@ impl Op {
             } => ops::pad_with(x(), before, after, *value, "T_pad"),
             Op::LayoutTransform { src, dst } => ops::layout_transform(x(), src, dst),
             Op::Cast { dtype } => ops::cast(x(), *dtype),
-            Op::RightShift { bits, round } => {
-                if *round && *bits > 0 {
-                    let half = tessera_ir::Expr::int_of(x().dtype(), 1i64 << (bits - 1));
-                    ops::right_shift(&ops::add_scalar(x(), half)?, *bits)
-                } else {
-                    ops::right_shift(x(), *bits)
-                }
-            }
+            Op::RightShift { bits, round } => right_shift(x(), *bits, *round),
             Op::Quantize { scale } => ops::quantize_int8(x(), *scale),
             Op::Dequantize { scale } => ops::dequantize(x(), *scale),
             Op::Conv2dInt8 { stride, padding } => conv2d_int8(inputs, *stride, *padding),
@@ -747,6 +720,36 @@ impl Op {
                 output,
             } => ops::topk(x(), *axis, *k, *largest, *output),
         }
+    }
+}
+
+/// [`Op::Conv2d`]: a grouped convolution whose weight is in its depthwise view
+/// (`[C, M, KH, KW]` / `[KH, KW, C, M]`, the channel count where the grouped form has 1;
+/// with M = 1 in NCHW the two forms coincide) is computed as a depthwise one; a
+/// grouped-form weight computes the same as a grouped conv.
+fn conv2d(inputs: &[Tensor], attrs: &Conv2dAttrs, layout: Layout) -> Result<Tensor, TeError> {
+    let (d, w) = (&inputs[0], &inputs[1]);
+    let c = d.shape()[layout.channel_axis() as usize];
+    let wc = match layout {
+        Layout::Nchw => w.shape()[0],
+        Layout::Nhwc => w.shape()[2],
+    };
+    let depthwise = attrs.groups > 1 && attrs.groups == c && wc == c && w.ndim() == 4;
+    match (layout, depthwise) {
+        (Layout::Nchw, true) => ops::depthwise_conv2d_nchw(d, w, attrs),
+        (Layout::Nhwc, true) => ops::depthwise_conv2d_nhwc(d, w, attrs),
+        (Layout::Nchw, false) => ops::conv2d_nchw(d, w, attrs),
+        (Layout::Nhwc, false) => ops::conv2d_nhwc_with(d, w, attrs),
+    }
+}
+
+/// [`Op::RightShift`]: with `round`, half of the last bit shifted out added first.
+fn right_shift(x: &Tensor, bits: i64, round: bool) -> Result<Tensor, TeError> {
+    if round && bits > 0 {
+        let half = tessera_ir::Expr::int_of(x.dtype(), 1i64 << (bits - 1));
+        ops::right_shift(&ops::add_scalar(x, half)?, bits)
+    } else {
+        ops::right_shift(x, bits)
     }
 }
 

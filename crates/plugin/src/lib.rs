@@ -19,6 +19,46 @@
 //! side; the core sees it as a [`PluginPolicy`] behind a handle, driven round by round
 //! (propose with a scoring callback into the core's cost model, observe, lower), and
 //! finds it by name with [`Registry::strategy`].
+//!
+//! # Writing a plugin
+//!
+//! A hardware vendor adds a device without touching the core crates
+//! (`tests/plugins/testdev` is a complete example, a device emulated on the host with a
+//! `tessera_runtime::HostArena` of its own; `tests/plugins/tilewalk` a small strategy):
+//!
+//! 1. A crate with `crate-type = ["cdylib", "rlib"]`, a feature `static = []`, and the
+//!    dependencies `tessera-plugin`, `tessera-ir` (the IR it receives), `tessera-target`
+//!    (targets, hardware parameters, artifacts), `tessera-runtime` (the `Device` trait)
+//!    and `abi_stable` (only because the export attribute names it).
+//! 2. Implement [`Plugin`]; each method gets the parsed `Target` (its options are the
+//!    plugin's to check) and fails with a [`CallError`]. A backend: `name`, `version`,
+//!    `backends` (its target kinds, e.g. `mydev`, then targets like `cpu`),
+//!    `hardware_params`, `codegen` (a `PrimFunc` to source), `build` (a [`BuiltKernel`]:
+//!    the file's bytes, a GPU kernel's `LaunchDims`, the source) and `open_device`, its
+//!    `tessera_runtime::Device` (alloc/free, the three copies, `load_module`,
+//!    `get_function`, `launch`, `synchronize`, and `time` if it has its own timer). The
+//!    device owns its memory and modules; the core holds only its handles and data
+//!    crosses only in the copies. Keeping them in `tessera_runtime::Handles` and making
+//!    errors with a `tessera_runtime::DeviceName` (as `testdev` does) makes an unknown
+//!    handle, a foreign artifact or a bad launch read as on every device. A GPU backend
+//!    writes no code generator: it implements `tessera_backends::cfamily::Dialect` and
+//!    `KernelLanguage` (the hooks where its language differs from C) and calls
+//!    `cfamily::device_source` (see `plugins/opencl`). A strategy implements
+//!    `strategies` and `create_policy` instead (with `tessera-policy`), returning its
+//!    `tessera_policy::SearchPolicy` for a task.
+//! 3. End `lib.rs` with `tessera_plugin::export_plugin!(MyPlugin::new());`.
+//! 4. `cargo build --release`; put the `.so` in `plugins/` beside the `tessera` binary or
+//!    in a directory of `TESSERA_PLUGIN_PATH` ([`loader::plugin_dirs`]).
+//! 5. `tessera plugins check lib….so` says whether it would load and why not; then every
+//!    flow takes `--target mydev` (`op`, `run`, `tasks`, `tune`), each tuning candidate
+//!    measured on the device in a runner process, so a kernel that hangs or crashes the
+//!    device costs that candidate only.
+//!
+//! To link a plugin into the binary instead, make it an optional dependency of
+//! `tessera-cli` with `features = ["static"]` and push its `tessera_plugin_root()` in
+//! `crates/cli/src/plugins.rs`. With `static` the crate exports nothing (several plugins
+//! share a binary), and since cargo unifies features within a build, a `.so` built
+//! alongside such a binary is not a loadable plugin.
 
 pub mod error;
 pub mod loader;

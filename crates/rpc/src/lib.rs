@@ -1,7 +1,7 @@
 //! `tessera-rpc`: remote devices by key, as TVM's RPC tracker does for boards.
 //!
-//! The tracker, device servers and remote measurement (issue 22; the remote `Device`
-//! for whole networks is not written yet).
+//! The tracker, device servers, remote measurement and the remote `Device` that runs
+//! whole networks and single operators on a server (`remote_device`).
 //!
 //! - [`queue`]: the tracker's state without the network — servers registered per key
 //!   with a lease their heartbeats renew, requests served by priority then arrival,

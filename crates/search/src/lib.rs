@@ -1,7 +1,7 @@
 //! Measurement (parallel builds, runs in isolated processes with timeouts, correctness
 //! checks), the JSON-lines record log, the schedule as a step history (`state`), the
-//! task scheduler that splits a budget across a network's tasks (`scheduler`), and
-//! (later) the search drivers.
+//! task scheduler that splits a budget across a network's tasks (`scheduler`), and the
+//! tuning session over them all (`session`; the driver's `Toolchain::tune` runs it).
 
 pub mod curve;
 pub mod in_network;

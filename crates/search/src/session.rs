@@ -29,7 +29,7 @@ use crate::policy::{
 };
 use crate::record::{stable_cost, Record, RecordError, RecordWriter};
 use crate::scheduler::{RoundOutcome, RoundRunner, SchedTask, SchedulerOptions, TaskScheduler};
-use crate::session_report::{remeasure_table, task_list, Remeasured};
+use crate::session_report::{remeasure_table, task_list, Remeasured, RoundText};
 pub use crate::session_report::{Progress, SessionReport};
 use crate::time_profile::SessionProfile;
 use crate::{MeasureResult, ScheduleDesc};
@@ -321,32 +321,11 @@ impl TuningSession {
             estimated_latency: s.estimated_latency(),
             done,
         };
-        let flops: Vec<f64> = rounds
-            .tasks
-            .iter()
-            .map(|t| t.task.dag.flop_count())
-            .collect();
-        // the task under way in a sequential session, and when it began
-        let mut under_way: Option<(usize, f64)> = None;
-        let mut round_end = 0.0;
+        let mut text = RoundText::new(rounds.tasks.iter().map(|t| t.task.dag.flop_count()));
         let reason = scheduler.tune(budget, &mut rounds, &mut |s, next| {
-            let now = start.elapsed().as_secs_f64();
-            let task = s.last_round().map(|(t, _)| *t);
-            if task.is_some() && under_way.map(|(t, _)| t) != task {
-                under_way = task.map(|t| (t, round_end));
-            }
-            round_end = now;
-            let began = under_way.map_or(0.0, |(_, b)| b);
-            let table = crate::session_report::sequential_line(s, &flops, now - began)
-                .unwrap_or_else(|| s.table(now, next));
+            let table = text.after_round(s, next, start.elapsed().as_secs_f64());
             let p = progress(s, false);
-            tracing::info!(
-                trials = p.trials,
-                budget = p.budget,
-                seconds = p.elapsed,
-                estimated_latency_ms = p.estimated_latency.map(|l| l * 1e3),
-                "a tuning round ended"
-            );
+            p.trace();
             let mut r = report.borrow_mut();
             r.out(&table);
             r.progress(&p);

@@ -212,6 +212,52 @@ pub fn untuned_line((total, part): (f64, f64)) -> Option<String> {
     })
 }
 
+impl Progress {
+    /// The round's end as a `tracing` event (`-v`).
+    pub fn trace(&self) {
+        tracing::info!(
+            trials = self.trials,
+            budget = self.budget,
+            seconds = self.elapsed,
+            estimated_latency_ms = self.estimated_latency.map(|l| l * 1e3),
+            "a tuning round ended"
+        );
+    }
+}
+
+/// What a session prints after each round: TVM's table, or in a sequential session
+/// AutoTVM's line for the task under way (timed from the end of the round before its
+/// first).
+pub struct RoundText {
+    flops: Vec<f64>,
+    /// The task under way and when it began (seconds into the search).
+    under_way: Option<(usize, f64)>,
+    /// When the last round ended.
+    round_end: f64,
+}
+
+impl RoundText {
+    /// For tasks of these FLOPs.
+    pub fn new(flops: impl Iterator<Item = f64>) -> RoundText {
+        RoundText {
+            flops: flops.collect(),
+            under_way: None,
+            round_end: 0.0,
+        }
+    }
+
+    /// The text after a round that ended `now` seconds into the search.
+    pub fn after_round(&mut self, s: &TaskScheduler, next: Option<usize>, now: f64) -> String {
+        let task = s.last_round().map(|(t, _)| *t);
+        if task.is_some() && self.under_way.map(|(t, _)| t) != task {
+            self.under_way = task.map(|t| (t, self.round_end));
+        }
+        self.round_end = now;
+        let began = self.under_way.map_or(0.0, |(_, b)| b);
+        sequential_line(s, &self.flops, now - began).unwrap_or_else(|| s.table(now, next))
+    }
+}
+
 /// AutoTVM's progress line for the last round of a sequential session (`tune_tasks`'
 /// `progress_bar`): `[Task  1/24]  Current/Best:   17.48/  23.90 GFLOPS | Progress:
 /// (20/20) | 15.17 s`, ending ` Done.` once the task has had its trials (or stopped

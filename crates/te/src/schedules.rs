@@ -3,6 +3,24 @@
 //! reduction outermost inside it, rows unrolled, columns vectorized), parallel over the
 //! outermost tile loop. (Vector loops wider than a register are split by the CPU
 //! backend's `split_wide_vectors`, so a schedule vectorizes whole column tiles.)
+//!
+//! [`default_schedule`] picks each stage's schedule by its operator tag
+//! ([`schedule_stages`]); where each family's is:
+//! - on a GPU (`CpuParams::gpu_threads` > 0): every stage's spatial axes fused over
+//!   `blockIdx.x` × `threadIdx.x` ([`schedule_gpu`], blocks sized by
+//!   [`gpu_block_threads`]), padding read through guarded loads, and a row reduction one
+//!   block per output with the row over a warp's threads (`reduce.rs`);
+//! - matrix products: register tiles ([`schedule_matmul`], [`schedule_product_tiles`]
+//!   for `dense_pack` and batch_matmul NN/TN), [`schedule_dense`] by `rfactor` (unpacked
+//!   dense, batch_matmul NT, TVM-form Winograd's batched GEMM);
+//! - convolutions (`conv.rs`, [`schedule_conv2d_nhwc`] and its siblings): register tiles
+//!   of rows × whole vectors, input channels chunked where a tile's weights outgrow L2,
+//!   row blocks, and the elementwise epilogue taking the tiles ([`conv_epilogue`]);
+//! - attention ([`schedule_attention`]) and the CPU's Winograd chain
+//!   ([`schedule_winograd_blocked`]), each one schedule for all its stages;
+//! - pooling and reductions (`reduce.rs`), injective stages ([`schedule_injective`]).
+//!
+//! Each function's own doc says what was measured to choose its shape.
 
 use crate::error::ScheduleError;
 use crate::schedule::Schedule;

@@ -372,6 +372,31 @@ impl Gen<'_> {
         }
     }
 
+    /// A comparison of two vectors: a mask of the operands' width. Bools compare as 0/1
+    /// (a mask's true, -1, would order below false).
+    fn vector_cmp(
+        &mut self,
+        op: CmpOp,
+        a: &Expr,
+        b: &Expr,
+        lanes: u16,
+    ) -> Result<(String, Ty), BackendError> {
+        let at = a.dtype().element_of();
+        let x = self.vector_as(a, at, lanes)?;
+        let y = self.vector_as(b, at, lanes)?;
+        let bits = at.bits.max(8);
+        let sym = match op {
+            CmpOp::Eq => "==",
+            CmpOp::Ne => "!=",
+            CmpOp::Lt => "<",
+            CmpOp::Le => "<=",
+            CmpOp::Gt => ">",
+            CmpOp::Ge => ">=",
+        };
+        self.vt(mask_elem(bits), lanes);
+        Ok((format!("({x} {sym} {y})"), Ty::M(bits, lanes)))
+    }
+
     pub(super) fn vector(&mut self, e: &Expr) -> Result<(String, Ty), BackendError> {
         let t = e.dtype();
         let (el, lanes) = (t.element_of(), t.lanes);
@@ -417,23 +442,7 @@ impl Gen<'_> {
                 self.vector_binary(e, op, a, b, el, lanes)?,
                 Ty::V(el, lanes),
             ),
-            ExprNode::Cmp { op, a, b } => {
-                // Bools compare as 0/1 (a mask's true, -1, would order below false).
-                let at = a.dtype().element_of();
-                let x = self.vector_as(a, at, lanes)?;
-                let y = self.vector_as(b, at, lanes)?;
-                let bits = at.bits.max(8);
-                let sym = match op {
-                    CmpOp::Eq => "==",
-                    CmpOp::Ne => "!=",
-                    CmpOp::Lt => "<",
-                    CmpOp::Le => "<=",
-                    CmpOp::Gt => ">",
-                    CmpOp::Ge => ">=",
-                };
-                self.vt(mask_elem(bits), lanes);
-                (format!("({x} {sym} {y})"), Ty::M(bits, lanes))
-            }
+            ExprNode::Cmp { op, a, b } => self.vector_cmp(*op, a, b, lanes)?,
             ExprNode::And(a, b) | ExprNode::Or(a, b) => {
                 let (x, tx) = self.vector(a)?;
                 let (y, ty) = self.vector(b)?;

@@ -1,5 +1,5 @@
 //! A backend plugin for the target kind `testdev`, written the way a hardware vendor
-//! would write one (see ARCHITECTURE.md, "Writing a backend plugin"): implement
+//! would write one (see `tessera_plugin`'s docs, "Writing a plugin"): implement
 //! `tessera_plugin::Plugin` (its compiler) and the runtime's `Device` (its device), and
 //! call `export_plugin!`.
 //!
