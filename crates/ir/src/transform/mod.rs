@@ -5,6 +5,9 @@
 //! those: `split_host_device` (the kernels and their launch extents), then per kernel
 //! `storage_sync` (barriers for shared memory). `thread_allreduce` builds the tree of a
 //! reduction across the threads of a block, which lowering emits.
+//!
+//! Each pass's before/after behaviour is pinned by filetests in
+//! `tests/filetests/passes/` (`tests/pass_filetests.rs`; `TESSERA_BLESS=1` rewrites them).
 
 mod auto_unroll;
 mod code_size;
