@@ -54,7 +54,9 @@ mod tuning;
 pub use build_report::ReportText;
 pub use curve_svg::PlotSummary;
 pub use error::DriverError;
-pub use extension::{HistoryHook, NetworkExtension, RecordKind, TargetNeeds, TemplateTaskInfo};
+pub use extension::{
+    HistoryHook, NetworkExtension, PrepareError, RecordKind, TargetNeeds, TemplateTaskInfo,
+};
 pub use history::{holds_configurations, BuildReport};
 pub use inputs::{GivenInputs, InputError};
 pub use operator::{CheckWith, OperatorProgram, OperatorRun, OperatorSchedule};

@@ -169,7 +169,13 @@ impl Toolchain {
         let mut g = self.import(spec)?;
         passes::optimize(&mut g, Some(self.layout(spec)?))?;
         match self.claimant(&spec.target) {
-            Some((ext, _)) => ext.prepare(&spec.target, g),
+            Some((ext, _)) => ext
+                .prepare(&spec.target, g)
+                .map_err(|e| DriverError::Prepare {
+                    target: spec.target.to_string(),
+                    extension: e.what.clone(),
+                    message: e.source.to_string(),
+                }),
             None => Ok(g),
         }
     }

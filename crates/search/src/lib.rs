@@ -4,6 +4,7 @@
 //! tuning session over them all (`session`; the driver's `Toolchain::tune` runs it).
 
 pub mod curve;
+pub mod extension;
 pub mod in_network;
 pub mod measure;
 pub mod memory;

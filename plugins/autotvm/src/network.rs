@@ -1,7 +1,7 @@
 //! Templates in networks: the template tasks of a network (one per distinct conv2d /
 //! dense / matmul of its fused groups) and the schedule hook that builds a network with
 //! the best configurations of a record log (apply-history-best); and the pipeline
-//! extension that offers both (`tessera_driver::NetworkExtension`).
+//! extension that offers both (`tessera_search::extension::NetworkExtension`).
 
 use crate::templates::{
     template_fits, template_of, GroupFit, Template, TemplateError, TemplateTask, Untuned,
@@ -10,9 +10,9 @@ use petgraph::stable_graph::NodeIndex;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tessera_backends::{HardwareParams, Target};
-use tessera_driver::{HistoryHook, NetworkExtension, RecordKind, TemplateTaskInfo};
 use tessera_graph::executor::{BuildContext, ScheduleHook};
 use tessera_graph::{fuse, op_spec_of, Graph, GroupCompute};
+use tessera_search::extension::{HistoryHook, NetworkExtension, RecordKind, TemplateTaskInfo};
 use tessera_search::measure::ProgramError;
 use tessera_search::record::ApplyHistoryBest;
 use tessera_search::session::TuningTask;

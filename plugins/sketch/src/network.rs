@@ -2,12 +2,12 @@
 //! with the best step history the record log holds for the group's compute DAG
 //! (matched by workload key and target), leaving the groups without one to the next
 //! hook of the pipeline's chain (template records) or their default schedule; and the
-//! pipeline extension that offers it (`tessera_driver::NetworkExtension`).
+//! pipeline extension that offers it (`tessera_search::extension::NetworkExtension`).
 
 use std::sync::Mutex;
 use tessera_backends::{HardwareParams, Target};
-use tessera_driver::{HistoryHook, NetworkExtension, RecordKind};
 use tessera_graph::{BuildContext, Graph, GroupCompute, ScheduleHook};
+use tessera_search::extension::{HistoryHook, NetworkExtension, RecordKind};
 use tessera_search::record::ApplyHistoryBest;
 use tessera_search::state::State;
 use tessera_search::ScheduleDesc;

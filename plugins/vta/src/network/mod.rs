@@ -1,4 +1,4 @@
-//! VTA's part of the pipeline (`tessera_driver::NetworkExtension`), linked where the
+//! VTA's part of the pipeline (`tessera_search::extension::NetworkExtension`), linked where the
 //! binary links VTA statically (cargo feature `network`; the shared-object plugin has
 //! the device and backend only): a network for `vta` is built in NCHW, quantized to
 //! int8 and packed into VTA's blocked layout between its first max pool and its global
@@ -11,8 +11,8 @@ pub mod pack;
 pub mod template;
 
 use tessera_backends::Target;
-use tessera_driver::{DriverError, NetworkExtension, TargetNeeds};
 use tessera_graph::{quantize::QConfig, Graph, Layout};
+use tessera_search::extension::{NetworkExtension, PrepareError, TargetNeeds};
 
 /// The extension; [`NetworkExtension::target_needs`] claims `vta` targets.
 pub struct VtaNetwork;
@@ -31,12 +31,11 @@ impl NetworkExtension for VtaNetwork {
         })
     }
 
-    fn prepare(&self, target: &Target, graph: Graph) -> Result<Graph, DriverError> {
+    fn prepare(&self, _target: &Target, graph: Graph) -> Result<Graph, PrepareError> {
         pack::quantize_and_pack(&graph, &QConfig::default(), &pack::PackConfig::default()).map_err(
-            |e| DriverError::Prepare {
-                target: target.to_string(),
-                extension: "int8, NCHW1n16c".into(),
-                message: e.to_string(),
+            |e| PrepareError {
+                what: "int8, NCHW1n16c".into(),
+                source: Box::new(e),
             },
         )
     }
