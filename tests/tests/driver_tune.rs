@@ -99,6 +99,22 @@ fn a_network_tuned_compiled_and_run_through_the_driver_alone() {
     }
     assert!(std::fs::metadata(&log).unwrap().len() > 0);
 
+    // the same request again: the budget is spent and nothing new is measured; where
+    // the first check wrote lines (some group was built tuned: timing decides) that
+    // check stands, else the check runs again and again finds nothing to time
+    let wrote_checks = matches!(&report.check, CheckStep::Ran(o) if !o.checks.is_empty());
+    let mut again = req.clone();
+    again.compare_rounds = 0;
+    let second = toolchain.tune(&again, &mut Recorder::default()).unwrap();
+    assert_eq!(second.summary.new_trials, 0);
+    assert_eq!(second.summary.log_checked, wrote_checks);
+    match &second.check {
+        CheckStep::Stands => assert!(wrote_checks),
+        CheckStep::Ran(o) => assert!(!wrote_checks && o.checks.is_empty()),
+        CheckStep::NotRun => panic!("a local network is checked"),
+    }
+    assert!(matches!(second.comparison, CompareStep::Skipped));
+
     // the log read back, the network compiled with it and run on the reference input
     let loaded = toolchain.read_log(&log).unwrap();
     let given = GivenInputs::read(&[format!("x={}", export("input_0.npy").display())]).unwrap();

@@ -64,19 +64,17 @@ pub use pipeline::{Build, Toolchain};
 pub use source::{NetworkSource, NetworkSpec};
 pub use tuning::{BuildComparison, NetworkCheckOutcome, PhaseProgress};
 
-/// What a caller reads and prints of tuning's results without running the search: record
-/// logs and their schedules, workload keys, tuning curves, the in-network step times.
+/// What a caller reads of a record log without running the search: its records and
+/// their schedules, workload keys (the reports of `log_views` print them).
 pub mod records {
-    pub use tessera_search::curve;
-    pub use tessera_search::in_network;
     pub use tessera_search::record::*;
     pub use tessera_search::workload_key;
     pub use tessera_search::ScheduleDesc;
 }
 
 /// A binary that is also its own measurement runner (as `tessera` is, with its hidden
-/// `runner` command): the runner's hooks and the process that serves its jobs.
+/// `runner` command, served by `Toolchain::serve_runner_jobs`): the runner's hooks.
 pub mod runner {
     pub use tessera_search::measure::{remove_scratch_dirs, use_this_binary_as_runner};
-    pub use tessera_search::runner_process::{serve_jobs, RunnerProcess, JOBS_PER_PROCESS};
+    pub use tessera_search::runner_process::JOBS_PER_PROCESS;
 }

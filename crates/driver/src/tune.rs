@@ -301,9 +301,8 @@ impl Toolchain {
         // step would carry a round trip) nor a target whose defaults run on another
         // processor (VTA's, on its board's CPU)
         let local = req.measure.rpc.is_none() && !req.measure.simulated;
-        let checked_before = report.summary.new_trials == 0
-            && tessera_search::record::load(&req.log).is_ok_and(|l| !l.checks.is_empty());
-        if checked_before {
+        // a run that measured nothing new keeps the log's own check
+        if report.summary.new_trials == 0 && report.summary.log_checked {
             report.check = CheckStep::Stands;
         } else if local && req.network_check && !self.needs(target).no_network_check {
             let outcome = self.check_in_network(&plan, target, &req.log, &mut phase_to(events))?;

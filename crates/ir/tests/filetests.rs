@@ -8,6 +8,8 @@
 //! A file that reads also prints back to text that reads into the same printed form.
 //! Every file is checked and the failures are reported together.
 
+mod common;
+
 use std::path::Path;
 use tessera_ir::parser::parse_func;
 use tessera_ir::verify::verify;
@@ -62,13 +64,7 @@ fn check(path: &Path) -> Option<String> {
 
 #[test]
 fn verifier_filetests() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/filetests/verify");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .expect("the filetests directory")
-        .map(|e| e.expect("an entry").path())
-        .filter(|p| p.extension().is_some_and(|x| x == "tir"))
-        .collect();
-    files.sort();
+    let files = common::tir_files("verify");
     assert!(files.len() >= 20, "{} filetests", files.len());
     let failures: Vec<String> = files
         .iter()

@@ -8,6 +8,8 @@
 //! the file instead (then read the diff before committing it). Every file is checked
 //! and the failures are reported together.
 
+mod common;
+
 use std::path::Path;
 use tessera_ir::parser::parse_func;
 use tessera_ir::transform::{
@@ -93,14 +95,8 @@ fn check(path: &Path, bless: bool) -> Option<String> {
 
 #[test]
 fn pass_filetests() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/filetests/passes");
     let bless = std::env::var("TESSERA_BLESS").is_ok_and(|v| v == "1");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .expect("the filetests directory")
-        .map(|e| e.expect("an entry").path())
-        .filter(|p| p.extension().is_some_and(|x| x == "tir"))
-        .collect();
-    files.sort();
+    let files = common::tir_files("passes");
     assert!(files.len() >= 7, "{} filetests", files.len());
     let failures: Vec<String> = files
         .iter()

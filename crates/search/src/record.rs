@@ -403,14 +403,7 @@ pub fn why_nothing_applies(
     }
     // Examples: the first argument's shape of a few workloads on each side.
     let first_shape = |key: &str| -> Option<String> {
-        let v: serde_json::Value = serde_json::from_str(key).ok()?;
-        let dims = v.as_array()?.get(1)?.as_array()?;
-        Some(
-            dims.iter()
-                .map(|d| d.to_string())
-                .collect::<Vec<_>>()
-                .join("x"),
-        )
+        crate::workload_key::parts(key).and_then(|(_, shapes)| shapes.into_iter().next())
     };
     let examples = |keys: &mut dyn Iterator<Item = &str>| -> String {
         let mut shapes: Vec<String> = keys.filter_map(first_shape).collect();

@@ -123,6 +123,9 @@ pub struct SessionSummary {
     /// The share (0–1) of the estimated latency in tasks never measured, which keep
     /// their default schedules (`TaskScheduler::untuned_part`), where it is known.
     pub untuned_share: Option<f64>,
+    /// Whether the log held in-network check lines when the session read it (with no
+    /// new trials, that check still stands).
+    pub log_checked: bool,
     /// Where the rounds' time went.
     pub profile: SessionProfile,
 }
@@ -248,7 +251,7 @@ impl TuningSession {
             report.warn(&format!("{e}; it keeps its default schedule"));
         }
         report.out(&task_list(&tasks));
-        let earlier = read_log(&log, report)?;
+        let (earlier, log_checked) = read_log(&log, report)?;
         let report = RefCell::new(report);
         let learn = states.iter().any(|s| s.info.uses_scorer);
         let prior = match &opts.memory {
@@ -348,9 +351,8 @@ impl TuningSession {
         if new_trials > 0 {
             rounds.out(&profile.to_string());
         }
-        let again_start = std::time::Instant::now();
         // a log whose budget was already spent was re-measured by the run that spent it
-        let again = if new_trials == 0 && taken > 0 {
+        if new_trials == 0 && taken > 0 {
             rounds.out(&format!(
                 "{} already holds {} trials, the budget of --trials {}: nothing was measured \
                  (give a larger --trials to tune further)\n",
@@ -358,14 +360,8 @@ impl TuningSession {
                 scheduler.total_trials(),
                 opts.trials
             ));
-            Vec::new()
         } else {
-            rounds.remeasure(opts.remeasure_top, opts.remeasure_runs)?
-        };
-        if !again.is_empty() {
-            let names: Vec<String> = rounds.tasks.iter().map(|t| t.task.name.clone()).collect();
-            let seconds = again_start.elapsed().as_secs_f64();
-            rounds.out(&remeasure_table(&again, &names, seconds));
+            rounds.remeasure_and_say(opts.remeasure_top, opts.remeasure_runs)?;
         }
         if let Some(m) = opts.memory.as_ref().filter(|_| rounds.learn) {
             rounds.remember(m, &log);
@@ -381,6 +377,7 @@ impl TuningSession {
             estimated_latency: scheduler.estimated_latency(),
             new_trials,
             untuned_share: untuned.map(|(total, part)| part / total),
+            log_checked,
             profile,
         })
     }
@@ -474,20 +471,20 @@ fn load_prior(
     Ok(prior)
 }
 
-/// The log's records so far (none when it does not exist yet); skipped lines are
-/// warnings.
+/// The log's records so far (none when it does not exist yet) and whether it holds an
+/// in-network check; skipped lines are warnings.
 fn read_log(
     log: &std::path::Path,
     report: &mut dyn SessionReport,
-) -> Result<Vec<Record>, SessionError> {
+) -> Result<(Vec<Record>, bool), SessionError> {
     if !log.exists() {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), false));
     }
     let loaded = crate::record::load(log)?;
     for w in crate::record::skipped_warnings(log, &loaded.skipped) {
         report.warn(&w);
     }
-    Ok(loaded.records)
+    Ok((loaded.records, !loaded.checks.is_empty()))
 }
 
 /// The feature rows of each program, computed on all cores (empty for a program whose
@@ -497,6 +494,19 @@ pub fn features_of_programs(funcs: &[PrimFunc]) -> Vec<Vec<Vec<f32>>> {
 }
 
 impl Rounds<'_, '_> {
+    /// Measures each task's fastest programs again ([`Rounds::remeasure`]) and prints
+    /// what that found.
+    fn remeasure_and_say(&mut self, top: usize, runs: usize) -> Result<(), SessionError> {
+        let start = std::time::Instant::now();
+        let again = self.remeasure(top, runs)?;
+        if !again.is_empty() {
+            let names: Vec<String> = self.tasks.iter().map(|t| t.task.name.clone()).collect();
+            let seconds = start.elapsed().as_secs_f64();
+            self.out(&remeasure_table(&again, &names, seconds));
+        }
+        Ok(())
+    }
+
     fn out(&self, text: &str) {
         self.report.borrow_mut().out(text);
     }

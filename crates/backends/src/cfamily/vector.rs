@@ -385,16 +385,8 @@ impl Gen<'_> {
         let x = self.vector_as(a, at, lanes)?;
         let y = self.vector_as(b, at, lanes)?;
         let bits = at.bits.max(8);
-        let sym = match op {
-            CmpOp::Eq => "==",
-            CmpOp::Ne => "!=",
-            CmpOp::Lt => "<",
-            CmpOp::Le => "<=",
-            CmpOp::Gt => ">",
-            CmpOp::Ge => ">=",
-        };
         self.vt(mask_elem(bits), lanes);
-        Ok((format!("({x} {sym} {y})"), Ty::M(bits, lanes)))
+        Ok((format!("({x} {} {y})", op.symbol()), Ty::M(bits, lanes)))
     }
 
     pub(super) fn vector(&mut self, e: &Expr) -> Result<(String, Ty), BackendError> {
