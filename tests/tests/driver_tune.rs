@@ -43,10 +43,8 @@ fn export(file: &str) -> PathBuf {
 
 fn toolchain() -> Toolchain {
     let registry = tessera_plugin::discover(&[tessera_sketch::tessera_plugin_root()], &[]);
-    Toolchain::new(
-        registry,
-        vec![Box::new(tessera_sketch::network::SketchExtension)],
-    )
+    // step histories need no extension: the core applies them
+    Toolchain::new(registry, Vec::new())
 }
 
 #[test]

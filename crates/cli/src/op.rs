@@ -78,10 +78,11 @@ pub struct OpArgs {
     /// Timing: flush the CPU cache before each repeat.
     #[arg(long)]
     pub cache_flush: bool,
-    /// Build the history best of this record log (the step history with the lowest
-    /// median for this operator's workload on the target, as `tessera run --log`
-    /// chooses) instead of the default schedule; without one, the default, with a
-    /// warning that says why.
+    /// Build the history best of this record log instead of the default schedule: the
+    /// record with the lowest median for this operator's workload on the target, a step
+    /// history or a template configuration, applied as `tessera run --log` applies it to
+    /// a network that computes the operator; without one, the default, with a warning
+    /// that says why.
     #[arg(long, value_name = "FILE", conflicts_with = "schedule")]
     pub log: Option<std::path::PathBuf>,
     /// Build the kernel into this folder and stop: the target's compiler runs (NVRTC

@@ -37,19 +37,23 @@ fn builtins() -> Vec<PluginRootRef> {
     v
 }
 
-/// The pipeline extensions linked into this binary: the strategies' history hooks and
-/// template tasks, VTA's network preparation; and the backends' templates added to the
-/// template tuner's table (VTA's `conv2d_packed.vta`). Their crates are always linked
-/// (the features above register them as built-in plugins only), so a binary that loads
-/// those plugins as `.so` files still builds networks with their records and for their
-/// targets.
+/// The pipeline extensions linked into this binary, one per enabled feature
+/// (`autotvm-extension`, `vta-extension`, which `autotvm` and `vta` turn on): the
+/// template tuner's applier of configurations and its template tasks, VTA's network
+/// preparation; and VTA's templates added to the template tuner's table
+/// (`conv2d_packed.vta`) where both are linked. A template tuner loaded as a `.so`
+/// tunes, but its configurations apply to builds only where its crate is linked here (a
+/// Rust trait object does not cross the C ABI); step histories need no extension.
+#[allow(unused_mut, clippy::vec_init_then_push)]
 fn extensions() -> Vec<Box<dyn NetworkExtension>> {
+    let mut v: Vec<Box<dyn NetworkExtension>> = Vec::new();
+    #[cfg(feature = "autotvm-extension")]
+    v.push(Box::new(tessera_autotvm::network::TemplatesExtension));
+    #[cfg(feature = "vta-extension")]
+    v.push(Box::new(tessera_vta::network::VtaNetwork));
+    #[cfg(all(feature = "autotvm-extension", feature = "vta-extension"))]
     tessera_autotvm::templates::register_templates(tessera_vta::network::template::TEMPLATES);
-    vec![
-        Box::new(tessera_sketch::network::SketchExtension),
-        Box::new(tessera_autotvm::network::TemplatesExtension),
-        Box::new(tessera_vta::network::VtaNetwork),
-    ]
+    v
 }
 
 /// The pipeline of this process: every plugin available (discovered once) and the

@@ -36,11 +36,11 @@ pub enum DriverError {
     /// A catalog operator could not be made a task.
     #[error(transparent)]
     Catalog(#[from] tessera_te::catalog::CatalogError),
-    /// A log's best step history does not replay onto the operator.
+    /// A log's history best built for the operator does not lower.
     #[error("applying the history best of {}: {source}", log.display())]
     HistoryBest {
         log: PathBuf,
-        source: Box<tessera_search::state::StateError>,
+        source: Box<tessera_search::apply::ApplyError>,
     },
     /// A file or folder of the pipeline's own could not be made.
     #[error("{what}: {source}")]

@@ -1,18 +1,19 @@
-//! Stage 5, schedule lookup: a log's history best applied to a build through every
-//! extension's [`HistoryHook`] (step histories first, template configurations for the
-//! groups they leave), each convolution's algorithm picked by the log's measurements of
-//! its options, and what the build applied reported.
+//! Stage 5, schedule lookup: a log's history best applied to a build through the
+//! record appliers (`tessera_search::apply`: the core's step histories first, then each
+//! extension's kind, template configurations, for the groups they leave), each
+//! convolution's algorithm picked by the log's measurements of its options, and what
+//! the build applied reported. Single operators (`tessera op --log`) take the same
+//! appliers ([`Toolchain::appliers`]).
 
-use crate::extension::{HistoryHook, RecordKind};
+use crate::extension::RecordKind;
 use crate::pipeline::{Build, Toolchain};
 use crate::{DriverError, NetworkSpec};
 use std::collections::HashSet;
 use tessera_backends::Target;
-use tessera_graph::executor::BuildContext;
-use tessera_graph::{ConvAlgorithm, ConvPlan, Graph, GroupCompute, ScheduleHook};
+use tessera_graph::{ConvAlgorithm, ConvPlan, Graph};
+use tessera_search::apply::{Appliers, RecordApplier, StepHistories};
 use tessera_search::record::{ApplyHistoryBest, LoadedLog, Record};
 use tessera_search::ScheduleDesc;
-use tessera_te::Schedule;
 
 /// What a build applied.
 #[derive(Clone, Debug, Default)]
@@ -32,15 +33,6 @@ pub struct BuildReport {
     pub nothing_applied: Option<String>,
 }
 
-/// Asks each hook in turn; the first schedule wins.
-struct Chain<'a>(&'a [Box<dyn HistoryHook>]);
-
-impl ScheduleHook for Chain<'_> {
-    fn schedule(&self, graph: &Graph, gc: &GroupCompute, ctx: &BuildContext) -> Option<Schedule> {
-        self.0.iter().find_map(|h| h.schedule(graph, gc, ctx))
-    }
-}
-
 /// Whether `records` hold template configurations (which apply to HWIO convolutions
 /// only: [`Toolchain::plan_for_templates`]).
 pub fn holds_configurations(records: &[Record]) -> bool {
@@ -50,28 +42,29 @@ pub fn holds_configurations(records: &[Record]) -> bool {
 }
 
 impl Toolchain {
-    /// The hooks for `best`: every extension's step-history hook, then — where the log
-    /// holds configurations or the target needs them — its configuration hooks.
-    fn history_hooks(
+    /// The record appliers of a build on `target` over `best`: step histories, then —
+    /// where the log holds configurations (`configurations`) or the target needs them —
+    /// every extension's applier of configurations.
+    pub fn appliers(
         &self,
         best: &ApplyHistoryBest,
         target: &Target,
         configurations: bool,
-    ) -> Result<Vec<Box<dyn HistoryHook>>, DriverError> {
+    ) -> Result<Appliers, DriverError> {
         let hw = self.hardware(target)?;
         let configurations = configurations || self.needs(target).configurations_always;
-        let mut hooks: Vec<Box<dyn HistoryHook>> = self
-            .extensions()
-            .iter()
-            .filter_map(|e| e.history_hook(best, target, &hw))
-            .filter(|h| h.record_kind() == RecordKind::Steps || configurations)
-            .collect();
-        hooks.sort_by_key(|h| h.record_kind() != RecordKind::Steps);
-        Ok(hooks)
+        let mut appliers: Vec<Box<dyn RecordApplier>> = vec![Box::new(StepHistories)];
+        appliers.extend(
+            self.extensions()
+                .iter()
+                .filter_map(|e| e.record_applier(target, &hw))
+                .filter(|a| a.record_kind() == RecordKind::Steps || configurations),
+        );
+        Ok(Appliers::new(appliers, best.clone(), &target.to_string()))
     }
 
-    /// Compiles `g` with `best` through the history hooks; returns the network, the
-    /// groups the hooks applied records to and their warnings.
+    /// Compiles `g` with `best` through the record appliers; returns the network, the
+    /// groups built from a record and the appliers' warnings.
     pub fn compile_with_best(
         &self,
         g: &Graph,
@@ -79,15 +72,9 @@ impl Toolchain {
         best: &ApplyHistoryBest,
         configurations: bool,
     ) -> Result<(tessera_graph::CompiledNetwork, usize, Vec<String>), DriverError> {
-        let hooks = self.history_hooks(best, target, configurations)?;
-        let compiled = if hooks.is_empty() {
-            self.compile_graph(g, target, None)?
-        } else {
-            self.compile_graph(g, target, Some(&Chain(&hooks)))?
-        };
-        let applied = hooks.iter().map(|h| h.applied()).sum();
-        let warnings = hooks.iter().flat_map(|h| h.warnings()).collect();
-        Ok((compiled, applied, warnings))
+        let appliers = self.appliers(best, target, configurations)?;
+        let compiled = self.compile_graph(g, target, Some(&appliers))?;
+        Ok((compiled, appliers.applied(), appliers.warnings()))
     }
 
     /// Stages 5–7 for a plan: with `log`, each convolution's algorithm picked by the

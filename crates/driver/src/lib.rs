@@ -18,8 +18,9 @@
 //!    (`graph::cpu_rewrites::CPU_REWRITES`: winograd, pad-conv-channels, fuse-attention,
 //!    pad-matmul-columns, pack-conv-weights, pack-dense-weights, dead-code);
 //! 5. **schedule lookup** ([`Toolchain::compile_plan`], `history.rs`): with a log, the
-//!    algorithms its measurements chose and each group's history best through every
-//!    extension's [`HistoryHook`] (step histories first, configurations after);
+//!    algorithms its measurements chose and each group's history best through the
+//!    record appliers ([`Toolchain::appliers`], `tessera_search::apply`: step
+//!    histories first, then the extensions' configurations), as for one operator;
 //! 6. **compile** ([`Toolchain::compile_graph`]): every fused group lowered and built by
 //!    the target's backend from the registry;
 //! 7. **memory plan**: inside `graph::compile`, intermediates sharing storage;
@@ -54,9 +55,7 @@ mod tuning;
 pub use build_report::ReportText;
 pub use curve_svg::PlotSummary;
 pub use error::DriverError;
-pub use extension::{
-    HistoryHook, NetworkExtension, PrepareError, RecordKind, TargetNeeds, TemplateTaskInfo,
-};
+pub use extension::{NetworkExtension, PrepareError, RecordKind, TargetNeeds, TemplateTaskInfo};
 pub use history::{holds_configurations, BuildReport};
 pub use inputs::{GivenInputs, InputError};
 pub use operator::{CheckWith, OperatorProgram, OperatorRun, OperatorSchedule};

@@ -12,6 +12,7 @@ use tessera_ir::interp::{self, HostBuffer};
 use tessera_ir::PrimFunc;
 use tessera_runtime::{CompareError, Device, DeviceArray, FunctionId, NDArray};
 use tessera_runtime::{TimeEvaluator, TimeResult};
+use tessera_search::apply::Subject;
 use tessera_search::record::LoadedLog;
 use tessera_te::catalog::OpSpec;
 use tessera_te::schedules::CpuParams;
@@ -212,29 +213,51 @@ impl Toolchain {
             OperatorSchedule::Default => return plain(false, "default", None),
             OperatorSchedule::HistoryBest(log, path) => (log, path),
         };
-        let dag = spec.dag()?;
         let target_str = target.to_string();
-        let best = tessera_search::tasks::best_program(&dag, &log.records, &target_str, &spec.name)
-            .map_err(|source| DriverError::HistoryBest {
-                log: path.to_path_buf(),
-                source: Box::new(source),
-            })?;
-        if let Some((func, record)) = best {
-            return Ok(OperatorProgram {
-                func,
-                schedule: format!(
-                    "history best of {} (measured at {:.4} ms)",
-                    path.display(),
-                    record.result.mean_cost() * 1e3
-                ),
-                fallback: None,
-            });
+        let configurations = crate::history::holds_configurations(&log.records);
+        let best = tessera_search::record::ApplyHistoryBest::from_log(log);
+        let appliers = self.appliers(&best, target, configurations)?;
+        let ctx = tessera_graph::BuildContext {
+            target: target.clone(),
+            hardware: hw.clone(),
+        };
+        let subject = Subject::Operator { spec, ctx: &ctx };
+        let built =
+            appliers
+                .program(&subject, &spec.name)
+                .map_err(|source| DriverError::HistoryBest {
+                    log: path.to_path_buf(),
+                    source: Box::new(source),
+                })?;
+        for w in appliers.warnings() {
+            self.warn(&w);
         }
-        let key = dag.workload_key();
-        let why = tessera_search::record::why_nothing_applies(&log.records, &[key], &target_str)
+        match built {
+            Some((func, Some(record))) => {
+                return Ok(OperatorProgram {
+                    func,
+                    schedule: format!(
+                        "history best of {} (measured at {:.4} ms)",
+                        path.display(),
+                        record.result.mean_cost() * 1e3
+                    ),
+                    fallback: None,
+                })
+            }
+            Some((func, None)) => {
+                return Ok(OperatorProgram {
+                    func,
+                    schedule: "fallback configuration".into(),
+                    fallback: None,
+                })
+            }
+            None => {}
+        }
+        let keys = appliers.workload_keys(&subject);
+        let why = tessera_search::record::why_nothing_applies(&log.records, &keys, &target_str)
             .unwrap_or_else(|| {
-                "it has no successful step history for this workload (template configurations \
-                 apply with `tessera run --log`)"
+                "its best record for this workload is the default schedule, or failed, or \
+                 was overruled by the in-network check"
                     .into()
             });
         plain(false, "default", Some(why))

@@ -36,8 +36,8 @@ pub enum PeerBenchError {
     Runtime(#[from] tessera_runtime::RuntimeError),
     #[error(transparent)]
     Target(#[from] tessera_backends::TargetError),
-    #[error("replaying the log's best step history: {0}")]
-    Replay(#[from] tessera_search::state::StateError),
+    #[error("applying the log's best step history: {0}")]
+    Apply(#[from] tessera_search::apply::ApplyError),
     #[error("a build directory: {0}")]
     Io(#[from] std::io::Error),
     /// One of our kernels computes otherwise than the peer.
@@ -332,6 +332,29 @@ pub struct TunedComparison {
     pub peer_ms: f64,
 }
 
+/// The program of `spec` from the best of `records`' step histories for the CPU (the
+/// other kinds set aside), applied as every build applies them, and that record.
+fn best_step_history(
+    spec: &OpSpec,
+    records: &[Record],
+) -> Result<Option<(tessera_ir::PrimFunc, Record)>, PeerBenchError> {
+    use tessera_search::apply::{Appliers, StepHistories, Subject};
+    let steps: Vec<Record> = records
+        .iter()
+        .filter(|r| matches!(r.schedule, tessera_search::ScheduleDesc::Steps { .. }))
+        .cloned()
+        .collect();
+    let best = tessera_search::record::ApplyHistoryBest::new(&steps);
+    let target = Target::cpu();
+    let appliers = Appliers::new(vec![Box::new(StepHistories)], best, &target.to_string());
+    let ctx = tessera_graph::BuildContext {
+        hardware: tessera_backends::HardwareParams::detect_host(),
+        target,
+    };
+    let built = appliers.program(&Subject::Operator { spec, ctx: &ctx }, "tuned")?;
+    Ok(built.and_then(|(func, record)| Some((func, record?))))
+}
+
 /// Times the best step history of `records` for operator `spec` (the median of each
 /// one's measurements, as `tessera run --log` chooses) against its default schedule and
 /// the peer — `gemm` for matmul `M,N,K`, im2col + `gemm` for a conv2d `1,H,W,C_IN,C_OUT,K,K`
@@ -345,8 +368,7 @@ pub fn compare_tuned(
 ) -> Result<TunedComparison, PeerBenchError> {
     let ev = timing.evaluator();
     let threads = threads.max(1);
-    let dag = spec.dag()?;
-    let (func, best) = tessera_search::tasks::best_program(&dag, records, "cpu", "tuned")?
+    let (func, best) = best_step_history(spec, records)?
         .ok_or_else(|| PeerBenchError::NoRecord(format!("{} {:?}", spec.name, spec.shape)))?;
     let (ins, outs) = spec.tensors()?;
     let out = outs.first().ok_or(PeerBenchError::Unsupported(
@@ -381,7 +403,7 @@ pub fn compare_tuned(
     Ok(TunedComparison {
         peer: peer_name,
         record_ms: best.result.mean_cost() * 1e3,
-        flop: dag.flop_count(),
+        flop: spec.dag()?.flop_count(),
         tuned_ms,
         default_ms,
         peer_ms,

@@ -1,15 +1,15 @@
 //! What a strategy or a target adds to the pipeline, in process: a target's preparation
-//! of a network (VTA's int8 quantization and packing), the schedules a log's history best
-//! gives a build (the auto-scheduler's step histories, the templates' configurations),
-//! and a template tuner's tasks. The binary lists the extensions it links (as it lists
+//! of a network (VTA's int8 quantization and packing), the applier of a strategy's kind
+//! of record (the templates' configurations; step histories are the core's), and a
+//! template tuner's tasks. The binary lists the extensions it links (as it lists
 //! its built-in plugins); the driver's pipeline asks each and never names one. The
 //! traits live here, below the driver, so that a plugin implements them without
 //! depending on the driver (the driver re-exports them).
 
-use crate::record::ApplyHistoryBest;
+use crate::apply::RecordApplier;
 use crate::session::TuningTask;
 use tessera_backends::{HardwareParams, Target};
-use tessera_graph::{Graph, Layout, ScheduleHook};
+use tessera_graph::{Graph, Layout};
 
 /// Why a target's preparation of a network failed: what it was doing, and the cause.
 #[derive(Debug, thiserror::Error)]
@@ -38,7 +38,7 @@ pub struct TargetNeeds {
     pub no_network_check: bool,
 }
 
-/// Which kind of record a history hook applies.
+/// Which kind of record an applier ([`crate::apply::RecordApplier`]) applies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RecordKind {
     /// Step histories (the auto-scheduler's): asked first.
@@ -46,15 +46,6 @@ pub enum RecordKind {
     /// Template configurations: asked for the groups the step hooks leave, where the log
     /// holds configurations or the target needs them.
     Configurations,
-}
-
-/// A [`ScheduleHook`] built from a log's history best, which counts what it applied.
-pub trait HistoryHook: ScheduleHook + Send {
-    fn record_kind(&self) -> RecordKind;
-    /// Distinct groups built with one of its records so far.
-    fn applied(&self) -> usize;
-    /// Records that did not apply and tasks left on a fallback, each with why.
-    fn warnings(&self) -> Vec<String>;
 }
 
 /// One template task of a network, for listing (`tessera tasks --templates`).
@@ -84,13 +75,14 @@ pub trait NetworkExtension: Send + Sync {
         Ok(graph)
     }
 
-    /// The hook that builds groups with `best`'s records of this extension's kind.
-    fn history_hook(
+    /// The applier of this extension's kind of record (a template tuner's
+    /// configurations), for builds on `target` ([`crate::apply`]). Step histories need
+    /// none: their applier is the core's.
+    fn record_applier(
         &self,
-        _best: &ApplyHistoryBest,
         _target: &Target,
         _hw: &HardwareParams,
-    ) -> Option<Box<dyn HistoryHook>> {
+    ) -> Option<Box<dyn RecordApplier>> {
         None
     }
 

@@ -1,8 +1,10 @@
 //! Measurement (parallel builds, runs in isolated processes with timeouts, correctness
 //! checks), the JSON-lines record log, the schedule as a step history (`state`), the
+//! one seam from a record to a schedule (`apply`), the
 //! task scheduler that splits a budget across a network's tasks (`scheduler`), and the
 //! tuning session over them all (`session`; the driver's `Toolchain::tune` runs it).
 
+pub mod apply;
 pub mod curve;
 pub mod extension;
 pub mod in_network;

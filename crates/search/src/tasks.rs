@@ -149,32 +149,3 @@ pub fn operator_tasks(
     }
     Ok(out)
 }
-
-/// The history best of `dag`'s workload for the kind of `target` among `records`: the
-/// step history with the lowest median over its measurements (what `tessera run --log`
-/// builds, `record::best_of`), replayed and lowered as `name`, with its record. `None`
-/// when the records hold no successful step history of the workload.
-pub fn best_program(
-    dag: &tessera_te::ComputeDag,
-    records: &[crate::record::Record],
-    target: &str,
-    name: &str,
-) -> Result<Option<(tessera_ir::PrimFunc, crate::record::Record)>, crate::state::StateError> {
-    let key = dag.workload_key();
-    let kind = |t: &str| t.split_whitespace().next().unwrap_or("").to_string();
-    let want = kind(target);
-    let Some(best) = crate::record::best_of(records.iter().filter(|r| {
-        r.workload_key == key
-            && kind(&r.target) == want
-            && matches!(r.schedule, crate::types::ScheduleDesc::Steps { .. })
-    })) else {
-        return Ok(None);
-    };
-    let crate::types::ScheduleDesc::Steps { steps } = &best.schedule else {
-        return Ok(None);
-    };
-    let replayed = crate::state::State::from_json(dag, steps)?.replay()?;
-    let func = tessera_te::lower(&replayed.schedule, &replayed.args, name)
-        .map_err(|e| crate::state::StateError::Lower(e.to_string()))?;
-    Ok(Some((func, best.clone())))
-}

@@ -1,6 +1,6 @@
 //! Templates in networks: the template tasks of a network (one per distinct conv2d /
-//! dense / matmul of its fused groups) and the schedule hook that builds a network with
-//! the best configurations of a record log (apply-history-best); and the pipeline
+//! dense / matmul of its fused groups) and the applier of configuration records
+//! (apply-history-best, for networks and single operators alike); and the pipeline
 //! extension that offers both (`tessera_search::extension::NetworkExtension`).
 
 use crate::templates::{
@@ -8,13 +8,13 @@ use crate::templates::{
 };
 use petgraph::stable_graph::NodeIndex;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use tessera_backends::{HardwareParams, Target};
-use tessera_graph::executor::{BuildContext, ScheduleHook};
-use tessera_graph::{fuse, op_spec_of, Graph, GroupCompute};
-use tessera_search::extension::{HistoryHook, NetworkExtension, RecordKind, TemplateTaskInfo};
+use tessera_graph::executor::BuildContext;
+use tessera_graph::{fuse, op_spec_of, Graph};
+use tessera_search::apply::{ApplyError, History, RecordApplier, Scheduled, Subject};
+use tessera_search::extension::{NetworkExtension, RecordKind, TemplateTaskInfo};
 use tessera_search::measure::ProgramError;
-use tessera_search::record::ApplyHistoryBest;
 use tessera_search::session::TuningTask;
 use tessera_search::ScheduleDesc;
 use tessera_te::schedules::{computed_stages, schedule_stages};
@@ -59,103 +59,65 @@ pub fn extract_template_tasks(graph: &Graph, lanes: i64) -> Vec<NetworkTemplateT
     out
 }
 
-/// Builds each fused group whose anchor has a tuned record with that record's
-/// configuration (the rest of the group keeps its default schedule); groups without one
-/// keep their default schedule, with one warning per task (collected in `warnings`).
-pub struct TunedHook {
-    best: Mutex<ApplyHistoryBest>,
-    target: String,
-    lanes: i64,
-    warnings: Mutex<Vec<String>>,
-    applied: Mutex<usize>,
+/// Template configurations applied ([`RecordApplier`]): a fused group whose anchor (or
+/// an operator that) a template fits is built with its best configuration record (the
+/// rest of a group keeps its default schedule); without one, with the space's fallback
+/// configuration where the template's untuned build takes it (VTA's), else the default
+/// schedule, with one warning per task.
+pub struct Configurations {
+    /// float32 lanes of the target's vectors.
+    pub lanes: i64,
 }
 
-impl TunedHook {
-    pub fn new(best: ApplyHistoryBest, target: &str, lanes: i64) -> Self {
-        TunedHook {
-            best: Mutex::new(best),
-            target: target.to_string(),
-            lanes,
-            warnings: Mutex::new(Vec::new()),
-            applied: Mutex::new(0),
-        }
-    }
-    /// The warnings so far (one per task without a record, or whose record failed to
-    /// apply).
-    pub fn warnings(&self) -> Vec<String> {
-        self.warnings
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-    }
-    /// How many distinct groups were built with a tuned configuration.
-    pub fn applied(&self) -> usize {
-        *self.applied.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn warn(&self, w: String) {
-        self.warnings
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(w);
-    }
+/// Where a template task's configuration comes from.
+enum Entity {
+    Tuned(Box<(serde_json::Value, tessera_search::record::Record)>),
+    Fallback,
 }
 
-impl TunedHook {
-    /// The record's configuration entity for `task`; `Ok(None)`: build with the space's
-    /// fallback configuration; `Err(())`: no configuration applies (the group keeps its
-    /// default schedule).
-    fn entity_of(&self, task: &TemplateTask) -> Result<Option<serde_json::Value>, ()> {
-        // A template whose default schedule runs elsewhere (VTA's, on the board's CPU)
-        // prefers any configuration record, and without one takes TVM's fallback
-        // configuration, which keeps the layer on its device, as TVM does
-        let untuned = task.def.untuned();
-        let mut best = self.best.lock().unwrap_or_else(|e| e.into_inner());
-        let found = match untuned {
-            Untuned::FallbackConfig { .. } => best
-                .query_config(&task.workload_key, &self.target)
-                .or_else(|| best.query(&task.workload_key, &self.target)),
-            Untuned::DefaultSchedule => best.query(&task.workload_key, &self.target),
-        };
-        match found.map(|r| &r.schedule) {
-            Some(ScheduleDesc::Config { entity, .. }) => Ok(Some(entity.clone())),
-            Some(_) => Err(()),
-            None => {
-                let (key, template) = (&task.workload_key, &task.template);
-                let warning = match untuned {
-                    Untuned::FallbackConfig { what } => {
-                        best.warn_missing_using(key, &self.target, template, what)
-                    }
-                    Untuned::DefaultSchedule => best.warn_missing(key, &self.target, template),
-                };
-                drop(best);
-                if let Some(w) = warning {
-                    self.warn(w);
-                }
-                match untuned {
-                    Untuned::FallbackConfig { .. } => Ok(None),
-                    Untuned::DefaultSchedule => Err(()),
-                }
+/// The record's configuration for `task`; `None`: no configuration applies (the
+/// subject keeps its default schedule).
+fn entity_of(task: &TemplateTask, history: &History) -> Option<Entity> {
+    // A template whose default schedule runs elsewhere (VTA's, on the board's CPU)
+    // prefers any configuration record, and without one takes TVM's fallback
+    // configuration, which keeps the layer on its device, as TVM does
+    let untuned = task.def.untuned();
+    let key = &task.workload_key;
+    let found = match untuned {
+        Untuned::FallbackConfig { .. } => history.query_config(key).or_else(|| history.query(key)),
+        Untuned::DefaultSchedule => history.query(key),
+    };
+    match found {
+        Some(r) => match &r.schedule {
+            ScheduleDesc::Config { entity, .. } => {
+                Some(Entity::Tuned(Box::new((entity.clone(), r))))
             }
-        }
+            _ => None,
+        },
+        None => match untuned {
+            Untuned::FallbackConfig { what } => {
+                history.warn_missing(key, &task.template, what);
+                Some(Entity::Fallback)
+            }
+            Untuned::DefaultSchedule => {
+                history.warn_missing(key, &task.template, "its default schedule");
+                None
+            }
+        },
     }
 }
 
 /// The schedule of fused group `gc` whose anchor `task`'s template schedules with the
-/// configuration of `entity` (`None`: the space's fallback one); the group's other
+/// configuration `config`; the group's other
 /// stages keep their default schedule.
 fn schedule_group(
     task: &TemplateTask,
-    entity: Option<&serde_json::Value>,
+    config: &crate::space::Config,
     fit: &GroupFit<'_>,
     anchor: &tessera_te::Tensor,
     ctx: &BuildContext,
 ) -> Result<Schedule, TemplateError> {
     let gc = fit.group;
-    let config = match entity {
-        Some(entity) => task.space.from_entity(entity),
-        None => task.space.fallback(),
-    }?;
     let outputs = [gc.output.clone()];
     let mut s = Schedule::create(&outputs)?;
     for t in &gc.inlinable {
@@ -164,42 +126,87 @@ fn schedule_group(
     let mut skip = gc.inlinable.clone();
     skip.push(anchor.clone());
     let rest = computed_stages(&s, &skip);
-    task.apply_to(&mut s, anchor, &config)?;
+    task.apply_to(&mut s, anchor, config)?;
     task.def.fit_group(&mut s, anchor, fit)?;
     schedule_stages(&mut s, &outputs, &rest, ctx.cpu_params())?;
     Ok(s)
 }
 
-impl ScheduleHook for TunedHook {
-    fn schedule(&self, graph: &Graph, gc: &GroupCompute, ctx: &BuildContext) -> Option<Schedule> {
-        let (node, anchor) = gc.anchor.clone()?;
-        let def = template_of_node(graph, node, self.lanes)?;
-        let task = TemplateTask::new(def, self.lanes).ok()?;
-        let entity = self.entity_of(&task).ok()?;
-        let fit = GroupFit {
-            graph,
-            node,
-            group: gc,
+impl Configurations {
+    /// The template task of `subject`: of a group's anchor, or of the operator.
+    fn task(&self, subject: &Subject<'_>) -> Option<TemplateTask> {
+        let spec = match subject {
+            Subject::Group { graph, group, .. } => op_spec_of(graph, group.anchor.as_ref()?.0)?,
+            Subject::Operator { spec, .. } => (*spec).clone(),
         };
-        match schedule_group(&task, entity.as_ref(), &fit, &anchor, ctx) {
-            Ok(s) => {
-                if entity.is_some() {
-                    *self.applied.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        TemplateTask::new(template_of(&spec, self.lanes)?, self.lanes).ok()
+    }
+}
+
+impl RecordApplier for Configurations {
+    fn record_kind(&self) -> RecordKind {
+        RecordKind::Configurations
+    }
+
+    fn workload_keys(&self, subject: &Subject<'_>) -> Vec<String> {
+        self.task(subject)
+            .map(|t| t.workload_key)
+            .into_iter()
+            .collect()
+    }
+
+    fn apply(
+        &self,
+        subject: &Subject<'_>,
+        history: &History,
+    ) -> Result<Option<Scheduled>, ApplyError> {
+        let Some(task) = self.task(subject) else {
+            return Ok(None);
+        };
+        let Some(entity) = entity_of(&task, history) else {
+            return Ok(None);
+        };
+        let (entity, record) = match entity {
+            Entity::Tuned(t) => (Some(t.0), Some(t.1)),
+            Entity::Fallback => (None, None),
+        };
+        let config = match &entity {
+            Some(entity) => task.space.from_entity(entity),
+            None => task.space.fallback(),
+        };
+        let scheduled = config
+            .map_err(TemplateError::from)
+            .and_then(|config| match subject {
+                Subject::Group { graph, group, ctx } => {
+                    let (node, anchor) = group
+                        .anchor
+                        .clone()
+                        .ok_or_else(|| TemplateError::Group("the group has no anchor".into()))?;
+                    let fit = GroupFit { graph, node, group };
+                    let schedule = schedule_group(&task, &config, &fit, &anchor, ctx)?;
+                    Ok((schedule, group.args()))
                 }
-                Some(s)
-            }
-            Err(e) => {
-                let which = if entity.is_some() {
-                    "tuned"
-                } else {
-                    "fallback"
-                };
-                self.warn(format!(
-                    "the {which} configuration of `{}` (workload {}) did not apply ({e}): using its default schedule",
-                    task.template, task.workload_key
-                ));
-                None
-            }
+                Subject::Operator { .. } => Ok((task.schedule(&config)?, task.args.clone())),
+            });
+        match scheduled {
+            Ok((schedule, args)) => Ok(Some(Scheduled {
+                schedule,
+                args,
+                record,
+            })),
+            Err(e) => Err(ApplyError::new(
+                format!(
+                    "the {} configuration of `{}` (workload {}) did not apply",
+                    if record.is_some() {
+                        "tuned"
+                    } else {
+                        "fallback"
+                    },
+                    task.template,
+                    task.workload_key
+                ),
+                e,
+            )),
         }
     }
 }
@@ -223,18 +230,6 @@ pub fn fallback_baseline(task: &mut TuningTask, lanes: i64) {
     task.default = Some(func.map_err(ProgramError::lowering));
 }
 
-impl HistoryHook for TunedHook {
-    fn record_kind(&self) -> RecordKind {
-        RecordKind::Configurations
-    }
-    fn applied(&self) -> usize {
-        TunedHook::applied(self)
-    }
-    fn warnings(&self) -> Vec<String> {
-        TunedHook::warnings(self)
-    }
-}
-
 /// The templates' part of the pipeline: configurations applied to builds, the template
 /// tasks of a network, and which operators a template session tunes for a target.
 pub struct TemplatesExtension;
@@ -244,14 +239,14 @@ impl NetworkExtension for TemplatesExtension {
         "autotvm"
     }
 
-    fn history_hook(
+    fn record_applier(
         &self,
-        best: &ApplyHistoryBest,
-        target: &Target,
+        _target: &Target,
         hw: &HardwareParams,
-    ) -> Option<Box<dyn HistoryHook>> {
-        let hook = TunedHook::new(best.clone(), &target.to_string(), hw.f32_lanes());
-        Some(Box::new(hook))
+    ) -> Option<Box<dyn RecordApplier>> {
+        Some(Box::new(Configurations {
+            lanes: hw.f32_lanes(),
+        }))
     }
 
     fn template_tasks(

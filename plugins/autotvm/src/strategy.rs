@@ -6,7 +6,7 @@
 //!
 //! Records keep what `tessera tune --templates` has always written: the template's
 //! workload key (`conv2d_nhwc.x86:[…]`) and the template's name as the task name, so
-//! earlier logs resume and apply-history-best ([`crate::network::TunedHook`]) finds
+//! earlier logs resume and apply-history-best ([`crate::network::Configurations`]) finds
 //! the configurations.
 //!
 //! The tuners rank candidates themselves (the XGB tuner with its own model), so the

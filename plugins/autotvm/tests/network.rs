@@ -2,11 +2,12 @@
 //! keys record logs carry, so a change here orphans every earlier log), and
 //! apply-history-best finding each tuned configuration again for the graph's groups.
 
-use tessera_autotvm::network::{extract_template_tasks, NetworkTemplateTask, TunedHook};
+use tessera_autotvm::network::{extract_template_tasks, Configurations, NetworkTemplateTask};
 use tessera_backends::{HardwareParams, Target};
 use tessera_graph::executor::{BuildContext, ScheduleHook};
 use tessera_graph::zoo::{self, ZooOptions};
 use tessera_graph::{fuse, group_compute, passes, Graph, Layout};
+use tessera_search::apply::Appliers;
 use tessera_search::record::{ApplyHistoryBest, Record};
 use tessera_search::{MeasureErrorNo, MeasureResult, ScheduleDesc};
 
@@ -91,10 +92,13 @@ fn apply_history_best_finds_a_tuned_configuration_for_every_template_group() {
         let g = network(name, layout);
         let tasks = extract_template_tasks(&g, hw.f32_lanes());
         let records = log_of(&tasks, &target.to_string());
-        let hook = TunedHook::new(
+        let applier = Configurations {
+            lanes: hw.f32_lanes(),
+        };
+        let hook = Appliers::new(
+            vec![Box::new(applier)],
             ApplyHistoryBest::new(&records),
             &target.to_string(),
-            hw.f32_lanes(),
         );
         let groups = fuse(&g);
         let mut anchored = 0;
@@ -105,7 +109,7 @@ fn apply_history_best_finds_a_tuned_configuration_for_every_template_group() {
                 continue;
             }
             anchored += 1;
-            if hook.schedule(&g, &gc, &ctx).is_some() {
+            if ScheduleHook::schedule(&hook, &g, &gc, &ctx).is_some() {
                 tuned += 1;
             }
         }

@@ -23,6 +23,19 @@ pub fn dynamic_bin() -> PathBuf {
     p
 }
 
+/// The `tessera` built with `--no-default-features` (by `tests/build.sh`): no strategy,
+/// no VTA, no GPU backend.
+pub fn bare_bin() -> PathBuf {
+    let p = bin().parent().unwrap().join("bare").join("tessera");
+    assert!(
+        p.exists(),
+        "{} is missing: run `bash tests/build.sh` first (it builds tessera with \
+         `--no-default-features`)",
+        p.display()
+    );
+    p
+}
+
 /// `tessera ARGS`, with backtraces on so that a panic would show in a failure's text.
 pub fn tessera(args: &[&str]) -> Output {
     command(args).output().expect("runs tessera")

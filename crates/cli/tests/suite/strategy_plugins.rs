@@ -154,3 +154,47 @@ fn a_third_party_strategy_tunes_a_matmul_and_a_network_through_the_plugin_interf
         "{text}"
     );
 }
+
+/// `tessera` built with `--no-default-features` links no strategy: it runs a network
+/// with the default schedules (the same top-5 as the default binary) and refuses to
+/// tune in one line that says where a strategy plugin goes; given the sketch plugin as a
+/// `.so`, it tunes, and builds with the step histories it wrote (their applier is the
+/// core's).
+#[test]
+fn a_build_without_strategies_runs_networks_and_says_why_it_cannot_tune() {
+    let bare = crate::common::bare_bin();
+    let listed = ok(run(&bare, &["plugins", "list"], &[]));
+    assert_eq!(listed.lines().count(), 1, "only the header: {listed}");
+    let net = ["run", "--network", "resnet-18", "--image-size", "32"];
+    let untuned = ok(run(&bare, &net, &[]));
+    let default = ok(run(&bin(), &net, &[]));
+    let rows = crate::common::top5_rows(&untuned);
+    assert_eq!(rows.len(), 5, "{untuned}");
+    assert_eq!(rows, crate::common::top5_rows(&default));
+
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("t.jsonl");
+    let mut a = vec!["tune", "--network", "resnet-18", "--image-size", "32"];
+    a.extend(["--trials", "4", "--log", log.to_str().unwrap()]);
+    let out = run(&bare, &a, &[]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    let last = err.lines().last().unwrap_or("");
+    assert!(
+        last.starts_with("error: no search strategy `sketch` is loaded")
+            && last.contains("TESSERA_PLUGIN_PATH"),
+        "{err}"
+    );
+
+    let sketch = dynamic_bin().parent().unwrap().join("plugins");
+    let env = [("TESSERA_PLUGIN_PATH", sketch.as_path())];
+    let log = dir.path().join("mm.jsonl");
+    let mut a = vec!["tune", "--op", "matmul", "--op-shape", "32,32,32"];
+    a.extend(["--trials", "8", "--per-round", "8", "--simulated-runner"]);
+    a.extend(["--tuner-seed", "5", "--log", log.to_str().unwrap()]);
+    ok(run(&bare, &a, &env));
+    let mut a = vec!["op", "matmul", "--shape", "32,32,32", "--log"];
+    a.push(log.to_str().unwrap());
+    let out = ok(run(&bare, &a, &[]));
+    assert!(out.contains("history best of"), "{out}");
+}
