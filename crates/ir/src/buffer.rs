@@ -3,9 +3,10 @@
 use crate::dtype::DataType;
 use crate::expr::{Expr, Var};
 use serde::{Deserialize, Serialize};
+use std::any::Any;
 use std::fmt;
 use std::hash::{Hash, Hasher};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 
 /// Where a buffer lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -64,7 +65,16 @@ pub struct BufferNode {
     pub scope: StorageScope,
     /// The handle that identifies the buffer.
     pub data: Var,
+    /// What computes the buffer's values, for the layer that builds programs (te's
+    /// tensors, which find the tensors an expression reads through the buffers it
+    /// loads): weak references, oldest first, opaque here. Not part of the buffer's
+    /// identity, not serialized.
+    #[serde(skip)]
+    producers: Mutex<Vec<Weak<dyn Any + Send + Sync>>>,
 }
+
+/// A producer of a buffer ([`Buffer::add_producer`]).
+pub type Producer = Arc<dyn Any + Send + Sync>;
 
 impl Buffer {
     pub fn new(
@@ -81,6 +91,7 @@ impl Buffer {
             shape,
             scope,
             data,
+            producers: Mutex::new(Vec::new()),
         }))
     }
     /// A global buffer with a constant shape.
@@ -109,6 +120,23 @@ impl Buffer {
     }
     pub fn ndim(&self) -> usize {
         self.0.shape.len()
+    }
+    /// Whether `other` is this very buffer object (not only the same buffer: an equal
+    /// one deserialized apart is another object, with its own producers).
+    pub fn same_as(&self, other: &Buffer) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+    /// Records `producer` as computing this buffer (after those recorded before; the
+    /// dead ones are dropped).
+    pub fn add_producer(&self, producer: Weak<dyn Any + Send + Sync>) {
+        let mut ps = self.0.producers.lock().unwrap_or_else(|e| e.into_inner());
+        ps.retain(|w| w.strong_count() > 0);
+        ps.push(producer);
+    }
+    /// The producers of this buffer still alive, oldest first.
+    pub fn producers(&self) -> Vec<Producer> {
+        let ps = self.0.producers.lock().unwrap_or_else(|e| e.into_inner());
+        ps.iter().filter_map(Weak::upgrade).collect()
     }
     /// The shape as constants, when every dimension is a constant.
     pub fn const_shape(&self) -> Option<Vec<i64>> {

@@ -193,7 +193,7 @@ pub fn mutate_expr_children<M: ExprMutator + ?Sized>(m: &mut M, e: &Expr) -> Exp
         ExprNode::Load { buffer, indices } => {
             let nb = m.mutate_buffer(buffer);
             let ni: Vec<Expr> = indices.iter().map(|i| m.mutate_expr(i)).collect();
-            if nb.data() == buffer.data() && !changed(indices, &ni) {
+            if nb.same_as(buffer) && !changed(indices, &ni) {
                 return e.clone();
             }
             ExprNode::Load {
@@ -283,7 +283,7 @@ pub fn mutate_stmt_children<M: StmtMutator + ?Sized>(m: &mut M, s: &Stmt) -> Stm
             let nb = m.mutate_buffer(buffer);
             let ni: Vec<Expr> = indices.iter().map(|i| m.mutate_expr(i)).collect();
             let nv = m.mutate_expr(value);
-            if nb.data() == buffer.data() && !changed(indices, &ni) && nv.same_as(value) {
+            if nb.same_as(buffer) && !changed(indices, &ni) && nv.same_as(value) {
                 return s.clone();
             }
             StmtNode::Store {
@@ -295,7 +295,7 @@ pub fn mutate_stmt_children<M: StmtMutator + ?Sized>(m: &mut M, s: &Stmt) -> Stm
         StmtNode::Allocate { buffer, body } => {
             let nbuf = m.mutate_buffer(buffer);
             let nb = m.mutate_stmt(body);
-            if nbuf.data() == buffer.data() && nb.same_as(body) {
+            if nbuf.same_as(buffer) && nb.same_as(body) {
                 return s.clone();
             }
             StmtNode::Allocate {

@@ -8,6 +8,7 @@ use crate::dag::ComputeDag;
 use crate::tensor::{ComputeBody, IterKind, IterVar, OpKind, Reduce, ReduceOp, Tensor, TensorNode};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
+use tessera_ir::visit::ExprMutator;
 use tessera_ir::{Buffer, DataType, Expr, Var};
 
 #[derive(Serialize, Deserialize)]
@@ -143,6 +144,15 @@ impl Serialize for ComputeDag {
     }
 }
 
+/// Replaces each buffer a body loads by the equal buffer of the tensor that computes it.
+struct Relink(HashMap<Buffer, Buffer>);
+
+impl ExprMutator for Relink {
+    fn mutate_buffer(&mut self, b: &Buffer) -> Buffer {
+        self.0.get(b).cloned().unwrap_or_else(|| b.clone())
+    }
+}
+
 impl<'de> Deserialize<'de> for ComputeDag {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         use serde::de::Error;
@@ -161,11 +171,19 @@ impl<'de> Deserialize<'de> for ComputeDag {
                     })
                 })
                 .collect::<Result<Vec<Tensor>, D::Error>>()?;
+            // the body's loads read the inputs' own buffers (equal, but deserialized
+            // apart), so that each finds its tensor ([`Buffer::producers`])
+            let mut relink = Relink(
+                inputs
+                    .iter()
+                    .map(|t| (t.buffer().clone(), t.buffer().clone()))
+                    .collect(),
+            );
             let kind = match st.compute {
                 None => OpKind::Placeholder,
                 Some((axis, body)) => OpKind::Compute {
                     axis: axis.into_iter().map(iter_var_in).collect(),
-                    body: body_in(body),
+                    body: body_in(body).map(|e| relink.mutate_expr(e)),
                 },
             };
             built.push(Tensor::from_node(TensorNode {

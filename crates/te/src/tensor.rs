@@ -3,10 +3,10 @@
 //! reduction).
 
 use crate::error::TeError;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::hash::{Hash, Hasher};
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Weak};
 use tessera_ir::visit::post_order_visit;
 use tessera_ir::{BinOp, Buffer, DataType, Expr, ExprNode, StorageScope, Var};
 
@@ -306,39 +306,24 @@ impl Hash for Tensor {
     }
 }
 
-type Registry = Mutex<HashMap<u64, Vec<Weak<TensorNode>>>>;
-
-/// Maps buffer handles to the tensors they belong to, so that `compute` can find the
-/// tensors its body reads. Entries are weak and pruned as tensors die.
-///
-/// A buffer can belong to several live tensors: a schedule rewrite (rfactor, a cache
-/// stage) makes a new tensor for a stage that keeps the stage's buffer, while the
-/// original lives on in the DAG. A lookup takes the newest one alive, so that when a
-/// rewritten schedule is dropped, its DAG's tensors are found again.
-fn registry() -> &'static Registry {
-    static R: OnceLock<Registry> = OnceLock::new();
-    R.get_or_init(|| Mutex::new(HashMap::new()))
-}
-
+/// Records `t` as a producer of its buffer, so that `compute` finds the tensors its body
+/// reads from the buffers it loads ([`lookup`]). The buffer keeps a weak reference.
 fn register(t: &Tensor) {
-    let mut r = registry().lock().unwrap_or_else(|e| e.into_inner());
-    if r.len() > 4096 && r.len().is_power_of_two() {
-        r.retain(|_, ws| {
-            ws.retain(|w| w.strong_count() > 0);
-            !ws.is_empty()
-        });
-    }
-    let ws = r.entry(t.0.buffer.data().id()).or_default();
-    ws.retain(|w| w.strong_count() > 0);
-    ws.push(Arc::downgrade(&t.0));
+    let weak: Weak<TensorNode> = Arc::downgrade(&t.0);
+    t.0.buffer.add_producer(weak);
 }
 
+/// The tensor that computes `buffer`. A buffer can belong to several live tensors: a
+/// schedule rewrite (rfactor, a cache stage) makes a new tensor for a stage that keeps
+/// the stage's buffer, while the original lives on in the DAG. The newest one alive is
+/// taken, so that when a rewritten schedule is dropped, its DAG's tensors are found
+/// again.
 fn lookup(buffer: &Buffer) -> Option<Tensor> {
-    let r = registry().lock().unwrap_or_else(|e| e.into_inner());
-    r.get(&buffer.data().id())?
-        .iter()
+    buffer
+        .producers()
+        .into_iter()
         .rev()
-        .find_map(Weak::upgrade)
+        .find_map(|p| p.downcast::<TensorNode>().ok())
         .map(Tensor)
 }
 
