@@ -1,16 +1,15 @@
-//! The plugin side of the search-strategy entry points: a table of the policies this
-//! library has created (handle → the plugin's `SearchPolicy`) and one `extern "C"`
-//! function per `SearchPolicy` method, each taking and giving sealed JSON. A policy is
-//! taken out of the table while it runs, so the table's lock is never held across the
-//! core's scoring callback.
+//! The plugin side of the search-strategy entry point: a table of the policies this
+//! library has created (handle → the plugin's `SearchPolicy`) and the answer to each
+//! sealed [`PolicyCall`] (`policy_call`). A policy is taken out of the table while it
+//! runs, so the table's lock is never held across the core's scoring callback.
 
-use crate::{guard, seal, unseal, EntryError, ScorerCallback};
+use crate::policy_call::{PolicyAnswer, PolicyCall};
+use crate::{guard, seal, unseal, EntryError, Plugin, ScorerCallback};
 use abi_stable::std_types::{RResult, RStr, RString};
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 use tessera_ir::PrimFunc;
-use tessera_policy::ScheduleDesc;
-use tessera_policy::{Observation, Scorer, SearchPolicy};
+use tessera_policy::{Scorer, SearchPolicy};
 
 type Table = Mutex<(u64, HashMap<u64, Box<dyn SearchPolicy>>)>;
 
@@ -20,7 +19,7 @@ fn table() -> &'static Table {
 }
 
 /// Keeps `policy` for the core's later calls: its handle.
-pub(crate) fn register(policy: Box<dyn SearchPolicy>) -> u64 {
+fn register(policy: Box<dyn SearchPolicy>) -> u64 {
     let mut t = table().lock().unwrap_or_else(|e| e.into_inner());
     t.0 += 1;
     let id = t.0;
@@ -45,23 +44,16 @@ fn put_back(id: u64, policy: Box<dyn SearchPolicy>) {
         .insert(id, policy);
 }
 
-/// Calls `f` on policy `id` (taken out of the table meanwhile), sealing its answer. A
-/// policy that panics is dropped: its state is not to be trusted.
-fn with<T: serde::Serialize>(
-    what: &str,
+/// Runs `f` on policy `id` (taken out of the table meanwhile). A policy that panics is
+/// dropped: its state is not to be trusted.
+fn with<T>(
     id: u64,
     f: impl FnOnce(&mut dyn SearchPolicy) -> Result<T, EntryError>,
-) -> RResult<RString, RString> {
-    guard(what, || {
-        let mut p = take(id)?;
-        let r = f(p.as_mut());
-        put_back(id, p);
-        r.map(|v| RString::from(seal(&v)))
-    })
-}
-
-pub(crate) extern "C" fn info(id: u64) -> RResult<RString, RString> {
-    with("policy_info", id, |p| Ok(p.info()))
+) -> Result<T, EntryError> {
+    let mut p = take(id)?;
+    let r = f(p.as_mut());
+    put_back(id, p);
+    r
 }
 
 /// The core's scorer, called through the boundary: programs out, scores back (`None`
@@ -86,40 +78,45 @@ impl Scorer for Remote {
     }
 }
 
-pub(crate) extern "C" fn propose(
+/// Answers `call` on policy `id` of `plugin`'s: the entry point `policy_call`.
+pub(crate) fn answer(
+    plugin: &dyn Plugin,
     id: u64,
-    n: u64,
+    call: RStr<'_>,
     scorer: ScorerCallback,
-    with_scorer: bool,
 ) -> RResult<RString, RString> {
-    with("policy_propose", id, |p| {
-        let mut remote = Remote(scorer);
-        let scorer: Option<&mut dyn Scorer> = if with_scorer { Some(&mut remote) } else { None };
-        let n = usize::try_from(n)?;
-        Ok(p.propose(n, scorer)?)
+    guard("policy_call", || {
+        let call: PolicyCall = unseal(call.as_str())?;
+        let answer = match call {
+            PolicyCall::Create {
+                strategy,
+                task,
+                options,
+            } => PolicyAnswer::Created(register(
+                plugin
+                    .create_policy(&strategy, &task, &options)
+                    .map_err(EntryError::Create)?,
+            )),
+            PolicyCall::Drop => {
+                drop(take(id)?);
+                PolicyAnswer::Dropped
+            }
+            PolicyCall::Info => PolicyAnswer::Info(with(id, |p| Ok(p.info()))?),
+            PolicyCall::Propose { n, with_scorer } => {
+                let n = usize::try_from(n)?;
+                let mut remote = Remote(scorer);
+                let scorer: Option<&mut dyn Scorer> =
+                    if with_scorer { Some(&mut remote) } else { None };
+                PolicyAnswer::Proposals(with(id, |p| Ok(p.propose(n, scorer)?))?)
+            }
+            PolicyCall::Observe { measured } => {
+                PolicyAnswer::Observed(with(id, |p| Ok(p.observe(&measured)))?)
+            }
+            PolicyCall::Lower { candidates } => {
+                PolicyAnswer::Lowered(with(id, |p| Ok(p.lower(&candidates)))?)
+            }
+            PolicyCall::Reference => PolicyAnswer::Reference(with(id, |p| Ok(p.reference()?))?),
+        };
+        Ok(RString::from(seal(&answer)))
     })
-}
-
-pub(crate) extern "C" fn observe(id: u64, measured: RStr<'_>) -> RResult<RString, RString> {
-    with("policy_observe", id, |p| {
-        let obs: Vec<Observation> = unseal(measured.as_str())?;
-        Ok(p.observe(&obs))
-    })
-}
-
-pub(crate) extern "C" fn lower(id: u64, candidates: RStr<'_>) -> RResult<RString, RString> {
-    with("policy_lower", id, |p| {
-        let descs: Vec<ScheduleDesc> = unseal(candidates.as_str())?;
-        Ok(p.lower(&descs))
-    })
-}
-
-pub(crate) extern "C" fn reference(id: u64) -> RResult<RString, RString> {
-    with("policy_reference", id, |p| {
-        p.reference().map_err(EntryError::Policy)
-    })
-}
-
-pub(crate) extern "C" fn drop_policy(id: u64) -> RResult<(), RString> {
-    guard("policy_drop", || take(id).map(drop))
 }

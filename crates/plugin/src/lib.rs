@@ -17,8 +17,9 @@
 //!
 //! A strategy plugin creates a `tessera_policy::SearchPolicy` per task on its
 //! side; the core sees it as a [`PluginPolicy`] behind a handle, driven round by round
-//! (propose with a scoring callback into the core's cost model, observe, lower), and
-//! finds it by name with [`Registry::strategy`].
+//! (propose with a scoring callback into the core's cost model, observe, lower), each
+//! call one sealed [`policy_call::PolicyCall`], and finds it by name with
+//! [`Registry::strategy`].
 //!
 //! # Writing a plugin
 //!
@@ -80,6 +81,7 @@ pub mod backend;
 pub mod device;
 mod export_device;
 mod export_strategy;
+pub mod policy_call;
 pub mod strategy;
 
 pub use backend::PluginBackend;
@@ -96,8 +98,9 @@ pub use strategy::{PluginPolicy, PluginStrategy};
 /// device's counters; 5000 + IR: the `Plugin` methods' errors as sealed [`CallError`]s;
 /// 6000 + IR: the device's methods as one `device_call` of a sealed runtime `DeviceCall`;
 /// 7000 + IR: launch sequences and per-step timing among the `DeviceCall`s (the later
-/// `Describe` and `RunsOnHostCores` have answers for a plugin that cannot give them).
-pub const PLUGIN_SCHEMA_VERSION: u32 = 7000 + tessera_ir::SCHEMA_VERSION;
+/// `Describe` and `RunsOnHostCores` have answers for a plugin that cannot give them);
+/// 8000 + IR: a search policy's methods as one `policy_call` of a sealed `PolicyCall`.
+pub const PLUGIN_SCHEMA_VERSION: u32 = 8000 + tessera_ir::SCHEMA_VERSION;
 
 /// A serialized core value with the schema version it was written with.
 #[derive(Serialize, Deserialize)]
@@ -214,31 +217,16 @@ pub struct PluginRoot {
         input: RSlice<'_, u8>,
         output: RSliceMut<'_, u8>,
     ) -> RResult<RString, RString>,
-    /// Creates a policy of strategy `strategy` for a sealed `SearchTask` with sealed
-    /// `PolicyOptions`: its handle. The handle's calls follow; `policy_drop` ends it.
-    pub policy_create: extern "C" fn(
-        strategy: RStr<'_>,
-        task: RStr<'_>,
-        options: RStr<'_>,
-    ) -> RResult<u64, RString>,
-    /// Sealed `PolicyInfo`.
-    pub policy_info: extern "C" fn(policy: u64) -> RResult<RString, RString>,
-    /// Up to `n` proposals (sealed `Vec<Proposal>`), ranked through `scorer` when
-    /// `with_scorer`.
-    pub policy_propose: extern "C" fn(
-        policy: u64,
-        n: u64,
-        scorer: ScorerCallback,
-        with_scorer: bool,
-    ) -> RResult<RString, RString>,
-    /// Sealed `Vec<Observation>` in, sealed `Vec<Result<(), PolicyError>>` out.
-    pub policy_observe: extern "C" fn(policy: u64, measured: RStr<'_>) -> RResult<RString, RString>,
-    /// Sealed `Vec<ScheduleDesc>` in, sealed `Vec<Result<PrimFunc, PolicyError>>` out.
-    pub policy_lower: extern "C" fn(policy: u64, candidates: RStr<'_>) -> RResult<RString, RString>,
-    /// The sealed unscheduled `PrimFunc`.
-    pub policy_reference: extern "C" fn(policy: u64) -> RResult<RString, RString>,
+    /// One call of a search policy: a sealed [`policy_call::PolicyCall`] on policy
+    /// handle `policy` (none for `Create`, which answers with the new handle), with the
+    /// core's scorer for `Propose`; a sealed [`policy_call::PolicyAnswer`]. A refused
+    /// `Create` crosses as the sealed `PolicyError`.
     #[sabi(last_prefix_field)]
-    pub policy_drop: extern "C" fn(policy: u64) -> RResult<(), RString>,
+    pub policy_call: extern "C" fn(
+        policy: u64,
+        call: RStr<'_>,
+        scorer: ScorerCallback,
+    ) -> RResult<RString, RString>,
 }
 
 impl RootModule for PluginRootRef {
@@ -487,19 +475,12 @@ pub mod export {
         })
     }
 
-    extern "C" fn policy_create<I: Instance>(
-        strategy: RStr<'_>,
-        task: RStr<'_>,
-        options: RStr<'_>,
-    ) -> RResult<u64, RString> {
-        guard("policy_create", || {
-            let task: SearchTask = unseal(task.as_str())?;
-            let options: PolicyOptions = unseal(options.as_str())?;
-            I::get()
-                .create_policy(strategy.as_str(), &task, &options)
-                .map(crate::export_strategy::register)
-                .map_err(EntryError::Create)
-        })
+    extern "C" fn policy_call<I: Instance>(
+        policy: u64,
+        call: RStr<'_>,
+        scorer: ScorerCallback,
+    ) -> RResult<RString, RString> {
+        crate::export_strategy::answer(I::get(), policy, call, scorer)
     }
 
     /// The root module of the plugin behind `I`.
@@ -517,13 +498,7 @@ pub mod export {
             device_open: device_open::<I>,
             device_close: crate::export_device::close,
             device_call: crate::export_device::call,
-            policy_create: policy_create::<I>,
-            policy_info: crate::export_strategy::info,
-            policy_propose: crate::export_strategy::propose,
-            policy_observe: crate::export_strategy::observe,
-            policy_lower: crate::export_strategy::lower,
-            policy_reference: crate::export_strategy::reference,
-            policy_drop: crate::export_strategy::drop_policy,
+            policy_call: policy_call::<I>,
         }
         .leak_into_prefix()
     }

@@ -1,10 +1,11 @@
 //! The core's side of a plugin's search strategy: [`PluginStrategy`] is the core's
 //! `StrategyFactory` for a strategy a plugin provides, and [`PluginPolicy`] the core's
-//! `SearchPolicy` over a policy handle. Every call seals its arguments, goes through the
-//! root module and unseals the answer; the scorer the session passes is called back
+//! `SearchPolicy` over a policy handle. Every call is one sealed `PolicyCall` through the
+//! root module's `policy_call`, its answer one sealed `PolicyAnswer`; the scorer the session passes is called back
 //! through a trampoline. A plugin's error becomes a `PolicyError` that names the plugin.
 
 use crate::loader::LoadedPlugin;
+use crate::policy_call::{PolicyAnswer, PolicyCall};
 use crate::{seal, unseal, ScorerCallback, SealError};
 use abi_stable::std_types::{RResult, RStr, RString};
 use tessera_ir::PrimFunc;
@@ -34,6 +35,41 @@ fn failed(plugin: &LoadedPlugin, message: impl std::fmt::Display) -> PolicyError
     PolicyError::Failed(format!("plugin `{}`: {message}", plugin.name))
 }
 
+/// Sends `call` on `handle` through `plugin`'s `policy_call` entry and unseals the
+/// answer; a refusal comes back as the plugin's sealed `PolicyError` where it sent one.
+fn send(
+    plugin: &LoadedPlugin,
+    handle: u64,
+    call: &PolicyCall,
+    scorer: ScorerCallback,
+) -> Result<PolicyAnswer, PolicyError> {
+    let what = call.name();
+    let sealed = seal(call);
+    let text = (plugin.root.policy_call())(handle, RStr::from_str(&sealed), scorer)
+        .into_result()
+        .map_err(|e| {
+            unseal::<PolicyError>(e.as_str())
+                .unwrap_or_else(|_| failed(plugin, format!("{what}: {e}")))
+        })?;
+    unseal(text.as_str()).map_err(|e| failed(plugin, format!("{what}: {e}")))
+}
+
+/// A scorer callback for the calls that score nothing.
+fn no_scorer() -> ScorerCallback {
+    extern "C" fn refuse(_: usize, _: RString) -> RResult<RString, RString> {
+        RResult::RErr("no scorer in this call".into())
+    }
+    ScorerCallback {
+        ctx: 0,
+        call: refuse,
+    }
+}
+
+/// The plugin answered `call` with another kind of answer.
+fn unexpected(plugin: &LoadedPlugin, call: &str, answer: &PolicyAnswer) -> PolicyError {
+    failed(plugin, format!("{call}: answered `{}`", answer.name()))
+}
+
 impl StrategyFactory for PluginStrategy {
     fn name(&self) -> &str {
         &self.name
@@ -44,24 +80,24 @@ impl StrategyFactory for PluginStrategy {
         task: &SearchTask,
         options: &PolicyOptions,
     ) -> Result<Box<dyn SearchPolicy>, PolicyError> {
-        let (t, o) = (seal(task), seal(options));
-        let handle = (self.plugin.root.policy_create())(
-            RStr::from_str(&self.name),
-            RStr::from_str(&t),
-            RStr::from_str(&o),
-        )
-        .into_result()
-        .map_err(|e| {
-            // the plugin's own typed error when it sent one, else its message
-            unseal::<PolicyError>(e.as_str()).unwrap_or_else(|_| failed(&self.plugin, e))
-        })?;
+        let call = PolicyCall::Create {
+            strategy: self.name.clone(),
+            task: Box::new(task.clone()),
+            options: options.clone(),
+        };
+        let handle = match send(&self.plugin, 0, &call, no_scorer())? {
+            PolicyAnswer::Created(h) => h,
+            other => return Err(unexpected(&self.plugin, "create", &other)),
+        };
         let mut policy = PluginPolicy {
             plugin: self.plugin.clone(),
             handle,
             info: None,
         };
-        let info = policy.call("policy_info", |r, h| (r.policy_info())(h))?;
-        policy.info = Some(info);
+        match policy.call(&PolicyCall::Info, no_scorer())? {
+            PolicyAnswer::Info(info) => policy.info = Some(info),
+            other => return Err(unexpected(&self.plugin, "info", &other)),
+        }
         Ok(Box::new(policy))
     }
 }
@@ -75,31 +111,23 @@ pub struct PluginPolicy {
 }
 
 impl PluginPolicy {
-    /// Calls an entry point with this policy's handle and unseals its answer.
-    fn call<T: for<'de> serde::Deserialize<'de>>(
-        &self,
-        what: &str,
-        f: impl FnOnce(&crate::PluginRootRef, u64) -> RResult<RString, RString>,
-    ) -> Result<T, PolicyError> {
-        let text = f(&self.plugin.root, self.handle)
-            .into_result()
-            .map_err(|e| failed(&self.plugin, format!("{what}: {e}")))?;
-        unseal(text.as_str()).map_err(|e| failed(&self.plugin, format!("{what}: {e}")))
+    /// Sends `call` on this policy's handle.
+    fn call(&self, call: &PolicyCall, scorer: ScorerCallback) -> Result<PolicyAnswer, PolicyError> {
+        send(&self.plugin, self.handle, call, scorer)
     }
 }
 
 impl Drop for PluginPolicy {
     fn drop(&mut self) {
         // nothing to do if it fails: the plugin has dropped it or never had it
-        let _ = (self.plugin.root.policy_drop())(self.handle);
+        let _ = self.call(&PolicyCall::Drop, no_scorer());
     }
 }
-
 /// The session's scorer, as the plugin calls it.
 extern "C" fn score_trampoline(ctx: usize, programs: RString) -> RResult<RString, RString> {
     type Callback<'a> = &'a mut dyn Scorer;
     // SAFETY: `ctx` is the address of the `Callback` in `propose`, alive for the whole
-    // `policy_propose` call that hands it out, and used on that call's thread only.
+    // `policy_call` (Propose) that hands it out, and used on that call's thread only.
     let scorer = unsafe { &mut *(ctx as *mut Callback<'_>) };
     let run = || -> Result<String, SealError> {
         let funcs: Vec<PrimFunc> = unseal(programs.as_str())?;
@@ -141,28 +169,42 @@ impl SearchPolicy for PluginPolicy {
             ctx: &mut cb as *mut &mut dyn Scorer as usize,
             call: score_trampoline,
         };
-        self.call("policy_propose", |r, h| {
-            (r.policy_propose())(h, n as u64, callback, with_scorer)
-        })
+        let call = PolicyCall::Propose {
+            n: n as u64,
+            with_scorer,
+        };
+        match self.call(&call, callback)? {
+            PolicyAnswer::Proposals(p) => Ok(p),
+            other => Err(unexpected(&self.plugin, "propose", &other)),
+        }
     }
 
     fn observe(&mut self, measured: &[Observation]) -> Vec<Result<(), PolicyError>> {
-        let sealed = seal(&measured);
-        self.call("policy_observe", |r, h| {
-            (r.policy_observe())(h, RStr::from_str(&sealed))
-        })
-        .unwrap_or_else(|e| vec![Err(e); measured.len()])
+        let call = PolicyCall::Observe {
+            measured: measured.to_vec(),
+        };
+        match self.call(&call, no_scorer()) {
+            Ok(PolicyAnswer::Observed(v)) => v,
+            Ok(other) => vec![Err(unexpected(&self.plugin, "observe", &other)); measured.len()],
+            Err(e) => vec![Err(e); measured.len()],
+        }
     }
 
     fn lower(&self, candidates: &[ScheduleDesc]) -> Vec<Result<PrimFunc, PolicyError>> {
-        let sealed = seal(&candidates);
-        self.call("policy_lower", |r, h| {
-            (r.policy_lower())(h, RStr::from_str(&sealed))
-        })
-        .unwrap_or_else(|e| vec![Err(e); candidates.len()])
+        let call = PolicyCall::Lower {
+            candidates: candidates.to_vec(),
+        };
+        match self.call(&call, no_scorer()) {
+            Ok(PolicyAnswer::Lowered(v)) => v,
+            Ok(other) => vec![Err(unexpected(&self.plugin, "lower", &other)); candidates.len()],
+            Err(e) => vec![Err(e); candidates.len()],
+        }
     }
 
     fn reference(&self) -> Result<PrimFunc, PolicyError> {
-        self.call("policy_reference", |r, h| (r.policy_reference())(h))
+        match self.call(&PolicyCall::Reference, no_scorer())? {
+            PolicyAnswer::Reference(f) => Ok(f),
+            other => Err(unexpected(&self.plugin, "reference", &other)),
+        }
     }
 }
