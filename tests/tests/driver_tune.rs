@@ -167,3 +167,33 @@ fn a_request_the_driver_refuses_says_why() {
     );
     assert!(GivenInputs::read(&["no-equals-sign".to_string()]).is_err());
 }
+
+/// A toolchain on a tracker's servers is a new value: the one it was made from keeps
+/// this machine's devices (a library call with `rpc` does not turn the caller's
+/// toolchain remote for the rest of the process).
+#[test]
+fn a_remote_toolchain_leaves_the_local_one_local() {
+    let local = toolchain();
+    let remote = tessera_search::measure::RemoteOptions {
+        tracker: "127.0.0.1:1".into(),
+        key: "nowhere".into(),
+        token: "t".into(),
+        wait: std::time::Duration::from_millis(100),
+    };
+    let far = local.with_remote(Some(remote.clone()));
+    assert_eq!(far.remote(), Some(&remote));
+    assert!(local.remote().is_none());
+    assert!(local.device_for(&Target::cpu()).is_ok());
+    let err = far
+        .device_for(&Target::cpu())
+        .err()
+        .expect("no tracker there");
+    assert!(err.to_string().contains("127.0.0.1:1"), "{err}");
+    // and a tune with `rpc` leaves it so too (it fails: no tracker answers)
+    let dir = tempfile::tempdir().unwrap();
+    let spec = NetworkSpec::new(NetworkSource::onnx(export("model.onnx")), Target::cpu());
+    let mut req = TuneRequest::new(TuneSubject::Network(spec), dir.path().join("r.json"));
+    req.measure.rpc = Some(remote);
+    assert!(local.tune(&req, &mut Recorder::default()).is_err());
+    assert!(local.remote().is_none());
+}

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use tessera_backends::Target;
 use tessera_driver::records::LoadedLog;
 use tessera_driver::run_report::{save_outputs, TopClasses};
-use tessera_driver::{GivenInputs, NetworkSource, NetworkSpec};
+use tessera_driver::{GivenInputs, NetworkSource, NetworkSpec, Toolchain};
 use tessera_graph::zoo::ZooOptions;
 use tessera_graph::{CompiledNetwork, GraphModule, Layout};
 use tessera_runtime::{NDArray, TimeEvaluator};
@@ -280,19 +280,19 @@ pub fn compile(mut args: CompileArgs) -> Result<()> {
     Ok(())
 }
 
-/// The network to run: the module file of `--module`, or the network compiled now.
+/// The network to run: the module file of `--module`, or the network compiled now,
+/// loaded on `tc`'s device.
 fn module_to_run(
+    tc: &Toolchain,
     args: &RunArgs,
     inputs: &GivenInputs,
     loaded: Option<&LoadedLog>,
 ) -> Result<GraphModule> {
     let Some(path) = &args.module else {
-        return load_timed(compile_with(
-            &args.net,
-            args.log.as_deref(),
-            loaded,
-            inputs,
-        )?);
+        return load_timed(
+            tc,
+            compile_with(&args.net, args.log.as_deref(), loaded, inputs)?,
+        );
     };
     let asked = args
         .net
@@ -308,15 +308,15 @@ fn module_to_run(
         compiled.summary().groups,
         compiled.summary().kernels
     );
-    load_timed(compiled)
+    load_timed(tc, compiled)
 }
 
 /// [`load`], saying how long it took: a device whose driver compiles the kernels itself
 /// (OpenCL) does so here, not in the build before.
-fn load_timed(compiled: CompiledNetwork) -> Result<GraphModule> {
+fn load_timed(tc: &Toolchain, compiled: CompiledNetwork) -> Result<GraphModule> {
     let start = std::time::Instant::now();
     let target = compiled.target().clone();
-    let m = toolchain().load(compiled)?;
+    let m = tc.load(compiled)?;
     say!(
         "loaded onto the device of `{target}` in {:.1} s (a driver that compiles the kernels itself, as OpenCL's, does it here)",
         start.elapsed().as_secs_f64()
@@ -326,7 +326,7 @@ fn load_timed(compiled: CompiledNetwork) -> Result<GraphModule> {
 
 pub fn run(mut args: RunArgs) -> Result<()> {
     crate::set_json(args.json);
-    crate::rpc::use_remote(&args.rpc)?;
+    let tc = crate::rpc::toolchain_for(&args.rpc)?;
     let inputs = GivenInputs::read(&args.inputs)?;
     args.net.take_values(&inputs);
     let loaded = args
@@ -334,7 +334,7 @@ pub fn run(mut args: RunArgs) -> Result<()> {
         .as_deref()
         .map(|p| toolchain().read_log(p))
         .transpose()?;
-    let mut m = module_to_run(&args, &inputs, loaded.as_ref())?;
+    let mut m = module_to_run(&tc, &args, &inputs, loaded.as_ref())?;
     if args.step_by_step {
         m.launch_step_by_step()?;
     }

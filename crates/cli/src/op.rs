@@ -217,7 +217,7 @@ pub fn run(a: OpArgs) -> Result<()> {
         crate::print_view(a.json, emitted.to_json(), &emitted);
         return Ok(());
     }
-    crate::rpc::use_remote(&a.rpc)?;
+    let device_tc = toolchain.with_remote(crate::rpc::remote_options(&a.rpc)?);
     let evaluator = TimeEvaluator {
         number: a.number.max(1),
         repeat: a.repeat.max(1),
@@ -225,7 +225,7 @@ pub fn run(a: OpArgs) -> Result<()> {
         cache_flush: a.cache_flush,
         slow_cutoff: None,
     };
-    let run = toolchain.run_operator(&spec, &target, &program.func, a.check.into(), &evaluator)?;
+    let run = device_tc.run_operator(&spec, &target, &program.func, a.check.into(), &evaluator)?;
     let dag = spec.dag()?;
     let report = OperatorReport {
         spec: &spec,

@@ -188,14 +188,10 @@ pub struct RpcArgs {
     pub(crate) rpc_token: Option<String>,
 }
 
-/// Makes the pipeline's devices (`Toolchain::device_for`) the tracker's servers, when
-/// `args` names them; returns the options.
-pub(crate) fn use_remote(args: &RpcArgs) -> Result<Option<RemoteOptions>> {
-    let r = remote_options(args)?;
-    if let Some(r) = &r {
-        crate::plugins::toolchain().use_remote(r.clone());
-    }
-    Ok(r)
+/// The process's toolchain with its devices (`Toolchain::device_for`) on the tracker's
+/// servers when `args` names them, else this machine's.
+pub(crate) fn toolchain_for(args: &RpcArgs) -> Result<tessera_driver::Toolchain> {
+    Ok(crate::plugins::toolchain().with_remote(remote_options(args)?))
 }
 
 /// The remote measurement asked for, if any.

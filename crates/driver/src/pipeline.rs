@@ -5,7 +5,7 @@
 use crate::extension::{NetworkExtension, TargetNeeds};
 use crate::history::BuildReport;
 use crate::{DriverError, NetworkSource, NetworkSpec};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 use tessera_backends::{HardwareParams, Target, TargetKind};
 use tessera_graph::ScheduleHook;
@@ -19,13 +19,14 @@ use tessera_search::record::LoadedLog;
 /// server) lasts.
 const SESSION_LIMIT: Duration = Duration::from_secs(1800);
 
-type WarningSink = Box<dyn Fn(&str) + Send + Sync>;
+type WarningSink = Arc<dyn Fn(&str) + Send + Sync>;
 
-/// Everything a process builds networks with.
+/// Everything a process builds networks with. The registry and the extensions are
+/// shared by the toolchains [`Toolchain::with_remote`] makes.
 pub struct Toolchain {
-    registry: Registry,
-    extensions: Vec<Box<dyn NetworkExtension>>,
-    remote: OnceLock<RemoteOptions>,
+    registry: Arc<Registry>,
+    extensions: Arc<Vec<Box<dyn NetworkExtension>>>,
+    remote: Option<RemoteOptions>,
     warn: WarningSink,
 }
 
@@ -41,17 +42,29 @@ impl Toolchain {
     /// [`Toolchain::on_warning`] says where else.
     pub fn new(registry: Registry, extensions: Vec<Box<dyn NetworkExtension>>) -> Toolchain {
         Toolchain {
-            registry,
-            extensions,
-            remote: OnceLock::new(),
-            warn: Box::new(|w| tracing::warn!("{w}")),
+            registry: Arc::new(registry),
+            extensions: Arc::new(extensions),
+            remote: None,
+            warn: Arc::new(|w| tracing::warn!("{w}")),
         }
     }
 
     /// Sends the stages' warnings to `sink` (a command prints them on stderr).
     pub fn on_warning(mut self, sink: impl Fn(&str) + Send + Sync + 'static) -> Toolchain {
-        self.warn = Box::new(sink);
+        self.warn = Arc::new(sink);
         self
+    }
+
+    /// This toolchain with its devices ([`Toolchain::device_for`]) on the servers of
+    /// `remote` (`None`: this machine's): the same registry, extensions and warnings,
+    /// and this one unchanged.
+    pub fn with_remote(&self, remote: Option<RemoteOptions>) -> Toolchain {
+        Toolchain {
+            registry: Arc::clone(&self.registry),
+            extensions: Arc::clone(&self.extensions),
+            remote,
+            warn: Arc::clone(&self.warn),
+        }
     }
 
     pub fn registry(&self) -> &Registry {
@@ -75,20 +88,15 @@ impl Toolchain {
         Ok(self.registry.backend_for(target)?.hardware_params().clone())
     }
 
-    /// Runs networks and operators on the servers of `remote` from now on (once per
-    /// process; a second call is ignored).
-    pub fn use_remote(&self, remote: RemoteOptions) {
-        let _ = self.remote.set(remote);
-    }
-
+    /// Where this toolchain's devices are: a tracker's servers, or this machine (`None`).
     pub fn remote(&self) -> Option<&RemoteOptions> {
-        self.remote.get()
+        self.remote.as_ref()
     }
 
-    /// The device of `target`: a session on a server of the tracker's key after
-    /// [`Toolchain::use_remote`], else this machine's (the registry's).
+    /// The device of `target`: a session on a server of the tracker's key for a
+    /// toolchain [`Toolchain::with_remote`] made, else this machine's (the registry's).
     pub fn device_for(&self, target: &Target) -> Result<Arc<dyn Device>, DriverError> {
-        let Some(r) = self.remote.get() else {
+        let Some(r) = &self.remote else {
             return Ok(self.registry.device_for(target)?);
         };
         let d =

@@ -230,10 +230,15 @@ impl Toolchain {
                 req.log.display()
             )));
         }
+        if let Some(rpc) = &req.measure.rpc {
+            if self.remote() != Some(rpc) {
+                // the session, its checks and comparison run on the tracker's servers
+                return self.with_remote(Some(rpc.clone())).tune(req, events);
+            }
+        }
         let target = req.subject.target();
         let backend = self.registry().backend_for(target)?;
         if let Some(rpc) = &req.measure.rpc {
-            self.use_remote(rpc.clone());
             check_remote_key(rpc)?;
         } else if !req.measure.simulated {
             let device =

@@ -15,7 +15,7 @@ use tessera_rpc::{run_remote, RpcError, TrackerClient};
 use tessera_runtime::runner::RunJob;
 
 /// Where remote measurements run.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct RemoteOptions {
     /// The tracker, `host:port`.
     pub tracker: String,
