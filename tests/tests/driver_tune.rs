@@ -197,3 +197,83 @@ fn a_remote_toolchain_leaves_the_local_one_local() {
     assert!(local.tune(&req, &mut Recorder::default()).is_err());
     assert!(local.remote().is_none());
 }
+
+/// `tessera compile` and `tessera run` as library calls: the GRU export compiled into a
+/// module file, then run from it (inputs given, a profile and a time summary asked
+/// for) and from the network compiled in the call; both give PyTorch's output, and
+/// what happened arrived as events.
+#[test]
+fn a_module_compiled_and_run_through_the_driver() {
+    use tessera_driver::run::{RunRequest, RunSource};
+    let dir = tempfile::tempdir().unwrap();
+    let toolchain = toolchain();
+    let spec = NetworkSpec::new(NetworkSource::onnx(export("model.onnx")), Target::cpu());
+    let given = || GivenInputs::read(&[format!("x={}", export("input_0.npy").display())]);
+    let module = dir.path().join("gru.tsm");
+    let mut events = Recorder::default();
+    let bytes = toolchain
+        .compile_module(&spec, None, &given().unwrap(), &module, &mut events)
+        .unwrap();
+    assert!(bytes > 0 && module.exists());
+    assert!(
+        events.out.iter().any(|l| l.starts_with("built `")),
+        "{:?}",
+        events.out
+    );
+    assert!(events.out.iter().any(|l| l.starts_with("wrote ")));
+
+    let want = NDArray::load_npy(export("output_0.npy")).unwrap();
+    let from_module = RunSource::Module {
+        path: module.clone(),
+        target: Some(Target::cpu()),
+        log: None,
+    };
+    let from_network = RunSource::Network {
+        spec: spec.clone(),
+        log: None,
+    };
+    for source in [from_module, from_network] {
+        let module_run = matches!(source, RunSource::Module { .. });
+        let req = RunRequest {
+            inputs: given().unwrap(),
+            profile: Some(2),
+            benchmark: Some(tessera_runtime::TimeEvaluator::new(1, 2, 0.0)),
+            ..RunRequest::new(source)
+        };
+        let mut events = Recorder::default();
+        let outcome = toolchain.run(&req, &mut events).unwrap();
+        outcome.outputs[0].allclose(&want, 1e-4, 1e-4).unwrap();
+        assert_eq!(outcome.module.is_some(), module_run);
+        assert!(outcome
+            .profile
+            .as_ref()
+            .is_some_and(|p| !p.steps.is_empty()));
+        assert_eq!(
+            outcome.benchmark.as_ref().map(|b| b.result.results.len()),
+            Some(2)
+        );
+        let said = events.out.join("\n");
+        assert!(said.contains("loaded onto the device of `cpu"), "{said}");
+        assert_eq!(
+            said.contains("loaded `main_graph` for `cpu` from "),
+            module_run,
+            "{said}"
+        );
+        let json = outcome.to_json();
+        assert_eq!(
+            json["outputs"].as_array().map(Vec::len),
+            Some(outcome.outputs.len())
+        );
+    }
+    // a module is refused for another target, before anything runs
+    let req = RunRequest::new(RunSource::Module {
+        path: module,
+        target: Some(Target::parse_any("vta").unwrap()),
+        log: None,
+    });
+    let err = toolchain.run(&req, &mut Recorder::default()).err().unwrap();
+    assert!(
+        err.to_string().contains("compile it again for `vta`"),
+        "{err}"
+    );
+}

@@ -35,6 +35,19 @@ macro_rules! say_part {
     };
 }
 
+/// A library call's events as the command line shows them: lines by [`say!`],
+/// warnings on stderr.
+pub(crate) struct Printer;
+
+impl tessera_driver::run::Events for Printer {
+    fn out(&mut self, text: &str) {
+        say!("{text}");
+    }
+    fn warn(&mut self, text: &str) {
+        eprintln!("warning: {text}");
+    }
+}
+
 /// A report as JSON on stdout (`--json`), or as text.
 pub(crate) fn print_view(json: bool, value: serde_json::Value, text: &dyn std::fmt::Display) {
     if json {

@@ -7,11 +7,10 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use std::path::PathBuf;
 use tessera_backends::Target;
-use tessera_driver::records::LoadedLog;
-use tessera_driver::run_report::{save_outputs, TopClasses};
-use tessera_driver::{GivenInputs, NetworkSource, NetworkSpec, Toolchain};
+use tessera_driver::run::{RunRequest, RunSource};
+use tessera_driver::{GivenInputs, NetworkSource, NetworkSpec};
 use tessera_graph::zoo::ZooOptions;
-use tessera_graph::{CompiledNetwork, GraphModule, Layout};
+use tessera_graph::Layout;
 use tessera_runtime::{NDArray, TimeEvaluator};
 
 /// Where the network comes from, and how to prepare it.
@@ -234,94 +233,17 @@ pub struct CompileArgs {
     inputs: Vec<String>,
 }
 
-/// Compiles the network of `net` for its target, with the history best of `log` when
-/// given, printing what the build applied.
-fn compile_for(
-    net: &NetworkArgs,
-    log: Option<&std::path::Path>,
-    inputs: &GivenInputs,
-) -> Result<CompiledNetwork> {
-    let loaded = log.map(|p| toolchain().read_log(p)).transpose()?;
-    compile_with(net, log, loaded.as_ref(), inputs)
-}
-
-/// [`compile_for`] with the log already read.
-fn compile_with(
-    net: &NetworkArgs,
-    log: Option<&std::path::Path>,
-    loaded: Option<&LoadedLog>,
-    inputs: &GivenInputs,
-) -> Result<CompiledNetwork> {
-    let start = std::time::Instant::now();
-    let build = toolchain().compile_network(&net.spec()?, loaded, inputs)?;
-    let report = build.report.text(log);
-    say_part!("{}", report.lines);
-    for w in &report.warnings {
-        eprintln!("warning: {w}");
-    }
-    say!("{}", build.summary_line(start.elapsed()));
-    Ok(build.network)
-}
-
 pub fn compile(mut args: CompileArgs) -> Result<()> {
     let inputs = GivenInputs::read(&args.inputs)?;
     args.net.take_values(&inputs);
-    let compiled = compile_for(&args.net, args.log.as_deref(), &inputs)?;
-    compiled
-        .save(&args.out)
-        .with_context(|| format!("writing {}", args.out.display()))?;
-    let bytes = std::fs::metadata(&args.out).map(|m| m.len()).unwrap_or(0);
-    say!(
-        "wrote {} ({:.1} MiB): `tessera run --module {}` runs it without compiling",
-        args.out.display(),
-        bytes as f64 / (1 << 20) as f64,
-        args.out.display()
-    );
+    toolchain().compile_module(
+        &args.net.spec()?,
+        args.log.as_deref(),
+        &inputs,
+        &args.out,
+        &mut crate::Printer,
+    )?;
     Ok(())
-}
-
-/// The network to run: the module file of `--module`, or the network compiled now,
-/// loaded on `tc`'s device.
-fn module_to_run(
-    tc: &Toolchain,
-    args: &RunArgs,
-    inputs: &GivenInputs,
-    loaded: Option<&LoadedLog>,
-) -> Result<GraphModule> {
-    let Some(path) = &args.module else {
-        return load_timed(
-            tc,
-            compile_with(&args.net, args.log.as_deref(), loaded, inputs)?,
-        );
-    };
-    let asked = args
-        .net
-        .target_given()
-        .then(|| args.net.target())
-        .transpose()?;
-    let compiled = toolchain().read_module(path, asked.as_ref())?;
-    say!(
-        "loaded `{}` for `{}` from {} ({} fused groups, {} kernels)",
-        compiled.name(),
-        compiled.target(),
-        path.display(),
-        compiled.summary().groups,
-        compiled.summary().kernels
-    );
-    load_timed(tc, compiled)
-}
-
-/// [`load`], saying how long it took: a device whose driver compiles the kernels itself
-/// (OpenCL) does so here, not in the build before.
-fn load_timed(tc: &Toolchain, compiled: CompiledNetwork) -> Result<GraphModule> {
-    let start = std::time::Instant::now();
-    let target = compiled.target().clone();
-    let m = tc.load(compiled)?;
-    say!(
-        "loaded onto the device of `{target}` in {:.1} s (a driver that compiles the kernels itself, as OpenCL's, does it here)",
-        start.elapsed().as_secs_f64()
-    );
-    Ok(m)
 }
 
 pub fn run(mut args: RunArgs) -> Result<()> {
@@ -329,71 +251,46 @@ pub fn run(mut args: RunArgs) -> Result<()> {
     let tc = crate::rpc::toolchain_for(&args.rpc)?;
     let inputs = GivenInputs::read(&args.inputs)?;
     args.net.take_values(&inputs);
-    let loaded = args
-        .log
-        .as_deref()
-        .map(|p| toolchain().read_log(p))
-        .transpose()?;
-    let mut m = module_to_run(&tc, &args, &inputs, loaded.as_ref())?;
-    if args.step_by_step {
-        m.launch_step_by_step()?;
+    let source = match &args.module {
+        Some(path) => RunSource::Module {
+            path: path.clone(),
+            target: args
+                .net
+                .target_given()
+                .then(|| args.net.target())
+                .transpose()?,
+            log: None,
+        },
+        None => RunSource::Network {
+            spec: args.net.spec()?,
+            log: args.log.clone(),
+        },
+    };
+    let req = RunRequest {
+        inputs,
+        step_by_step: args.step_by_step,
+        save_outputs: args.output.clone(),
+        profile: args.profile.then_some(args.repeat.max(1)),
+        benchmark: args
+            .benchmark
+            .then(|| TimeEvaluator::new(args.number.max(1), args.repeat.max(1), 0.0)),
+        ..RunRequest::new(source)
+    };
+    let outcome = tc.run(&req, &mut crate::Printer)?;
+    if outcome.outputs.is_empty() {
+        bail!("the network has no output");
     }
-    let s = m.summary();
-    say!(
-        "weights: {:.1} MiB ({} bytes), on the device from the build on",
-        s.weight_bytes as f64 / (1 << 20) as f64,
-        s.weight_bytes
-    );
-    say!("device: {}", m.device().describe());
-    say!("launches: {}", m.launch_mode());
-    inputs.set_on(&mut m)?;
-    let before = m.device_counters()?;
-    m.run()?;
-    let counted = m.device_counters()?.since(&before);
-    let outputs: Vec<NDArray> = (0..m.output_types().count())
-        .map(|i| m.get_output(i))
-        .collect::<Result<_, _>>()?;
-    for (i, o) in outputs.iter().enumerate() {
-        say!("output {i}: {:?} {}", o.shape(), o.dtype());
-    }
-    if let Some(path) = &args.output {
-        say!("{}", save_outputs(path, &outputs)?);
-    }
-    let out = outputs.first().context("the network has no output")?;
-    // class scores: one output, a row of at least 5 classes per image
-    let top5 = TopClasses::of(&outputs);
-    if let Some(t) = &top5 {
+    if let Some(t) = &outcome.top5 {
         say_part!("{t}");
     }
-    let profile = if args.profile {
-        let p = toolchain().profile(&mut m, args.repeat.max(1), loaded.as_ref())?;
+    if let Some(p) = &outcome.profile {
         say_part!("{p}");
-        Some(p.to_json())
-    } else {
-        None
-    };
-    let bench = if args.benchmark {
-        let ev = TimeEvaluator::new(args.number.max(1), args.repeat.max(1), 0.0);
-        let b = toolchain().benchmark_report(&mut m, &ev, counted)?;
+    }
+    if let Some(b) = &outcome.benchmark {
         say_part!("{b}");
-        Some(b.to_json())
-    } else {
-        None
-    };
+    }
     if args.json {
-        let summary = serde_json::json!({
-            "target": m.target().to_string(),
-            "module": args.module.as_ref().map(|p| p.display().to_string()),
-            "groups": s.groups, "kernels": s.kernels,
-            "planned_bytes": s.planned_bytes, "unplanned_bytes": s.unplanned_bytes,
-            "weight_bytes": s.weight_bytes,
-            "launch_sequence": *m.launch_mode() == tessera_graph::LaunchMode::Sequence,
-            "device": m.device().describe(),
-            "output": {"shape": out.shape(), "dtype": out.dtype().to_string()},
-            "outputs": outputs.iter().map(|o| serde_json::json!({"shape": o.shape(), "dtype": o.dtype().to_string()})).collect::<Vec<_>>(),
-            "top5": top5.map(|t| t.to_json()), "profile": profile, "benchmark": bench,
-        });
-        println!("{summary}");
+        println!("{}", outcome.to_json());
     }
     Ok(())
 }

@@ -30,7 +30,9 @@
 //! `tasks`, `tune` and the tests call these; the command line only parses arguments,
 //! calls one of them and prints. `tessera tune` is one call, [`Toolchain::tune`]
 //! ([`tune`]: a typed request, events, a report), over tuning's tasks and closing checks
-//! (`tuning.rs`); a run's input files are checked and set in `inputs.rs`; one catalog
+//! (`tuning.rs`); `tessera run` is [`Toolchain::run`] and `tessera compile`
+//! [`Toolchain::compile_module`] ([`run`]); a run's input files are checked and set in
+//! `inputs.rs`; one catalog
 //! operator's build, check and timing (`tessera op`) is `operator.rs`; a tracker's
 //! device server `serve.rs`.
 
@@ -44,6 +46,7 @@ pub mod log_views;
 mod operator;
 pub mod operator_report;
 mod pipeline;
+pub mod run;
 pub mod run_report;
 mod serve;
 mod source;
