@@ -1372,6 +1372,11 @@ def topk_cases():
     topk("topk_o11_ties", 11, ties, 5, axis=1)
     topk("topk_o11_ties_smallest_axis0", 11, ties, 4, axis=0, largest=0, sorted=1)
     topk("topk_o11_int32", 11, g.ints(-50, 50, 2, 9).astype(np.int32), 9, value_type=TensorProto.INT32)
+    # a small k on a longer axis: Tessera selects (k passes) rather than ranks
+    topk("topk_o11_select_ties", 11, ties, 2, axis=1)
+    topk("topk_o11_select_smallest", 11, x, 2, largest=0)
+    topk("topk_o11_select_int32", 11, g.ints(-5, 5, 3, 11).astype(np.int32), 3, value_type=TensorProto.INT32)
+    topk("topk_o11_select_wide", 11, g.normal(2, 300), 10)
 
 def scatter_nd_cases():
     """ScatterND on computed tensors (network inputs): slices (k = 1) and elements (k = 3)
