@@ -108,8 +108,7 @@ fn entity_of(task: &TemplateTask, history: &History) -> Option<Entity> {
 }
 
 /// The schedule of fused group `gc` whose anchor `task`'s template schedules with the
-/// configuration `config`; the group's other
-/// stages keep their default schedule.
+/// configuration `config`; the group's other stages keep their default schedule.
 fn schedule_group(
     task: &TemplateTask,
     config: &crate::space::Config,
