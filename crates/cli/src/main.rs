@@ -41,7 +41,7 @@ pub(crate) struct Printer;
 
 impl tessera_driver::run::Events for Printer {
     fn out(&mut self, text: &str) {
-        say!("{text}");
+        say_part!("{text}");
     }
     fn warn(&mut self, text: &str) {
         eprintln!("warning: {text}");

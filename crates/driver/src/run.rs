@@ -4,7 +4,8 @@
 //! classes, the profile and the time summary, as text and JSON for every face.
 //! [`Toolchain::compile_module`] builds a network into a module file. What happens
 //! meanwhile (what the build applied, where it loaded, warnings) goes to the caller's
-//! [`Events`] as it happens.
+//! [`Events`] as it happens, as a session's does: each `out` text ends its lines with
+//! a newline.
 
 use crate::run_report::{save_outputs, KernelProfile, RunBenchmark, TopClasses};
 use crate::{DriverError, GivenInputs, NetworkSpec, Toolchain};
@@ -126,13 +127,13 @@ impl Toolchain {
         let start = Instant::now();
         let build = self.compile_network(spec, loaded, given)?;
         let report = build.report.text(log);
-        for line in report.lines.lines() {
-            events.out(line);
+        if !report.lines.is_empty() {
+            events.out(&report.lines);
         }
         for w in &report.warnings {
             events.warn(w);
         }
-        events.out(&build.summary_line(start.elapsed()));
+        events.out(&format!("{}\n", build.summary_line(start.elapsed())));
         Ok(build.network)
     }
 
@@ -150,7 +151,7 @@ impl Toolchain {
         compiled.save(out)?;
         let bytes = std::fs::metadata(out).map(|m| m.len()).unwrap_or(0);
         events.out(&format!(
-            "wrote {} ({:.1} MiB): `tessera run --module {}` runs it without compiling",
+            "wrote {} ({:.1} MiB): `tessera run --module {}` runs it without compiling\n",
             out.display(),
             bytes as f64 / (1 << 20) as f64,
             out.display()
@@ -176,7 +177,7 @@ impl Toolchain {
             RunSource::Module { path, target, .. } => {
                 let c = self.read_module(path, target.as_ref())?;
                 events.out(&format!(
-                    "loaded `{}` for `{}` from {} ({} fused groups, {} kernels)",
+                    "loaded `{}` for `{}` from {} ({} fused groups, {} kernels)\n",
                     c.name(),
                     c.target(),
                     path.display(),
@@ -192,12 +193,12 @@ impl Toolchain {
         }
         let summary = m.summary();
         events.out(&format!(
-            "weights: {:.1} MiB ({} bytes), on the device from the build on",
+            "weights: {:.1} MiB ({} bytes), on the device from the build on\n",
             summary.weight_bytes as f64 / (1 << 20) as f64,
             summary.weight_bytes
         ));
-        events.out(&format!("device: {}", m.device().describe()));
-        events.out(&format!("launches: {}", m.launch_mode()));
+        events.out(&format!("device: {}\n", m.device().describe()));
+        events.out(&format!("launches: {}\n", m.launch_mode()));
         req.inputs.set_on(&mut m)?;
         let before = m.device_counters()?;
         m.run()?;
@@ -206,10 +207,10 @@ impl Toolchain {
             .map(|i| m.get_output(i))
             .collect::<Result<_, _>>()?;
         for (i, o) in outputs.iter().enumerate() {
-            events.out(&format!("output {i}: {:?} {}", o.shape(), o.dtype()));
+            events.out(&format!("output {i}: {:?} {}\n", o.shape(), o.dtype()));
         }
         if let Some(path) = &req.save_outputs {
-            events.out(&save_outputs(path, &outputs)?);
+            events.out(&format!("{}\n", save_outputs(path, &outputs)?));
         }
         let top5 = TopClasses::of(&outputs);
         let profile = req
@@ -249,7 +250,7 @@ impl Toolchain {
         let m = self.load(compiled)?;
         events.out(&format!(
             "loaded onto the device of `{target}` in {:.1} s (a driver that compiles the \
-             kernels itself, as OpenCL's, does it here)",
+             kernels itself, as OpenCL's, does it here)\n",
             start.elapsed().as_secs_f64()
         ));
         Ok(m)

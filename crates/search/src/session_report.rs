@@ -7,7 +7,8 @@ use crate::scheduler::{TaskScheduler, NO_COST};
 use crate::session::TuningTask;
 use std::fmt::Write as _;
 
-/// Where a session's text goes: `out` the tables, `warn` what the user should know
+/// Where a session's text goes: `out` the tables and lines (each text ends its lines
+/// with a newline, so that a sink prints it as it is), `warn` what the user should know
 /// (skipped log lines, records that do not replay), `progress` how far the search is
 /// after each round (for a progress bar; nothing by default).
 pub trait SessionReport {
