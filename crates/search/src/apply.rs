@@ -46,13 +46,6 @@ impl Subject<'_> {
                 .map_err(|e| ApplyError::new("the operator's compute DAG", e)),
         }
     }
-
-    /// The target and its hardware.
-    pub fn ctx(&self) -> &BuildContext {
-        match self {
-            Subject::Group { ctx, .. } | Subject::Operator { ctx, .. } => ctx,
-        }
-    }
 }
 
 /// A record (or a record kind's fallback) that did not give a schedule: which, and why.
@@ -97,11 +90,6 @@ pub struct History {
 impl History {
     fn lock(&self) -> std::sync::MutexGuard<'_, ApplyHistoryBest> {
         self.best.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// The build's target, as records name it.
-    pub fn target(&self) -> &str {
-        &self.target
     }
 
     /// The best record of `workload_key` on this target ([`ApplyHistoryBest::query`]).
@@ -232,11 +220,6 @@ impl Appliers {
             },
             applied: Mutex::new(0),
         }
-    }
-
-    /// Whether there is no applier to ask.
-    pub fn is_empty(&self) -> bool {
-        self.appliers.is_empty()
     }
 
     /// The first schedule an applier gives `subject`; a record that does not apply is

@@ -26,6 +26,16 @@ pub enum TopKOutput {
     Indices,
 }
 
+impl TopKOutput {
+    /// The name of the stage that gives this output.
+    fn stage_name(self) -> &'static str {
+        match self {
+            TopKOutput::Values => "T_topk_values",
+            TopKOutput::Indices => "T_topk_indices",
+        }
+    }
+}
+
 /// The largest `k` that [`topk`] computes by selection (each pass two stages).
 pub const SELECT_MAX_K: i64 = 64;
 
@@ -93,10 +103,11 @@ fn topk_by_rank(
     let mut out = s.clone();
     out[ax] = k;
     let i = reduce_axis(n, "i");
-    let (name, dt) = match which {
-        TopKOutput::Values => ("T_topk_values", x.dtype()),
-        TopKOutput::Indices => ("T_topk_indices", DataType::int64()),
+    let dt = match which {
+        TopKOutput::Values => x.dtype(),
+        TopKOutput::Indices => DataType::int64(),
     };
+    let name = which.stage_name();
     let picked = compute_tagged(&out, name, TAG_COMM_REDUCE, &[], |ix| {
         let mut src = ix.to_vec();
         src[ax] = i.expr();
@@ -196,10 +207,7 @@ fn topk_by_selection(
     }
     let mut out = s.clone();
     out[ax] = k;
-    let name = match which {
-        TopKOutput::Values => "T_topk_values",
-        TopKOutput::Indices => "T_topk_indices",
-    };
+    let name = which.stage_name();
     compute_tagged(&out, name, "injective", &[], |ix| {
         let mut src = ix.to_vec();
         src[ax] = Expr::int(0);
