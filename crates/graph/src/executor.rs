@@ -273,8 +273,8 @@ pub(crate) struct Lowered {
     pub(crate) funcs: Vec<(String, PrimFunc)>,
     /// Each distinct kernel's workload key.
     pub(crate) keys: Vec<String>,
-    /// Each group's kernel (an index into `funcs`) and its compute.
-    group_kernels: Vec<usize>,
+    /// Each group's kernel (an index into `funcs`; none for a view) and its compute.
+    group_kernels: Vec<Option<usize>>,
     computes: Vec<GroupCompute>,
 }
 
@@ -294,6 +294,11 @@ pub(crate) fn lower_distinct(
     let mut computes = Vec::with_capacity(groups.len());
     for g in groups {
         let gc = group_compute(graph, g)?;
+        if g.view_of(graph).is_some() {
+            group_kernels.push(None);
+            computes.push(gc);
+            continue;
+        }
         let key = gc.dag()?.workload_key();
         let k = match kernel_of_key.get(&key) {
             Some(&k) => k,
@@ -309,7 +314,7 @@ pub(crate) fn lower_distinct(
                 funcs.len() - 1
             }
         };
-        group_kernels.push(k);
+        group_kernels.push(Some(k));
         computes.push(gc);
     }
     Ok(Lowered {
@@ -332,7 +337,8 @@ pub(crate) struct StoragePlan {
 
 /// Plans the storages: fresh ones for inputs, outputs and constants, reused ones for
 /// intermediates (a group's output storage is taken before its inputs' are released, so
-/// no kernel's output aliases its inputs).
+/// no kernel's output aliases its inputs). A view ([`crate::fuse::Group::view_of`]) runs
+/// no step: its value is its source's storage, released once neither has a reader left.
 pub(crate) fn plan_storage(
     graph: &Graph,
     groups: &[crate::fuse::Group],
@@ -354,13 +360,15 @@ pub(crate) fn plan_storage(
         constants.push((s, v));
         s
     };
-    // How many kernel reads of each value are still to come.
+    // How many reads of each value are still to come (a view's counts as one).
     let mut pending: HashMap<NodeIndex, usize> = HashMap::new();
     for gc in &lowered.computes {
         for &a in &gc.params {
             *pending.entry(a).or_insert(0) += 1;
         }
     }
+    // How many values with reads to come live in each reusable storage.
+    let mut holders: HashMap<usize, usize> = HashMap::new();
     let is_output = |n: NodeIndex| graph.outputs().contains(&n);
     let mut steps = Vec::with_capacity(groups.len());
     for ((g, gc), &k) in groups
@@ -382,23 +390,35 @@ pub(crate) fn plan_storage(
         }
         let out = g.output();
         let out_ty = &graph.node(out).ty;
-        let s = if is_output(out) {
-            plan.fresh(out_ty.nbytes())
-        } else {
-            plan.reuse(out_ty.nbytes())
+        let s = match (k, g.view_of(graph)) {
+            (None, Some(source)) => storage_of[&source],
+            _ if is_output(out) => plan.fresh(out_ty.nbytes()),
+            _ => plan.reuse(out_ty.nbytes()),
         };
         storage_of.insert(out, s);
-        args.push(s);
+        if !is_output(out) {
+            *holders.entry(s).or_insert(0) += 1;
+        }
         // Values whose last reader has now run give their storage back.
         for &a in &gc.params {
             let left = pending.get_mut(&a).expect("counted above");
             *left -= 1;
             let intermediate = graph.node(a).op.pattern().is_some() && !is_output(a);
             if *left == 0 && intermediate {
-                plan.release(storage_of[&a]);
+                let s = storage_of[&a];
+                let held = holders
+                    .get_mut(&s)
+                    .expect("an intermediate's storage is held");
+                *held -= 1;
+                if *held == 0 {
+                    plan.release(s);
+                }
             }
         }
-        steps.push((group_name(graph, g), k, args));
+        if let Some(k) = k {
+            args.push(s);
+            steps.push((group_name(graph, g), k, args));
+        }
     }
     let mut outputs = Vec::new();
     for &o in graph.outputs() {

@@ -30,7 +30,8 @@ impl Task {
 
 /// Extracts the tasks of `graph` for `target`: one per distinct fused group, in order of
 /// first occurrence, with the number of groups that compute it (estimated network latency
-/// = Σ latency[t] · weight[t]). The weights sum to the number of fused groups.
+/// = Σ latency[t] · weight[t]). The weights sum to the number of fused groups that run a
+/// kernel (views, [`crate::fuse::Group::view_of`], run none).
 pub fn extract_tasks(
     graph: &Graph,
     target: &Target,
@@ -40,6 +41,9 @@ pub fn extract_tasks(
     let mut weights: Vec<usize> = Vec::new();
     let mut index: HashMap<String, usize> = HashMap::new();
     for group in fuse(graph) {
+        if group.view_of(graph).is_some() {
+            continue;
+        }
         let dag = group_compute(graph, &group)?.dag()?;
         let key = dag.workload_key();
         match index.get(&key) {
@@ -99,6 +103,9 @@ pub fn default_programs(
     let mut out: Vec<Option<Result<tessera_ir::PrimFunc, GraphError>>> =
         (0..tasks.len()).map(|_| None).collect();
     for group in fuse(graph) {
+        if group.view_of(graph).is_some() {
+            continue;
+        }
         let gc = group_compute(graph, &group)?;
         let key = gc.dag()?.workload_key();
         if let Some(i) = tasks

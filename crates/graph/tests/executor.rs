@@ -751,3 +751,52 @@ fn matrix_products_get_whole_vectors_of_columns() {
     assert_eq!(g2.node(softmaxes[0]).ty.shape, vec![1, 2, 5, 24]);
     agrees_interpreted_and_built(&g2, &inputs, &want);
 }
+
+/// A reshape of a value with two readers is a group of its own: a view that runs no
+/// kernel and shares its source's storage, which must outlive both. Here the source's
+/// other reader (a softmax) finishes long before the view's (a dense after a second
+/// softmax of the same size, whose output would take the source's storage if it were
+/// released when the first softmax had read it).
+#[test]
+fn a_reshape_of_a_shared_value_runs_no_kernel_and_keeps_its_storage() {
+    let mut g = Graph::new("view");
+    let x = g.input("data", TensorType::f32(&[1, 6, 16]));
+    let a = g.op("relu", Op::Unary(Unary::Relu), &[x]).unwrap();
+    let b = g
+        .op("flat", Op::Reshape { shape: vec![6, 16] }, &[a])
+        .unwrap();
+    let e = g.op("sm1", Op::Softmax { axis: 2 }, &[a]).unwrap();
+    let f = g.op("sm2", Op::Softmax { axis: 2 }, &[e]).unwrap();
+    let w = konst(&mut g, "w", &[16, 16], 2, 0.4, 0.0);
+    let d = g.op("fc", Op::Dense, &[b, w]).unwrap();
+    let f2 = g
+        .op("flat2", Op::Reshape { shape: vec![6, 16] }, &[f])
+        .unwrap();
+    let out = g.op("sum", Op::Binary(Binary::Add), &[d, f2]).unwrap();
+    g.set_outputs(vec![out]);
+
+    let groups = fuse(&g);
+    let views: Vec<_> = groups.iter().filter_map(|x| x.view_of(&g)).collect();
+    assert_eq!(
+        views,
+        vec![a],
+        "the reshape of relu's output is the one view"
+    );
+    let data =
+        NDArray::from_slice_f32(&[1, 6, 16], &(0..96).map(|i| rnd(8, i)).collect::<Vec<_>>())
+            .unwrap();
+    let want = interpret(&g, &[("data", &data)]).unwrap().remove(0);
+    let mut m = build(&g, &Target::cpu()).unwrap();
+    m.set_input("data", &data).unwrap();
+    m.run().unwrap();
+    m.get_output(0)
+        .unwrap()
+        .allclose(&want, 1e-5, 1e-6)
+        .unwrap();
+    let steps = m.profile(1).unwrap();
+    assert_eq!(steps.len(), groups.len() - 1, "{steps:?}");
+    assert!(
+        steps.iter().all(|(name, _)| name != "fused_reshape"),
+        "{steps:?}"
+    );
+}
