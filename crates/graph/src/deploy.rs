@@ -20,16 +20,18 @@
 //! weights/<i>.bin      each constant's bytes (row-major, little-endian)
 //! ```
 //!
-//! A module of another format version, or built for CPU features this host lacks, is
-//! refused with a message saying so; a damaged file is an error naming what is wrong.
+//! A module of a format version this build does not read (a newer one), or built for CPU
+//! features this host lacks, is refused with a message saying so; a damaged file is an
+//! error naming what is wrong.
 
 use crate::error::GraphError;
 use crate::executor::{
     compile_all, load_kernel, lower_distinct, plan_storage, BuildContext, GraphModule, LaunchMode,
-    Step,
+    Step, Work,
 };
 use crate::fixed_inputs::FixedInput;
 use crate::fuse::fuse;
+use crate::host_ops::HostStep;
 use crate::index_bounds::IndexBound;
 use crate::ir::{Graph, TensorType};
 use crate::{BuildSummary, ScheduleHook};
@@ -42,8 +44,10 @@ use tessera_backends::{Artifact, Backend, Target, TargetKind};
 use tessera_ir::DataType;
 use tessera_runtime::{Device, DeviceArray, NDArray};
 
-/// The version of the module file format this build writes and reads.
-pub const MODULE_FORMAT_VERSION: u32 = 1;
+/// The version of the module file format this build writes. It reads every version from
+/// 1: version 2 added host steps ([`crate::host_ops`]), which a reader of version 1
+/// would not know.
+pub const MODULE_FORMAT_VERSION: u32 = 2;
 
 /// The `format` field of a module's header.
 const FORMAT: &str = "tessera-module";
@@ -65,7 +69,7 @@ pub struct CompiledNetwork {
     kernels: Vec<CompiledKernel>,
     storages: Vec<usize>,
     constants: Vec<(usize, Arc<NDArray>)>,
-    steps: Vec<(String, usize, Vec<usize>)>,
+    steps: Vec<(String, Work, Vec<usize>)>,
     inputs: Vec<(String, TensorType, usize)>,
     outputs: Vec<(TensorType, usize)>,
     /// The inputs a gather reads as indices, checked before each run.
@@ -243,9 +247,9 @@ impl CompiledNetwork {
         let steps = self
             .steps
             .into_iter()
-            .map(|(name, kernel, args)| Step {
+            .map(|(name, work, args)| Step {
                 name,
-                kernel,
+                work,
                 buffers: args.iter().map(|&s| storages[s].buffer()).collect(),
             })
             .collect();
@@ -292,10 +296,17 @@ impl CompiledNetwork {
             steps: self
                 .steps
                 .iter()
-                .map(|(name, kernel, args)| StepEntry {
-                    name: name.clone(),
-                    kernel: *kernel,
-                    args: args.clone(),
+                .map(|(name, work, args)| {
+                    let (kernel, host) = match work {
+                        Work::Kernel(k) => (Some(*k), None),
+                        Work::Host(h) => (None, Some(h.clone())),
+                    };
+                    StepEntry {
+                        name: name.clone(),
+                        kernel,
+                        host,
+                        args: args.clone(),
+                    }
                 })
                 .collect(),
             inputs: self
@@ -411,10 +422,10 @@ impl CompiledNetwork {
                 header.format
             )));
         }
-        if header.version != MODULE_FORMAT_VERSION {
+        if !(1..=MODULE_FORMAT_VERSION).contains(&header.version) {
             return Err(bad(format!(
-                "module format version {} (written by tessera {}); this tessera reads version \
-                 {MODULE_FORMAT_VERSION}: compile the network again",
+                "module format version {} (written by tessera {}); this tessera reads versions \
+                 1 to {MODULE_FORMAT_VERSION}: compile the network again",
                 header.version, header.tessera
             )));
         }
@@ -483,6 +494,8 @@ enum HeaderError {
     },
     #[error("step `{0}` names a kernel or storage it lacks")]
     StepIndex(String),
+    #[error("step `{0}` must name a kernel or a host step, and not both")]
+    StepWork(String),
     #[error("step `{step}` passes {given} arguments to a kernel of {params}")]
     StepArity {
         step: String,
@@ -535,10 +548,14 @@ struct ConstEntry {
     file: String,
 }
 
+/// A step: a kernel's index, or a host step (version 2 on).
 #[derive(Serialize, Deserialize)]
 struct StepEntry {
     name: String,
-    kernel: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    kernel: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    host: Option<HostStep>,
     args: Vec<usize>,
 }
 
@@ -648,17 +665,36 @@ impl Header {
         }
         let mut steps = Vec::with_capacity(self.steps.len());
         for s in self.steps {
-            if s.kernel >= kernels.len() || s.args.iter().any(|&a| a >= storages.len()) {
+            if s.args.iter().any(|&a| a >= storages.len()) {
                 return Err(HeaderError::StepIndex(s.name));
             }
-            if s.args.len() != kernels[s.kernel].artifact.params.len() {
+            let (params, work) = match (s.kernel, s.host) {
+                (Some(k), None) => match kernels.get(k) {
+                    Some(kernel) => (kernel.artifact.params.len(), Work::Kernel(k)),
+                    None => return Err(HeaderError::StepIndex(s.name)),
+                },
+                (None, Some(h)) => {
+                    let types = h.inputs.iter().chain([&h.output]);
+                    for (ty, &storage) in types.zip(&s.args) {
+                        if ty.nbytes() > storages[storage] {
+                            return Err(HeaderError::ValueTooLarge {
+                                ty: ty.clone(),
+                                storage,
+                            });
+                        }
+                    }
+                    (h.inputs.len() + 1, Work::Host(h))
+                }
+                _ => return Err(HeaderError::StepWork(s.name)),
+            };
+            if s.args.len() != params {
                 return Err(HeaderError::StepArity {
                     given: s.args.len(),
-                    params: kernels[s.kernel].artifact.params.len(),
+                    params,
                     step: s.name,
                 });
             }
-            steps.push((s.name, s.kernel, s.args));
+            steps.push((s.name, work, s.args));
         }
         let mut inputs = Vec::new();
         for v in &self.inputs {

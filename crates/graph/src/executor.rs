@@ -19,6 +19,7 @@
 
 use crate::error::GraphError;
 use crate::fuse::{group_compute, group_name, GroupCompute};
+use crate::host_ops::{HostOp, HostStep};
 use crate::ir::{Graph, TensorType};
 use petgraph::stable_graph::NodeIndex;
 use std::collections::HashMap;
@@ -37,9 +38,18 @@ use tessera_te::{lower, Schedule};
 pub(crate) struct Step {
     /// The fused group's name.
     pub(crate) name: String,
-    pub(crate) kernel: usize,
+    pub(crate) work: Work,
     /// The device buffers of the arguments (inputs, then the output).
     pub(crate) buffers: Vec<BufferId>,
+}
+
+/// What a step runs.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Work {
+    /// A kernel: an index into the network's kernels.
+    Kernel(usize),
+    /// An operator computed on the host ([`crate::host_ops`]).
+    Host(HostStep),
 }
 
 /// A loaded kernel: its function on the device and how it is launched.
@@ -273,9 +283,19 @@ pub(crate) struct Lowered {
     pub(crate) funcs: Vec<(String, PrimFunc)>,
     /// Each distinct kernel's workload key.
     pub(crate) keys: Vec<String>,
-    /// Each group's kernel (an index into `funcs`; none for a view) and its compute.
-    group_kernels: Vec<Option<usize>>,
+    /// What each group runs, and its compute.
+    group_work: Vec<GroupWork>,
     computes: Vec<GroupCompute>,
+}
+
+/// What a fused group becomes in a run.
+enum GroupWork {
+    /// A kernel: an index into the distinct functions.
+    Kernel(usize),
+    /// Nothing: its value is its source's storage ([`crate::fuse::Group::view_of`]).
+    View(NodeIndex),
+    /// A host step.
+    Host(HostStep),
 }
 
 /// Lowers each distinct group (by workload key) once: with `hook`'s schedule when it
@@ -290,12 +310,22 @@ pub(crate) fn lower_distinct(
     let mut funcs: Vec<(String, PrimFunc)> = Vec::new();
     let mut kernel_of_key: HashMap<String, usize> = HashMap::new();
     let mut keys = Vec::new();
-    let mut group_kernels = Vec::with_capacity(groups.len());
+    let mut group_work = Vec::with_capacity(groups.len());
     let mut computes = Vec::with_capacity(groups.len());
     for g in groups {
         let gc = group_compute(graph, g)?;
-        if g.view_of(graph).is_some() {
-            group_kernels.push(None);
+        if let Some(source) = g.view_of(graph) {
+            group_work.push(GroupWork::View(source));
+            computes.push(gc);
+            continue;
+        }
+        if let Some(op) = HostOp::of(graph, g, &ctx.target) {
+            let ty = |n: NodeIndex| graph.node(n).ty.clone();
+            group_work.push(GroupWork::Host(HostStep {
+                op,
+                inputs: gc.params.iter().map(|&a| ty(a)).collect(),
+                output: ty(g.output()),
+            }));
             computes.push(gc);
             continue;
         }
@@ -314,13 +344,13 @@ pub(crate) fn lower_distinct(
                 funcs.len() - 1
             }
         };
-        group_kernels.push(Some(k));
+        group_work.push(GroupWork::Kernel(k));
         computes.push(gc);
     }
     Ok(Lowered {
         funcs,
         keys,
-        group_kernels,
+        group_work,
         computes,
     })
 }
@@ -332,13 +362,14 @@ pub(crate) struct StoragePlan {
     pub(crate) inputs: Vec<(String, TensorType, usize)>,
     pub(crate) outputs: Vec<(TensorType, usize)>,
     pub(crate) constants: Vec<(usize, Arc<NDArray>)>,
-    pub(crate) steps: Vec<(String, usize, Vec<usize>)>,
+    pub(crate) steps: Vec<(String, Work, Vec<usize>)>,
 }
 
 /// Plans the storages: fresh ones for inputs, outputs and constants, reused ones for
 /// intermediates (a group's output storage is taken before its inputs' are released, so
 /// no kernel's output aliases its inputs). A view ([`crate::fuse::Group::view_of`]) runs
 /// no step: its value is its source's storage, released once neither has a reader left.
+/// A host step's storages are planned as a kernel's.
 pub(crate) fn plan_storage(
     graph: &Graph,
     groups: &[crate::fuse::Group],
@@ -371,10 +402,10 @@ pub(crate) fn plan_storage(
     let mut holders: HashMap<usize, usize> = HashMap::new();
     let is_output = |n: NodeIndex| graph.outputs().contains(&n);
     let mut steps = Vec::with_capacity(groups.len());
-    for ((g, gc), &k) in groups
+    for ((g, gc), work) in groups
         .iter()
         .zip(&lowered.computes)
-        .zip(&lowered.group_kernels)
+        .zip(&lowered.group_work)
     {
         let mut args = Vec::with_capacity(gc.params.len() + 1);
         for &a in &gc.params {
@@ -390,8 +421,8 @@ pub(crate) fn plan_storage(
         }
         let out = g.output();
         let out_ty = &graph.node(out).ty;
-        let s = match (k, g.view_of(graph)) {
-            (None, Some(source)) => storage_of[&source],
+        let s = match work {
+            GroupWork::View(source) => storage_of[source],
             _ if is_output(out) => plan.fresh(out_ty.nbytes()),
             _ => plan.reuse(out_ty.nbytes()),
         };
@@ -415,10 +446,13 @@ pub(crate) fn plan_storage(
                 }
             }
         }
-        if let Some(k) = k {
-            args.push(s);
-            steps.push((group_name(graph, g), k, args));
-        }
+        let work = match work {
+            GroupWork::View(_) => continue,
+            GroupWork::Kernel(k) => Work::Kernel(*k),
+            GroupWork::Host(h) => Work::Host(h.clone()),
+        };
+        args.push(s);
+        steps.push((group_name(graph, g), work, args));
     }
     let mut outputs = Vec::new();
     for &o in graph.outputs() {
@@ -627,17 +661,21 @@ impl GraphModule {
         Ok(())
     }
 
-    /// Each step as the device launches it.
-    pub(crate) fn launch_steps(&self) -> Vec<LaunchStep> {
+    /// Each step as the device launches it, or the first host step where there is one
+    /// (a run with host steps is no launch sequence of the device's).
+    pub(crate) fn launch_steps(&self) -> Result<Vec<LaunchStep>, &Step> {
         self.steps
             .iter()
-            .map(|step| {
-                let k = &self.kernels[step.kernel];
-                LaunchStep {
-                    function: k.function,
-                    args: step.buffers.clone(),
-                    dims: k.launch,
+            .map(|step| match &step.work {
+                Work::Kernel(k) => {
+                    let k = &self.kernels[*k];
+                    Ok(LaunchStep {
+                        function: k.function,
+                        args: step.buffers.clone(),
+                        dims: k.launch,
+                    })
                 }
+                Work::Host(_) => Err(step),
             })
             .collect()
     }
@@ -645,7 +683,20 @@ impl GraphModule {
     /// Records the run's launches as a sequence on the device (see the module's
     /// header); at load.
     pub(crate) fn record_sequence(&mut self) {
-        self.launch_mode = match self.device.record_sequence(&self.launch_steps()) {
+        let steps = match self.launch_steps() {
+            Ok(steps) => steps,
+            Err(host) => {
+                let op = match &host.work {
+                    Work::Host(h) => h.op.name(),
+                    Work::Kernel(_) => "a kernel",
+                };
+                self.launch_mode = LaunchMode::StepByStep {
+                    why: format!("step `{}` ({op}) runs on the host", host.name),
+                };
+                return;
+            }
+        };
+        self.launch_mode = match self.device.record_sequence(&steps) {
             Ok(Some(s)) => {
                 self.sequence = Some(s);
                 LaunchMode::Sequence
@@ -680,12 +731,39 @@ impl GraphModule {
     /// parameter types against the values planned for them; each storage is at least
     /// as large as any value given to it, and a step's output storage is never one of
     /// its inputs' (it is taken before they are released).
+    /// A host step waits for the device, reads its inputs, computes and writes its
+    /// output back.
     fn launch_step(&self, i: usize) -> Result<(), GraphError> {
         let step = &self.steps[i];
-        let k = &self.kernels[step.kernel];
-        self.device
-            .launch(k.function, &step.buffers, k.launch.as_ref())?;
+        match &step.work {
+            Work::Kernel(k) => {
+                let k = &self.kernels[*k];
+                self.device
+                    .launch(k.function, &step.buffers, k.launch.as_ref())?;
+            }
+            Work::Host(h) => {
+                self.device.synchronize()?;
+                let mut inputs = Vec::with_capacity(h.inputs.len());
+                for (ty, &buffer) in h.inputs.iter().zip(&step.buffers) {
+                    let shape: Vec<usize> = ty.shape.iter().map(|&d| d as usize).collect();
+                    let mut a = NDArray::zeros(ty.dtype, &shape)?;
+                    self.device.copy_to_host(buffer, 0, a.as_bytes_mut())?;
+                    inputs.push(a);
+                }
+                let out = h.op.run(&inputs, &h.output)?;
+                let buffer = *step.buffers.last().expect("a step writes its output");
+                self.device.copy_from_host(buffer, 0, out.as_bytes())?;
+            }
+        }
         Ok(())
+    }
+
+    /// Runs step `i` alone and waits for it: its seconds on the host's clock.
+    fn time_step_on_host(&self, i: usize) -> Result<f64, GraphError> {
+        let start = std::time::Instant::now();
+        self.launch_step(i)?;
+        self.device.synchronize()?;
+        Ok(start.elapsed().as_secs_f64())
     }
 
     /// The device the network runs on.
@@ -732,8 +810,12 @@ impl GraphModule {
         let mut results = Vec::with_capacity(evaluator.repeat.max(1));
         for _ in 0..evaluator.repeat.max(1) {
             let mut total = 0.0;
-            for step in &self.steps {
-                let k = &self.kernels[step.kernel];
+            for (i, step) in self.steps.iter().enumerate() {
+                let Work::Kernel(k) = step.work else {
+                    total += self.time_step_on_host(i)?;
+                    continue;
+                };
+                let k = &self.kernels[k];
                 let r = self
                     .device
                     .time(k.function, &step.buffers, k.launch.as_ref(), &once)?;
@@ -751,10 +833,16 @@ impl GraphModule {
     /// ([`Device::time_steps`]).
     pub fn profile(&mut self, repeat: usize) -> Result<Vec<(String, f64)>, GraphError> {
         self.run()?;
-        let steps = self.launch_steps();
+        let steps = self.launch_steps().ok();
         let mut total = vec![0.0f64; self.steps.len()];
         for _ in 0..repeat.max(1) {
-            let times = self.device.time_steps(&steps)?;
+            // with a host step, every step on the host's clock
+            let times = match &steps {
+                Some(steps) => self.device.time_steps(steps)?,
+                None => (0..self.steps.len())
+                    .map(|i| self.time_step_on_host(i))
+                    .collect::<Result<Vec<_>, _>>()?,
+            };
             if times.len() != total.len() {
                 return Err(GraphError::Invalid(format!(
                     "the device timed {} steps of {}",
@@ -776,11 +864,15 @@ impl GraphModule {
     }
 
     /// The workload key of each step's kernel, in execution order (the order of
-    /// [`GraphModule::profile`]'s entries): what ties a step to its tuning records.
+    /// [`GraphModule::profile`]'s entries): what ties a step to its tuning records (a
+    /// host step's is empty: it has none).
     pub fn step_workload_keys(&self) -> Vec<&str> {
         self.steps
             .iter()
-            .map(|s| self.kernels[s.kernel].workload_key.as_str())
+            .map(|s| match s.work {
+                Work::Kernel(k) => self.kernels[k].workload_key.as_str(),
+                Work::Host(_) => "",
+            })
             .collect()
     }
 

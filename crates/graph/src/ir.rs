@@ -21,7 +21,7 @@ use tessera_te::placeholder;
 pub use crate::op::{Binary, Op, Pattern, Unary};
 
 /// The shape and element type of a value.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct TensorType {
     pub shape: Vec<i64>,
     pub dtype: DataType,

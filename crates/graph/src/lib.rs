@@ -23,6 +23,7 @@ pub mod error;
 pub mod executor;
 pub mod fixed_inputs;
 pub mod fuse;
+pub mod host_ops;
 pub mod index_bounds;
 pub mod ir;
 pub mod onnx;

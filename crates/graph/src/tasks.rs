@@ -31,7 +31,8 @@ impl Task {
 /// Extracts the tasks of `graph` for `target`: one per distinct fused group, in order of
 /// first occurrence, with the number of groups that compute it (estimated network latency
 /// = Σ latency[t] · weight[t]). The weights sum to the number of fused groups that run a
-/// kernel (views, [`crate::fuse::Group::view_of`], run none).
+/// kernel (views, [`crate::fuse::Group::view_of`], and host steps,
+/// [`crate::host_ops`], run none).
 pub fn extract_tasks(
     graph: &Graph,
     target: &Target,
@@ -41,7 +42,8 @@ pub fn extract_tasks(
     let mut weights: Vec<usize> = Vec::new();
     let mut index: HashMap<String, usize> = HashMap::new();
     for group in fuse(graph) {
-        if group.view_of(graph).is_some() {
+        let host = crate::host_ops::HostOp::of(graph, &group, target).is_some();
+        if host || group.view_of(graph).is_some() {
             continue;
         }
         let dag = group_compute(graph, &group)?.dag()?;

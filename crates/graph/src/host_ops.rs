@@ -1,0 +1,215 @@
+//! Operators a CPU build runs on the host, as a step of its own, instead of as a kernel.
+//!
+//! A tensor expression computes every output element from a fixed recipe; an operator
+//! whose best algorithm is a data-dependent one — a partial sort — is slow in that
+//! form. `TopK` as a tensor expression picks its `k` elements by `k` passes over the axis
+//! (`tessera_te::ops::topk`): a sampler's top 50 of a 50,257-token vocabulary took 6 ms,
+//! where onnxruntime's partial sort takes 0.04. TVM computes it with an extern sort
+//! (`tvm.contrib.sort`) for the same reason. Here the executor runs such a node as a
+//! *host step*: it reads the input from the device, computes on the host
+//! ([`HostOp::run`]: a selection of the `k`-th element, then a sort of the `k` before it,
+//! `O(n + k log k)` a row), and writes the output back. Host steps are no tuning tasks
+//! and keep a run out of the device's launch sequences (their launches are made one by
+//! one). Other targets keep the tensor expression, which their devices run as kernels.
+//!
+//! The order is ONNX's: the larger (smaller) value first, the lower position first among
+//! equal ones; a NaN counts as larger than every number (PyTorch's and NumPy's order).
+
+use crate::error::GraphError;
+use crate::fuse::Group;
+use crate::ir::{Graph, Op, TensorType};
+use serde::{Deserialize, Serialize};
+use std::cmp::Ordering;
+use tessera_backends::{Target, TargetKind};
+use tessera_runtime::{Element, NDArray};
+use tessera_te::ops::TopKOutput;
+
+/// A host step: its operator and the types of its inputs and output.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HostStep {
+    pub op: HostOp,
+    pub inputs: Vec<TensorType>,
+    pub output: TensorType,
+}
+
+/// An operator a host step computes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum HostOp {
+    /// ONNX's `TopK` along `axis` (non-negative): the values (`indices` false) or their
+    /// positions as int64.
+    TopK {
+        axis: usize,
+        k: usize,
+        largest: bool,
+        indices: bool,
+    },
+}
+
+impl HostOp {
+    /// The host operator that computes `group` for `target`, if it is one: a lone
+    /// `TopK` node on a CPU target.
+    pub fn of(graph: &Graph, group: &Group, target: &Target) -> Option<HostOp> {
+        if target.kind != TargetKind::CPU {
+            return None;
+        }
+        let [node] = group.nodes[..] else {
+            return None;
+        };
+        let Op::TopK {
+            axis,
+            k,
+            largest,
+            output,
+        } = graph.node(node).op
+        else {
+            return None;
+        };
+        let [input] = graph.args(node)[..] else {
+            return None;
+        };
+        let rank = graph.node(input).ty.shape.len() as i64;
+        let axis = if axis < 0 { axis + rank } else { axis };
+        Some(HostOp::TopK {
+            axis: usize::try_from(axis).ok()?,
+            k: usize::try_from(k).ok()?,
+            largest,
+            indices: output == TopKOutput::Indices,
+        })
+    }
+
+    /// The operator's name in messages and profiles.
+    pub fn name(&self) -> &'static str {
+        match self {
+            HostOp::TopK { .. } => "topk",
+        }
+    }
+
+    /// Computes the operator on `inputs`; the result has type `out`.
+    pub fn run(&self, inputs: &[NDArray], out: &TensorType) -> Result<NDArray, GraphError> {
+        let bad =
+            |reason: String| GraphError::Invalid(format!("host step `{}`: {reason}", self.name()));
+        let [x] = inputs else {
+            return Err(bad(format!("takes one input, got {}", inputs.len())));
+        };
+        let HostOp::TopK {
+            axis,
+            k,
+            largest,
+            indices,
+        } = *self;
+        let shape = x.shape().to_vec();
+        let n = *shape
+            .get(axis)
+            .ok_or_else(|| bad(format!("axis {axis} of a rank-{} input", shape.len())))?;
+        if k == 0 || k > n {
+            return Err(bad(format!("k = {k} on an axis of {n}")));
+        }
+        let mut out_shape = shape.clone();
+        out_shape[axis] = k;
+        let want = out.shape.iter().map(|&d| d as usize).collect::<Vec<_>>();
+        if want != out_shape {
+            return Err(bad(format!(
+                "computes {out_shape:?}, the plan has {want:?}"
+            )));
+        }
+        let rows = Rows {
+            outer: shape[..axis].iter().product(),
+            n,
+            inner: shape[axis + 1..].iter().product(),
+            k,
+            largest,
+        };
+        macro_rules! typed {
+            ($($t:ty),*) => {
+                match x.dtype() {
+                    $(d if d == <$t as Element>::DTYPE => {
+                        let (values, positions) = rows.top_k(x.as_slice::<$t>()?);
+                        if indices {
+                            NDArray::from_slice(&out_shape, &positions)
+                        } else {
+                            NDArray::from_slice(&out_shape, &values)
+                        }
+                    })*
+                    d => return Err(bad(format!("no order for {d}"))),
+                }
+            };
+        }
+        let result = typed!(f32, f64, half::f16, i8, i16, i32, i64, u8, u16, u32, u64)?;
+        if result.dtype() != out.dtype {
+            return Err(bad(format!(
+                "computes {}, the plan has {}",
+                result.dtype(),
+                out.dtype
+            )));
+        }
+        Ok(result)
+    }
+}
+
+/// The rows of a top-k: `outer × inner` rows of `n` elements, `inner` apart.
+struct Rows {
+    outer: usize,
+    n: usize,
+    inner: usize,
+    k: usize,
+    largest: bool,
+}
+
+/// `a` against `b`, a NaN larger than every number and equal to a NaN.
+fn total<T: PartialOrd>(a: &T, b: &T) -> Ordering {
+    a.partial_cmp(b).unwrap_or_else(|| {
+        let nan = |v: &T| v.partial_cmp(v).is_none();
+        nan(a).cmp(&nan(b))
+    })
+}
+
+impl Rows {
+    /// The `k` first elements of each row in ONNX's order, and their positions, laid out
+    /// as the output (`outer × k × inner`).
+    fn top_k<T: Element + PartialOrd>(&self, x: &[T]) -> (Vec<T>, Vec<i64>) {
+        let Rows {
+            outer,
+            n,
+            inner,
+            k,
+            largest,
+        } = *self;
+        let size = outer * k * inner;
+        let mut values = Vec::with_capacity(size);
+        let mut positions = Vec::with_capacity(size);
+        // (filled in output order below: row by row, then transposed into place)
+        let mut picked: Vec<(T, usize)> = Vec::with_capacity(outer * inner * k);
+        let mut row: Vec<(T, usize)> = Vec::with_capacity(n);
+        for o in 0..outer {
+            for i in 0..inner {
+                row.clear();
+                row.extend((0..n).map(|j| (x[(o * n + j) * inner + i], j)));
+                let order = |a: &(T, usize), b: &(T, usize)| {
+                    let by_value = if largest {
+                        total(&b.0, &a.0)
+                    } else {
+                        total(&a.0, &b.0)
+                    };
+                    by_value.then(a.1.cmp(&b.1))
+                };
+                if k < n {
+                    row.select_nth_unstable_by(k - 1, order);
+                }
+                row[..k].sort_unstable_by(order);
+                picked.extend_from_slice(&row[..k]);
+            }
+        }
+        for o in 0..outer {
+            for j in 0..k {
+                for i in 0..inner {
+                    let (v, p) = picked[(o * inner + i) * k + j];
+                    values.push(v);
+                    positions.push(p as i64);
+                }
+            }
+        }
+        debug_assert_eq!(values.len(), size);
+        (values, positions)
+    }
+}
