@@ -7,8 +7,9 @@
 //! where onnxruntime's partial sort takes 0.04. TVM computes it with an extern sort
 //! (`tvm.contrib.sort`) for the same reason. Here the executor runs such a node as a
 //! *host step*: it reads the input from the device, computes on the host
-//! ([`HostOp::run`]: a selection of the `k`-th element, then a sort of the `k` before it,
-//! `O(n + k log k)` a row), and writes the output back. Host steps are no tuning tasks
+//! ([`HostOp::run`]: a heap of the `k` first elements so far, whose last one most elements
+//! of a long row fail to beat in one comparison, then a sort of the `k`: `O(n log k)` at
+//! worst a row), and writes the output back. Host steps are no tuning tasks
 //! and keep a run out of the device's launch sequences (their launches are made one by
 //! one). Other targets keep the tensor expression, which their devices run as kernels.
 //!
@@ -164,6 +165,27 @@ fn total<T: PartialOrd>(a: &T, b: &T) -> Ordering {
     })
 }
 
+/// The elements of a row tested against the heap's root at once.
+const BLOCK: usize = 64;
+
+/// Restores the heap below `i` of `heap` (each parent after its children in `order`).
+fn sift_down<E>(heap: &mut [E], mut i: usize, order: &impl Fn(&E, &E) -> Ordering) {
+    loop {
+        let (l, r) = (2 * i + 1, 2 * i + 2);
+        let mut last = i;
+        for c in [l, r] {
+            if c < heap.len() && order(&heap[c], &heap[last]) == Ordering::Greater {
+                last = c;
+            }
+        }
+        if last == i {
+            return;
+        }
+        heap.swap(i, last);
+        i = last;
+    }
+}
+
 impl Rows {
     /// The `k` first elements of each row in ONNX's order, and their positions, laid out
     /// as the output (`outer × k × inner`).
@@ -180,24 +202,58 @@ impl Rows {
         let mut positions = Vec::with_capacity(size);
         // (filled in output order below: row by row, then transposed into place)
         let mut picked: Vec<(T, usize)> = Vec::with_capacity(outer * inner * k);
-        let mut row: Vec<(T, usize)> = Vec::with_capacity(n);
+        let mut best: Vec<(T, usize)> = Vec::with_capacity(k);
+        // ONNX's order: `Less` where `a` comes first
+        let order = |a: &(T, usize), b: &(T, usize)| {
+            let by_value = if largest {
+                total(&b.0, &a.0)
+            } else {
+                total(&a.0, &b.0)
+            };
+            by_value.then(a.1.cmp(&b.1))
+        };
         for o in 0..outer {
             for i in 0..inner {
-                row.clear();
-                row.extend((0..n).map(|j| (x[(o * n + j) * inner + i], j)));
-                let order = |a: &(T, usize), b: &(T, usize)| {
-                    let by_value = if largest {
-                        total(&b.0, &a.0)
-                    } else {
-                        total(&a.0, &b.0)
-                    };
-                    by_value.then(a.1.cmp(&b.1))
-                };
-                if k < n {
-                    row.select_nth_unstable_by(k - 1, order);
+                let at = |j: usize| (x[(o * n + j) * inner + i], j);
+                // the first k, as a heap with the last of them in order at its root;
+                // then each later element replaces the root where it comes before it
+                // (one comparison for most elements of a long row)
+                best.clear();
+                best.extend((0..k).map(at));
+                for root in (0..k / 2).rev() {
+                    sift_down(&mut best, root, &order);
                 }
-                row[..k].sort_unstable_by(order);
-                picked.extend_from_slice(&row[..k]);
+                let mut j = k;
+                while j < n {
+                    // a block none of whose elements can beat the root (each at most
+                    // equal to it, and later) is passed over in one vectorizable test
+                    let end = (j + BLOCK).min(n);
+                    if inner == 1 {
+                        let root = best[0].0;
+                        let block = &x[o * n + j..o * n + end];
+                        let beats = |v: &T| {
+                            if largest {
+                                !(*v <= root)
+                            } else {
+                                !(*v >= root)
+                            }
+                        };
+                        if !block.iter().fold(false, |any, v| any | beats(v)) {
+                            j = end;
+                            continue;
+                        }
+                    }
+                    for j in j..end {
+                        let e = at(j);
+                        if order(&e, &best[0]) == Ordering::Less {
+                            best[0] = e;
+                            sift_down(&mut best, 0, &order);
+                        }
+                    }
+                    j = end;
+                }
+                best.sort_unstable_by(order);
+                picked.extend_from_slice(&best);
             }
         }
         for o in 0..outer {

@@ -121,6 +121,12 @@ fn the_host_topk_checks_its_input_and_orders_nan_first() {
     let x = NDArray::from_slice_f32(&[5], &[1.0, f32::NAN, 3.0, f32::INFINITY, 3.0]).unwrap();
     let got = op.run(std::slice::from_ref(&x), &out).unwrap();
     assert_eq!(got.as_slice::<i64>().unwrap(), &[1, 3, 2]);
+    // a NaN after the first k, in a block tested against the heap's root at once
+    let mut late: Vec<f32> = (0..200).map(|i| (i % 50) as f32).collect();
+    late[150] = f32::NAN;
+    let late = NDArray::from_slice_f32(&[200], &late).unwrap();
+    let got = op.run(&[late], &out).unwrap();
+    assert_eq!(got.as_slice::<i64>().unwrap(), &[150, 49, 99]);
 
     let ints = NDArray::from_slice::<i64>(&[5], &[i64::MAX, -4, i64::MAX - 1, 7, -4]).unwrap();
     let smallest = HostOp::TopK {
