@@ -231,6 +231,8 @@ impl Rows {
                     if inner == 1 {
                         let root = best[0].0;
                         let block = &x[o * n + j..o * n + end];
+                        // (negated so that a NaN, which compares with nothing, beats)
+                        #[allow(clippy::neg_cmp_op_on_partial_ord)]
                         let beats = |v: &T| {
                             if largest {
                                 !(*v <= root)
