@@ -62,7 +62,7 @@ fn readme_network_example() -> Result<(), Box<dyn std::error::Error>> {
         NetworkSpec::new(NetworkSource::zoo("resnet-18"), Target::cpu()).with_layout(Layout::Nhwc);
     let net = toolchain.optimized(&spec)?;
     let (tasks, weights) = extract_tasks(&net, &Target::cpu())?;
-    assert_eq!((tasks.len(), weights.iter().sum::<usize>()), (30, 32));
+    assert_eq!((tasks.len(), weights.iter().sum::<usize>()), (29, 31));
     let dag = tasks[1].dag.to_string();
     assert!(
         dag.contains("conv2d_nhwc") && dag.contains("T_relu"),

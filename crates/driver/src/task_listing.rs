@@ -15,7 +15,7 @@ pub enum TaskListing {
         target: String,
         tasks: Vec<Task>,
         weights: Vec<usize>,
-        /// Fused groups of the network as the rule builds it.
+        /// Fused groups of the network as the rule builds it that run a kernel.
         groups: usize,
         /// Convolutions computed directly or with Winograd, each option a task.
         choices: usize,
@@ -49,7 +49,7 @@ impl Toolchain {
         let (tasks, weights) = plan.tasks(&spec.target)?;
         Ok(TaskListing::Groups {
             network: plan.base().name.clone(),
-            groups: tessera_graph::fuse(plan.rule_graph()).len(),
+            groups: tessera_graph::kernel_groups(plan.rule_graph(), &spec.target).len(),
             choices: plan.choices().len(),
             target,
             tasks,

@@ -48,6 +48,6 @@ pub use executor::{
 pub use fuse::{fuse, group_compute, Group, GroupCompute};
 pub use ir::{Binary, Graph, Layout, Layout3d, Node, Op, Pattern, TensorType, Unary};
 pub use op_spec::op_spec_of;
-pub use tasks::{default_programs, extract_tasks, print_tasks, Task};
+pub use tasks::{default_programs, extract_tasks, kernel_groups, print_tasks, Task};
 /// How an int8 product sums its bytes ([`Op::DenseU8I8`], [`Op::Conv2dU8I8`]).
 pub use tessera_te::ops::Int8Sums;

@@ -28,6 +28,17 @@ impl Task {
     }
 }
 
+/// The fused groups of `graph` that run a kernel on `target`: all but views
+/// ([`crate::fuse::Group::view_of`]) and host steps ([`crate::host_ops`]).
+pub fn kernel_groups(graph: &Graph, target: &Target) -> Vec<crate::fuse::Group> {
+    fuse(graph)
+        .into_iter()
+        .filter(|g| {
+            g.view_of(graph).is_none() && crate::host_ops::HostOp::of(graph, g, target).is_none()
+        })
+        .collect()
+}
+
 /// Extracts the tasks of `graph` for `target`: one per distinct fused group, in order of
 /// first occurrence, with the number of groups that compute it (estimated network latency
 /// = Σ latency[t] · weight[t]). The weights sum to the number of fused groups that run a
@@ -41,11 +52,7 @@ pub fn extract_tasks(
     let mut tasks: Vec<Task> = Vec::new();
     let mut weights: Vec<usize> = Vec::new();
     let mut index: HashMap<String, usize> = HashMap::new();
-    for group in fuse(graph) {
-        let host = crate::host_ops::HostOp::of(graph, &group, target).is_some();
-        if host || group.view_of(graph).is_some() {
-            continue;
-        }
+    for group in kernel_groups(graph, target) {
         let dag = group_compute(graph, &group)?.dag()?;
         let key = dag.workload_key();
         match index.get(&key) {

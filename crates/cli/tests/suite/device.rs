@@ -83,7 +83,8 @@ fn resnet18_on_the_test_device_matches_the_cpu_and_copies_only_input_and_output(
     ));
     assert_eq!(top5(&dev).len(), 5, "{dev}");
     assert_eq!(top5(&dev), top5(&cpu), "testdev:\n{dev}\ncpu:\n{cpu}");
-    assert!(dev.contains("32 fused groups"), "{dev}");
+    // (the flatten after the pooling is a view of its input: no step)
+    assert!(dev.contains("31 fused groups"), "{dev}");
     // a plugin device without launch sequences of its own runs kernel by kernel
     assert!(
         dev.contains("launches: kernel by kernel (the device keeps no launch sequences)"),
@@ -117,13 +118,13 @@ fn resnet18_on_the_test_device_matches_the_cpu_and_copies_only_input_and_output(
         assert_eq!(c["copies_out"], 1, "{c}");
         assert_eq!(c["bytes_out"], 1000 * 4, "{c}");
         assert_eq!(c["copies_on_device"], 0, "{c}");
-        assert_eq!(c["modules"], 30, "{c}");
+        assert_eq!(c["modules"], 29, "{c}");
         // everything the network allocated on the device was freed when it was dropped
         assert_eq!(c["frees"], c["allocs"], "{c}");
     }
     assert_eq!(many["copies_in"], once["copies_in"], "{many} vs {once}");
-    assert_eq!(once["launches"], 32, "{once}");
-    assert_eq!(many["launches"], 32 * 5, "{many}");
+    assert_eq!(once["launches"], 31, "{once}");
+    assert_eq!(many["launches"], 31 * 5, "{many}");
 }
 
 /// The error code of every record of `log` (its in-network check lines aside).
