@@ -674,7 +674,7 @@ impl Header {
                     None => return Err(HeaderError::StepIndex(s.name)),
                 },
                 (None, Some(h)) => {
-                    let types = h.inputs.iter().chain([&h.output]);
+                    let types = h.inputs.iter().chain(&h.outputs);
                     for (ty, &storage) in types.zip(&s.args) {
                         if ty.nbytes() > storages[storage] {
                             return Err(HeaderError::ValueTooLarge {
@@ -683,7 +683,7 @@ impl Header {
                             });
                         }
                     }
-                    (h.inputs.len() + 1, Work::Host(h))
+                    (h.inputs.len() + h.outputs.len(), Work::Host(h))
                 }
                 _ => return Err(HeaderError::StepWork(s.name)),
             };

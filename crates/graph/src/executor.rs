@@ -294,8 +294,11 @@ enum GroupWork {
     Kernel(usize),
     /// Nothing: its value is its source's storage ([`crate::fuse::Group::view_of`]).
     View(NodeIndex),
-    /// A host step.
-    Host(HostStep),
+    /// A host step, and the value of a later group it writes as well (the other
+    /// output of a TopK).
+    Host(HostStep, Option<NodeIndex>),
+    /// Nothing: an earlier host step writes its value.
+    Written,
 }
 
 /// Lowers each distinct group (by workload key) once: with `hook`'s schedule when it
@@ -312,6 +315,8 @@ pub(crate) fn lower_distinct(
     let mut keys = Vec::new();
     let mut group_work = Vec::with_capacity(groups.len());
     let mut computes = Vec::with_capacity(groups.len());
+    // host steps that could write one more output, by their input
+    let mut open_hosts: HashMap<Vec<NodeIndex>, usize> = HashMap::new();
     for g in groups {
         let gc = group_compute(graph, g)?;
         if let Some(source) = g.view_of(graph) {
@@ -321,11 +326,31 @@ pub(crate) fn lower_distinct(
         }
         if let Some(op) = HostOp::of(graph, g, &ctx.target) {
             let ty = |n: NodeIndex| graph.node(n).ty.clone();
-            group_work.push(GroupWork::Host(HostStep {
-                op,
-                inputs: gc.params.iter().map(|&a| ty(a)).collect(),
-                output: ty(g.output()),
-            }));
+            let earlier = open_hosts.get(&gc.params).copied();
+            let merged = earlier.and_then(|i| match &mut group_work[i] {
+                GroupWork::Host(step, also @ None) => {
+                    let both = step.op.merged(&op)?;
+                    step.op = both;
+                    step.outputs.push(ty(g.output()));
+                    *also = Some(g.output());
+                    Some(i)
+                }
+                _ => None,
+            });
+            if let Some(i) = merged {
+                open_hosts.retain(|_, &mut j| j != i);
+                group_work.push(GroupWork::Written);
+            } else {
+                open_hosts.insert(gc.params.clone(), group_work.len());
+                group_work.push(GroupWork::Host(
+                    HostStep {
+                        op,
+                        inputs: gc.params.iter().map(|&a| ty(a)).collect(),
+                        outputs: vec![ty(g.output())],
+                    },
+                    None,
+                ));
+            }
             computes.push(gc);
             continue;
         }
@@ -369,7 +394,8 @@ pub(crate) struct StoragePlan {
 /// intermediates (a group's output storage is taken before its inputs' are released, so
 /// no kernel's output aliases its inputs). A view ([`crate::fuse::Group::view_of`]) runs
 /// no step: its value is its source's storage, released once neither has a reader left.
-/// A host step's storages are planned as a kernel's.
+/// A host step's storages are planned as a kernel's, with one more output where it
+/// writes a later group's value too.
 pub(crate) fn plan_storage(
     graph: &Graph,
     groups: &[crate::fuse::Group],
@@ -420,15 +446,24 @@ pub(crate) fn plan_storage(
             args.push(s);
         }
         let out = g.output();
-        let out_ty = &graph.node(out).ty;
-        let s = match work {
-            GroupWork::View(source) => storage_of[source],
-            _ if is_output(out) => plan.fresh(out_ty.nbytes()),
-            _ => plan.reuse(out_ty.nbytes()),
-        };
-        storage_of.insert(out, s);
-        if !is_output(out) {
-            *holders.entry(s).or_insert(0) += 1;
+        let mut outs = vec![out];
+        if let GroupWork::Host(_, Some(also)) = work {
+            outs.push(*also);
+        }
+        let mut out_storages = Vec::with_capacity(outs.len());
+        for &o in &outs {
+            let s = match work {
+                GroupWork::View(source) => storage_of[source],
+                GroupWork::Written => storage_of[&o],
+                _ if is_output(o) => plan.fresh(graph.node(o).ty.nbytes()),
+                _ => plan.reuse(graph.node(o).ty.nbytes()),
+            };
+            let written = matches!(work, GroupWork::Written);
+            storage_of.insert(o, s);
+            if !is_output(o) && !written {
+                *holders.entry(s).or_insert(0) += 1;
+            }
+            out_storages.push(s);
         }
         // Values whose last reader has now run give their storage back.
         for &a in &gc.params {
@@ -447,11 +482,11 @@ pub(crate) fn plan_storage(
             }
         }
         let work = match work {
-            GroupWork::View(_) => continue,
+            GroupWork::View(_) | GroupWork::Written => continue,
             GroupWork::Kernel(k) => Work::Kernel(*k),
-            GroupWork::Host(h) => Work::Host(h.clone()),
+            GroupWork::Host(h, _) => Work::Host(h.clone()),
         };
-        args.push(s);
+        args.extend(out_storages);
         steps.push((group_name(graph, g), work, args));
     }
     let mut outputs = Vec::new();
@@ -750,9 +785,10 @@ impl GraphModule {
                     self.device.copy_to_host(buffer, 0, a.as_bytes_mut())?;
                     inputs.push(a);
                 }
-                let out = h.op.run(&inputs, &h.output)?;
-                let buffer = *step.buffers.last().expect("a step writes its output");
-                self.device.copy_from_host(buffer, 0, out.as_bytes())?;
+                let outs = h.op.run(&inputs, &h.outputs)?;
+                for (out, &buffer) in outs.iter().zip(&step.buffers[h.inputs.len()..]) {
+                    self.device.copy_from_host(buffer, 0, out.as_bytes())?;
+                }
             }
         }
         Ok(())

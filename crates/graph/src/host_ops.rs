@@ -9,7 +9,8 @@
 //! *host step*: it reads the input from the device, computes on the host
 //! ([`HostOp::run`]: a heap of the `k` first elements so far, whose last one most elements
 //! of a long row fail to beat in one comparison, then a sort of the `k`: `O(n log k)` at
-//! worst a row), and writes the output back. Host steps are no tuning tasks
+//! worst a row), and writes the output back — both of a TopK's outputs from one selection
+//! where a network uses both (two nodes). Host steps are no tuning tasks
 //! and keep a run out of the device's launch sequences (their launches are made one by
 //! one). Other targets keep the tensor expression, which their devices run as kernels.
 //!
@@ -25,25 +26,35 @@ use tessera_backends::{Target, TargetKind};
 use tessera_runtime::{Element, NDArray};
 use tessera_te::ops::TopKOutput;
 
-/// A host step: its operator and the types of its inputs and output.
+/// A host step: its operator and the types of its inputs and outputs.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct HostStep {
     pub op: HostOp,
     pub inputs: Vec<TensorType>,
-    pub output: TensorType,
+    /// In the order of the operator's outputs.
+    pub outputs: Vec<TensorType>,
+}
+
+/// One output of a host `TopK`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TopKPart {
+    Values,
+    /// The positions, int64.
+    Indices,
 }
 
 /// An operator a host step computes.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum HostOp {
-    /// ONNX's `TopK` along `axis` (non-negative): the values (`indices` false) or their
-    /// positions as int64.
+    /// ONNX's `TopK` along `axis` (non-negative), writing `parts` in order: a network's
+    /// values and positions of one TopK are two nodes, and one selection writes both.
     TopK {
         axis: usize,
         k: usize,
         largest: bool,
-        indices: bool,
+        parts: Vec<TopKPart>,
     },
 }
 
@@ -75,7 +86,35 @@ impl HostOp {
             axis: usize::try_from(axis).ok()?,
             k: usize::try_from(k).ok()?,
             largest,
-            indices: output == TopKOutput::Indices,
+            parts: vec![match output {
+                TopKOutput::Values => TopKPart::Values,
+                TopKOutput::Indices => TopKPart::Indices,
+            }],
+        })
+    }
+
+    /// `self` and `other` as one operator writing both's outputs (this one's first),
+    /// where they are the same selection: two TopKs of one input and attributes.
+    pub fn merged(&self, other: &HostOp) -> Option<HostOp> {
+        let (
+            HostOp::TopK {
+                axis,
+                k,
+                largest,
+                parts,
+            },
+            HostOp::TopK {
+                axis: a2,
+                k: k2,
+                largest: l2,
+                parts: p2,
+            },
+        ) = (self, other);
+        (axis == a2 && k == k2 && largest == l2).then(|| HostOp::TopK {
+            axis: *axis,
+            k: *k,
+            largest: *largest,
+            parts: parts.iter().chain(p2).copied().collect(),
         })
     }
 
@@ -86,8 +125,8 @@ impl HostOp {
         }
     }
 
-    /// Computes the operator on `inputs`; the result has type `out`.
-    pub fn run(&self, inputs: &[NDArray], out: &TensorType) -> Result<NDArray, GraphError> {
+    /// Computes the operator on `inputs`; the results have the types `outs`.
+    pub fn run(&self, inputs: &[NDArray], outs: &[TensorType]) -> Result<Vec<NDArray>, GraphError> {
         let bad =
             |reason: String| GraphError::Invalid(format!("host step `{}`: {reason}", self.name()));
         let [x] = inputs else {
@@ -97,8 +136,15 @@ impl HostOp {
             axis,
             k,
             largest,
-            indices,
+            ref parts,
         } = *self;
+        if outs.len() != parts.len() {
+            return Err(bad(format!(
+                "writes {} outputs, the plan has {}",
+                parts.len(),
+                outs.len()
+            )));
+        }
         let shape = x.shape().to_vec();
         let n = *shape
             .get(axis)
@@ -108,11 +154,13 @@ impl HostOp {
         }
         let mut out_shape = shape.clone();
         out_shape[axis] = k;
-        let want = out.shape.iter().map(|&d| d as usize).collect::<Vec<_>>();
-        if want != out_shape {
-            return Err(bad(format!(
-                "computes {out_shape:?}, the plan has {want:?}"
-            )));
+        for out in outs {
+            let want = out.shape.iter().map(|&d| d as usize).collect::<Vec<_>>();
+            if want != out_shape {
+                return Err(bad(format!(
+                    "computes {out_shape:?}, the plan has {want:?}"
+                )));
+            }
         }
         let rows = Rows {
             outer: shape[..axis].iter().product(),
@@ -126,25 +174,29 @@ impl HostOp {
                 match x.dtype() {
                     $(d if d == <$t as Element>::DTYPE => {
                         let (values, positions) = rows.top_k(x.as_slice::<$t>()?);
-                        if indices {
-                            NDArray::from_slice(&out_shape, &positions)
-                        } else {
-                            NDArray::from_slice(&out_shape, &values)
-                        }
+                        parts
+                            .iter()
+                            .map(|p| match p {
+                                TopKPart::Values => NDArray::from_slice(&out_shape, &values),
+                                TopKPart::Indices => NDArray::from_slice(&out_shape, &positions),
+                            })
+                            .collect::<Result<Vec<_>, _>>()
                     })*
                     d => return Err(bad(format!("no order for {d}"))),
                 }
             };
         }
-        let result = typed!(f32, f64, half::f16, i8, i16, i32, i64, u8, u16, u32, u64)?;
-        if result.dtype() != out.dtype {
-            return Err(bad(format!(
-                "computes {}, the plan has {}",
-                result.dtype(),
-                out.dtype
-            )));
+        let results = typed!(f32, f64, half::f16, i8, i16, i32, i64, u8, u16, u32, u64)?;
+        for (result, out) in results.iter().zip(outs) {
+            if result.dtype() != out.dtype {
+                return Err(bad(format!(
+                    "computes {}, the plan has {}",
+                    result.dtype(),
+                    out.dtype
+                )));
+            }
         }
-        Ok(result)
+        Ok(results)
     }
 }
 

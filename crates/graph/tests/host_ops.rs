@@ -1,16 +1,16 @@
 //! Host steps: a CPU build runs `TopK` on the host (a partial sort) instead of as a
 //! kernel. The network's outputs equal the reference interpreter's (which evaluates
 //! TopK's tensor expression), ties in ONNX's order, along the last axis and a middle one,
-//! largest and smallest; the step is no tuning task, keeps the run out of a launch
-//! sequence saying why, and survives a module file; bad input to the operator is an
-//! error, and NaNs order as PyTorch's.
+//! largest and smallest; one step writes both the values and the positions; the step is
+//! no tuning task, keeps the run out of a launch sequence saying why, and survives a
+//! module file; bad input to the operator is an error, and NaNs order as PyTorch's.
 
 mod common;
 use common::rnd;
 
 use std::sync::Arc;
 use tessera_backends::{CpuBackend, Target};
-use tessera_graph::host_ops::HostOp;
+use tessera_graph::host_ops::{HostOp, TopKPart};
 use tessera_graph::reference::interpret;
 use tessera_graph::{
     build, compile, extract_tasks, fuse, Binary, CompiledNetwork, Graph, LaunchMode, Op,
@@ -80,11 +80,11 @@ fn topk_runs_on_the_host_as_the_reference_computes_it() {
             }
             other => panic!("{case}: {other:?}"),
         }
-        // its profile names the host steps among the kernels
+        // one host step writes both outputs; the profile names it among the kernels
         let steps = m.profile(1).unwrap();
-        assert_eq!(steps.len(), fuse(&g).len(), "{case}: {steps:?}");
+        assert_eq!(steps.len(), fuse(&g).len() - 1, "{case}: {steps:?}");
         let keys = m.step_workload_keys();
-        assert_eq!(keys.iter().filter(|k| k.is_empty()).count(), 2, "{case}");
+        assert_eq!(keys.iter().filter(|k| k.is_empty()).count(), 1, "{case}");
     }
 }
 
@@ -115,17 +115,17 @@ fn the_host_topk_checks_its_input_and_orders_nan_first() {
         axis: 0,
         k: 3,
         largest: true,
-        indices: true,
+        parts: vec![TopKPart::Indices],
     };
-    let out = TensorType::new(&[3], DataType::int64());
+    let out = [TensorType::new(&[3], DataType::int64())];
     let x = NDArray::from_slice_f32(&[5], &[1.0, f32::NAN, 3.0, f32::INFINITY, 3.0]).unwrap();
-    let got = op.run(std::slice::from_ref(&x), &out).unwrap();
+    let got = op.run(std::slice::from_ref(&x), &out).unwrap().remove(0);
     assert_eq!(got.as_slice::<i64>().unwrap(), &[1, 3, 2]);
     // a NaN after the first k, in a block tested against the heap's root at once
     let mut late: Vec<f32> = (0..200).map(|i| (i % 50) as f32).collect();
     late[150] = f32::NAN;
     let late = NDArray::from_slice_f32(&[200], &late).unwrap();
-    let got = op.run(&[late], &out).unwrap();
+    let got = op.run(&[late], &out).unwrap().remove(0);
     assert_eq!(got.as_slice::<i64>().unwrap(), &[150, 49, 99]);
 
     let ints = NDArray::from_slice::<i64>(&[5], &[i64::MAX, -4, i64::MAX - 1, 7, -4]).unwrap();
@@ -133,23 +133,32 @@ fn the_host_topk_checks_its_input_and_orders_nan_first() {
         axis: 0,
         k: 3,
         largest: false,
-        indices: false,
+        parts: vec![TopKPart::Values, TopKPart::Indices],
     };
-    let values = TensorType::new(&[3], DataType::int64());
-    let got = smallest.run(&[ints], &values).unwrap();
-    assert_eq!(got.as_slice::<i64>().unwrap(), &[-4, -4, 7]);
+    let both = [
+        TensorType::new(&[3], DataType::int64()),
+        TensorType::new(&[3], DataType::int64()),
+    ];
+    let got = smallest.run(&[ints], &both).unwrap();
+    assert_eq!(got[0].as_slice::<i64>().unwrap(), &[-4, -4, 7]);
+    assert_eq!(got[1].as_slice::<i64>().unwrap(), &[1, 4, 3]);
 
     let too_many = HostOp::TopK {
         axis: 0,
         k: 6,
         largest: true,
-        indices: true,
+        parts: vec![TopKPart::Indices],
     };
     let e = too_many
-        .run(&[x.clone()], &TensorType::new(&[6], DataType::int64()))
+        .run(&[x.clone()], &[TensorType::new(&[6], DataType::int64())])
         .unwrap_err()
         .to_string();
     assert!(e.contains("k = 6 on an axis of 5"), "{e}");
-    let e = op.run(&[x.clone(), x], &out).unwrap_err().to_string();
+    let e = op
+        .run(&[x.clone(), x.clone()], &out)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("takes one input"), "{e}");
+    let e = op.run(&[x], &both).unwrap_err().to_string();
+    assert!(e.contains("writes 1 outputs, the plan has 2"), "{e}");
 }
