@@ -9,6 +9,9 @@
 //! - **rank**, otherwise: each element's rank along the axis (how many elements come
 //!   before it), then the `j`-th output as the one element whose rank is `j` — `n²`
 //!   comparisons a row, few stages, for a large `k` (a whole sort) on a short axis.
+//!
+//! A CPU network build runs TopK as a host step instead (the graph crate's `host_ops`, a
+//! heap over the row); these forms are what other targets build, and the reference.
 
 use super::attr_err;
 use super::elemwise::{const_of, normalize_axis};
@@ -68,6 +71,13 @@ pub fn topk(
     topk_by_rank(x, ax, k, largest, which)
 }
 
+/// The index `ix` with its position along axis `ax` replaced by `j`.
+fn along(ix: &[Expr], ax: usize, j: Expr) -> Vec<Expr> {
+    let mut idx = ix.to_vec();
+    idx[ax] = j;
+    idx
+}
+
 /// [`topk`] by rank: `n²` comparisons a row.
 fn topk_by_rank(
     x: &Tensor,
@@ -78,16 +88,10 @@ fn topk_by_rank(
 ) -> Result<Tensor, TeError> {
     let s = x.shape().to_vec();
     let n = s[ax];
-    // `x` at `ix` with position `j` along the axis
-    let at = |ix: &[Expr], j: Expr| -> Expr {
-        let mut idx = ix.to_vec();
-        idx[ax] = j;
-        x.at(&idx)
-    };
     let i32c = |v: i64| Expr::int_of(DataType::int32(), v);
     let m = reduce_axis(n, "m");
     let rank = compute_tagged(&s, "T_topk_rank", TAG_COMM_REDUCE, &[], |ix| {
-        let (mine, other) = (x.at(ix), at(ix, m.expr()));
+        let (mine, other) = (x.at(ix), x.at(&along(ix, ax, m.expr())));
         let ahead = if largest {
             other.clone().gt(mine.clone())
         } else {
@@ -109,8 +113,7 @@ fn topk_by_rank(
     };
     let name = which.stage_name();
     let picked = compute_tagged(&out, name, TAG_COMM_REDUCE, &[], |ix| {
-        let mut src = ix.to_vec();
-        src[ax] = i.expr();
+        let src = along(ix, ax, i.expr());
         let hit = rank
             .at(&src)
             .eq(Expr::cast(DataType::int32(), ix[ax].clone()));
@@ -142,19 +145,13 @@ fn topk_by_selection(
     let n = s[ax];
     let mut row = s.clone();
     row[ax] = 1;
-    // `x` at `ix` (of a row's shape) with position `j` along the axis
-    let at = |ix: &[Expr], j: Expr| -> Vec<Expr> {
-        let mut idx = ix.to_vec();
-        idx[ax] = j;
-        idx
-    };
     let mut passes: Vec<(Tensor, Tensor)> = Vec::with_capacity(k as usize);
     for j in 0..k {
         let prev = passes.last().cloned();
         // whether the element at position `i` of row `ix` comes after the previous pick
         let after = |ix: &[Expr], i: &Expr| -> Option<Expr> {
             let (pv, pi) = prev.as_ref()?;
-            let v = x.at(&at(ix, i.clone()));
+            let v = x.at(&along(ix, ax, i.clone()));
             let p = pv.at(ix);
             let beyond = if largest {
                 v.clone().lt(p.clone())
@@ -169,7 +166,7 @@ fn topk_by_selection(
         };
         let r = reduce_axis(n, "r");
         let value = compute_tagged(&row, &format!("T_topk_v{j}"), TAG_COMM_REDUCE, &[], |ix| {
-            let v = x.at(&at(ix, r.expr()));
+            let v = x.at(&along(ix, ax, r.expr()));
             let rs = std::slice::from_ref(&r);
             let mut red = if largest {
                 crate::tensor::max(v, rs)
@@ -192,7 +189,7 @@ fn topk_by_selection(
         })?;
         let q = reduce_axis(n, "q");
         let position = compute_tagged(&row, &format!("T_topk_i{j}"), TAG_COMM_REDUCE, &[], |ix| {
-            let hit = x.at(&at(ix, q.expr())).eq(value.at(ix));
+            let hit = x.at(&along(ix, ax, q.expr())).eq(value.at(ix));
             let cond = match after(ix, &q.expr()) {
                 Some(c) => Expr::and(hit, c),
                 None => hit,
@@ -209,8 +206,7 @@ fn topk_by_selection(
     out[ax] = k;
     let name = which.stage_name();
     compute_tagged(&out, name, "injective", &[], |ix| {
-        let mut src = ix.to_vec();
-        src[ax] = Expr::int(0);
+        let src = along(ix, ax, Expr::int(0));
         let pick = |(v, i): &(Tensor, Tensor)| match which {
             TopKOutput::Values => v.at(&src),
             TopKOutput::Indices => i.at(&src),
