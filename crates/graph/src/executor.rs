@@ -696,9 +696,9 @@ impl GraphModule {
         Ok(())
     }
 
-    /// Each step as the device launches it, or the first host step where there is one
-    /// (a run with host steps is no launch sequence of the device's).
-    pub(crate) fn launch_steps(&self) -> Result<Vec<LaunchStep>, &Step> {
+    /// Each step as the device launches it, or why not: a run with a host step is no
+    /// launch sequence of the device's.
+    pub(crate) fn launch_steps(&self) -> Result<Vec<LaunchStep>, String> {
         self.steps
             .iter()
             .map(|step| match &step.work {
@@ -710,7 +710,11 @@ impl GraphModule {
                         dims: k.launch,
                     })
                 }
-                Work::Host(_) => Err(step),
+                Work::Host(h) => Err(format!(
+                    "step `{}` ({}) runs on the host",
+                    step.name,
+                    h.op.name()
+                )),
             })
             .collect()
     }
@@ -720,14 +724,8 @@ impl GraphModule {
     pub(crate) fn record_sequence(&mut self) {
         let steps = match self.launch_steps() {
             Ok(steps) => steps,
-            Err(host) => {
-                let op = match &host.work {
-                    Work::Host(h) => h.op.name(),
-                    Work::Kernel(_) => "a kernel",
-                };
-                self.launch_mode = LaunchMode::StepByStep {
-                    why: format!("step `{}` ({op}) runs on the host", host.name),
-                };
+            Err(why) => {
+                self.launch_mode = LaunchMode::StepByStep { why };
                 return;
             }
         };
@@ -765,9 +763,8 @@ impl GraphModule {
     /// Launches step `i`'s kernel on its buffers. The build checked every group's
     /// parameter types against the values planned for them; each storage is at least
     /// as large as any value given to it, and a step's output storage is never one of
-    /// its inputs' (it is taken before they are released).
-    /// A host step waits for the device, reads its inputs, computes and writes its
-    /// output back.
+    /// its inputs' (it is taken before they are released). A host step waits for the
+    /// device, reads its inputs, computes and writes its outputs back.
     fn launch_step(&self, i: usize) -> Result<(), GraphError> {
         let step = &self.steps[i];
         match &step.work {

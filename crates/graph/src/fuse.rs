@@ -51,8 +51,8 @@ impl Group {
     /// network output. The bytes of a row-major tensor are those of every reshape of it,
     /// so a view runs no kernel: its value shares its source's storage, and it is no
     /// tuning task. Such groups are where fusion stops, after a reduction or a value
-    /// with several readers: LLaMA-style decoders had 30 copy kernels a run (4 % of
-    /// their time), ResNet one after its pooling.
+    /// with several readers: LLaMA-style decoders had 30 copy kernels a run (0.63 of
+    /// `tessera run --profile`'s 14.1 ms), ResNet one after its pooling.
     pub fn view_of(&self, graph: &Graph) -> Option<NodeIndex> {
         let [node] = self.nodes[..] else {
             return None;
