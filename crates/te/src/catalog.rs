@@ -202,6 +202,7 @@ type Binary = fn(&Tensor, &Tensor) -> Result<Tensor, TeError>;
 enum Family {
     Matmul,
     Dense,
+    DensePacked,
     BatchMatmul,
     Attention,
     Conv2d(Conv2dKind),
@@ -288,6 +289,7 @@ const ANY: &str = "D0,…";
 static ENTRIES: &[OpEntry] = &[
     row("matmul", &[], "M,N,K", "C[M,N] = A[M,K] · B[K,N]", F::Matmul),
     row("dense", &[], "M,N,K", "TVM's dense: data[M,K] · weight[N,K]ᵀ", F::Dense),
+    row("dense_packed", &[], "M,N,K", "dense on a weight packed by blocks of B output features [N/B,K,B], as CPU network builds lay out constant weights (B: --block _,B, else the largest power of two up to 16 dividing N, as tuned up to the target's float32 lanes)", F::DensePacked),
     row("batch_matmul", &[], "B,M,N,K", "TVM's batch_matmul: A[B,M,K] · B[B,N,K]ᵀ per batch", F::BatchMatmul),
     row("attention", &[], "B,M,K,N,D", "scaled dot-product attention as one operator: softmax(Q[B,M,K] · KT[B,K,N] / √K + mask[N]) · V[B,N,D] (a transformer's heads: B; queries M, keys N)", F::Attention),
     row("conv2d", &["conv2d_nhwc"], CONV2D_SHAPE, "conv2d, data NHWC, kernel HWIO; stride, pad, dilation", F::Conv2d(Conv2dKind::Nhwc)),
@@ -393,6 +395,9 @@ impl OpSpec {
                 }
                 _ => {}
             }
+        }
+        if let (None, "dense_packed", [_, n, _]) = (self.attrs.block, name, &self.shape[..]) {
+            out.attrs.block = Some((1, largest_pow2_divisor(*n, lanes)));
         }
         out
     }
@@ -584,6 +589,7 @@ type Built = (Vec<Tensor>, Tensor);
 fn build(family: Family, s: &OpSpec) -> Result<Built, TeError> {
     match family {
         F::Matmul | F::Dense | F::BatchMatmul => gemm(family, &s.shape),
+        F::DensePacked => dense_packed(s),
         F::Attention => attention(&s.shape),
         F::Conv2d(kind) => conv2d(kind, s),
         F::Conv3d(layout) => conv3d(layout, s),
@@ -617,6 +623,23 @@ fn gemm(family: Family, d: &[i64]) -> Result<Built, TeError> {
         _ => ops::batch_matmul(&a, &b)?,
     };
     Ok((vec![a, b], out))
+}
+
+/// dense on a weight packed `[N/b, K, b]` (`b`: the output block of `block`, else the
+/// largest power of two up to 16 dividing `N`).
+fn dense_packed(s: &OpSpec) -> Result<Built, TeError> {
+    let &[m, n, k] = &s.shape[..] else {
+        return Err(arity_bug("dense_packed", &s.shape));
+    };
+    let b = s.attrs.block.map_or(pick_vector(n, 16), |(_, ob)| ob);
+    if n % b != 0 {
+        let why = format!("output block {b} must divide the output features {n}");
+        return Err(bad_attr(&s.name, "block", why));
+    }
+    let data = placeholder(&[m, k], F32, "data")?;
+    let weight = placeholder(&[n / b, k, b], F32, "weight")?;
+    let out = ops::dense(&data, &weight, None)?;
+    Ok((vec![data, weight], out))
 }
 
 /// attention: `Q [B, M, K]`, `KT [B, K, N]`, `V [B, N, D]`, an additive mask `[N]`,

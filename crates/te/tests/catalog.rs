@@ -26,6 +26,7 @@ fn small_shape(name: &str) -> Option<&'static [i64]> {
     Some(match name {
         "matmul" => &[5, 7, 3],
         "dense" => &[4, 6, 5],
+        "dense_packed" => &[3, 24, 5],
         "batch_matmul" => &[2, 3, 5, 4],
         "attention" => &[2, 9, 8, 16, 8],
         "conv2d" | "conv2d_nchw" | "conv2d_transpose" => &[1, 6, 5, 3, 4, 3, 3],
@@ -194,6 +195,30 @@ fn attributes_reach_the_operators() {
         why.as_deref()
             .unwrap_or("")
             .contains("must divide the output channels 24"),
+        "{err}: {why:?}"
+    );
+
+    // The packed dense, as network builds lay out a constant weight: [N/b, K, b]
+    let dense = |shape: &[i64], block| {
+        let a = OpAttrs {
+            block,
+            ..OpAttrs::default()
+        };
+        OpSpec::new("dense_packed", shape, a).unwrap()
+    };
+    let s = dense(&[3, 24, 5], Some((1, 4)));
+    assert_eq!(kernel_shape(&s), [6, 5, 4]);
+    assert_default_matches_naive(&s);
+    let s = dense(&[1, 48, 7], None);
+    assert_eq!(kernel_shape(&s), [3, 7, 16]);
+    assert_default_matches_naive(&s);
+    assert_eq!(kernel_shape(&s.for_vector_lanes(8)), [6, 7, 8]);
+    let err = dense(&[3, 24, 5], Some((1, 16))).tensors().unwrap_err();
+    let why = std::error::Error::source(&err).map(|e| e.to_string());
+    assert!(
+        why.as_deref()
+            .unwrap_or("")
+            .contains("must divide the output features 24"),
         "{err}: {why:?}"
     );
 
