@@ -128,11 +128,20 @@ impl ComputeDag {
                     }
                     let body = body.map(|e| rename.mutate_expr(e));
                     out.push_str(&format!(
-                        "t{i} {} {:?} = {}\n",
+                        "t{i} {} {:?} = {}",
                         t.dtype(),
                         t.shape(),
                         body_text(&body)
                     ));
+                    // runtime extents, where any (a DAG without one keys as before)
+                    let axes = axis.iter().map(|a| ('a', a));
+                    let reduce = t.reduce_axis().iter().map(|a| ('r', a));
+                    for (k, (kind, a)) in axes.enumerate().chain(reduce.enumerate()) {
+                        if let Some(n) = a.bound() {
+                            out.push_str(&format!(" {kind}{k}<{}", rename.mutate_expr(n)));
+                        }
+                    }
+                    out.push('\n');
                 }
             }
         }
@@ -296,11 +305,18 @@ impl fmt::Display for ComputeDag {
                     let names: Vec<&str> = axis.iter().map(|a| a.name()).collect();
                     write!(f, "{}({})", t.name(), names.join(", "))?;
                     match body {
-                        ComputeBody::Expr(e) => writeln!(f, " = {e}")?,
+                        ComputeBody::Expr(e) => write!(f, " = {e}")?,
                         ComputeBody::Reduce(r) => {
-                            writeln!(f, " {} {}", r.op.update_symbol(), r.source)?
+                            write!(f, " {} {}", r.op.update_symbol(), r.source)?
                         }
                     }
+                    // runtime extents (TVM has none to print)
+                    for a in axis.iter().chain(t.reduce_axis()) {
+                        if let Some(n) = a.bound() {
+                            write!(f, " ({} < {n})", a.name())?;
+                        }
+                    }
+                    writeln!(f)?
                 }
             }
         }

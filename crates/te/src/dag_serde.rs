@@ -16,6 +16,10 @@ struct SerialIterVar {
     var: Var,
     extent: Option<i64>,
     reduce: bool,
+    /// The runtime extent; absent where there is none (so that a DAG without one
+    /// serializes, and keys its workload, as before runtime extents existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    bound: Option<Expr>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -62,16 +66,18 @@ fn iter_var_out(iv: &IterVar) -> SerialIterVar {
         var: iv.var().clone(),
         extent: iv.extent(),
         reduce: iv.is_reduce(),
+        bound: iv.bound().cloned(),
     }
 }
 
-fn iter_var_in(s: SerialIterVar) -> IterVar {
+fn iter_var_in(s: SerialIterVar, relink: &mut Relink) -> IterVar {
     let kind = if s.reduce {
         IterKind::Reduce
     } else {
         IterKind::DataPar
     };
-    IterVar::from_var(s.var, s.extent, kind)
+    let bound = s.bound.map(|e| relink.mutate_expr(&e));
+    IterVar::from_var(s.var, s.extent, kind).with_bound(bound)
 }
 
 fn body_out(b: &ComputeBody) -> SerialBody {
@@ -92,7 +98,7 @@ fn body_out(b: &ComputeBody) -> SerialBody {
     }
 }
 
-fn body_in(b: SerialBody) -> ComputeBody {
+fn body_in(b: SerialBody, relink: &mut Relink) -> ComputeBody {
     match b {
         SerialBody::Expr(e) => ComputeBody::Expr(e),
         SerialBody::Reduce {
@@ -109,7 +115,7 @@ fn body_in(b: SerialBody) -> ComputeBody {
                 SerialReduceOp::Min => ReduceOp::Min,
             },
             source,
-            axis: axis.into_iter().map(iter_var_in).collect(),
+            axis: axis.into_iter().map(|a| iter_var_in(a, relink)).collect(),
             init,
             condition,
         }),
@@ -182,8 +188,11 @@ impl<'de> Deserialize<'de> for ComputeDag {
             let kind = match st.compute {
                 None => OpKind::Placeholder,
                 Some((axis, body)) => OpKind::Compute {
-                    axis: axis.into_iter().map(iter_var_in).collect(),
-                    body: body_in(body).map(|e| relink.mutate_expr(e)),
+                    axis: axis
+                        .into_iter()
+                        .map(|a| iter_var_in(a, &mut relink))
+                        .collect(),
+                    body: body_in(body, &mut relink).map(|e| relink.mutate_expr(e)),
                 },
             };
             built.push(Tensor::from_node(TensorNode {

@@ -29,6 +29,7 @@ pub use error::{LowerError, ScheduleError, TeError};
 pub use lower::lower;
 pub use schedule::{Annotation, Attach, Relation, Schedule, Stage};
 pub use tensor::{
-    compute, compute_tagged, compute_with_attrs, max, min, placeholder, prod, reduce_axis, sum,
-    ComputeBody, IterKind, IterVar, OpKind, Reduce, ReduceOp, Tensor,
+    compute, compute_bounded, compute_tagged, compute_with_attrs, max, min, placeholder, prod,
+    reduce_axis, reduce_axis_bounded, sum, ComputeBody, IterKind, IterVar, OpKind, Reduce,
+    ReduceOp, Tensor,
 };

@@ -87,6 +87,12 @@ pub(crate) fn rfactor(
         vmap.insert(rv.clone(), substitute(val, &leaf_map));
     }
     let mut conds: Vec<Expr> = guards.iter().map(|g| substitute(g, &leaf_map)).collect();
+    // a reduce axis with a runtime extent stops there in the partial sums too
+    for a in &red.axis {
+        if let (Some(n), Some(v)) = (a.bound(), root_vals.get(a.var())) {
+            conds.push(substitute(v, &leaf_map).lt(n));
+        }
+    }
     if let Some(c) = &red.condition {
         conds.push(substitute(c, &vmap));
     }

@@ -29,6 +29,11 @@ pub struct IterVarNode {
     /// extents bound inference derives.
     pub extent: Option<i64>,
     pub kind: IterKind,
+    /// A runtime extent, at most `extent`: an int32 expression of what a kernel reads
+    /// when it starts (a load of a one-element extent tensor). Only the indices below it
+    /// are computed (a data-parallel axis) or reduced (a reduce axis); storage keeps the
+    /// static extent. `None`: the whole static extent.
+    pub bound: Option<Expr>,
 }
 
 impl IterVar {
@@ -37,12 +42,31 @@ impl IterVar {
             var: Var::int(name),
             extent,
             kind,
+            bound: None,
         }))
     }
     /// The iteration variable of an existing variable (a DAG read back from data keeps
     /// its variables' identities).
     pub fn from_var(var: Var, extent: Option<i64>, kind: IterKind) -> Self {
-        IterVar(Arc::new(IterVarNode { var, extent, kind }))
+        IterVar(Arc::new(IterVarNode {
+            var,
+            extent,
+            kind,
+            bound: None,
+        }))
+    }
+    /// `self` (same variable) with a runtime extent `bound` (see [`IterVarNode::bound`]).
+    pub fn with_bound(&self, bound: Option<Expr>) -> Self {
+        IterVar(Arc::new(IterVarNode {
+            var: self.0.var.clone(),
+            extent: self.0.extent,
+            kind: self.0.kind,
+            bound,
+        }))
+    }
+    /// The runtime extent, where the axis has one.
+    pub fn bound(&self) -> Option<&Expr> {
+        self.0.bound.as_ref()
     }
     pub fn var(&self) -> &Var {
         &self.0.var
@@ -62,9 +86,10 @@ impl IterVar {
     pub fn expr(&self) -> Expr {
         self.0.var.to_expr()
     }
-    /// A new iteration variable with the same extent and kind and another name.
+    /// A new iteration variable with the same extent, kind and runtime extent and
+    /// another name.
     pub fn copy_with_name(&self, name: impl Into<String>) -> IterVar {
-        IterVar::new(name, self.extent(), self.kind())
+        IterVar::new(name, self.extent(), self.kind()).with_bound(self.0.bound.clone())
     }
 }
 
@@ -88,6 +113,12 @@ impl fmt::Display for IterVar {
 /// A reduction axis over `[0, extent)`.
 pub fn reduce_axis(extent: i64, name: &str) -> IterVar {
     IterVar::new(name, Some(extent), IterKind::Reduce)
+}
+
+/// A reduction axis over `[0, bound)`, `bound` known when the kernel runs and at most
+/// `extent` (see [`IterVarNode::bound`]).
+pub fn reduce_axis_bounded(extent: i64, bound: Expr, name: &str) -> IterVar {
+    reduce_axis(extent, name).with_bound(Some(bound))
 }
 
 /// The combiner of a reduction.
@@ -440,9 +471,18 @@ pub fn placeholder(shape: &[i64], dtype: DataType, name: &str) -> Result<Tensor,
 }
 
 /// The tensors a body reads, in order of first appearance.
-pub(crate) fn collect_inputs(op: &str, body: &ComputeBody) -> Result<Vec<Tensor>, TeError> {
+pub(crate) fn collect_inputs(
+    op: &str,
+    axis: &[IterVar],
+    body: &ComputeBody,
+) -> Result<Vec<Tensor>, TeError> {
     let mut bufs: Vec<Buffer> = Vec::new();
-    for e in body.exprs() {
+    let reduce_axes = match body {
+        ComputeBody::Reduce(r) => &r.axis[..],
+        ComputeBody::Expr(_) => &[],
+    };
+    let bounds = axis.iter().chain(reduce_axes).filter_map(|a| a.bound());
+    for e in body.exprs().into_iter().chain(bounds) {
         post_order_visit(e, &mut |x| {
             if let ExprNode::Load { buffer, .. } = x.node() {
                 if !bufs.contains(buffer) {
@@ -499,7 +539,7 @@ pub(crate) fn make_compute(
             }
         }
     }
-    let inputs = collect_inputs(name, &body)?;
+    let inputs = collect_inputs(name, &axis, &body)?;
     let buffer = buffer.unwrap_or_else(|| {
         Buffer::new(
             name,
@@ -552,6 +592,44 @@ pub fn compute_with_attrs<B: Into<ComputeBody>>(
     attrs: &[(&str, &[&str])],
     f: impl FnOnce(&[Expr]) -> B,
 ) -> Result<Tensor, TeError> {
+    compute_impl(shape, &[], name, tag, axis_names, attrs, f)
+}
+
+/// [`compute_tagged`] whose axes may have runtime extents: `bounds[d]`, where given, is
+/// an int32 expression (a load of a one-element extent tensor) at most `shape[d]`, and
+/// only the indices below it are computed when the kernel runs (see
+/// [`IterVarNode::bound`]). The other elements of the output keep what they held.
+pub fn compute_bounded<B: Into<ComputeBody>>(
+    shape: &[i64],
+    bounds: &[Option<Expr>],
+    name: &str,
+    tag: &str,
+    axis_names: &[&str],
+    f: impl FnOnce(&[Expr]) -> B,
+) -> Result<Tensor, TeError> {
+    if bounds.len() > shape.len() {
+        return Err(TeError::BadShape {
+            op: name.to_string(),
+            shape: shape.to_vec(),
+            reason: format!(
+                "{} runtime extents for {} dimensions",
+                bounds.len(),
+                shape.len()
+            ),
+        });
+    }
+    compute_impl(shape, bounds, name, tag, axis_names, &[], f)
+}
+
+fn compute_impl<B: Into<ComputeBody>>(
+    shape: &[i64],
+    bounds: &[Option<Expr>],
+    name: &str,
+    tag: &str,
+    axis_names: &[&str],
+    attrs: &[(&str, &[&str])],
+    f: impl FnOnce(&[Expr]) -> B,
+) -> Result<Tensor, TeError> {
     check_shape(name, shape)?;
     if !axis_names.is_empty() && axis_names.len() != shape.len() {
         return Err(TeError::BadShape {
@@ -573,6 +651,7 @@ pub fn compute_with_attrs<B: Into<ComputeBody>>(
                 .map(|s| s.to_string())
                 .unwrap_or_else(|| format!("i{i}"));
             IterVar::new(n, Some(*d), IterKind::DataPar)
+                .with_bound(bounds.get(i).cloned().flatten())
         })
         .collect();
     let idx: Vec<Expr> = axis.iter().map(|a| a.expr()).collect();

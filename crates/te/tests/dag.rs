@@ -188,3 +188,51 @@ fn a_dag_read_back_from_json_is_the_same_dag() {
     let bad = serde_json::from_str::<ComputeDag>(r#"{"ops":[],"outputs":[0]}"#);
     assert!(bad.unwrap_err().to_string().contains("output 0"));
 }
+
+/// A DAG whose axes have runtime extents (issue 61) reads back with them, prints them,
+/// keys them (a bounded axis is another workload than the same axis unbounded, and
+/// than another axis bounded) and lowers to the same program.
+#[test]
+fn runtime_extents_read_back_and_key_their_dag() {
+    let product = |bound_rows: bool, bound_terms: bool| {
+        let n = placeholder(&[1], DataType::int32(), "n").unwrap();
+        let a = placeholder(&[6, 5], DataType::float32(), "A").unwrap();
+        let b = placeholder(&[5, 4], DataType::float32(), "B").unwrap();
+        let k = match bound_terms {
+            true => tessera_te::reduce_axis_bounded(5, n.at(&[Expr::int(0)]), "k"),
+            false => tessera_te::reduce_axis(5, "k"),
+        };
+        let rows = bound_rows.then(|| n.at(&[Expr::int(0)]));
+        let c = tessera_te::compute_bounded(&[6, 4], &[rows], "C", "", &["i", "j"], |ix| {
+            tessera_te::sum(
+                a.at(&[ix[0].clone(), k.expr()]) * b.at(&[k.expr(), ix[1].clone()]),
+                std::slice::from_ref(&k),
+            )
+        })
+        .unwrap();
+        ComputeDag::new(&[c]).unwrap()
+    };
+    let dag = product(true, true);
+    assert!(dag.to_string().contains("(i < n[0]) (k < n[0])"), "{dag}");
+    let text = serde_json::to_string(&dag).unwrap();
+    let back: ComputeDag = serde_json::from_str(&text).unwrap();
+    assert_eq!(back.to_string(), dag.to_string());
+    assert_eq!(back.workload_key(), dag.workload_key());
+    let lowered = |d: &ComputeDag| {
+        let s = Schedule::create(&d.outputs).unwrap();
+        let mut args = d.inputs();
+        args.extend(d.outputs.iter().cloned());
+        lower(&s, &args, "f").unwrap().to_string()
+    };
+    assert_eq!(lowered(&back), lowered(&dag));
+    assert!(
+        lowered(&dag).contains("for (k, 0, n[0])"),
+        "{}",
+        lowered(&dag)
+    );
+    let keys: std::collections::HashSet<String> = [(true, true), (true, false), (false, true)]
+        .into_iter()
+        .map(|(r, t)| product(r, t).workload_key())
+        .collect();
+    assert_eq!(keys.len(), 3);
+}

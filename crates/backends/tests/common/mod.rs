@@ -13,6 +13,10 @@ pub struct Built {
     path: std::path::PathBuf,
     entry: String,
     mcpu: String,
+    /// The kernel's library, open until the process ends: a kernel with parallel loops
+    /// leaves OpenMP's threads behind, which closing the library (and the OpenMP
+    /// runtime it loaded) would pull the code from under.
+    lib: std::mem::ManuallyDrop<libloading::Library>,
 }
 
 /// `func` built for `-march=mcpu`; its source must call each of `helpers`.
@@ -26,11 +30,14 @@ pub fn build(func: &tessera_ir::PrimFunc, mcpu: &str, helpers: &[&str]) -> Built
     for helper in helpers {
         assert!(source.contains(helper), "-march={mcpu}, {helper}: {source}");
     }
+    // SAFETY: a kernel library the backend just built; loading runs no code of ours.
+    let lib = unsafe { libloading::Library::new(&art.path) }.unwrap();
     Built {
         _dir: dir,
         path: art.path,
         entry: art.entry,
         mcpu: mcpu.to_string(),
+        lib: std::mem::ManuallyDrop::new(lib),
     }
 }
 
@@ -52,9 +59,8 @@ impl Built {
         // SAFETY: built from a function whose entry takes these buffers, each of the size
         // the caller allocated as the function declares, and returns a status.
         let status = unsafe {
-            let lib = libloading::Library::new(&self.path).unwrap();
             let f: libloading::Symbol<unsafe extern "C" fn(*mut *mut c_void, i32) -> i32> =
-                lib.get(self.entry.as_bytes()).unwrap();
+                self.lib.get(self.entry.as_bytes()).unwrap();
             f(ptrs.as_mut_ptr(), ptrs.len() as i32)
         };
         assert_eq!(status, 0, "-march={}", self.mcpu);

@@ -103,6 +103,11 @@ impl<'a> Lowerer<'a> {
             };
             vmap.insert(rv.var().clone(), v);
         }
+        let runtime = Self::runtime_extents(&st, &b);
+        for (root, n) in &runtime.guarded {
+            guards.push(vmap[root.var()].lt(n));
+        }
+        self.runtime_loops.extend(runtime.loops);
         for (d, g) in b.domain_guard.iter().enumerate() {
             if *g {
                 let v = vmap[st.op.axis()[d].var()].clone();
@@ -244,7 +249,11 @@ impl<'a> Lowerer<'a> {
             self.unit_vars.insert(var, Expr::int(0));
             return body;
         }
-        let mut s = Stmt::for_loop(var, Expr::int(0), Expr::int(ext), loop_kind(ann), body);
+        let extent = match self.runtime_loops.get(leaf) {
+            Some(n) => n.clone(),
+            None => Expr::int(ext),
+        };
+        let mut s = Stmt::for_loop(var, Expr::int(0), extent, loop_kind(ann), body);
         for (iv, key, value) in st.pragmas.iter().rev() {
             if iv == leaf {
                 s = Stmt::attr(format!("pragma_{key}"), value.clone(), s);

@@ -15,13 +15,15 @@
 //!
 //! [`lower`] lists these passes in order. One file per pass: this one holds the shared
 //! state (`Lowerer`) and steps 0–1, `bounds.rs` step 2, `emit.rs` step 3, with
-//! `interval.rs` the interval arithmetic of step 2 and `allreduce.rs` the emission of a
-//! reduction spread over the threads of a block.
+//! `interval.rs` the interval arithmetic of step 2, `allreduce.rs` the emission of a
+//! reduction spread over the threads of a block and `runtime.rs` the loops and guards
+//! of axes whose extent a kernel reads when it runs.
 
 mod allreduce;
 mod bounds;
 mod emit;
 mod interval;
+mod runtime;
 
 pub(crate) use bounds::reduce_leaf_algebra;
 
@@ -57,6 +59,8 @@ struct Lowerer<'a> {
     unit_vars: HashMap<Var, Expr>,
     /// Each stage's storage scope as lowered (see [`storage_scopes`]).
     scopes: Vec<StorageScope>,
+    /// Leaf loops that run to a runtime extent (`runtime.rs`), of the stages emitted.
+    runtime_loops: HashMap<IterVar, Expr>,
 }
 
 /// Each stage's storage scope: the one the schedule set, except that a stage left in
@@ -220,6 +224,7 @@ impl<'a> Lowerer<'a> {
             an: Analyzer::new(),
             unit_vars: HashMap::new(),
             scopes: storage_scopes(sch),
+            runtime_loops: HashMap::new(),
         };
         lw.effective_bodies();
         lw.check_args(args)?;

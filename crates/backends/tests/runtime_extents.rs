@@ -1,0 +1,299 @@
+//! Kernels whose extents are known only when they run (issue 61): one kernel, built for
+//! the largest extent of an axis, reads the extent it runs from a one-element int32
+//! tensor and computes exactly that many indices — rows of an elementwise stage, row
+//! tiles of a register-tiled product, the terms of a reduction (also one factored into
+//! vector lanes) — built by the CPU backend with two threads and run at every extent
+//! up to the largest; the IR interpreter, our reference, runs the same function.
+//!
+//! What a stage does not compute keeps what it held (a sentinel here), and what a
+//! reduction does not reduce may be anything: NaN for a sum and 1e30 for a maximum here
+//! (whose NaN rule would hide NaN), so that one term read past the extent shows.
+
+mod common;
+
+use common::{build, bytes_of, values_of};
+use tessera_ir::interp::{self, HostBuffer, Scalar};
+use tessera_ir::{DataType, Expr, PrimFunc};
+use tessera_te::schedules::{default_schedule, CpuParams};
+use tessera_te::{compute_bounded, lower, max, placeholder, reduce_axis_bounded, sum, Tensor};
+
+const SENTINEL: f32 = 777.0;
+
+fn params() -> CpuParams {
+    CpuParams {
+        vector_lanes: 8,
+        num_cores: 2,
+        vectorize: true,
+        gpu_threads: 0,
+    }
+}
+
+/// A one-element int32 extent tensor and the expression that reads it.
+fn extent(name: &str) -> (Tensor, Expr) {
+    let t = placeholder(&[1], DataType::int32(), name).unwrap();
+    let e = t.at(&[Expr::int(0)]);
+    (t, e)
+}
+
+fn f32_bytes(v: &[f32]) -> Vec<u8> {
+    bytes_of(v, f32::to_ne_bytes)
+}
+
+fn i32_bytes(v: i32) -> Vec<u8> {
+    v.to_ne_bytes().to_vec()
+}
+
+/// `rows × cols` values, NaN where `valid(row, col)` is false.
+fn matrix(rows: usize, cols: usize, valid: impl Fn(usize, usize) -> bool) -> Vec<f32> {
+    filled(rows, cols, f32::NAN, valid)
+}
+
+/// `rows × cols` values, `fill` where `valid(row, col)` is false.
+fn filled(rows: usize, cols: usize, fill: f32, valid: impl Fn(usize, usize) -> bool) -> Vec<f32> {
+    (0..rows * cols)
+        .map(|i| {
+            let (r, c) = (i / cols, i % cols);
+            if valid(r, c) {
+                ((i * 7 % 23) as f32 - 11.0) / 8.0
+            } else {
+                fill
+            }
+        })
+        .collect()
+}
+
+/// `func` run by the interpreter on `args` (f32 buffers, and int32 extents given as
+/// one-element vectors of `Scalar::I`).
+fn interpret(func: &PrimFunc, args: Vec<HostBuffer>) -> Vec<HostBuffer> {
+    let mut args = args;
+    interp::run(func, &mut args).unwrap();
+    args
+}
+
+fn host_f32(shape: &[usize], v: &[f32]) -> HostBuffer {
+    HostBuffer {
+        dtype: DataType::float32(),
+        shape: shape.to_vec(),
+        data: v.iter().map(|&x| Scalar::F(x as f64)).collect(),
+    }
+}
+
+fn host_i32(v: i32) -> HostBuffer {
+    HostBuffer {
+        dtype: DataType::int32(),
+        shape: vec![1],
+        data: vec![Scalar::I(v as i64)],
+    }
+}
+
+#[test]
+fn an_elementwise_stage_computes_the_rows_below_its_runtime_extent() {
+    let (rows, cols) = (13usize, 24usize);
+    let (n_t, n) = extent("n");
+    let x = placeholder(&[rows as i64, cols as i64], DataType::float32(), "x").unwrap();
+    let y = compute_bounded(
+        &[rows as i64, cols as i64],
+        &[Some(n)],
+        "y",
+        "injective",
+        &["i", "j"],
+        |ix| x.at(ix) * 2.0 + 1.0,
+    )
+    .unwrap();
+    let func = lower(
+        &default_schedule(&[y.clone()], params()).unwrap(),
+        &[n_t, x, y],
+        "rows",
+    )
+    .unwrap();
+    let text = func.to_string();
+    assert!(text.contains("parallel"), "{text}");
+    let kernel = build(&func, "native", &[]);
+    let xv = matrix(rows, cols, |_, _| true);
+    for n in 1..=rows {
+        let mut args = vec![
+            i32_bytes(n as i32),
+            f32_bytes(&xv),
+            f32_bytes(&vec![SENTINEL; rows * cols]),
+        ];
+        kernel.run(&mut args);
+        let out = values_of(&args[2], f32::from_ne_bytes);
+        for (i, (&o, &a)) in out.iter().zip(&xv).enumerate() {
+            let want = if i / cols < n {
+                a * 2.0 + 1.0
+            } else {
+                SENTINEL
+            };
+            assert_eq!(o, want, "n = {n}, element {i}");
+        }
+    }
+}
+
+#[test]
+fn a_register_tiled_product_stops_at_runtime_rows_and_terms() {
+    // 24 rows in tiles of 8 (a tile that the runtime rows cut is guarded), 21 terms,
+    // 32 columns
+    let (m, k, cols) = (24usize, 21usize, 32usize);
+    let (rows_t, rows) = extent("rows");
+    let (terms_t, terms) = extent("terms");
+    let a = placeholder(&[m as i64, k as i64], DataType::float32(), "A").unwrap();
+    let b = placeholder(&[k as i64, cols as i64], DataType::float32(), "B").unwrap();
+    let r = reduce_axis_bounded(k as i64, terms, "k");
+    let c = compute_bounded(
+        &[m as i64, cols as i64],
+        &[Some(rows)],
+        "C",
+        "matmul",
+        &["i", "j"],
+        |ix| {
+            sum(
+                a.at(&[ix[0].clone(), r.expr()]) * b.at(&[r.expr(), ix[1].clone()]),
+                std::slice::from_ref(&r),
+            )
+        },
+    )
+    .unwrap();
+    let args_t = [rows_t, terms_t, a, b, c.clone()];
+    let func = lower(
+        &default_schedule(&[c], params()).unwrap(),
+        &args_t,
+        "product",
+    )
+    .unwrap();
+    let kernel = build(&func, "native", &[]);
+    let text = func.to_string();
+    assert!(text.contains("floordiv((rows[0] + 7), 8)"), "{text}");
+    for (n_rows, n_terms) in [
+        (1, 1),
+        (1, 21),
+        (7, 5),
+        (8, 8),
+        (9, 13),
+        (16, 20),
+        (19, 21),
+        (24, 21),
+    ] {
+        let av = matrix(m, k, |i, kk| i < n_rows && kk < n_terms);
+        let bv = matrix(k, cols, |kk, _| kk < n_terms);
+        let mut args = vec![
+            i32_bytes(n_rows as i32),
+            i32_bytes(n_terms as i32),
+            f32_bytes(&av),
+            f32_bytes(&bv),
+            f32_bytes(&vec![SENTINEL; m * cols]),
+        ];
+        kernel.run(&mut args);
+        let out = values_of(&args[4], f32::from_ne_bytes);
+        let reference = interpret(
+            &func,
+            vec![
+                host_i32(n_rows as i32),
+                host_i32(n_terms as i32),
+                host_f32(&[m, k], &av),
+                host_f32(&[k, cols], &bv),
+                host_f32(&[m, cols], &vec![SENTINEL; m * cols]),
+            ],
+        );
+        for i in 0..m {
+            for j in 0..cols {
+                let got = out[i * cols + j];
+                let at = format!("rows {n_rows}, terms {n_terms}, C[{i}, {j}] = {got}");
+                if i >= n_rows {
+                    assert_eq!(got, SENTINEL, "{at}: computed past the runtime rows");
+                    continue;
+                }
+                let want: f32 = (0..n_terms)
+                    .map(|kk| av[i * k + kk] * bv[kk * cols + j])
+                    .sum();
+                assert!(
+                    (got - want).abs() <= 1e-5 * (1.0 + want.abs()),
+                    "{at}, want {want}"
+                );
+                let interp = reference[4].data[i * cols + j].as_f64() as f32;
+                assert!(
+                    (got - interp).abs() <= 1e-5 * (1.0 + want.abs()),
+                    "{at}, interpreter {interp}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_reduction_factored_into_vector_lanes_stops_at_its_runtime_extent() {
+    // the maximum over a last axis of 40 (five vectors of 8): the default schedule
+    // factors it into lanes (rfactor), each lane stopping at the extent
+    let (rows, len) = (5usize, 40usize);
+    let (n_t, n) = extent("n");
+    let x = placeholder(&[rows as i64, len as i64], DataType::float32(), "x").unwrap();
+    let r = reduce_axis_bounded(len as i64, n, "k");
+    let y = tessera_te::compute(&[rows as i64], "rowmax", &["i"], |ix| {
+        max(x.at(&[ix[0].clone(), r.expr()]), std::slice::from_ref(&r))
+    })
+    .unwrap();
+    let func = lower(
+        &default_schedule(&[y.clone()], params()).unwrap(),
+        &[n_t, x, y],
+        "rowmax",
+    )
+    .unwrap();
+    let text = func.to_string();
+    assert!(
+        text.contains(".rf"),
+        "the reduction was not factored: {text}"
+    );
+    let kernel = build(&func, "native", &[]);
+    for n in 1..=len {
+        let xv = filled(rows, len, 1e30, |_, k| k < n);
+        let mut args = vec![i32_bytes(n as i32), f32_bytes(&xv), f32_bytes(&[0.0; 5])];
+        kernel.run(&mut args);
+        let out = values_of(&args[2], f32::from_ne_bytes);
+        let reference = interpret(
+            &func,
+            vec![
+                host_i32(n as i32),
+                host_f32(&[rows, len], &xv),
+                host_f32(&[rows], &[0.0; 5]),
+            ],
+        );
+        for i in 0..rows {
+            let want = xv[i * len..i * len + n]
+                .iter()
+                .copied()
+                .fold(f32::MIN, f32::max);
+            assert_eq!(out[i], want, "n = {n}, row {i}");
+            assert_eq!(
+                reference[2].data[i].as_f64() as f32,
+                want,
+                "interpreter, n = {n}, row {i}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_kernel_without_runtime_extents_lowers_as_before() {
+    // the same elementwise stage without a bound: static loops, no extent argument
+    let x = placeholder(&[13, 24], DataType::float32(), "x").unwrap();
+    let y = compute_bounded(&[13, 24], &[None], "y", "injective", &["i", "j"], |ix| {
+        x.at(ix) * 2.0 + 1.0
+    })
+    .unwrap();
+    let plain = tessera_te::compute_tagged(&[13, 24], "y", "injective", &["i", "j"], |ix| {
+        x.at(ix) * 2.0 + 1.0
+    })
+    .unwrap();
+    let a = lower(
+        &default_schedule(&[y.clone()], params()).unwrap(),
+        &[x.clone(), y],
+        "f",
+    )
+    .unwrap();
+    let b = lower(
+        &default_schedule(&[plain.clone()], params()).unwrap(),
+        &[x, plain],
+        "f",
+    )
+    .unwrap();
+    assert_eq!(a.to_string(), b.to_string());
+}

@@ -1,0 +1,105 @@
+//! Runtime extents in step 3 of lowering: the loops of a stage whose root axes have a
+//! runtime extent ([`IterVarNode::bound`](crate::tensor::IterVarNode::bound)) run to an
+//! extent the kernel reads when it starts, and guards keep what those loops cannot
+//! bound exactly.
+//!
+//! A root axis's runtime extent `n` flows down the stage's relations as its static
+//! extent does: a split's outer loop runs `⌈n / inner⌉` times, a fused loop whose outer
+//! part has a runtime extent runs `n · inner` times (the inner part keeps its static
+//! extent, so the fused index still decomposes as it did). A loop that must stay
+//! static — vectorized, unrolled or bound to a GPU thread, or a fused loop whose inner
+//! part has the runtime extent — runs its static extent, and the axis it derives from
+//! gets a guard `index < n`, as a split that does not divide gets one. Storage keeps
+//! the static extents: what a stage writes past `n` is never read as a value (a
+//! reduction over such an axis stops at `n`).
+//!
+//! Only a stage that covers its whole tensor (at the root) bounds its data-parallel
+//! axes; a stage computed inside another's loop covers the region its consumer reads,
+//! which the consumer's own bounds already limit. Reduce axes are always whole.
+
+use super::*;
+
+/// The runtime extents of a stage's loops, and the guards its body needs.
+#[derive(Default)]
+pub(super) struct RuntimeExtents {
+    /// Leaf loops that run to a runtime extent.
+    pub(super) loops: HashMap<IterVar, Expr>,
+    /// Root axes whose loops do not stop exactly at the runtime extent: `(axis, n)`,
+    /// guarded by `index < n`.
+    pub(super) guarded: Vec<(IterVar, Expr)>,
+}
+
+/// Whether a leaf loop can run to a runtime extent: a plain or parallel loop.
+fn may_run_to_runtime_extent(st: &Stage, leaf: &IterVar) -> bool {
+    matches!(st.annotation(leaf), Annotation::None | Annotation::Parallel)
+}
+
+impl Lowerer<'_> {
+    /// The runtime extents of stage `st` whose bounds are `b` (see the module header).
+    pub(super) fn runtime_extents(st: &Stage, b: &StageBounds) -> RuntimeExtents {
+        let roots = st.root_iter_vars();
+        let ndata = st.op.axis().len();
+        let at_root = st.attach == Attach::Root;
+        // per variable with a runtime extent: that extent, and the root it comes from
+        let mut dynamic: HashMap<IterVar, (Expr, IterVar)> = HashMap::new();
+        for (k, r) in roots.iter().enumerate() {
+            let Some(n) = r.bound() else { continue };
+            let whole = b.root_min[k].is_const_int(0) && Some(b.root_ext[k]) == r.extent();
+            if whole && (k >= ndata || at_root) {
+                dynamic.insert(r.clone(), (n.clone(), r.clone()));
+            }
+        }
+        if dynamic.is_empty() {
+            return RuntimeExtents::default();
+        }
+        let mut inexact: Vec<IterVar> = Vec::new();
+        for rel in &st.relations {
+            match rel {
+                Relation::Split {
+                    parent,
+                    outer,
+                    inner,
+                    ..
+                } => {
+                    if let Some((n, root)) = dynamic.get(parent).cloned() {
+                        let f = b.leaf_ext.get(inner).copied().unwrap_or(1).max(1);
+                        let outer_n = Expr::floordiv(n + Expr::int(f - 1), Expr::int(f));
+                        dynamic.insert(outer.clone(), (outer_n, root.clone()));
+                        inexact.push(root);
+                    }
+                }
+                Relation::Fuse {
+                    outer,
+                    inner,
+                    fused,
+                } => {
+                    if let Some((_, root)) = dynamic.get(inner) {
+                        inexact.push(root.clone());
+                    }
+                    if let Some((n, root)) = dynamic.get(outer).cloned() {
+                        let inner_ext = b.leaf_ext.get(inner).copied().unwrap_or(1);
+                        dynamic.insert(fused.clone(), (n * Expr::int(inner_ext), root));
+                    }
+                }
+            }
+        }
+        let mut loops = HashMap::new();
+        for leaf in &st.leaf_iter_vars {
+            if let Some((n, root)) = dynamic.get(leaf) {
+                if may_run_to_runtime_extent(st, leaf) {
+                    loops.insert(leaf.clone(), n.clone());
+                } else {
+                    inexact.push(root.clone());
+                }
+            }
+        }
+        let mut guarded: Vec<(IterVar, Expr)> = Vec::new();
+        for root in inexact {
+            if guarded.iter().all(|(r, _)| *r != root) {
+                let (n, _) = dynamic[&root].clone();
+                guarded.push((root, n));
+            }
+        }
+        RuntimeExtents { loops, guarded }
+    }
+}
