@@ -297,3 +297,159 @@ fn a_kernel_without_runtime_extents_lowers_as_before() {
     .unwrap();
     assert_eq!(a.to_string(), b.to_string());
 }
+
+/// An attention over `s` tokens of width 16 in two heads, from the operator library:
+/// a projection, a reshape into heads and transposes, scores, a softmax over the keys,
+/// the weighted sum of the values, a layer norm over the width. Inputs `x [s, 16]` and
+/// `w [16, 16]`; output `[2, s, 8]`.
+fn attention(s: i64) -> (Vec<Tensor>, Tensor) {
+    use tessera_te::ops;
+    let x = placeholder(&[s, 16], DataType::float32(), "x").unwrap();
+    let w = placeholder(&[16, 16], DataType::float32(), "w").unwrap();
+    let gamma = placeholder(&[16], DataType::float32(), "gamma").unwrap();
+    let normed = ops::layer_norm(&x, &gamma, None, &[1], 1e-5).unwrap();
+    let q = ops::dense(&normed, &w, None).unwrap();
+    let heads = ops::transpose(&ops::reshape(&q, &[s, 2, 8]).unwrap(), &[1, 0, 2]).unwrap();
+    let scores = ops::batch_matmul(&heads, &heads).unwrap();
+    // the softmax over the keys of both heads' rows at once: [2·s, s], whose rows hold
+    // the valid ones of each head apart at the largest size
+    let rows = ops::softmax(&ops::reshape(&scores, &[2 * s, s]).unwrap()).unwrap();
+    let p = ops::reshape(&rows, &[2, s, s]).unwrap();
+    let values = ops::transpose(&ops::reshape(&x, &[s, 2, 8]).unwrap(), &[1, 2, 0]).unwrap();
+    let out = ops::batch_matmul(&p, &values).unwrap();
+    (vec![x, w, gamma], out)
+}
+
+#[test]
+fn an_attention_built_at_two_sizes_runs_every_size_from_one_kernel() {
+    use tessera_te::runtime_shape::{bound_by_difference, extent_tensor, Symbol};
+    let max = 12i64;
+    let (ins, out) = attention(max);
+    let (_, other) = attention(max - 1);
+    let extents = extent_tensor(1, "sizes").unwrap();
+    let symbol = Symbol {
+        extents: extents.clone(),
+        index: 0,
+    };
+    let bounded =
+        bound_by_difference(&[(max, vec![out]), (max - 1, vec![other])], &symbol).unwrap();
+    let dag = tessera_te::ComputeDag::new(&bounded).unwrap();
+    let printed = dag.to_string();
+    // the scores' rows and keys, the softmax's reductions, the values' sum follow the size
+    assert!(printed.contains("< sizes[0]"), "{printed}");
+    let mut args = vec![extents];
+    args.extend(ins.iter().cloned());
+    args.push(bounded[0].clone());
+    let func = lower(
+        &default_schedule(&bounded, params()).unwrap(),
+        &args,
+        "attention",
+    )
+    .unwrap();
+    let kernel = build(&func, "native", &[]);
+    let w: Vec<f32> = (0..256)
+        .map(|i| ((i * 5 % 17) as f32 - 8.0) / 16.0)
+        .collect();
+    let gamma: Vec<f32> = (0..16).map(|i| 0.5 + i as f32 / 16.0).collect();
+    for s in 1..=max as usize {
+        // the tokens past `s` are NaN: nothing at size `s` may read them
+        let x = matrix(max as usize, 16, |r, _| r < s);
+        let mut run = vec![
+            i32_bytes(s as i32),
+            f32_bytes(&x),
+            f32_bytes(&w),
+            f32_bytes(&gamma),
+            f32_bytes(&vec![SENTINEL; 2 * max as usize * 8]),
+        ];
+        kernel.run(&mut run);
+        let got = values_of(&run[4], f32::from_ne_bytes);
+        // the same attention built for `s` alone, run by the interpreter
+        let (ins_s, out_s) = attention(s as i64);
+        let mut args_s = ins_s.clone();
+        args_s.push(out_s.clone());
+        let func_s = lower(
+            &tessera_te::Schedule::create(&[out_s]).unwrap(),
+            &args_s,
+            "at_s",
+        )
+        .unwrap();
+        let want = interpret(
+            &func_s,
+            vec![
+                host_f32(&[s, 16], &x[..s * 16]),
+                host_f32(&[16, 16], &w),
+                host_f32(&[16], &gamma),
+                host_f32(&[2, s, 8], &vec![0.0; 2 * s * 8]),
+            ],
+        );
+        for h in 0..2 {
+            for t in 0..max as usize {
+                for d in 0..8 {
+                    let g = got[(h * max as usize + t) * 8 + d];
+                    if t >= s {
+                        assert_eq!(g, SENTINEL, "size {s}: out[{h}, {t}, {d}] written");
+                        continue;
+                    }
+                    let r = want[3].data[(h * s + t) * 8 + d].as_f64() as f32;
+                    assert!(
+                        (g - r).abs() <= 1e-4 * (1.0 + r.abs()),
+                        "size {s}: out[{h}, {t}, {d}] = {g}, want {r}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn operations_whose_semantics_follow_the_size_are_refused() {
+    use tessera_te::ops;
+    use tessera_te::runtime_shape::{
+        bound_by_difference, extent_tensor, RuntimeShapeError, Symbol,
+    };
+    let symbol = Symbol {
+        extents: extent_tensor(1, "sizes").unwrap(),
+        index: 0,
+    };
+    let two = |f: &dyn Fn(i64) -> Tensor| {
+        bound_by_difference(&[(9, vec![f(9)]), (8, vec![f(8)])], &symbol)
+    };
+    // a mean over the tokens divides by their count
+    let mean = |s: i64| {
+        let x = placeholder(&[s, 4], DataType::float32(), "x").unwrap();
+        ops::reduce(&x, ops::ReduceKind::Mean, &[0], false).unwrap()
+    };
+    let e = two(&mean).unwrap_err();
+    assert!(matches!(e, RuntimeShapeError::SizeDependent { .. }), "{e}");
+    // the last token: an index that follows the size
+    let last = |s: i64| {
+        let x = placeholder(&[s, 4], DataType::float32(), "x").unwrap();
+        ops::strided_slice(&x, &[s - 1, 0], &[s, 4], &[1, 1]).unwrap()
+    };
+    let e = two(&last).unwrap_err();
+    assert!(e.to_string().contains("depends on the size"), "{e}");
+    // a sum over two rows of the size merged: the padding of the first would be summed
+    let merged = |s: i64| {
+        let x = placeholder(&[2, s], DataType::float32(), "x").unwrap();
+        let flat = ops::reshape(&x, &[2 * s]).unwrap();
+        ops::reduce(&flat, ops::ReduceKind::Sum, &[0], false).unwrap()
+    };
+    let e = two(&merged).unwrap_err();
+    assert!(matches!(e, RuntimeShapeError::ReducesPadding { .. }), "{e}");
+    // two sizes that are no multiple of the size plus a constant
+    let odd = |s: i64| placeholder(&[s * s], DataType::float32(), "x").unwrap();
+    let sq = |s: i64| {
+        let x = odd(s);
+        tessera_te::compute(&[s * s], "y", &["i"], |ix| x.at(ix) * 2.0).unwrap()
+    };
+    // (two builds cannot tell; a third does)
+    two(&sq).unwrap();
+    let e = bound_by_difference(
+        &[(9, vec![sq(9)]), (8, vec![sq(8)]), (7, vec![sq(7)])],
+        &symbol,
+    )
+    .unwrap_err();
+    assert!(matches!(e, RuntimeShapeError::NotAffine { .. }), "{e}");
+    let e = bound_by_difference(&[(8, vec![sq(8)]), (9, vec![sq(9)])], &symbol).unwrap_err();
+    assert!(matches!(e, RuntimeShapeError::Builds(_)), "{e}");
+}

@@ -9,6 +9,8 @@
 //! - [`testing`]: random valid schedules for property tests.
 //! - [`ops`]: the operator library (TVM's TOPI: convolutions, pooling, dense, softmax and
 //!   normalizations, elementwise and injective operators).
+//! - [`runtime_shape`]: runtime extents found by building a DAG at two sizes (one
+//!   kernel for every size up to the largest).
 //! - [`catalog`]: the operators that make sense as one kernel, by name and `--shape`
 //!   (what `tessera op` and `tessera bench` build).
 
@@ -19,6 +21,7 @@ pub mod error;
 pub mod lower;
 pub mod ops;
 mod rfactor;
+pub mod runtime_shape;
 pub mod schedule;
 pub mod schedules;
 pub mod tensor;
