@@ -103,18 +103,7 @@ impl<'a> Lowerer<'a> {
             };
             vmap.insert(rv.var().clone(), v);
         }
-        let runtime = Self::runtime_extents(&st, &b);
-        for (root, n) in &runtime.guarded {
-            guards.push(vmap[root.var()].lt(n));
-        }
-        self.runtime_loops.extend(runtime.loops);
-        for (d, g) in b.domain_guard.iter().enumerate() {
-            if *g {
-                let v = vmap[st.op.axis()[d].var()].clone();
-                guards.push(v.ge(0));
-                guards.push(v.lt(st.op.shape()[d]));
-            }
-        }
+        guards.extend(self.region_guards(&st, &b, &vmap));
         let mut reloc = Relocate { storage: &storage };
         let out_idx: Vec<Expr> = shift(
             &st.op
@@ -231,6 +220,32 @@ impl<'a> Lowerer<'a> {
             }
         }
         Ok(stmt)
+    }
+
+    /// The guards of stage `st` (bounds `b`, root indices `vmap`) besides its splits':
+    /// the runtime extents' (the stage's runtime loops are recorded) and, where its region
+    /// may leave the tensor, the tensor's bounds.
+    fn region_guards(
+        &mut self,
+        st: &Stage,
+        b: &StageBounds,
+        vmap: &HashMap<Var, Expr>,
+    ) -> Vec<Expr> {
+        let runtime = Self::runtime_extents(st, b);
+        let mut guards: Vec<Expr> = runtime
+            .guarded
+            .iter()
+            .map(|(root, n)| vmap[root.var()].lt(n))
+            .collect();
+        self.runtime_loops.extend(runtime.loops);
+        for (d, g) in b.domain_guard.iter().enumerate() {
+            if *g {
+                let v = vmap[st.op.axis()[d].var()].clone();
+                guards.push(v.ge(0));
+                guards.push(v.lt(st.op.shape()[d]));
+            }
+        }
+        guards
     }
 
     /// `For` over a leaf axis with its annotation and pragmas; a loop of extent one
