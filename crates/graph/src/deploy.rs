@@ -27,10 +27,10 @@
 use crate::error::GraphError;
 use crate::executor::{
     compile_all, load_kernel, lower_distinct, plan_storage, BuildContext, GraphModule, LaunchMode,
-    Step, Work,
+    Lowered, Step, Work,
 };
 use crate::fixed_inputs::FixedInput;
-use crate::fuse::fuse;
+use crate::fuse::{fuse, group_compute};
 use crate::host_ops::HostStep;
 use crate::index_bounds::IndexBound;
 use crate::ir::{Graph, TensorType};
@@ -46,8 +46,9 @@ use tessera_runtime::{Device, DeviceArray, NDArray};
 
 /// The version of the module file format this build writes. It reads every version from
 /// 1: version 2 added host steps ([`crate::host_ops`]), which a reader of version 1
-/// would not know.
-pub const MODULE_FORMAT_VERSION: u32 = 2;
+/// would not know; version 3 a size known only at run time ([`crate::dynamic`]), which
+/// a reader of version 2 would run at the largest size whatever its inputs.
+pub const MODULE_FORMAT_VERSION: u32 = 3;
 
 /// The `format` field of a module's header.
 const FORMAT: &str = "tessera-module";
@@ -76,6 +77,8 @@ pub struct CompiledNetwork {
     index_bounds: Vec<IndexBound>,
     /// The inputs the network was built for one value of, checked before each run.
     fixed_inputs: Vec<FixedInput>,
+    /// The size known only at run time, where there is one ([`crate::dynamic`]).
+    pub(crate) dynamic: Option<crate::dynamic::DynamicIo>,
     planned_bytes: usize,
     unplanned_bytes: usize,
 }
@@ -137,7 +140,18 @@ pub fn compile(
     check_index_range(graph)?;
     let ctx = BuildContext::of(backend);
     let groups = fuse(graph);
-    let lowered = lower_distinct(graph, &groups, &ctx, hook)?;
+    let lowered = lower_distinct(graph, &groups, &ctx, hook, &|_, g| group_compute(graph, g))?;
+    assemble(graph, &groups, &lowered, backend)
+}
+
+/// The lowered groups of `graph` compiled by `backend` into a network: its kernels
+/// built, its storages planned.
+pub(crate) fn assemble(
+    graph: &Graph,
+    groups: &[crate::fuse::Group],
+    lowered: &Lowered,
+    backend: &dyn Backend,
+) -> Result<CompiledNetwork, GraphError> {
     let dir = temp_dir("tessera-graph-")?;
     let started = std::time::Instant::now();
     let artifacts = compile_all(backend, &lowered.funcs, dir.path())?;
@@ -156,7 +170,7 @@ pub fn compile(
             workload_key: key.clone(),
         })
         .collect();
-    let plan = plan_storage(graph, &groups, &lowered);
+    let plan = plan_storage(graph, groups, lowered);
     let target = backend.target().clone();
     let native = target.kind == TargetKind::CPU && target.option("mcpu").is_none();
     let cpu_features = if native {
@@ -182,10 +196,23 @@ pub fn compile(
         outputs: plan.outputs,
         index_bounds: crate::index_bounds::index_bounds(graph),
         fixed_inputs: graph.fixed_inputs().to_vec(),
+        dynamic: None,
     })
 }
 
 impl CompiledNetwork {
+    /// Removes input `name` from the inputs a caller sets (the runtime size's, which the
+    /// module sets itself): its storage.
+    pub(crate) fn take_input(&mut self, name: &str) -> Option<usize> {
+        let k = self.inputs.iter().position(|(n, _, _)| n == name)?;
+        Some(self.inputs.remove(k).2)
+    }
+
+    /// The sizes the module runs, where it runs more than one ([`crate::dynamic`]).
+    pub fn size_range(&self) -> Option<&crate::dynamic::SizeRange> {
+        self.dynamic.as_ref().map(|d| &d.range)
+    }
+
     /// The network's name.
     pub fn name(&self) -> &str {
         &self.name
@@ -264,6 +291,7 @@ impl CompiledNetwork {
             outputs: self.outputs,
             index_bounds: self.index_bounds,
             fixed_inputs: self.fixed_inputs,
+            dynamic: self.dynamic.map(crate::dynamic::RunSize::new),
             planned_bytes: self.planned_bytes,
             unplanned_bytes: self.unplanned_bytes,
             weight_bytes,
@@ -321,6 +349,7 @@ impl CompiledNetwork {
                 .collect(),
             index_bounds: self.index_bounds.clone(),
             fixed_inputs: self.fixed_inputs.clone(),
+            dynamic: self.dynamic.clone(),
             planned_bytes: self.planned_bytes,
             unplanned_bytes: self.unplanned_bytes,
         };
@@ -504,6 +533,46 @@ enum HeaderError {
     },
     #[error("an input without a name")]
     UnnamedInput,
+    #[error("the runtime size {0}")]
+    Dynamic(String),
+}
+
+/// Whether a module's runtime size names what the module has: its storage (four bytes),
+/// inputs, outputs and their dimensions, a range of sizes the values fit.
+fn check_dynamic(
+    d: &crate::dynamic::DynamicIo,
+    storages: &[usize],
+    inputs: &[(String, TensorType, usize)],
+    outputs: &[(TensorType, usize)],
+) -> Result<(), String> {
+    if storages.get(d.sizes_storage).is_none_or(|&b| b < 4) {
+        return Err(format!("storage {} does not hold it", d.sizes_storage));
+    }
+    let (min, max) = (d.range.min, d.range.max);
+    if min < 1 || min > max {
+        return Err(format!("range {min}..{max} is empty"));
+    }
+    let fits =
+        |ty: &TensorType, dims: &[usize]| dims.iter().all(|&k| ty.shape.get(k) == Some(&max));
+    for (name, dims) in &d.inputs {
+        match inputs.iter().find(|(n, _, _)| n == name) {
+            Some((_, ty, _)) if !dims.is_empty() && fits(ty, dims) => {}
+            _ => {
+                return Err(format!(
+                    "names input `{name}`'s dimensions {dims:?}, which it lacks"
+                ))
+            }
+        }
+    }
+    if d.outputs.len() != outputs.len()
+        || d.outputs
+            .iter()
+            .zip(outputs)
+            .any(|(k, (ty, _))| !fits(ty, k))
+    {
+        return Err("names output dimensions the outputs lack".into());
+    }
+    Ok(())
 }
 
 /// `module.json`.
@@ -529,6 +598,9 @@ struct Header {
     /// The inputs built for one value (absent from files of older builds).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     fixed_inputs: Vec<FixedInput>,
+    /// The size known only at run time (version 3 on; absent where there is none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    dynamic: Option<crate::dynamic::DynamicIo>,
     planned_bytes: usize,
     unplanned_bytes: usize,
 }
@@ -705,6 +777,9 @@ impl Header {
         for v in &self.outputs {
             outputs.push((v.ty(&storages)?, v.storage));
         }
+        if let Some(d) = &self.dynamic {
+            check_dynamic(d, &storages, &inputs, &outputs).map_err(HeaderError::Dynamic)?;
+        }
         Ok(CompiledNetwork {
             name: self.name,
             target,
@@ -718,6 +793,7 @@ impl Header {
             outputs,
             index_bounds: self.index_bounds,
             fixed_inputs: self.fixed_inputs,
+            dynamic: self.dynamic,
             planned_bytes: self.planned_bytes,
             unplanned_bytes: self.unplanned_bytes,
         })

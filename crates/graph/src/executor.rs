@@ -18,7 +18,7 @@
 //! ([`Device::time_steps`]).
 
 use crate::error::GraphError;
-use crate::fuse::{group_compute, group_name, GroupCompute};
+use crate::fuse::{group_name, GroupCompute};
 use crate::host_ops::{HostOp, HostStep};
 use crate::ir::{Graph, TensorType};
 use petgraph::stable_graph::NodeIndex;
@@ -75,6 +75,8 @@ pub struct GraphModule {
     pub(crate) index_bounds: Vec<crate::index_bounds::IndexBound>,
     /// The inputs the network was built for one value of ([`crate::fixed_inputs`]).
     pub(crate) fixed_inputs: Vec<crate::fixed_inputs::FixedInput>,
+    /// The size known only at run time, where there is one ([`crate::dynamic`]).
+    pub(crate) dynamic: Option<crate::dynamic::RunSize>,
     /// Bytes of intermediate values with and without storage reuse.
     pub(crate) planned_bytes: usize,
     pub(crate) unplanned_bytes: usize,
@@ -301,13 +303,20 @@ enum GroupWork {
     Written,
 }
 
+/// The tensor expression of group `i` of a network's groups.
+pub(crate) type ComputeOf<'a> =
+    dyn Fn(usize, &crate::fuse::Group) -> Result<GroupCompute, GraphError> + 'a;
+
 /// Lowers each distinct group (by workload key) once: with `hook`'s schedule when it
-/// has one, else the default schedule.
+/// has one, else the default schedule; each group's tensor expression from
+/// `compute_of` ([`group_compute`] of `graph`'s, or the runtime-extent one of
+/// [`crate::dynamic`]).
 pub(crate) fn lower_distinct(
     graph: &Graph,
     groups: &[crate::fuse::Group],
     ctx: &BuildContext,
     hook: Option<&dyn ScheduleHook>,
+    compute_of: &ComputeOf,
 ) -> Result<Lowered, GraphError> {
     let p = ctx.cpu_params();
     let mut funcs: Vec<(String, PrimFunc)> = Vec::new();
@@ -317,8 +326,8 @@ pub(crate) fn lower_distinct(
     let mut computes = Vec::with_capacity(groups.len());
     // host steps that could write one more output, by their input
     let mut open_hosts: HashMap<Vec<NodeIndex>, usize> = HashMap::new();
-    for g in groups {
-        let gc = group_compute(graph, g)?;
+    for (i, g) in groups.iter().enumerate() {
+        let gc = compute_of(i, g)?;
         if let Some(source) = g.view_of(graph) {
             group_work.push(GroupWork::View(source));
             computes.push(gc);
@@ -664,6 +673,17 @@ impl GraphModule {
                 ),
             });
         };
+        let (ty, s) = (ty.clone(), *s);
+        let padded = self.dynamic.as_mut().map(|d| d.input(name, value, &ty));
+        if let Some((bytes, size)) = padded.transpose()?.flatten() {
+            crate::index_bounds::check(&self.index_bounds, name, value)?;
+            self.device
+                .copy_from_host(self.storages[s].buffer(), 0, &bytes)?;
+            if let Some(size) = size {
+                self.write_size(size)?;
+            }
+            return Ok(());
+        }
         let shape: Vec<i64> = value.shape().iter().map(|&d| d as i64).collect();
         if value.dtype() != ty.dtype || shape != ty.shape {
             return Err(GraphError::Input {
@@ -677,13 +697,31 @@ impl GraphModule {
         crate::index_bounds::check(&self.index_bounds, name, value)?;
         crate::fixed_inputs::check(&self.fixed_inputs, name, value)?;
         self.device
-            .copy_from_host(self.storages[*s].buffer(), 0, value.as_bytes())?;
+            .copy_from_host(self.storages[s].buffer(), 0, value.as_bytes())?;
         Ok(())
+    }
+
+    /// Writes the runtime size the kernels read ([`crate::dynamic`]).
+    fn write_size(&self, size: i64) -> Result<(), GraphError> {
+        if let Some(d) = &self.dynamic {
+            let at = self.storages[d.io.sizes_storage].buffer();
+            self.device
+                .copy_from_host(at, 0, &(size as i32).to_ne_bytes())?;
+        }
+        Ok(())
+    }
+
+    /// The sizes the module runs, where it runs more than one ([`crate::dynamic`]).
+    pub fn size_range(&self) -> Option<&crate::dynamic::SizeRange> {
+        self.dynamic.as_ref().map(|d| &d.io.range)
     }
 
     /// Runs every kernel once, in order (the recorded sequence, when there is one), and
     /// waits for the device.
     pub fn run(&mut self) -> Result<(), GraphError> {
+        if let Some(d) = &self.dynamic {
+            self.write_size(d.size()?)?;
+        }
         match self.sequence {
             Some(s) => self.device.run_sequence(s)?,
             None => {
@@ -816,7 +854,10 @@ impl GraphModule {
         let mut out = NDArray::zeros(ty.dtype, &shape)?;
         self.device
             .copy_to_host(self.storages[*s].buffer(), 0, out.as_bytes_mut())?;
-        Ok(out)
+        match &self.dynamic {
+            Some(d) => d.output(index, out.as_bytes(), ty),
+            None => Ok(out),
+        }
     }
 
     /// The counters the module's device keeps ([`Device::counters`]); read before and

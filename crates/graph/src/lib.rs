@@ -19,6 +19,7 @@ pub mod conv_plan;
 pub mod cpu_rewrites;
 pub mod dead_taps;
 pub mod deploy;
+pub mod dynamic;
 pub mod error;
 pub mod executor;
 pub mod fixed_inputs;

@@ -2,7 +2,8 @@
 //! network built directly, bit for bit; a module of another format version, for CPU
 //! features the host lacks, or damaged, is refused with a message saying so.
 
-use std::io::Read;
+mod common;
+use common::{read_err, rewrite};
 use std::path::Path;
 use std::sync::Arc;
 use tessera_backends::{CpuBackend, Target};
@@ -26,50 +27,6 @@ fn run(m: &mut tessera_graph::GraphModule) -> NDArray {
     m.set_random_inputs().unwrap();
     m.run().unwrap();
     m.get_output(0).unwrap()
-}
-
-/// The archive at `path` with `module.json` passed through `edit` (or dropped, with
-/// `None`), and every other entry kept unless it is named `drop`.
-fn rewrite(
-    path: &Path,
-    out: &Path,
-    edit: impl Fn(serde_json::Value) -> Option<serde_json::Value>,
-    drop: &str,
-) {
-    let mut archive = tar::Archive::new(std::fs::File::open(path).unwrap());
-    let mut b = tar::Builder::new(std::fs::File::create(out).unwrap());
-    for e in archive.entries().unwrap() {
-        let mut e = e.unwrap();
-        let name = e.path().unwrap().display().to_string();
-        let mut bytes = Vec::new();
-        e.read_to_end(&mut bytes).unwrap();
-        if name == drop {
-            continue;
-        }
-        if name == "module.json" {
-            let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
-            match edit(v) {
-                Some(v) => bytes = serde_json::to_vec(&v).unwrap(),
-                None => continue,
-            }
-        }
-        let mut h = tar::Header::new_gnu();
-        h.set_size(bytes.len() as u64);
-        h.set_mode(0o644);
-        h.set_cksum();
-        b.append_data(&mut h, &name, &bytes[..]).unwrap();
-    }
-    b.finish().unwrap();
-}
-
-fn read_err(path: &Path) -> String {
-    match CompiledNetwork::read(path) {
-        Ok(n) => match n.load(Arc::new(CpuDevice::new())) {
-            Ok(_) => panic!("{} loaded", path.display()),
-            Err(e) => e.to_string(),
-        },
-        Err(e) => e.to_string(),
-    }
 }
 
 #[test]
@@ -108,7 +65,7 @@ fn a_saved_module_runs_as_the_direct_build_and_bad_ones_are_refused() {
     );
     let e = read_err(&other);
     assert!(
-        e.contains("module format version 99") && e.contains("reads versions 1 to 2"),
+        e.contains("module format version 99") && e.contains("reads versions 1 to 3"),
         "{e}"
     );
 

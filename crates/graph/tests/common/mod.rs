@@ -65,3 +65,49 @@ fn run_python_fixtures(script: &str, folder: &str) -> std::path::PathBuf {
         ),
     }
 }
+
+/// The archive at `path` with `module.json` passed through `edit` (or dropped, with
+/// `None`), and every other entry kept unless it is named `drop`.
+#[allow(dead_code)]
+pub fn rewrite(
+    path: &std::path::Path,
+    out: &std::path::Path,
+    edit: impl Fn(serde_json::Value) -> Option<serde_json::Value>,
+    drop: &str,
+) {
+    let mut archive = tar::Archive::new(std::fs::File::open(path).unwrap());
+    let mut b = tar::Builder::new(std::fs::File::create(out).unwrap());
+    for e in archive.entries().unwrap() {
+        let mut e = e.unwrap();
+        let name = e.path().unwrap().display().to_string();
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut e, &mut bytes).unwrap();
+        if name == drop {
+            continue;
+        }
+        if name == "module.json" {
+            let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+            match edit(v) {
+                Some(v) => bytes = serde_json::to_vec(&v).unwrap(),
+                None => continue,
+            }
+        }
+        let mut h = tar::Header::new_gnu();
+        h.set_size(bytes.len() as u64);
+        h.set_mode(0o644);
+        h.set_cksum();
+        b.append_data(&mut h, &name, &bytes[..]).unwrap();
+    }
+    b.finish().unwrap();
+}
+
+#[allow(dead_code)]
+pub fn read_err(path: &std::path::Path) -> String {
+    match tessera_graph::CompiledNetwork::read(path) {
+        Ok(n) => match n.load(std::sync::Arc::new(tessera_runtime::CpuDevice::new())) {
+            Ok(_) => panic!("{} loaded", path.display()),
+            Err(e) => e.to_string(),
+        },
+        Err(e) => e.to_string(),
+    }
+}
