@@ -38,7 +38,9 @@ pub struct NetworkArgs {
     /// most; smaller sizes give quick builds and tunes).
     #[arg(long, value_name = "PIXELS", conflicts_with = "onnx")]
     image_size: Option<i64>,
-    /// Input shape of an ONNX model whose input shape is symbolic: NAME=D0,D1,…
+    /// Input shape of an ONNX model whose input shape is symbolic: NAME=D0,D1,…; a
+    /// dimension given as a range MIN..MAX (one range per module, wherever it is
+    /// written) is known only when the module runs: one module runs every size of it
     #[arg(long = "shape", value_name = "NAME=DIMS")]
     shapes: Vec<String>,
     /// The arithmetic of an ONNX model's int8 products where a weight's byte pairs
@@ -95,6 +97,7 @@ impl NetworkArgs {
 
     /// What these arguments ask the pipeline to build.
     pub(crate) fn spec(&self) -> Result<NetworkSpec> {
+        let mut runtime_size = None;
         let source = match (&self.network, &self.onnx) {
             (Some(name), _) => NetworkSource::Zoo {
                 name: name.clone(),
@@ -110,19 +113,9 @@ impl NetworkArgs {
                     int8_products: self.int8_products,
                     ..Default::default()
                 };
-                for s in &self.shapes {
-                    let (name, dims) = s
-                        .split_once('=')
-                        .with_context(|| format!("--shape `{s}`: expected NAME=D0,D1,…"))?;
-                    let dims: Vec<i64> = dims
-                        .split(',')
-                        .map(|d| d.trim().parse::<i64>().ok().filter(|&v| v > 0))
-                        .collect::<Option<_>>()
-                        .with_context(|| {
-                            format!("--shape `{s}`: dimensions must be positive integers")
-                        })?;
-                    options.input_shapes.insert(name.to_string(), dims);
-                }
+                let given = tessera_driver::runtime_size::shapes_of(&self.shapes)?;
+                options.input_shapes.extend(given.shapes);
+                runtime_size = given.runtime_size;
                 options.value_shapes.extend(
                     self.input_values
                         .iter()
@@ -143,6 +136,7 @@ impl NetworkArgs {
             target: self.target()?,
             layout: self.layout()?,
             winograd: !self.no_winograd,
+            runtime_size,
         })
     }
 }

@@ -89,19 +89,7 @@ impl GivenInputs {
 
     /// Each given input names one of `inputs`, was read, and has its shape and type.
     pub fn check(&self, inputs: &[(String, TensorType)]) -> Result<(), InputError> {
-        for g in &self.0 {
-            if !inputs.iter().any(|(n, _)| *n == g.name) {
-                let inputs = inputs
-                    .iter()
-                    .map(|(n, t)| format!("`{n}` {:?} {}", t.shape, t.dtype))
-                    .collect::<Vec<_>>()
-                    .join(", ");
-                return Err(InputError::NoSuchInput {
-                    name: g.name.clone(),
-                    inputs,
-                });
-            }
-        }
+        self.check_names(inputs)?;
         for g in &self.0 {
             let value = g.value()?;
             let Some((_, ty)) = inputs.iter().find(|(n, _)| *n == g.name) else {
@@ -125,6 +113,27 @@ impl GivenInputs {
         Ok(())
     }
 
+    /// Each given input names one of `inputs` and was read.
+    fn check_names(&self, inputs: &[(String, TensorType)]) -> Result<(), InputError> {
+        for g in &self.0 {
+            if !inputs.iter().any(|(n, _)| *n == g.name) {
+                let inputs = inputs
+                    .iter()
+                    .map(|(n, t)| format!("`{n}` {:?} {}", t.shape, t.dtype))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                return Err(InputError::NoSuchInput {
+                    name: g.name.clone(),
+                    inputs,
+                });
+            }
+        }
+        for g in &self.0 {
+            g.value()?;
+        }
+        Ok(())
+    }
+
     /// [`GivenInputs::check`] against a graph's inputs.
     pub fn check_graph(&self, g: &Graph) -> Result<(), InputError> {
         let inputs: Vec<(String, TensorType)> = g
@@ -142,7 +151,11 @@ impl GivenInputs {
             .inputs()
             .map(|(n, t)| (n.to_string(), t.clone()))
             .collect();
-        self.check(&inputs)?;
+        match m.size_range() {
+            // a module with a runtime size checks each input's shape as it is set
+            Some(_) => self.check_names(&inputs)?,
+            None => self.check(&inputs)?,
+        }
         for (k, (name, _)) in inputs.iter().enumerate() {
             let value = match self.0.iter().find(|g| g.name == *name) {
                 Some(g) => g.value()?.clone(),
@@ -163,6 +176,10 @@ impl Toolchain {
         log: Option<&LoadedLog>,
         given: &GivenInputs,
     ) -> Result<Build, DriverError> {
+        if spec.runtime_size.is_some() {
+            // inputs of any size of the range: the module checks each as it is set
+            return self.compile(spec, log);
+        }
         let plan = self.plan_for_log(spec, log)?;
         given.check_graph(plan.base())?;
         self.compile_plan(&plan, &spec.target, log)

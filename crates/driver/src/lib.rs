@@ -48,6 +48,7 @@ pub mod operator_report;
 mod pipeline;
 pub mod run;
 pub mod run_report;
+pub mod runtime_size;
 mod serve;
 mod source;
 pub mod task_listing;

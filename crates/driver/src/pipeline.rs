@@ -214,6 +214,16 @@ impl Toolchain {
         spec: &NetworkSpec,
         log: Option<&LoadedLog>,
     ) -> Result<Build, DriverError> {
+        if let Some(rs) = &spec.runtime_size {
+            if log.is_some() {
+                return Err(DriverError::Request(format!(
+                    "{}: tuned records for a range of sizes are not applied yet: compile it untuned, \
+                     or give one size",
+                    rs.range
+                )));
+            }
+            return self.compile_for_range(spec, rs);
+        }
         let plan = self.plan_for_log(spec, log)?;
         self.compile_plan(&plan, &spec.target, log)
     }

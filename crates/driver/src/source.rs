@@ -50,6 +50,9 @@ pub struct NetworkSpec {
     /// Whether a CPU build in NHWC may compute 3×3 stride-1 convolutions with Winograd
     /// (`graph::conv_plan`); false computes every convolution directly.
     pub winograd: bool,
+    /// A size known only when the module runs (a `--shape` range), the source's input
+    /// shapes holding its largest value ([`crate::runtime_size`]).
+    pub runtime_size: Option<Box<crate::runtime_size::RuntimeSize>>,
 }
 
 impl NetworkSpec {
@@ -60,6 +63,7 @@ impl NetworkSpec {
             target,
             layout: None,
             winograd: true,
+            runtime_size: None,
         }
     }
 

@@ -92,8 +92,11 @@ pub fn compile_dynamic(
     let others: Vec<(i64, &Graph, Vec<Group>)> =
         builds[1..].iter().map(|(s, g)| (*s, g, fuse(g))).collect();
     for (s, g, gs) in &others {
-        same_structure(&graph, &groups, g, gs)
-            .map_err(|why| refuse(format!("at size {s}: {why}")))?;
+        same_structure(&graph, &groups, g, gs).map_err(|why| GraphError::SizeStructure {
+            range: range.to_string(),
+            size: *s,
+            why,
+        })?;
     }
     let target = backend.target().clone();
     if let Some(g) = groups

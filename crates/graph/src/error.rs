@@ -45,6 +45,14 @@ pub enum GraphError {
     /// An input given to the executor does not fit.
     #[error("input `{name}`: {reason}")]
     Input { name: String, reason: String },
+    /// A network built at two sizes of a runtime size is not the same network
+    /// ([`crate::dynamic`]): other sizes may be.
+    #[error("a network for {range}: at size {size}: {why}")]
+    SizeStructure {
+        range: String,
+        size: i64,
+        why: String,
+    },
     /// Scheduling a fused group failed.
     #[error("scheduling `{group}`: {source}")]
     Schedule {

@@ -8,19 +8,28 @@
 //! `size + 1`) holds its valid indices apart: a data-parallel one keeps its static
 //! extent (what it computes past them is never read), a reduction over one is refused.
 //!
-//! The two builds must be the same program but for the size: the same operations in
-//! the same order, the same bodies. Where a body's constant differs, it is accepted
-//! only as a factor or divisor of an index (the strides of a reshape's index
-//! arithmetic), which the build at the largest size computes consistently for values
-//! stored at the largest size; a constant that differs anywhere else (an additive
-//! index, a comparison such as a padding bound, a value such as a mean's divisor) means
-//! the operation's semantics depend on the size, and the DAG is refused, naming the
-//! operation.
+//! The builds must be the same program but for the size: the same operations in the
+//! same order, the same bodies. Where a body's constant differs, it is kept as the
+//! largest build has it where it is a factor or divisor of an index (the strides of a
+//! reshape's index arithmetic, which the largest build computes consistently for values
+//! stored at the largest size); an integer constant that differs anywhere else (the
+//! last token's index, a padding bound) becomes what it is as a function of the size,
+//! `a · size + b` read from the extent tensor, where three builds or more show that
+//! form; anything else (a float such as a mean's divisor, a form the builds do not
+//! show) means the operation depends on the size in a way this cannot follow, and the
+//! DAG is refused, naming the operation.
+//!
+//! `compare.rs` walks a body against another build's.
+
+mod compare;
 
 use crate::dag::ComputeDag;
 use crate::tensor::{make_compute, ComputeBody, OpKind, Reduce, Tensor};
+use compare::{Diff, Pairing, Replace, Walk};
+use std::collections::BTreeMap;
 use std::collections::HashMap;
-use tessera_ir::{BinOp, Buffer, DataType, Expr, ExprNode, Var};
+use tessera_ir::visit::ExprMutator;
+use tessera_ir::{Buffer, DataType, Expr};
 use thiserror::Error;
 
 /// Why a DAG cannot take runtime extents.
@@ -68,6 +77,53 @@ enum Follows {
 }
 
 impl Symbol {
+    /// The constants of a body that differ between the builds (`diffs[k]`: against
+    /// build `k + 1`), each replaced by what it is as a function of the size, by
+    /// preorder position: `a · size + b` at every build (three builds at least, so
+    /// that the form is checked, not only fitted).
+    fn constants(
+        &self,
+        tensor: &str,
+        sizes: &[i64],
+        diffs: &[Vec<Diff>],
+    ) -> Result<HashMap<usize, Expr>, RuntimeShapeError> {
+        let mut at: BTreeMap<usize, (DataType, Vec<i64>)> = BTreeMap::new();
+        for (k, list) in diffs.iter().enumerate() {
+            for d in list {
+                let e = at
+                    .entry(d.id)
+                    .or_insert_with(|| (d.dtype, vec![d.max; sizes.len()]));
+                e.1[k + 1] = d.other;
+            }
+        }
+        let mut out = HashMap::new();
+        for (id, (dtype, values)) in at {
+            let follows = || RuntimeShapeError::SizeDependent {
+                tensor: tensor.to_string(),
+                what: format!("a constant {values:?} at sizes {sizes:?}"),
+            };
+            if sizes.len() < 3 {
+                return Err(follows());
+            }
+            let (s0, v0, s1, v1) = (sizes[0], values[0], sizes[1], values[1]);
+            if (v0 - v1) % (s0 - s1) != 0 {
+                return Err(follows());
+            }
+            let a = (v0 - v1) / (s0 - s1);
+            let b = v0 - a * s0;
+            if a == 0 || sizes.iter().zip(&values).any(|(&s, &v)| a * s + b != v) {
+                return Err(follows());
+            }
+            let n = self.extents.at(&[Expr::int(self.index)]);
+            let mut e = if a == 1 { n } else { n * Expr::int(a) };
+            if b != 0 {
+                e = e + Expr::int(b);
+            }
+            out.insert(id, Expr::cast(dtype, e));
+        }
+        Ok(out)
+    }
+
     /// How an axis whose extents are `extents` at the builds' `sizes` (largest first)
     /// follows the size.
     fn follows(
@@ -213,17 +269,24 @@ fn bound_one(
         bounded.push(a.with_bound(bound));
     }
     let (new_axis, new_reduce) = bounded.split_at(axis.len());
+    let mut diffs: Vec<Vec<Diff>> = Vec::with_capacity(others.len());
     for (o, p) in others.iter().zip(pairings.iter()) {
         let Some(ob) = o.body() else {
             return Err(structure("a placeholder in one build only".into()));
         };
-        p.same_body(m.name(), body, ob)?;
+        let mut walk = Walk::default();
+        p.same_body(m.name(), body, ob, &mut walk)?;
+        diffs.push(walk.diffs);
     }
+    let mut replace = Replace::new(symbol.constants(m.name(), sizes, &diffs)?);
     let body = match body {
-        ComputeBody::Expr(e) => ComputeBody::Expr(e.clone()),
+        ComputeBody::Expr(e) => ComputeBody::Expr(replace.mutate_expr(e)),
         ComputeBody::Reduce(r) => ComputeBody::Reduce(Reduce {
             axis: new_reduce.to_vec(),
-            ..r.clone()
+            source: replace.mutate_expr(&r.source),
+            init: r.init.as_ref().map(|e| replace.mutate_expr(e)),
+            condition: r.condition.as_ref().map(|e| replace.mutate_expr(e)),
+            op: r.op,
         }),
     };
     make_compute(
@@ -240,198 +303,6 @@ fn bound_one(
         tensor: m.name().to_string(),
         source,
     })
-}
-
-/// What corresponds between the two builds: the other build's variables and buffers
-/// mapped to the largest build's.
-#[derive(Default)]
-struct Pairing {
-    vars: HashMap<Var, Var>,
-    buffers: HashMap<Buffer, Buffer>,
-}
-
-impl Pairing {
-    /// Whether body `a` (largest build) is `b` (another build) but for the strides of
-    /// its indices.
-    fn same_body(
-        &self,
-        tensor: &str,
-        a: &ComputeBody,
-        b: &ComputeBody,
-    ) -> Result<(), RuntimeShapeError> {
-        let differ = || RuntimeShapeError::Structure {
-            tensor: tensor.to_string(),
-            reason: "the bodies differ in kind".into(),
-        };
-        match (a, b) {
-            (ComputeBody::Expr(x), ComputeBody::Expr(y)) => self.same(tensor, x, y, false),
-            (ComputeBody::Reduce(x), ComputeBody::Reduce(y)) => {
-                if x.op != y.op {
-                    return Err(differ());
-                }
-                self.same(tensor, &x.source, &y.source, false)?;
-                for (p, q) in [(&x.init, &y.init), (&x.condition, &y.condition)] {
-                    match (p, q) {
-                        (Some(p), Some(q)) => self.same(tensor, p, q, false)?,
-                        (None, None) => {}
-                        _ => return Err(differ()),
-                    }
-                }
-                Ok(())
-            }
-            _ => Err(differ()),
-        }
-    }
-
-    /// Whether `a` (largest build) is `b` (other build) but for constants that are a
-    /// factor or divisor of an index (`in_index`: inside a load's indices).
-    fn same(
-        &self,
-        tensor: &str,
-        a: &Expr,
-        b: &Expr,
-        in_index: bool,
-    ) -> Result<(), RuntimeShapeError> {
-        let differ = |what: &str| RuntimeShapeError::SizeDependent {
-            tensor: tensor.to_string(),
-            what: format!("{what}: `{a}` where the smaller build has `{b}`"),
-        };
-        match (a.node(), b.node()) {
-            (ExprNode::Var(x), ExprNode::Var(y)) => {
-                if self.vars.get(y) == Some(x) || x == y {
-                    Ok(())
-                } else {
-                    Err(differ("a variable"))
-                }
-            }
-            (
-                ExprNode::IntImm {
-                    value: x,
-                    dtype: dx,
-                },
-                ExprNode::IntImm {
-                    value: y,
-                    dtype: dy,
-                },
-            ) => {
-                if x == y && dx == dy {
-                    Ok(())
-                } else {
-                    Err(differ("a constant"))
-                }
-            }
-            (ExprNode::FloatImm { value: x, .. }, ExprNode::FloatImm { value: y, .. }) => {
-                if x.to_bits() == y.to_bits() {
-                    Ok(())
-                } else {
-                    Err(differ("a constant"))
-                }
-            }
-            (
-                ExprNode::Binary { op, a: x1, b: x2 },
-                ExprNode::Binary {
-                    op: op2,
-                    a: y1,
-                    b: y2,
-                },
-            ) => {
-                if op != op2 {
-                    return Err(differ("an operation"));
-                }
-                // an index's factor (either operand of a product) or divisor may follow
-                // the size: a stride of the layout at the largest size
-                let scaling = in_index
-                    && matches!(
-                        op,
-                        BinOp::Mul | BinOp::Div | BinOp::Mod | BinOp::FloorDiv | BinOp::FloorMod
-                    );
-                let left_free = scaling && *op == BinOp::Mul && is_int(x1) && is_int(y1);
-                let right_free = scaling && is_int(x2) && is_int(y2);
-                if !left_free {
-                    self.same(tensor, x1, y1, in_index)?;
-                }
-                if !right_free {
-                    self.same(tensor, x2, y2, in_index)?;
-                }
-                Ok(())
-            }
-            (
-                ExprNode::Load {
-                    buffer: x,
-                    indices: xi,
-                },
-                ExprNode::Load {
-                    buffer: y,
-                    indices: yi,
-                },
-            ) => {
-                let paired = self.buffers.get(y).map_or(x == y, |m| m == x);
-                if !paired || xi.len() != yi.len() {
-                    return Err(differ("a load"));
-                }
-                for (p, q) in xi.iter().zip(yi) {
-                    self.same(tensor, p, q, true)?;
-                }
-                Ok(())
-            }
-            _ => {
-                let (xs, ys) = (children(a), children(b));
-                if std::mem::discriminant(a.node()) != std::mem::discriminant(b.node())
-                    || xs.len() != ys.len()
-                    || !same_head(a, b)
-                {
-                    return Err(differ("an expression"));
-                }
-                for (p, q) in xs.iter().zip(&ys) {
-                    self.same(tensor, p, q, in_index)?;
-                }
-                Ok(())
-            }
-        }
-    }
-}
-
-fn is_int(e: &Expr) -> bool {
-    matches!(e.node(), ExprNode::IntImm { .. })
-}
-
-/// Whether two nodes of one kind agree in what is not a child (a comparison's
-/// operator, a cast's type, a call's function, a vector's lanes).
-fn same_head(a: &Expr, b: &Expr) -> bool {
-    match (a.node(), b.node()) {
-        (ExprNode::Cmp { op: x, .. }, ExprNode::Cmp { op: y, .. }) => x == y,
-        (ExprNode::Cast { dtype: x, .. }, ExprNode::Cast { dtype: y, .. }) => x == y,
-        (
-            ExprNode::Call {
-                op: x, dtype: dx, ..
-            },
-            ExprNode::Call {
-                op: y, dtype: dy, ..
-            },
-        ) => x == y && dx == dy,
-        (ExprNode::Ramp { lanes: x, .. }, ExprNode::Ramp { lanes: y, .. })
-        | (ExprNode::Broadcast { lanes: x, .. }, ExprNode::Broadcast { lanes: y, .. }) => x == y,
-        _ => true,
-    }
-}
-
-fn children(e: &Expr) -> Vec<Expr> {
-    match e.node() {
-        ExprNode::Var(_) | ExprNode::IntImm { .. } | ExprNode::FloatImm { .. } => vec![],
-        ExprNode::Binary { a, b, .. } | ExprNode::Cmp { a, b, .. } => vec![a.clone(), b.clone()],
-        ExprNode::And(a, b) | ExprNode::Or(a, b) => vec![a.clone(), b.clone()],
-        ExprNode::Not(a) => vec![a.clone()],
-        ExprNode::Select {
-            cond,
-            then_value,
-            else_value,
-        } => vec![cond.clone(), then_value.clone(), else_value.clone()],
-        ExprNode::Cast { value, .. } => vec![value.clone()],
-        ExprNode::Load { indices, .. } => indices.clone(),
-        ExprNode::Ramp { base, stride, .. } => vec![base.clone(), stride.clone()],
-        ExprNode::Broadcast { value, .. } => vec![value.clone()],
-        ExprNode::Call { args, .. } => args.clone(),
-    }
 }
 
 /// The int32 extent tensor of `count` symbolic sizes (`[count]`), named `name`.
