@@ -71,3 +71,94 @@ fn a_network_too_large_for_the_machine_is_one_line() {
         "{err}"
     );
 }
+
+/// tests/onnx/export_seq.py's models: a BERT encoder with a padding mask and a GPT-2
+/// decoder whose inputs' sequence is symbolic, with inputs and onnxruntime's outputs at
+/// sizes 3, 17 and 48.
+fn seq_exports() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/onnx/exports")
+}
+
+#[test]
+fn one_module_runs_every_sequence_length_of_its_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let exports = seq_exports();
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(exports.join("seq_manifest.json")).unwrap()).unwrap();
+    for model in manifest.as_array().unwrap() {
+        let name = model["name"].as_str().unwrap();
+        let onnx = exports.join(model["model"].as_str().unwrap());
+        let module = dir.path().join(format!("{name}.tsm"));
+        let mut args: Vec<String> = vec![
+            "compile".into(),
+            "--onnx".into(),
+            onnx.display().to_string(),
+        ];
+        for input in model["inputs"].as_array().unwrap() {
+            args.push("--shape".into());
+            args.push(format!("{}=1,1..48", input.as_str().unwrap()));
+        }
+        args.extend(["--out".into(), module.display().to_string()]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = tessera(&args);
+        assert!(out.status.success(), "{name}: {}", text(&out));
+        for run in model["runs"].as_array().unwrap() {
+            let size = run["size"].as_i64().unwrap();
+            let got = dir.path().join(format!("{name}_{size}.npy"));
+            let mut args: Vec<String> = vec![
+                "run".into(),
+                "--module".into(),
+                module.display().to_string(),
+            ];
+            for (input, file) in run["inputs"].as_object().unwrap() {
+                args.push("--input".into());
+                args.push(format!(
+                    "{input}={}",
+                    exports.join(file.as_str().unwrap()).display()
+                ));
+            }
+            args.extend(["--output".into(), got.display().to_string()]);
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let out = tessera(&args);
+            assert!(out.status.success(), "{name} at {size}: {}", text(&out));
+            let got = tessera_runtime::NDArray::load_npy(&got).unwrap();
+            let want =
+                tessera_runtime::NDArray::load_npy(exports.join(run["output"].as_str().unwrap()))
+                    .unwrap();
+            assert_eq!(got.shape(), want.shape(), "{name} at {size}");
+            got.allclose(&want, 1e-4, 1e-5)
+                .unwrap_or_else(|e| panic!("{name} at {size}: {e}"));
+        }
+    }
+    // a size outside the range, and ranges of two sizes in one module, are one line
+    let bert = exports.join("bert_seq/model.onnx");
+    let long = dir.path().join("long.npy");
+    let module = dir.path().join("bert_seq.tsm");
+    tessera_runtime::NDArray::from_slice::<i64>(&[1, 49], &[1; 49])
+        .unwrap()
+        .save_npy(&long)
+        .unwrap();
+    let err = one_line_error(&tessera(&[
+        "run",
+        "--module",
+        module.to_str().unwrap(),
+        "--input",
+        &format!("input_ids={}", long.display()),
+    ]));
+    assert!(
+        err.contains("49 is outside the module's range 1..48"),
+        "{err}"
+    );
+    let err = one_line_error(&tessera(&[
+        "compile",
+        "--onnx",
+        bert.to_str().unwrap(),
+        "--shape",
+        "input_ids=1,1..48",
+        "--shape",
+        "attention_mask=1,1..32",
+        "--out",
+        module.to_str().unwrap(),
+    ]));
+    assert!(err.contains("a module has one runtime size"), "{err}");
+}
