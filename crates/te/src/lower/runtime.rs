@@ -6,16 +6,20 @@
 //! A root axis's runtime extent `n` flows down the stage's relations as its static
 //! extent does: a split's outer loop runs `⌈n / inner⌉` times, a fused loop whose outer
 //! part has a runtime extent runs `n · inner` times (the inner part keeps its static
-//! extent, so the fused index still decomposes as it did). A loop that must stay
+//! extent, so the fused index still decomposes as it did), one whose inner part has it
+//! under an outer part of one iteration runs `n` times. A loop that must stay
 //! static — vectorized, unrolled or bound to a GPU thread, or a fused loop whose inner
 //! part has the runtime extent — runs its static extent, and the axis it derives from
 //! gets a guard `index < n`, as a split that does not divide gets one. Storage keeps
 //! the static extents: what a stage writes past `n` is never read as a value (a
 //! reduction over such an axis stops at `n`).
 //!
-//! Only a stage that covers its whole tensor (at the root) bounds its data-parallel
-//! axes; a stage computed inside another's loop covers the region its consumer reads,
-//! which the consumer's own bounds already limit. Reduce axes are always whole.
+//! An axis is bounded where the stage covers it whole (at the root, or computed inside
+//! a consumer's loop that needs every index of it: an attention block's keys); a stage
+//! covering part of an axis (a tile) computes that part, which its consumer's bounds
+//! already limit. Nothing valid is lost: a value at a valid index reads only valid
+//! indices but through a reduction, and reductions stop at the size. Reduce axes are
+//! always whole.
 
 use super::*;
 
@@ -38,14 +42,12 @@ impl Lowerer<'_> {
     /// The runtime extents of stage `st` whose bounds are `b` (see the module header).
     pub(super) fn runtime_extents(st: &Stage, b: &StageBounds) -> RuntimeExtents {
         let roots = st.root_iter_vars();
-        let ndata = st.op.axis().len();
-        let at_root = st.attach == Attach::Root;
         // per variable with a runtime extent: that extent, and the root it comes from
         let mut dynamic: HashMap<IterVar, (Expr, IterVar)> = HashMap::new();
         for (k, r) in roots.iter().enumerate() {
             let Some(n) = r.bound() else { continue };
             let whole = b.root_min[k].is_const_int(0) && Some(b.root_ext[k]) == r.extent();
-            if whole && (k >= ndata || at_root) {
+            if whole {
                 dynamic.insert(r.clone(), (n.clone(), r.clone()));
             }
         }
@@ -73,12 +75,24 @@ impl Lowerer<'_> {
                     inner,
                     fused,
                 } => {
-                    if let Some((_, root)) = dynamic.get(inner) {
-                        inexact.push(root.clone());
-                    }
-                    if let Some((n, root)) = dynamic.get(outer).cloned() {
-                        let inner_ext = b.leaf_ext.get(inner).copied().unwrap_or(1);
-                        dynamic.insert(fused.clone(), (n * Expr::int(inner_ext), root));
+                    let outer_ext = b.leaf_ext.get(outer).copied().unwrap_or(1);
+                    match (dynamic.get(outer).cloned(), dynamic.get(inner).cloned()) {
+                        // the fused index decomposes by the inner part's static extent:
+                        // a runtime outer part keeps the valid iterations first
+                        (Some((n, root)), inner_n) => {
+                            if let Some((_, r)) = inner_n {
+                                inexact.push(r);
+                            }
+                            let inner_ext = b.leaf_ext.get(inner).copied().unwrap_or(1);
+                            dynamic.insert(fused.clone(), (n * Expr::int(inner_ext), root));
+                        }
+                        // so does a runtime inner part under an outer part of one
+                        // iteration ([1, size, …] values fused whole)
+                        (None, Some((n, root))) if outer_ext == 1 => {
+                            dynamic.insert(fused.clone(), (n, root));
+                        }
+                        (None, Some((_, root))) => inexact.push(root),
+                        (None, None) => {}
                     }
                 }
             }

@@ -125,7 +125,17 @@ pub fn schedule_attention(
         s.vectorize(out, &di)?;
     }
     let mut run = ax[..nd - 2].to_vec();
-    run.push(io);
+    if ax[nd - 2].bound().is_some() && !run.is_empty() {
+        // query rows known only at run time: their blocks outermost, so that the
+        // parallel loop runs the blocks the rows need and no more
+        // (`crate::lower`'s runtime extents)
+        let mut order = vec![io.clone()];
+        order.extend(run.iter().cloned());
+        s.reorder(out, &order)?;
+        run.insert(0, io);
+    } else {
+        run.push(io);
+    }
     let block = fuse_run(s, out, &run[0], &run[1..])?;
     if p.num_cores > 1 {
         s.parallel(out, &block)?;

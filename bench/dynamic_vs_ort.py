@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""One module for every sequence length against onnxruntime and against fixed-shape
+builds (issue 61). A model exported with a symbolic sequence (bench/export_dynamic.py)
+is compiled once for a range of lengths (`tessera compile --shape NAME=1,MIN..MAX` for
+every input) and once per measured length (`--shape NAME=1,LEN`); then, in alternating
+rounds, each length is timed on the range's module, on that length's module and on an
+onnxruntime session of the same file (one session for every length). Inputs: token ids
+uniform in [0, 1000), a padding mask (an input whose name holds "mask") with its last
+quarter zero. Every length's output of the range's module is checked against
+onnxruntime's first.
+
+Prints per length the median over rounds of each ratio, its smallest round, and the
+ratio of the minima; the CPU steal over the run (from /proc/stat).
+
+Usage: bench/dynamic_vs_ort.py MODEL.onnx --range 2..384 --sizes 8,32,128,384
+       [--tessera target/release/tessera] [--threads 2] [--rounds 5] [--repeat 20]
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from network_vs_ort import ort_median_ms, ort_session  # noqa: E402
+
+
+def steal():
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return v[7], sum(v)
+
+
+def feeds(names, size):
+    rng = np.random.default_rng(size)
+    out = {}
+    for n in names:
+        if "mask" in n:
+            m = np.ones((1, size), np.int64)
+            m[0, size - size // 4:] = 0
+            out[n] = m
+        else:
+            out[n] = rng.integers(0, 1000, (1, size)).astype(np.int64)
+    return out
+
+
+def compile_module(exe, model, shapes, threads, out):
+    cmd = [exe, "compile", "--onnx", model, "--target", f"cpu -num-cores={threads}", "--out", out]
+    for s in shapes:
+        cmd += ["--shape", s]
+    t = time.perf_counter()
+    subprocess.run(cmd, check=True, capture_output=True, text=True)
+    return time.perf_counter() - t
+
+
+def tessera_ms(exe, module, files, repeat, output=None):
+    cmd = [exe, "run", "--module", module, "--benchmark", "--repeat", str(repeat)]
+    for n, f in files.items():
+        cmd += ["--input", f"{n}={f}"]
+    if output:
+        cmd += ["--output", output]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    lines = out.strip().splitlines()
+    i = next(k for k, line in enumerate(lines) if "median (ms)" in line)
+    return float(lines[i + 1].split()[1])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("model")
+    ap.add_argument("--range", required=True)
+    ap.add_argument("--sizes", required=True)
+    ap.add_argument("--tessera", default="target/release/tessera")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--repeat", type=int, default=20)
+    a = ap.parse_args()
+    sizes = [int(s) for s in a.sizes.split(",")]
+    sess = ort_session(a.model, a.threads)
+    names = [i.name for i in sess.get_inputs()]
+    tmp = tempfile.mkdtemp()
+    dyn = os.path.join(tmp, "range.tsm")
+    secs = compile_module(a.tessera, a.model, [f"{n}=1,{a.range}" for n in names], a.threads, dyn)
+    print(f"range module ({a.range}): compiled in {secs:.1f} s", flush=True)
+    fixed, files, fd = {}, {}, {}
+    for s in sizes:
+        fixed[s] = os.path.join(tmp, f"fixed_{s}.tsm")
+        secs = compile_module(a.tessera, a.model, [f"{n}=1,{s}" for n in names], a.threads, fixed[s])
+        print(f"length {s} module: compiled in {secs:.1f} s", flush=True)
+        fd[s] = feeds(names, s)
+        files[s] = {}
+        for n, v in fd[s].items():
+            files[s][n] = os.path.join(tmp, f"{n}_{s}.npy")
+            np.save(files[s][n], v)
+        out = os.path.join(tmp, f"out_{s}.npy")
+        tessera_ms(a.tessera, dyn, files[s], 1, out)
+        diff = np.abs(np.load(out) - sess.run(None, fd[s])[0]).max()
+        print(f"length {s}: range module against onnxruntime, max abs diff {diff:.2e}", flush=True)
+    st0 = steal()
+    times = {s: {"range": [], "fixed": [], "ort": []} for s in sizes}
+    for r in range(a.rounds):
+        for s in sizes:
+            t = times[s]
+            t["range"].append(tessera_ms(a.tessera, dyn, files[s], a.repeat))
+            t["ort"].append(ort_median_ms(sess, fd[s], a.repeat))
+            t["fixed"].append(tessera_ms(a.tessera, fixed[s], files[s], a.repeat))
+            print(f"round {r + 1} length {s}: range {t['range'][-1]:.3f} ms, length's own "
+                  f"{t['fixed'][-1]:.3f} ms, onnxruntime {t['ort'][-1]:.3f} ms", flush=True)
+    st1 = steal()
+    print(f"steal {100 * (st1[0] - st0[0]) / max(1, st1[1] - st0[1]):.2f}%")
+    print("| length | range / onnxruntime (median; min; minima) | range / length's own | length's own / onnxruntime | range, onnxruntime minima (ms) |")
+    print("|---|---|---|---|---|")
+    for s in sizes:
+        t = times[s]
+        def ratio(x, y):
+            rs = [p / q for p, q in zip(t[x], t[y])]
+            return f"{statistics.median(rs):.2f}; {min(rs):.2f}; {min(t[x]) / min(t[y]):.2f}"
+        print(f"| {s} | {ratio('range', 'ort')} | {ratio('range', 'fixed')} | "
+              f"{ratio('fixed', 'ort')} | {min(t['range']):.2f}, {min(t['ort']):.2f} |")
+
+
+if __name__ == "__main__":
+    main()
