@@ -146,6 +146,8 @@ impl Toolchain {
         // sizes a multiple of every such width apart
         let backend = self.registry().backend_for(&spec.target)?;
         let mut last = None;
+        // each size imported and planned once, whatever strides use it
+        let mut planned: std::collections::HashMap<i64, tessera_graph::Graph> = Default::default();
         for stride in [1, 16, 48] {
             let sizes: Vec<i64> = [max, max - stride, max - 2 * stride]
                 .into_iter()
@@ -156,8 +158,11 @@ impl Toolchain {
             }
             let mut builds = Vec::with_capacity(sizes.len());
             for &s in &sizes {
-                let plan = self.plan(&spec.at_size(s))?;
-                builds.push((s, plan.rule_graph().clone()));
+                if !planned.contains_key(&s) {
+                    let plan = self.plan(&spec.at_size(s))?;
+                    planned.insert(s, plan.rule_graph().clone());
+                }
+                builds.push((s, planned[&s].clone()));
             }
             match compile_dynamic(&builds, &rs.range, backend.as_ref()) {
                 Ok(network) => {

@@ -78,7 +78,8 @@ pub(crate) fn rfactor(
         if l == axis {
             leaf_map.insert(l.var().clone(), kept.expr());
         } else {
-            let n = IterVar::new(l.name(), Some(leaf_ext[l]), IterKind::Reduce);
+            let n = IterVar::new(l.name(), Some(leaf_ext[l]), IterKind::Reduce)
+                .with_bound(outer_runtime_extent(&st, l, &leaf_ext));
             leaf_map.insert(l.var().clone(), n.expr());
             rf_reduce.push(n);
         }
@@ -87,16 +88,20 @@ pub(crate) fn rfactor(
         vmap.insert(rv.clone(), substitute(val, &leaf_map));
     }
     let mut conds: Vec<Expr> = guards.iter().map(|g| substitute(g, &leaf_map)).collect();
-    // a reduce axis with a runtime extent stops there in the partial sums too
-    for a in &red.axis {
-        if let (Some(n), Some(v)) = (a.bound(), root_vals.get(a.var())) {
-            conds.push(substitute(v, &leaf_map).lt(n));
-        }
-    }
     if let Some(c) = &red.condition {
         conds.push(substitute(c, &vmap));
     }
-    let source = substitute(&red.source, &vmap);
+    let mut source = substitute(&red.source, &vmap);
+    // a reduce axis with a runtime extent stops there in the partial sums too: the
+    // source masked (a blend in vector form), not guarded (a scalar loop)
+    let past: Vec<Expr> = red
+        .axis
+        .iter()
+        .filter_map(|a| Some(substitute(root_vals.get(a.var())?, &leaf_map).lt(a.bound()?)))
+        .collect();
+    if !past.is_empty() {
+        source = Expr::select(Expr::all(past), source, red.op.identity(st.op.dtype()));
+    }
     let rf_body = if rf_reduce.is_empty() {
         // Every reduce leaf but the factored one is gone: the partial result is the
         // (guarded) source itself.
@@ -150,6 +155,29 @@ pub(crate) fn rfactor(
     });
     sch.replace_with_rfactor(ti, rf.clone(), new_body)?;
     Ok(rf)
+}
+
+/// The runtime extent of reduce leaf `l` where it is the outer part of a split of a
+/// root axis with one (`⌈n / inner⌉`): the partial sums' loop stops where the source
+/// does (the values past it are masked).
+fn outer_runtime_extent(
+    st: &crate::schedule::Stage,
+    l: &IterVar,
+    leaf_ext: &HashMap<IterVar, i64>,
+) -> Option<Expr> {
+    st.relations.iter().find_map(|r| match r {
+        crate::schedule::Relation::Split {
+            parent,
+            outer,
+            inner,
+            ..
+        } if outer == l => {
+            let n = parent.bound()?;
+            let f = leaf_ext.get(inner).copied().unwrap_or(1).max(1);
+            Some(Expr::floordiv(n.clone() + Expr::int(f - 1), Expr::int(f)))
+        }
+        _ => None,
+    })
 }
 
 /// Whether `init` is an identity of `op` over every value of its type: 0 for a sum, 1

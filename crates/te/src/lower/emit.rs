@@ -104,6 +104,25 @@ impl<'a> Lowerer<'a> {
             vmap.insert(rv.var().clone(), v);
         }
         guards.extend(self.region_guards(&st, &b, &vmap));
+        // runtime extents: the loops recorded, a reduction's source masked past them
+        let runtime = Self::runtime_extents(&st, &b);
+        self.runtime_loops.extend(runtime.loops);
+        let masks: Vec<Expr> = runtime
+            .masked
+            .iter()
+            .map(|(root, n)| vmap[root.var()].lt(n))
+            .collect();
+        let masked = |source: Expr, op: &crate::tensor::ReduceOp| -> Expr {
+            if masks.is_empty() {
+                source
+            } else {
+                Expr::select(
+                    Expr::all(masks.iter().cloned()),
+                    source,
+                    op.identity(st.op.dtype()),
+                )
+            }
+        };
         let mut reloc = Relocate { storage: &storage };
         let out_idx: Vec<Expr> = shift(
             &st.op
@@ -122,7 +141,7 @@ impl<'a> Lowerer<'a> {
             {
                 let parts = AllreduceParts {
                     op: r.op,
-                    source: prep(&r.source, &mut reloc),
+                    source: masked(prep(&r.source, &mut reloc), &r.op),
                     condition: r.condition.as_ref().map(|c| prep(c, &mut reloc)),
                     init: r.init.as_ref().map(|x| prep(x, &mut reloc)),
                     out_buf,
@@ -148,7 +167,7 @@ impl<'a> Lowerer<'a> {
                 let upd = Stmt::store(
                     &out_buf,
                     out_idx.clone(),
-                    op.combine(acc, prep(source, &mut reloc)),
+                    op.combine(acc, masked(prep(source, &mut reloc), op)),
                 );
                 let upd = match condition {
                     Some(c) => Stmt::if_then(prep(c, &mut reloc), upd),
@@ -223,21 +242,14 @@ impl<'a> Lowerer<'a> {
     }
 
     /// The guards of stage `st` (bounds `b`, root indices `vmap`) besides its splits':
-    /// the runtime extents' (the stage's runtime loops are recorded) and, where its region
-    /// may leave the tensor, the tensor's bounds.
+    /// where its region may leave the tensor, the tensor's bounds.
     fn region_guards(
         &mut self,
         st: &Stage,
         b: &StageBounds,
         vmap: &HashMap<Var, Expr>,
     ) -> Vec<Expr> {
-        let runtime = Self::runtime_extents(st, b);
-        let mut guards: Vec<Expr> = runtime
-            .guarded
-            .iter()
-            .map(|(root, n)| vmap[root.var()].lt(n))
-            .collect();
-        self.runtime_loops.extend(runtime.loops);
+        let mut guards = Vec::new();
         for (d, g) in b.domain_guard.iter().enumerate() {
             if *g {
                 let v = vmap[st.op.axis()[d].var()].clone();

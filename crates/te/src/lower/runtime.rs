@@ -7,30 +7,32 @@
 //! extent does: a split's outer loop runs `⌈n / inner⌉` times, a fused loop whose outer
 //! part has a runtime extent runs `n · inner` times (the inner part keeps its static
 //! extent, so the fused index still decomposes as it did), one whose inner part has it
-//! under an outer part of one iteration runs `n` times. A loop that must stay
-//! static — vectorized, unrolled or bound to a GPU thread, or a fused loop whose inner
-//! part has the runtime extent — runs its static extent, and the axis it derives from
-//! gets a guard `index < n`, as a split that does not divide gets one. Storage keeps
-//! the static extents: what a stage writes past `n` is never read as a value (a
-//! reduction over such an axis stops at `n`).
+//! under an outer part of one iteration runs `n` times. A loop that must stay static —
+//! vectorized, unrolled or bound to a GPU thread, a fused loop whose inner part has the
+//! runtime extent — runs its static extent.
+//!
+//! Past `n`, a data-parallel axis computes what its loops reach (the rest of a tile or
+//! of a vector): storage keeps the static extents, and nothing valid reads those
+//! indices but through a reduction. A reduction must not take them: where its loops do
+//! not stop exactly at `n`, its source is masked, `select(index < n, source, identity)`
+//! — a blend the vectorizer keeps in vector form, where a guard would leave the loop
+//! scalar — and the values past `n`, whatever they hold, are never combined.
 //!
 //! An axis is bounded where the stage covers it whole (at the root, or computed inside
 //! a consumer's loop that needs every index of it: an attention block's keys); a stage
 //! covering part of an axis (a tile) computes that part, which its consumer's bounds
-//! already limit. Nothing valid is lost: a value at a valid index reads only valid
-//! indices but through a reduction, and reductions stop at the size. Reduce axes are
-//! always whole.
+//! already limit.
 
 use super::*;
 
-/// The runtime extents of a stage's loops, and the guards its body needs.
+/// The runtime extents of a stage's loops, and the masks its reduction needs.
 #[derive(Default)]
 pub(super) struct RuntimeExtents {
     /// Leaf loops that run to a runtime extent.
     pub(super) loops: HashMap<IterVar, Expr>,
-    /// Root axes whose loops do not stop exactly at the runtime extent: `(axis, n)`,
-    /// guarded by `index < n`.
-    pub(super) guarded: Vec<(IterVar, Expr)>,
+    /// Reduce axes whose loops do not stop exactly at the runtime extent: `(axis, n)`,
+    /// the source masked by `index < n`.
+    pub(super) masked: Vec<(IterVar, Expr)>,
 }
 
 /// Whether a leaf loop can run to a runtime extent: a plain or parallel loop.
@@ -107,13 +109,13 @@ impl Lowerer<'_> {
                 }
             }
         }
-        let mut guarded: Vec<(IterVar, Expr)> = Vec::new();
-        for root in inexact {
-            if guarded.iter().all(|(r, _)| *r != root) {
+        let mut masked: Vec<(IterVar, Expr)> = Vec::new();
+        for root in inexact.into_iter().filter(|r| r.is_reduce()) {
+            if masked.iter().all(|(r, _)| *r != root) {
                 let (n, _) = dynamic[&root].clone();
-                guarded.push((root, n));
+                masked.push((root, n));
             }
         }
-        RuntimeExtents { loops, guarded }
+        RuntimeExtents { loops, masked }
     }
 }

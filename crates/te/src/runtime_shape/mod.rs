@@ -1,11 +1,12 @@
 //! Runtime extents found by difference: a compute DAG built for the largest value of a
 //! symbolic size and built again for smaller ones gives, axis by axis, which extents
 //! follow the size (`a · size + b` at every build) and which do not. Values are stored
-//! at the largest size ("padded"), so an axis whose extent is the size itself holds
-//! the valid indices first: it gets a runtime extent (see
-//! [`IterVarNode::bound`](crate::tensor::IterVarNode::bound)) read from an extent
-//! tensor. An axis of another form (`2 · size` where two heads of the size were merged,
-//! `size + 1`) holds its valid indices apart: a data-parallel one keeps its static
+//! at the largest size ("padded"), so an axis whose extent is the size itself, or the
+//! size and a constant (a token appended: a cache and the new token concatenated, their
+//! offset the size read at run time as below), holds the valid indices first: it gets a
+//! runtime extent (see [`IterVarNode::bound`](crate::tensor::IterVarNode::bound)) read
+//! from an extent tensor. An axis of another form (`2 · size` where two heads of the
+//! size were merged) holds its valid indices apart: a data-parallel one keeps its static
 //! extent (what it computes past them is never read), a reduction over one is refused.
 //!
 //! The builds must be the same program but for the size: the same operations in the
@@ -70,7 +71,7 @@ pub struct Symbol {
 enum Follows {
     /// The same at every size.
     Not,
-    /// The size itself: a runtime extent.
+    /// The size and a constant: a runtime extent.
     Size(Expr),
     /// Another affine form: valid indices not first.
     Otherwise,
@@ -149,8 +150,9 @@ impl Symbol {
         if a <= 0 || sizes.iter().zip(extents).any(|(&s, &e)| a * s + b != e) {
             return Err(not_affine());
         }
-        Ok(if (a, b) == (1, 0) {
-            Follows::Size(self.extents.at(&[Expr::int(self.index)]))
+        Ok(if a == 1 {
+            let n = self.extents.at(&[Expr::int(self.index)]);
+            Follows::Size(if b == 0 { n } else { n + Expr::int(b) })
         } else {
             Follows::Otherwise
         })

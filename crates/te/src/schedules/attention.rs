@@ -124,22 +124,37 @@ pub fn schedule_attention(
     if p.vectorize {
         s.vectorize(out, &di)?;
     }
-    let mut run = ax[..nd - 2].to_vec();
-    if ax[nd - 2].bound().is_some() && !run.is_empty() {
-        // query rows known only at run time: their blocks outermost, so that the
-        // parallel loop runs the blocks the rows need and no more
-        // (`crate::lower`'s runtime extents)
-        let mut order = vec![io.clone()];
-        order.extend(run.iter().cloned());
-        s.reorder(out, &order)?;
-        run.insert(0, io);
+    let run = ax[..nd - 2].to_vec();
+    let heads: i64 = out.shape()[..nd - 2].iter().product();
+    let block = if ax[nd - 2].bound().is_some() && !run.is_empty() {
+        // query rows known only at run time (`crate::lower`'s runtime extents): the
+        // heads in parallel where they are enough to share, each running the blocks
+        // the rows need; else the blocks outermost and in parallel with the heads
+        if heads >= 2 * p.num_cores.max(1) as i64 {
+            let outer = fuse_run(s, out, &run[0], &run[1..])?;
+            if p.num_cores > 1 {
+                s.parallel(out, &outer)?;
+            }
+            io
+        } else {
+            let mut order = vec![io.clone()];
+            order.extend(run.iter().cloned());
+            s.reorder(out, &order)?;
+            let block = fuse_run(s, out, &io, &run)?;
+            if p.num_cores > 1 {
+                s.parallel(out, &block)?;
+            }
+            block
+        }
     } else {
+        let mut run = run;
         run.push(io);
-    }
-    let block = fuse_run(s, out, &run[0], &run[1..])?;
-    if p.num_cores > 1 {
-        s.parallel(out, &block)?;
-    }
+        let block = fuse_run(s, out, &run[0], &run[1..])?;
+        if p.num_cores > 1 {
+            s.parallel(out, &block)?;
+        }
+        block
+    };
     // (consumers first: a stage goes inside the block once all its readers are there)
     for t in stages.iter().rev() {
         s.compute_at(t, out, &block)?;
