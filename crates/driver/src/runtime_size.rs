@@ -158,11 +158,14 @@ impl Toolchain {
             }
             let mut builds = Vec::with_capacity(sizes.len());
             for &s in &sizes {
-                if !planned.contains_key(&s) {
-                    let plan = self.plan(&spec.at_size(s))?;
-                    planned.insert(s, plan.rule_graph().clone());
-                }
-                builds.push((s, planned[&s].clone()));
+                let graph = match planned.entry(s) {
+                    std::collections::hash_map::Entry::Occupied(e) => e.get().clone(),
+                    std::collections::hash_map::Entry::Vacant(v) => {
+                        let plan = self.plan(&spec.at_size(s))?;
+                        v.insert(plan.rule_graph().clone()).clone()
+                    }
+                };
+                builds.push((s, graph));
             }
             match compile_dynamic(&builds, &rs.range, backend.as_ref()) {
                 Ok(network) => {

@@ -105,23 +105,9 @@ impl<'a> Lowerer<'a> {
         }
         guards.extend(self.region_guards(&st, &b, &vmap));
         // runtime extents: the loops recorded, a reduction's source masked past them
-        let runtime = Self::runtime_extents(&st, &b);
-        self.runtime_loops.extend(runtime.loops);
-        let masks: Vec<Expr> = runtime
-            .masked
-            .iter()
-            .map(|(root, n)| vmap[root.var()].lt(n))
-            .collect();
-        let masked = |source: Expr, op: &crate::tensor::ReduceOp| -> Expr {
-            if masks.is_empty() {
-                source
-            } else {
-                Expr::select(
-                    Expr::all(masks.iter().cloned()),
-                    source,
-                    op.identity(st.op.dtype()),
-                )
-            }
+        let masks = self.runtime_masks(&st, &b, &vmap);
+        let masked = |source: Expr, op: &crate::tensor::ReduceOp| {
+            super::runtime::mask(source, &masks, *op, st.op.dtype())
         };
         let mut reloc = Relocate { storage: &storage };
         let out_idx: Vec<Expr> = shift(

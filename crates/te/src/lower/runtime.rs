@@ -40,7 +40,39 @@ fn may_run_to_runtime_extent(st: &Stage, leaf: &IterVar) -> bool {
     matches!(st.annotation(leaf), Annotation::None | Annotation::Parallel)
 }
 
+/// `source` of a reduction by `op` into `dtype`, its identity where any of `masks`
+/// (`index < n`) fails.
+pub(super) fn mask(
+    source: Expr,
+    masks: &[Expr],
+    op: crate::tensor::ReduceOp,
+    dtype: tessera_ir::DataType,
+) -> Expr {
+    if masks.is_empty() {
+        source
+    } else {
+        Expr::select(Expr::all(masks.iter().cloned()), source, op.identity(dtype))
+    }
+}
+
 impl Lowerer<'_> {
+    /// Records stage `st`'s runtime loops ([`Lowerer::runtime_extents`]) and returns the
+    /// masks of its reduction, in root indices `vmap`.
+    pub(super) fn runtime_masks(
+        &mut self,
+        st: &Stage,
+        b: &StageBounds,
+        vmap: &HashMap<Var, Expr>,
+    ) -> Vec<Expr> {
+        let runtime = Self::runtime_extents(st, b);
+        self.runtime_loops.extend(runtime.loops);
+        runtime
+            .masked
+            .iter()
+            .map(|(root, n)| vmap[root.var()].lt(n))
+            .collect()
+    }
+
     /// The runtime extents of stage `st` whose bounds are `b` (see the module header).
     pub(super) fn runtime_extents(st: &Stage, b: &StageBounds) -> RuntimeExtents {
         let roots = st.root_iter_vars();
