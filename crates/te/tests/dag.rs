@@ -149,6 +149,14 @@ fn default_cpu_schedules_compute_the_same() {
     }
 }
 
+/// `d` with the default (empty) schedule, lowered and printed.
+fn lowered(d: &ComputeDag) -> String {
+    let s = Schedule::create(&d.outputs).unwrap();
+    let mut args = d.inputs();
+    args.extend(d.outputs.iter().cloned());
+    lower(&s, &args, "f").unwrap().to_string()
+}
+
 /// A DAG read back from JSON (how a task reaches a strategy plugin) is the same DAG:
 /// the same print, workload key and FLOPs, and it lowers to the same program.
 #[test]
@@ -171,12 +179,6 @@ fn a_dag_read_back_from_json_is_the_same_dag() {
         assert_eq!(back.to_string(), dag.to_string());
         assert_eq!(back.workload_key(), dag.workload_key());
         assert_eq!(back.flop_count(), dag.flop_count());
-        let lowered = |d: &ComputeDag| {
-            let s = Schedule::create(&d.outputs).unwrap();
-            let mut args = d.inputs();
-            args.extend(d.outputs.iter().cloned());
-            lower(&s, &args, "f").unwrap().to_string()
-        };
         assert_eq!(lowered(&back), lowered(&dag));
         // a schedule rewrite makes a compute of the read-back body: every tensor it
         // reads is found through its buffer (the loads are linked to the tensors'
@@ -218,12 +220,6 @@ fn runtime_extents_read_back_and_key_their_dag() {
     let back: ComputeDag = serde_json::from_str(&text).unwrap();
     assert_eq!(back.to_string(), dag.to_string());
     assert_eq!(back.workload_key(), dag.workload_key());
-    let lowered = |d: &ComputeDag| {
-        let s = Schedule::create(&d.outputs).unwrap();
-        let mut args = d.inputs();
-        args.extend(d.outputs.iter().cloned());
-        lower(&s, &args, "f").unwrap().to_string()
-    };
     assert_eq!(lowered(&back), lowered(&dag));
     assert!(
         lowered(&dag).contains("for (k, 0, n[0])"),

@@ -99,8 +99,9 @@ fn list_prints_the_catalog() {
 fn unknown_operators_and_bad_attributes_are_one_line() {
     let err = one_line_error(&tessera(&["op", "convolution", "--shape", "1,2,3"]));
     assert!(
-        err.contains("unknown operator `convolution` (known: matmul, dense, dense_packed, batch_matmul,")
-            && err.contains("max_pool2d"),
+        err.contains(
+            "unknown operator `convolution` (known: matmul, dense, dense_packed, batch_matmul,"
+        ) && err.contains("max_pool2d"),
         "{err}"
     );
     let err = one_line_error(&tessera(&[
