@@ -141,21 +141,33 @@ impl Toolchain {
                 rs.range.name
             )));
         }
-        // the network at sizes `stride` apart: one apart first; where that changes its
-        // structure (an operator padding the size to a multiple of the vector width),
-        // sizes a multiple of every such width apart
+        // the network at sizes `stride` apart; where one stride changes its structure (an
+        // operator padding the size to a multiple of the vector width), another
         let backend = self.registry().backend_for(&spec.target)?;
         let mut last = None;
         // each size imported and planned once, whatever strides use it
         let mut planned: std::collections::HashMap<i64, tessera_graph::Graph> = Default::default();
-        for stride in [1, 16, 48] {
-            let sizes: Vec<i64> = [max, max - stride, max - 2 * stride]
-                .into_iter()
-                .filter(|&s| s >= 1)
-                .collect();
-            if sizes.len() < 2 {
-                continue;
-            }
+        // one apart first where an attention's padding to a vector of keys cannot tell
+        // the sizes apart (the largest not a multiple of 16), else 16 first
+        // (three sizes where the stride allows: two cannot show how a constant follows
+        // the size)
+        let strides: [i64; 3] = if max % 16 == 0 {
+            [16, 1, 48]
+        } else {
+            [1, 16, 48]
+        };
+        let mut probes: Vec<Vec<i64>> = strides
+            .iter()
+            .map(|&stride| {
+                [max, max - stride, max - 2 * stride]
+                    .into_iter()
+                    .filter(|&s| s >= 1)
+                    .collect::<Vec<i64>>()
+            })
+            .filter(|sizes| sizes.len() >= 2)
+            .collect();
+        probes.sort_by_key(|sizes| std::cmp::Reverse(sizes.len()));
+        for sizes in probes {
             let mut builds = Vec::with_capacity(sizes.len());
             for &s in &sizes {
                 let graph = match planned.entry(s) {

@@ -37,6 +37,12 @@ impl Toolchain {
         templates: bool,
     ) -> Result<TaskListing, DriverError> {
         let target = spec.target.to_string();
+        if let Some(rs) = &spec.runtime_size {
+            return Err(DriverError::Request(format!(
+                "{}: the tasks of a range of sizes are not listed yet (issue 61): give one size",
+                rs.range
+            )));
+        }
         if templates {
             let plan = self.plan_for_templates(spec)?;
             return Ok(TaskListing::Templates {

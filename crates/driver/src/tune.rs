@@ -224,6 +224,17 @@ impl Toolchain {
         events: &mut dyn TuneEvents,
     ) -> Result<TuneReport, DriverError> {
         check_compare_rounds(req.compare_rounds)?;
+        if let TuneSubject::Network(NetworkSpec {
+            runtime_size: Some(rs),
+            ..
+        }) = &req.subject
+        {
+            return Err(DriverError::Request(format!(
+                "{}: tuning for a range of sizes is not there yet (issue 61): tune one size \
+                 (--shape with a number), whose records a build of that size applies",
+                rs.range
+            )));
+        }
         if req.resume && !req.log.exists() {
             return Err(DriverError::Request(format!(
                 "resuming: the log {} does not exist",

@@ -161,4 +161,32 @@ fn one_module_runs_every_sequence_length_of_its_range() {
         module.to_str().unwrap(),
     ]));
     assert!(err.contains("a module has one runtime size"), "{err}");
+    // tuning and listing tasks for a range are not there yet: one line each, not a
+    // tune of the largest size in disguise
+    let range = [
+        "--onnx",
+        bert.to_str().unwrap(),
+        "--shape",
+        "input_ids=1,1..48",
+        "--shape",
+        "attention_mask=1,1..48",
+    ];
+    let log = dir.path().join("range.json");
+    let tune = [
+        &["tune"][..],
+        &range,
+        &["--trials", "4", "--log", log.to_str().unwrap()],
+    ]
+    .concat();
+    let err = one_line_error(&tessera(&tune));
+    assert!(
+        err.contains("tuning for a range of sizes is not there yet"),
+        "{err}"
+    );
+    assert!(!log.exists(), "a refused tune wrote {}", log.display());
+    let err = one_line_error(&tessera(&[&["tasks"][..], &range].concat()));
+    assert!(
+        err.contains("tasks of a range of sizes are not listed yet"),
+        "{err}"
+    );
 }
