@@ -120,9 +120,10 @@ pub fn compile_dynamic(
         let gc = group_compute(&graph, g)?;
         let mut outs = vec![(range.max, vec![gc.output.clone()])];
         for (s, og, ogs) in &others {
-            check_constants(&graph, &gc, og, &group_compute(og, &ogs[i])?)
+            let ogc = group_compute(og, &ogs[i])?;
+            check_constants(&graph, &gc, og, &ogc)
                 .map_err(|why| refuse(format!("at size {s}: {why}")))?;
-            outs.push((*s, vec![group_compute(og, &ogs[i])?.output]));
+            outs.push((*s, vec![ogc.output]));
         }
         let name = graph.node(g.output()).name.clone();
         let bounded = bound_by_difference(&outs, &symbol)
