@@ -219,18 +219,51 @@ pub(crate) fn register_tiled_product(
 }
 
 /// `first` and the axes `rest` after it (consecutive, outermost first) fused into one
-/// loop, left to right.
+/// loop, left to right — up to the first axis with a runtime extent under a first axis
+/// without one (other than an axis of one), which is left as a loop of its own inside:
+/// a fused loop whose inner part has a runtime extent runs its static extent
+/// (`crate::lower`'s runtime extents), one of its own runs to the size.
 fn fuse_run(
     s: &mut Schedule,
     t: &Tensor,
     first: &IterVar,
     rest: &[IterVar],
 ) -> Result<IterVar, ScheduleError> {
+    let runtime = |iv: &IterVar| follows_runtime_extent(s, t, iv);
+    let cut = if runtime(first) || first.extent() == Some(1) {
+        rest.len()
+    } else {
+        rest.iter().position(runtime).unwrap_or(rest.len())
+    };
     let mut fused = first.clone();
-    for a in rest {
+    for a in &rest[..cut] {
         fused = s.fuse(t, &fused, a)?;
     }
     Ok(fused)
+}
+
+/// Whether leaf `iv` of `t`'s stage derives from an axis with a runtime extent.
+fn follows_runtime_extent(s: &Schedule, t: &Tensor, iv: &IterVar) -> bool {
+    if iv.bound().is_some() {
+        return true;
+    }
+    let Ok(st) = s.stage(t) else { return false };
+    st.relations.iter().any(|r| match r {
+        crate::Relation::Split {
+            parent,
+            outer,
+            inner,
+            ..
+        } => (outer == iv || inner == iv) && follows_runtime_extent(s, t, parent),
+        crate::Relation::Fuse {
+            outer,
+            inner,
+            fused,
+        } => {
+            fused == iv
+                && (follows_runtime_extent(s, t, outer) || follows_runtime_extent(s, t, inner))
+        }
+    })
 }
 
 /// An elementwise or injective stage: outer axes fused and parallel, innermost axis
