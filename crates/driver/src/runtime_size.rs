@@ -122,8 +122,8 @@ impl NetworkSpec {
 
 impl Toolchain {
     /// Stages 1–7 for a spec with a runtime size: the network imported and planned at
-    /// the largest size and at smaller ones (one less, and half where that differs
-    /// again), compiled into one module for the range with default schedules.
+    /// the largest size and at two smaller ones, compiled into one module for the range
+    /// with default schedules.
     pub(crate) fn compile_for_range(
         &self,
         spec: &NetworkSpec,
@@ -141,16 +141,14 @@ impl Toolchain {
                 rs.range.name
             )));
         }
-        // the network at sizes `stride` apart; where one stride changes its structure (an
-        // operator padding the size to a multiple of the vector width), another
+        // The smaller sizes are `stride` and `2 · stride` below the largest (three sizes
+        // where the range allows: two cannot show how a constant follows the size). A
+        // stride whose sizes give another network (an attention pads 383 keys to 384,
+        // not 384) is followed by the next: 16 first where the largest is a multiple of
+        // 16, else 1; each size imported and planned once.
         let backend = self.registry().backend_for(&spec.target)?;
         let mut last = None;
-        // each size imported and planned once, whatever strides use it
         let mut planned: std::collections::HashMap<i64, tessera_graph::Graph> = Default::default();
-        // one apart first where an attention's padding to a vector of keys cannot tell
-        // the sizes apart (the largest not a multiple of 16), else 16 first
-        // (three sizes where the stride allows: two cannot show how a constant follows
-        // the size)
         let strides: [i64; 3] = if max % 16 == 0 {
             [16, 1, 48]
         } else {

@@ -396,12 +396,8 @@ pub(crate) fn compact_output(
     Ok(out)
 }
 
-/// An input in the largest layout: its bytes, and the size of the run once every input
-/// with the size agrees on one.
-pub(crate) type PaddedInput = (Vec<u8>, Option<i64>);
-
-/// A loaded module's runtime size: the inputs with the size given so far in this run,
-/// and at which size.
+/// A loaded module's runtime size: the inputs with the size given so far, and at
+/// which size.
 #[derive(Clone, Debug)]
 pub(crate) struct RunSize {
     pub(crate) io: DynamicIo,
@@ -414,27 +410,36 @@ impl RunSize {
         RunSize { io, given }
     }
 
+    /// Whether input `name` has the size.
+    pub(crate) fn has_input(&self, name: &str) -> bool {
+        self.io.inputs.iter().any(|(n, _)| n == name)
+    }
+
     /// Input `name` (of type `max` at the largest size) given `value`: its bytes in the
-    /// largest layout where it has the size (`None` where it has none), and the size of
-    /// the run once every input with the size agrees on one.
+    /// largest layout, and its size (not yet the run's: [`RunSize::take`]).
     pub(crate) fn input(
-        &mut self,
+        &self,
         name: &str,
         value: &NDArray,
         max: &TensorType,
-    ) -> Result<Option<PaddedInput>, GraphError> {
-        let Some(k) = self.io.inputs.iter().position(|(n, _)| n == name) else {
-            return Ok(None);
-        };
-        let (bytes, size) =
-            pad_input(value, max, &self.io.inputs[k].1, &self.io.range).map_err(|reason| {
-                GraphError::Input {
-                    name: name.to_string(),
-                    reason,
-                }
-            })?;
-        self.given[k] = Some(size);
-        Ok(Some((bytes, self.size().ok())))
+    ) -> Result<(Vec<u8>, i64), GraphError> {
+        let dims = self
+            .io
+            .inputs
+            .iter()
+            .find(|(n, _)| n == name)
+            .map_or(&[][..], |(_, d)| &d[..]);
+        pad_input(value, max, dims, &self.io.range).map_err(|reason| GraphError::Input {
+            name: name.to_string(),
+            reason,
+        })
+    }
+
+    /// Input `name` set at `size`.
+    pub(crate) fn take(&mut self, name: &str, size: i64) {
+        if let Some(k) = self.io.inputs.iter().position(|(n, _)| n == name) {
+            self.given[k] = Some(size);
+        }
     }
 
     /// The size of the run: every input with the size given, at one size.

@@ -674,12 +674,16 @@ impl GraphModule {
             });
         };
         let (ty, s) = (ty.clone(), *s);
-        let padded = self.dynamic.as_mut().map(|d| d.input(name, value, &ty));
-        if let Some((bytes, size)) = padded.transpose()?.flatten() {
+        if let Some(d) = self.dynamic.as_mut().filter(|d| d.has_input(name)) {
+            // the value's own shape first, then its indices, then its size taken
+            let (bytes, size) = d.input(name, value, &ty)?;
             crate::index_bounds::check(&self.index_bounds, name, value)?;
             self.device
                 .copy_from_host(self.storages[s].buffer(), 0, &bytes)?;
-            if let Some(size) = size {
+            if let Some(d) = self.dynamic.as_mut() {
+                d.take(name, size);
+            }
+            if let Some(size) = self.dynamic.as_ref().and_then(|d| d.size().ok()) {
                 self.write_size(size)?;
             }
             return Ok(());

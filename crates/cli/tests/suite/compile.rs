@@ -149,6 +149,24 @@ fn one_module_runs_every_sequence_length_of_its_range() {
         err.contains("49 is outside the module's range 1..48"),
         "{err}"
     );
+    // a token id past the vocabulary, at a length of the range: refused as in a build
+    // of one length, naming the input and the value
+    let bad = dir.path().join("bad.npy");
+    tessera_runtime::NDArray::from_slice::<i64>(&[1, 3], &[1, 2, 500])
+        .unwrap()
+        .save_npy(&bad)
+        .unwrap();
+    let err = one_line_error(&tessera(&[
+        "run",
+        "--module",
+        module.to_str().unwrap(),
+        "--input",
+        &format!("input_ids={}", bad.display()),
+    ]));
+    assert!(
+        err.contains("input `input_ids`: holds the index 500"),
+        "{err}"
+    );
     let err = one_line_error(&tessera(&[
         "compile",
         "--onnx",
