@@ -187,6 +187,11 @@ impl Toolchain {
                 c
             }
         };
+        if let Some(r) = compiled.size_range() {
+            events.out(&format!(
+                "one module for {r}: inputs of any such size, outputs of the size given\n"
+            ));
+        }
         let mut m = self.load_saying(compiled, events)?;
         if req.step_by_step {
             m.launch_step_by_step()?;

@@ -121,6 +121,12 @@ fn one_module_runs_every_sequence_length_of_its_range() {
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
             let out = tessera(&args);
             assert!(out.status.success(), "{name} at {size}: {}", text(&out));
+            assert!(
+                String::from_utf8_lossy(&out.stdout)
+                    .contains("one module for input_ids[1] in 1..48"),
+                "{}",
+                text(&out)
+            );
             let got = tessera_runtime::NDArray::load_npy(&got).unwrap();
             let want =
                 tessera_runtime::NDArray::load_npy(exports.join(run["output"].as_str().unwrap()))
