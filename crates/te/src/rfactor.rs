@@ -91,7 +91,7 @@ pub(crate) fn rfactor(
     if let Some(c) = &red.condition {
         conds.push(substitute(c, &vmap));
     }
-    let mut source = substitute(&red.source, &vmap);
+    let source = substitute(&red.source, &vmap);
     // a reduce axis with a runtime extent stops there in the partial sums too: the
     // source masked (a blend in vector form), not guarded (a scalar loop)
     let past: Vec<Expr> = red
@@ -99,9 +99,7 @@ pub(crate) fn rfactor(
         .iter()
         .filter_map(|a| Some(substitute(root_vals.get(a.var())?, &leaf_map).lt(a.bound()?)))
         .collect();
-    if !past.is_empty() {
-        source = Expr::select(Expr::all(past), source, red.op.identity(st.op.dtype()));
-    }
+    let source = crate::lower::mask(source, &past, red.op, st.op.dtype());
     let rf_body = if rf_reduce.is_empty() {
         // Every reduce leaf but the factored one is gone: the partial result is the
         // (guarded) source itself.

@@ -26,6 +26,7 @@ mod interval;
 mod runtime;
 
 pub(crate) use bounds::reduce_leaf_algebra;
+pub(crate) use runtime::mask;
 
 use crate::error::LowerError;
 use crate::schedule::{loaded_buffers, Annotation, Attach, Relation, Schedule, Stage};

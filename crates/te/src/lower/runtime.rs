@@ -42,7 +42,7 @@ fn may_run_to_runtime_extent(st: &Stage, leaf: &IterVar) -> bool {
 
 /// `source` of a reduction by `op` into `dtype`, its identity where any of `masks`
 /// (`index < n`) fails.
-pub(super) fn mask(
+pub(crate) fn mask(
     source: Expr,
     masks: &[Expr],
     op: crate::tensor::ReduceOp,

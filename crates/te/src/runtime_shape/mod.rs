@@ -99,30 +99,29 @@ impl Symbol {
         }
         let mut out = HashMap::new();
         for (id, (dtype, values)) in at {
-            let follows = || RuntimeShapeError::SizeDependent {
-                tensor: tensor.to_string(),
-                what: format!("a constant {values:?} at sizes {sizes:?}"),
+            // three builds at least: two points fit any line
+            match affine(sizes, &values).filter(|&(a, _)| a != 0 && sizes.len() >= 3) {
+                Some((a, b)) => out.insert(id, Expr::cast(dtype, self.runtime(a, b))),
+                None => {
+                    return Err(RuntimeShapeError::SizeDependent {
+                        tensor: tensor.to_string(),
+                        what: format!("a constant {values:?} at sizes {sizes:?}"),
+                    })
+                }
             };
-            if sizes.len() < 3 {
-                return Err(follows());
-            }
-            let (s0, v0, s1, v1) = (sizes[0], values[0], sizes[1], values[1]);
-            if (v0 - v1) % (s0 - s1) != 0 {
-                return Err(follows());
-            }
-            let a = (v0 - v1) / (s0 - s1);
-            let b = v0 - a * s0;
-            if a == 0 || sizes.iter().zip(&values).any(|(&s, &v)| a * s + b != v) {
-                return Err(follows());
-            }
-            let n = self.extents.at(&[Expr::int(self.index)]);
-            let mut e = if a == 1 { n } else { n * Expr::int(a) };
-            if b != 0 {
-                e = e + Expr::int(b);
-            }
-            out.insert(id, Expr::cast(dtype, e));
         }
         Ok(out)
+    }
+
+    /// `a · size + b`, the size read from the extent tensor.
+    fn runtime(&self, a: i64, b: i64) -> Expr {
+        let n = self.extents.at(&[Expr::int(self.index)]);
+        let e = if a == 1 { n } else { n * Expr::int(a) };
+        if b == 0 {
+            e
+        } else {
+            e + Expr::int(b)
+        }
     }
 
     /// How an axis whose extents are `extents` at the builds' `sizes` (largest first)
@@ -136,27 +135,31 @@ impl Symbol {
         if extents.iter().all(|&e| e == extents[0]) {
             return Ok(Follows::Not);
         }
-        let not_affine = || RuntimeShapeError::NotAffine {
-            tensor: tensor.to_string(),
-            sizes: sizes.to_vec(),
-            extents: extents.to_vec(),
-        };
-        let (s0, e0, s1, e1) = (sizes[0], extents[0], sizes[1], extents[1]);
-        if s0 == s1 || (e0 - e1) % (s0 - s1) != 0 {
-            return Err(not_affine());
+        match affine(sizes, extents) {
+            Some((1, b)) => Ok(Follows::Size(self.runtime(1, b))),
+            Some((a, _)) if a > 0 => Ok(Follows::Otherwise),
+            _ => Err(RuntimeShapeError::NotAffine {
+                tensor: tensor.to_string(),
+                sizes: sizes.to_vec(),
+                extents: extents.to_vec(),
+            }),
         }
-        let a = (e0 - e1) / (s0 - s1);
-        let b = e0 - a * s0;
-        if a <= 0 || sizes.iter().zip(extents).any(|(&s, &e)| a * s + b != e) {
-            return Err(not_affine());
-        }
-        Ok(if a == 1 {
-            let n = self.extents.at(&[Expr::int(self.index)]);
-            Follows::Size(if b == 0 { n } else { n + Expr::int(b) })
-        } else {
-            Follows::Otherwise
-        })
     }
+}
+
+/// `(a, b)` with `values[k] = a · sizes[k] + b` at every build, where whole numbers do.
+fn affine(sizes: &[i64], values: &[i64]) -> Option<(i64, i64)> {
+    let (s0, v0, s1, v1) = (sizes[0], values[0], *sizes.get(1)?, *values.get(1)?);
+    if s0 == s1 || (v0 - v1) % (s0 - s1) != 0 {
+        return None;
+    }
+    let a = (v0 - v1) / (s0 - s1);
+    let b = v0 - a * s0;
+    sizes
+        .iter()
+        .zip(values)
+        .all(|(&s, &v)| a * s + b == v)
+        .then_some((a, b))
 }
 
 /// The DAG of `builds[0]` (its outputs, built at the largest size) with runtime extents
