@@ -239,29 +239,37 @@ fn is_leading_block(big: &NDArray, small: &NDArray) -> bool {
     {
         return false;
     }
-    if bs == ss {
-        return big.as_bytes() == small.as_bytes();
-    }
-    let width = big.dtype().bytes();
     let (b, s) = (big.as_bytes(), small.as_bytes());
-    let count: usize = ss.iter().product();
-    (0..count).all(|i| {
-        let at = offset_in(i, ss, bs);
-        b[at * width..(at + 1) * width] == s[i * width..(i + 1) * width]
-    })
+    leading_runs(ss, bs, big.dtype().bytes())
+        .all(|(at_s, at_b, len)| b[at_b..at_b + len] == s[at_s..at_s + len])
 }
 
-/// The row-major offset in shape `to` of the element with row-major offset `i` in
-/// shape `from` (every dimension of `from` at most `to`'s).
-fn offset_in(mut i: usize, from: &[usize], to: &[usize]) -> usize {
-    let mut at = 0;
-    let mut stride = 1;
-    for d in (0..from.len()).rev() {
-        at += (i % from[d]) * stride;
-        i /= from[d];
-        stride *= to[d];
-    }
-    at
+/// The contiguous runs of the leading block of shape `small` inside a row-major array
+/// of shape `big` (every dimension of `small` at most `big`'s), elements `width` bytes:
+/// `(byte offset in small, byte offset in big, bytes)`. The dimensions after the last
+/// one that differs are whole, so each run is that dimension's first `small[j]` rows.
+fn leading_runs<'a>(
+    small: &'a [usize],
+    big: &'a [usize],
+    width: usize,
+) -> impl Iterator<Item = (usize, usize, usize)> + 'a {
+    let j = (0..small.len())
+        .rev()
+        .find(|&d| small[d] != big[d])
+        .unwrap_or(0);
+    let len: usize = small[j..].iter().product::<usize>() * width;
+    let big_step: usize = big[j..].iter().product::<usize>() * width;
+    let count: usize = small[..j].iter().product();
+    (0..count).map(move |r| {
+        // the outer index `r` over small[..j], placed in big[..j]
+        let (mut i, mut at, mut stride) = (r, 0, 1);
+        for d in (0..j).rev() {
+            at += (i % small[d]) * stride;
+            i /= small[d];
+            stride *= big[d];
+        }
+        (r * len, at * big_step, len)
+    })
 }
 
 /// Per input with the size, the dimensions that are the size; per output, the same.
@@ -366,9 +374,8 @@ pub(crate) fn pad_input(
     let width = max.dtype.bytes();
     let mut out = vec![0u8; max_shape.iter().product::<usize>() * width];
     let src = value.as_bytes();
-    for i in 0..shape.iter().product::<usize>() {
-        let at = offset_in(i, &shape, &max_shape);
-        out[at * width..(at + 1) * width].copy_from_slice(&src[i * width..(i + 1) * width]);
+    for (at_s, at_b, len) in leading_runs(&shape, &max_shape, width) {
+        out[at_b..at_b + len].copy_from_slice(&src[at_s..at_s + len]);
     }
     Ok((out, size))
 }
@@ -387,11 +394,9 @@ pub(crate) fn compact_output(
         shape[d] = size as usize;
     }
     let mut out = NDArray::zeros(max.dtype, &shape)?;
-    let width = max.dtype.bytes();
     let dst = out.as_bytes_mut();
-    for i in 0..shape.iter().product::<usize>() {
-        let at = offset_in(i, &shape, &max_shape);
-        dst[i * width..(i + 1) * width].copy_from_slice(&bytes[at * width..(at + 1) * width]);
+    for (at_s, at_b, len) in leading_runs(&shape, &max_shape, max.dtype.bytes()) {
+        dst[at_s..at_s + len].copy_from_slice(&bytes[at_b..at_b + len]);
     }
     Ok(out)
 }
@@ -479,5 +484,41 @@ impl RunSize {
     ) -> Result<NDArray, GraphError> {
         let dims = self.io.outputs.get(index).map_or(&[][..], |d| &d[..]);
         compact_output(bytes, max, dims, self.size()?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::leading_runs;
+
+    /// The runs cover the leading block element for element, as the row-major offsets
+    /// of each index in both shapes say.
+    #[test]
+    fn leading_runs_are_the_leading_block() {
+        for (small, big) in [
+            (vec![2, 3], vec![2, 5]),
+            (vec![2, 3, 4], vec![3, 5, 4]),
+            (vec![1, 3, 2], vec![1, 3, 2]),
+            (vec![3, 1], vec![4, 1]),
+            (vec![], vec![]),
+        ] {
+            let mut covered = Vec::new();
+            for (at_s, at_b, len) in leading_runs(&small, &big, 1) {
+                covered.extend((0..len).map(|k| (at_s + k, at_b + k)));
+            }
+            let count: usize = small.iter().product();
+            let want: Vec<(usize, usize)> = (0..count)
+                .map(|i| {
+                    let (mut r, mut at, mut stride) = (i, 0, 1);
+                    for d in (0..small.len()).rev() {
+                        at += (r % small[d]) * stride;
+                        r /= small[d];
+                        stride *= big[d];
+                    }
+                    (i, at)
+                })
+                .collect();
+            assert_eq!(covered, want, "{small:?} in {big:?}");
+        }
     }
 }
