@@ -138,37 +138,30 @@ fn one_module_runs_every_sequence_length_of_its_range() {
     }
     // a size outside the range, and ranges of two sizes in one module, are one line
     let bert = exports.join("bert_seq/model.onnx");
-    let long = dir.path().join("long.npy");
     let module = dir.path().join("bert_seq.tsm");
-    tessera_runtime::NDArray::from_slice::<i64>(&[1, 49], &[1; 49])
-        .unwrap()
-        .save_npy(&long)
-        .unwrap();
-    let err = one_line_error(&tessera(&[
-        "run",
-        "--module",
-        module.to_str().unwrap(),
-        "--input",
-        &format!("input_ids={}", long.display()),
-    ]));
+    // the one-line error of the module run on token ids `ids`
+    let ids_error = |ids: &[i64]| {
+        let file = dir.path().join("ids.npy");
+        tessera_runtime::NDArray::from_slice::<i64>(&[1, ids.len()], ids)
+            .unwrap()
+            .save_npy(&file)
+            .unwrap();
+        one_line_error(&tessera(&[
+            "run",
+            "--module",
+            module.to_str().unwrap(),
+            "--input",
+            &format!("input_ids={}", file.display()),
+        ]))
+    };
+    let err = ids_error(&[1; 49]);
     assert!(
         err.contains("49 is outside the module's range 1..48"),
         "{err}"
     );
     // a token id past the vocabulary, at a length of the range: refused as in a build
     // of one length, naming the input and the value
-    let bad = dir.path().join("bad.npy");
-    tessera_runtime::NDArray::from_slice::<i64>(&[1, 3], &[1, 2, 500])
-        .unwrap()
-        .save_npy(&bad)
-        .unwrap();
-    let err = one_line_error(&tessera(&[
-        "run",
-        "--module",
-        module.to_str().unwrap(),
-        "--input",
-        &format!("input_ids={}", bad.display()),
-    ]));
+    let err = ids_error(&[1, 2, 500]);
     assert!(
         err.contains("input `input_ids`: holds the index 500"),
         "{err}"
