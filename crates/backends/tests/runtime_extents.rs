@@ -329,17 +329,17 @@ fn attention(s: i64) -> (Vec<Tensor>, Tensor) {
 
 #[test]
 fn an_attention_built_at_two_sizes_runs_every_size_from_one_kernel() {
-    use tessera_te::runtime_shape::{bound_by_difference, extent_tensor, Symbol};
+    use tessera_te::runtime_shape::{bound_by_difference, extent_tensor, Symbols};
     let max = 12i64;
     let (ins, out) = attention(max);
     let (_, other) = attention(max - 1);
     let extents = extent_tensor(1, "sizes").unwrap();
-    let symbol = Symbol {
-        extents: extents.clone(),
-        index: 0,
-    };
-    let bounded =
-        bound_by_difference(&[(max, vec![out]), (max - 1, vec![other])], &symbol).unwrap();
+    let symbol = Symbols::new(extents.clone());
+    let bounded = bound_by_difference(
+        &[(vec![max], vec![out]), (vec![max - 1], vec![other])],
+        &symbol,
+    )
+    .unwrap();
     let dag = tessera_te::ComputeDag::new(&bounded).unwrap();
     let printed = dag.to_string();
     // the scores' rows and keys, the softmax's reductions, the values' sum follow the size
@@ -411,14 +411,11 @@ fn an_attention_built_at_two_sizes_runs_every_size_from_one_kernel() {
 fn operations_whose_semantics_follow_the_size_are_refused() {
     use tessera_te::ops;
     use tessera_te::runtime_shape::{
-        bound_by_difference, extent_tensor, RuntimeShapeError, Symbol,
+        bound_by_difference, extent_tensor, RuntimeShapeError, Symbols,
     };
-    let symbol = Symbol {
-        extents: extent_tensor(1, "sizes").unwrap(),
-        index: 0,
-    };
+    let symbol = Symbols::new(extent_tensor(1, "sizes").unwrap());
     let two = |f: &dyn Fn(i64) -> Tensor| {
-        bound_by_difference(&[(9, vec![f(9)]), (8, vec![f(8)])], &symbol)
+        bound_by_difference(&[(vec![9], vec![f(9)]), (vec![8], vec![f(8)])], &symbol)
     };
     // a mean over the tokens divides by their count
     let mean = |s: i64| {
@@ -451,11 +448,124 @@ fn operations_whose_semantics_follow_the_size_are_refused() {
     // (two builds cannot tell; a third does)
     two(&sq).unwrap();
     let e = bound_by_difference(
-        &[(9, vec![sq(9)]), (8, vec![sq(8)]), (7, vec![sq(7)])],
+        &[
+            (vec![9], vec![sq(9)]),
+            (vec![8], vec![sq(8)]),
+            (vec![7], vec![sq(7)]),
+        ],
         &symbol,
     )
     .unwrap_err();
     assert!(matches!(e, RuntimeShapeError::NotAffine { .. }), "{e}");
-    let e = bound_by_difference(&[(8, vec![sq(8)]), (9, vec![sq(9)])], &symbol).unwrap_err();
+    let e = bound_by_difference(&[(vec![8], vec![sq(8)]), (vec![9], vec![sq(9)])], &symbol)
+        .unwrap_err();
     assert!(matches!(e, RuntimeShapeError::Builds(_)), "{e}");
+}
+
+/// A cache of `p` rows and `t` new ones: the new rows' attention over both (`[t, 8]`);
+/// with no cache (`p = 0`), over the new rows alone.
+fn cache_attention(p: i64, t: i64) -> (Vec<Tensor>, Tensor) {
+    use tessera_te::ops;
+    let new = placeholder(&[t, 8], DataType::float32(), "new").unwrap();
+    if p == 0 {
+        let scores = ops::matmul(&new, &ops::transpose(&new, &[1, 0]).unwrap()).unwrap();
+        let out = ops::matmul(&ops::softmax(&scores).unwrap(), &new).unwrap();
+        return (vec![new], out);
+    }
+    let cache = placeholder(&[p, 8], DataType::float32(), "cache").unwrap();
+    let all = ops::concatenate(&[cache.clone(), new.clone()], 0).unwrap();
+    let scores = ops::matmul(&new, &ops::transpose(&all, &[1, 0]).unwrap()).unwrap();
+    let out = ops::matmul(&ops::softmax(&scores).unwrap(), &all).unwrap();
+    (vec![cache, new], out)
+}
+
+#[test]
+fn two_sizes_a_cache_and_new_rows_run_every_pair_from_one_kernel() {
+    use tessera_te::runtime_shape::{bound_by_difference, extent_tensor, Affine, Symbols};
+    let (pm, tm) = (9i64, 4i64);
+    let points = [
+        vec![pm, tm],
+        vec![pm - 1, tm],
+        vec![pm - 2, tm],
+        vec![pm, tm - 1],
+        vec![pm, tm - 2],
+        vec![pm - 1, tm - 1],
+    ];
+    let builds: Vec<(Vec<i64>, Vec<Tensor>)> = points
+        .iter()
+        .map(|p| (p.clone(), vec![cache_attention(p[0], p[1]).1]))
+        .collect();
+    // the placeholders of the largest build are the kernel's
+    let (ins, out) = cache_attention(pm, tm);
+    let mut builds = builds;
+    builds[0].1 = vec![out];
+    let extents = extent_tensor(2, "sizes").unwrap();
+    let symbols = Symbols::new(extents.clone());
+    let bounded = bound_by_difference(&builds, &symbols).unwrap();
+    let printed = tessera_te::ComputeDag::new(&bounded).unwrap().to_string();
+    // the concatenation's offset is the cache's length; the keys run to both lengths
+    assert!(
+        printed.contains("sizes[0]") && printed.contains("sizes[1]"),
+        "{printed}"
+    );
+    assert_eq!(
+        Affine::fit(&points[..4], &[13, 12, 11, 12]),
+        Some(Affine {
+            slopes: vec![1, 1],
+            offset: 0
+        })
+    );
+    let mut args = vec![extents];
+    args.extend(ins.iter().cloned());
+    args.push(bounded[0].clone());
+    let func = lower(
+        &default_schedule(&bounded, params()).unwrap(),
+        &args,
+        "step",
+    )
+    .unwrap();
+    let kernel = build(&func, "native", &[]);
+    for p in 0..=pm as usize {
+        for t in 1..=tm as usize {
+            let cache = matrix(pm as usize, 8, |r, _| r < p);
+            let new = matrix(tm as usize, 8, |r, _| r < t);
+            let sizes: Vec<u8> = [p as i32, t as i32]
+                .iter()
+                .flat_map(|v| v.to_ne_bytes())
+                .collect();
+            let mut run = vec![
+                sizes,
+                f32_bytes(&cache),
+                f32_bytes(&new),
+                f32_bytes(&vec![SENTINEL; tm as usize * 8]),
+            ];
+            kernel.run(&mut run);
+            let got = values_of(&run[3], f32::from_ne_bytes);
+            let (ins_s, out_s) = cache_attention(p as i64, t as i64);
+            let mut args_s = ins_s.clone();
+            args_s.push(out_s.clone());
+            let func_s = lower(
+                &tessera_te::Schedule::create(&[out_s]).unwrap(),
+                &args_s,
+                "at",
+            )
+            .unwrap();
+            let mut bufs = vec![
+                host_f32(&[t, 8], &new[..t * 8]),
+                host_f32(&[t, 8], &vec![0.0; t * 8]),
+            ];
+            if p > 0 {
+                bufs.insert(0, host_f32(&[p, 8], &cache[..p * 8]));
+            }
+            let want = interpret(&func_s, bufs);
+            let want = &want.last().unwrap().data;
+            for (i, (g, w)) in got.iter().zip(want).enumerate() {
+                let r = w.as_f64() as f32;
+                assert!(
+                    (g - r).abs() <= 1e-4 * (1.0 + r.abs()),
+                    "cache {p}, new {t}: out[{i}] = {g}, want {r}"
+                );
+            }
+        }
+    }
 }

@@ -151,7 +151,7 @@ impl GivenInputs {
             .inputs()
             .map(|(n, t)| (n.to_string(), t.clone()))
             .collect();
-        match m.size_range() {
+        match m.size_ranges().first() {
             // a module with a runtime size checks each input's shape as it is set
             Some(_) => self.check_names(&inputs)?,
             None => self.check(&inputs)?,

@@ -219,7 +219,7 @@ impl Toolchain {
                 return Err(DriverError::Request(format!(
                     "{}: tuned records for a range of sizes are not applied yet: compile it untuned, \
                      or give one size",
-                    rs.range
+                    rs
                 )));
             }
             return self.compile_for_range(spec, rs);

@@ -187,9 +187,10 @@ impl Toolchain {
                 c
             }
         };
-        if let Some(r) = compiled.size_range() {
+        if !compiled.size_ranges().is_empty() {
             events.out(&format!(
-                "one module for {r}: inputs of any such size, outputs of the size given\n"
+                "one module for {}: inputs of any such size, outputs of the size given\n",
+                tessera_graph::dynamic::describe(compiled.size_ranges())
             ));
         }
         let mut m = self.load_saying(compiled, events)?;

@@ -1,117 +1,226 @@
-//! A network compiled for a range of one size (issue 61): `--shape` arguments whose
-//! dimensions may be ranges (`input_ids=1,1..128`), and the build that imports the
-//! network at the largest size and at smaller ones and compiles one module for all of
-//! them ([`tessera_graph::dynamic`]).
+//! A network compiled for ranges of sizes (issue 61): `--shape` arguments whose
+//! dimensions may be ranges (`input_ids=1,1..128`), named sizes and sums of them (a
+//! decoder's `past_key_values.0.key=1,12,past:0..96,64`, `input_ids=1,seq:1..32`,
+//! `attention_mask=1,past+seq`), and the build that imports the network at the largest
+//! sizes and at smaller ones and compiles one module for all of them
+//! ([`tessera_graph::dynamic`]).
 
 use crate::{Build, BuildReport, DriverError, NetworkSource, NetworkSpec, Toolchain};
 use std::collections::HashMap;
-use tessera_graph::dynamic::{compile_dynamic, SizeRange};
+use tessera_graph::dynamic::{compile_dynamic, describe, SizeDim, SizeRange};
 use tessera_graph::GraphError;
 
 /// One dimension of a `--shape` argument.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ShapeDim {
     Fixed(i64),
-    /// `MIN..MAX`: known only when the module runs.
+    /// `[NAME:]MIN..MAX`: a size known only when the module runs; unnamed ranges with
+    /// the same bounds are one size.
     Range {
+        name: Option<String>,
         min: i64,
         max: i64,
     },
+    /// `NAME[+NAME…][+K]`: named sizes (each given a range somewhere) and a constant.
+    Sum {
+        sizes: Vec<String>,
+        offset: i64,
+    },
 }
 
-/// Where a spec's runtime size is: its range and the input dimensions that are it.
+/// Where a spec's runtime sizes are: their ranges and the input dimensions that follow
+/// them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RuntimeSize {
-    pub range: SizeRange,
+    pub ranges: Vec<SizeRange>,
     /// `(input, dimension)`.
-    pub at: Vec<(String, usize)>,
+    pub at: Vec<(String, SizeDim)>,
 }
 
-/// Parses `NAME=D0,D1,…`, where a dimension is a positive integer or a range
-/// `MIN..MAX` of them.
+impl std::fmt::Display for RuntimeSize {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&describe(&self.ranges))
+    }
+}
+
+/// Parses `NAME=D0,D1,…`, where a dimension is a positive integer, a range
+/// `[SIZE:]MIN..MAX` of them (MIN may be 0), or a sum `SIZE[+SIZE…][+K]` of named sizes.
 pub fn parse_shape(arg: &str) -> Result<(String, Vec<ShapeDim>), DriverError> {
     let bad = |why: &str| DriverError::Request(format!("--shape `{arg}`: {why}"));
-    let (name, dims) = arg
-        .split_once('=')
-        .ok_or_else(|| bad("expected NAME=D0,D1,… (a dimension may be a range MIN..MAX)"))?;
-    let positive = |d: &str| d.trim().parse::<i64>().ok().filter(|&v| v > 0);
+    let (name, dims) = arg.split_once('=').ok_or_else(|| {
+        bad("expected NAME=D0,D1,… (a dimension may be a range [SIZE:]MIN..MAX or a sum SIZE+SIZE+K)")
+    })?;
+    let int = |d: &str, least: i64| d.trim().parse::<i64>().ok().filter(|&v| v >= least);
+    let is_name = |n: &str| {
+        n.chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    };
+    let dim = |d: &str| -> Option<ShapeDim> {
+        let d = d.trim();
+        if let Some((lo, hi)) = d.split_once("..") {
+            let (size, lo) = match lo.split_once(':') {
+                Some((n, lo)) if is_name(n.trim()) => (Some(n.trim().to_string()), lo),
+                Some(_) => return None,
+                None => (None, lo),
+            };
+            return match (int(lo, 0), int(hi, 1)) {
+                (Some(min), Some(max)) if min <= max => Some(ShapeDim::Range {
+                    name: size,
+                    min,
+                    max,
+                }),
+                _ => None,
+            };
+        }
+        if let Some(v) = int(d, 1) {
+            return Some(ShapeDim::Fixed(v));
+        }
+        let (mut sizes, mut offset) = (Vec::new(), 0);
+        for term in d.split('+').map(str::trim) {
+            match int(term, 0) {
+                Some(k) => offset += k,
+                None if is_name(term) => sizes.push(term.to_string()),
+                None => return None,
+            }
+        }
+        (!sizes.is_empty()).then_some(ShapeDim::Sum { sizes, offset })
+    };
     let dims = dims
         .split(',')
-        .map(|d| match d.split_once("..") {
-            None => positive(d).map(ShapeDim::Fixed),
-            Some((lo, hi)) => match (positive(lo), positive(hi)) {
-                (Some(min), Some(max)) if min <= max => Some(ShapeDim::Range { min, max }),
-                _ => None,
-            },
-        })
+        .map(dim)
         .collect::<Option<Vec<_>>>()
         .ok_or_else(|| {
-            bad("dimensions must be positive integers or ranges MIN..MAX with MIN ≤ MAX")
+            bad(
+                "dimensions must be positive integers, ranges [SIZE:]MIN..MAX with 0 ≤ MIN ≤ MAX, \
+                 or sums SIZE+SIZE+K of named sizes",
+            )
         })?;
     Ok((name.to_string(), dims))
 }
 
-/// What `--shape` arguments give: each input's shape (a range at its largest value)
-/// and the runtime size their ranges make, if any.
+/// What `--shape` arguments give: each input's shape (the sizes at their largest
+/// values) and the runtime sizes their ranges make, if any.
 #[derive(Clone, Debug, Default)]
 pub struct ShapeArgs {
     pub shapes: HashMap<String, Vec<i64>>,
     pub runtime_size: Option<Box<RuntimeSize>>,
 }
 
-/// The shapes of `--shape` arguments: every range of one module is one size
-/// (`MIN..MAX` the same wherever it is written).
+/// The shapes of `--shape` arguments: each named size has one range (written once or
+/// the same each time), unnamed ranges with the same bounds are one size, and a sum
+/// names sizes given a range.
 pub fn shapes_of(args: &[String]) -> Result<ShapeArgs, DriverError> {
-    let mut shapes = HashMap::new();
-    let mut size: Option<RuntimeSize> = None;
-    for arg in args {
-        let (name, dims) = parse_shape(arg)?;
-        let mut fixed = Vec::with_capacity(dims.len());
+    let parsed = args
+        .iter()
+        .map(|a| parse_shape(a).map(|p| (a, p)))
+        .collect::<Result<Vec<_>, _>>()?;
+    // the sizes first, in the order written
+    let mut ranges: Vec<SizeRange> = Vec::new();
+    let mut named: HashMap<String, usize> = HashMap::new();
+    let mut unnamed: HashMap<(i64, i64), usize> = HashMap::new();
+    for (arg, (input, dims)) in &parsed {
         for (k, d) in dims.iter().enumerate() {
-            match *d {
-                ShapeDim::Fixed(v) => fixed.push(v),
-                ShapeDim::Range { min, max } => {
-                    fixed.push(max);
-                    let s = size.get_or_insert_with(|| RuntimeSize {
-                        range: SizeRange {
-                            name: format!("{name}[{k}]"),
-                            min,
-                            max,
-                        },
-                        at: Vec::new(),
+            let ShapeDim::Range { name, min, max } = d else {
+                continue;
+            };
+            let found = match name {
+                Some(n) => named.get(n).copied(),
+                None => unnamed.get(&(*min, *max)).copied(),
+            };
+            match found {
+                Some(j) if (ranges[j].min, ranges[j].max) != (*min, *max) => {
+                    return Err(DriverError::Request(format!(
+                        "--shape `{arg}`: {} is {}..{} where it is given before, not {min}..{max}",
+                        ranges[j].name, ranges[j].min, ranges[j].max
+                    )))
+                }
+                Some(_) => {}
+                None => {
+                    let label = name.clone().unwrap_or_else(|| format!("{input}[{k}]"));
+                    match name {
+                        Some(n) => named.insert(n.clone(), ranges.len()),
+                        None => unnamed.insert((*min, *max), ranges.len()),
+                    };
+                    ranges.push(SizeRange {
+                        name: label,
+                        min: *min,
+                        max: *max,
                     });
-                    if (s.range.min, s.range.max) != (min, max) {
-                        return Err(DriverError::Request(format!(
-                            "--shape `{arg}`: a module has one runtime size: {min}..{max} here and {}..{} at {}",
-                            s.range.min, s.range.max, s.range.name
-                        )));
-                    }
-                    s.at.push((name.clone(), k));
                 }
             }
         }
-        shapes.insert(name, fixed);
     }
+    let maxes: Vec<i64> = ranges.iter().map(|r| r.max).collect();
+    let mut shapes = HashMap::new();
+    let mut at = Vec::new();
+    for (arg, (input, dims)) in parsed {
+        let mut fixed = Vec::with_capacity(dims.len());
+        for (k, d) in dims.iter().enumerate() {
+            let form = match d {
+                ShapeDim::Fixed(v) => {
+                    fixed.push(*v);
+                    continue;
+                }
+                ShapeDim::Range { name, min, max } => {
+                    let j = match name {
+                        Some(n) => named[n],
+                        None => unnamed[&(*min, *max)],
+                    };
+                    SizeDim {
+                        dim: k,
+                        sizes: vec![j],
+                        offset: 0,
+                    }
+                }
+                ShapeDim::Sum { sizes, offset } => {
+                    let sizes = sizes
+                        .iter()
+                        .map(|n| {
+                            named.get(n).copied().ok_or_else(|| {
+                                DriverError::Request(format!(
+                                    "--shape `{arg}`: size `{n}` has no range: give one (`{n}:MIN..MAX`) in a --shape"
+                                ))
+                            })
+                        })
+                        .collect::<Result<Vec<_>, _>>()?;
+                    SizeDim {
+                        dim: k,
+                        sizes,
+                        offset: *offset,
+                    }
+                }
+            };
+            fixed.push(form.at(&maxes));
+            at.push((input.clone(), form));
+        }
+        shapes.insert(input, fixed);
+    }
+    let runtime_size = (!ranges.is_empty()).then(|| Box::new(RuntimeSize { ranges, at }));
     Ok(ShapeArgs {
         shapes,
-        runtime_size: size.map(Box::new),
+        runtime_size,
     })
 }
 
 impl NetworkSpec {
-    /// The spec with its runtime size's dimensions at `size`.
-    pub fn at_size(&self, size: i64) -> NetworkSpec {
+    /// The spec with its runtime sizes' dimensions at `sizes` (one value per size), for
+    /// one build of a range: broadcasts on constants left to run time
+    /// ([`tessera_graph::Graph::keep_broadcasts`]).
+    pub fn at_sizes(&self, sizes: &[i64]) -> NetworkSpec {
         let mut spec = self.clone();
         if let (Some(rs), NetworkSource::Onnx { options, .. }) =
             (&self.runtime_size, &mut spec.source)
         {
-            for (input, dim) in &rs.at {
+            options.keep_broadcasts = true;
+            for (input, form) in &rs.at {
                 if let Some(d) = options
                     .input_shapes
                     .get_mut(input)
-                    .and_then(|s| s.get_mut(*dim))
+                    .and_then(|s| s.get_mut(form.dim))
                 {
-                    *d = size;
+                    *d = form.at(sizes);
                 }
             }
         }
@@ -120,10 +229,58 @@ impl NetworkSpec {
     }
 }
 
+/// The points a range build imports the network at, for a stride: every size at its
+/// largest, then each size alone `stride` and `2 · stride` below it (three values along
+/// each size: two fit any line; values below 1 left out, and a size too small for one
+/// step of the stride stepped by half of one less than its largest value), then (with
+/// two sizes or more) all of them one step below, which tells a form that is not a sum,
+/// and for a size with room for one step only, all of them half a step below.
+fn probe_points(ranges: &[SizeRange], stride: i64) -> Vec<Vec<i64>> {
+    let maxes: Vec<i64> = ranges.iter().map(|r| r.max).collect();
+    let step = |k: usize| {
+        if stride < maxes[k] {
+            stride
+        } else {
+            ((maxes[k] - 1) / 2).max(1)
+        }
+    };
+    let mut points = vec![maxes.clone()];
+    let mut short = Vec::new();
+    for k in 0..maxes.len() {
+        for times in [1, 2] {
+            let mut p = maxes.clone();
+            p[k] -= times * step(k);
+            if p[k] >= 1 {
+                points.push(p);
+            } else if times == 2 {
+                short.push(k);
+            }
+        }
+    }
+    if maxes.len() > 1 {
+        let p: Vec<i64> = (0..maxes.len()).map(|k| maxes[k] - step(k)).collect();
+        if p.iter().all(|&v| v >= 1) {
+            points.push(p);
+        }
+        // a third value for a size with room for one step only: every size half a
+        // step below (a sum of two sizes then moves by a whole step, as a network
+        // that pads a sum to the stride needs)
+        for k in short {
+            let half = (step(k) / 2).max(1);
+            let p: Vec<i64> = maxes.iter().map(|&m| m - half).collect();
+            if p.iter().all(|&v| v >= 1) && !points.contains(&p) {
+                points.push(p);
+            }
+        }
+    }
+    points.dedup();
+    points
+}
+
 impl Toolchain {
-    /// Stages 1–7 for a spec with a runtime size: the network imported and planned at
-    /// the largest size and at two smaller ones, compiled into one module for the range
-    /// with default schedules.
+    /// Stages 1–7 for a spec with runtime sizes: the network imported and planned at
+    /// the largest sizes and at smaller ones ([`probe_points`]), compiled into one
+    /// module for the ranges with default schedules.
     pub(crate) fn compile_for_range(
         &self,
         spec: &NetworkSpec,
@@ -134,50 +291,44 @@ impl Toolchain {
                 "a runtime size (a --shape range) is for ONNX models".into(),
             ));
         }
-        let max = rs.range.max;
-        if max < 2 {
+        if let Some(r) = rs.ranges.iter().find(|r| r.max < 2) {
             return Err(DriverError::Request(format!(
-                "{}: a range of one size is a fixed shape: give {max}",
-                rs.range.name
+                "{}: a range up to {} is a fixed shape: give {}",
+                r.name, r.max, r.max
             )));
         }
-        // The smaller sizes are `stride` and `2 · stride` below the largest (three sizes
-        // where the range allows: two cannot show how a constant follows the size). A
-        // stride whose sizes give another network (an attention pads 383 keys to 384,
-        // not 384) is followed by the next: 16 first where the largest is a multiple of
-        // 16, else 1; each size imported and planned once.
+        // A stride whose points give another network (an attention pads 383 keys to
+        // 384, not 384) is followed by the next: 16 then 8 first where every largest
+        // value is a multiple of 16, else 1; each point imported and planned once.
         let backend = self.registry().backend_for(&spec.target)?;
         let mut last = None;
-        let mut planned: std::collections::HashMap<i64, tessera_graph::Graph> = Default::default();
-        let strides: [i64; 3] = if max % 16 == 0 {
-            [16, 1, 48]
+        let mut planned: HashMap<Vec<i64>, tessera_graph::Graph> = HashMap::new();
+        let strides: [i64; 4] = if rs.ranges.iter().all(|r| r.max % 16 == 0) {
+            [16, 8, 1, 48]
         } else {
-            [1, 16, 48]
+            [1, 16, 8, 48]
         };
-        let mut probes: Vec<Vec<i64>> = strides
+        let mut probes: Vec<Vec<Vec<i64>>> = strides
             .iter()
-            .map(|&stride| {
-                [max, max - stride, max - 2 * stride]
-                    .into_iter()
-                    .filter(|&s| s >= 1)
-                    .collect::<Vec<i64>>()
-            })
-            .filter(|sizes| sizes.len() >= 2)
+            .map(|&stride| probe_points(&rs.ranges, stride))
+            .filter(|points| points.len() > rs.ranges.len())
             .collect();
-        probes.sort_by_key(|sizes| std::cmp::Reverse(sizes.len()));
-        for sizes in probes {
-            let mut builds = Vec::with_capacity(sizes.len());
-            for &s in &sizes {
-                let graph = match planned.entry(s) {
-                    std::collections::hash_map::Entry::Occupied(e) => e.get().clone(),
-                    std::collections::hash_map::Entry::Vacant(v) => {
-                        let plan = self.plan(&spec.at_size(s))?;
-                        v.insert(plan.rule_graph().clone()).clone()
+        probes.sort_by_key(|points| std::cmp::Reverse(points.len()));
+        probes.dedup();
+        for points in probes {
+            let mut builds = Vec::with_capacity(points.len());
+            for p in &points {
+                let graph = match planned.get(p) {
+                    Some(g) => g.clone(),
+                    None => {
+                        let g = self.plan(&spec.at_sizes(p))?.rule_graph().clone();
+                        planned.insert(p.clone(), g.clone());
+                        g
                     }
                 };
-                builds.push((s, graph));
+                builds.push((p.clone(), graph));
             }
-            match compile_dynamic(&builds, &rs.range, backend.as_ref()) {
+            match compile_dynamic(&builds, &rs.ranges, backend.as_ref()) {
                 Ok(network) => {
                     return Ok(Build {
                         network,
@@ -189,11 +340,96 @@ impl Toolchain {
             }
         }
         let e = last.unwrap_or_else(|| {
-            GraphError::Invalid(format!(
-                "{}: the range is too small to compile for",
-                rs.range
-            ))
+            GraphError::Invalid(format!("{rs}: the ranges are too small to compile for"))
         });
         Err(DriverError::Graph(Box::new(e)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn ranges_names_and_sums_make_the_sizes_and_their_largest_shapes() {
+        let given = shapes_of(&args(&[
+            "input_ids=1,seq:1..32",
+            "past.0=1,4,past:0..96,16",
+            "attention_mask=1,past+seq",
+            "position_ids=1,seq",
+            "extra=2,past+seq+1",
+        ]))
+        .unwrap();
+        let rs = given.runtime_size.unwrap();
+        assert_eq!(rs.to_string(), "seq in 1..32, past in 0..96");
+        assert_eq!(given.shapes["attention_mask"], vec![1, 128]);
+        assert_eq!(given.shapes["extra"], vec![2, 129]);
+        assert_eq!(given.shapes["past.0"], vec![1, 4, 96, 16]);
+        let form = |input: &str| rs.at.iter().find(|(n, _)| n == input).unwrap().1.clone();
+        assert_eq!(form("attention_mask").sizes, vec![1, 0]);
+        assert_eq!(form("extra").offset, 1);
+        assert_eq!(form("position_ids").sizes, vec![0]);
+        // unnamed ranges with the same bounds are one size, as before names
+        let given = shapes_of(&args(&["a=1,1..48", "b=1..48,3", "c=1..8"])).unwrap();
+        let rs = given.runtime_size.unwrap();
+        assert_eq!(rs.to_string(), "a[1] in 1..48, c[0] in 1..8");
+        assert_eq!(probe_points(&rs.ranges, 16).len(), 6);
+    }
+
+    #[test]
+    fn bad_shapes_are_one_line_each() {
+        for (arg, what) in [
+            ("x=1,0", "positive integers"),
+            ("x=1,5..2", "MIN ≤ MAX"),
+            ("x=1,2:1..4", "ranges"),
+            ("x=1,seq-1", "sums"),
+            ("x", "NAME=D0"),
+        ] {
+            let e = parse_shape(arg).unwrap_err().to_string();
+            assert!(e.contains(what) && e.contains(arg), "{arg}: {e}");
+        }
+        let e = shapes_of(&args(&["x=1,past+seq", "y=seq:1..4"]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("size `past` has no range"), "{e}");
+    }
+
+    #[test]
+    fn probes_vary_each_size_alone_then_all_of_them() {
+        let r = |name: &str, max| SizeRange {
+            name: name.into(),
+            min: 1,
+            max,
+        };
+        assert_eq!(
+            probe_points(&[r("s", 48)], 16),
+            vec![vec![48], vec![32], vec![16]]
+        );
+        assert_eq!(
+            probe_points(&[r("p", 96), r("t", 32)], 16),
+            vec![
+                vec![96, 32],
+                vec![80, 32],
+                vec![64, 32],
+                vec![96, 16],
+                vec![80, 16],
+                vec![88, 24]
+            ]
+        );
+        assert_eq!(
+            probe_points(&[r("p", 96), r("t", 4)], 16),
+            vec![
+                vec![96, 4],
+                vec![80, 4],
+                vec![64, 4],
+                vec![96, 3],
+                vec![96, 2],
+                vec![80, 3]
+            ]
+        );
     }
 }

@@ -40,7 +40,7 @@ impl Toolchain {
         if let Some(rs) = &spec.runtime_size {
             return Err(DriverError::Request(format!(
                 "{}: the tasks of a range of sizes are not listed yet (issue 61): give one size",
-                rs.range
+                rs
             )));
         }
         if templates {

@@ -232,7 +232,7 @@ impl Toolchain {
             return Err(DriverError::Request(format!(
                 "{}: tuning for a range of sizes is not there yet (issue 61): tune one size \
                  (--shape with a number), whose records a build of that size applies",
-                rs.range
+                rs
             )));
         }
         if req.resume && !req.log.exists() {

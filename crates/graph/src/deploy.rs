@@ -47,8 +47,9 @@ use tessera_runtime::{Device, DeviceArray, NDArray};
 /// The version of the module file format this build writes. It reads every version from
 /// 1: version 2 added host steps ([`crate::host_ops`]), which a reader of version 1
 /// would not know; version 3 a size known only at run time ([`crate::dynamic`]), which
-/// a reader of version 2 would run at the largest size whatever its inputs.
-pub const MODULE_FORMAT_VERSION: u32 = 3;
+/// a reader of version 2 would run at the largest size whatever its inputs; version 4
+/// several sizes, and dimensions that are sums of them (a cache and the new tokens).
+pub const MODULE_FORMAT_VERSION: u32 = 4;
 
 /// The `format` field of a module's header.
 const FORMAT: &str = "tessera-module";
@@ -208,9 +209,10 @@ impl CompiledNetwork {
         Some(self.inputs.remove(k).2)
     }
 
-    /// The sizes the module runs, where it runs more than one ([`crate::dynamic`]).
-    pub fn size_range(&self) -> Option<&crate::dynamic::SizeRange> {
-        self.dynamic.as_ref().map(|d| &d.range)
+    /// The ranges of the sizes the module runs, one per symbolic size; empty where it
+    /// runs one shape ([`crate::dynamic`]).
+    pub fn size_ranges(&self) -> &[crate::dynamic::SizeRange] {
+        self.dynamic.as_ref().map_or(&[], |d| &d.ranges)
     }
 
     /// The network's name.
@@ -545,15 +547,23 @@ fn check_dynamic(
     inputs: &[(String, TensorType, usize)],
     outputs: &[(TensorType, usize)],
 ) -> Result<(), String> {
-    if storages.get(d.sizes_storage).is_none_or(|&b| b < 4) {
+    if storages
+        .get(d.sizes_storage)
+        .is_none_or(|&b| b < 4 * d.ranges.len())
+    {
         return Err(format!("storage {} does not hold it", d.sizes_storage));
     }
-    let (min, max) = (d.range.min, d.range.max);
-    if min < 1 || min > max {
-        return Err(format!("range {min}..{max} is empty"));
+    if let Some(r) = d.ranges.iter().find(|r| r.min < 0 || r.min > r.max) {
+        return Err(format!("range {r} is empty"));
     }
-    let fits =
-        |ty: &TensorType, dims: &[usize]| dims.iter().all(|&k| ty.shape.get(k) == Some(&max));
+    let maxes: Vec<i64> = d.ranges.iter().map(|r| r.max).collect();
+    let fits = |ty: &TensorType, dims: &[crate::dynamic::SizeDim]| {
+        dims.iter().all(|f| {
+            !f.sizes.is_empty()
+                && f.sizes.iter().all(|&k| k < maxes.len())
+                && ty.shape.get(f.dim) == Some(&f.at(&maxes))
+        })
+    };
     for (name, dims) in &d.inputs {
         match inputs.iter().find(|(n, _, _)| n == name) {
             Some((_, ty, _)) if !dims.is_empty() && fits(ty, dims) => {}

@@ -30,13 +30,13 @@ use serde::{Deserialize, Serialize};
 use tessera_backends::Backend;
 use tessera_ir::DataType;
 use tessera_runtime::NDArray;
-use tessera_te::runtime_shape::{bound_by_difference, extent_tensor, Symbol};
+use tessera_te::runtime_shape::{bound_by_difference, extent_tensor, Affine, Symbols};
 use tessera_te::{ComputeDag, Tensor};
 
-/// The name of the input that holds the size of a run (the kernels' extent tensor).
+/// The name of the input that holds the sizes of a run (the kernels' extent tensor).
 pub const SIZES_INPUT: &str = "tessera.sizes";
 
-/// The sizes one module runs: `min..=max` of the symbolic size `name`.
+/// The values one symbolic size of a module takes: `min..=max` of `name`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SizeRange {
     pub name: String,
@@ -50,51 +50,144 @@ impl std::fmt::Display for SizeRange {
     }
 }
 
-/// Where a module's size is: the range, the storage the kernels read it from, and the
-/// dimensions of each input and output that are the size.
+/// A dimension of an input or output that follows the sizes: `offset` plus the sum of
+/// sizes `sizes`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DynamicIo {
-    pub range: SizeRange,
-    pub sizes_storage: usize,
-    /// Per input with the size: its name and those dimensions.
-    pub inputs: Vec<(String, Vec<usize>)>,
-    /// Per output (every one): the dimensions that are the size.
-    pub outputs: Vec<Vec<usize>>,
+pub struct SizeDim {
+    pub dim: usize,
+    pub sizes: Vec<usize>,
+    pub offset: i64,
 }
 
-/// Compiles one network for every size of `range` with `backend`'s default schedules:
-/// `builds` are the network imported and optimized at sizes `range.max` (first) and at
-/// one or more smaller ones (a third tells an extent that is not affine in the size).
+impl SizeDim {
+    /// Its extent at `values` (one per size).
+    pub fn at(&self, values: &[i64]) -> i64 {
+        self.offset + self.sizes.iter().map(|&k| values[k]).sum::<i64>()
+    }
+}
+
+/// Where a module's sizes are: their ranges, the storage the kernels read them from,
+/// and the dimensions of each input and output that follow them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "DynamicIoFile")]
+pub struct DynamicIo {
+    pub ranges: Vec<SizeRange>,
+    pub sizes_storage: usize,
+    /// Per input that follows a size: its name and those dimensions.
+    pub inputs: Vec<(String, Vec<SizeDim>)>,
+    /// Per output (every one): the dimensions that follow the sizes.
+    pub outputs: Vec<Vec<SizeDim>>,
+}
+
+/// What a module file holds: this build's form, or format version 3's (one size, each
+/// dimension that size itself).
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum DynamicIoFile {
+    Sizes {
+        ranges: Vec<SizeRange>,
+        sizes_storage: usize,
+        inputs: Vec<(String, Vec<SizeDim>)>,
+        outputs: Vec<Vec<SizeDim>>,
+    },
+    OneSize {
+        range: SizeRange,
+        sizes_storage: usize,
+        inputs: Vec<(String, Vec<usize>)>,
+        outputs: Vec<Vec<usize>>,
+    },
+}
+
+impl From<DynamicIoFile> for DynamicIo {
+    fn from(f: DynamicIoFile) -> DynamicIo {
+        match f {
+            DynamicIoFile::Sizes {
+                ranges,
+                sizes_storage,
+                inputs,
+                outputs,
+            } => DynamicIo {
+                ranges,
+                sizes_storage,
+                inputs,
+                outputs,
+            },
+            DynamicIoFile::OneSize {
+                range,
+                sizes_storage,
+                inputs,
+                outputs,
+            } => {
+                let dims = |d: Vec<usize>| -> Vec<SizeDim> {
+                    d.into_iter()
+                        .map(|dim| SizeDim {
+                            dim,
+                            sizes: vec![0],
+                            offset: 0,
+                        })
+                        .collect()
+                };
+                DynamicIo {
+                    ranges: vec![range],
+                    sizes_storage,
+                    inputs: inputs.into_iter().map(|(n, d)| (n, dims(d))).collect(),
+                    outputs: outputs.into_iter().map(dims).collect(),
+                }
+            }
+        }
+    }
+}
+
+/// The ranges as one line: `seq in 1..32, past in 0..96`.
+pub fn describe(ranges: &[SizeRange]) -> String {
+    let parts: Vec<String> = ranges.iter().map(|r| r.to_string()).collect();
+    parts.join(", ")
+}
+
+/// Compiles one network for every point of `ranges` (one range per symbolic size) with
+/// `backend`'s default schedules: `builds` are the network imported and optimized at
+/// every size's largest value (first) and at points smaller in one size or more (see
+/// [`bound_by_difference`]: one point more than a size's line needs tells a form that
+/// is not affine).
 pub fn compile_dynamic(
-    builds: &[(i64, Graph)],
-    range: &SizeRange,
+    builds: &[(Vec<i64>, Graph)],
+    ranges: &[SizeRange],
     backend: &dyn Backend,
 ) -> Result<CompiledNetwork, GraphError> {
-    let refuse = |why: String| GraphError::Invalid(format!("a network for {range}: {why}"));
-    let sizes: Vec<i64> = builds.iter().map(|(s, _)| *s).collect();
-    if range.min < 1 || range.min > range.max {
+    let all = describe(ranges);
+    let refuse = |why: String| GraphError::Invalid(format!("a network for {all}: {why}"));
+    if let Some(r) = ranges.iter().find(|r| r.min < 0 || r.min > r.max) {
         return Err(refuse(format!(
-            "the range must be 1 ≤ min ≤ max, not {}..{}",
-            range.min, range.max
+            "a range must be 0 ≤ min ≤ max, not {}..{}",
+            r.min, r.max
         )));
     }
-    if builds.len() < 2 || sizes[0] != range.max || sizes[1..].iter().any(|&s| s >= range.max) {
+    let maxes: Vec<i64> = ranges.iter().map(|r| r.max).collect();
+    let points: Vec<Vec<i64>> = builds.iter().map(|(s, _)| s.clone()).collect();
+    let well_formed = builds.len() >= 2
+        && points[0] == maxes
+        && points[1..].iter().all(|p| {
+            p.len() == maxes.len() && p != &maxes && p.iter().zip(&maxes).all(|(a, m)| a <= m)
+        });
+    if ranges.is_empty() || !well_formed {
         return Err(refuse(format!(
-            "builds at the largest size then smaller ones are needed, not at {sizes:?}"
+            "builds at the largest sizes then smaller ones are needed, not at {points:?}"
         )));
     }
     for (_, g) in builds {
         g.validate()?;
     }
     let mut graph = builds[0].1.clone();
-    let sizes_node = graph.input(SIZES_INPUT, TensorType::new(&[1], DataType::int32()));
+    let count = ranges.len() as i64;
+    let points = &points;
+    let sizes_node = graph.input(SIZES_INPUT, TensorType::new(&[count], DataType::int32()));
     let groups = fuse(&graph);
-    let others: Vec<(i64, &Graph, Vec<Group>)> =
-        builds[1..].iter().map(|(s, g)| (*s, g, fuse(g))).collect();
+    let others: Vec<(&Vec<i64>, &Graph, Vec<Group>)> =
+        builds[1..].iter().map(|(s, g)| (s, g, fuse(g))).collect();
     for (s, g, gs) in &others {
         same_structure(&graph, &groups, g, gs).map_err(|why| GraphError::SizeStructure {
-            range: range.to_string(),
-            size: *s,
+            range: all.clone(),
+            size: format!("{s:?}"),
             why,
         })?;
     }
@@ -110,23 +203,37 @@ pub fn compile_dynamic(
             n.op.name()
         )));
     }
-    let io = io_dims(&graph, builds, range).map_err(refuse)?;
-    let extents = extent_tensor(1, "sizes").map_err(|e| refuse(e.to_string()))?;
-    let symbol = Symbol {
-        extents: extents.clone(),
-        index: 0,
-    };
+    let io = io_dims(&graph, builds, ranges).map_err(refuse)?;
+    let extents = extent_tensor(count, "sizes").map_err(|e| refuse(e.to_string()))?;
     let compute_of = |i: usize, g: &Group| -> Result<GroupCompute, GraphError> {
         let gc = group_compute(&graph, g)?;
-        let mut outs = vec![(range.max, vec![gc.output.clone()])];
-        for (s, og, ogs) in &others {
+        let mut outs = vec![(maxes.clone(), vec![gc.output.clone()])];
+        // per constant parameter, how much its values move at each point
+        let mut shifts: Vec<Vec<i64>> = vec![vec![0; builds.len()]; gc.params.len()];
+        for (b, (s, og, ogs)) in others.iter().enumerate() {
             let ogc = group_compute(og, &ogs[i])?;
-            check_constants(&graph, &gc, og, &ogc)
-                .map_err(|why| refuse(format!("at size {s}: {why}")))?;
-            outs.push((*s, vec![ogc.output]));
+            for (j, shift) in check_constants(&graph, &gc, og, &ogc)
+                .map_err(|why| refuse(format!("at sizes {s:?}: {why}")))?
+            {
+                shifts[j][b + 1] = shift;
+            }
+            outs.push(((*s).clone(), vec![ogc.output]));
         }
         let name = graph.node(g.output()).name.clone();
-        let bounded = bound_by_difference(&outs, &symbol)
+        let mut symbols = Symbols::new(extents.clone());
+        for (j, moved) in shifts.iter().enumerate() {
+            if moved.iter().all(|&v| v == 0) {
+                continue;
+            }
+            let form = Affine::fit_checked(points, moved).ok_or_else(|| {
+                refuse(format!(
+                    "constant `{}` moves by {moved:?} at sizes {points:?}: no form of the sizes the points show",
+                    graph.node(gc.params[j]).name
+                ))
+            })?;
+            symbols.shift(gc.placeholders[j].clone(), form);
+        }
+        let bounded = bound_by_difference(&outs, &symbols)
             .map_err(|e| refuse(format!("group `{name}`: {e}")))?;
         Ok(with_runtime_extents(gc, &bounded[0], &extents, sizes_node))
     };
@@ -137,7 +244,7 @@ pub fn compile_dynamic(
         .take_input(SIZES_INPUT)
         .ok_or_else(|| refuse("no size input".into()))?;
     net.dynamic = Some(DynamicIo {
-        range: range.clone(),
+        ranges: ranges.to_vec(),
         sizes_storage,
         inputs: io.0,
         outputs: io.1,
@@ -208,28 +315,61 @@ fn same_structure(
 }
 
 /// Whether the constants group `gc` reads in `graph` are those `ogc` reads in `other`:
-/// equal, or (where the shape follows the size) the other's the first elements of the
-/// largest one's.
+/// equal, or (where the shape follows the sizes) the other's the first elements of the
+/// largest one's; or, for integers, those plus one number, every element the same
+/// (positions that start at a cache's length): `(parameter, that number)` for each.
 fn check_constants(
     graph: &Graph,
     gc: &GroupCompute,
     other: &Graph,
     ogc: &GroupCompute,
-) -> Result<(), String> {
-    for (&a, &b) in gc.params.iter().zip(&ogc.params) {
+) -> Result<Vec<(usize, i64)>, String> {
+    let mut shifts = Vec::new();
+    for (j, (&a, &b)) in gc.params.iter().zip(&ogc.params).enumerate() {
         let (Some(big), Some(small)) = (graph.constant_value(a), other.constant_value(b)) else {
             continue;
         };
-        if !is_leading_block(big, small) {
-            return Err(format!(
-                "constant `{}` ({:?} at the largest size, {:?} here) follows the size in its values",
-                graph.node(a).name,
-                big.shape(),
-                small.shape()
-            ));
+        if is_leading_block(big, small) {
+            continue;
+        }
+        match shift_of(big, small) {
+            Some(shift) => shifts.push((j, shift)),
+            None => {
+                return Err(format!(
+                    "constant `{}` ({:?} at the largest size, {:?} here) follows the size in its values",
+                    graph.node(a).name,
+                    big.shape(),
+                    small.shape()
+                ))
+            }
         }
     }
-    Ok(())
+    Ok(shifts)
+}
+
+/// `d` where every element of integer `small` is the element of `big`'s leading block
+/// at its index plus `d`.
+fn shift_of(big: &NDArray, small: &NDArray) -> Option<i64> {
+    let (bs, ss) = (big.shape(), small.shape());
+    if bs.len() != ss.len()
+        || big.dtype() != small.dtype()
+        || !big.dtype().is_int()
+        || bs.iter().zip(ss).any(|(b, s)| s > b)
+        || small.is_empty()
+    {
+        return None;
+    }
+    let (b, s) = (big.to_f64_vec(), small.to_f64_vec());
+    let mut shift = None;
+    for (at_s, at_b, len) in leading_runs(ss, bs, 1) {
+        for k in 0..len {
+            let d = s[at_s + k] - b[at_b + k];
+            if *shift.get_or_insert(d) != d {
+                return None;
+            }
+        }
+    }
+    shift.map(|d| d as i64)
 }
 
 /// Whether `small` is the block of `big` at the start of every dimension.
@@ -272,33 +412,44 @@ fn leading_runs<'a>(
     })
 }
 
-/// Per input with the size, the dimensions that are the size; per output, the same.
+/// Per input that follows the sizes, and per output, the dimensions that follow them
+/// (each a sum of sizes and a constant). Every size is some input's dimension alone: a
+/// run reads its sizes from its inputs.
 #[allow(clippy::type_complexity)]
 fn io_dims(
     graph: &Graph,
-    builds: &[(i64, Graph)],
-    range: &SizeRange,
-) -> Result<(Vec<(String, Vec<usize>)>, Vec<Vec<usize>>), String> {
-    let dims = |what: &str, shapes: Vec<(i64, Vec<i64>)>| -> Result<Vec<usize>, String> {
-        let (_, first) = &shapes[0];
+    builds: &[(Vec<i64>, Graph)],
+    ranges: &[SizeRange],
+) -> Result<(Vec<(String, Vec<SizeDim>)>, Vec<Vec<SizeDim>>), String> {
+    let points: Vec<Vec<i64>> = builds.iter().map(|(p, _)| p.clone()).collect();
+    let names = describe(ranges);
+    let dims = |what: &str, shapes: Vec<Vec<i64>>| -> Result<Vec<SizeDim>, String> {
         let mut out = Vec::new();
-        for (d, extent) in first.iter().enumerate() {
-            if shapes.iter().all(|(_, s)| s.get(d) == Some(extent)) {
+        for (d, extent) in shapes[0].iter().enumerate() {
+            let extents: Vec<i64> = shapes
+                .iter()
+                .map(|s| s.get(d).copied().unwrap_or(-1))
+                .collect();
+            if extents.iter().all(|e| e == extent) {
                 continue;
             }
-            if shapes.iter().all(|(size, s)| s.get(d) == Some(size)) {
-                out.push(d);
-            } else {
+            let form = Affine::fit(&points, &extents).filter(|f| f.is_sum_of_sizes());
+            let Some(f) = form else {
                 let at: Vec<String> = shapes
                     .iter()
-                    .map(|(z, s)| format!("{s:?} at {z}"))
+                    .zip(&points)
+                    .map(|(s, p)| format!("{s:?} at {p:?}"))
                     .collect();
                 return Err(format!(
-                    "{what}'s dimension {d} is not the size itself ({}): only dimensions equal to {} may vary",
-                    at.join(", "),
-                    range.name
+                    "{what}'s dimension {d} is not a sum of sizes and a constant ({}; sizes {names})",
+                    at.join(", ")
                 ));
-            }
+            };
+            out.push(SizeDim {
+                dim: d,
+                sizes: (0..f.slopes.len()).filter(|&k| f.slopes[k] == 1).collect(),
+                offset: f.offset,
+            });
         }
         Ok(out)
     };
@@ -308,7 +459,7 @@ fn io_dims(
         let name = &graph.node(i).name;
         let shapes = builds
             .iter()
-            .map(|(s, g)| (*s, shape(g, g.inputs()[k])))
+            .map(|(_, g)| shape(g, g.inputs()[k]))
             .collect();
         let d = dims(&format!("input `{name}`"), shapes)?;
         if !d.is_empty() {
@@ -322,25 +473,31 @@ fn io_dims(
     for k in 0..graph.outputs().len() {
         let shapes = builds
             .iter()
-            .map(|(s, g)| (*s, shape(g, g.outputs()[k])))
+            .map(|(_, g)| shape(g, g.outputs()[k]))
             .collect();
         outputs.push(dims(&format!("output {k}"), shapes)?);
     }
-    if inputs.is_empty() {
-        return Err(format!("no input has a dimension that is {}", range.name));
+    for (k, r) in ranges.iter().enumerate() {
+        if !inputs.iter().any(|(_, d)| d.iter().any(|s| s.sizes == [k])) {
+            return Err(format!("no input has a dimension that is {}", r.name));
+        }
     }
     Ok((inputs, outputs))
 }
 
-/// `value` (an input whose dimensions `dims` are the run's size) laid out in `max`, the
-/// input's shape at the largest size: its bytes, and the size. Elements past the size
-/// are zero.
+/// What an input tells of the sizes: `(sizes, value)`, their sum is `value` (one size:
+/// its value).
+pub(crate) type Told = Vec<(Vec<usize>, i64)>;
+
+/// `value` (an input whose dimensions `dims` follow the sizes) laid out in `max`, the
+/// input's shape at the largest sizes: its bytes, and what it tells of the sizes.
+/// Elements past the sizes are zero.
 pub(crate) fn pad_input(
     value: &NDArray,
     max: &TensorType,
-    dims: &[usize],
-    range: &SizeRange,
-) -> Result<(Vec<u8>, i64), String> {
+    dims: &[SizeDim],
+    ranges: &[SizeRange],
+) -> Result<(Vec<u8>, Told), String> {
     let shape: Vec<usize> = value.shape().to_vec();
     let max_shape: Vec<usize> = max.shape.iter().map(|&d| d as usize).collect();
     if value.dtype() != max.dtype || shape.len() != max_shape.len() {
@@ -352,24 +509,36 @@ pub(crate) fn pad_input(
             shape.len()
         ));
     }
-    let size = shape[dims[0]] as i64;
+    let mut told: Told = Vec::new();
     for (d, (&s, &m)) in shape.iter().zip(&max_shape).enumerate() {
-        let varies = dims.contains(&d);
-        if varies && s as i64 != size {
+        let Some(form) = dims.iter().find(|f| f.dim == d) else {
+            if s != m {
+                return Err(format!("dimension {d} is {m}, not {s}"));
+            }
+            continue;
+        };
+        let v = s as i64 - form.offset;
+        let (lo, hi) = form.sizes.iter().fold((0, 0), |(lo, hi), &k| {
+            (lo + ranges[k].min, hi + ranges[k].max)
+        });
+        if v < lo || v > hi {
             return Err(format!(
-                "dimensions {dims:?} are all {}: {:?} has {} and {size}",
-                range.name, shape, s
+                "dimension {d} is {s}: {} = {v} is outside the module's range {lo}..{hi}",
+                sum_name(ranges, &form.sizes)
             ));
         }
-        if !varies && s != m {
-            return Err(format!("dimension {d} is {m}, not {s}"));
-        }
+        told.push((form.sizes.clone(), v));
     }
-    if size < range.min || size > range.max {
-        return Err(format!(
-            "{} = {size} is outside the module's range {}..{}",
-            range.name, range.min, range.max
-        ));
+    // one input, one value per size
+    for (i, (a, v)) in told.iter().enumerate() {
+        if let Some((_, w)) = told[..i].iter().find(|(b, _)| b == a) {
+            if w != v {
+                return Err(format!(
+                    "{} is {w} in one dimension and {v} in another",
+                    sum_name(ranges, a)
+                ));
+            }
+        }
     }
     let width = max.dtype.bytes();
     let mut out = vec![0u8; max_shape.iter().product::<usize>() * width];
@@ -377,21 +546,27 @@ pub(crate) fn pad_input(
     for (at_s, at_b, len) in leading_runs(&shape, &max_shape, width) {
         out[at_b..at_b + len].copy_from_slice(&src[at_s..at_s + len]);
     }
-    Ok((out, size))
+    Ok((out, told))
 }
 
-/// An output laid out in `max` (its shape at the largest size) read back in the run's
-/// layout: dimensions `dims` of extent `size`.
+/// `past + seq`: the names of sizes `sizes`.
+fn sum_name(ranges: &[SizeRange], sizes: &[usize]) -> String {
+    let names: Vec<&str> = sizes.iter().map(|&k| ranges[k].name.as_str()).collect();
+    names.join(" + ")
+}
+
+/// An output laid out in `max` (its shape at the largest sizes) read back in the run's
+/// layout: dimensions `dims` at `sizes`.
 pub(crate) fn compact_output(
     bytes: &[u8],
     max: &TensorType,
-    dims: &[usize],
-    size: i64,
+    dims: &[SizeDim],
+    sizes: &[i64],
 ) -> Result<NDArray, GraphError> {
     let max_shape: Vec<usize> = max.shape.iter().map(|&d| d as usize).collect();
     let mut shape = max_shape.clone();
-    for &d in dims {
-        shape[d] = size as usize;
+    for f in dims {
+        shape[f.dim] = f.at(sizes) as usize;
     }
     let mut out = NDArray::zeros(max.dtype, &shape)?;
     let dst = out.as_bytes_mut();
@@ -401,12 +576,11 @@ pub(crate) fn compact_output(
     Ok(out)
 }
 
-/// A loaded module's runtime size: the inputs with the size given so far, and at
-/// which size.
+/// A loaded module's runtime sizes: the sizes each input given so far told.
 #[derive(Clone, Debug)]
 pub(crate) struct RunSize {
     pub(crate) io: DynamicIo,
-    given: Vec<Option<i64>>,
+    given: Vec<Option<Told>>,
 }
 
 impl RunSize {
@@ -415,64 +589,94 @@ impl RunSize {
         RunSize { io, given }
     }
 
-    /// Whether input `name` has the size.
+    /// Whether input `name` follows a size.
     pub(crate) fn has_input(&self, name: &str) -> bool {
         self.io.inputs.iter().any(|(n, _)| n == name)
     }
 
-    /// Input `name` (of type `max` at the largest size) given `value`: its bytes in the
-    /// largest layout, and its size (not yet the run's: [`RunSize::take`]).
+    /// Input `name` (of type `max` at the largest sizes) given `value`: its bytes in the
+    /// largest layout, and the sizes it tells (not yet the run's: [`RunSize::take`]).
     pub(crate) fn input(
         &self,
         name: &str,
         value: &NDArray,
         max: &TensorType,
-    ) -> Result<(Vec<u8>, i64), GraphError> {
+    ) -> Result<(Vec<u8>, Told), GraphError> {
         let dims = self
             .io
             .inputs
             .iter()
             .find(|(n, _)| n == name)
             .map_or(&[][..], |(_, d)| &d[..]);
-        pad_input(value, max, dims, &self.io.range).map_err(|reason| GraphError::Input {
+        pad_input(value, max, dims, &self.io.ranges).map_err(|reason| GraphError::Input {
             name: name.to_string(),
             reason,
         })
     }
 
-    /// Input `name` set at `size`.
-    pub(crate) fn take(&mut self, name: &str, size: i64) {
+    /// Input `name` set, telling `sizes`.
+    pub(crate) fn take(&mut self, name: &str, sizes: Told) {
         if let Some(k) = self.io.inputs.iter().position(|(n, _)| n == name) {
-            self.given[k] = Some(size);
+            self.given[k] = Some(sizes);
         }
     }
 
-    /// The size of the run: every input with the size given, at one size.
-    pub(crate) fn size(&self) -> Result<i64, GraphError> {
-        let mut size = None;
+    /// The sizes of the run: every input that follows a size given, all agreeing (each
+    /// size from the inputs that tell it alone, then every sum checked).
+    pub(crate) fn sizes(&self) -> Result<Vec<i64>, GraphError> {
+        let ranges = &self.io.ranges;
+        let mut sizes: Vec<Option<(i64, &str)>> = vec![None; ranges.len()];
+        let mut told = Vec::new();
         for ((name, _), given) in self.io.inputs.iter().zip(&self.given) {
-            let Some(s) = *given else {
+            let Some(t) = given else {
                 return Err(GraphError::Input {
                     name: name.clone(),
-                    reason: format!("not set: the module runs {} from its inputs", self.io.range),
+                    reason: format!(
+                        "not set: the module runs {} from its inputs",
+                        describe(ranges)
+                    ),
                 });
             };
-            match size {
-                Some(z) if z != s => {
+            told.extend(t.iter().map(|(k, v)| (name, k, *v)));
+        }
+        for &(name, k, v) in told.iter().filter(|(_, k, _)| k.len() == 1) {
+            match sizes[k[0]] {
+                Some((w, before)) if w != v => {
                     return Err(GraphError::Input {
                         name: name.clone(),
                         reason: format!(
-                            "{} is {s} here and {z} in an input before",
-                            self.io.range.name
+                            "{} is {v} here and {w} in input `{before}`",
+                            ranges[k[0]].name
                         ),
                     })
                 }
-                _ => size = Some(s),
+                _ => sizes[k[0]] = Some((v, name)),
             }
         }
-        size.ok_or_else(|| {
-            GraphError::Invalid("a module with a runtime size has inputs with it".into())
-        })
+        let sizes: Vec<i64> = sizes
+            .iter()
+            .zip(ranges)
+            .map(|(s, r)| {
+                s.map(|(v, _)| v).ok_or_else(|| {
+                    GraphError::Invalid(format!("no input of the module tells {}", r.name))
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        for &(name, k, v) in told.iter().filter(|(_, k, _)| k.len() > 1) {
+            let sum: i64 = k.iter().map(|&j| sizes[j]).sum();
+            if sum != v {
+                let values: Vec<String> = k.iter().map(|&j| sizes[j].to_string()).collect();
+                return Err(GraphError::Input {
+                    name: name.clone(),
+                    reason: format!(
+                        "{} is {v} here, not {} = {sum} as the other inputs say",
+                        sum_name(ranges, k),
+                        values.join(" + ")
+                    ),
+                });
+            }
+        }
+        Ok(sizes)
     }
 
     /// Output `index`, read in the largest layout as `bytes` (type `max`), in the run's.
@@ -483,7 +687,7 @@ impl RunSize {
         max: &TensorType,
     ) -> Result<NDArray, GraphError> {
         let dims = self.io.outputs.get(index).map_or(&[][..], |d| &d[..]);
-        compact_output(bytes, max, dims, self.size()?)
+        compact_output(bytes, max, dims, &self.sizes()?)
     }
 }
 

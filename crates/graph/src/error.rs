@@ -47,10 +47,10 @@ pub enum GraphError {
     Input { name: String, reason: String },
     /// A network built at two sizes of a runtime size is not the same network
     /// ([`crate::dynamic`]): other sizes may be.
-    #[error("a network for {range}: at size {size}: {why}")]
+    #[error("a network for {range}: at sizes {size}: {why}")]
     SizeStructure {
         range: String,
-        size: i64,
+        size: String,
         why: String,
     },
     /// Scheduling a fused group failed.

@@ -676,15 +676,15 @@ impl GraphModule {
         let (ty, s) = (ty.clone(), *s);
         if let Some(d) = self.dynamic.as_mut().filter(|d| d.has_input(name)) {
             // the value's own shape first, then its indices, then its size taken
-            let (bytes, size) = d.input(name, value, &ty)?;
+            let (bytes, sizes) = d.input(name, value, &ty)?;
             crate::index_bounds::check(&self.index_bounds, name, value)?;
             self.device
                 .copy_from_host(self.storages[s].buffer(), 0, &bytes)?;
             if let Some(d) = self.dynamic.as_mut() {
-                d.take(name, size);
+                d.take(name, sizes);
             }
-            if let Some(size) = self.dynamic.as_ref().and_then(|d| d.size().ok()) {
-                self.write_size(size)?;
+            if let Some(sizes) = self.dynamic.as_ref().and_then(|d| d.sizes().ok()) {
+                self.write_sizes(&sizes)?;
             }
             return Ok(());
         }
@@ -705,26 +705,30 @@ impl GraphModule {
         Ok(())
     }
 
-    /// Writes the runtime size the kernels read ([`crate::dynamic`]).
-    fn write_size(&self, size: i64) -> Result<(), GraphError> {
+    /// Writes the runtime sizes the kernels read ([`crate::dynamic`]).
+    fn write_sizes(&self, sizes: &[i64]) -> Result<(), GraphError> {
         if let Some(d) = &self.dynamic {
             let at = self.storages[d.io.sizes_storage].buffer();
-            self.device
-                .copy_from_host(at, 0, &(size as i32).to_ne_bytes())?;
+            let bytes: Vec<u8> = sizes
+                .iter()
+                .flat_map(|&s| (s as i32).to_ne_bytes())
+                .collect();
+            self.device.copy_from_host(at, 0, &bytes)?;
         }
         Ok(())
     }
 
-    /// The sizes the module runs, where it runs more than one ([`crate::dynamic`]).
-    pub fn size_range(&self) -> Option<&crate::dynamic::SizeRange> {
-        self.dynamic.as_ref().map(|d| &d.io.range)
+    /// The ranges of the sizes the module runs, one per symbolic size; empty where it
+    /// runs one shape ([`crate::dynamic`]).
+    pub fn size_ranges(&self) -> &[crate::dynamic::SizeRange] {
+        self.dynamic.as_ref().map_or(&[], |d| &d.io.ranges)
     }
 
     /// Runs every kernel once, in order (the recorded sequence, when there is one), and
     /// waits for the device.
     pub fn run(&mut self) -> Result<(), GraphError> {
         if let Some(d) = &self.dynamic {
-            self.write_size(d.size()?)?;
+            self.write_sizes(&d.sizes()?)?;
         }
         match self.sequence {
             Some(s) => self.device.run_sequence(s)?,

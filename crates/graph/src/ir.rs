@@ -132,6 +132,9 @@ pub struct Graph {
     outputs: Vec<NodeIndex>,
     /// Inputs the network was imported for one value of ([`crate::fixed_inputs`]).
     fixed_inputs: Vec<FixedInput>,
+    /// Whether constant folding leaves broadcasts on constants to run time
+    /// ([`Graph::keep_broadcasts`]).
+    keeps_broadcasts: bool,
 }
 
 impl Graph {
@@ -148,8 +151,26 @@ impl Graph {
         Graph {
             name: graph.name.clone(),
             fixed_inputs: graph.fixed_inputs.clone(),
+            keeps_broadcasts: graph.keeps_broadcasts,
             ..Graph::default()
         }
+    }
+
+    /// Constant folding leaves an elementwise operator on constants whose result is
+    /// larger than each of them (a causal mask compared out of two position vectors) to
+    /// run time: a network built for runtime sizes ([`crate::dynamic`]) then reads the
+    /// vectors, whose values follow the sizes in a form it can run, not the mask.
+    pub fn keep_broadcasts(&mut self) {
+        self.keeps_broadcasts = true;
+    }
+
+    /// Whether folding node `n` (on constants) would make a broadcast that
+    /// [`Graph::keep_broadcasts`] leaves to run time.
+    pub fn is_kept_broadcast(&self, n: NodeIndex) -> bool {
+        let numel = |m: NodeIndex| self.node(m).ty.numel();
+        self.keeps_broadcasts
+            && matches!(self.node(n).op.pattern(), Some(Pattern::ElemWise))
+            && self.args(n).iter().all(|&a| numel(a) < numel(n))
     }
 
     /// The inputs this network was built for one value of.

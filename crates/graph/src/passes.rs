@@ -42,7 +42,7 @@ pub fn fold_constants(graph: &mut Graph) -> Result<usize, GraphError> {
     let mut folded = 0;
     let mut seen: HashMap<u64, Vec<NodeIndex>> = HashMap::new();
     for n in graph.topo_order() {
-        if graph.node(n).op.pattern().is_none() {
+        if graph.node(n).op.pattern().is_none() || graph.is_kept_broadcast(n) {
             continue;
         }
         let args = graph.args(n);

@@ -136,13 +136,13 @@ fn compiled(
     max: usize,
     net: fn(usize) -> Graph,
 ) -> Result<CompiledNetwork, tessera_graph::GraphError> {
-    let builds: Vec<(i64, Graph)> = [max, max - 1, max / 2]
+    let builds: Vec<(Vec<i64>, Graph)> = [max, max - 1, max / 2]
         .into_iter()
-        .map(|s| (s as i64, net(s)))
+        .map(|s| (vec![s as i64], net(s)))
         .collect();
     compile_dynamic(
         &builds,
-        &range(1, max as i64),
+        &[range(1, max as i64)],
         &CpuBackend::new(Target::cpu()),
     )
 }
@@ -156,7 +156,7 @@ fn one_module_runs_every_size_of_its_range() {
 fn runs_every_size(layer: fn(usize) -> Graph) {
     let max = 13;
     let net = compiled(max, layer).unwrap();
-    assert_eq!(net.size_range(), Some(&range(1, max as i64)));
+    assert_eq!(net.size_ranges(), &[range(1, max as i64)]);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("decoder.tsm");
     net.save(&path).unwrap();
@@ -198,16 +198,19 @@ fn a_module_file_whose_runtime_size_names_what_it_lacks_is_refused() {
         );
         seen.into_inner().unwrap().unwrap()
     };
-    assert_eq!(header["version"], 3);
-    assert_eq!(header["dynamic"]["range"]["max"], 9);
+    assert_eq!(header["version"], 4);
+    assert_eq!(header["dynamic"]["ranges"][0]["max"], 9);
     type Edit = fn(&mut serde_json::Value);
-    let edits: [(&str, Edit); 4] = [
+    let edits: [(&str, Edit); 5] = [
         ("does not hold it", |v| {
             v["dynamic"]["sizes_storage"] = 999.into()
         }),
-        ("is empty", |v| v["dynamic"]["range"]["min"] = 0.into()),
+        ("is empty", |v| v["dynamic"]["ranges"][0]["min"] = 10.into()),
         ("input `tokens`", |v| {
-            v["dynamic"]["inputs"][0][1][0] = 1.into()
+            v["dynamic"]["inputs"][0][1][0]["dim"] = 1.into()
+        }),
+        ("input `tokens`", |v| {
+            v["dynamic"]["inputs"][0][1][0]["sizes"] = serde_json::json!([0, 0])
         }),
         ("output dimensions", |v| {
             v["dynamic"]["outputs"] = serde_json::json!([])
@@ -335,4 +338,136 @@ fn what_would_be_wrong_at_another_size_is_refused() {
         assert!(e.contains(what), "{e}");
         assert!(e.contains("a network for tokens in 1..9"), "{e}");
     }
+}
+
+#[test]
+fn a_module_file_of_format_version_3_still_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("decoder.tsm");
+    compiled(9, decoder).unwrap().save(&path).unwrap();
+    // version 3 held one range and each dimension as a number
+    let old = dir.path().join("v3.tsm");
+    rewrite(
+        &path,
+        &old,
+        |mut v| {
+            let d = v["dynamic"].take();
+            let dims = |l: &serde_json::Value| -> serde_json::Value {
+                l.as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|f| f["dim"].clone())
+                    .collect()
+            };
+            v["version"] = 3.into();
+            v["dynamic"] = serde_json::json!({
+                "range": d["ranges"][0],
+                "sizes_storage": d["sizes_storage"],
+                "inputs": d["inputs"].as_array().unwrap().iter()
+                    .map(|i| serde_json::json!([i[0], dims(&i[1])])).collect::<Vec<_>>(),
+                "outputs": d["outputs"].as_array().unwrap().iter()
+                    .map(dims).collect::<Vec<_>>(),
+            });
+            Some(v)
+        },
+        "",
+    );
+    let mut m = CompiledNetwork::read(&old)
+        .unwrap()
+        .load(std::sync::Arc::new(CpuDevice::new()))
+        .unwrap();
+    let x = tokens(5, 3);
+    m.set_input("tokens", &x).unwrap();
+    m.run().unwrap();
+    let want = interpret(&decoder(5), &[("tokens", &x)]).unwrap().remove(0);
+    m.get_output(0)
+        .unwrap()
+        .allclose(&want, 1e-4, 1e-5)
+        .unwrap();
+}
+
+/// One attention step of a decoder with a cache of `p` keys (`p = 0`: none) and `t` new
+/// tokens: the keys are the cache and the new tokens' projection concatenated (the
+/// `present` output, `[p + t, 16]`), the new tokens attend to all of them.
+fn cache_step(p: usize, t: usize) -> Graph {
+    let mut g = Graph::new("step");
+    let x = g.input("tokens", TensorType::f32(&[t as i64, WIDTH as i64]));
+    let wk = konst(&mut g, "wk", &[WIDTH, WIDTH], 5, 0.3);
+    let k = g.op("k", Op::Dense, &[x, wk]).unwrap();
+    let keys = if p == 0 {
+        k
+    } else {
+        let past = g.input("past", TensorType::f32(&[p as i64, WIDTH as i64]));
+        g.op("present", Op::Concat { axis: 0 }, &[past, k]).unwrap()
+    };
+    let kt = g
+        .op("kt", Op::Transpose { axes: vec![1, 0] }, &[keys])
+        .unwrap();
+    let scores = g.op("scores", Op::MatMul, &[x, kt]).unwrap();
+    let probs = g.op("probs", Op::Softmax { axis: -1 }, &[scores]).unwrap();
+    let out = g.op("out", Op::MatMul, &[probs, keys]).unwrap();
+    g.set_outputs(vec![out, keys]);
+    g
+}
+
+#[test]
+fn two_sizes_a_cache_and_new_tokens_run_every_pair_from_one_module() {
+    let (pm, tm) = (12i64, 5i64);
+    let points = [
+        vec![pm, tm],
+        vec![pm - 1, tm],
+        vec![pm - 3, tm],
+        vec![pm, tm - 1],
+        vec![pm, tm - 2],
+        vec![pm - 1, tm - 1],
+    ];
+    let builds: Vec<(Vec<i64>, Graph)> = points
+        .iter()
+        .map(|p| (p.clone(), cache_step(p[0] as usize, p[1] as usize)))
+        .collect();
+    let ranges = [
+        SizeRange {
+            name: "past".into(),
+            min: 0,
+            max: pm,
+        },
+        SizeRange {
+            name: "seq".into(),
+            min: 1,
+            max: tm,
+        },
+    ];
+    let net = compile_dynamic(&builds, &ranges, &CpuBackend::new(Target::cpu())).unwrap();
+    let mut m = net.load(std::sync::Arc::new(CpuDevice::new())).unwrap();
+    // prefill on an empty cache, then steps of one token; then other pairs
+    let mut pairs = vec![(0usize, 5usize)];
+    pairs.extend((5..12).map(|p| (p, 1)));
+    pairs.extend([(12, 5), (3, 2), (0, 1), (12, 1)]);
+    for (p, t) in pairs {
+        let x = tokens(t, 90 + (p * 7 + t) as u64);
+        let past = constant_f32(&[p, WIDTH], |i| rnd(11 + p as u64, i)).unwrap();
+        m.set_input("tokens", &x).unwrap();
+        m.set_input("past", &past).unwrap();
+        m.run().unwrap();
+        let mut given = vec![("tokens", &x)];
+        if p > 0 {
+            given.push(("past", &past));
+        }
+        let want = interpret(&cache_step(p, t), &given).unwrap();
+        for (k, w) in want.iter().enumerate() {
+            let got = m.get_output(k).unwrap();
+            assert_eq!(got.shape(), w.shape(), "past {p}, new {t}: output {k}");
+            got.allclose(w, 1e-4, 1e-5)
+                .unwrap_or_else(|e| panic!("past {p}, new {t}: output {k}: {e}"));
+        }
+    }
+    // the two inputs must tell one pair: a past outside its range is refused
+    let e = m
+        .set_input("past", &constant_f32(&[13, WIDTH], |_| 0.0).unwrap())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("past = 13 is outside the module's range 0..12"),
+        "{e}"
+    );
 }

@@ -171,13 +171,16 @@ fn one_module_runs_every_sequence_length_of_its_range() {
         "--onnx",
         bert.to_str().unwrap(),
         "--shape",
-        "input_ids=1,1..48",
+        "input_ids=1,seq:1..48",
         "--shape",
-        "attention_mask=1,1..32",
+        "attention_mask=1,seq:1..32",
         "--out",
         module.to_str().unwrap(),
     ]));
-    assert!(err.contains("a module has one runtime size"), "{err}");
+    assert!(
+        err.contains("seq is 1..48 where it is given before, not 1..32"),
+        "{err}"
+    );
     // tuning and listing tasks for a range are not there yet: one line each, not a
     // tune of the largest size in disguise
     let range = [

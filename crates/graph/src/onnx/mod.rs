@@ -356,6 +356,9 @@ pub struct ImportOptions {
     /// How the int8 products sum where a weight's adjacent byte pairs could overflow
     /// int16 (elsewhere both forms are exact and the faster one is taken).
     pub int8_products: Int8Products,
+    /// Leave broadcasts on constants to run time ([`Graph::keep_broadcasts`]): set for
+    /// the builds of a network for runtime sizes.
+    pub keep_broadcasts: bool,
 }
 
 /// The arithmetic of the int8 products where it matters (a weight byte pair whose
@@ -444,6 +447,9 @@ pub fn import_reporting(
         input_values: options.input_values.clone(),
         int8_products: options.int8_products,
     };
+    if options.keep_broadcasts {
+        imp.g.keep_broadcasts();
+    }
     for t in &graph.initializer {
         let v = imp.tensor(t)?;
         let c = imp.g.constant(t.name(), v);
@@ -861,6 +867,7 @@ impl Importer {
         );
         let n = self.g.op(name, op, ins)?;
         let fold = cheap
+            && !self.g.is_kept_broadcast(n)
             && !ins.is_empty()
             && ins.iter().all(|&i| {
                 self.g.constant_value(i).is_some() && self.ty(i).numel() <= FOLD_AT_IMPORT

@@ -34,25 +34,38 @@ impl Walk {
     }
 }
 
-/// A body's expressions with the constants at preorder positions replaced.
-pub(super) struct Replace {
+/// A body's expressions with the constants at preorder positions replaced, and each
+/// load of a shifted buffer plus its shift.
+pub(super) struct Replace<'a> {
     count: usize,
     pub(super) with: HashMap<usize, Expr>,
+    shifted: &'a HashMap<Buffer, Expr>,
 }
 
-impl Replace {
-    pub(super) fn new(with: HashMap<usize, Expr>) -> Replace {
-        Replace { count: 0, with }
+impl<'a> Replace<'a> {
+    pub(super) fn new(with: HashMap<usize, Expr>, shifted: &'a HashMap<Buffer, Expr>) -> Self {
+        Replace {
+            count: 0,
+            with,
+            shifted,
+        }
     }
 }
 
-impl ExprMutator for Replace {
+impl ExprMutator for Replace<'_> {
     fn mutate_expr(&mut self, e: &Expr) -> Expr {
         let id = self.count;
         self.count += 1;
-        match self.with.get(&id) {
-            Some(r) => r.clone(),
-            None => mutate_expr_children(self, e),
+        if let Some(r) = self.with.get(&id) {
+            return r.clone();
+        }
+        let m = mutate_expr_children(self, e);
+        match e.node() {
+            ExprNode::Load { buffer, .. } => match self.shifted.get(buffer) {
+                Some(shift) => m + shift.clone(),
+                None => m,
+            },
+            _ => m,
         }
     }
 }

@@ -1,24 +1,25 @@
-//! Runtime extents found by difference: a compute DAG built for the largest value of a
-//! symbolic size and built again for smaller ones gives, axis by axis, which extents
-//! follow the size (`a · size + b` at every build) and which do not. Values are stored
-//! at the largest size ("padded"), so an axis whose extent is the size itself, or the
-//! size and a constant (a token appended: a cache and the new token concatenated, their
-//! offset the size read at run time as below), holds the valid indices first: it gets a
+//! Runtime extents found by difference: a compute DAG built for the largest values of
+//! its symbolic sizes (a sequence length, a cache's length, …) and built again at points
+//! smaller in one size or more gives, axis by axis, which extents follow the sizes
+//! (`offset + Σ aₖ · sizeₖ` at every point, [`Affine`]) and which do not. Values are
+//! stored at the largest sizes ("padded"), so an axis whose extent is a sum of sizes
+//! and a constant (a length; a cache and the new tokens concatenated, their offset the
+//! cache's length read at run time as below) holds the valid indices first: it gets a
 //! runtime extent (see [`IterVarNode::bound`](crate::tensor::IterVarNode::bound)) read
 //! from an extent tensor. An axis of another form (`2 · size` where two heads of the
 //! size were merged) holds its valid indices apart: a data-parallel one keeps its static
 //! extent (what it computes past them is never read), a reduction over one is refused.
 //!
-//! The builds must be the same program but for the size: the same operations in the
+//! The builds must be the same program but for the sizes: the same operations in the
 //! same order, the same bodies. Where a body's constant differs, it is kept as the
 //! largest build has it where it is a factor or divisor of an index (the strides of a
 //! reshape's index arithmetic, which the largest build computes consistently for values
-//! stored at the largest size); an integer constant that differs anywhere else (the
-//! last token's index, a padding bound) becomes what it is as a function of the size,
-//! `a · size + b` read from the extent tensor, where three builds or more show that
-//! form; anything else (a float such as a mean's divisor, a form the builds do not
-//! show) means the operation depends on the size in a way this cannot follow, and the
-//! DAG is refused, naming the operation.
+//! stored at the largest sizes); an integer constant that differs anywhere else (the
+//! last token's index, a padding bound, a cache's length) becomes what it is as a
+//! function of the sizes, read from the extent tensor, where the points show that form
+//! (three along each size it follows: two fit any line); anything else (a float such as a
+//! mean's divisor, a form the points do not show) means the operation depends on the
+//! sizes in a way this cannot follow, and the DAG is refused, naming the operation.
 //!
 //! `compare.rs` walks a body against another build's.
 
@@ -40,18 +41,18 @@ pub enum RuntimeShapeError {
     Structure { tensor: String, reason: String },
     #[error("`{tensor}` depends on the size in more than its extents ({what}): it cannot run at a size it was not built for")]
     SizeDependent { tensor: String, what: String },
-    #[error("`{tensor}`: extents {extents:?} at sizes {sizes:?} are not a whole multiple of the size plus a constant")]
+    #[error("`{tensor}`: extents {extents:?} at sizes {sizes:?} are not whole multiples of the sizes plus a constant")]
     NotAffine {
         tensor: String,
-        sizes: Vec<i64>,
+        sizes: Vec<Vec<i64>>,
         extents: Vec<i64>,
     },
     #[error("`{tensor}` reduces over an axis of {what} the size: the values past the size would be reduced with the others")]
     ReducesPadding { tensor: String, what: &'static str },
     #[error(
-        "runtime extents need builds at two sizes at least, the largest first (got sizes {0:?})"
+        "runtime extents need builds at two points at least, the largest in every size first, each other one smaller in some size (got {0:?})"
     )]
-    Builds(Vec<i64>),
+    Builds(Vec<Vec<i64>>),
     #[error("`{tensor}`: {source}")]
     Build {
         tensor: String,
@@ -59,33 +60,155 @@ pub enum RuntimeShapeError {
     },
 }
 
-/// One symbolic size: where its runtime value is (element `index` of the int32 extent
-/// tensor `extents`).
+/// The symbolic sizes of a DAG: size `k`'s runtime value is element `k` of the int32
+/// extent tensor `extents`. A placeholder may be shifted: its values at the largest
+/// sizes plus a form of the sizes (every element the same: positions that start at a
+/// cache's length), what its loads read at other sizes.
 #[derive(Clone, Debug)]
-pub struct Symbol {
+pub struct Symbols {
     pub extents: Tensor,
-    pub index: i64,
+    shifted: Vec<(Tensor, Affine)>,
 }
 
-/// How an axis's extent follows the size over the builds.
+/// `offset + Σ slopes[k] · size_k`: how a value follows the sizes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Affine {
+    pub slopes: Vec<i64>,
+    pub offset: i64,
+}
+
+impl Affine {
+    /// The form with `values[j] = offset + Σ slopes[k] · points[j][k]` at every point,
+    /// in whole numbers, where there is one: solved in least squares over the sizes the
+    /// points vary (a size no point varies has slope 0), rounded, then checked exactly
+    /// at every point.
+    pub fn fit(points: &[Vec<i64>], values: &[i64]) -> Option<Affine> {
+        let base = points.first()?;
+        let varied: Vec<usize> = (0..base.len())
+            .filter(|&k| points.iter().any(|p| p[k] != base[k]))
+            .collect();
+        // unknowns: the varied sizes' slopes, then the offset
+        let n = varied.len() + 1;
+        let row = |p: &Vec<i64>| -> Vec<f64> {
+            let mut r: Vec<f64> = varied.iter().map(|&k| p[k] as f64).collect();
+            r.push(1.0);
+            r
+        };
+        let mut m = vec![vec![0.0f64; n + 1]; n];
+        for (p, &v) in points.iter().zip(values) {
+            let r = row(p);
+            for i in 0..n {
+                for j in 0..n {
+                    m[i][j] += r[i] * r[j];
+                }
+                m[i][n] += r[i] * v as f64;
+            }
+        }
+        let x = solve(m)?;
+        let mut slopes = vec![0; base.len()];
+        for (i, &k) in varied.iter().enumerate() {
+            slopes[k] = x[i].round() as i64;
+        }
+        let form = Affine {
+            slopes,
+            offset: x[n - 1].round() as i64,
+        };
+        points
+            .iter()
+            .zip(values)
+            .all(|(p, &v)| form.at(p) == v)
+            .then_some(form)
+    }
+
+    /// [`Affine::fit`] where the points check the form (each size it follows takes
+    /// three values among them: two fit any line) and it follows one.
+    pub fn fit_checked(points: &[Vec<i64>], values: &[i64]) -> Option<Affine> {
+        let distinct = |k: usize| {
+            let mut v: Vec<i64> = points.iter().map(|p| p[k]).collect();
+            v.sort_unstable();
+            v.dedup();
+            v.len()
+        };
+        Affine::fit(points, values).filter(|f| {
+            f.slopes.iter().any(|&a| a != 0)
+                && (0..f.slopes.len()).all(|k| f.slopes[k] == 0 || distinct(k) >= 3)
+        })
+    }
+
+    /// The value at `sizes`.
+    pub fn at(&self, sizes: &[i64]) -> i64 {
+        self.offset
+            + self
+                .slopes
+                .iter()
+                .zip(sizes)
+                .map(|(a, s)| a * s)
+                .sum::<i64>()
+    }
+
+    /// Whether the value is a sum of sizes and a constant (each slope 0 or 1, one at
+    /// least 1): stored at the largest sizes, its valid indices come first.
+    pub fn is_sum_of_sizes(&self) -> bool {
+        self.slopes.iter().all(|&a| a == 0 || a == 1) && self.slopes.contains(&1)
+    }
+}
+
+/// The solution of the square system `m` (each row its coefficients then its right-hand
+/// side), by elimination with partial pivoting; `None` where it is singular.
+fn solve(mut m: Vec<Vec<f64>>) -> Option<Vec<f64>> {
+    let n = m.len();
+    for c in 0..n {
+        let p = (c..n).max_by(|&a, &b| m[a][c].abs().total_cmp(&m[b][c].abs()))?;
+        if m[p][c].abs() < 1e-9 {
+            return None;
+        }
+        m.swap(c, p);
+        let pivot = m[c].clone();
+        for (r, row) in m.iter_mut().enumerate() {
+            if r != c {
+                let f = row[c] / pivot[c];
+                for (x, p) in row[c..].iter_mut().zip(&pivot[c..]) {
+                    *x -= f * p;
+                }
+            }
+        }
+    }
+    Some((0..n).map(|i| m[i][n] / m[i][i]).collect())
+}
+
+/// How an axis's extent follows the sizes over the builds.
 enum Follows {
-    /// The same at every size.
+    /// The same at every point.
     Not,
-    /// The size and a constant: a runtime extent.
+    /// A sum of sizes and a constant: a runtime extent.
     Size(Expr),
     /// Another affine form: valid indices not first.
     Otherwise,
 }
 
-impl Symbol {
+impl Symbols {
+    /// The sizes read from `extents`, no placeholder shifted.
+    pub fn new(extents: Tensor) -> Symbols {
+        Symbols {
+            extents,
+            shifted: Vec::new(),
+        }
+    }
+
+    /// Loads of `placeholder` (an integer one) read its value plus `form` (zero at the
+    /// largest sizes, as the values are).
+    pub fn shift(&mut self, placeholder: Tensor, form: Affine) {
+        self.shifted.push((placeholder, form));
+    }
+
     /// The constants of a body that differ between the builds (`diffs[k]`: against
-    /// build `k + 1`), each replaced by what it is as a function of the size, by
-    /// preorder position: `a · size + b` at every build (three builds at least, so
-    /// that the form is checked, not only fitted).
+    /// build `k + 1`), each replaced by what it is as a function of the sizes, by
+    /// preorder position: an affine form at every point, with three points at least along
+    /// each size it follows (so that the form is checked, not only fitted).
     fn constants(
         &self,
         tensor: &str,
-        sizes: &[i64],
+        points: &[Vec<i64>],
         diffs: &[Vec<Diff>],
     ) -> Result<HashMap<usize, Expr>, RuntimeShapeError> {
         let mut at: BTreeMap<usize, (DataType, Vec<i64>)> = BTreeMap::new();
@@ -93,19 +216,19 @@ impl Symbol {
             for d in list {
                 let e = at
                     .entry(d.id)
-                    .or_insert_with(|| (d.dtype, vec![d.max; sizes.len()]));
+                    .or_insert_with(|| (d.dtype, vec![d.max; points.len()]));
                 e.1[k + 1] = d.other;
             }
         }
         let mut out = HashMap::new();
         for (id, (dtype, values)) in at {
-            // three builds at least: two points fit any line
-            match affine(sizes, &values).filter(|&(a, _)| a != 0 && sizes.len() >= 3) {
-                Some((a, b)) => out.insert(id, Expr::cast(dtype, self.runtime(a, b))),
+            let form = Affine::fit_checked(points, &values);
+            match form {
+                Some(f) => out.insert(id, Expr::cast(dtype, self.runtime(&f))),
                 None => {
                     return Err(RuntimeShapeError::SizeDependent {
                         tensor: tensor.to_string(),
-                        what: format!("a constant {values:?} at sizes {sizes:?}"),
+                        what: format!("a constant {values:?} at sizes {points:?}"),
                     })
                 }
             };
@@ -113,66 +236,64 @@ impl Symbol {
         Ok(out)
     }
 
-    /// `a · size + b`, the size read from the extent tensor.
-    fn runtime(&self, a: i64, b: i64) -> Expr {
-        let n = self.extents.at(&[Expr::int(self.index)]);
-        let e = if a == 1 { n } else { n * Expr::int(a) };
-        if b == 0 {
-            e
-        } else {
-            e + Expr::int(b)
+    /// `form` with each size read from the extent tensor.
+    pub fn runtime(&self, form: &Affine) -> Expr {
+        let mut e: Option<Expr> = None;
+        for (k, &a) in form.slopes.iter().enumerate().filter(|(_, &a)| a != 0) {
+            let n = self.extents.at(&[Expr::int(k as i64)]);
+            let term = if a == 1 { n } else { n * Expr::int(a) };
+            e = Some(match e {
+                None => term,
+                Some(sum) => sum + term,
+            });
+        }
+        match (e, form.offset) {
+            (Some(e), 0) => e,
+            (Some(e), b) => e + Expr::int(b),
+            (None, b) => Expr::int(b),
         }
     }
 
-    /// How an axis whose extents are `extents` at the builds' `sizes` (largest first)
-    /// follows the size.
+    /// How an axis whose extents are `extents` at the builds' `points` (the largest
+    /// first) follows the sizes.
     fn follows(
         &self,
         tensor: &str,
-        sizes: &[i64],
+        points: &[Vec<i64>],
         extents: &[i64],
     ) -> Result<Follows, RuntimeShapeError> {
         if extents.iter().all(|&e| e == extents[0]) {
             return Ok(Follows::Not);
         }
-        match affine(sizes, extents) {
-            Some((1, b)) => Ok(Follows::Size(self.runtime(1, b))),
-            Some((a, _)) if a > 0 => Ok(Follows::Otherwise),
+        match Affine::fit(points, extents) {
+            Some(f) if f.is_sum_of_sizes() => Ok(Follows::Size(self.runtime(&f))),
+            Some(f) if f.slopes.iter().all(|&a| a >= 0) => Ok(Follows::Otherwise),
             _ => Err(RuntimeShapeError::NotAffine {
                 tensor: tensor.to_string(),
-                sizes: sizes.to_vec(),
+                sizes: points.to_vec(),
                 extents: extents.to_vec(),
             }),
         }
     }
 }
 
-/// `(a, b)` with `values[k] = a · sizes[k] + b` at every build, where whole numbers do.
-fn affine(sizes: &[i64], values: &[i64]) -> Option<(i64, i64)> {
-    let (s0, v0, s1, v1) = (sizes[0], values[0], *sizes.get(1)?, *values.get(1)?);
-    if s0 == s1 || (v0 - v1) % (s0 - s1) != 0 {
-        return None;
-    }
-    let a = (v0 - v1) / (s0 - s1);
-    let b = v0 - a * s0;
-    sizes
-        .iter()
-        .zip(values)
-        .all(|(&s, &v)| a * s + b == v)
-        .then_some((a, b))
-}
-
-/// The DAG of `builds[0]` (its outputs, built at the largest size) with runtime extents
-/// on every axis whose extent is the size (see the module header), from the same DAG
-/// built at the other sizes of `builds` (each `(size, outputs)`, the largest first): new
-/// tensors over the same buffers, producers first; placeholders are kept.
+/// The DAG of `builds[0]` (its outputs, built at the largest value of every size) with
+/// runtime extents on every axis whose extent is a sum of sizes (see the module
+/// header), from the same DAG built at the other points of `builds` (each `(sizes,
+/// outputs)`; a point smaller in one size or more): new tensors over the same buffers,
+/// producers first; placeholders are kept.
 pub fn bound_by_difference(
-    builds: &[(i64, Vec<Tensor>)],
-    symbol: &Symbol,
+    builds: &[(Vec<i64>, Vec<Tensor>)],
+    symbols: &Symbols,
 ) -> Result<Vec<Tensor>, RuntimeShapeError> {
-    let sizes: Vec<i64> = builds.iter().map(|(s, _)| *s).collect();
-    if builds.len() < 2 || sizes[1..].iter().any(|&s| s >= sizes[0]) {
-        return Err(RuntimeShapeError::Builds(sizes));
+    let points: Vec<Vec<i64>> = builds.iter().map(|(s, _)| s.clone()).collect();
+    let base = &points[..1.min(points.len())];
+    let well_formed = builds.len() >= 2
+        && points[1..].iter().all(|p| {
+            p.len() == base[0].len() && p != &base[0] && p.iter().zip(&base[0]).all(|(a, b)| a <= b)
+        });
+    if !well_formed {
+        return Err(RuntimeShapeError::Builds(points));
     }
     let dags = builds
         .iter()
@@ -201,7 +322,7 @@ pub fn bound_by_difference(
     let mut rebuilt: HashMap<Buffer, Tensor> = HashMap::new();
     for (i, m) in big.ops.iter().enumerate() {
         let others: Vec<&Tensor> = dags[1..].iter().map(|d| &d.ops[i]).collect();
-        if let Some(t) = bound_one(m, &others, &mut pairings, &sizes, symbol)? {
+        if let Some(t) = bound_one(m, &others, &mut pairings, &points, symbols)? {
             rebuilt.insert(m.buffer().clone(), t);
         }
     }
@@ -223,8 +344,8 @@ fn bound_one(
     m: &Tensor,
     others: &[&Tensor],
     pairings: &mut [Pairing],
-    sizes: &[i64],
-    symbol: &Symbol,
+    points: &[Vec<i64>],
+    symbols: &Symbols,
 ) -> Result<Option<Tensor>, RuntimeShapeError> {
     let structure = |reason: String| RuntimeShapeError::Structure {
         tensor: m.name().to_string(),
@@ -261,7 +382,7 @@ fn bound_one(
             extents.push(t[k].extent().unwrap_or(1));
             p.vars.insert(t[k].var().clone(), a.var().clone());
         }
-        let bound = match (symbol.follows(m.name(), sizes, &extents)?, a.is_reduce()) {
+        let bound = match (symbols.follows(m.name(), points, &extents)?, a.is_reduce()) {
             (Follows::Not, _) | (Follows::Otherwise, false) => None,
             (Follows::Size(n), _) => Some(n),
             (Follows::Otherwise, true) => {
@@ -283,7 +404,17 @@ fn bound_one(
         p.same_body(m.name(), body, ob, &mut walk)?;
         diffs.push(walk.diffs);
     }
-    let mut replace = Replace::new(symbol.constants(m.name(), sizes, &diffs)?);
+    let shifted: HashMap<Buffer, Expr> = symbols
+        .shifted
+        .iter()
+        .map(|(t, f)| {
+            (
+                t.buffer().clone(),
+                Expr::cast(t.dtype(), symbols.runtime(f)),
+            )
+        })
+        .collect();
+    let mut replace = Replace::new(symbols.constants(m.name(), points, &diffs)?, &shifted);
     let body = match body {
         ComputeBody::Expr(e) => ComputeBody::Expr(replace.mutate_expr(e)),
         ComputeBody::Reduce(r) => ComputeBody::Reduce(Reduce {
