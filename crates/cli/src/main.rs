@@ -59,6 +59,7 @@ pub(crate) fn print_view(json: bool, value: serde_json::Value, text: &dyn std::f
 
 mod autosched;
 mod bench;
+mod generate;
 mod interrupt;
 mod network;
 mod op;
@@ -131,6 +132,12 @@ enum Command {
         after_help = "Examples:\n  tessera compile --network resnet-18 --out resnet18.tsm\n  tessera compile --onnx model.onnx --log tuned.jsonl --out model.tsm\n  tessera run --module model.tsm --benchmark"
     )]
     Compile(network::CompileArgs),
+    /// Greedy decoding from one module of a decoder compiled with its KV cache: the
+    /// prompt prefilled on an empty cache, then one token at a time; per-token latency.
+    #[command(
+        after_help = "Examples:\n  tessera generate --module gpt2_kv.tsm --prompt 464,3290,318 --steps 32\n  tessera generate --module gpt2_kv.tsm --prompt prompt.npy --steps 64 --logits steps.npz --json"
+    )]
+    Generate(generate::GenerateArgs),
     /// Tune a network's (or one operator's) tasks with a search strategy (the
     /// auto-scheduler `sketch` by default; with --templates a template tuner; any
     /// strategy a plugin provides with --strategy), appending every measurement to a
@@ -172,6 +179,7 @@ fn main() -> ExitCode {
         Command::Tasks(args) => network::tasks(args),
         Command::Run(args) => network::run(args),
         Command::Compile(args) => network::compile(args),
+        Command::Generate(args) => generate::run(args),
         Command::Tune(args) => autosched::run(*args),
         Command::Plugins(cmd) => plugins::run(cmd),
         Command::Records(cmd) => records::run(cmd),

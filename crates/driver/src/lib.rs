@@ -34,12 +34,14 @@
 //! [`Toolchain::compile_module`] ([`run`]); a run's input files are checked and set in
 //! `inputs.rs`; one catalog
 //! operator's build, check and timing (`tessera op`) is `operator.rs`; a tracker's
-//! device server `serve.rs`.
+//! device server `serve.rs`; `tessera generate`, greedy decoding from one module of a
+//! decoder with its KV cache, [`Toolchain::generate`] ([`generate`]).
 
 mod build_report;
 mod curve_svg;
 mod error;
 mod extension;
+pub mod generate;
 mod history;
 mod inputs;
 pub mod log_views;

@@ -15,9 +15,10 @@
 //! follows the size (the last token, a mean over the tokens), a reduction over values
 //! that hold the size's padding apart, a host step.
 //!
-//! A run copies each input with the size into the largest layout (its other elements
-//! are never read), checks that every such input has the same size, writes the size,
-//! runs the kernels, and copies each output back in the size's layout.
+//! A run copies each input that follows the sizes into the largest layout, a
+//! contiguous run at a time (its other elements are never read), checks that the
+//! inputs agree on the sizes, writes them, runs the kernels, and copies each output
+//! back in the sizes' layout the same way.
 
 use crate::deploy::{assemble, CompiledNetwork};
 use crate::error::GraphError;
@@ -388,7 +389,7 @@ fn is_leading_block(big: &NDArray, small: &NDArray) -> bool {
 /// of shape `big` (every dimension of `small` at most `big`'s), elements `width` bytes:
 /// `(byte offset in small, byte offset in big, bytes)`. The dimensions after the last
 /// one that differs are whole, so each run is that dimension's first `small[j]` rows.
-fn leading_runs<'a>(
+pub(crate) fn leading_runs<'a>(
     small: &'a [usize],
     big: &'a [usize],
     width: usize,
@@ -489,15 +490,16 @@ fn io_dims(
 /// its value).
 pub(crate) type Told = Vec<(Vec<usize>, i64)>;
 
-/// `value` (an input whose dimensions `dims` follow the sizes) laid out in `max`, the
-/// input's shape at the largest sizes: its bytes, and what it tells of the sizes.
-/// Elements past the sizes are zero.
-pub(crate) fn pad_input(
+/// What `value` (an input whose dimensions `dims` follow the sizes, `max` its type at
+/// the largest sizes) tells of the sizes, where it fits the module. It is laid out in
+/// the largest layout by [`leading_runs`]; elements past the sizes keep what they held
+/// (nothing at these sizes reads them).
+pub(crate) fn check_input(
     value: &NDArray,
     max: &TensorType,
     dims: &[SizeDim],
     ranges: &[SizeRange],
-) -> Result<(Vec<u8>, Told), String> {
+) -> Result<Told, String> {
     let shape: Vec<usize> = value.shape().to_vec();
     let max_shape: Vec<usize> = max.shape.iter().map(|&d| d as usize).collect();
     if value.dtype() != max.dtype || shape.len() != max_shape.len() {
@@ -540,40 +542,13 @@ pub(crate) fn pad_input(
             }
         }
     }
-    let width = max.dtype.bytes();
-    let mut out = vec![0u8; max_shape.iter().product::<usize>() * width];
-    let src = value.as_bytes();
-    for (at_s, at_b, len) in leading_runs(&shape, &max_shape, width) {
-        out[at_b..at_b + len].copy_from_slice(&src[at_s..at_s + len]);
-    }
-    Ok((out, told))
+    Ok(told)
 }
 
 /// `past + seq`: the names of sizes `sizes`.
 fn sum_name(ranges: &[SizeRange], sizes: &[usize]) -> String {
     let names: Vec<&str> = sizes.iter().map(|&k| ranges[k].name.as_str()).collect();
     names.join(" + ")
-}
-
-/// An output laid out in `max` (its shape at the largest sizes) read back in the run's
-/// layout: dimensions `dims` at `sizes`.
-pub(crate) fn compact_output(
-    bytes: &[u8],
-    max: &TensorType,
-    dims: &[SizeDim],
-    sizes: &[i64],
-) -> Result<NDArray, GraphError> {
-    let max_shape: Vec<usize> = max.shape.iter().map(|&d| d as usize).collect();
-    let mut shape = max_shape.clone();
-    for f in dims {
-        shape[f.dim] = f.at(sizes) as usize;
-    }
-    let mut out = NDArray::zeros(max.dtype, &shape)?;
-    let dst = out.as_bytes_mut();
-    for (at_s, at_b, len) in leading_runs(&shape, &max_shape, max.dtype.bytes()) {
-        dst[at_s..at_s + len].copy_from_slice(&bytes[at_b..at_b + len]);
-    }
-    Ok(out)
 }
 
 /// A loaded module's runtime sizes: the sizes each input given so far told.
@@ -594,21 +569,21 @@ impl RunSize {
         self.io.inputs.iter().any(|(n, _)| n == name)
     }
 
-    /// Input `name` (of type `max` at the largest sizes) given `value`: its bytes in the
-    /// largest layout, and the sizes it tells (not yet the run's: [`RunSize::take`]).
+    /// Input `name` (of type `max` at the largest sizes) given `value`: the sizes it
+    /// tells (not yet the run's: [`RunSize::take`]).
     pub(crate) fn input(
         &self,
         name: &str,
         value: &NDArray,
         max: &TensorType,
-    ) -> Result<(Vec<u8>, Told), GraphError> {
+    ) -> Result<Told, GraphError> {
         let dims = self
             .io
             .inputs
             .iter()
             .find(|(n, _)| n == name)
             .map_or(&[][..], |(_, d)| &d[..]);
-        pad_input(value, max, dims, &self.io.ranges).map_err(|reason| GraphError::Input {
+        check_input(value, max, dims, &self.io.ranges).map_err(|reason| GraphError::Input {
             name: name.to_string(),
             reason,
         })
@@ -679,15 +654,18 @@ impl RunSize {
         Ok(sizes)
     }
 
-    /// Output `index`, read in the largest layout as `bytes` (type `max`), in the run's.
-    pub(crate) fn output(
+    /// The shape of output `index` (type `max` at the largest sizes) at the run's sizes.
+    pub(crate) fn output_shape(
         &self,
         index: usize,
-        bytes: &[u8],
         max: &TensorType,
-    ) -> Result<NDArray, GraphError> {
-        let dims = self.io.outputs.get(index).map_or(&[][..], |d| &d[..]);
-        compact_output(bytes, max, dims, &self.sizes()?)
+    ) -> Result<Vec<usize>, GraphError> {
+        let sizes = self.sizes()?;
+        let mut shape: Vec<usize> = max.shape.iter().map(|&d| d as usize).collect();
+        for f in self.io.outputs.get(index).map_or(&[][..], |d| &d[..]) {
+            shape[f.dim] = f.at(&sizes) as usize;
+        }
+        Ok(shape)
     }
 }
 

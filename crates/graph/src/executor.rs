@@ -676,10 +676,15 @@ impl GraphModule {
         let (ty, s) = (ty.clone(), *s);
         if let Some(d) = self.dynamic.as_mut().filter(|d| d.has_input(name)) {
             // the value's own shape first, then its indices, then its size taken
-            let (bytes, sizes) = d.input(name, value, &ty)?;
+            let sizes = d.input(name, value, &ty)?;
             crate::index_bounds::check(&self.index_bounds, name, value)?;
-            self.device
-                .copy_from_host(self.storages[s].buffer(), 0, &bytes)?;
+            let max: Vec<usize> = ty.shape.iter().map(|&d| d as usize).collect();
+            let (src, at) = (value.as_bytes(), self.storages[s].buffer());
+            for (from, to, len) in
+                crate::dynamic::leading_runs(value.shape(), &max, ty.dtype.bytes())
+            {
+                self.device.copy_from_host(at, to, &src[from..from + len])?;
+            }
             if let Some(d) = self.dynamic.as_mut() {
                 d.take(name, sizes);
             }
@@ -722,6 +727,15 @@ impl GraphModule {
     /// runs one shape ([`crate::dynamic`]).
     pub fn size_ranges(&self) -> &[crate::dynamic::SizeRange] {
         self.dynamic.as_ref().map_or(&[], |d| &d.io.ranges)
+    }
+
+    /// The dimensions of input `name` that follow the sizes (none where it has a fixed
+    /// shape).
+    pub fn input_size_dims(&self, name: &str) -> &[crate::dynamic::SizeDim] {
+        self.dynamic
+            .as_ref()
+            .and_then(|d| d.io.inputs.iter().find(|(n, _)| n == name))
+            .map_or(&[], |(_, d)| &d[..])
     }
 
     /// Runs every kernel once, in order (the recorded sequence, when there is one), and
@@ -858,14 +872,18 @@ impl GraphModule {
                 self.outputs.len()
             ))
         })?;
-        let shape: Vec<usize> = ty.shape.iter().map(|&d| d as usize).collect();
+        let max: Vec<usize> = ty.shape.iter().map(|&d| d as usize).collect();
+        let shape = match &self.dynamic {
+            Some(d) => d.output_shape(index, ty)?,
+            None => max.clone(),
+        };
         let mut out = NDArray::zeros(ty.dtype, &shape)?;
-        self.device
-            .copy_to_host(self.storages[*s].buffer(), 0, out.as_bytes_mut())?;
-        match &self.dynamic {
-            Some(d) => d.output(index, out.as_bytes(), ty),
-            None => Ok(out),
+        let (dst, at) = (out.as_bytes_mut(), self.storages[*s].buffer());
+        // in the sizes' layout, a contiguous run at a time (one where nothing varies)
+        for (to, from, len) in crate::dynamic::leading_runs(&shape, &max, ty.dtype.bytes()) {
+            self.device.copy_to_host(at, from, &mut dst[to..to + len])?;
         }
+        Ok(out)
     }
 
     /// The counters the module's device keeps ([`Device::counters`]); read before and

@@ -686,6 +686,31 @@ impl NDArray {
         std::fs::rename(&tmp, path).map_err(err)
     }
 
+    /// Reads a `.npz` file (NumPy's `np.savez` or `np.savez_compressed`): its arrays by
+    /// name (each member's name without `.npy`), in the archive's order.
+    pub fn load_npz(path: impl AsRef<Path>) -> Result<Vec<(String, NDArray)>, RuntimeError> {
+        use std::io::Read;
+        let path = path.as_ref();
+        let err = |source| RuntimeError::Npy {
+            path: path.to_path_buf(),
+            source,
+        };
+        let io = |e: std::io::Error| err(NpyError::Io(e));
+        let zip_err = |e: zip::result::ZipError| io(std::io::Error::other(e));
+        let file = std::fs::File::open(path).map_err(io)?;
+        let mut zip = zip::ZipArchive::new(file).map_err(zip_err)?;
+        let mut out = Vec::with_capacity(zip.len());
+        for k in 0..zip.len() {
+            let mut member = zip.by_index(k).map_err(zip_err)?;
+            let name = member.name().map_err(zip_err)?;
+            let name = name.trim_end_matches(".npy").to_string();
+            let mut bytes = Vec::new();
+            member.read_to_end(&mut bytes).map_err(io)?;
+            out.push((name, NDArray::from_npy_bytes(&bytes).map_err(err)?));
+        }
+        Ok(out)
+    }
+
     /// Reads a `.npy` file.
     pub fn load_npy(path: impl AsRef<Path>) -> Result<NDArray, RuntimeError> {
         let path = path.as_ref();

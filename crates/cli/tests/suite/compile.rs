@@ -210,3 +210,76 @@ fn one_module_runs_every_sequence_length_of_its_range() {
         "{err}"
     );
 }
+
+/// tests/onnx/export_kv.py's fixture: a tiny GPT-2 with its past keys and values as
+/// inputs and presents as outputs, a prompt, and onnxruntime's logits and tokens for the
+/// prompt prefilled on an empty cache and 3 greedy decode steps.
+#[test]
+fn a_decoder_with_its_cache_prefills_and_decodes_from_one_module() {
+    let dir = tempfile::tempdir().unwrap();
+    let kv = seq_exports().join("gpt2_kv");
+    let module = dir.path().join("gpt2_kv.tsm");
+    let mut args: Vec<String> = [
+        "compile",
+        "--onnx",
+        kv.join("model.onnx").to_str().unwrap(),
+        "--shape",
+        "input_ids=1,seq:1..8",
+        "--shape",
+        "position_ids=1,seq",
+        "--shape",
+        "attention_mask=1,past+seq",
+        "--out",
+        module.to_str().unwrap(),
+    ]
+    .map(String::from)
+    .to_vec();
+    for layer in 0..2 {
+        for part in ["key", "value"] {
+            args.push("--shape".into());
+            args.push(format!("past_key_values.{layer}.{part}=1,2,past:0..16,16"));
+        }
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = tessera(&args);
+    assert!(out.status.success(), "{}", text(&out));
+    let logits = dir.path().join("logits.npz");
+    let prompt = kv.join("prompt.npy");
+    let generate = |prompt: &str| {
+        tessera(&[
+            "generate",
+            "--module",
+            module.to_str().unwrap(),
+            "--prompt",
+            prompt,
+            "--steps",
+            "3",
+            "--logits",
+            logits.to_str().unwrap(),
+            "--json",
+        ])
+    };
+    let out = generate(prompt.to_str().unwrap());
+    assert!(out.status.success(), "{}", text(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let want_tokens: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(kv.join("tokens.json")).unwrap()).unwrap();
+    assert_eq!(report["tokens"], want_tokens, "{}", text(&out));
+    assert_eq!(report["step_ms"].as_array().unwrap().len(), 3);
+    // every step's logits: the prompt's 8 positions, then one per decoded token
+    let got = tessera_runtime::NDArray::load_npz(&logits).unwrap();
+    let want = tessera_runtime::NDArray::load_npz(kv.join("expected.npz")).unwrap();
+    assert_eq!(got.len(), 4);
+    for ((name, g), (wname, w)) in got.iter().zip(&want) {
+        assert_eq!(name, wname);
+        assert_eq!(g.shape(), w.shape(), "{name}");
+        g.allclose(w, 1e-4, 1e-5)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+    }
+    // a prompt longer than the new tokens' range: one line naming the size
+    let err = one_line_error(&generate("1,2,3,4,5,6,7,8,9"));
+    assert!(
+        err.contains("seq = 9 is outside the module's range 1..8"),
+        "{err}"
+    );
+}

@@ -1,0 +1,215 @@
+//! Greedy generation from one module of a decoder exported with its KV cache (issue
+//! 61): the prompt prefilled on an empty cache, then one token at a time, each step
+//! feeding the cache the step before returned. The module is compiled for ranges of two
+//! sizes, the cache's length and the new tokens' (`tessera compile --shape
+//! input_ids=1,seq:1..S --shape past_key_values.0.key=1,H,past:0..P,D …`), as Hugging
+//! Face's and optimum's exports lay a decoder out: inputs `input_ids`, optionally
+//! `attention_mask` (`[1, past + seq]`, all ones here) and `position_ids` (`past ..
+//! past + seq`), then the cache's tensors; outputs the logits `[1, seq, vocab]`, then
+//! the cache's tensors grown by the new tokens, in the order of the inputs they follow.
+//! Per-token latency is what users compare: each step is timed from its first input set
+//! to its last output read.
+
+use crate::run::Events;
+use crate::{DriverError, Toolchain};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+use tessera_graph::executor::GraphModule;
+use tessera_ir::DataType;
+use tessera_runtime::NDArray;
+
+/// What `tessera generate` asks.
+#[derive(Clone, Debug)]
+pub struct GenerateRequest {
+    /// A module file of a decoder with its cache (see the module header).
+    pub module: PathBuf,
+    /// The prompt's token ids.
+    pub prompt: Vec<i64>,
+    /// Tokens decoded after the prompt.
+    pub steps: usize,
+    /// Where to write every step's logits (`step000` the prefill's), a `.npz`.
+    pub save_logits: Option<PathBuf>,
+}
+
+/// What a generation did: the tokens chosen (one after the prompt, then one per step)
+/// and each step's time.
+#[derive(Clone, Debug)]
+pub struct GenerateReport {
+    pub tokens: Vec<i64>,
+    pub prefill: Duration,
+    /// Each decode step's time, in order.
+    pub steps: Vec<Duration>,
+}
+
+impl GenerateReport {
+    /// The median decode step, in milliseconds.
+    pub fn median_ms(&self) -> f64 {
+        let mut ms: Vec<f64> = self.steps.iter().map(|d| d.as_secs_f64() * 1e3).collect();
+        ms.sort_by(f64::total_cmp);
+        ms.get(ms.len() / 2).copied().unwrap_or(f64::NAN)
+    }
+
+    /// The report as JSON: tokens, prefill and per-step milliseconds.
+    pub fn to_json(&self) -> serde_json::Value {
+        let ms = |d: &Duration| d.as_secs_f64() * 1e3;
+        serde_json::json!({
+            "tokens": self.tokens,
+            "prefill_ms": ms(&self.prefill),
+            "step_ms": self.steps.iter().map(ms).collect::<Vec<_>>(),
+            "median_step_ms": self.median_ms(),
+        })
+    }
+}
+
+/// Where a module's decoder inputs are: the ids, the optional mask and positions, and
+/// the cache's tensors with the dimension that is the cache's length.
+struct Layout {
+    mask: Option<DataType>,
+    positions: Option<DataType>,
+    ids: DataType,
+    /// `(name, shape at the largest sizes, dtype, the cache's dimension)`.
+    cache: Vec<(String, Vec<i64>, DataType, usize)>,
+}
+
+impl Layout {
+    fn of(m: &GraphModule) -> Result<Layout, DriverError> {
+        let bad = |why: String| DriverError::Request(format!("generate: {why}"));
+        let mut layout = Layout {
+            mask: None,
+            positions: None,
+            ids: DataType::int64(),
+            cache: Vec::new(),
+        };
+        let mut has_ids = false;
+        for (name, ty) in m.inputs() {
+            match name {
+                "input_ids" => (has_ids, layout.ids) = (true, ty.dtype),
+                "attention_mask" => layout.mask = Some(ty.dtype),
+                "position_ids" => layout.positions = Some(ty.dtype),
+                _ => {
+                    let dims = m.input_size_dims(name);
+                    let [d] = dims else {
+                        return Err(bad(format!(
+                            "input `{name}` is no cache tensor with one dimension that is the \
+                             cache's length (it follows the sizes in {} dimensions)",
+                            dims.len()
+                        )));
+                    };
+                    layout
+                        .cache
+                        .push((name.to_string(), ty.shape.clone(), ty.dtype, d.dim));
+                }
+            }
+        }
+        if !has_ids || layout.cache.is_empty() {
+            return Err(bad(
+                "the module must take `input_ids` and the cache's tensors (a decoder exported \
+                 with its past keys and values)"
+                    .into(),
+            ));
+        }
+        let outputs = m.output_types().count();
+        if outputs != layout.cache.len() + 1 {
+            return Err(bad(format!(
+                "the module has {outputs} outputs: logits and one per cache input ({}) expected",
+                layout.cache.len()
+            )));
+        }
+        Ok(layout)
+    }
+}
+
+impl Toolchain {
+    /// Greedy generation of `req.steps` tokens after `req.prompt` from the module file
+    /// `req.module` (see the module header).
+    pub fn generate(
+        &self,
+        req: &GenerateRequest,
+        events: &mut dyn Events,
+    ) -> Result<GenerateReport, DriverError> {
+        if req.prompt.is_empty() {
+            return Err(DriverError::Request("generate: the prompt is empty".into()));
+        }
+        let compiled = self.read_module(&req.module, None)?;
+        let mut m = self.load(compiled)?;
+        let layout = Layout::of(&m)?;
+        let mut cache: Vec<NDArray> = layout
+            .cache
+            .iter()
+            .map(|(_, shape, dtype, dim)| {
+                let mut s: Vec<usize> = shape.iter().map(|&d| d as usize).collect();
+                s[*dim] = 0;
+                NDArray::zeros(*dtype, &s)
+            })
+            .collect::<Result<_, _>>()?;
+        let mut tokens = req.prompt.clone();
+        let mut logits: Vec<NDArray> = Vec::new();
+        let mut times = Vec::with_capacity(req.steps + 1);
+        let mut past = 0usize;
+        for _ in 0..=req.steps {
+            let new = &tokens[past..];
+            let t = new.len();
+            let start = Instant::now();
+            let ids: Vec<f64> = new.iter().map(|&v| v as f64).collect();
+            m.set_input("input_ids", &NDArray::from_f64(layout.ids, &[1, t], &ids)?)?;
+            if let Some(dt) = layout.mask {
+                m.set_input(
+                    "attention_mask",
+                    &NDArray::from_f64(dt, &[1, past + t], &vec![1.0; past + t])?,
+                )?;
+            }
+            if let Some(dt) = layout.positions {
+                let pos: Vec<f64> = (past..past + t).map(|p| p as f64).collect();
+                m.set_input("position_ids", &NDArray::from_f64(dt, &[1, t], &pos)?)?;
+            }
+            for ((name, ..), value) in layout.cache.iter().zip(&cache) {
+                m.set_input(name, value)?;
+            }
+            m.run()?;
+            let out = m.get_output(0)?;
+            for (k, c) in cache.iter_mut().enumerate() {
+                *c = m.get_output(k + 1)?;
+            }
+            times.push(start.elapsed());
+            tokens.push(last_argmax(&out)?);
+            if req.save_logits.is_some() {
+                logits.push(out);
+            }
+            past += t;
+        }
+        if let Some(path) = &req.save_logits {
+            let names: Vec<String> = (0..logits.len()).map(|k| format!("step{k:03}")).collect();
+            let arrays: Vec<(&str, &NDArray)> =
+                names.iter().map(String::as_str).zip(&logits).collect();
+            NDArray::save_npz(path, &arrays)?;
+            events.out(&format!(
+                "wrote {} ({} steps' logits: step000 the prompt's)\n",
+                path.display(),
+                logits.len()
+            ));
+        }
+        let prefill = times.remove(0);
+        Ok(GenerateReport {
+            tokens: tokens.split_off(req.prompt.len()),
+            prefill,
+            steps: times,
+        })
+    }
+}
+
+/// The id of the largest logit at the last position of `[1, seq, vocab]` logits.
+fn last_argmax(logits: &NDArray) -> Result<i64, DriverError> {
+    let shape = logits.shape();
+    let vocab = *shape.last().unwrap_or(&0);
+    let values = logits.to_f64_vec();
+    if vocab == 0 || values.len() < vocab {
+        return Err(DriverError::Request(format!(
+            "generate: the first output is {shape:?}, not logits [1, seq, vocab]"
+        )));
+    }
+    let last = &values[values.len() - vocab..];
+    let best = (0..vocab)
+        .max_by(|&a, &b| last[a].total_cmp(&last[b]).then(b.cmp(&a)))
+        .unwrap_or(0);
+    Ok(best as i64)
+}
