@@ -515,18 +515,38 @@ fn two_sizes_a_cache_and_new_rows_run_every_pair_from_one_kernel() {
             offset: 0
         })
     );
-    let mut args = vec![extents];
-    args.extend(ins.iter().cloned());
-    args.push(bounded[0].clone());
-    let func = lower(
-        &default_schedule(&bounded, params()).unwrap(),
-        &args,
-        "step",
-    )
-    .unwrap();
-    let kernel = build(&func, "native", &[]);
+    // the same DAG at one new row (a decode step): its own shapes, and no size read but
+    // the cache's
+    let one = tessera_te::runtime_shape::specialize(&bounded, &extents, &[(1, 1)])
+        .unwrap()
+        .unwrap();
+    assert_eq!(one[0].shape(), &[1, 8]);
+    let printed = tessera_te::ComputeDag::new(&one).unwrap().to_string();
+    assert!(
+        !printed.contains("sizes[1]") && printed.contains("sizes[0]"),
+        "{printed}"
+    );
+    for (what, dag, rows) in [("any", &bounded, 1..=tm as usize), ("one", &one, 1..=1)] {
+        let mut args = vec![extents.clone()];
+        args.extend(ins.iter().cloned());
+        args.push(dag[0].clone());
+        let func = lower(&default_schedule(dag, params()).unwrap(), &args, "step").unwrap();
+        let kernel = build(&func, "native", &[]);
+        run_cache_attention(&kernel, what, pm, tm, rows);
+    }
+}
+
+/// `kernel` (a cache attention of at most `pm` cached rows and `tm` new ones) run with
+/// every cache length and `rows` new rows, each against the interpreter's build for it.
+fn run_cache_attention(
+    kernel: &common::Built,
+    what: &str,
+    pm: i64,
+    tm: i64,
+    rows: std::ops::RangeInclusive<usize>,
+) {
     for p in 0..=pm as usize {
-        for t in 1..=tm as usize {
+        for t in rows.clone() {
             let cache = matrix(pm as usize, 8, |r, _| r < p);
             let new = matrix(tm as usize, 8, |r, _| r < t);
             let sizes: Vec<u8> = [p as i32, t as i32]
@@ -563,7 +583,7 @@ fn two_sizes_a_cache_and_new_rows_run_every_pair_from_one_kernel() {
                 let r = w.as_f64() as f32;
                 assert!(
                     (g - r).abs() <= 1e-4 * (1.0 + r.abs()),
-                    "cache {p}, new {t}: out[{i}] = {g}, want {r}"
+                    "{what}: cache {p}, new {t}: out[{i}] = {g}, want {r}"
                 );
             }
         }

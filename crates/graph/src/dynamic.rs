@@ -23,15 +23,15 @@
 use crate::deploy::{assemble, CompiledNetwork};
 use crate::error::GraphError;
 use crate::executor::{lower_distinct, BuildContext};
-use crate::fuse::{fuse, group_compute, Group, GroupCompute};
+use crate::fuse::{fuse, group_compute, Group, GroupCompute, Specialized};
 use crate::host_ops::HostOp;
 use crate::ir::{Graph, TensorType};
 use petgraph::stable_graph::NodeIndex;
 use serde::{Deserialize, Serialize};
 use tessera_backends::Backend;
-use tessera_ir::DataType;
+use tessera_ir::{DataType, Expr};
 use tessera_runtime::NDArray;
-use tessera_te::runtime_shape::{bound_by_difference, extent_tensor, Affine, Symbols};
+use tessera_te::runtime_shape::{bound_by_difference, extent_tensor, specialize, Affine, Symbols};
 use tessera_te::{ComputeDag, Tensor};
 
 /// The name of the input that holds the sizes of a run (the kernels' extent tensor).
@@ -206,6 +206,16 @@ pub fn compile_dynamic(
     }
     let io = io_dims(&graph, builds, ranges).map_err(refuse)?;
     let extents = extent_tensor(count, "sizes").map_err(|e| refuse(e.to_string()))?;
+    // the sizes whose range starts at 1 (one token, one row), and when a run has them there
+    let ones: Vec<(usize, i64)> = (0..ranges.len())
+        .filter(|&k| ranges[k].min == 1 && ranges[k].max > 1)
+        .map(|k| (k, 1))
+        .collect();
+    let at_ones = ones
+        .iter()
+        .map(|&(k, v)| extents.at(&[Expr::int(k as i64)]).eq(v))
+        .reduce(Expr::and)
+        .unwrap_or_else(|| Expr::bool(false));
     let compute_of = |i: usize, g: &Group| -> Result<GroupCompute, GraphError> {
         let gc = group_compute(&graph, g)?;
         let mut outs = vec![(maxes.clone(), vec![gc.output.clone()])];
@@ -236,7 +246,20 @@ pub fn compile_dynamic(
         }
         let bounded = bound_by_difference(&outs, &symbols)
             .map_err(|e| refuse(format!("group `{name}`: {e}")))?;
-        Ok(with_runtime_extents(gc, &bounded[0], &extents, sizes_node))
+        let mut general = with_runtime_extents(gc.clone(), &bounded[0], &extents, sizes_node);
+        // at one token (a decode step), where the range has it: its own schedules
+        let special = match specialize(&bounded, &extents, &ones) {
+            Ok(Some(s)) if !ones.is_empty() => Some(s),
+            _ => None,
+        };
+        if let Some(s) = special.filter(|_| general.placeholders.contains(&extents)) {
+            let compute = with_runtime_extents(gc, &s[0], &extents, sizes_node);
+            general.specialized = Some(Box::new(Specialized {
+                condition: at_ones.clone(),
+                compute,
+            }));
+        }
+        Ok(general)
     };
     let ctx = BuildContext::of(backend);
     let lowered = lower_distinct(&graph, &groups, &ctx, None, &compute_of)?;

@@ -197,6 +197,24 @@ pub fn lower_group(gc: &GroupCompute, name: &str, p: CpuParams) -> Result<PrimFu
     lower_scheduled(gc, name, &default_group_schedule(gc, name, p)?)
 }
 
+/// One kernel of a group's function `general` and its function at fixed values of some
+/// runtime sizes, `special` (the same parameters or fewer: the sizes it fixed may be
+/// read no more), which runs where `sp`'s condition holds ([`crate::dynamic`]).
+fn with_specialized(
+    general: PrimFunc,
+    special: PrimFunc,
+    sp: &crate::fuse::Specialized,
+) -> Result<PrimFunc, GraphError> {
+    if special.params.iter().any(|b| !general.params.contains(b)) {
+        return Err(GraphError::Invalid(format!(
+            "`{}`: its specialized function takes other parameters",
+            general.name
+        )));
+    }
+    let body = tessera_ir::Stmt::if_then_else(sp.condition.clone(), special.body, general.body);
+    Ok(PrimFunc::new(general.name, general.params, body))
+}
+
 /// Lowers a fused group with its default schedule, its parameters in the order of its
 /// compute DAG's arguments (the DAG's inputs, then the output) — the order its tuning
 /// task's candidates and reference take, which can differ from the group's own
@@ -368,10 +386,13 @@ pub(crate) fn lower_distinct(
             Some(&k) => k,
             None => {
                 let name = format!("{}_{}", group_name(graph, g), funcs.len());
-                let func = match hook.and_then(|h| h.schedule(graph, &gc, ctx)) {
+                let mut func = match hook.and_then(|h| h.schedule(graph, &gc, ctx)) {
                     Some(s) => lower_scheduled(&gc, &name, &s)?,
                     None => lower_group(&gc, &name, p)?,
                 };
+                if let Some(sp) = &gc.specialized {
+                    func = with_specialized(func, lower_group(&sp.compute, &name, p)?, sp)?;
+                }
                 kernel_of_key.insert(key.clone(), funcs.len());
                 keys.push(key);
                 funcs.push((name, func));

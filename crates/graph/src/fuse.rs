@@ -289,6 +289,17 @@ pub struct GroupCompute {
     /// The group's conv2d / dense / matmul node and its tensor, if it has one: what a
     /// tuned template schedules.
     pub anchor: Option<(NodeIndex, Tensor)>,
+    /// The same group with some runtime sizes at fixed values, which its kernel runs
+    /// where `condition` holds ([`crate::dynamic`]).
+    pub specialized: Option<Box<Specialized>>,
+}
+
+/// A group's compute at fixed values of some runtime sizes, and the int32 condition
+/// (on the sizes its kernel reads) under which it runs.
+#[derive(Clone, Debug)]
+pub struct Specialized {
+    pub condition: tessera_ir::Expr,
+    pub compute: GroupCompute,
 }
 
 impl GroupCompute {
@@ -397,5 +408,6 @@ pub fn group_compute(graph: &Graph, group: &Group) -> Result<GroupCompute, Graph
         output,
         inlinable,
         anchor,
+        specialized: None,
     })
 }

@@ -21,9 +21,13 @@
 //! mean's divisor, a form the points do not show) means the operation depends on the
 //! sizes in a way this cannot follow, and the DAG is refused, naming the operation.
 //!
-//! `compare.rs` walks a body against another build's.
+//! `compare.rs` walks a body against another build's; `specialize.rs` fixes some sizes
+//! at values (a decode step's one token) for a kernel that runs when they have them.
 
 mod compare;
+mod specialize;
+
+pub use specialize::specialize;
 
 use crate::dag::ComputeDag;
 use crate::tensor::{make_compute, ComputeBody, OpKind, Reduce, Tensor};
