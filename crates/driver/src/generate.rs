@@ -7,8 +7,10 @@
 //! `attention_mask` (`[1, past + seq]`, all ones here) and `position_ids` (`past ..
 //! past + seq`), then the cache's tensors; outputs the logits `[1, seq, vocab]`, then
 //! the cache's tensors grown by the new tokens, in the order of the inputs they follow.
-//! Per-token latency is what users compare: each step is timed from its first input set
-//! to its last output read.
+//! The cache stays on the device: each step's grown keys and values are copied into
+//! the next step's inputs there ([`GraphModule::set_input_from_output`]), never read
+//! back. Per-token latency is what users compare: each step is timed from its first
+//! input set to its cache fed back.
 
 use crate::run::Events;
 use crate::{DriverError, Toolchain};
@@ -133,20 +135,18 @@ impl Toolchain {
         let compiled = self.read_module(&req.module, None)?;
         let mut m = self.load(compiled)?;
         let layout = Layout::of(&m)?;
-        let mut cache: Vec<NDArray> = layout
-            .cache
-            .iter()
-            .map(|(_, shape, dtype, dim)| {
-                let mut s: Vec<usize> = shape.iter().map(|&d| d as usize).collect();
-                s[*dim] = 0;
-                NDArray::zeros(*dtype, &s)
-            })
-            .collect::<Result<_, _>>()?;
+        // an empty cache for the prompt; then each step's presents are the next step's
+        // pasts, on the device
+        for (name, shape, dtype, dim) in &layout.cache {
+            let mut s: Vec<usize> = shape.iter().map(|&d| d as usize).collect();
+            s[*dim] = 0;
+            m.set_input(name, &NDArray::zeros(*dtype, &s)?)?;
+        }
         let mut tokens = req.prompt.clone();
         let mut logits: Vec<NDArray> = Vec::new();
         let mut times = Vec::with_capacity(req.steps + 1);
         let mut past = 0usize;
-        for _ in 0..=req.steps {
+        for step in 0..=req.steps {
             let new = &tokens[past..];
             let t = new.len();
             let start = Instant::now();
@@ -162,13 +162,12 @@ impl Toolchain {
                 let pos: Vec<f64> = (past..past + t).map(|p| p as f64).collect();
                 m.set_input("position_ids", &NDArray::from_f64(dt, &[1, t], &pos)?)?;
             }
-            for ((name, ..), value) in layout.cache.iter().zip(&cache) {
-                m.set_input(name, value)?;
-            }
             m.run()?;
             let out = m.get_output(0)?;
-            for (k, c) in cache.iter_mut().enumerate() {
-                *c = m.get_output(k + 1)?;
+            if step < req.steps {
+                for (k, (name, ..)) in layout.cache.iter().enumerate() {
+                    m.set_input_from_output(name, k + 1)?;
+                }
             }
             times.push(start.elapsed());
             tokens.push(last_argmax(&out)?);

@@ -518,19 +518,18 @@ pub(crate) type Told = Vec<(Vec<usize>, i64)>;
 /// the largest layout by [`leading_runs`]; elements past the sizes keep what they held
 /// (nothing at these sizes reads them).
 pub(crate) fn check_input(
-    value: &NDArray,
+    (dtype, shape): (DataType, &[usize]),
     max: &TensorType,
     dims: &[SizeDim],
     ranges: &[SizeRange],
 ) -> Result<Told, String> {
-    let shape: Vec<usize> = value.shape().to_vec();
     let max_shape: Vec<usize> = max.shape.iter().map(|&d| d as usize).collect();
-    if value.dtype() != max.dtype || shape.len() != max_shape.len() {
+    if dtype != max.dtype || shape.len() != max_shape.len() {
         return Err(format!(
             "expected {} of rank {}, got {} of rank {}",
             max.dtype,
             max_shape.len(),
-            value.dtype(),
+            dtype,
             shape.len()
         ));
     }
@@ -579,12 +578,18 @@ fn sum_name(ranges: &[SizeRange], sizes: &[usize]) -> String {
 pub(crate) struct RunSize {
     pub(crate) io: DynamicIo,
     given: Vec<Option<Told>>,
+    /// The sizes of the last run: its outputs'.
+    ran: Option<Vec<i64>>,
 }
 
 impl RunSize {
     pub(crate) fn new(io: DynamicIo) -> RunSize {
         let given = vec![None; io.inputs.len()];
-        RunSize { io, given }
+        RunSize {
+            io,
+            given,
+            ran: None,
+        }
     }
 
     /// Whether input `name` follows a size.
@@ -592,12 +597,12 @@ impl RunSize {
         self.io.inputs.iter().any(|(n, _)| n == name)
     }
 
-    /// Input `name` (of type `max` at the largest sizes) given `value`: the sizes it
-    /// tells (not yet the run's: [`RunSize::take`]).
+    /// Input `name` (of type `max` at the largest sizes) given a value of `dtype` and
+    /// `shape`: the sizes it tells (not yet the run's: [`RunSize::take`]).
     pub(crate) fn input(
         &self,
         name: &str,
-        value: &NDArray,
+        (dtype, shape): (DataType, &[usize]),
         max: &TensorType,
     ) -> Result<Told, GraphError> {
         let dims = self
@@ -606,9 +611,11 @@ impl RunSize {
             .iter()
             .find(|(n, _)| n == name)
             .map_or(&[][..], |(_, d)| &d[..]);
-        check_input(value, max, dims, &self.io.ranges).map_err(|reason| GraphError::Input {
-            name: name.to_string(),
-            reason,
+        check_input((dtype, shape), max, dims, &self.io.ranges).map_err(|reason| {
+            GraphError::Input {
+                name: name.to_string(),
+                reason,
+            }
         })
     }
 
@@ -677,16 +684,26 @@ impl RunSize {
         Ok(sizes)
     }
 
-    /// The shape of output `index` (type `max` at the largest sizes) at the run's sizes.
+    /// The sizes of a run that starts: its outputs' from now on.
+    pub(crate) fn start_run(&mut self) -> Result<Vec<i64>, GraphError> {
+        let sizes = self.sizes()?;
+        self.ran = Some(sizes.clone());
+        Ok(sizes)
+    }
+
+    /// The shape of output `index` (type `max` at the largest sizes) at the last run's
+    /// sizes (whatever inputs were set since).
     pub(crate) fn output_shape(
         &self,
         index: usize,
         max: &TensorType,
     ) -> Result<Vec<usize>, GraphError> {
-        let sizes = self.sizes()?;
+        let sizes = self.ran.as_ref().ok_or_else(|| {
+            GraphError::Invalid("the module has not run: its outputs have no size yet".into())
+        })?;
         let mut shape: Vec<usize> = max.shape.iter().map(|&d| d as usize).collect();
         for f in self.io.outputs.get(index).map_or(&[][..], |d| &d[..]) {
-            shape[f.dim] = f.at(&sizes) as usize;
+            shape[f.dim] = f.at(sizes) as usize;
         }
         Ok(shape)
     }

@@ -461,6 +461,33 @@ fn two_sizes_a_cache_and_new_tokens_run_every_pair_from_one_module() {
                 .unwrap_or_else(|e| panic!("past {p}, new {t}: output {k}: {e}"));
         }
     }
+    // a step's keys fed back as the next step's cache, on the device
+    let x = tokens(2, 5);
+    m.set_input("tokens", &x).unwrap();
+    m.set_input("past", &constant_f32(&[3, WIDTH], |i| rnd(8, i)).unwrap())
+        .unwrap();
+    m.run().unwrap();
+    let keys = m.get_output(1).unwrap();
+    m.set_input_from_output("past", 1).unwrap();
+    // the outputs are still the run's, whatever is set since
+    assert_eq!(m.get_output(1).unwrap().shape(), &[5, WIDTH]);
+    let x = tokens(1, 6);
+    m.set_input("tokens", &x).unwrap();
+    m.run().unwrap();
+    let want = interpret(&cache_step(5, 1), &[("tokens", &x), ("past", &keys)]).unwrap();
+    m.get_output(0)
+        .unwrap()
+        .allclose(&want[0], 1e-4, 1e-5)
+        .unwrap();
+    // six keys are no tokens of a range up to five
+    let e = m
+        .set_input_from_output("tokens", 1)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("seq = 6 is outside the module's range 1..5"),
+        "{e}"
+    );
     // the two inputs must tell one pair: a past outside its range is refused
     let e = m
         .set_input("past", &constant_f32(&[13, WIDTH], |_| 0.0).unwrap())

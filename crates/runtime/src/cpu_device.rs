@@ -86,6 +86,19 @@ impl Device for CpuDevice {
         self.lock().arena.copy_on_device(src, dst, nbytes)
     }
 
+    fn copy_between(
+        &self,
+        src: BufferId,
+        src_offset: usize,
+        dst: BufferId,
+        dst_offset: usize,
+        nbytes: usize,
+    ) -> Result<(), DeviceError> {
+        self.lock()
+            .arena
+            .copy_between(src, src_offset, dst, dst_offset, nbytes)
+    }
+
     fn load_module(&self, artifact: &Artifact) -> Result<ModuleId, DeviceError> {
         self.name.check_kind(artifact, &TargetKind::CPU)?;
         let m = Module::load(artifact).map_err(|source| DeviceError::Runtime {

@@ -201,6 +201,21 @@ pub trait Device: Send + Sync {
         dst: BufferId,
         nbytes: usize,
     ) -> Result<(), DeviceError>;
+    /// Copies `nbytes` of `src` from byte `src_offset` to `dst` at byte `dst_offset`, on
+    /// the device: by way of the host where a device has no copy of its own (a runtime
+    /// size's output fed back as an input, a decoder's cache, uses it every step).
+    fn copy_between(
+        &self,
+        src: BufferId,
+        src_offset: usize,
+        dst: BufferId,
+        dst_offset: usize,
+        nbytes: usize,
+    ) -> Result<(), DeviceError> {
+        let mut bytes = vec![0u8; nbytes];
+        self.copy_to_host(src, src_offset, &mut bytes)?;
+        self.copy_from_host(dst, dst_offset, &bytes)
+    }
     /// Loads a built artifact (its file is read on this machine).
     fn load_module(&self, artifact: &Artifact) -> Result<ModuleId, DeviceError>;
     /// Looks up a function of a loaded module by its entry name.

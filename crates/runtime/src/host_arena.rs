@@ -100,6 +100,36 @@ impl HostArena {
         Ok(())
     }
 
+    /// Copies `nbytes` of `src` from byte `src_offset` to `dst` at byte `dst_offset`, in
+    /// one pass (no copy in between).
+    pub fn copy_between(
+        &mut self,
+        src: BufferId,
+        src_offset: usize,
+        dst: BufferId,
+        dst_offset: usize,
+        nbytes: usize,
+    ) -> Result<(), DeviceError> {
+        let from = self.range(src, src_offset, nbytes, self.get(src)?.nbytes())?;
+        let to = self.range(dst, dst_offset, nbytes, self.get(dst)?.nbytes())?;
+        if src == dst {
+            self.bytes_mut(dst)?.copy_within(from, to.start);
+            return Ok(());
+        }
+        let ptrs = self.raw_args(&[src, dst])?;
+        // SAFETY: two distinct buffers of the arena, both ranges checked against their
+        // sizes above; the arena is borrowed mutably for the copy, so neither moves nor
+        // is freed meanwhile.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                (ptrs[0].0 as *const u8).add(from.start),
+                (ptrs[1].0 as *mut u8).add(to.start),
+                nbytes,
+            );
+        }
+        Ok(())
+    }
+
     /// The data pointer and size of each buffer, for a host kernel's launch. The
     /// pointers stay valid while the arena is borrowed and none of them is freed.
     pub fn raw_args(

@@ -219,8 +219,9 @@ pub(crate) fn register_tiled_product(
 }
 
 /// `first` and the axes `rest` after it (consecutive, outermost first) fused into one
-/// loop, left to right — up to the first axis with a runtime extent under a first axis
-/// without one (other than an axis of one), which is left as a loop of its own inside:
+/// loop, left to right — up to the first axis with a runtime extent under an axis fused
+/// before it without one (other than axes of one: `[1, heads, size]` fuses the heads and
+/// stops at the size), which is left as a loop of its own inside:
 /// a fused loop whose inner part has a runtime extent runs its static extent
 /// (`crate::lower`'s runtime extents), one of its own runs to the size.
 fn fuse_run(
@@ -229,15 +230,19 @@ fn fuse_run(
     first: &IterVar,
     rest: &[IterVar],
 ) -> Result<IterVar, ScheduleError> {
-    let runtime = |iv: &IterVar| follows_runtime_extent(s, t, iv);
-    let cut = if runtime(first) || first.extent() == Some(1) {
-        rest.len()
-    } else {
-        rest.iter().position(runtime).unwrap_or(rest.len())
-    };
+    let runtime: Vec<bool> = std::iter::once(first)
+        .chain(rest)
+        .map(|iv| follows_runtime_extent(s, t, iv))
+        .collect();
+    // whether an axis fused so far has a static extent other than 1
+    let mut static_outer = !runtime[0] && first.extent() != Some(1);
     let mut fused = first.clone();
-    for a in &rest[..cut] {
+    for (a, &r) in rest.iter().zip(&runtime[1..]) {
+        if r && static_outer {
+            break;
+        }
         fused = s.fuse(t, &fused, a)?;
+        static_outer |= !r && a.extent() != Some(1);
     }
     Ok(fused)
 }
