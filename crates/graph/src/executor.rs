@@ -695,24 +695,8 @@ impl GraphModule {
             });
         };
         let (ty, s) = (ty.clone(), *s);
-        if let Some(d) = self.dynamic.as_mut().filter(|d| d.has_input(name)) {
-            // the value's own shape first, then its indices, then its size taken
-            let sizes = d.input(name, (value.dtype(), value.shape()), &ty)?;
-            crate::index_bounds::check(&self.index_bounds, name, value)?;
-            let max: Vec<usize> = ty.shape.iter().map(|&d| d as usize).collect();
-            let (src, at) = (value.as_bytes(), self.storages[s].buffer());
-            for (from, to, len) in
-                crate::dynamic::leading_runs(value.shape(), &max, ty.dtype.bytes())
-            {
-                self.device.copy_from_host(at, to, &src[from..from + len])?;
-            }
-            if let Some(d) = self.dynamic.as_mut() {
-                d.take(name, sizes);
-            }
-            if let Some(sizes) = self.dynamic.as_ref().and_then(|d| d.sizes().ok()) {
-                self.write_sizes(&sizes)?;
-            }
-            return Ok(());
+        if self.dynamic.as_ref().is_some_and(|d| d.has_input(name)) {
+            return self.set_sized_input(name, value, &ty, s);
         }
         let shape: Vec<i64> = value.shape().iter().map(|&d| d as i64).collect();
         if value.dtype() != ty.dtype || shape != ty.shape {
@@ -729,85 +713,6 @@ impl GraphModule {
         self.device
             .copy_from_host(self.storages[s].buffer(), 0, value.as_bytes())?;
         Ok(())
-    }
-
-    /// Writes the runtime sizes the kernels read ([`crate::dynamic`]).
-    fn write_sizes(&self, sizes: &[i64]) -> Result<(), GraphError> {
-        if let Some(d) = &self.dynamic {
-            let at = self.storages[d.io.sizes_storage].buffer();
-            let bytes: Vec<u8> = sizes
-                .iter()
-                .flat_map(|&s| (s as i32).to_ne_bytes())
-                .collect();
-            self.device.copy_from_host(at, 0, &bytes)?;
-        }
-        Ok(())
-    }
-
-    /// The ranges of the sizes the module runs, one per symbolic size; empty where it
-    /// runs one shape ([`crate::dynamic`]).
-    pub fn size_ranges(&self) -> &[crate::dynamic::SizeRange] {
-        self.dynamic.as_ref().map_or(&[], |d| &d.io.ranges)
-    }
-
-    /// Sets input `name` to output `index` of the last run, on the device (a decoder's
-    /// cache: the keys and values a step returned are the next step's): the output in
-    /// the sizes' layout, copied a contiguous run at a time from its storage into the
-    /// input's, never through the host where the device can copy itself. For a module
-    /// with runtime sizes, whose inputs and outputs are laid out at the largest sizes.
-    pub fn set_input_from_output(&mut self, name: &str, index: usize) -> Result<(), GraphError> {
-        let bad = |reason: String| GraphError::Input {
-            name: name.to_string(),
-            reason,
-        };
-        let (ty, s) = self
-            .inputs
-            .iter()
-            .find(|(n, _, _)| n == name)
-            .map(|(_, t, s)| (t.clone(), *s))
-            .ok_or_else(|| bad("the network has no such input".into()))?;
-        let (out_ty, o) = self
-            .outputs
-            .get(index)
-            .cloned()
-            .ok_or_else(|| bad(format!("output {index} does not exist")))?;
-        let d = self
-            .dynamic
-            .as_ref()
-            .filter(|d| d.has_input(name))
-            .ok_or_else(|| bad("it has no runtime size: set it from the host".into()))?;
-        if self.index_bounds.iter().any(|b| b.input == name) {
-            return Err(bad(
-                "its indices are checked on the host: set it from the host".into(),
-            ));
-        }
-        let shape = d.output_shape(index, &out_ty)?;
-        let sizes = d.input(name, (out_ty.dtype, &shape), &ty)?;
-        let width = ty.dtype.bytes();
-        let out_max: Vec<usize> = out_ty.shape.iter().map(|&d| d as usize).collect();
-        let in_max: Vec<usize> = ty.shape.iter().map(|&d| d as usize).collect();
-        let (from, to) = (self.storages[o].buffer(), self.storages[s].buffer());
-        let runs = crate::dynamic::leading_runs(&shape, &out_max, width)
-            .zip(crate::dynamic::leading_runs(&shape, &in_max, width));
-        for ((_, at_out, len), (_, at_in, _)) in runs {
-            self.device.copy_between(from, at_out, to, at_in, len)?;
-        }
-        if let Some(d) = self.dynamic.as_mut() {
-            d.take(name, sizes);
-        }
-        if let Some(sizes) = self.dynamic.as_ref().and_then(|d| d.sizes().ok()) {
-            self.write_sizes(&sizes)?;
-        }
-        Ok(())
-    }
-
-    /// The dimensions of input `name` that follow the sizes (none where it has a fixed
-    /// shape).
-    pub fn input_size_dims(&self, name: &str) -> &[crate::dynamic::SizeDim] {
-        self.dynamic
-            .as_ref()
-            .and_then(|d| d.io.inputs.iter().find(|(n, _)| n == name))
-            .map_or(&[], |(_, d)| &d[..])
     }
 
     /// Runs every kernel once, in order (the recorded sequence, when there is one), and

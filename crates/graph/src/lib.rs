@@ -34,6 +34,7 @@ pub mod pad_channels;
 pub mod passes;
 pub mod quantize;
 pub mod reference;
+mod run_sizes;
 pub mod tasks;
 pub mod unit_reshapes;
 pub mod winograd;
