@@ -122,6 +122,49 @@ impl Layout {
 }
 
 impl Layout {
+    /// Whether the module's ranges take a prompt of `prompt` tokens and `steps` steps:
+    /// the prompt as new tokens, an empty cache, and a cache of every token but the
+    /// last one's at the last step.
+    fn check_fits(&self, m: &GraphModule, prompt: usize, steps: usize) -> Result<(), DriverError> {
+        let ranges = m.size_ranges();
+        let range_of = |name: &str| {
+            m.input_size_dims(name)
+                .first()
+                .and_then(|d| d.sizes.first())
+                .and_then(|&k| ranges.get(k))
+        };
+        let last = (prompt + steps).saturating_sub(1) as i64;
+        let needs = [
+            (
+                range_of("input_ids"),
+                prompt as i64,
+                prompt as i64,
+                "new tokens",
+            ),
+            (range_of(&self.cache[0].0), 0, last, "a cache's length"),
+        ];
+        for (range, lo, hi, what) in needs {
+            match range {
+                Some(r) if r.min <= lo && hi <= r.max => {}
+                Some(r) => {
+                    return Err(DriverError::Request(format!(
+                        "generate: a prompt of {prompt} tokens and {steps} steps need {what} \
+                         in {lo}..{hi}; the module runs {r}: compile it for those"
+                    )))
+                }
+                None if lo == hi => {}
+                None => {
+                    return Err(DriverError::Request(format!(
+                        "generate: a prompt of {prompt} tokens and {steps} steps need {what} \
+                         in {lo}..{hi}; the module takes one value: compile it with a range \
+                         (`--shape NAME=…,SIZE:MIN..MAX`)"
+                    )))
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Sets the inputs of a step over `tokens` whose first `past` are in the cache: the
     /// new ones' ids, the mask (all ones) and their positions.
     fn set_tokens(
@@ -162,6 +205,7 @@ impl Toolchain {
         let compiled = self.read_module(&req.module, None)?;
         let mut m = self.load(compiled)?;
         let layout = Layout::of(&m)?;
+        layout.check_fits(&m, req.prompt.len(), req.steps)?;
         // an empty cache for the prompt; then each step's presents are the next step's
         // pasts, on the device
         for (name, shape, dtype, dim) in &layout.cache {

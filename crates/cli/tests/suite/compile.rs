@@ -276,10 +276,24 @@ fn a_decoder_with_its_cache_prefills_and_decodes_from_one_module() {
         g.allclose(w, 1e-4, 1e-5)
             .unwrap_or_else(|e| panic!("{name}: {e}"));
     }
-    // a prompt longer than the new tokens' range: one line naming the size
+    // a prompt longer than the new tokens' range, more steps than the cache holds: one
+    // line each, naming the size, before anything runs
     let err = one_line_error(&generate("1,2,3,4,5,6,7,8,9"));
     assert!(
-        err.contains("seq = 9 is outside the module's range 1..8"),
+        err.contains("need new tokens in 9..9; the module runs seq in 1..8"),
+        "{err}"
+    );
+    let err = one_line_error(&tessera(&[
+        "generate",
+        "--module",
+        module.to_str().unwrap(),
+        "--prompt",
+        "1,2,3",
+        "--steps",
+        "20",
+    ]));
+    assert!(
+        err.contains("need a cache's length in 0..22; the module runs past in 0..16"),
         "{err}"
     );
 }

@@ -330,8 +330,12 @@ pub fn bound_by_difference(
             rebuilt.insert(m.buffer().clone(), t);
         }
     }
-    Ok(builds[0]
-        .1
+    Ok(with_rebuilt(&builds[0].1, &rebuilt))
+}
+
+/// `outputs`, each replaced by the tensor rebuilt over its buffer where there is one.
+fn with_rebuilt(outputs: &[Tensor], rebuilt: &HashMap<Buffer, Tensor>) -> Vec<Tensor> {
+    outputs
         .iter()
         .map(|t| {
             rebuilt
@@ -339,7 +343,7 @@ pub fn bound_by_difference(
                 .cloned()
                 .unwrap_or_else(|| t.clone())
         })
-        .collect())
+        .collect()
 }
 
 /// Tensor `m` of the largest build, with the same tensor `others` of the other builds:

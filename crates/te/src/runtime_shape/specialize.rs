@@ -101,15 +101,5 @@ pub fn specialize(
     if !fixed_any {
         return Ok(None);
     }
-    Ok(Some(
-        outputs
-            .iter()
-            .map(|t| {
-                rebuilt
-                    .get(t.buffer())
-                    .cloned()
-                    .unwrap_or_else(|| t.clone())
-            })
-            .collect(),
-    ))
+    Ok(Some(super::with_rebuilt(outputs, &rebuilt)))
 }
