@@ -14,6 +14,8 @@ ratio of the minima; the CPU steal over the run (from /proc/stat).
 
 Usage: bench/dynamic_vs_ort.py MODEL.onnx --range 2..384 --sizes 8,32,128,384
        [--tessera target/release/tessera] [--threads 2] [--rounds 5] [--repeat 20]
+       [--dims NAME=N,3,224,224 …]   (another layout of the size: a batch of images; float
+       inputs then standard normal)
 """
 import argparse
 import os
@@ -35,9 +37,20 @@ def steal():
     return v[7], sum(v)
 
 
-def feeds(names, size):
+def feeds(names, size, dims=None, sess=None):
     rng = np.random.default_rng(size)
     out = {}
+    if dims:
+        # NAME=D0,D1,… with N the size: float inputs standard normal, integers in [0, 1000)
+        types = {i.name: i.type for i in sess.get_inputs()}
+        for d in dims:
+            n, shape = d.split("=")
+            shape = [size if x == "N" else int(x) for x in shape.split(",")]
+            if "float" in types[n]:
+                out[n] = rng.standard_normal(shape).astype(np.float32)
+            else:
+                out[n] = rng.integers(0, 1000, shape).astype(np.int64)
+        return out
     for n in names:
         if "mask" in n:
             m = np.ones((1, size), np.int64)
@@ -78,20 +91,25 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--dims", action="append",
+                    help="NAME=D0,D1,… with N the size (default: NAME=1,N for every input)")
     a = ap.parse_args()
     sizes = [int(s) for s in a.sizes.split(",")]
     sess = ort_session(a.model, a.threads)
     names = [i.name for i in sess.get_inputs()]
     tmp = tempfile.mkdtemp()
     dyn = os.path.join(tmp, "range.tsm")
-    secs = compile_module(a.tessera, a.model, [f"{n}=1,{a.range}" for n in names], a.threads, dyn)
+    dims = a.dims or [f"{n}=1,N" for n in names]
+    at = lambda v: [d.split("=")[0] + "=" + ",".join(  # noqa: E731
+        str(v) if x == "N" else x for x in d.split("=")[1].split(",")) for d in dims]
+    secs = compile_module(a.tessera, a.model, at(a.range), a.threads, dyn)
     print(f"range module ({a.range}): compiled in {secs:.1f} s", flush=True)
     fixed, files, fd = {}, {}, {}
     for s in sizes:
         fixed[s] = os.path.join(tmp, f"fixed_{s}.tsm")
-        secs = compile_module(a.tessera, a.model, [f"{n}=1,{s}" for n in names], a.threads, fixed[s])
+        secs = compile_module(a.tessera, a.model, at(s), a.threads, fixed[s])
         print(f"length {s} module: compiled in {secs:.1f} s", flush=True)
-        fd[s] = feeds(names, s)
+        fd[s] = feeds(names, s, a.dims, sess)
         files[s] = {}
         for n, v in fd[s].items():
             files[s][n] = os.path.join(tmp, f"{n}_{s}.npy")
