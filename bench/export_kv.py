@@ -20,8 +20,11 @@ layers, 32 wide, vocabulary 100) is the tests' fixture (tests/onnx/export_kv.py)
 torch.export specializes sizes 0 and 1, so the example has past = 3 and seq = 4; the ONNX
 model also runs with past = 0 (prefill) and seq = 1 (decode), which `--check` verifies.
 
-Usage: python bench/export_kv.py OUT_DIR gpt2[:tiny|small|bench] ... [--check]
-Each model lands in OUT_DIR/gpt2_kv_SIZE/model.onnx. `--check` runs each exported model in
+Usage: python bench/export_kv.py OUT_DIR gpt2[:tiny|small|bench] llama[:small|bench] ... [--check]
+Each model lands in OUT_DIR/NAME_kv_SIZE/model.onnx. `llama` is LlamaForCausalLM
+(grouped-query heads: the cache holds the key/value heads; rotary positions from
+position_ids): `small` 2 layers, 64 wide; `bench` bench/export_dynamic.py's (6 layers, 512
+wide, 8 heads, 2 key/value heads). `--check` runs each exported model in
 onnxruntime: a prefill of 8 tokens on an empty cache, then 5 greedy
 decode steps feeding present back as past, each step's last logits against PyTorch's
 cache-free run on the whole sequence so far.
@@ -41,10 +44,32 @@ BENCH = dict(n_layer=6, n_embd=768, n_head=12, vocab_size=8000, n_positions=512)
 TINY = dict(n_layer=2, n_embd=32, n_head=2, vocab_size=100, n_positions=64)  # tests' fixture
 
 
-def make_lm(size):
+# LLaMA-style: grouped-query heads (4 query heads share 2 key/value heads), rotary positions
+LLAMA = {
+    "small": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, vocab_size=1000, max_position_embeddings=512),
+    "bench": dict(hidden_size=512, intermediate_size=1376, num_hidden_layers=6,
+                  num_attention_heads=8, num_key_value_heads=2, vocab_size=8000,
+                  max_position_embeddings=512),
+}
+
+
+def make_lm(size, family="gpt2"):
     torch.manual_seed(0)
+    if family == "llama":
+        from transformers import LlamaConfig, LlamaForCausalLM
+        return t._hf(LlamaForCausalLM, LlamaConfig(**LLAMA[size])).eval()
     config = {"tiny": TINY, "small": SMALL, "bench": BENCH}[size]
     return t._hf(GPT2LMHeadModel, GPT2Config(**config)).eval()
+
+
+def dims_of(c):
+    """(layers, key/value heads, head size, vocabulary, positions) of a GPT-2 or LLaMA config."""
+    if hasattr(c, "n_layer"):
+        return c.n_layer, c.n_head, c.n_embd // c.n_head, c.vocab_size, c.n_positions
+    heads = c.num_attention_heads
+    return (c.num_hidden_layers, c.num_key_value_heads, c.hidden_size // heads, c.vocab_size,
+            c.max_position_embeddings)
 
 
 class KVWrap(torch.nn.Module):
@@ -74,17 +99,16 @@ def names(n_layer):
 
 
 def export(lm, path):
-    c = lm.config
-    hd = c.n_embd // c.n_head
+    layers, kv_heads, hd, vocab, positions = dims_of(lm.config)
     past, seq = 3, 4
-    args = (torch.randint(0, c.vocab_size, (1, seq)), torch.ones(1, past + seq, dtype=torch.int64),
+    args = (torch.randint(0, vocab, (1, seq)), torch.ones(1, past + seq, dtype=torch.int64),
             torch.arange(past, past + seq).unsqueeze(0),
-            *[torch.randn(1, c.n_head, past, hd) for _ in range(2 * c.n_layer)])
-    S = torch.export.Dim("seq", min=1, max=c.n_positions)
-    P = torch.export.Dim("past", min=0, max=c.n_positions)
-    T = torch.export.Dim("total", min=1, max=2 * c.n_positions)
-    dyn = ({1: S}, {1: T}, {1: S}, ({2: P},) * (2 * c.n_layer))  # *past: one tuple
-    ins, outs = names(c.n_layer)
+            *[torch.randn(1, kv_heads, past, hd) for _ in range(2 * layers)])
+    S = torch.export.Dim("seq", min=1, max=positions)
+    P = torch.export.Dim("past", min=0, max=positions)
+    T = torch.export.Dim("total", min=1, max=2 * positions)
+    dyn = ({1: S}, {1: T}, {1: S}, ({2: P},) * (2 * layers))  # *past: one tuple
+    ins, outs = names(layers)
     with torch.no_grad():
         torch.onnx.export(KVWrap(lm).eval(), args, path, dynamo=True, dynamic_shapes=dyn,
                           input_names=ins, output_names=outs, external_data=False)
@@ -93,13 +117,12 @@ def export(lm, path):
 def check(lm, path, prompt=8, steps=5):
     """Prefill + greedy decode in onnxruntime vs PyTorch without cache; returns the max diff."""
     import onnxruntime as ort
-    c = lm.config
-    hd = c.n_embd // c.n_head
+    layers, kv_heads, hd, vocab, _ = dims_of(lm.config)
     sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-    ins, _ = names(c.n_layer)
+    ins, _ = names(layers)
     rng = np.random.default_rng(0)
-    ids = rng.integers(0, c.vocab_size, (1, prompt), dtype=np.int64)
-    past = [np.zeros((1, c.n_head, 0, hd), np.float32) for _ in range(2 * c.n_layer)]
+    ids = rng.integers(0, vocab, (1, prompt), dtype=np.int64)
+    past = [np.zeros((1, kv_heads, 0, hd), np.float32) for _ in range(2 * layers)]
     new, worst = ids, 0.0
     for step in range(steps + 1):
         n, total = new.shape[1], ids.shape[1]
@@ -121,18 +144,18 @@ def main():
     out, do_check = argv[0], "--check" in sys.argv
     for arg in argv[1:]:
         name, _, size = arg.partition(":")
-        assert name == "gpt2", f"only gpt2 is supported, not {name}"
+        assert name in ("gpt2", "llama"), f"gpt2 or llama, not {name}"
         size = size or "small"
-        lm = make_lm(size)
-        d = os.path.join(out, f"gpt2_kv_{size}")
+        lm = make_lm(size, name)
+        d = os.path.join(out, f"{name}_kv_{size}")
         os.makedirs(d, exist_ok=True)
         path = os.path.join(d, "model.onnx")
         if os.path.exists(path + ".data"):
             os.remove(path + ".data")  # weights are kept inline (external_data=False)
         export(lm, path)
-        print(f"gpt2:{size}: {path}", flush=True)
+        print(f"{name}:{size}: {path}", flush=True)
         if do_check:
-            print(f"gpt2:{size}: check max|diff| {check(lm, path):.3g}", flush=True)
+            print(f"{name}:{size}: check max|diff| {check(lm, path):.3g}", flush=True)
 
 
 if __name__ == "__main__":
