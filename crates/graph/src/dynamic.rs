@@ -1,19 +1,25 @@
-//! Networks whose size is known only when they run (issue 61's first part): one
-//! module for every value of one symbolic size — a sequence length, a batch — in a
-//! range, without compiling again.
+//! Networks whose sizes are known only when they run (issue 61): one module for every
+//! point of ranges of symbolic sizes — a sequence length, a cache's length and the new
+//! tokens, a batch — without compiling again.
 //!
-//! The network is imported and optimized at the largest size and at smaller ones (the
-//! caller's: the same model, the same passes). Every value is stored as at the largest
-//! size; each fused group's tensor expression at the different sizes gives, axis by
-//! axis, which extents are the size ([`tessera_te::runtime_shape`]): those loops run to
-//! the size a run reads from one int32 value (`tessera.sizes`), which every kernel that
-//! needs it takes as one more argument. The builds must be the same network but for
-//! the size: the same groups of the same operators, the same constants but where a
-//! constant's shape follows the size and the smaller one is the larger one's first
-//! elements (a causal mask, positions), the inputs' and outputs' sizes the size itself.
-//! Anything else is refused, naming the group: a constant, an index or a divisor that
-//! follows the size (the last token, a mean over the tokens), a reduction over values
-//! that hold the size's padding apart, a host step.
+//! The network is imported and optimized at the largest sizes and at points smaller in
+//! one size or more (the caller's: the same model, the same passes). Every value is
+//! stored as at the largest sizes; each fused group's tensor expression at the points
+//! gives, axis by axis, which extents are a sum of sizes and a constant
+//! ([`tessera_te::runtime_shape`]): those loops run to what a run reads from one int32
+//! vector (`tessera.sizes`), which every kernel that needs it takes as one more
+//! argument; a kernel whose extents follow a size whose range starts at 1 also has a
+//! body for 1 ([`tessera_te::runtime_shape::specialize`]: a decode step's one token gets
+//! a one-token build's schedules). The builds must be the same network but for the
+//! sizes: the same groups of the same operators, the same constants but where a
+//! constant's shape follows the sizes and the smaller one is the larger one's first
+//! elements (a causal mask's positions), or an integer one's values all move by one
+//! number that follows the sizes (positions that start at a cache's length: read plus
+//! that number at run time); the inputs' and outputs' dimensions sums of sizes and a
+//! constant, each size some input's dimension alone. Anything else is refused, naming
+//! the group: a constant, an index or a divisor that follows the sizes otherwise (a
+//! mean over the tokens), a reduction over values that hold the padding apart, a host
+//! step.
 //!
 //! A run copies each input that follows the sizes into the largest layout, a
 //! contiguous run at a time (its other elements are never read), checks that the
@@ -148,8 +154,7 @@ pub fn describe(ranges: &[SizeRange]) -> String {
 /// Compiles one network for every point of `ranges` (one range per symbolic size) with
 /// `backend`'s default schedules: `builds` are the network imported and optimized at
 /// every size's largest value (first) and at points smaller in one size or more (see
-/// [`bound_by_difference`]: one point more than a size's line needs tells a form that
-/// is not affine).
+/// [`bound_by_difference`]: three values of a size tell a form that is not affine).
 pub fn compile_dynamic(
     builds: &[(Vec<i64>, Graph)],
     ranges: &[SizeRange],
@@ -248,9 +253,13 @@ pub fn compile_dynamic(
             .map_err(|e| refuse(format!("group `{name}`: {e}")))?;
         let mut general = with_runtime_extents(gc.clone(), &bounded[0], &extents, sizes_node);
         // at one token (a decode step), where the range has it: its own schedules
-        let special = match specialize(&bounded, &extents, &ones) {
-            Ok(Some(s)) if !ones.is_empty() => Some(s),
-            _ => None,
+        // (an optimization: where it cannot be built, the general body runs at 1 too)
+        let special = match ones.is_empty() {
+            true => None,
+            false => specialize(&bounded, &extents, &ones).unwrap_or_else(|e| {
+                tracing::debug!(group = %name, error = %e, "no one-token body");
+                None
+            }),
         };
         if let Some(s) = special.filter(|_| general.placeholders.contains(&extents)) {
             let compute = with_runtime_extents(gc, &s[0], &extents, sizes_node);
