@@ -460,6 +460,19 @@ fn operations_whose_semantics_follow_the_size_are_refused() {
     let e = bound_by_difference(&[(vec![8], vec![sq(8)]), (vec![9], vec![sq(9)])], &symbol)
         .unwrap_err();
     assert!(matches!(e, RuntimeShapeError::Builds(_)), "{e}");
+    // a batch and a length merged into one axis: a product of two sizes, named so
+    let rows = |b: i64, l: i64| {
+        let x = placeholder(&[b, l, 4], DataType::float32(), "x").unwrap();
+        ops::reshape(&x, &[b * l, 4]).unwrap()
+    };
+    let points = [[8, 6], [7, 6], [6, 6], [8, 5], [8, 4], [7, 5]];
+    let builds: Vec<(Vec<i64>, Vec<Tensor>)> = points
+        .iter()
+        .map(|p| (p.to_vec(), vec![rows(p[0], p[1])]))
+        .collect();
+    let e = bound_by_difference(&builds, &Symbols::new(extent_tensor(2, "sizes").unwrap()))
+        .unwrap_err();
+    assert!(matches!(e, RuntimeShapeError::ProductOfSizes { .. }), "{e}");
 }
 
 /// A cache of `p` rows and `t` new ones: the new rows' attention over both (`[t, 8]`);

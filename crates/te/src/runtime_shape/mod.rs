@@ -51,6 +51,12 @@ pub enum RuntimeShapeError {
         sizes: Vec<Vec<i64>>,
         extents: Vec<i64>,
     },
+    #[error("`{tensor}`: extents {extents:?} at sizes {sizes:?} are a product of sizes (two merged into one axis, as a batch and a length into a product's rows), which no kernel runs to yet: give all but one of them a fixed value")]
+    ProductOfSizes {
+        tensor: String,
+        sizes: Vec<Vec<i64>>,
+        extents: Vec<i64>,
+    },
     #[error("`{tensor}` reduces over an axis of {what} the size: the values past the size would be reduced with the others")]
     ReducesPadding { tensor: String, what: &'static str },
     #[error(
@@ -155,6 +161,25 @@ impl Affine {
     pub fn is_sum_of_sizes(&self) -> bool {
         self.slopes.iter().all(|&a| a == 0 || a == 1) && self.slopes.contains(&1)
     }
+}
+
+/// Whether `extents` are a constant times the product of two sizes or more the points
+/// vary (`c · batch · seq` at every point).
+fn is_product(points: &[Vec<i64>], extents: &[i64]) -> bool {
+    let Some(base) = points.first() else {
+        return false;
+    };
+    let varied: Vec<usize> = (0..base.len())
+        .filter(|&k| points.iter().any(|p| p[k] != base[k]))
+        .collect();
+    let product = |p: &Vec<i64>| varied.iter().map(|&k| p[k]).product::<i64>();
+    varied.len() >= 2
+        && points.iter().all(|p| product(p) > 0)
+        && extents[0] % product(base) == 0
+        && points
+            .iter()
+            .zip(extents)
+            .all(|(p, &e)| e == extents[0] / product(base) * product(p))
 }
 
 /// The solution of the square system `m` (each row its coefficients then its right-hand
@@ -272,6 +297,11 @@ impl Symbols {
         match Affine::fit(points, extents) {
             Some(f) if f.is_sum_of_sizes() => Ok(Follows::Size(self.runtime(&f))),
             Some(f) if f.slopes.iter().all(|&a| a >= 0) => Ok(Follows::Otherwise),
+            _ if is_product(points, extents) => Err(RuntimeShapeError::ProductOfSizes {
+                tensor: tensor.to_string(),
+                sizes: points.to_vec(),
+                extents: extents.to_vec(),
+            }),
             _ => Err(RuntimeShapeError::NotAffine {
                 tensor: tensor.to_string(),
                 sizes: points.to_vec(),
