@@ -211,9 +211,12 @@ pub fn compile_dynamic(
     }
     let io = io_dims(&graph, builds, ranges).map_err(refuse)?;
     let extents = extent_tensor(count, "sizes").map_err(|e| refuse(e.to_string()))?;
-    // the sizes whose range starts at 1 (one token, one row), and when a run has them there
+    // the sizes whose range starts at 1 (one token, one row), and when a run has them
+    // there; on the CPU, whose kernels take no launch dimensions that two bodies would
+    // have to share
+    let cpu = target.kind == tessera_backends::TargetKind::CPU;
     let ones: Vec<(usize, i64)> = (0..ranges.len())
-        .filter(|&k| ranges[k].min == 1 && ranges[k].max > 1)
+        .filter(|&k| cpu && ranges[k].min == 1 && ranges[k].max > 1)
         .map(|k| (k, 1))
         .collect();
     let at_ones = ones
