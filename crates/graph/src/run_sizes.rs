@@ -29,6 +29,11 @@ impl GraphModule {
         for (from, to, len) in crate::dynamic::leading_runs(value.shape(), &max, ty.dtype.bytes()) {
             self.device.copy_from_host(at, to, &src[from..from + len])?;
         }
+        self.take_sizes(name, sizes)
+    }
+
+    /// Input `name` set, telling `sizes`; once every input agrees, the sizes written.
+    fn take_sizes(&mut self, name: &str, sizes: crate::dynamic::Told) -> Result<(), GraphError> {
         if let Some(d) = self.dynamic.as_mut() {
             d.take(name, sizes);
         }
@@ -99,13 +104,7 @@ impl GraphModule {
         for ((_, at_out, len), (_, at_in, _)) in runs {
             self.device.copy_between(from, at_out, to, at_in, len)?;
         }
-        if let Some(d) = self.dynamic.as_mut() {
-            d.take(name, sizes);
-        }
-        if let Some(sizes) = self.dynamic.as_ref().and_then(|d| d.sizes().ok()) {
-            self.write_sizes(&sizes)?;
-        }
-        Ok(())
+        self.take_sizes(name, sizes)
     }
 
     /// The dimensions of input `name` that follow the sizes (none where it has a fixed

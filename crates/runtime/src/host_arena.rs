@@ -90,14 +90,7 @@ impl HostArena {
         dst: BufferId,
         nbytes: usize,
     ) -> Result<(), DeviceError> {
-        let from = self.range(src, 0, nbytes, self.get(src)?.nbytes())?;
-        let to = self.range(dst, 0, nbytes, self.get(dst)?.nbytes())?;
-        if src == dst {
-            return Ok(());
-        }
-        let bytes = self.get(src)?.as_bytes()[from].to_vec();
-        self.bytes_mut(dst)?[to].copy_from_slice(&bytes);
-        Ok(())
+        self.copy_between(src, 0, dst, 0, nbytes)
     }
 
     /// Copies `nbytes` of `src` from byte `src_offset` to `dst` at byte `dst_offset`, in
