@@ -34,6 +34,9 @@ pub struct GenerateArgs {
 fn prompt_ids(arg: &str) -> Result<Vec<i64>> {
     if arg.ends_with(".npy") {
         let a = NDArray::load_npy(arg).with_context(|| format!("--prompt {arg}"))?;
+        if !a.dtype().is_integer() {
+            anyhow::bail!("--prompt {arg}: token ids are integers, not {}", a.dtype());
+        }
         return Ok(a.to_f64_vec().into_iter().map(|v| v as i64).collect());
     }
     arg.split(',')

@@ -66,9 +66,9 @@ impl GenerateReport {
 /// Where a module's decoder inputs are: the ids, the optional mask and positions, and
 /// the cache's tensors with the dimension that is the cache's length.
 struct Layout {
+    ids: DataType,
     mask: Option<DataType>,
     positions: Option<DataType>,
-    ids: DataType,
     /// `(name, shape at the largest sizes, dtype, the cache's dimension)`.
     cache: Vec<(String, Vec<i64>, DataType, usize)>,
 }
@@ -76,18 +76,12 @@ struct Layout {
 impl Layout {
     fn of(m: &GraphModule) -> Result<Layout, DriverError> {
         let bad = |why: String| DriverError::Request(format!("generate: {why}"));
-        let mut layout = Layout {
-            mask: None,
-            positions: None,
-            ids: DataType::int64(),
-            cache: Vec::new(),
-        };
-        let mut has_ids = false;
+        let (mut ids, mut mask, mut positions, mut cache) = (None, None, None, Vec::new());
         for (name, ty) in m.inputs() {
             match name {
-                "input_ids" => (has_ids, layout.ids) = (true, ty.dtype),
-                "attention_mask" => layout.mask = Some(ty.dtype),
-                "position_ids" => layout.positions = Some(ty.dtype),
+                "input_ids" => ids = Some(ty.dtype),
+                "attention_mask" => mask = Some(ty.dtype),
+                "position_ids" => positions = Some(ty.dtype),
                 _ => {
                     let dims = m.input_size_dims(name);
                     let [d] = dims else {
@@ -97,34 +91,35 @@ impl Layout {
                             dims.len()
                         )));
                     };
-                    layout
-                        .cache
-                        .push((name.to_string(), ty.shape.clone(), ty.dtype, d.dim));
+                    cache.push((name.to_string(), ty.shape.clone(), ty.dtype, d.dim));
                 }
             }
         }
-        if !has_ids || layout.cache.is_empty() {
+        let (Some(ids), false) = (ids, cache.is_empty()) else {
             return Err(bad(
                 "the module must take `input_ids` and the cache's tensors (a decoder exported \
                  with its past keys and values)"
                     .into(),
             ));
-        }
+        };
         let outputs = m.output_types().count();
-        if outputs != layout.cache.len() + 1 {
+        if outputs != cache.len() + 1 {
             return Err(bad(format!(
                 "the module has {outputs} outputs: logits and one per cache input ({}) expected",
-                layout.cache.len()
+                cache.len()
             )));
         }
-        Ok(layout)
+        Ok(Layout {
+            ids,
+            mask,
+            positions,
+            cache,
+        })
     }
-}
 
-impl Layout {
     /// Whether the module's ranges take a prompt of `prompt` tokens and `steps` steps:
-    /// the prompt as new tokens, an empty cache, and a cache of every token but the
-    /// last one's at the last step.
+    /// the prompt as new tokens, then one at a time; an empty cache, and a cache of
+    /// every token but the last one's at the last step.
     fn check_fits(&self, m: &GraphModule, prompt: usize, steps: usize) -> Result<(), DriverError> {
         let ranges = m.size_ranges();
         let range_of = |name: &str| {
@@ -137,7 +132,7 @@ impl Layout {
         let needs = [
             (
                 range_of("input_ids"),
-                prompt as i64,
+                if steps > 0 { 1 } else { prompt as i64 },
                 prompt as i64,
                 "new tokens",
             ),

@@ -280,7 +280,7 @@ fn a_decoder_with_its_cache_prefills_and_decodes_from_one_module() {
     // line each, naming the size, before anything runs
     let err = one_line_error(&generate("1,2,3,4,5,6,7,8,9"));
     assert!(
-        err.contains("need new tokens in 9..9; the module runs seq in 1..8"),
+        err.contains("need new tokens in 1..9; the module runs seq in 1..8"),
         "{err}"
     );
     let err = one_line_error(&tessera(&[
@@ -296,4 +296,12 @@ fn a_decoder_with_its_cache_prefills_and_decodes_from_one_module() {
         err.contains("need a cache's length in 0..22; the module runs past in 0..16"),
         "{err}"
     );
+    // token ids that are floats: refused, not truncated
+    let floats = dir.path().join("floats.npy");
+    tessera_runtime::NDArray::from_slice_f32(&[1, 2], &[1.5, 2.0])
+        .unwrap()
+        .save_npy(&floats)
+        .unwrap();
+    let err = one_line_error(&generate(floats.to_str().unwrap()));
+    assert!(err.contains("token ids are integers, not float32"), "{err}");
 }
