@@ -151,10 +151,11 @@ impl GivenInputs {
             .inputs()
             .map(|(n, t)| (n.to_string(), t.clone()))
             .collect();
-        match m.size_ranges().first() {
-            // a module with a runtime size checks each input's shape as it is set
-            Some(_) => self.check_names(&inputs)?,
-            None => self.check(&inputs)?,
+        if m.size_ranges().is_empty() {
+            self.check(&inputs)?;
+        } else {
+            // a module with runtime sizes checks each input's shape as it is set
+            self.check_names(&inputs)?;
         }
         for (k, (name, _)) in inputs.iter().enumerate() {
             let value = match self.0.iter().find(|g| g.name == *name) {
