@@ -229,7 +229,7 @@ fn a_module_compiled_and_run_through_the_driver() {
         log: None,
     };
     let from_network = RunSource::Network {
-        spec: spec.clone(),
+        spec: Box::new(spec.clone()),
         log: None,
     };
     for source in [from_module, from_network] {

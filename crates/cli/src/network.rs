@@ -256,7 +256,7 @@ pub fn run(mut args: RunArgs) -> Result<()> {
             log: None,
         },
         None => RunSource::Network {
-            spec: args.net.spec()?,
+            spec: Box::new(args.net.spec()?),
             log: args.log.clone(),
         },
     };

@@ -225,6 +225,21 @@ impl Toolchain {
             return self.compile_for_range(spec, rs);
         }
         let plan = self.plan_for_log(spec, log)?;
+        let counted = tessera_graph::dynamic::selection_ranges(plan.rule_graph());
+        if !counted.is_empty() {
+            if log.is_some() {
+                return Err(DriverError::Request(format!(
+                    "the network selects a number of values only a run tells ({}): tuned \
+                     records for its sizes are not applied yet: compile it untuned",
+                    tessera_graph::dynamic::describe(&counted)
+                )));
+            }
+            let rs = crate::runtime_size::RuntimeSize {
+                ranges: Vec::new(),
+                at: Vec::new(),
+            };
+            return self.compile_for_range(spec, &rs);
+        }
         self.compile_plan(&plan, &spec.target, log)
     }
 

@@ -23,7 +23,7 @@ pub use tessera_search::session_report::SessionReport as Events;
 pub enum RunSource {
     /// A network compiled now, with the history best of a record log when given.
     Network {
-        spec: NetworkSpec,
+        spec: Box<NetworkSpec>,
         log: Option<PathBuf>,
     },
     /// A module file (`tessera compile`'s), refused if compiled for another target than
@@ -187,10 +187,15 @@ impl Toolchain {
                 c
             }
         };
-        if !compiled.size_ranges().is_empty() {
+        let ranges = compiled.size_ranges();
+        if !ranges.is_empty() {
+            let what = match ranges.iter().all(|r| r.produced) {
+                true => "outputs of the size each run counts",
+                false => "inputs of any such size, outputs of the size given",
+            };
             events.out(&format!(
-                "one module for {}: inputs of any such size, outputs of the size given\n",
-                tessera_graph::dynamic::describe(compiled.size_ranges())
+                "one module for {}: {what}\n",
+                tessera_graph::dynamic::describe(ranges)
             ));
         }
         let mut m = self.load_saying(compiled, events)?;

@@ -7,7 +7,10 @@
 
 use crate::{Build, BuildReport, DriverError, NetworkSource, NetworkSpec, Toolchain};
 use std::collections::HashMap;
-use tessera_graph::dynamic::{compile_dynamic, describe, SizeDim, SizeRange};
+use tessera_graph::dynamic::{
+    compile_dynamic, counted_point, describe, selection_points, selection_ranges, SizeDim,
+    SizeRange,
+};
 use tessera_graph::GraphError;
 
 /// One dimension of a `--shape` argument.
@@ -143,11 +146,7 @@ pub fn shapes_of(args: &[String]) -> Result<ShapeArgs, DriverError> {
                         Some(n) => named.insert(n.clone(), ranges.len()),
                         None => unnamed.insert((*min, *max), ranges.len()),
                     };
-                    ranges.push(SizeRange {
-                        name: label,
-                        min: *min,
-                        max: *max,
-                    });
+                    ranges.push(SizeRange::new(label, *min, *max));
                 }
             }
         }
@@ -172,6 +171,7 @@ pub fn shapes_of(args: &[String]) -> Result<ShapeArgs, DriverError> {
                         dim: k,
                         sizes: vec![j],
                         offset: 0,
+                        at_most: None,
                     }
                 }
                 ShapeDim::Sum { sizes, offset } => {
@@ -189,6 +189,7 @@ pub fn shapes_of(args: &[String]) -> Result<ShapeArgs, DriverError> {
                         dim: k,
                         sizes,
                         offset: *offset,
+                        at_most: None,
                     }
                 }
             };
@@ -209,11 +210,23 @@ impl NetworkSpec {
     /// one build of a range: broadcasts on constants left to run time
     /// ([`tessera_graph::Graph::keep_broadcasts`]).
     pub fn at_sizes(&self, sizes: &[i64]) -> NetworkSpec {
+        self.at_points(sizes, &[])
+    }
+
+    /// [`NetworkSpec::at_sizes`], where the sizes after the spec's own are counted by
+    /// the selections `counted` ([`tessera_graph::selection`]): each built at its value.
+    fn at_points(&self, sizes: &[i64], counted: &[SizeRange]) -> NetworkSpec {
         let mut spec = self.clone();
+        let own = self.runtime_size.as_ref().map_or(0, |rs| rs.ranges.len());
+        if let NetworkSource::Onnx { options, .. } = &mut spec.source {
+            options.keep_broadcasts = true;
+            for (r, &v) in counted.iter().zip(&sizes[own..]) {
+                options.counts.insert(r.name.clone(), v);
+            }
+        }
         if let (Some(rs), NetworkSource::Onnx { options, .. }) =
             (&self.runtime_size, &mut spec.source)
         {
-            options.keep_broadcasts = true;
             for (input, form) in &rs.at {
                 if let Some(d) = options
                     .input_shapes
@@ -297,38 +310,59 @@ impl Toolchain {
                 r.name, r.max, r.max
             )));
         }
-        // A stride whose points give another network (an attention pads 383 keys to
-        // 384, not 384) is followed by the next: 16 then 8 first where every largest
-        // value is a multiple of 16, else 1; each point imported and planned once.
+        // The build at the largest sizes tells the selections, whose counts are sizes
+        // too. A stride whose points give another network (an attention pads 383 keys
+        // to 384, not 384) is followed by the next: 16 then 8 first where every
+        // largest value is a multiple of 16, else 1; each point imported and planned
+        // once.
         let backend = self.registry().backend_for(&spec.target)?;
         let mut last = None;
         let mut planned: HashMap<Vec<i64>, tessera_graph::Graph> = HashMap::new();
-        let strides: [i64; 4] = if rs.ranges.iter().all(|r| r.max % 16 == 0) {
+        let own: Vec<i64> = rs.ranges.iter().map(|r| r.max).collect();
+        let largest = self.plan(&spec.at_sizes(&own))?.rule_graph().clone();
+        let counted = selection_ranges(&largest);
+        let ranges: Vec<SizeRange> = rs.ranges.iter().chain(&counted).cloned().collect();
+        let maxes: Vec<i64> = ranges.iter().map(|r| r.max).collect();
+        planned.insert(maxes, largest);
+        let strides: [i64; 4] = if ranges.iter().all(|r| r.max % 16 == 0) {
             [16, 8, 1, 48]
         } else {
             [1, 16, 8, 48]
         };
         let mut probes: Vec<Vec<Vec<i64>>> = strides
             .iter()
-            .map(|&stride| probe_points(&rs.ranges, stride))
-            .filter(|points| points.len() > rs.ranges.len())
+            .map(|&stride| {
+                let mut points = probe_points(&ranges, stride);
+                points.extend(selection_points(&ranges));
+                points
+            })
+            .filter(|points| points.len() > ranges.len())
             .collect();
         probes.sort_by_key(|points| std::cmp::Reverse(points.len()));
         probes.dedup();
         for points in probes {
-            let mut builds = Vec::with_capacity(points.len());
+            let mut builds: Vec<(Vec<i64>, tessera_graph::Graph)> =
+                Vec::with_capacity(points.len());
             for p in &points {
                 let graph = match planned.get(p) {
                     Some(g) => g.clone(),
                     None => {
-                        let g = self.plan(&spec.at_sizes(p))?.rule_graph().clone();
+                        let g = self
+                            .plan(&spec.at_points(p, &counted))?
+                            .rule_graph()
+                            .clone();
                         planned.insert(p.clone(), g.clone());
                         g
                     }
                 };
-                builds.push((p.clone(), graph));
+                // at the counts the build has (a bound that follows another count keeps
+                // its count within it), each point once
+                let at = counted_point(&graph, &ranges, p);
+                if builds.iter().all(|(q, _)| q != &at) {
+                    builds.push((at, graph));
+                }
             }
-            match compile_dynamic(&builds, &rs.ranges, backend.as_ref()) {
+            match compile_dynamic(&builds, &ranges, backend.as_ref()) {
                 Ok(network) => {
                     return Ok(Build {
                         network,
@@ -400,11 +434,7 @@ mod tests {
 
     #[test]
     fn probes_vary_each_size_alone_then_all_of_them() {
-        let r = |name: &str, max| SizeRange {
-            name: name.into(),
-            min: 1,
-            max,
-        };
+        let r = |name: &str, max| SizeRange::new(name, 1, max);
         assert_eq!(
             probe_points(&[r("s", 48)], 16),
             vec![vec![48], vec![32], vec![16]]

@@ -48,8 +48,10 @@ use tessera_runtime::{Device, DeviceArray, NDArray};
 /// 1: version 2 added host steps ([`crate::host_ops`]), which a reader of version 1
 /// would not know; version 3 a size known only at run time ([`crate::dynamic`]), which
 /// a reader of version 2 would run at the largest size whatever its inputs; version 4
-/// several sizes, and dimensions that are sums of them (a cache and the new tokens).
-pub const MODULE_FORMAT_VERSION: u32 = 4;
+/// several sizes, and dimensions that are sums of them (a cache and the new tokens);
+/// version 5 sizes a selection counts ([`crate::selection`]), capped dimensions and host
+/// steps that follow the sizes, which a reader of version 4 would run at the bound.
+pub const MODULE_FORMAT_VERSION: u32 = 5;
 
 /// The `format` field of a module's header.
 const FORMAT: &str = "tessera-module";
@@ -585,6 +587,50 @@ fn check_dynamic(
     Ok(())
 }
 
+/// Whether the host steps' sizes are the module's: a selection counts a size of its own
+/// (each counted size one selection's), and values that follow sizes name dimensions
+/// they have at the largest sizes.
+fn check_host_sizes(
+    d: Option<&crate::dynamic::DynamicIo>,
+    steps: &[(String, Work, Vec<usize>)],
+) -> Result<(), String> {
+    let ranges = d.map_or(&[][..], |d| &d.ranges[..]);
+    let maxes: Vec<i64> = ranges.iter().map(|r| r.max).collect();
+    let mut counted = vec![0; ranges.len()];
+    for (name, work, _) in steps {
+        let Work::Host(h) = work else { continue };
+        if let crate::host_ops::HostOp::Select { size, .. } = &h.op {
+            match size {
+                Some(k) if ranges.get(*k).is_some_and(|r| r.produced) => counted[*k] += 1,
+                _ => return Err(format!("of step `{name}`'s count is none the module has")),
+            }
+        }
+        if h.dims.is_empty() {
+            continue;
+        }
+        let types: Vec<&TensorType> = h.inputs.iter().chain(&h.outputs).collect();
+        let fits = h.dims.len() == types.len()
+            && h.dims.iter().zip(&types).all(|(dims, ty)| {
+                dims.iter().all(|f| {
+                    !f.sizes.is_empty()
+                        && f.sizes.iter().all(|&k| k < maxes.len())
+                        && ty.shape.get(f.dim) == Some(&f.at(&maxes))
+                })
+            });
+        if !fits {
+            return Err(format!("of step `{name}` names dimensions its values lack"));
+        }
+    }
+    match ranges
+        .iter()
+        .zip(&counted)
+        .find(|(r, &c)| r.produced && c != 1)
+    {
+        Some((r, c)) => Err(format!("{r} is counted by {c} steps, not one")),
+        None => Ok(()),
+    }
+}
+
 /// `module.json`.
 #[derive(Serialize, Deserialize)]
 struct Header {
@@ -790,6 +836,7 @@ impl Header {
         if let Some(d) = &self.dynamic {
             check_dynamic(d, &storages, &inputs, &outputs).map_err(HeaderError::Dynamic)?;
         }
+        check_host_sizes(self.dynamic.as_ref(), &steps).map_err(HeaderError::Dynamic)?;
         Ok(CompiledNetwork {
             name: self.name,
             target,

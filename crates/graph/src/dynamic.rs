@@ -18,8 +18,18 @@
 //! that number at run time); the inputs' and outputs' dimensions sums of sizes and a
 //! constant, each size some input's dimension alone. Anything else is refused, naming
 //! the group: a constant, an index or a divisor that follows the sizes otherwise (a
-//! mean over the tokens), a reduction over values that hold the padding apart, a host
-//! step.
+//! mean over the tokens), a reduction over values that hold the padding apart. A
+//! dimension or constant may also follow a size up to a cap (`min(20, count)`: the first
+//! 20 of a count), where the points below the cap fit a sum and those above reach it.
+//!
+//! Some sizes are no input's: a selection ([`crate::selection`]: NonZero,
+//! NonMaxSuppression, Compress) counts its output when it runs, as a host step that
+//! writes the count where the kernels after it read the sizes; such a size is built at
+//! counts below its bound like any other ([`selection_ranges`], [`selection_points`],
+//! [`counted_point`]). A host step reads the leading blocks of its inputs at the run's
+//! sizes (the dimensions of its values that follow them, fitted like the inputs'), so
+//! that a NonMaxSuppression of the boxes a NonZero kept, or a TopK of `min(k, count)`,
+//! runs as the network says.
 //!
 //! A run copies each input that follows the sizes into the largest layout, a
 //! contiguous run at a time (its other elements are never read), checks that the
@@ -49,11 +59,28 @@ pub struct SizeRange {
     pub name: String,
     pub min: i64,
     pub max: i64,
+    /// Counted by the selection of that name when the module runs, not told by an input
+    /// ([`crate::selection`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub produced: bool,
+}
+
+impl SizeRange {
+    /// A size an input tells.
+    pub fn new(name: impl Into<String>, min: i64, max: i64) -> SizeRange {
+        SizeRange {
+            name: name.into(),
+            min,
+            max,
+            produced: false,
+        }
+    }
 }
 
 impl std::fmt::Display for SizeRange {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} in {}..{}", self.name, self.min, self.max)
+        let how = if self.produced { "counted" } else { "in" };
+        write!(f, "{} {how} {}..{}", self.name, self.min, self.max)
     }
 }
 
@@ -64,12 +91,16 @@ pub struct SizeDim {
     pub dim: usize,
     pub sizes: Vec<usize>,
     pub offset: i64,
+    /// The most it is (a slice of a count's first elements): `min(at_most, sum)`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at_most: Option<i64>,
 }
 
 impl SizeDim {
     /// Its extent at `values` (one per size).
     pub fn at(&self, values: &[i64]) -> i64 {
-        self.offset + self.sizes.iter().map(|&k| values[k]).sum::<i64>()
+        let sum = self.offset + self.sizes.iter().map(|&k| values[k]).sum::<i64>();
+        self.at_most.map_or(sum, |m| sum.min(m))
     }
 }
 
@@ -131,6 +162,7 @@ impl From<DynamicIoFile> for DynamicIo {
                             dim,
                             sizes: vec![0],
                             offset: 0,
+                            at_most: None,
                         })
                         .collect()
                 };
@@ -184,6 +216,7 @@ pub fn compile_dynamic(
         g.validate()?;
     }
     let mut graph = builds[0].1.clone();
+    tell_selections(&mut graph, ranges).map_err(refuse)?;
     let count = ranges.len() as i64;
     let points = &points;
     let sizes_node = graph.input(SIZES_INPUT, TensorType::new(&[count], DataType::int32()));
@@ -198,17 +231,7 @@ pub fn compile_dynamic(
         })?;
     }
     let target = backend.target().clone();
-    if let Some(g) = groups
-        .iter()
-        .find(|g| HostOp::of(&graph, g, &target).is_some())
-    {
-        let n = graph.node(g.output());
-        return Err(refuse(format!(
-            "`{}` ({}) runs on the host, which takes no runtime size yet",
-            n.name,
-            n.op.name()
-        )));
-    }
+    let host = |g: &Group| HostOp::of(&graph, g, &target);
     let io = io_dims(&graph, builds, ranges).map_err(refuse)?;
     let extents = extent_tensor(count, "sizes").map_err(|e| refuse(e.to_string()))?;
     // the sizes whose range starts at 1 (one token, one row), and when a run has them
@@ -226,6 +249,9 @@ pub fn compile_dynamic(
         .unwrap_or_else(|| Expr::bool(false));
     let compute_of = |i: usize, g: &Group| -> Result<GroupCompute, GraphError> {
         let gc = group_compute(&graph, g)?;
+        if host(g).is_some() {
+            return host_dims(gc, &graph, g, builds, &others, i, ranges).map_err(refuse);
+        }
         let mut outs = vec![(maxes.clone(), vec![gc.output.clone()])];
         // per constant parameter, how much its values move at each point
         let mut shifts: Vec<Vec<i64>> = vec![vec![0; builds.len()]; gc.params.len()];
@@ -286,6 +312,131 @@ pub fn compile_dynamic(
         outputs: io.1,
     });
     Ok(net)
+}
+
+/// A size per selection of `graph` ([`crate::selection`]): counted when the module
+/// runs, from 0 to the count the graph was built at (its bound, where the import was
+/// not told a smaller one), named after the selection.
+pub fn selection_ranges(graph: &Graph) -> Vec<SizeRange> {
+    graph
+        .topo_order()
+        .into_iter()
+        .filter_map(|n| match graph.node(n).op {
+            crate::ir::Op::Select { count, .. } => Some(SizeRange {
+                name: graph.node(n).name.clone(),
+                min: 0,
+                max: count,
+                produced: true,
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `point` (one value per range) with each counted size at the count `graph` (built
+/// for that point) has: a selection's bound may follow another count (a NonMaxSuppression
+/// of the boxes a NonZero kept), and the import keeps each count within its bound.
+pub fn counted_point(graph: &Graph, ranges: &[SizeRange], point: &[i64]) -> Vec<i64> {
+    let mut actual = point.to_vec();
+    for n in graph.topo_order() {
+        if let crate::ir::Op::Select { count, .. } = graph.node(n).op {
+            let name = &graph.node(n).name;
+            if let Some(k) = ranges.iter().position(|r| r.produced && &r.name == name) {
+                actual[k] = count;
+            }
+        }
+    }
+    actual
+}
+
+/// Points a build for `ranges` adds to those that vary each size near its largest
+/// value: each counted size alone at 3, 2 and 1, where its range is longer, so that a
+/// form that holds near the bound only (a slice of the first 20: `min(20, count)`) is
+/// refused rather than taken for a constant.
+pub fn selection_points(ranges: &[SizeRange]) -> Vec<Vec<i64>> {
+    let maxes: Vec<i64> = ranges.iter().map(|r| r.max).collect();
+    let mut points = Vec::new();
+    for (k, r) in ranges.iter().enumerate().filter(|(_, r)| r.produced) {
+        for v in [3, 2, 1].into_iter().filter(|&v| v < r.max) {
+            let mut p = maxes.clone();
+            p[k] = v;
+            points.push(p);
+        }
+    }
+    points
+}
+
+/// A host step's group `gc` (group `i`, `g` of `graph`) with the dimensions of its
+/// parameters and output that follow the sizes, from its values' shapes at every build
+/// (`others`: the builds after the first, with their groups): the step reads the
+/// leading blocks of its inputs at a run's sizes.
+#[allow(clippy::type_complexity)]
+fn host_dims(
+    mut gc: GroupCompute,
+    graph: &Graph,
+    g: &Group,
+    builds: &[(Vec<i64>, Graph)],
+    others: &[(&Vec<i64>, &Graph, Vec<Group>)],
+    i: usize,
+    ranges: &[SizeRange],
+) -> Result<GroupCompute, String> {
+    let points: Vec<Vec<i64>> = builds.iter().map(|(p, _)| p.clone()).collect();
+    let name = &graph.node(g.output()).name;
+    // per build, the shapes of the parameters then of the output
+    let mut shapes: Vec<Vec<Vec<i64>>> = vec![gc
+        .params
+        .iter()
+        .chain([&g.output()])
+        .map(|&n| graph.node(n).ty.shape.clone())
+        .collect()];
+    for (_, og, ogs) in others {
+        let ogc = group_compute(og, &ogs[i]).map_err(|e| e.to_string())?;
+        if ogc.params.len() != gc.params.len() {
+            return Err(format!("`{name}` reads other values at other sizes"));
+        }
+        shapes.push(
+            ogc.params
+                .iter()
+                .chain([&ogs[i].output()])
+                .map(|&n| og.node(n).ty.shape.clone())
+                .collect(),
+        );
+    }
+    let mut dims = Vec::with_capacity(gc.params.len() + 1);
+    for j in 0..=gc.params.len() {
+        let of_j: Vec<Vec<i64>> = shapes.iter().map(|s| s[j].clone()).collect();
+        dims.push(size_dims(
+            &format!("host step `{name}`'s value {j}"),
+            &of_j,
+            &points,
+            ranges,
+        )?);
+    }
+    if dims.iter().any(|d| !d.is_empty()) {
+        gc.host_dims = dims;
+    }
+    Ok(gc)
+}
+
+/// Each selection of `graph` told the index of the size it counts: the range of its
+/// name, which must be a counted one; every counted range has its selection.
+fn tell_selections(graph: &mut Graph, ranges: &[SizeRange]) -> Result<(), String> {
+    let mut told = vec![false; ranges.len()];
+    for n in graph.topo_order() {
+        let name = graph.node(n).name.clone();
+        if let crate::ir::Op::Select { size, .. } = &mut graph.node_mut(n).op {
+            let k = ranges
+                .iter()
+                .position(|r| r.produced && r.name == name)
+                .ok_or_else(|| format!("`{name}`'s count has no range"))?;
+            *size = Some(k);
+            told[k] = true;
+        }
+    }
+    match ranges.iter().zip(&told).find(|(r, t)| r.produced && !**t) {
+        Some((r, _)) => Err(format!("no selection counts {}", r.name)),
+        None => Ok(()),
+    }
 }
 
 /// `gc` with its output replaced by `bounded` (the same tensor with runtime extents)
@@ -458,37 +609,7 @@ fn io_dims(
     ranges: &[SizeRange],
 ) -> Result<(Vec<(String, Vec<SizeDim>)>, Vec<Vec<SizeDim>>), String> {
     let points: Vec<Vec<i64>> = builds.iter().map(|(p, _)| p.clone()).collect();
-    let names = describe(ranges);
-    let dims = |what: &str, shapes: Vec<Vec<i64>>| -> Result<Vec<SizeDim>, String> {
-        let mut out = Vec::new();
-        for (d, extent) in shapes[0].iter().enumerate() {
-            let extents: Vec<i64> = shapes
-                .iter()
-                .map(|s| s.get(d).copied().unwrap_or(-1))
-                .collect();
-            if extents.iter().all(|e| e == extent) {
-                continue;
-            }
-            let form = Affine::fit(&points, &extents).filter(|f| f.is_sum_of_sizes());
-            let Some(f) = form else {
-                let at: Vec<String> = shapes
-                    .iter()
-                    .zip(&points)
-                    .map(|(s, p)| format!("{s:?} at {p:?}"))
-                    .collect();
-                return Err(format!(
-                    "{what}'s dimension {d} is not a sum of sizes and a constant ({}; sizes {names})",
-                    at.join(", ")
-                ));
-            };
-            out.push(SizeDim {
-                dim: d,
-                sizes: (0..f.slopes.len()).filter(|&k| f.slopes[k] == 1).collect(),
-                offset: f.offset,
-            });
-        }
-        Ok(out)
-    };
+    let dims = |what: &str, shapes: Vec<Vec<i64>>| size_dims(what, &shapes, &points, ranges);
     let shape = |g: &Graph, n: NodeIndex| g.node(n).ty.shape.clone();
     let mut inputs = Vec::new();
     for (k, &i) in builds[0].1.inputs().iter().enumerate() {
@@ -513,12 +634,56 @@ fn io_dims(
             .collect();
         outputs.push(dims(&format!("output {k}"), shapes)?);
     }
-    for (k, r) in ranges.iter().enumerate() {
+    for (k, r) in ranges.iter().enumerate().filter(|(_, r)| !r.produced) {
         if !inputs.iter().any(|(_, d)| d.iter().any(|s| s.sizes == [k])) {
             return Err(format!("no input has a dimension that is {}", r.name));
         }
     }
     Ok((inputs, outputs))
+}
+
+/// The dimensions of a value whose shapes at the builds' `points` are `shapes` that
+/// follow the sizes: each a sum of sizes and a constant, or one up to its largest
+/// value; anything else refused, naming `what`.
+fn size_dims(
+    what: &str,
+    shapes: &[Vec<i64>],
+    points: &[Vec<i64>],
+    ranges: &[SizeRange],
+) -> Result<Vec<SizeDim>, String> {
+    let mut out = Vec::new();
+    for (d, extent) in shapes[0].iter().enumerate() {
+        let extents: Vec<i64> = shapes
+            .iter()
+            .map(|s| s.get(d).copied().unwrap_or(-1))
+            .collect();
+        if extents.iter().all(|e| e == extent) {
+            continue;
+        }
+        let form = Affine::fit(points, &extents)
+            .filter(|f| f.is_sum_of_sizes())
+            .map(|f| (f, None))
+            .or_else(|| Affine::fit_at_most(points, &extents).map(|(f, m)| (f, Some(m))));
+        let Some((f, at_most)) = form else {
+            let at: Vec<String> = shapes
+                .iter()
+                .zip(points)
+                .map(|(s, p)| format!("{s:?} at {p:?}"))
+                .collect();
+            return Err(format!(
+                "{what}'s dimension {d} is not a sum of sizes and a constant ({}; sizes {})",
+                at.join(", "),
+                describe(ranges)
+            ));
+        };
+        out.push(SizeDim {
+            dim: d,
+            sizes: (0..f.slopes.len()).filter(|&k| f.slopes[k] == 1).collect(),
+            offset: f.offset,
+            at_most,
+        });
+    }
+    Ok(out)
 }
 
 /// What an input tells of the sizes: `(sizes, value)`, their sum is `value` (one size:
@@ -674,6 +839,8 @@ impl RunSize {
             .iter()
             .zip(ranges)
             .map(|(s, r)| {
+                // a counted size: its largest until its selection has run
+                let s = s.or((r.produced).then_some((r.max, "")));
                 s.map(|(v, _)| v).ok_or_else(|| {
                     GraphError::Invalid(format!("no input of the module tells {}", r.name))
                 })
@@ -701,6 +868,18 @@ impl RunSize {
         let sizes = self.sizes()?;
         self.ran = Some(sizes.clone());
         Ok(sizes)
+    }
+
+    /// The sizes the last run's selections counted (`values`: every size's, as the
+    /// kernels read them).
+    pub(crate) fn ran_with_produced(&mut self, values: &[i64]) {
+        if let Some(ran) = self.ran.as_mut() {
+            for (k, r) in self.io.ranges.iter().enumerate() {
+                if r.produced {
+                    ran[k] = values[k];
+                }
+            }
+        }
     }
 
     /// The shape of output `index` (type `max` at the largest sizes) at the last run's

@@ -352,12 +352,26 @@ pub(crate) fn lower_distinct(
             continue;
         }
         if let Some(op) = HostOp::of(graph, g, &ctx.target) {
+            if let HostOp::Select { how, size: None } = &op {
+                return Err(GraphError::Invalid(format!(
+                    "`{}` ({}) selects a number of values only the run tells: the network \
+                     is compiled for that size (tessera_graph::dynamic::compile_dynamic)",
+                    graph.node(g.output()).name,
+                    how.name()
+                )));
+            }
             let ty = |n: NodeIndex| graph.node(n).ty.clone();
             let earlier = open_hosts.get(&gc.params).copied();
             let merged = earlier.and_then(|i| match &mut group_work[i] {
                 GroupWork::Host(step, also @ None) => {
                     let both = step.op.merged(&op)?;
                     step.op = both;
+                    if !gc.host_dims.is_empty() || !step.dims.is_empty() {
+                        step.dims
+                            .resize(step.inputs.len() + step.outputs.len(), Vec::new());
+                        step.dims
+                            .push(gc.host_dims.last().cloned().unwrap_or_default());
+                    }
                     step.outputs.push(ty(g.output()));
                     *also = Some(g.output());
                     Some(i)
@@ -374,6 +388,7 @@ pub(crate) fn lower_distinct(
                         op,
                         inputs: gc.params.iter().map(|&a| ty(a)).collect(),
                         outputs: vec![ty(g.output())],
+                        dims: gc.host_dims.clone(),
                     },
                     None,
                 ));
@@ -731,7 +746,7 @@ impl GraphModule {
             }
         }
         self.device.synchronize()?;
-        Ok(())
+        self.read_produced_sizes()
     }
 
     /// Each step as the device launches it, or why not: a run with a host step is no
@@ -811,20 +826,7 @@ impl GraphModule {
                 self.device
                     .launch(k.function, &step.buffers, k.launch.as_ref())?;
             }
-            Work::Host(h) => {
-                self.device.synchronize()?;
-                let mut inputs = Vec::with_capacity(h.inputs.len());
-                for (ty, &buffer) in h.inputs.iter().zip(&step.buffers) {
-                    let shape: Vec<usize> = ty.shape.iter().map(|&d| d as usize).collect();
-                    let mut a = NDArray::zeros(ty.dtype, &shape)?;
-                    self.device.copy_to_host(buffer, 0, a.as_bytes_mut())?;
-                    inputs.push(a);
-                }
-                let outs = h.op.run(&inputs, &h.outputs)?;
-                for (out, &buffer) in outs.iter().zip(&step.buffers[h.inputs.len()..]) {
-                    self.device.copy_from_host(buffer, 0, out.as_bytes())?;
-                }
-            }
+            Work::Host(h) => self.run_host_step(&step.name, h, &step.buffers)?,
         }
         Ok(())
     }

@@ -292,6 +292,9 @@ pub struct GroupCompute {
     /// The same group with some runtime sizes at fixed values, which its kernel runs
     /// where `condition` holds ([`crate::dynamic`]).
     pub specialized: Option<Box<Specialized>>,
+    /// For a host step whose values follow runtime sizes: per parameter, then for the
+    /// output, the dimensions that do ([`crate::dynamic`]); empty otherwise.
+    pub host_dims: Vec<Vec<crate::dynamic::SizeDim>>,
 }
 
 /// A group's compute at fixed values of some runtime sizes, and the int32 condition
@@ -409,5 +412,6 @@ pub fn group_compute(graph: &Graph, group: &Group) -> Result<GroupCompute, Graph
         inlinable,
         anchor,
         specialized: None,
+        host_dims: Vec::new(),
     })
 }

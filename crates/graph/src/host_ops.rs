@@ -1,4 +1,6 @@
-//! Operators a CPU build runs on the host, as a step of its own, instead of as a kernel.
+//! Operators a build runs on the host, as a step of its own, instead of as a kernel: a
+//! CPU build's TopK, and every target's selections ([`crate::selection`]), whose output
+//! size only the data tells.
 //!
 //! A tensor expression computes every output element from a fixed recipe; an operator
 //! whose best algorithm is a data-dependent one — a partial sort — is slow in that
@@ -17,9 +19,11 @@
 //! The order is ONNX's: the larger (smaller) value first, the lower position first among
 //! equal ones; a NaN counts as larger than every number (PyTorch's and NumPy's order).
 
+use crate::dynamic::SizeDim;
 use crate::error::GraphError;
 use crate::fuse::Group;
 use crate::ir::{Graph, Op, TensorType};
+use crate::selection::Selection;
 use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
 use tessera_backends::{Target, TargetKind};
@@ -30,9 +34,15 @@ use tessera_te::ops::TopKOutput;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct HostStep {
     pub op: HostOp,
+    /// At the largest sizes, where values follow runtime sizes.
     pub inputs: Vec<TensorType>,
     /// In the order of the operator's outputs.
     pub outputs: Vec<TensorType>,
+    /// Where values follow runtime sizes ([`crate::dynamic`]): per input, then per
+    /// output, the dimensions that do (a selection's count among them); empty where
+    /// none does. The step reads its inputs' leading blocks at the run's sizes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dims: Vec<Vec<SizeDim>>,
 }
 
 /// One output of a host `TopK`.
@@ -45,7 +55,7 @@ pub enum TopKPart {
 }
 
 /// An operator a host step computes.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum HostOp {
     /// ONNX's `TopK` along `axis` (non-negative), writing `parts` in order: a network's
@@ -56,18 +66,39 @@ pub enum HostOp {
         largest: bool,
         parts: Vec<TopKPart>,
     },
+    /// A selection ([`crate::selection`]) on every target, whose count is the module's
+    /// runtime size `size` (set where the network is compiled for its sizes:
+    /// [`crate::dynamic`]).
+    Select {
+        how: Selection,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        size: Option<usize>,
+    },
+}
+
+/// What a host step computed: its outputs, and the runtime size it tells, if any
+/// (`(size, value)`).
+pub struct HostResult {
+    pub outputs: Vec<NDArray>,
+    pub size: Option<(usize, i64)>,
 }
 
 impl HostOp {
     /// The host operator that computes `group` for `target`, if it is one: a lone
-    /// `TopK` node on a CPU target.
+    /// selection on any target, a lone `TopK` node on a CPU target.
     pub fn of(graph: &Graph, group: &Group, target: &Target) -> Option<HostOp> {
-        if target.kind != TargetKind::CPU {
-            return None;
-        }
         let [node] = group.nodes[..] else {
             return None;
         };
+        if let Op::Select { how, size, .. } = &graph.node(node).op {
+            return Some(HostOp::Select {
+                how: how.clone(),
+                size: *size,
+            });
+        }
+        if target.kind != TargetKind::CPU {
+            return None;
+        }
         let Op::TopK {
             axis,
             k,
@@ -109,7 +140,10 @@ impl HostOp {
                 largest: l2,
                 parts: p2,
             },
-        ) = (self, other);
+        ) = (self, other)
+        else {
+            return None;
+        };
         (axis == a2 && k == k2 && largest == l2).then(|| HostOp::TopK {
             axis: *axis,
             k: *k,
@@ -122,22 +156,54 @@ impl HostOp {
     pub fn name(&self) -> &'static str {
         match self {
             HostOp::TopK { .. } => "topk",
+            HostOp::Select { how, .. } => how.name(),
         }
     }
 
     /// Computes the operator on `inputs`; the results have the types `outs`.
     pub fn run(&self, inputs: &[NDArray], outs: &[TensorType]) -> Result<Vec<NDArray>, GraphError> {
+        self.run_step(inputs, outs).map(|r| r.outputs)
+    }
+
+    /// [`HostOp::run`], with the runtime size a selection tells.
+    pub fn run_step(
+        &self,
+        inputs: &[NDArray],
+        outs: &[TensorType],
+    ) -> Result<HostResult, GraphError> {
         let bad =
             |reason: String| GraphError::Invalid(format!("host step `{}`: {reason}", self.name()));
+        let (axis, k, largest, parts) = match self {
+            HostOp::TopK {
+                axis,
+                k,
+                largest,
+                parts,
+            } => (*axis, *k, *largest, parts),
+            HostOp::Select { how, size } => {
+                let [out] = outs else {
+                    return Err(bad(format!(
+                        "writes one output, the plan has {}",
+                        outs.len()
+                    )));
+                };
+                let refs: Vec<&NDArray> = inputs.iter().collect();
+                let (value, count) = how.run(&refs).map_err(bad)?;
+                let room = out.shape[how.count_dim()];
+                if count > room {
+                    return Err(bad(format!(
+                        "selected {count}, more than the {room} the plan has room for"
+                    )));
+                }
+                return Ok(HostResult {
+                    outputs: vec![value],
+                    size: size.map(|k| (k, count)),
+                });
+            }
+        };
         let [x] = inputs else {
             return Err(bad(format!("takes one input, got {}", inputs.len())));
         };
-        let HostOp::TopK {
-            axis,
-            k,
-            largest,
-            ref parts,
-        } = *self;
         if outs.len() != parts.len() {
             return Err(bad(format!(
                 "writes {} outputs, the plan has {}",
@@ -149,11 +215,27 @@ impl HostOp {
         let n = *shape
             .get(axis)
             .ok_or_else(|| bad(format!("axis {axis} of a rank-{} input", shape.len())))?;
-        if k == 0 || k > n {
+        // the outputs' axis: `k`, or where it follows runtime sizes, this run's
+        let k = outs
+            .first()
+            .and_then(|o| o.shape.get(axis))
+            .map_or(k, |&v| v as usize);
+        if k > n {
             return Err(bad(format!("k = {k} on an axis of {n}")));
         }
         let mut out_shape = shape.clone();
         out_shape[axis] = k;
+        if k == 0 {
+            // a count of none: empty outputs
+            let outputs = outs
+                .iter()
+                .map(|o| NDArray::zeros(o.dtype, &out_shape))
+                .collect::<Result<Vec<_>, _>>()?;
+            return Ok(HostResult {
+                outputs,
+                size: None,
+            });
+        }
         for out in outs {
             let want = out.shape.iter().map(|&d| d as usize).collect::<Vec<_>>();
             if want != out_shape {
@@ -186,7 +268,8 @@ impl HostOp {
                 }
             };
         }
-        let results = typed!(f32, f64, half::f16, i8, i16, i32, i64, u8, u16, u32, u64)?;
+        let results: Vec<NDArray> =
+            typed!(f32, f64, half::f16, i8, i16, i32, i64, u8, u16, u32, u64)?;
         for (result, out) in results.iter().zip(outs) {
             if result.dtype() != out.dtype {
                 return Err(bad(format!(
@@ -196,7 +279,10 @@ impl HostOp {
                 )));
             }
         }
-        Ok(results)
+        Ok(HostResult {
+            outputs: results,
+            size: None,
+        })
     }
 }
 

@@ -35,6 +35,7 @@ pub mod passes;
 pub mod quantize;
 pub mod reference;
 mod run_sizes;
+pub mod selection;
 pub mod tasks;
 pub mod unit_reshapes;
 pub mod winograd;

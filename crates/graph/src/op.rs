@@ -314,6 +314,14 @@ pub enum Op {
         largest: bool,
         output: ops::TopKOutput,
     },
+    /// An operator whose output size depends on the data ([`crate::selection`]), built
+    /// with its count dimension at `count`: a host step on every target, which tells
+    /// the module's runtime size `size` (set by [`crate::dynamic::compile_dynamic`]).
+    Select {
+        how: crate::selection::Selection,
+        count: i64,
+        size: Option<usize>,
+    },
 }
 
 /// How an operator fuses with its neighbours (TVM's `OpPatternKind`, coarsened).
@@ -434,6 +442,7 @@ impl Op {
                 }
             }
             Op::TopK { .. } => "topk",
+            Op::Select { how, .. } => how.name(),
         }
     }
 
@@ -466,6 +475,7 @@ impl Op {
             Op::BatchNorm { .. } => 5,
             Op::Attention { .. } => 4,
             Op::Concat { .. } => return None,
+            Op::Select { how, .. } => how.arity(),
             _ => 1,
         })
     }
@@ -514,7 +524,8 @@ impl Op {
             | Op::LogSoftmax { .. }
             | Op::ScatterElements { .. }
             | Op::ScatterNd { .. }
-            | Op::TopK { .. } => Pattern::Opaque,
+            | Op::TopK { .. }
+            | Op::Select { .. } => Pattern::Opaque,
             Op::Concat { .. }
             | Op::Flatten
             | Op::Reshape { .. }
@@ -576,10 +587,7 @@ impl Op {
         match self {
             Op::Input | Op::Constant(_) => Ok(inputs[0].clone()),
             Op::Conv2d { attrs, layout } => conv2d(inputs, attrs, *layout),
-            Op::Conv3d { attrs, layout } => match layout {
-                Layout3d::Ncdhw => ops::conv3d_ncdhw(&inputs[0], &inputs[1], attrs),
-                Layout3d::Ndhwc => ops::conv3d_ndhwc(&inputs[0], &inputs[1], attrs),
-            },
+            Op::Conv3d { attrs, layout } => conv3d(inputs, attrs, *layout),
             Op::Dense => ops::dense(&inputs[0], &inputs[1], None),
             Op::DenseU8I8 { sums } => ops::dense_u8i8(&inputs[0], &inputs[1], *sums),
             Op::DepthwiseU8I8 { attrs, pad } => {
@@ -719,8 +727,40 @@ impl Op {
                 largest,
                 output,
             } => ops::topk(x(), *axis, *k, *largest, *output),
+            Op::Select { how, count, .. } => selection_placeholder(how, *count, inputs),
         }
     }
+}
+
+/// [`Op::Conv3d`] in its layout.
+fn conv3d(inputs: &[Tensor], attrs: &Conv3dAttrs, layout: Layout3d) -> Result<Tensor, TeError> {
+    match layout {
+        Layout3d::Ncdhw => ops::conv3d_ncdhw(&inputs[0], &inputs[1], attrs),
+        Layout3d::Ndhwc => ops::conv3d_ndhwc(&inputs[0], &inputs[1], attrs),
+    }
+}
+
+/// [`Op::Select`]: no expression computes a selection, so a placeholder of its output's
+/// type stands for it, for type inference (a kernel reading it would name an unbound
+/// buffer; a selection always runs as a host step).
+fn selection_placeholder(
+    how: &crate::selection::Selection,
+    count: i64,
+    inputs: &[Tensor],
+) -> Result<Tensor, TeError> {
+    let types: Vec<crate::ir::TensorType> = inputs
+        .iter()
+        .map(|t| crate::ir::TensorType::new(t.shape(), t.dtype()))
+        .collect();
+    let refs: Vec<&crate::ir::TensorType> = types.iter().collect();
+    let ty = how
+        .output_type(&refs, count)
+        .map_err(|reason| TeError::BadShape {
+            op: how.name().into(),
+            shape: types.first().map(|t| t.shape.clone()).unwrap_or_default(),
+            reason,
+        })?;
+    tessera_te::placeholder(&ty.shape, ty.dtype, how.name())
 }
 
 /// [`Op::Conv2d`]: a grouped convolution whose weight is in its depthwise view

@@ -42,7 +42,9 @@ pub fn fold_constants(graph: &mut Graph) -> Result<usize, GraphError> {
     let mut folded = 0;
     let mut seen: HashMap<u64, Vec<NodeIndex>> = HashMap::new();
     for n in graph.topo_order() {
-        if graph.node(n).op.pattern().is_none() || graph.is_kept_broadcast(n) {
+        // a selection's count is the run's to tell, even on constants
+        let op = &graph.node(n).op;
+        if op.pattern().is_none() || graph.is_kept_broadcast(n) || matches!(op, Op::Select { .. }) {
             continue;
         }
         let args = graph.args(n);

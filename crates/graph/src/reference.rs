@@ -155,6 +155,13 @@ pub fn eval_op(graph: &Graph, n: NodeIndex, inputs: &[&NDArray]) -> Result<NDArr
             )))
         }
         Op::Constant(v) => return Ok((**v).clone()),
+        // its rows past the count are zeros: the count itself is a runtime size's
+        Op::Select { how, .. } => {
+            let (v, _) = how
+                .run(inputs)
+                .map_err(|why| crate::selection::failed(how, why))?;
+            return crate::selection::placed(&v, &out_shape);
+        }
         _ => {}
     }
     interpret_op(graph, n, inputs)

@@ -5,6 +5,7 @@
 
 use crate::error::GraphError;
 use crate::executor::GraphModule;
+use crate::host_ops::{HostOp, HostStep};
 use crate::ir::TensorType;
 use tessera_runtime::NDArray;
 
@@ -52,6 +53,109 @@ impl GraphModule {
                 .flat_map(|&s| (s as i32).to_ne_bytes())
                 .collect();
             self.device.copy_from_host(at, 0, &bytes)?;
+        }
+        Ok(())
+    }
+
+    /// Runs host step `h` (named `name`) on its buffers: waits for the device, reads its
+    /// inputs (their leading blocks at the run's sizes, where they follow them),
+    /// computes, writes its outputs back in the largest layout, and the size it counts.
+    pub(crate) fn run_host_step(
+        &self,
+        name: &str,
+        h: &HostStep,
+        buffers: &[tessera_runtime::BufferId],
+    ) -> Result<(), GraphError> {
+        self.device.synchronize()?;
+        let sizes = match h.dims.is_empty() {
+            true => None,
+            false => Some(self.read_sizes()?),
+        };
+        // a value's shape at this run's sizes (the largest where none follow)
+        let shape_of = |j: usize, ty: &TensorType| -> Vec<usize> {
+            let mut shape: Vec<usize> = ty.shape.iter().map(|&d| d as usize).collect();
+            if let (Some(s), Some(dims)) = (&sizes, h.dims.get(j)) {
+                for f in dims {
+                    shape[f.dim] = f.at(s).max(0) as usize;
+                }
+            }
+            shape
+        };
+        let mut inputs = Vec::with_capacity(h.inputs.len());
+        for (j, (ty, &buffer)) in h.inputs.iter().zip(buffers).enumerate() {
+            let max: Vec<usize> = ty.shape.iter().map(|&d| d as usize).collect();
+            let mut a = NDArray::zeros(ty.dtype, &max)?;
+            self.device.copy_to_host(buffer, 0, a.as_bytes_mut())?;
+            inputs.push(crate::selection::cropped(&a, &shape_of(j, ty))?);
+        }
+        let ni = h.inputs.len();
+        let outs: Vec<TensorType> = match h.op {
+            // a selection's output: room for its bound
+            HostOp::Select { .. } => h.outputs.clone(),
+            HostOp::TopK { .. } => (h.outputs.iter().enumerate())
+                .map(|(j, ty)| {
+                    let s: Vec<i64> = shape_of(ni + j, ty).iter().map(|&d| d as i64).collect();
+                    TensorType::new(&s, ty.dtype)
+                })
+                .collect(),
+        };
+        let done = h.op.run_step(&inputs, &outs)?;
+        for ((out, ty), &buffer) in done.outputs.iter().zip(&h.outputs).zip(&buffers[ni..]) {
+            let max: Vec<usize> = ty.shape.iter().map(|&d| d as usize).collect();
+            let whole = crate::selection::placed(out, &max)?;
+            self.device.copy_from_host(buffer, 0, whole.as_bytes())?;
+        }
+        if let Some((k, count)) = done.size {
+            self.write_produced_size(name, k, count)?;
+        }
+        Ok(())
+    }
+
+    /// The sizes the kernels read, as they are on the device now.
+    fn read_sizes(&self) -> Result<Vec<i64>, GraphError> {
+        let d = self.dynamic.as_ref().ok_or_else(|| {
+            GraphError::Invalid("a host step follows sizes the module does not have".into())
+        })?;
+        let mut bytes = vec![0u8; 4 * d.io.ranges.len()];
+        let at = self.storages[d.io.sizes_storage].buffer();
+        self.device.copy_to_host(at, 0, &mut bytes)?;
+        Ok(bytes
+            .chunks_exact(4)
+            .map(|c| i32::from_ne_bytes([c[0], c[1], c[2], c[3]]) as i64)
+            .collect())
+    }
+
+    /// Size `k`, which a host step's selection has just counted (`count`), written where
+    /// the kernels after it read it ([`crate::selection`]).
+    pub(crate) fn write_produced_size(
+        &self,
+        step: &str,
+        k: usize,
+        count: i64,
+    ) -> Result<(), GraphError> {
+        let d = self.dynamic.as_ref().ok_or_else(|| {
+            GraphError::Invalid(format!(
+                "step `{step}` counts a size the module does not have"
+            ))
+        })?;
+        let at = self.storages[d.io.sizes_storage].buffer();
+        let bytes = (count as i32).to_ne_bytes();
+        self.device.copy_from_host(at, 4 * k, &bytes)?;
+        Ok(())
+    }
+
+    /// After a run: the sizes its selections counted, read back from where they were
+    /// written, are its outputs' from now on.
+    pub(crate) fn read_produced_sizes(&mut self) -> Result<(), GraphError> {
+        let Some(d) = self.dynamic.as_ref() else {
+            return Ok(());
+        };
+        if !d.io.ranges.iter().any(|r| r.produced) {
+            return Ok(());
+        }
+        let values = self.read_sizes()?;
+        if let Some(d) = self.dynamic.as_mut() {
+            d.ran_with_produced(&values);
         }
         Ok(())
     }

@@ -125,11 +125,7 @@ fn tokens(s: usize, seed: u64) -> NDArray {
 }
 
 fn range(min: i64, max: i64) -> SizeRange {
-    SizeRange {
-        name: "tokens".into(),
-        min,
-        max,
-    }
+    SizeRange::new("tokens", min, max)
 }
 
 fn compiled(
@@ -198,7 +194,7 @@ fn a_module_file_whose_runtime_size_names_what_it_lacks_is_refused() {
         );
         seen.into_inner().unwrap().unwrap()
     };
-    assert_eq!(header["version"], 4);
+    assert_eq!(header["version"], tessera_graph::MODULE_FORMAT_VERSION);
     assert_eq!(header["dynamic"]["ranges"][0]["max"], 9);
     type Edit = fn(&mut serde_json::Value);
     let edits: [(&str, Edit); 5] = [
@@ -425,18 +421,7 @@ fn two_sizes_a_cache_and_new_tokens_run_every_pair_from_one_module() {
         .iter()
         .map(|p| (p.clone(), cache_step(p[0] as usize, p[1] as usize)))
         .collect();
-    let ranges = [
-        SizeRange {
-            name: "past".into(),
-            min: 0,
-            max: pm,
-        },
-        SizeRange {
-            name: "seq".into(),
-            min: 1,
-            max: tm,
-        },
-    ];
+    let ranges = [SizeRange::new("past", 0, pm), SizeRange::new("seq", 1, tm)];
     let net = compile_dynamic(&builds, &ranges, &CpuBackend::new(Target::cpu())).unwrap();
     let mut m = net.load(std::sync::Arc::new(CpuDevice::new())).unwrap();
     // prefill on an empty cache, then steps of one token; then other pairs

@@ -9,6 +9,7 @@ mod autosched;
 mod cli;
 mod compile;
 mod cuda;
+mod detect;
 mod device;
 mod first_hour;
 mod network;

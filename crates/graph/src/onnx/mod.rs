@@ -46,6 +46,7 @@ mod reduce;
 mod resize;
 mod rnn;
 mod rotary;
+mod select;
 mod shape;
 #[rustfmt::skip]
 #[allow(missing_docs)]
@@ -103,6 +104,7 @@ const CONVERTERS: &[(&str, i64, Convert)] = &[
     ("CenterCropPad", 18, shape::center_crop_pad),
     ("Clip", 13, elementwise::clip),
     ("Col2Im", 18, nn::col2im),
+    ("Compress", 28, select::compress),
     ("Concat", 13, shape::concat),
     ("Constant", 25, shape::constant),
     ("ConstantOfShape", 25, shape::constant_of_shape),
@@ -176,6 +178,8 @@ const CONVERTERS: &[(&str, i64, Convert)] = &[
         22,
         loss::negative_log_likelihood,
     ),
+    ("NonMaxSuppression", 11, select::non_max_suppression),
+    ("NonZero", 13, select::non_zero),
     ("Not", 1, elementwise::math),
     ("OneHot", 28, index::one_hot),
     ("Or", 7, elementwise::predicate),
@@ -295,15 +299,7 @@ const REFUSED_FAMILIES: &[(&str, &[&str])] = &[
     ),
     (
         "its output shape depends on the data, which compiled modules do not take yet",
-        &[
-            "Compress",
-            "If",
-            "Loop",
-            "NonMaxSuppression",
-            "NonZero",
-            "Scan",
-            "Unique",
-        ],
+        &["If", "Loop", "Scan", "Unique"],
     ),
 ];
 
@@ -359,6 +355,9 @@ pub struct ImportOptions {
     /// Leave broadcasts on constants to run time ([`Graph::keep_broadcasts`]): set for
     /// the builds of a network for runtime sizes.
     pub keep_broadcasts: bool,
+    /// The count each selection (`NonZero`, `NonMaxSuppression`, `Compress`, by node
+    /// name) is built at: its bound where absent ([`crate::selection`]).
+    pub counts: HashMap<String, i64>,
 }
 
 /// The arithmetic of the int8 products where it matters (a weight byte pair whose
@@ -446,6 +445,7 @@ pub fn import_reporting(
         dequantized: HashMap::new(),
         input_values: options.input_values.clone(),
         int8_products: options.int8_products,
+        counts: options.counts.clone(),
     };
     if options.keep_broadcasts {
         imp.g.keep_broadcasts();
@@ -550,6 +550,7 @@ pub fn load_tensor(path: &Path) -> Result<NDArray, GraphError> {
         dequantized: HashMap::new(),
         input_values: HashMap::new(),
         int8_products: Int8Products::Exact,
+        counts: HashMap::new(),
     };
     imp.tensor(&t)
 }
@@ -664,6 +665,8 @@ pub(crate) struct Importer {
     input_values: HashMap<String, NDArray>,
     /// [`ImportOptions::int8_products`].
     int8_products: Int8Products,
+    /// [`ImportOptions::counts`].
+    counts: HashMap<String, i64>,
 }
 
 /// A value given for a network input ([`ImportOptions::input_values`]) whose type is not

@@ -116,12 +116,18 @@ impl ExprMutator for Inliner<'_> {
                 let st = &self.sch.stages[i];
                 if let (Attach::Inline, Some(ComputeBody::Expr(body))) = (&st.attach, st.op.body())
                 {
+                    // an index of another type (a gather's int64 position) cast to the
+                    // axis's, so that the body's index arithmetic keeps one type
                     let map: HashMap<Var, Expr> = st
                         .op
                         .axis()
                         .iter()
                         .map(|a| a.var().clone())
                         .zip(indices.iter().cloned())
+                        .map(|(v, i)| match i.dtype() == v.dtype() {
+                            true => (v, i),
+                            false => (v.clone(), Expr::cast(v.dtype(), i)),
+                        })
                         .collect();
                     let inlined = substitute(body, &map);
                     return self.mutate_expr(&inlined);

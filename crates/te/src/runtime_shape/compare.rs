@@ -7,7 +7,8 @@
 use super::RuntimeShapeError;
 use crate::tensor::ComputeBody;
 use std::collections::HashMap;
-use tessera_ir::visit::{mutate_expr_children, ExprMutator};
+use tessera_ir::arith::simplify;
+use tessera_ir::visit::{mutate_expr_children, substitute, ExprMutator};
 use tessera_ir::{BinOp, Buffer, DataType, Expr, ExprNode, Var};
 
 /// An integer constant at preorder position `id` of a body: `max` in the largest build,
@@ -71,11 +72,13 @@ impl ExprMutator for Replace<'_> {
 }
 
 /// What corresponds between the two builds: the other build's variables and buffers
-/// mapped to the largest build's.
+/// mapped to the largest build's, and the largest build's variables whose axis has one
+/// element in the other (where that build may have written the variable as 0).
 #[derive(Default)]
 pub(super) struct Pairing {
     pub(super) vars: HashMap<Var, Var>,
     pub(super) buffers: HashMap<Buffer, Buffer>,
+    pub(super) unit: std::collections::HashSet<Var>,
 }
 
 impl Pairing {
@@ -114,8 +117,53 @@ impl Pairing {
 
     /// Whether `a` (largest build) is `b` (other build) but for constants that are a
     /// factor or divisor of an index (`in_index`: inside a load's indices), kept, and
-    /// other integer constants, listed in `walk`.
+    /// other integer constants, listed in `walk`; or, where the other build has axes of
+    /// one element, whether `a` with their variables 0 simplifies to what `b` does
+    /// (that build simplified the index itself).
     fn same(
+        &self,
+        tensor: &str,
+        a: &Expr,
+        b: &Expr,
+        in_index: bool,
+        walk: &mut Walk,
+    ) -> Result<(), RuntimeShapeError> {
+        let (count, diffs) = (walk.count, walk.diffs.len());
+        let err = match self.same_nodes(tensor, a, b, in_index, walk) {
+            Ok(()) => return Ok(()),
+            Err(e) => e,
+        };
+        if self.unit.is_empty() || !self.same_at_units(a, b) {
+            return Err(err);
+        }
+        // the whole of `a` taken as it is: its positions passed over
+        walk.count = count + preorder_size(a);
+        walk.diffs.truncate(diffs);
+        Ok(())
+    }
+
+    /// Whether `a` with the unit axes' variables 0 and `b` with its variables the
+    /// largest build's simplify to one expression.
+    fn same_at_units(&self, a: &Expr, b: &Expr) -> bool {
+        let zeros: HashMap<Var, Expr> = self
+            .unit
+            .iter()
+            .map(|v| (v.clone(), Expr::int_of(v.dtype(), 0)))
+            .collect();
+        let renamed: HashMap<Var, Expr> = self
+            .vars
+            .iter()
+            .map(|(small, big)| (small.clone(), Expr::from(big.clone())))
+            .collect();
+        let (sa, sb) = (
+            simplify(&substitute(a, &zeros)),
+            simplify(&substitute(b, &renamed)),
+        );
+        sa == sb
+    }
+
+    /// [`Pairing::same`] node by node.
+    fn same_nodes(
         &self,
         tensor: &str,
         a: &Expr,
@@ -135,6 +183,10 @@ impl Pairing {
                 } else {
                     Err(differ("a variable"))
                 }
+            }
+            // an axis of one element, whose variable the other build simplified to 0
+            (ExprNode::Var(x), ExprNode::IntImm { value: 0, .. }) if self.unit.contains(x) => {
+                Ok(())
             }
             (
                 ExprNode::IntImm {
@@ -232,6 +284,11 @@ impl Pairing {
             }
         }
     }
+}
+
+/// The number of nodes of `e` a preorder walk visits (as [`Replace`] counts them).
+fn preorder_size(e: &Expr) -> usize {
+    1 + children(e).iter().map(preorder_size).sum::<usize>()
 }
 
 fn is_int(e: &Expr) -> bool {

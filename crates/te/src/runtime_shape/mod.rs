@@ -161,6 +161,25 @@ impl Affine {
     pub fn is_sum_of_sizes(&self) -> bool {
         self.slopes.iter().all(|&a| a == 0 || a == 1) && self.slopes.contains(&1)
     }
+
+    /// A sum of sizes and a constant that `values` follow up to the largest of them,
+    /// `at_most`, which they never pass (`min(at_most, form)`: the first 20 of a count);
+    /// where no sum fits all of them, the points below `at_most` (two at least) fit one,
+    /// and it is at least `at_most` at every other point.
+    pub fn fit_at_most(points: &[Vec<i64>], values: &[i64]) -> Option<(Affine, i64)> {
+        let at_most = *values.iter().max()?;
+        let (below, top): (Vec<usize>, Vec<usize>) =
+            (0..points.len()).partition(|&j| values[j] < at_most);
+        if below.len() < 2 || top.is_empty() {
+            return None;
+        }
+        let pts: Vec<Vec<i64>> = below.iter().map(|&j| points[j].clone()).collect();
+        let vals: Vec<i64> = below.iter().map(|&j| values[j]).collect();
+        let form = Affine::fit(&pts, &vals).filter(Affine::is_sum_of_sizes)?;
+        top.iter()
+            .all(|&j| form.at(&points[j]) >= at_most)
+            .then_some((form, at_most))
+    }
 }
 
 /// Whether `extents` are a constant times the product of two sizes or more the points
@@ -252,8 +271,28 @@ impl Symbols {
         let mut out = HashMap::new();
         for (id, (dtype, values)) in at {
             let form = Affine::fit_checked(points, &values);
+            let capped = || {
+                let (f, m) = Affine::fit_at_most(points, &values)?;
+                // three values below the cap along each size the form follows
+                let below: Vec<&Vec<i64>> = (0..points.len())
+                    .filter(|&j| values[j] < m)
+                    .map(|j| &points[j])
+                    .collect();
+                let distinct = |k: usize| {
+                    let mut v: Vec<i64> = below.iter().map(|p| p[k]).collect();
+                    v.sort_unstable();
+                    v.dedup();
+                    v.len()
+                };
+                (0..f.slopes.len())
+                    .all(|k| f.slopes[k] == 0 || distinct(k) >= 3)
+                    .then(|| Expr::min(self.runtime(&f), Expr::int(m)))
+            };
             match form {
                 Some(f) => out.insert(id, Expr::cast(dtype, self.runtime(&f))),
+                None if capped().is_some() => {
+                    out.insert(id, Expr::cast(dtype, capped().expect("fits")))
+                }
                 None => {
                     return Err(RuntimeShapeError::SizeDependent {
                         tensor: tensor.to_string(),
@@ -297,6 +336,13 @@ impl Symbols {
         match Affine::fit(points, extents) {
             Some(f) if f.is_sum_of_sizes() => Ok(Follows::Size(self.runtime(&f))),
             Some(f) if f.slopes.iter().all(|&a| a >= 0) => Ok(Follows::Otherwise),
+            _ if Affine::fit_at_most(points, extents).is_some() => {
+                let (f, at_most) = Affine::fit_at_most(points, extents).expect("fits");
+                Ok(Follows::Size(Expr::min(
+                    self.runtime(&f),
+                    Expr::int(at_most),
+                )))
+            }
             _ if is_product(points, extents) => Err(RuntimeShapeError::ProductOfSizes {
                 tensor: tensor.to_string(),
                 sizes: points.to_vec(),
@@ -419,6 +465,9 @@ fn bound_one(
         for (t, p) in theirs.iter().zip(pairings.iter_mut()) {
             extents.push(t[k].extent().unwrap_or(1));
             p.vars.insert(t[k].var().clone(), a.var().clone());
+            if t[k].extent() == Some(1) {
+                p.unit.insert(a.var().clone());
+            }
         }
         let bound = match (symbols.follows(m.name(), points, &extents)?, a.is_reduce()) {
             (Follows::Not, _) | (Follows::Otherwise, false) => None,

@@ -1,0 +1,78 @@
+//! The operators whose output size depends on the data: `NonZero`,
+//! `NonMaxSuppression` and `Compress` become [`Op::Select`] nodes built at the count
+//! [`ImportOptions::counts`](super::ImportOptions::counts) gives them (their bound when
+//! it gives none; [`crate::selection`]). NonMaxSuppression's limit and thresholds must
+//! be known at import (constants, or inputs given a value when building).
+
+use super::attrs::NodeCtx;
+use super::{Importer, Outputs};
+use crate::ir::Op;
+use crate::selection::Selection;
+
+/// One selection on `ins`, at the count asked for (at most its bound).
+fn selection(
+    imp: &mut Importer,
+    c: &NodeCtx,
+    how: Selection,
+    ins: &[petgraph::stable_graph::NodeIndex],
+) -> Outputs {
+    let shapes: Vec<Vec<i64>> = ins.iter().map(|&i| imp.shape(i)).collect();
+    let refs: Vec<&[i64]> = shapes.iter().map(|s| &s[..]).collect();
+    let bound = how.bound(&refs).map_err(|why| c.bad(why))?;
+    let count = imp
+        .counts
+        .get(&c.name)
+        .copied()
+        .unwrap_or(bound)
+        .clamp(1, bound);
+    Ok(vec![imp.op(
+        &c.name,
+        Op::Select {
+            how,
+            count,
+            size: None,
+        },
+        ins,
+    )?])
+}
+
+/// `NonZero` (opsets 9, 13).
+pub(super) fn non_zero(imp: &mut Importer, c: &NodeCtx) -> Outputs {
+    let x = c.input(0)?;
+    selection(imp, c, Selection::NonZero, &[x])
+}
+
+/// `NonMaxSuppression` (opsets 10, 11): no limit given keeps no box, as ONNX says.
+pub(super) fn non_max_suppression(imp: &mut Importer, c: &NodeCtx) -> Outputs {
+    let (boxes, scores) = (c.input(0)?, c.input(1)?);
+    let first = |v: Option<Vec<f64>>| v.and_then(|v| v.first().copied());
+    let max_per_class = first(imp.const_floats(c, 2, "max_output_boxes_per_class")?)
+        .map_or(0, |v| v.min(i64::MAX as f64) as i64);
+    let iou_threshold = first(imp.const_floats(c, 3, "iou_threshold")?).unwrap_or(0.0) as f32;
+    let score_threshold = first(imp.const_floats(c, 4, "score_threshold")?).map(|v| v as f32);
+    let how = Selection::NonMaxSuppression {
+        center_point_box: c.int("center_point_box", 0) != 0,
+        max_per_class,
+        iou_threshold,
+        score_threshold,
+    };
+    selection(imp, c, how, &[boxes, scores])
+}
+
+/// `Compress` (opsets 9, 11, 28: 28 adds element types): along `axis`, or of the flattened input.
+pub(super) fn compress(imp: &mut Importer, c: &NodeCtx) -> Outputs {
+    let (x, cond) = (c.input(0)?, c.input(1)?);
+    let rank = imp.shape(x).len() as i64;
+    let axis = match c.has("axis") {
+        true => {
+            let a = c.int("axis", 0);
+            let a = if a < 0 { a + rank } else { a };
+            if !(0..rank).contains(&a) {
+                return Err(c.bad(format!("axis {a} of a rank-{rank} input")));
+            }
+            Some(a as usize)
+        }
+        false => None,
+    };
+    selection(imp, c, Selection::Compress { axis }, &[x, cond])
+}
