@@ -8,8 +8,8 @@
 use crate::{Build, BuildReport, DriverError, NetworkSource, NetworkSpec, Toolchain};
 use std::collections::HashMap;
 use tessera_graph::dynamic::{
-    compile_dynamic, counted_point, describe, selection_points, selection_ranges, SizeDim,
-    SizeRange,
+    compile_dynamic, counted_point, describe, selection_points, selection_ranges,
+    with_top_k_counts, SizeDim, SizeRange,
 };
 use tessera_graph::GraphError;
 
@@ -362,6 +362,8 @@ impl Toolchain {
                     builds.push((at, graph));
                 }
             }
+            let mut ranges = ranges.clone();
+            with_top_k_counts(&mut builds, &mut ranges);
             match compile_dynamic(&builds, &ranges, backend.as_ref()) {
                 Ok(network) => {
                     return Ok(Build {

@@ -605,6 +605,12 @@ fn check_host_sizes(
                 _ => return Err(format!("of step `{name}`'s count is none the module has")),
             }
         }
+        if let Some(k) = h.count {
+            match ranges.get(k) {
+                Some(r) if r.produced => counted[k] += 1,
+                _ => return Err(format!("of step `{name}`'s k is none the module has")),
+            }
+        }
         if h.dims.is_empty() {
             continue;
         }

@@ -402,13 +402,30 @@ fn host_dims(
                 .collect(),
         );
     }
+    gc.host_count = ranges
+        .iter()
+        .position(|r| r.produced && &r.name == name)
+        .filter(|_| matches!(graph.node(g.output()).op, crate::ir::Op::TopK { .. }));
+    // a TopK that writes its k: its output's k from the other sizes (the step computes
+    // it before writing it)
+    let mut without_own = points.clone();
+    if let Some(own) = gc.host_count {
+        for p in &mut without_own {
+            p[own] = 0;
+        }
+    }
     let mut dims = Vec::with_capacity(gc.params.len() + 1);
     for j in 0..=gc.params.len() {
         let of_j: Vec<Vec<i64>> = shapes.iter().map(|s| s[j].clone()).collect();
+        let at = if j == gc.params.len() {
+            &without_own
+        } else {
+            &points
+        };
         dims.push(size_dims(
             &format!("host step `{name}`'s value {j}"),
             &of_j,
-            &points,
+            at,
             ranges,
         )?);
     }
@@ -416,6 +433,60 @@ fn host_dims(
         gc.host_dims = dims;
     }
     Ok(gc)
+}
+
+/// Builds `builds` (their points one value per range of `ranges`) with a size more per
+/// TopK whose k differs between them (a k computed from a count: `min(1000, count)`),
+/// named after the first TopK of its input, its value at each point the build's k: what
+/// follows such a TopK (a concatenation of several levels' best boxes) is then a sum of
+/// sizes. Its host step writes its k there when it runs.
+pub fn with_top_k_counts(builds: &mut [(Vec<i64>, Graph)], ranges: &mut Vec<SizeRange>) {
+    let Some((_, first)) = builds.first() else {
+        return;
+    };
+    // per input, the first TopK's name and its k at every build
+    let mut seen: Vec<NodeIndex> = Vec::new();
+    let mut added: Vec<(String, Vec<i64>)> = Vec::new();
+    for n in first.topo_order() {
+        let crate::ir::Op::TopK { k, .. } = first.node(n).op else {
+            continue;
+        };
+        let Some(&input) = first.args(n).first() else {
+            continue;
+        };
+        if seen.contains(&input) {
+            continue;
+        }
+        seen.push(input);
+        let name = first.node(n).name.clone();
+        let ks: Vec<i64> = builds
+            .iter()
+            .map(|(_, g)| {
+                g.topo_order()
+                    .into_iter()
+                    .find(|&m| g.node(m).name == name)
+                    .and_then(|m| match g.node(m).op {
+                        crate::ir::Op::TopK { k, .. } => Some(k),
+                        _ => None,
+                    })
+                    .unwrap_or(k)
+            })
+            .collect();
+        if ks.iter().any(|&v| v != k) {
+            added.push((name, ks));
+        }
+    }
+    for (name, ks) in added {
+        ranges.push(SizeRange {
+            name,
+            min: 0,
+            max: ks[0],
+            produced: true,
+        });
+        for ((point, _), v) in builds.iter_mut().zip(ks) {
+            point.push(v);
+        }
+    }
 }
 
 /// Each selection of `graph` told the index of the size it counts: the range of its
@@ -431,6 +502,15 @@ fn tell_selections(graph: &mut Graph, ranges: &[SizeRange]) -> Result<(), String
                 .ok_or_else(|| format!("`{name}`'s count has no range"))?;
             *size = Some(k);
             told[k] = true;
+        }
+    }
+    // a TopK's k (with_top_k_counts) is told by its host step
+    for n in graph.topo_order() {
+        if let crate::ir::Op::TopK { .. } = graph.node(n).op {
+            let name = &graph.node(n).name;
+            if let Some(k) = ranges.iter().position(|r| r.produced && &r.name == name) {
+                told[k] = true;
+            }
         }
     }
     match ranges.iter().zip(&told).find(|(r, t)| r.produced && !**t) {

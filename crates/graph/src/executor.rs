@@ -389,6 +389,7 @@ pub(crate) fn lower_distinct(
                         inputs: gc.params.iter().map(|&a| ty(a)).collect(),
                         outputs: vec![ty(g.output())],
                         dims: gc.host_dims.clone(),
+                        count: gc.host_count,
                     },
                     None,
                 ));

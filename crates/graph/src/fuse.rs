@@ -295,6 +295,8 @@ pub struct GroupCompute {
     /// For a host step whose values follow runtime sizes: per parameter, then for the
     /// output, the dimensions that do ([`crate::dynamic`]); empty otherwise.
     pub host_dims: Vec<Vec<crate::dynamic::SizeDim>>,
+    /// For a host TopK whose k follows runtime sizes: the size it writes its k to.
+    pub host_count: Option<usize>,
 }
 
 /// A group's compute at fixed values of some runtime sizes, and the int32 condition
@@ -413,5 +415,6 @@ pub fn group_compute(graph: &Graph, group: &Group) -> Result<GroupCompute, Graph
         anchor,
         specialized: None,
         host_dims: Vec::new(),
+        host_count: None,
     })
 }

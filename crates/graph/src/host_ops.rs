@@ -43,6 +43,10 @@ pub struct HostStep {
     /// none does. The step reads its inputs' leading blocks at the run's sizes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dims: Vec<Vec<SizeDim>>,
+    /// A TopK whose k follows runtime sizes (`min(1000, count)`): the size it writes its
+    /// k to, which the values after it follow ([`crate::dynamic::with_top_k_counts`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<usize>,
 }
 
 /// One output of a host `TopK`.

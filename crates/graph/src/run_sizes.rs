@@ -92,12 +92,15 @@ impl GraphModule {
         let outs: Vec<TensorType> = match h.op {
             // a selection's output: room for its bound
             HostOp::Select { .. } => h.outputs.clone(),
-            HostOp::TopK { .. } => (h.outputs.iter().enumerate())
-                .map(|(j, ty)| {
-                    let s: Vec<i64> = shape_of(ni + j, ty).iter().map(|&d| d as i64).collect();
-                    TensorType::new(&s, ty.dtype)
-                })
-                .collect(),
+            // the values and the positions of one selection: one shape, the first's
+            // (which a TopK that writes its k has from the other sizes)
+            HostOp::TopK { .. } => {
+                let first = h.outputs.first().map_or(Vec::new(), |ty| shape_of(ni, ty));
+                let s: Vec<i64> = first.iter().map(|&d| d as i64).collect();
+                (h.outputs.iter())
+                    .map(|ty| TensorType::new(&s, ty.dtype))
+                    .collect()
+            }
         };
         let done = h.op.run_step(&inputs, &outs)?;
         for ((out, ty), &buffer) in done.outputs.iter().zip(&h.outputs).zip(&buffers[ni..]) {
@@ -107,6 +110,10 @@ impl GraphModule {
         }
         if let Some((k, count)) = done.size {
             self.write_produced_size(name, k, count)?;
+        }
+        if let (Some(k), HostOp::TopK { axis, .. }) = (h.count, &h.op) {
+            let kept = outs.first().map_or(0, |o| o.shape[*axis]);
+            self.write_produced_size(name, k, kept)?;
         }
         Ok(())
     }

@@ -97,6 +97,25 @@ impl Affine {
         let varied: Vec<usize> = (0..base.len())
             .filter(|&k| points.iter().any(|p| p[k] != base[k]))
             .collect();
+        if let Some(f) = Affine::fit_over(points, values, &varied) {
+            return Some(f);
+        }
+        // sizes that move together at the points (a count whose bound follows another
+        // count) leave the full system singular: a form of one size, then of two, that
+        // holds at every point
+        let singles = varied.iter().map(|&k| vec![k]);
+        let pairs = varied
+            .iter()
+            .enumerate()
+            .flat_map(|(i, &a)| varied[i + 1..].iter().map(move |&b| vec![a, b]));
+        singles
+            .chain(pairs)
+            .find_map(|subset| Affine::fit_over(points, values, &subset))
+    }
+
+    /// [`Affine::fit`] over the sizes `varied` (the others' slopes 0).
+    fn fit_over(points: &[Vec<i64>], values: &[i64], varied: &[usize]) -> Option<Affine> {
+        let base = points.first()?;
         // unknowns: the varied sizes' slopes, then the offset
         let n = varied.len() + 1;
         let row = |p: &Vec<i64>| -> Vec<f64> {
@@ -531,4 +550,39 @@ fn bound_one(
 /// The int32 extent tensor of `count` symbolic sizes (`[count]`), named `name`.
 pub fn extent_tensor(count: i64, name: &str) -> Result<Tensor, crate::TeError> {
     crate::placeholder(&[count.max(1)], DataType::int32(), name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Affine;
+
+    /// A count and the first 20 of it, built at counts near the bound and at 3, 2, 1.
+    #[test]
+    fn a_capped_count_fits_below_its_cap_and_reaches_it_above() {
+        let points: Vec<Vec<i64>> = [256, 240, 224, 3, 2, 1].iter().map(|&c| vec![c]).collect();
+        let values = [20, 20, 20, 3, 2, 1];
+        assert_eq!(Affine::fit(&points, &values), None);
+        let (form, cap) = Affine::fit_at_most(&points, &values).unwrap();
+        assert_eq!((form.slopes.clone(), form.offset, cap), (vec![1], 0, 20));
+        // a value under the cap where the form is above it is no such form
+        assert_eq!(Affine::fit_at_most(&points, &[20, 19, 20, 3, 2, 1]), None);
+        // one point below the cap tells no line
+        assert_eq!(Affine::fit_at_most(&points, &[20, 20, 20, 20, 20, 1]), None);
+    }
+
+    /// Two counts that move together at some points (the second's bound follows the
+    /// first): the full system is singular, a form of one of them holds everywhere.
+    #[test]
+    fn sizes_that_move_together_fit_the_one_that_holds() {
+        let points = vec![vec![100, 100], vec![99, 99], vec![98, 98], vec![3, 3]];
+        assert_eq!(
+            Affine::fit(&points, &[101, 100, 99, 4]),
+            Some(Affine {
+                slopes: vec![1, 0],
+                offset: 1
+            })
+        );
+        // and where no single size's form holds, none
+        assert_eq!(Affine::fit(&points, &[100, 99, 98, 4]), None);
+    }
 }
