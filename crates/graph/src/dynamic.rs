@@ -50,6 +50,10 @@ use tessera_runtime::NDArray;
 use tessera_te::runtime_shape::{bound_by_difference, extent_tensor, specialize, Affine, Symbols};
 use tessera_te::{ComputeDag, Tensor};
 
+pub use crate::counted::{
+    counted_builds, counted_point, selection_points, selection_ranges, with_top_k_counts,
+};
+
 /// The name of the input that holds the sizes of a run (the kernels' extent tensor).
 pub const SIZES_INPUT: &str = "tessera.sizes";
 
@@ -314,58 +318,6 @@ pub fn compile_dynamic(
     Ok(net)
 }
 
-/// A size per selection of `graph` ([`crate::selection`]): counted when the module
-/// runs, from 0 to the count the graph was built at (its bound, where the import was
-/// not told a smaller one), named after the selection.
-pub fn selection_ranges(graph: &Graph) -> Vec<SizeRange> {
-    graph
-        .topo_order()
-        .into_iter()
-        .filter_map(|n| match graph.node(n).op {
-            crate::ir::Op::Select { count, .. } => Some(SizeRange {
-                name: graph.node(n).name.clone(),
-                min: 0,
-                max: count,
-                produced: true,
-            }),
-            _ => None,
-        })
-        .collect()
-}
-
-/// `point` (one value per range) with each counted size at the count `graph` (built
-/// for that point) has: a selection's bound may follow another count (a NonMaxSuppression
-/// of the boxes a NonZero kept), and the import keeps each count within its bound.
-pub fn counted_point(graph: &Graph, ranges: &[SizeRange], point: &[i64]) -> Vec<i64> {
-    let mut actual = point.to_vec();
-    for n in graph.topo_order() {
-        if let crate::ir::Op::Select { count, .. } = graph.node(n).op {
-            let name = &graph.node(n).name;
-            if let Some(k) = ranges.iter().position(|r| r.produced && &r.name == name) {
-                actual[k] = count;
-            }
-        }
-    }
-    actual
-}
-
-/// Points a build for `ranges` adds to those that vary each size near its largest
-/// value: each counted size alone at 3, 2 and 1, where its range is longer, so that a
-/// form that holds near the bound only (a slice of the first 20: `min(20, count)`) is
-/// refused rather than taken for a constant.
-pub fn selection_points(ranges: &[SizeRange]) -> Vec<Vec<i64>> {
-    let maxes: Vec<i64> = ranges.iter().map(|r| r.max).collect();
-    let mut points = Vec::new();
-    for (k, r) in ranges.iter().enumerate().filter(|(_, r)| r.produced) {
-        for v in [3, 2, 1].into_iter().filter(|&v| v < r.max) {
-            let mut p = maxes.clone();
-            p[k] = v;
-            points.push(p);
-        }
-    }
-    points
-}
-
 /// A host step's group `gc` (group `i`, `g` of `graph`) with the dimensions of its
 /// parameters and output that follow the sizes, from its values' shapes at every build
 /// (`others`: the builds after the first, with their groups): the step reads the
@@ -433,60 +385,6 @@ fn host_dims(
         gc.host_dims = dims;
     }
     Ok(gc)
-}
-
-/// Builds `builds` (their points one value per range of `ranges`) with a size more per
-/// TopK whose k differs between them (a k computed from a count: `min(1000, count)`),
-/// named after the first TopK of its input, its value at each point the build's k: what
-/// follows such a TopK (a concatenation of several levels' best boxes) is then a sum of
-/// sizes. Its host step writes its k there when it runs.
-pub fn with_top_k_counts(builds: &mut [(Vec<i64>, Graph)], ranges: &mut Vec<SizeRange>) {
-    let Some((_, first)) = builds.first() else {
-        return;
-    };
-    // per input, the first TopK's name and its k at every build
-    let mut seen: Vec<NodeIndex> = Vec::new();
-    let mut added: Vec<(String, Vec<i64>)> = Vec::new();
-    for n in first.topo_order() {
-        let crate::ir::Op::TopK { k, .. } = first.node(n).op else {
-            continue;
-        };
-        let Some(&input) = first.args(n).first() else {
-            continue;
-        };
-        if seen.contains(&input) {
-            continue;
-        }
-        seen.push(input);
-        let name = first.node(n).name.clone();
-        let ks: Vec<i64> = builds
-            .iter()
-            .map(|(_, g)| {
-                g.topo_order()
-                    .into_iter()
-                    .find(|&m| g.node(m).name == name)
-                    .and_then(|m| match g.node(m).op {
-                        crate::ir::Op::TopK { k, .. } => Some(k),
-                        _ => None,
-                    })
-                    .unwrap_or(k)
-            })
-            .collect();
-        if ks.iter().any(|&v| v != k) {
-            added.push((name, ks));
-        }
-    }
-    for (name, ks) in added {
-        ranges.push(SizeRange {
-            name,
-            min: 0,
-            max: ks[0],
-            produced: true,
-        });
-        for ((point, _), v) in builds.iter_mut().zip(ks) {
-            point.push(v);
-        }
-    }
 }
 
 /// Each selection of `graph` told the index of the size it counts: the range of its

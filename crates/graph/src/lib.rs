@@ -16,6 +16,7 @@
 
 pub mod attention;
 pub mod conv_plan;
+pub mod counted;
 pub mod cpu_rewrites;
 pub mod dead_taps;
 pub mod deploy;

@@ -5,7 +5,7 @@
 //! refused at compile time.
 
 mod common;
-use common::{read_err, rewrite, rnd};
+use common::{edited_err, rewrite, rnd};
 
 use tessera_backends::{CpuBackend, Target};
 use tessera_graph::dynamic::{compile_dynamic, SizeRange};
@@ -213,17 +213,7 @@ fn a_module_file_whose_runtime_size_names_what_it_lacks_is_refused() {
         }),
     ];
     for (what, edit) in edits {
-        let bad = dir.path().join("bad.tsm");
-        rewrite(
-            &path,
-            &bad,
-            |mut v| {
-                edit(&mut v);
-                Some(v)
-            },
-            "",
-        );
-        let e = read_err(&bad);
+        let e = edited_err(&path, &dir.path().join("bad.tsm"), edit);
         assert!(
             e.contains("the runtime size") && e.contains(what),
             "{what}: {e}"

@@ -20,9 +20,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
 use tessera_backends::{CpuBackend, Target};
-use tessera_graph::dynamic::{
-    compile_dynamic, counted_point, selection_points, selection_ranges, SizeRange,
-};
+use tessera_graph::dynamic::{compile_dynamic, counted_builds, selection_ranges};
 use tessera_graph::onnx::{import, load_tensor, ImportOptions};
 use tessera_graph::{build, passes, Graph};
 use tessera_runtime::NDArray;
@@ -119,7 +117,7 @@ fn run_case(dir: &Path) -> Outcome {
     let counted = selection_ranges(&g);
     let built = match counted.is_empty() {
         true => build(&g, &Target::cpu()),
-        false => counted_build(g, &counted, &options, &imported),
+        false => counted_build(g, &options, &imported),
     };
     let mut m = match built {
         Ok(m) => m,
@@ -146,42 +144,21 @@ fn run_case(dir: &Path) -> Outcome {
 }
 
 /// A network with selections ([`tessera_graph::selection`]), `largest` built at their
-/// bounds: built again at counts below them (two steps of one, and the small counts of
-/// [`selection_points`]) and compiled for every count, as the driver does.
+/// bounds: built again at counts below them and compiled for every count, as the
+/// driver does ([`counted_builds`]).
 fn counted_build(
     largest: Graph,
-    counted: &[SizeRange],
     options: &ImportOptions,
     imported: &dyn Fn(&ImportOptions) -> Result<Graph, Outcome>,
 ) -> Result<tessera_graph::GraphModule, tessera_graph::GraphError> {
-    let maxes: Vec<i64> = counted.iter().map(|r| r.max).collect();
-    let mut points: Vec<Vec<i64>> = Vec::new();
-    for k in 0..maxes.len() {
-        for step in [1, 2] {
-            let mut p = maxes.clone();
-            p[k] -= step;
-            points.push(p);
-        }
-    }
-    points.extend(selection_points(counted));
-    points.sort();
-    points.dedup();
-    points.retain(|p| p.iter().all(|&v| v >= 1));
-    let mut builds = vec![(maxes, largest)];
-    for p in points {
+    let (builds, ranges) = counted_builds(largest, |counts| {
         let mut o = options.clone();
-        for (r, &v) in counted.iter().zip(&p) {
-            o.counts.insert(r.name.clone(), v);
-        }
-        let g = imported(&o).map_err(|_| {
-            tessera_graph::GraphError::Invalid(format!("the build at counts {p:?} failed"))
-        })?;
-        let at = counted_point(&g, counted, &p);
-        if builds.iter().all(|(q, _)| q != &at) {
-            builds.push((at, g));
-        }
-    }
-    let net = compile_dynamic(&builds, counted, &CpuBackend::new(Target::cpu()))?;
+        o.counts = counts.clone();
+        imported(&o).map_err(|_| {
+            tessera_graph::GraphError::Invalid(format!("the build at counts {counts:?} failed"))
+        })
+    })?;
+    let net = compile_dynamic(&builds, &ranges, &CpuBackend::new(Target::cpu()))?;
     net.load(std::sync::Arc::new(tessera_runtime::CpuDevice::new()))
 }
 

@@ -102,6 +102,25 @@ pub fn rewrite(
 }
 
 #[allow(dead_code)]
+/// The error reading or loading the module file `path` gives once its header is
+/// edited by `edit` (written to `out`).
+pub fn edited_err(
+    path: &std::path::Path,
+    out: &std::path::Path,
+    edit: fn(&mut serde_json::Value),
+) -> String {
+    rewrite(
+        path,
+        out,
+        |mut v| {
+            edit(&mut v);
+            Some(v)
+        },
+        "",
+    );
+    read_err(out)
+}
+
 pub fn read_err(path: &std::path::Path) -> String {
     match tessera_graph::CompiledNetwork::read(path) {
         Ok(n) => match n.load(std::sync::Arc::new(tessera_runtime::CpuDevice::new())) {
