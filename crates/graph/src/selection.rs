@@ -1,10 +1,11 @@
 //! Operators whose output size depends on the data (issue 61): `NonZero`,
-//! `NonMaxSuppression` and `Compress` select some of their input's elements, boxes or
-//! slices, and how many only the values tell.
+//! `NonMaxSuppression`, `Compress` and `Unique` select some of their input's elements,
+//! boxes or slices, and how many only the values tell.
 //!
 //! Such an operator's output has one dimension, its *count*, that is at most a *bound*
 //! the input shapes give (NonZero: the input's elements; NonMaxSuppression: batches ×
-//! classes × the boxes kept per class; Compress: the axis's length). A network is built
+//! classes × the boxes kept per class; Compress: the axis's length; Unique: the items it
+//! compares, each of its outputs a node of its own). A network is built
 //! with that dimension at some count (the bound, or smaller for the builds that show
 //! what follows it: [`crate::dynamic`]); the module stores the output at the bound, and
 //! the count becomes one of the module's runtime sizes, which the operator's host step
@@ -19,7 +20,8 @@
 //! before is at most the threshold and its score above the score threshold (when there
 //! is one), corner boxes `[y1, x1, y2, x2]` in either order or centre boxes `[x, y, w,
 //! h]`; Compress's slices where the condition holds (a condition shorter than the axis
-//! selects none past its end).
+//! selects none past its end); Unique's as numpy's `unique` (with `sorted = 0` in order
+//! of first occurrence).
 
 use crate::error::GraphError;
 use crate::ir::TensorType;
@@ -47,6 +49,28 @@ pub enum Selection {
     },
     /// ONNX `Compress` along `axis` (non-negative), or of the flattened input.
     Compress { axis: Option<usize> },
+    /// One output of ONNX `Unique` along `axis` (non-negative: its distinct slices), or
+    /// of the flattened input: each network output of one Unique is a node of its own.
+    Unique {
+        axis: Option<usize>,
+        sorted: bool,
+        part: UniquePart,
+    },
+}
+
+/// An output of [`Selection::Unique`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UniquePart {
+    /// The distinct values (slices): `[count]`, or the input with `count` slices.
+    Values,
+    /// Each one's first position in the input, int64 `[count]`.
+    Indices,
+    /// Each input element's (slice's) place among them, int64: its count is always the
+    /// input's length.
+    Inverse,
+    /// How often each occurs, int64 `[count]`.
+    Counts,
 }
 
 impl Selection {
@@ -56,13 +80,14 @@ impl Selection {
             Selection::NonZero => "nonzero",
             Selection::NonMaxSuppression { .. } => "nms",
             Selection::Compress { .. } => "compress",
+            Selection::Unique { .. } => "unique",
         }
     }
 
     /// How many inputs it takes.
     pub fn arity(&self) -> usize {
         match self {
-            Selection::NonZero => 1,
+            Selection::NonZero | Selection::Unique { .. } => 1,
             Selection::NonMaxSuppression { .. } | Selection::Compress { .. } => 2,
         }
     }
@@ -73,6 +98,10 @@ impl Selection {
             Selection::NonZero => 1,
             Selection::NonMaxSuppression { .. } => 0,
             Selection::Compress { axis } => axis.unwrap_or(0),
+            Selection::Unique { axis, part, .. } => match part {
+                UniquePart::Values => axis.unwrap_or(0),
+                _ => 0,
+            },
         }
     }
 
@@ -101,6 +130,7 @@ impl Selection {
                 };
                 n.min(shapes[1][0])
             }
+            Selection::Unique { axis, .. } => unique_items(shapes[0], *axis)?,
         };
         Ok(exact.max(LEAST_BOUND))
     }
@@ -144,6 +174,17 @@ impl Selection {
                 shape[self.count_dim()] = count;
                 TensorType::new(&shape, types[0].dtype)
             }
+            Selection::Unique { axis, part, .. } => match part {
+                UniquePart::Values => {
+                    let mut shape = match axis {
+                        Some(_) => shapes[0].to_vec(),
+                        None => vec![0],
+                    };
+                    shape[self.count_dim()] = count;
+                    TensorType::new(&shape, types[0].dtype)
+                }
+                _ => TensorType::new(&[count], DataType::int64()),
+            },
         })
     }
 
@@ -158,6 +199,9 @@ impl Selection {
             ));
         }
         let x = inputs[0];
+        if let Selection::Unique { axis, sorted, part } = self {
+            return unique(x, *axis, *sorted, *part);
+        }
         let (rows, count, mut shape, dtype): (Vec<Vec<u8>>, usize, Vec<usize>, DataType) =
             match self {
                 Selection::NonZero => {
@@ -193,6 +237,7 @@ impl Selection {
                     };
                     (rows, n, shape, x.dtype())
                 }
+                Selection::Unique { .. } => unreachable!("computed above"),
             };
         let d = self.count_dim();
         shape[d] = count;
@@ -245,6 +290,102 @@ pub(crate) fn cropped(whole: &NDArray, shape: &[usize]) -> Result<NDArray, Graph
         dst[to..to + len].copy_from_slice(&src[from..from + len]);
     }
     Ok(out)
+}
+
+/// How many items a Unique of an input of `shape` compares: its elements, or its slices
+/// along `axis`.
+fn unique_items(shape: &[i64], axis: Option<usize>) -> Result<i64, String> {
+    match axis {
+        Some(a) => shape
+            .get(a)
+            .copied()
+            .ok_or_else(|| format!("axis {a} of a rank-{} input", shape.len())),
+        None => Ok(shape.iter().product()),
+    }
+}
+
+/// Unique's output `part` for `x`: its distinct elements (slices along `axis`), in
+/// ascending (lexicographic) order when `sorted`, else in order of first occurrence
+/// (numpy's `unique`, as ONNX defines it); returns the output and the count of distinct
+/// ones (the inverse's: the input's items).
+fn unique(
+    x: &NDArray,
+    axis: Option<usize>,
+    sorted: bool,
+    part: UniquePart,
+) -> Result<(NDArray, i64), String> {
+    let shape = x.shape().to_vec();
+    let (outer, n, inner) = match axis {
+        Some(a) if a < shape.len() => (
+            shape[..a].iter().product::<usize>(),
+            shape[a],
+            shape[a + 1..].iter().product::<usize>(),
+        ),
+        Some(a) => return Err(format!("axis {a} of a rank-{} input", shape.len())),
+        None => (1, x.len(), 1),
+    };
+    let values = x.to_f64_vec();
+    let item = |j: usize| -> Vec<f64> {
+        (0..outer)
+            .flat_map(|o| (0..inner).map(move |i| (o * n + j) * inner + i))
+            .map(|k| values[k])
+            .collect()
+    };
+    let items: Vec<Vec<f64>> = (0..n).map(item).collect();
+    let order = |a: &Vec<f64>, b: &Vec<f64>| {
+        a.iter()
+            .zip(b)
+            .map(|(p, q)| p.total_cmp(q))
+            .find(|o| o.is_ne())
+            .unwrap_or(std::cmp::Ordering::Equal)
+    };
+    // the items by value (first occurrences first among equal ones), then the groups
+    let mut by_value: Vec<usize> = (0..n).collect();
+    by_value.sort_by(|&a, &b| order(&items[a], &items[b]));
+    let mut groups: Vec<(usize, Vec<usize>)> = Vec::new();
+    for j in by_value {
+        match groups.last_mut() {
+            Some((first, members)) if order(&items[*first], &items[j]).is_eq() => members.push(j),
+            _ => groups.push((j, vec![j])),
+        }
+    }
+    if !sorted {
+        groups.sort_by_key(|(first, _)| *first);
+    }
+    let count = groups.len();
+    let ints = |v: Vec<i64>| NDArray::from_slice(&[v.len()], &v).map_err(|e| e.to_string());
+    let out = match part {
+        UniquePart::Indices => ints(groups.iter().map(|(f, _)| *f as i64).collect())?,
+        UniquePart::Counts => ints(groups.iter().map(|(_, m)| m.len() as i64).collect())?,
+        UniquePart::Inverse => {
+            let mut place = vec![0i64; n];
+            for (g, (_, members)) in groups.iter().enumerate() {
+                for &j in members {
+                    place[j] = g as i64;
+                }
+            }
+            return Ok((ints(place)?, n as i64));
+        }
+        UniquePart::Values => {
+            let es = x.dtype().bytes();
+            let mut out_shape = match axis {
+                Some(_) => shape.clone(),
+                None => vec![0],
+            };
+            out_shape[axis.unwrap_or(0)] = count;
+            let mut value = NDArray::zeros(x.dtype(), &out_shape).map_err(|e| e.to_string())?;
+            let (src, dst) = (x.as_bytes(), value.as_bytes_mut());
+            for (g, (first, _)) in groups.iter().enumerate() {
+                for o in 0..outer {
+                    let from = ((o * n + first) * inner) * es;
+                    let to = ((o * count + g) * inner) * es;
+                    dst[to..to + inner * es].copy_from_slice(&src[from..from + inner * es]);
+                }
+            }
+            value
+        }
+    };
+    Ok((out, count as i64))
 }
 
 /// NonZero's positions, one slice (the rank's coordinates) per nonzero element.
@@ -450,5 +591,43 @@ mod tests {
             .run(&[&x, &cond])
             .unwrap();
         assert_eq!(v.as_slice::<f32>().unwrap(), &[2.0]);
+    }
+
+    #[test]
+    fn unique_in_order_of_value_or_of_first_occurrence() {
+        let x = f32s(&[6], &[2.0, 1.0, 1.0, 3.0, 4.0, 3.0]);
+        let part = |sorted, part| {
+            let (v, count) = Selection::Unique {
+                axis: None,
+                sorted,
+                part,
+            }
+            .run(&[&x])
+            .unwrap();
+            (v.to_f64_vec(), count)
+        };
+        assert_eq!(
+            part(true, UniquePart::Values),
+            (vec![1.0, 2.0, 3.0, 4.0], 4)
+        );
+        assert_eq!(part(false, UniquePart::Values).0, vec![2.0, 1.0, 3.0, 4.0]);
+        assert_eq!(part(false, UniquePart::Indices).0, vec![0.0, 1.0, 3.0, 4.0]);
+        assert_eq!(part(false, UniquePart::Counts).0, vec![1.0, 2.0, 2.0, 1.0]);
+        // the inverse's count is the input's length
+        assert_eq!(
+            part(false, UniquePart::Inverse),
+            (vec![0.0, 1.0, 1.0, 2.0, 3.0, 2.0], 6)
+        );
+        // distinct rows, lexicographically
+        let m = f32s(&[3, 2], &[1.0, 0.0, 0.0, 1.0, 1.0, 0.0]);
+        let (v, count) = Selection::Unique {
+            axis: Some(0),
+            sorted: true,
+            part: UniquePart::Values,
+        }
+        .run(&[&m])
+        .unwrap();
+        assert_eq!((count, v.shape()), (2, &[2usize, 2][..]));
+        assert_eq!(v.as_slice::<f32>().unwrap(), &[0.0, 1.0, 1.0, 0.0]);
     }
 }

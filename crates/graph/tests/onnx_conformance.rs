@@ -26,7 +26,7 @@ use tessera_graph::{build, passes, Graph};
 use tessera_runtime::NDArray;
 
 /// The fewest cases that must pass (raise it as operators are added; never lower it).
-const FLOOR: usize = 1441;
+const FLOOR: usize = 1447;
 
 /// Cases whose reference output differs from onnxruntime's, where Tessera computes what
 /// onnxruntime does (the models users bring are checked against onnxruntime), with why.

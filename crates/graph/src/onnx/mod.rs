@@ -241,6 +241,7 @@ const CONVERTERS: &[(&str, i64, Convert)] = &[
     ("TopK", 24, index::top_k),
     ("Transpose", 25, shape::transpose),
     ("Trilu", 14, index::trilu),
+    ("Unique", 28, select::unique),
     ("Unsqueeze", 25, shape::unsqueeze),
     ("Upsample", 10, resize::upsample),
     ("Where", 16, elementwise::where_),
@@ -299,7 +300,7 @@ const REFUSED_FAMILIES: &[(&str, &[&str])] = &[
     ),
     (
         "its output shape depends on the data, which compiled modules do not take yet",
-        &["If", "Loop", "Scan", "Unique"],
+        &["If", "Loop", "Scan"],
     ),
 ];
 

@@ -1,5 +1,5 @@
 //! The operators whose output size depends on the data: `NonZero`,
-//! `NonMaxSuppression` and `Compress` become [`Op::Select`] nodes built at the count
+//! `NonMaxSuppression`, `Compress` and `Unique` (an output each) become [`Op::Select`] nodes built at the count
 //! [`ImportOptions::counts`](super::ImportOptions::counts) gives them (their bound when
 //! it gives none; [`crate::selection`]). NonMaxSuppression's limit and thresholds must
 //! be known at import (constants, or inputs given a value when building).
@@ -7,33 +7,40 @@
 use super::attrs::NodeCtx;
 use super::{Importer, Outputs};
 use crate::ir::Op;
-use crate::selection::Selection;
+use crate::selection::{Selection, UniquePart};
+use petgraph::stable_graph::NodeIndex;
 
 /// One selection on `ins`, at the count asked for (at most its bound).
-fn selection(
+fn selection(imp: &mut Importer, c: &NodeCtx, how: Selection, ins: &[NodeIndex]) -> Outputs {
+    Ok(vec![selection_named(imp, c, &c.name, how, ins)?])
+}
+
+/// [`selection`] of node `name`.
+fn selection_named(
     imp: &mut Importer,
     c: &NodeCtx,
+    name: &str,
     how: Selection,
-    ins: &[petgraph::stable_graph::NodeIndex],
-) -> Outputs {
+    ins: &[NodeIndex],
+) -> Result<NodeIndex, crate::error::GraphError> {
     let shapes: Vec<Vec<i64>> = ins.iter().map(|&i| imp.shape(i)).collect();
     let refs: Vec<&[i64]> = shapes.iter().map(|s| &s[..]).collect();
     let bound = how.bound(&refs).map_err(|why| c.bad(why))?;
     let count = imp
         .counts
-        .get(&c.name)
+        .get(name)
         .copied()
         .unwrap_or(bound)
         .clamp(1, bound);
-    Ok(vec![imp.op(
-        &c.name,
+    imp.op(
+        name,
         Op::Select {
             how,
             count,
             size: None,
         },
         ins,
-    )?])
+    )
 }
 
 /// `NonZero` (opsets 9, 13).
@@ -75,4 +82,58 @@ pub(super) fn compress(imp: &mut Importer, c: &NodeCtx) -> Outputs {
         false => None,
     };
     selection(imp, c, Selection::Compress { axis }, &[x, cond])
+}
+
+/// `Unique` (opsets 11, 28: 28 adds element types): each of its outputs a selection of its own (the inverse's count
+/// always the input's length).
+pub(super) fn unique(imp: &mut Importer, c: &NodeCtx) -> Outputs {
+    let x = c.input(0)?;
+    let shape = imp.shape(x);
+    let rank = shape.len() as i64;
+    let axis = match c.has("axis") {
+        true => {
+            let a = c.int("axis", 0);
+            let a = if a < 0 { a + rank } else { a };
+            if !(0..rank).contains(&a) {
+                return Err(c.bad(format!("axis {a} of a rank-{rank} input")));
+            }
+            Some(a as usize)
+        }
+        false => None,
+    };
+    let sorted = c.int("sorted", 1) != 0;
+    let items = match axis {
+        Some(a) => shape[a],
+        None => shape.iter().product(),
+    };
+    let mut outs = Vec::new();
+    for (slot, part) in [
+        UniquePart::Values,
+        UniquePart::Indices,
+        UniquePart::Inverse,
+        UniquePart::Counts,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let name = match slot {
+            0 => c.name.clone(),
+            _ => c.sub(&format!("{part:?}").to_lowercase()),
+        };
+        let how = Selection::Unique { axis, sorted, part };
+        outs.push(match part {
+            // as long as the input, whatever the data
+            UniquePart::Inverse => imp.op(
+                &name,
+                Op::Select {
+                    how,
+                    count: items.max(1),
+                    size: None,
+                },
+                &[x],
+            )?,
+            _ => selection_named(imp, c, &name, how, &[x])?,
+        });
+    }
+    Ok(outs)
 }
