@@ -215,30 +215,16 @@ impl Toolchain {
         log: Option<&LoadedLog>,
     ) -> Result<Build, DriverError> {
         if let Some(rs) = &spec.runtime_size {
-            if log.is_some() {
-                return Err(DriverError::Request(format!(
-                    "{}: tuned records for a range of sizes are not applied yet: compile it untuned, \
-                     or give one size",
-                    rs
-                )));
-            }
-            return self.compile_for_range(spec, rs);
+            return self.compile_for_range(spec, rs, log);
         }
         let plan = self.plan_for_log(spec, log)?;
         let counted = tessera_graph::dynamic::selection_ranges(plan.rule_graph());
         if !counted.is_empty() {
-            if log.is_some() {
-                return Err(DriverError::Request(format!(
-                    "the network selects a number of values only a run tells ({}): tuned \
-                     records for its sizes are not applied yet: compile it untuned",
-                    tessera_graph::dynamic::describe(&counted)
-                )));
-            }
             let rs = crate::runtime_size::RuntimeSize {
                 ranges: Vec::new(),
                 at: Vec::new(),
             };
-            return self.compile_for_range(spec, &rs);
+            return self.compile_for_range(spec, &rs, log);
         }
         self.compile_plan(&plan, &spec.target, log)
     }

@@ -5,13 +5,16 @@
 //! sizes and at smaller ones and compiles one module for all of them
 //! ([`tessera_graph::dynamic`]).
 
+use crate::history::holds_configurations;
 use crate::{Build, BuildReport, DriverError, NetworkSource, NetworkSpec, Toolchain};
 use std::collections::HashMap;
 use tessera_graph::dynamic::{
-    compile_dynamic, counted_point, describe, selection_points, selection_ranges,
+    compile_dynamic_with, counted_point, describe, selection_points, selection_ranges,
     with_top_k_counts, SizeDim, SizeRange,
 };
 use tessera_graph::GraphError;
+use tessera_search::record::{ApplyHistoryBest, LoadedLog};
+use tessera_search::tasks::pick_algorithms;
 
 /// One dimension of a `--shape` argument.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -293,11 +296,14 @@ fn probe_points(ranges: &[SizeRange], stride: i64) -> Vec<Vec<i64>> {
 impl Toolchain {
     /// Stages 1–7 for a spec with runtime sizes: the network imported and planned at
     /// the largest sizes and at smaller ones ([`probe_points`]), compiled into one
-    /// module for the ranges with default schedules.
+    /// module for the ranges with default schedules — or, with `log`, each point
+    /// planned with the log's algorithms and every group whose kernel reads no runtime
+    /// size given its history best (the loops that run to the sizes keep theirs).
     pub(crate) fn compile_for_range(
         &self,
         spec: &NetworkSpec,
         rs: &RuntimeSize,
+        log: Option<&LoadedLog>,
     ) -> Result<Build, DriverError> {
         if !matches!(spec.source, NetworkSource::Onnx { .. }) {
             return Err(DriverError::Request(
@@ -318,8 +324,17 @@ impl Toolchain {
         let backend = self.registry().backend_for(&spec.target)?;
         let mut last = None;
         let mut planned: HashMap<Vec<i64>, tessera_graph::Graph> = HashMap::new();
+        let best = log.map(ApplyHistoryBest::from_log);
+        let target = spec.target.to_string();
+        let graph_at = |spec: &NetworkSpec| -> Result<tessera_graph::Graph, DriverError> {
+            let plan = self.plan_for_log(spec, log)?;
+            Ok(match &best {
+                Some(best) => pick_algorithms(&plan, best, &target)?.0,
+                None => plan.rule_graph().clone(),
+            })
+        };
         let own: Vec<i64> = rs.ranges.iter().map(|r| r.max).collect();
-        let largest = self.plan(&spec.at_sizes(&own))?.rule_graph().clone();
+        let largest = graph_at(&spec.at_sizes(&own))?;
         let counted = selection_ranges(&largest);
         let ranges: Vec<SizeRange> = rs.ranges.iter().chain(&counted).cloned().collect();
         let maxes: Vec<i64> = ranges.iter().map(|r| r.max).collect();
@@ -347,10 +362,7 @@ impl Toolchain {
                 let graph = match planned.get(p) {
                     Some(g) => g.clone(),
                     None => {
-                        let g = self
-                            .plan(&spec.at_points(p, &counted))?
-                            .rule_graph()
-                            .clone();
+                        let g = graph_at(&spec.at_points(p, &counted))?;
                         planned.insert(p.clone(), g.clone());
                         g
                     }
@@ -364,12 +376,28 @@ impl Toolchain {
             }
             let mut ranges = ranges.clone();
             with_top_k_counts(&mut builds, &mut ranges);
-            match compile_dynamic(&builds, &ranges, backend.as_ref()) {
+            let appliers = match (&best, log) {
+                (Some(best), Some(log)) => {
+                    Some(self.appliers(best, &spec.target, holds_configurations(&log.records))?)
+                }
+                _ => None,
+            };
+            let hook = appliers
+                .as_ref()
+                .map(|a| a as &dyn tessera_graph::ScheduleHook);
+            match compile_dynamic_with(&builds, &ranges, backend.as_ref(), hook) {
                 Ok(network) => {
-                    return Ok(Build {
-                        network,
-                        report: BuildReport::default(),
-                    })
+                    let report = match (&appliers, &best) {
+                        (Some(a), Some(best)) => BuildReport {
+                            with_log: true,
+                            applied: a.applied(),
+                            overruled: best.overruled().len(),
+                            warnings: a.warnings(),
+                            ..BuildReport::default()
+                        },
+                        _ => BuildReport::default(),
+                    };
+                    return Ok(Build { network, report });
                 }
                 Err(e @ GraphError::SizeStructure { .. }) => last = Some(e),
                 Err(e) => return Err(DriverError::Graph(Box::new(e))),

@@ -168,6 +168,9 @@ pub enum CompareStep {
     Skipped,
     /// No group got a tuned schedule: the two builds are one.
     NothingApplied,
+    /// The network's selections count sizes at run time (named): its builds are
+    /// compiled for them, which the check and the comparison do not do yet.
+    Counted(String),
     Compared(BuildComparison),
 }
 
@@ -313,6 +316,11 @@ impl Toolchain {
         let Some(plan) = plan else {
             return Ok(report);
         };
+        let counted = tessera_graph::dynamic::selection_ranges(plan.rule_graph());
+        if !counted.is_empty() {
+            report.comparison = CompareStep::Counted(tessera_graph::dynamic::describe(&counted));
+            return Ok(report);
+        }
         // the check times kernels here, in whole runs: not for a remote device (each
         // step would carry a round trip) nor a target whose defaults run on another
         // processor (VTA's, on its board's CPU)

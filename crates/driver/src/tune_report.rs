@@ -37,6 +37,7 @@ impl TuneReport {
         }
         match &self.comparison {
             CompareStep::Skipped => serde_json::json!({ "skipped": true }),
+            CompareStep::Counted(sizes) => serde_json::json!({ "skipped": true, "counted": sizes }),
             CompareStep::NothingApplied => serde_json::json!({ "applied": 0 }),
             CompareStep::Compared(c) => serde_json::json!({
                 "applied": c.applied,
@@ -123,6 +124,13 @@ fn comparison_text(name: &str, step: &CompareStep) -> String {
             return format!(
                 "network `{name}`: no comparison of the untuned and tuned builds (--compare-rounds 0); \
                  `tessera run` with and without --log times each\n"
+            )
+        }
+        CompareStep::Counted(sizes) => {
+            return format!(
+                "network `{name}`: its selections count sizes at run time ({sizes}): no check \
+                 in the network nor comparison of the untuned and tuned builds yet; `tessera run \
+                 --log` builds it with the records for its groups that read no runtime size\n"
             )
         }
         CompareStep::NothingApplied => {

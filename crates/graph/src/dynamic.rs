@@ -29,7 +29,8 @@
 //! [`counted_point`]). A host step reads the leading blocks of its inputs at the run's
 //! sizes (the dimensions of its values that follow them, fitted like the inputs'), so
 //! that a NonMaxSuppression of the boxes a NonZero kept, or a TopK of `min(k, count)`,
-//! runs as the network says.
+//! runs as the network says. Tuned records name fixed shapes: [`compile_dynamic_with`]
+//! asks its hook (a log's history best) for the groups whose kernels read no size only.
 //!
 //! A run copies each input that follows the sizes into the largest layout, a
 //! contiguous run at a time (its other elements are never read), checks that the
@@ -38,7 +39,7 @@
 
 use crate::deploy::{assemble, CompiledNetwork};
 use crate::error::GraphError;
-use crate::executor::{lower_distinct, BuildContext};
+use crate::executor::{lower_distinct, BuildContext, ScheduleHook};
 use crate::fuse::{fuse, group_compute, Group, GroupCompute, Specialized};
 use crate::host_ops::HostOp;
 use crate::ir::{Graph, TensorType};
@@ -196,6 +197,39 @@ pub fn compile_dynamic(
     ranges: &[SizeRange],
     backend: &dyn Backend,
 ) -> Result<CompiledNetwork, GraphError> {
+    compile_dynamic_with(builds, ranges, backend, None)
+}
+
+/// A hook asked only for the groups whose kernels read no runtime size: their
+/// shapes are those of a fixed build, which tuned records name; the others keep their
+/// default schedules (their loops run to the sizes).
+struct FixedGroupsOnly<'a> {
+    hook: &'a dyn ScheduleHook,
+    extents: Tensor,
+}
+
+impl ScheduleHook for FixedGroupsOnly<'_> {
+    fn schedule(
+        &self,
+        graph: &Graph,
+        group: &GroupCompute,
+        ctx: &BuildContext,
+    ) -> Option<tessera_te::Schedule> {
+        if group.placeholders.contains(&self.extents) || group.specialized.is_some() {
+            return None;
+        }
+        self.hook.schedule(graph, group, ctx)
+    }
+}
+
+/// [`compile_dynamic`], asking `hook` (the history best of a record log) for the
+/// schedule of every group whose kernel reads no runtime size (a detector's backbone).
+pub fn compile_dynamic_with(
+    builds: &[(Vec<i64>, Graph)],
+    ranges: &[SizeRange],
+    backend: &dyn Backend,
+    hook: Option<&dyn ScheduleHook>,
+) -> Result<CompiledNetwork, GraphError> {
     let all = describe(ranges);
     let refuse = |why: String| GraphError::Invalid(format!("a network for {all}: {why}"));
     if let Some(r) = ranges.iter().find(|r| r.min < 0 || r.min > r.max) {
@@ -304,7 +338,12 @@ pub fn compile_dynamic(
         Ok(general)
     };
     let ctx = BuildContext::of(backend);
-    let lowered = lower_distinct(&graph, &groups, &ctx, None, &compute_of)?;
+    let fixed_only = hook.map(|hook| FixedGroupsOnly {
+        hook,
+        extents: extents.clone(),
+    });
+    let hook = fixed_only.as_ref().map(|h| h as &dyn ScheduleHook);
+    let lowered = lower_distinct(&graph, &groups, &ctx, hook, &compute_of)?;
     let mut net = assemble(&graph, &groups, &lowered, backend)?;
     let sizes_storage = net
         .take_input(SIZES_INPUT)

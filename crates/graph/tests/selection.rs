@@ -1,17 +1,20 @@
 //! Selections (issue 61: NonZero, NonMaxSuppression, Compress), whose count is a size the
 //! module writes when it runs: built at counts below the bound, one module keeps as many
 //! boxes as each input gives (none included), a build that has nowhere to write the
-//! count is refused, and a module file whose counted size or host-step dimensions are
-//! edited is refused naming them.
+//! count is refused, a module file whose counted size or host-step dimensions are
+//! edited is refused naming them, and tuned schedules apply to the groups that read no
+//! size.
 
 mod common;
 use common::edited_err;
 
 use std::path::{Path, PathBuf};
 use tessera_backends::{CpuBackend, Target};
-use tessera_graph::dynamic::{compile_dynamic, counted_builds};
+use tessera_graph::dynamic::{compile_dynamic, compile_dynamic_with, counted_builds};
+use tessera_graph::executor::BuildContext;
+use tessera_graph::fuse::GroupCompute;
 use tessera_graph::onnx::{import, ImportOptions};
-use tessera_graph::{build, passes, CompiledNetwork, Graph};
+use tessera_graph::{build, passes, CompiledNetwork, Graph, ScheduleHook};
 use tessera_runtime::{CpuDevice, NDArray};
 
 fn fixtures() -> PathBuf {
@@ -125,5 +128,61 @@ fn a_module_file_whose_counts_are_edited_is_refused() {
     for (what, edit) in edits {
         let e = edited_err(&path, &dir.path().join("bad.tsm"), edit);
         assert!(e.contains(what), "{what}: {e}");
+    }
+}
+
+/// A hook that schedules every group it is asked for naively (one loop nest, nothing
+/// inlined) and notes whether the group read the runtime sizes.
+struct Naive {
+    asked: std::sync::Mutex<Vec<bool>>,
+}
+
+impl ScheduleHook for Naive {
+    fn schedule(
+        &self,
+        _graph: &Graph,
+        group: &GroupCompute,
+        _ctx: &BuildContext,
+    ) -> Option<tessera_te::Schedule> {
+        let reads_sizes = group.placeholders.iter().any(|p| p.name() == "sizes");
+        self.asked.lock().unwrap().push(reads_sizes);
+        tessera_te::Schedule::create(&[group.output.clone()]).ok()
+    }
+}
+
+/// Tuned records name fixed shapes: a module for counted sizes asks its hook (the
+/// history best) for the groups that read no size only, and runs right with their
+/// schedules.
+#[test]
+fn a_hook_is_asked_for_the_groups_that_read_no_size_only() {
+    let model = fixtures().join("post.onnx");
+    let (builds, ranges) = counted_builds(imported(&model, &[]), |counts| {
+        let counts: Vec<(String, i64)> = counts.iter().map(|(k, v)| (k.clone(), *v)).collect();
+        Ok::<_, ()>(imported(&model, &counts))
+    })
+    .unwrap();
+    let hook = Naive {
+        asked: std::sync::Mutex::new(Vec::new()),
+    };
+    let net = compile_dynamic_with(
+        &builds,
+        &ranges,
+        &CpuBackend::new(Target::cpu()),
+        Some(&hook),
+    )
+    .unwrap();
+    let asked = hook.asked.into_inner().unwrap();
+    assert!(!asked.is_empty(), "the convolutions are fixed groups");
+    assert!(asked.iter().all(|&reads| !reads), "{asked:?}");
+    let mut m = net.load(std::sync::Arc::new(CpuDevice::new())).unwrap();
+    for i in [1, 3] {
+        m.set_input("x", &npy(&format!("post_x{i}.npy"))).unwrap();
+        m.run().unwrap();
+        let want = NDArray::load_npz(fixtures().join(format!("post_out{i}.npz"))).unwrap();
+        for (k, (_, w)) in want.iter().enumerate() {
+            let got = m.get_output(k).unwrap();
+            assert_eq!(got.shape(), w.shape(), "image {i}, output {k}");
+            got.allclose(w, 1e-4, 1e-5).unwrap();
+        }
     }
 }
