@@ -69,18 +69,7 @@ pub(super) fn non_max_suppression(imp: &mut Importer, c: &NodeCtx) -> Outputs {
 /// `Compress` (opsets 9, 11, 28: 28 adds element types): along `axis`, or of the flattened input.
 pub(super) fn compress(imp: &mut Importer, c: &NodeCtx) -> Outputs {
     let (x, cond) = (c.input(0)?, c.input(1)?);
-    let rank = imp.shape(x).len() as i64;
-    let axis = match c.has("axis") {
-        true => {
-            let a = c.int("axis", 0);
-            let a = if a < 0 { a + rank } else { a };
-            if !(0..rank).contains(&a) {
-                return Err(c.bad(format!("axis {a} of a rank-{rank} input")));
-            }
-            Some(a as usize)
-        }
-        false => None,
-    };
+    let axis = optional_axis(c, imp.shape(x).len())?;
     selection(imp, c, Selection::Compress { axis }, &[x, cond])
 }
 
@@ -89,18 +78,7 @@ pub(super) fn compress(imp: &mut Importer, c: &NodeCtx) -> Outputs {
 pub(super) fn unique(imp: &mut Importer, c: &NodeCtx) -> Outputs {
     let x = c.input(0)?;
     let shape = imp.shape(x);
-    let rank = shape.len() as i64;
-    let axis = match c.has("axis") {
-        true => {
-            let a = c.int("axis", 0);
-            let a = if a < 0 { a + rank } else { a };
-            if !(0..rank).contains(&a) {
-                return Err(c.bad(format!("axis {a} of a rank-{rank} input")));
-            }
-            Some(a as usize)
-        }
-        false => None,
-    };
+    let axis = optional_axis(c, shape.len())?;
     let sorted = c.int("sorted", 1) != 0;
     let items = match axis {
         Some(a) => shape[a],
@@ -136,4 +114,18 @@ pub(super) fn unique(imp: &mut Importer, c: &NodeCtx) -> Outputs {
         });
     }
     Ok(outs)
+}
+
+/// The `axis` attribute of `c` on an input of `rank` dimensions, non-negative; `None`
+/// where it is absent (the input flattened).
+fn optional_axis(c: &NodeCtx, rank: usize) -> Result<Option<usize>, crate::error::GraphError> {
+    if !c.has("axis") {
+        return Ok(None);
+    }
+    let (a, rank) = (c.int("axis", 0), rank as i64);
+    let a = if a < 0 { a + rank } else { a };
+    if !(0..rank).contains(&a) {
+        return Err(c.bad(format!("axis {a} of a rank-{rank} input")));
+    }
+    Ok(Some(a as usize))
 }
