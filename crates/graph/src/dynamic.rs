@@ -441,12 +441,27 @@ fn tell_selections(graph: &mut Graph, ranges: &[SizeRange]) -> Result<(), String
             told[k] = true;
         }
     }
-    // a TopK's k (with_top_k_counts) is told by its host step
-    for n in graph.topo_order() {
-        if let crate::ir::Op::TopK { .. } = graph.node(n).op {
+    // a TopK's k (with_top_k_counts) is told by its host step, on every target; so
+    // is the TopK of the other output of the same selection
+    let counted_inputs: Vec<NodeIndex> = graph
+        .topo_order()
+        .into_iter()
+        .filter(|&n| {
             let name = &graph.node(n).name;
-            if let Some(k) = ranges.iter().position(|r| r.produced && &r.name == name) {
+            matches!(graph.node(n).op, crate::ir::Op::TopK { .. })
+                && ranges.iter().any(|r| r.produced && &r.name == name)
+        })
+        .filter_map(|n| graph.args(n).first().copied())
+        .collect();
+    for n in graph.topo_order() {
+        let name = graph.node(n).name.clone();
+        let input = graph.args(n).first().copied();
+        if let crate::ir::Op::TopK { on_host, .. } = &mut graph.node_mut(n).op {
+            if let Some(k) = ranges.iter().position(|r| r.produced && r.name == name) {
                 told[k] = true;
+            }
+            if input.is_some_and(|i| counted_inputs.contains(&i)) {
+                *on_host = true;
             }
         }
     }

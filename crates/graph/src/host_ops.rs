@@ -100,18 +100,19 @@ impl HostOp {
                 size: *size,
             });
         }
-        if target.kind != TargetKind::CPU {
-            return None;
-        }
         let Op::TopK {
             axis,
             k,
             largest,
             output,
+            on_host,
         } = graph.node(node).op
         else {
             return None;
         };
+        if target.kind != TargetKind::CPU && !on_host {
+            return None;
+        }
         let [input] = graph.args(node)[..] else {
             return None;
         };

@@ -313,6 +313,9 @@ pub enum Op {
         k: i64,
         largest: bool,
         output: ops::TopKOutput,
+        /// Run as a host step on every target, not only the CPU (its k follows a count:
+        /// [`crate::counted::with_top_k_counts`]).
+        on_host: bool,
     },
     /// An operator whose output size depends on the data ([`crate::selection`]), built
     /// with its count dimension at `count`: a host step on every target, which tells
@@ -726,6 +729,7 @@ impl Op {
                 k,
                 largest,
                 output,
+                ..
             } => ops::topk(x(), *axis, *k, *largest, *output),
             Op::Select { how, count, .. } => selection_placeholder(how, *count, inputs),
         }

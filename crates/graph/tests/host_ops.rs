@@ -31,6 +31,7 @@ fn topk_net(shape: &[i64], axis: i64, k: i64, largest: bool) -> Graph {
         k,
         largest,
         output,
+        on_host: false,
     };
     let values = g.op("values", pick(TopKOutput::Values), &[r]).unwrap();
     let positions = g.op("positions", pick(TopKOutput::Indices), &[r]).unwrap();

@@ -97,6 +97,35 @@ fn operators_build_for_sm_80_and_sm_90_without_a_gpu() {
     }
 }
 
+/// A detector's selections run as host steps on the GPU target too (its TopK of a
+/// computed k included): its module compiles for CUDA without a GPU, every count a size.
+#[test]
+fn a_detector_module_compiles_for_cuda_without_a_gpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let module = dir.path().join("post.tsm");
+    let model =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/onnx/exports/detector/post.onnx");
+    let out = tessera(&[
+        "compile",
+        "--onnx",
+        model.to_str().unwrap(),
+        "--target",
+        "cuda -arch=sm_90",
+        "--out",
+        module.to_str().unwrap(),
+    ]);
+    if !nvrtc("detector", &out) {
+        return;
+    }
+    ok(out);
+    let sizes = tessera_graph::CompiledNetwork::read(&module)
+        .unwrap()
+        .size_ranges()
+        .to_vec();
+    assert_eq!(sizes.len(), 3, "{sizes:?}");
+    assert!(sizes.iter().all(|r| r.produced), "{sizes:?}");
+}
+
 #[test]
 fn running_without_a_gpu_is_a_one_line_error() {
     if gpu("no gpu") {

@@ -361,6 +361,7 @@ pub(super) fn top_k(imp: &mut Importer, c: &NodeCtx) -> Outputs {
             k,
             largest,
             output,
+            on_host: false,
         };
         let name = if slot == 0 {
             c.name.clone()
