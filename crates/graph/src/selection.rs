@@ -107,6 +107,13 @@ impl Selection {
 
     /// The most the count can be for inputs of `shapes` (at least [`LEAST_BOUND`]).
     pub fn bound(&self, shapes: &[&[i64]]) -> Result<i64, String> {
+        if shapes.len() != self.arity() {
+            return Err(format!(
+                "takes {} inputs, not {}",
+                self.arity(),
+                shapes.len()
+            ));
+        }
         let exact = match self {
             Selection::NonZero => shapes[0].iter().product::<i64>(),
             Selection::NonMaxSuppression { max_per_class, .. } => {
