@@ -194,7 +194,7 @@ impl HostOp {
                 };
                 let refs: Vec<&NDArray> = inputs.iter().collect();
                 let (value, count) = how.run(&refs).map_err(bad)?;
-                let room = out.shape[how.count_dim()];
+                let room = out.shape.get(how.count_dim()).copied().unwrap_or(0);
                 if count > room {
                     return Err(bad(format!(
                         "selected {count}, more than the {room} the plan has room for"

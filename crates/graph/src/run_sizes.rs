@@ -112,7 +112,10 @@ impl GraphModule {
             self.write_produced_size(name, k, count)?;
         }
         if let (Some(k), HostOp::TopK { axis, .. }) = (h.count, &h.op) {
-            let kept = outs.first().map_or(0, |o| o.shape[*axis]);
+            let kept = outs
+                .first()
+                .and_then(|o| o.shape.get(*axis).copied())
+                .unwrap_or(0);
             self.write_produced_size(name, k, kept)?;
         }
         Ok(())
