@@ -26,22 +26,8 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from dynamic_vs_ort import steal  # noqa: E402
+from dynamic_vs_ort import steal, tessera_ms  # noqa: E402
 from network_vs_ort import ort_median_ms, ort_session  # noqa: E402
-
-
-def tessera_ms(exe, module, name, image, repeat, output=None):
-    cmd = [exe, "run", "--module", module, "--input", f"{name}={image}"]
-    if repeat:
-        cmd += ["--benchmark", "--repeat", str(repeat)]
-    if output:
-        cmd += ["--output", output]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    if not repeat:
-        return None
-    lines = out.strip().splitlines()
-    i = next(k for k, l in enumerate(lines) if "median (ms)" in l)
-    return float(lines[i + 1].split()[1])
 
 
 def match_rows(got, want, atol):
@@ -108,7 +94,7 @@ def main():
         np.save(path, x.astype(np.float32))
         images.append(path)
         got_path = os.path.join(tmp, f"out{i}.npz")
-        tessera_ms(a.tessera, module, a.input, path, 0, got_path)
+        tessera_ms(a.tessera, module, {a.input: path}, 1, got_path)
         got = np.load(got_path)
         want = sess.run(None, {a.input: np.load(path)})
         gots = [got[f"output_{k}"] for k in range(len(want))]
@@ -127,7 +113,7 @@ def main():
     s0, t0 = steal()
     ratios, mins = [], {"tessera": [], "onnxruntime": []}
     for r in range(a.rounds):
-        t_ms = tessera_ms(a.tessera, module, a.input, images[0], a.repeat)
+        t_ms = tessera_ms(a.tessera, module, {a.input: images[0]}, a.repeat)
         o_ms = ort_median_ms(sess, feed, a.repeat)
         ratios.append(t_ms / o_ms)
         mins["tessera"].append(t_ms)
