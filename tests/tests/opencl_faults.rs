@@ -170,6 +170,7 @@ fn a_module_that_does_not_build_is_a_load_failure_with_the_build_log() {
         check: None,
         slow_cutoff: None,
         prepare_only: false,
+        sizes: None,
     };
     match execute(&gpu.device, &job) {
         RunReply::LoadFailed { message } => assert!(message.contains("build log"), "{message}"),

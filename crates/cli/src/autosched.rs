@@ -230,6 +230,7 @@ fn request(args: &TuneArgs) -> Result<TuneRequest> {
         measure: measure_options(args)?,
         network_check: !args.no_network_check,
         compare_rounds: args.compare_rounds,
+        sample: args.sample.clone(),
     })
 }
 

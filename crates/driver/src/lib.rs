@@ -48,6 +48,7 @@ pub mod log_views;
 mod operator;
 pub mod operator_report;
 mod pipeline;
+pub mod range_tune;
 pub mod run;
 pub mod run_report;
 pub mod runtime_size;

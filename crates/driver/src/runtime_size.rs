@@ -9,8 +9,8 @@ use crate::history::holds_configurations;
 use crate::{Build, BuildReport, DriverError, NetworkSource, NetworkSpec, Toolchain};
 use std::collections::HashMap;
 use tessera_graph::dynamic::{
-    compile_dynamic_with, counted_point, describe, selection_points, selection_ranges,
-    with_top_k_counts, SizeDim, SizeRange,
+    compile_prepared, counted_point, describe, prepare_dynamic, selection_points, selection_ranges,
+    with_top_k_counts, RangeNetwork, SizeDim, SizeRange,
 };
 use tessera_graph::GraphError;
 use tessera_search::record::{ApplyHistoryBest, LoadedLog};
@@ -297,14 +297,52 @@ impl Toolchain {
     /// Stages 1–7 for a spec with runtime sizes: the network imported and planned at
     /// the largest sizes and at smaller ones ([`probe_points`]), compiled into one
     /// module for the ranges with default schedules — or, with `log`, each point
-    /// planned with the log's algorithms and every group whose kernel reads no runtime
-    /// size given its history best (the loops that run to the sizes keep theirs).
+    /// planned with the log's algorithms and every group given its history best (a
+    /// group whose loops run to the sizes has the records of a tune for the ranges).
     pub(crate) fn compile_for_range(
         &self,
         spec: &NetworkSpec,
         rs: &RuntimeSize,
         log: Option<&LoadedLog>,
     ) -> Result<Build, DriverError> {
+        let net = self.prepare_range(spec, rs, log)?;
+        let backend = self.registry().backend_for(&spec.target)?;
+        let best = log.map(ApplyHistoryBest::from_log);
+        let appliers = match (&best, log) {
+            (Some(best), Some(log)) => {
+                Some(self.appliers(best, &spec.target, holds_configurations(&log.records))?)
+            }
+            _ => None,
+        };
+        let hook = appliers
+            .as_ref()
+            .map(|a| a as &dyn tessera_graph::ScheduleHook);
+        let network = compile_prepared(&net, backend.as_ref(), hook)
+            .map_err(|e| DriverError::Graph(Box::new(e)))?;
+        let report = match (&appliers, &best) {
+            (Some(a), Some(best)) => BuildReport {
+                with_log: true,
+                applied: a.applied(),
+                overruled: best.overruled().len(),
+                warnings: a.warnings(),
+                ..BuildReport::default()
+            },
+            _ => BuildReport::default(),
+        };
+        Ok(Build { network, report })
+    }
+
+    /// The network of a spec with runtime sizes prepared for its ranges (the builds at
+    /// the probe points checked against each other, the groups' runtime extents found):
+    /// what [`compile_for_range`](Self::compile_for_range) builds and a tune for the
+    /// ranges takes its tasks from. With `log`, each point is planned with the log's
+    /// algorithms.
+    pub(crate) fn prepare_range(
+        &self,
+        spec: &NetworkSpec,
+        rs: &RuntimeSize,
+        log: Option<&LoadedLog>,
+    ) -> Result<RangeNetwork, DriverError> {
         if !matches!(spec.source, NetworkSource::Onnx { .. }) {
             return Err(DriverError::Request(
                 "a runtime size (a --shape range) is for ONNX models".into(),
@@ -321,7 +359,6 @@ impl Toolchain {
         // to 384, not 384) is followed by the next: 16 then 8 first where every
         // largest value is a multiple of 16, else 1; each point imported and planned
         // once.
-        let backend = self.registry().backend_for(&spec.target)?;
         let mut last = None;
         let mut planned: HashMap<Vec<i64>, tessera_graph::Graph> = HashMap::new();
         let best = log.map(ApplyHistoryBest::from_log);
@@ -376,29 +413,8 @@ impl Toolchain {
             }
             let mut ranges = ranges.clone();
             with_top_k_counts(&mut builds, &mut ranges);
-            let appliers = match (&best, log) {
-                (Some(best), Some(log)) => {
-                    Some(self.appliers(best, &spec.target, holds_configurations(&log.records))?)
-                }
-                _ => None,
-            };
-            let hook = appliers
-                .as_ref()
-                .map(|a| a as &dyn tessera_graph::ScheduleHook);
-            match compile_dynamic_with(&builds, &ranges, backend.as_ref(), hook) {
-                Ok(network) => {
-                    let report = match (&appliers, &best) {
-                        (Some(a), Some(best)) => BuildReport {
-                            with_log: true,
-                            applied: a.applied(),
-                            overruled: best.overruled().len(),
-                            warnings: a.warnings(),
-                            ..BuildReport::default()
-                        },
-                        _ => BuildReport::default(),
-                    };
-                    return Ok(Build { network, report });
-                }
+            match prepare_dynamic(&builds, &ranges, &spec.target) {
+                Ok(net) => return Ok(net),
                 Err(e @ GraphError::SizeStructure { .. }) => last = Some(e),
                 Err(e) => return Err(DriverError::Graph(Box::new(e))),
             }

@@ -38,10 +38,29 @@ impl Toolchain {
     ) -> Result<TaskListing, DriverError> {
         let target = spec.target.to_string();
         if let Some(rs) = &spec.runtime_size {
-            return Err(DriverError::Request(format!(
-                "{}: the tasks of a range of sizes are not listed yet (issue 61): give one size",
-                rs
-            )));
+            if templates {
+                return Err(DriverError::Request(format!(
+                    "{rs}: the template tasks of a network with runtime sizes are not listed: \
+                     the auto-scheduler's are (without --templates)"
+                )));
+            }
+            // the kernels of the module for the ranges: those whose loops run to the
+            // sizes read the sizes' vector (`sizes`)
+            let net = self.prepare_range(spec, rs, None)?;
+            let params = tessera_graph::executor::BuildContext {
+                target: spec.target.clone(),
+                hardware: self.hardware(&spec.target)?,
+            }
+            .cpu_params();
+            let tasks = tessera_graph::tasks::range_tasks(&net, &spec.target, params)?;
+            return Ok(TaskListing::Groups {
+                network: net.graph.name.clone(),
+                groups: tasks.iter().map(|t| t.weight).sum(),
+                choices: 0,
+                target,
+                weights: tasks.iter().map(|t| t.weight).collect(),
+                tasks: tasks.into_iter().map(|t| t.task).collect(),
+            });
         }
         if templates {
             let plan = self.plan_for_templates(spec)?;

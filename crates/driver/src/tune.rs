@@ -20,8 +20,13 @@ use std::path::PathBuf;
 use std::time::Duration;
 use tessera_backends::Target;
 use tessera_costmodel::{PackSumParams, PackSumXgb, ProgramCostModel, RandomProgramModel};
+use tessera_graph::dynamic::describe;
+use tessera_graph::ConvPlan;
 use tessera_rpc::TrackerClient;
+use tessera_search::session::TuningTask;
 use tessera_te::catalog::OpSpec;
+
+pub use crate::range_tune::{point_estimates, sample_points, PointEstimates};
 
 pub use tessera_search::measure::{MeasureOptions, RemoteOptions, DEFAULT_SLOW_CUTOFF};
 pub use tessera_search::memory::{MemoryUse, ModelMemory, PriorSource};
@@ -108,6 +113,10 @@ pub struct TuneRequest {
     /// Rounds of the closing comparison of the untuned and tuned builds (0: none, else
     /// at least [`MIN_COMPARE_ROUNDS`]).
     pub compare_rounds: usize,
+    /// A network with runtime sizes: the points its kernels are timed at, each one
+    /// value per size the spec names (empty: the largest and its quarters,
+    /// [`crate::range_tune::sample_points`]).
+    pub sample: Vec<Vec<i64>>,
 }
 
 impl TuneRequest {
@@ -138,8 +147,17 @@ impl TuneRequest {
             measure: MeasureOptions::default(),
             network_check: true,
             compare_rounds: 5,
+            sample: Vec::new(),
         }
     }
+}
+
+/// A network tuned for ranges of sizes: its name, the ranges its spec names and the
+/// sample's points.
+struct RangeTune {
+    name: String,
+    ranges: Vec<tessera_graph::dynamic::SizeRange>,
+    points: Vec<Vec<i64>>,
 }
 
 /// One task of a finished session.
@@ -168,9 +186,10 @@ pub enum CompareStep {
     Skipped,
     /// No group got a tuned schedule: the two builds are one.
     NothingApplied,
-    /// The network's selections count sizes at run time (named): its builds are
-    /// compiled for them, which the check and the comparison do not do yet.
-    Counted(String),
+    /// The network runs at sizes known at run time (named: its ranges, or the counts of
+    /// its selections): its builds are compiled for them, which the check and the
+    /// comparison do not do yet (the estimate per point stands in).
+    Ranges(String),
     Compared(BuildComparison),
 }
 
@@ -182,6 +201,8 @@ pub struct TuneReport {
     pub network: Option<String>,
     pub check: CheckStep,
     pub comparison: CompareStep,
+    /// A network tuned for ranges of sizes: the estimate at each point of the sample.
+    pub per_point: Option<PointEstimates>,
 }
 
 /// Checks that the compare rounds can tell a speed-up from noise.
@@ -232,11 +253,8 @@ impl Toolchain {
             ..
         }) = &req.subject
         {
-            return Err(DriverError::Request(format!(
-                "{}: tuning for a range of sizes is not there yet (issue 61): tune one size \
-                 (--shape with a number), whose records a build of that size applies",
-                rs
-            )));
+            // a sample outside the ranges is refused before the device is opened
+            sample_points(&rs.ranges, &req.sample)?;
         }
         if req.resume && !req.log.exists() {
             return Err(DriverError::Request(format!(
@@ -265,16 +283,7 @@ impl Toolchain {
                     })?;
             events.out(&format!("measuring on {}\n", device.describe()));
         }
-        let (plan, tasks) = match &req.subject {
-            TuneSubject::Operator { op, target } => (
-                None,
-                vec![self.operator_tuning_task(op, target, req.templates)?],
-            ),
-            TuneSubject::Network(spec) => {
-                let (plan, tasks) = self.tuning_tasks(spec, req.templates)?;
-                (Some(plan), tasks)
-            }
-        };
+        let (plan, tasks, range) = self.session_tasks(req)?;
         let measurer =
             tessera_search::measure::Measurer::with_backend(backend, req.measure.clone())?;
         let strategy = self.registry().strategy(&req.strategy)?;
@@ -311,14 +320,31 @@ impl Toolchain {
             network: plan.as_ref().map(|p| p.base().name.clone()),
             check: CheckStep::NotRun,
             comparison: CompareStep::Skipped,
+            per_point: None,
             summary,
         };
+        if let Some(range) = range {
+            let keys: Vec<(String, usize)> = (report.tasks.iter())
+                .map(|t| (t.workload_key.clone(), t.weight))
+                .collect();
+            let records = self.read_log(&req.log)?.records;
+            report.per_point = Some(point_estimates(
+                &range.ranges,
+                &range.points,
+                &keys,
+                &target.to_string(),
+                &records,
+            ));
+            report.network = Some(range.name);
+            report.comparison = CompareStep::Ranges(describe(&range.ranges));
+            return Ok(report);
+        }
         let Some(plan) = plan else {
             return Ok(report);
         };
         let counted = tessera_graph::dynamic::selection_ranges(plan.rule_graph());
         if !counted.is_empty() {
-            report.comparison = CompareStep::Counted(tessera_graph::dynamic::describe(&counted));
+            report.comparison = CompareStep::Ranges(describe(&counted));
             return Ok(report);
         }
         // the check times kernels here, in whole runs: not for a remote device (each
@@ -346,6 +372,45 @@ impl Toolchain {
             };
         }
         Ok(report)
+    }
+
+    /// The session's tasks: one operator's, a network's (with its plan), or those of a
+    /// network compiled for ranges of sizes (with its name, ranges and sample).
+    #[allow(clippy::type_complexity)]
+    fn session_tasks(
+        &self,
+        req: &TuneRequest,
+    ) -> Result<(Option<ConvPlan>, Vec<TuningTask>, Option<RangeTune>), DriverError> {
+        let spec = match &req.subject {
+            TuneSubject::Operator { op, target } => {
+                let task = self.operator_tuning_task(op, target, req.templates)?;
+                return Ok((None, vec![task], None));
+            }
+            TuneSubject::Network(spec) => spec,
+        };
+        let Some(rs) = &spec.runtime_size else {
+            if !req.sample.is_empty() {
+                return Err(DriverError::Request(
+                    "--sample is for a network with runtime sizes (a --shape range)".into(),
+                ));
+            }
+            let (plan, tasks) = self.tuning_tasks(spec, req.templates)?;
+            return Ok((Some(plan), tasks, None));
+        };
+        if req.templates {
+            return Err(DriverError::Request(format!(
+                "{rs}: template tuning of a network with runtime sizes is not there; the \
+                 auto-scheduler (without --templates) tunes it for its ranges"
+            )));
+        }
+        let points = sample_points(&rs.ranges, &req.sample)?;
+        let (name, tasks) = self.range_tuning_tasks(spec, rs, &points)?;
+        let range = RangeTune {
+            name,
+            ranges: rs.ranges.clone(),
+            points,
+        };
+        Ok((None, tasks, Some(range)))
     }
 
     fn session_error(

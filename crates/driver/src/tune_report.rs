@@ -4,7 +4,7 @@
 //! where every round agrees, `runtime::timer::Comparison`), and `tessera tune --json`'s
 //! summary.
 
-use crate::tune::{CheckStep, CompareStep, TuneReport, NO_COST};
+use crate::tune::{CheckStep, CompareStep, PointEstimates, TuneReport, NO_COST};
 use crate::{BuildComparison, NetworkCheckOutcome};
 use std::fmt::Write as _;
 use std::path::Path;
@@ -27,6 +27,9 @@ impl TuneReport {
             CheckStep::NotRun => String::new(),
         };
         s.push_str(&comparison_text(name, &self.comparison));
+        if let Some(p) = &self.per_point {
+            s.push_str(&per_point_text(p));
+        }
         s
     }
 
@@ -37,7 +40,9 @@ impl TuneReport {
         }
         match &self.comparison {
             CompareStep::Skipped => serde_json::json!({ "skipped": true }),
-            CompareStep::Counted(sizes) => serde_json::json!({ "skipped": true, "counted": sizes }),
+            CompareStep::Ranges(sizes) => {
+                serde_json::json!({ "skipped": true, "runtime_sizes": sizes })
+            }
             CompareStep::NothingApplied => serde_json::json!({ "applied": 0 }),
             CompareStep::Compared(c) => serde_json::json!({
                 "applied": c.applied,
@@ -68,8 +73,55 @@ impl TuneReport {
             "estimated_latency_ms": self.summary.estimated_latency.map(|l| l * 1e3),
             "untuned_share": self.summary.untuned_share,
             "network": self.comparison_json(),
+            "per_point": self.per_point.as_ref().map(per_point_json),
         })
     }
+}
+
+/// `size=value, …` of one point.
+fn point_name(p: &PointEstimates, k: usize) -> String {
+    let parts: Vec<String> = (p.sizes.iter().zip(&p.points[k]))
+        .map(|(n, v)| format!("{n}={v}"))
+        .collect();
+    parts.join(", ")
+}
+
+/// The estimate at each point of a tune for ranges, untuned and tuned.
+fn per_point_text(p: &PointEstimates) -> String {
+    let mut s = "estimated latency at each point of the sample (the sum over the tasks of \
+                 their weight times their time there; host steps aside):\n"
+        .to_string();
+    let ms = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{:.3} ms", v * 1e3));
+    for k in 0..p.points.len() {
+        let ratio = match (p.untuned[k], p.tuned[k]) {
+            (Some(u), Some(t)) if u > 0.0 => format!("  ({:.2}×)", t / u),
+            _ => String::new(),
+        };
+        let _ = writeln!(
+            s,
+            "  {:<24} untuned {:>12}  tuned {:>12}{ratio}",
+            point_name(p, k),
+            ms(p.untuned[k]),
+            ms(p.tuned[k])
+        );
+    }
+    s
+}
+
+fn per_point_json(p: &PointEstimates) -> serde_json::Value {
+    let points: Vec<serde_json::Value> = (0..p.points.len())
+        .map(|k| {
+            let at: serde_json::Map<String, serde_json::Value> = (p.sizes.iter().zip(&p.points[k]))
+                .map(|(n, v)| (n.clone(), serde_json::json!(v)))
+                .collect();
+            serde_json::json!({
+                "point": at,
+                "untuned_ms": p.untuned[k].map(|v| v * 1e3),
+                "tuned_ms": p.tuned[k].map(|v| v * 1e3),
+            })
+        })
+        .collect();
+    serde_json::Value::Array(points)
 }
 
 /// The in-network check: how many groups were timed and which run faster with another
@@ -126,11 +178,11 @@ fn comparison_text(name: &str, step: &CompareStep) -> String {
                  `tessera run` with and without --log times each\n"
             )
         }
-        CompareStep::Counted(sizes) => {
+        CompareStep::Ranges(sizes) => {
             return format!(
-                "network `{name}`: its selections count sizes at run time ({sizes}): no check \
-                 in the network nor comparison of the untuned and tuned builds yet; `tessera run \
-                 --log` builds it with the records for its groups that read no runtime size\n"
+                "network `{name}`: it runs at sizes known at run time ({sizes}): no check in \
+                 the network nor comparison of the untuned and tuned builds yet; `tessera \
+                 compile --log` builds its module with the records of every group\n"
             )
         }
         CompareStep::NothingApplied => {

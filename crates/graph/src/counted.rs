@@ -153,3 +153,48 @@ pub fn counted_builds<E>(
     with_top_k_counts(&mut builds, &mut ranges);
     Ok((builds, ranges))
 }
+
+/// Each selection of `graph` told the index of the size it counts: the range of its
+/// name, which must be a counted one; every counted range has its selection.
+pub(crate) fn tell_selections(graph: &mut Graph, ranges: &[SizeRange]) -> Result<(), String> {
+    let mut told = vec![false; ranges.len()];
+    for n in graph.topo_order() {
+        let name = graph.node(n).name.clone();
+        if let crate::ir::Op::Select { size, .. } = &mut graph.node_mut(n).op {
+            let k = ranges
+                .iter()
+                .position(|r| r.produced && r.name == name)
+                .ok_or_else(|| format!("`{name}`'s count has no range"))?;
+            *size = Some(k);
+            told[k] = true;
+        }
+    }
+    // a TopK's k (with_top_k_counts) is told by its host step, on every target; so
+    // is the TopK of the other output of the same selection
+    let counted_inputs: Vec<NodeIndex> = graph
+        .topo_order()
+        .into_iter()
+        .filter(|&n| {
+            let name = &graph.node(n).name;
+            matches!(graph.node(n).op, crate::ir::Op::TopK { .. })
+                && ranges.iter().any(|r| r.produced && &r.name == name)
+        })
+        .filter_map(|n| graph.args(n).first().copied())
+        .collect();
+    for n in graph.topo_order() {
+        let name = graph.node(n).name.clone();
+        let input = graph.args(n).first().copied();
+        if let crate::ir::Op::TopK { on_host, .. } = &mut graph.node_mut(n).op {
+            if let Some(k) = ranges.iter().position(|r| r.produced && r.name == name) {
+                told[k] = true;
+            }
+            if input.is_some_and(|i| counted_inputs.contains(&i)) {
+                *on_host = true;
+            }
+        }
+    }
+    match ranges.iter().zip(&told).find(|(r, t)| r.produced && !**t) {
+        Some((r, _)) => Err(format!("no selection counts {}", r.name)),
+        None => Ok(()),
+    }
+}

@@ -29,8 +29,10 @@
 //! [`counted_point`]). A host step reads the leading blocks of its inputs at the run's
 //! sizes (the dimensions of its values that follow them, fitted like the inputs'), so
 //! that a NonMaxSuppression of the boxes a NonZero kept, or a TopK of `min(k, count)`,
-//! runs as the network says. Tuned records name fixed shapes: [`compile_dynamic_with`]
-//! asks its hook (a log's history best) for the groups whose kernels read no size only.
+//! runs as the network says. [`compile_dynamic_with`] asks its hook (a log's history
+//! best) for every group: one whose kernel reads no size has a fixed build's workload,
+//! one that reads them a workload of its own (its DAG reads the sizes' vector), which a
+//! tune for the ranges measures at a sample of points ([`crate::tasks::range_tasks`]).
 //!
 //! A run copies each input that follows the sizes into the largest layout, a
 //! contiguous run at a time (its other elements are never read), checks that the
@@ -200,36 +202,45 @@ pub fn compile_dynamic(
     compile_dynamic_with(builds, ranges, backend, None)
 }
 
-/// A hook asked only for the groups whose kernels read no runtime size: their
-/// shapes are those of a fixed build, which tuned records name; the others keep their
-/// default schedules (their loops run to the sizes).
-struct FixedGroupsOnly<'a> {
-    hook: &'a dyn ScheduleHook,
-    extents: Tensor,
-}
-
-impl ScheduleHook for FixedGroupsOnly<'_> {
-    fn schedule(
-        &self,
-        graph: &Graph,
-        group: &GroupCompute,
-        ctx: &BuildContext,
-    ) -> Option<tessera_te::Schedule> {
-        if group.placeholders.contains(&self.extents) || group.specialized.is_some() {
-            return None;
-        }
-        self.hook.schedule(graph, group, ctx)
-    }
+/// A network prepared for ranges of sizes: the largest build's graph (with the sizes'
+/// input), its fused groups, and each group's tensor expression with runtime extents —
+/// what [`compile_prepared`] lowers and what a tune for the ranges takes its tasks from
+/// ([`crate::range_tasks`]).
+pub struct RangeNetwork {
+    pub graph: Graph,
+    pub groups: Vec<Group>,
+    /// Per group, its tensor expression: loops that run to the sizes where its extents
+    /// follow them (a kernel that reads `extents`), else the largest build's.
+    pub computes: Vec<GroupCompute>,
+    /// The int32 vector of sizes the kernels read, one element per range.
+    pub extents: Tensor,
+    pub ranges: Vec<SizeRange>,
+    #[allow(clippy::type_complexity)]
+    io: (Vec<(String, Vec<SizeDim>)>, Vec<Vec<SizeDim>>),
 }
 
 /// [`compile_dynamic`], asking `hook` (the history best of a record log) for the
-/// schedule of every group whose kernel reads no runtime size (a detector's backbone).
+/// schedule of every group: a group whose kernel reads no runtime size has a fixed
+/// build's workload (a detector's backbone), one that reads them a workload of its own,
+/// which a tune for the ranges measures (a one-token body keeps its defaults).
 pub fn compile_dynamic_with(
     builds: &[(Vec<i64>, Graph)],
     ranges: &[SizeRange],
     backend: &dyn Backend,
     hook: Option<&dyn ScheduleHook>,
 ) -> Result<CompiledNetwork, GraphError> {
+    let net = prepare_dynamic(builds, ranges, backend.target())?;
+    compile_prepared(&net, backend, hook)
+}
+
+/// Prepares one network for every point of `ranges` from `builds` (see
+/// [`compile_dynamic`]) for `target`: the groups' tensor expressions with runtime
+/// extents, checked across the builds.
+pub fn prepare_dynamic(
+    builds: &[(Vec<i64>, Graph)],
+    ranges: &[SizeRange],
+    target: &tessera_backends::Target,
+) -> Result<RangeNetwork, GraphError> {
     let all = describe(ranges);
     let refuse = |why: String| GraphError::Invalid(format!("a network for {all}: {why}"));
     if let Some(r) = ranges.iter().find(|r| r.min < 0 || r.min > r.max) {
@@ -254,7 +265,7 @@ pub fn compile_dynamic_with(
         g.validate()?;
     }
     let mut graph = builds[0].1.clone();
-    tell_selections(&mut graph, ranges).map_err(refuse)?;
+    crate::counted::tell_selections(&mut graph, ranges).map_err(refuse)?;
     let count = ranges.len() as i64;
     let points = &points;
     let sizes_node = graph.input(SIZES_INPUT, TensorType::new(&[count], DataType::int32()));
@@ -268,8 +279,7 @@ pub fn compile_dynamic_with(
             why,
         })?;
     }
-    let target = backend.target().clone();
-    let host = |g: &Group| HostOp::of(&graph, g, &target);
+    let host = |g: &Group| HostOp::of(&graph, g, target);
     let io = io_dims(&graph, builds, ranges).map_err(refuse)?;
     let extents = extent_tensor(count, "sizes").map_err(|e| refuse(e.to_string()))?;
     // the sizes whose range starts at 1 (one token, one row), and when a run has them
@@ -337,24 +347,45 @@ pub fn compile_dynamic_with(
         }
         Ok(general)
     };
-    let ctx = BuildContext::of(backend);
-    let fixed_only = hook.map(|hook| FixedGroupsOnly {
-        hook,
-        extents: extents.clone(),
-    });
-    let hook = fixed_only.as_ref().map(|h| h as &dyn ScheduleHook);
-    let lowered = lower_distinct(&graph, &groups, &ctx, hook, &compute_of)?;
-    let mut net = assemble(&graph, &groups, &lowered, backend)?;
-    let sizes_storage = net
-        .take_input(SIZES_INPUT)
-        .ok_or_else(|| refuse("no size input".into()))?;
-    net.dynamic = Some(DynamicIo {
+    let computes = groups
+        .iter()
+        .enumerate()
+        .map(|(i, g)| compute_of(i, g))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(RangeNetwork {
+        graph,
+        groups,
+        computes,
+        extents,
         ranges: ranges.to_vec(),
+        io,
+    })
+}
+
+/// Lowers and builds a [`RangeNetwork`] with `backend`, each group's schedule from
+/// `hook` where it has one, else the default.
+pub fn compile_prepared(
+    net: &RangeNetwork,
+    backend: &dyn Backend,
+    hook: Option<&dyn ScheduleHook>,
+) -> Result<CompiledNetwork, GraphError> {
+    let ctx = BuildContext::of(backend);
+    let compute_of = |i: usize, _: &Group| Ok(net.computes[i].clone());
+    let lowered = lower_distinct(&net.graph, &net.groups, &ctx, hook, &compute_of)?;
+    let mut compiled = assemble(&net.graph, &net.groups, &lowered, backend)?;
+    let sizes_storage = compiled.take_input(SIZES_INPUT).ok_or_else(|| {
+        GraphError::Invalid(format!(
+            "a network for {}: no size input",
+            describe(&net.ranges)
+        ))
+    })?;
+    compiled.dynamic = Some(DynamicIo {
+        ranges: net.ranges.clone(),
         sizes_storage,
-        inputs: io.0,
-        outputs: io.1,
+        inputs: net.io.0.clone(),
+        outputs: net.io.1.clone(),
     });
-    Ok(net)
+    Ok(compiled)
 }
 
 /// A host step's group `gc` (group `i`, `g` of `graph`) with the dimensions of its
@@ -424,51 +455,6 @@ fn host_dims(
         gc.host_dims = dims;
     }
     Ok(gc)
-}
-
-/// Each selection of `graph` told the index of the size it counts: the range of its
-/// name, which must be a counted one; every counted range has its selection.
-fn tell_selections(graph: &mut Graph, ranges: &[SizeRange]) -> Result<(), String> {
-    let mut told = vec![false; ranges.len()];
-    for n in graph.topo_order() {
-        let name = graph.node(n).name.clone();
-        if let crate::ir::Op::Select { size, .. } = &mut graph.node_mut(n).op {
-            let k = ranges
-                .iter()
-                .position(|r| r.produced && r.name == name)
-                .ok_or_else(|| format!("`{name}`'s count has no range"))?;
-            *size = Some(k);
-            told[k] = true;
-        }
-    }
-    // a TopK's k (with_top_k_counts) is told by its host step, on every target; so
-    // is the TopK of the other output of the same selection
-    let counted_inputs: Vec<NodeIndex> = graph
-        .topo_order()
-        .into_iter()
-        .filter(|&n| {
-            let name = &graph.node(n).name;
-            matches!(graph.node(n).op, crate::ir::Op::TopK { .. })
-                && ranges.iter().any(|r| r.produced && &r.name == name)
-        })
-        .filter_map(|n| graph.args(n).first().copied())
-        .collect();
-    for n in graph.topo_order() {
-        let name = graph.node(n).name.clone();
-        let input = graph.args(n).first().copied();
-        if let crate::ir::Op::TopK { on_host, .. } = &mut graph.node_mut(n).op {
-            if let Some(k) = ranges.iter().position(|r| r.produced && r.name == name) {
-                told[k] = true;
-            }
-            if input.is_some_and(|i| counted_inputs.contains(&i)) {
-                *on_host = true;
-            }
-        }
-    }
-    match ranges.iter().zip(&told).find(|(r, t)| r.produced && !**t) {
-        Some((r, _)) => Err(format!("no selection counts {}", r.name)),
-        None => Ok(()),
-    }
 }
 
 /// `gc` with its output replaced by `bounded` (the same tensor with runtime extents)

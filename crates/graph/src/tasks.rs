@@ -131,3 +131,58 @@ pub fn default_programs(
     }
     Ok(out)
 }
+
+/// A task of a network compiled for ranges of sizes ([`range_tasks`]).
+pub struct RangeTask {
+    pub task: Task,
+    /// How many of the network's groups compute it.
+    pub weight: usize,
+    /// Its default schedule's program (what an untuned range module runs), its
+    /// parameters in its DAG's order.
+    pub default: Result<tessera_ir::PrimFunc, GraphError>,
+    /// Which of its DAG's inputs holds the sizes, where its loops run to them; `None`:
+    /// a group that reads no size, whose workload is a fixed build's.
+    pub sizes_param: Option<usize>,
+}
+
+/// The tasks of `net` for `target` (issue 61): one per distinct kernel group (views and
+/// host steps run none), by workload key in order of first occurrence. A group whose
+/// loops run to the sizes is its own workload: its DAG reads the sizes' vector (the
+/// bounds of its axes name it), so its records are never a fixed build's; a group with
+/// a one-token body is tuned for its general one.
+pub fn range_tasks(
+    net: &crate::dynamic::RangeNetwork,
+    target: &Target,
+    p: tessera_te::schedules::CpuParams,
+) -> Result<Vec<RangeTask>, GraphError> {
+    let mut out: Vec<RangeTask> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
+    for (g, gc) in net.groups.iter().zip(&net.computes) {
+        if g.view_of(&net.graph).is_some()
+            || crate::host_ops::HostOp::of(&net.graph, g, target).is_some()
+        {
+            continue;
+        }
+        let dag = gc.dag()?;
+        let key = dag.workload_key();
+        if let Some(&i) = index.get(&key) {
+            out[i].weight += 1;
+            continue;
+        }
+        index.insert(key.clone(), out.len());
+        let sizes_param = dag.inputs().iter().position(|t| t == &net.extents);
+        out.push(RangeTask {
+            default: crate::executor::lower_group_for_task(gc, "default_schedule", p),
+            task: Task {
+                name: group_name(&net.graph, g),
+                workload_key: key,
+                dag,
+                target: target.clone(),
+                choice: None,
+            },
+            weight: 1,
+            sizes_param,
+        });
+    }
+    Ok(out)
+}

@@ -122,6 +122,9 @@ pub enum RuntimeError {
     /// The kernel returned a non-zero status.
     #[error("`{entry}` failed with status {code}")]
     CallFailed { entry: String, code: i32 },
+    /// A job's points of runtime sizes do not fit its kernel (`runner::SizePoints`).
+    #[error("the points of runtime sizes: {0}")]
+    SizePoints(String),
 }
 
 /// Why a `.npy` byte string could not be read (or a file not written).

@@ -9,6 +9,12 @@
 //! another), one that hangs is killed at the timeout, and one that computes a wrong
 //! result is caught by the optional check. The inputs are seeded random arrays made by [`make_args`], so the
 //! tuner can compute the expected outputs on the very same inputs.
+//!
+//! A kernel built for ranges of sizes (issue 61: its loops run to what an int32 parameter
+//! holds) is timed at several points of the ranges ([`SizePoints`]): the parameter holds
+//! each point in turn, the first (the largest, where every element is valid) is the one
+//! checked, and the reply's costs are the points' times weighted, repeat by repeat, with
+//! each point's mean beside them ([`PointCosts`]).
 
 use crate::device::{Device, DeviceArray, DeviceError};
 use crate::ndarray::NDArray;
@@ -102,6 +108,97 @@ pub struct RunJob {
     /// times the kernel (`tessera_search::prepare`). The reply is `Ok` with no costs.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub prepare_only: bool,
+    /// A kernel built for ranges of sizes: the points it is timed at.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sizes: Option<SizePoints>,
+}
+
+/// The points of runtime sizes a kernel is timed at: its int32 parameter `param` (the
+/// sizes its loops run to, `tessera.sizes` in a module) holds each of `points` in turn;
+/// the first is the one checked. The job's cost is `Σ weights[p] · time[p] / Σ weights`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SizePoints {
+    pub param: usize,
+    pub points: Vec<Vec<i32>>,
+    pub weights: Vec<f64>,
+}
+
+/// What a job timed at [`SizePoints`] measured: each point's mean seconds beside the
+/// points and weights (what a record keeps: the estimate per point).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PointCosts {
+    pub points: Vec<Vec<i32>>,
+    pub weights: Vec<f64>,
+    pub means: Vec<f64>,
+}
+
+impl SizePoints {
+    /// Checks that the points fit a kernel with parameters `params`: `param` an int32
+    /// input of one dimension, each point that many values, at least one point, one
+    /// positive finite weight per point.
+    pub fn validate(&self, params: &[ParamSpec]) -> Result<(), RuntimeError> {
+        let bad = |why: String| Err(RuntimeError::SizePoints(why));
+        let Some(p) = params.get(self.param) else {
+            return bad(format!(
+                "parameter {} of a kernel of {}",
+                self.param,
+                params.len()
+            ));
+        };
+        if p.dtype != tessera_ir::DataType::int32() || p.shape.len() != 1 || p.written {
+            return bad(format!(
+                "parameter {} (`{}`) is a {} {:?}, not the int32 vector of sizes",
+                self.param, p.name, p.dtype, p.shape
+            ));
+        }
+        if self.points.is_empty() || self.points.len() != self.weights.len() {
+            return bad(format!(
+                "{} points and {} weights",
+                self.points.len(),
+                self.weights.len()
+            ));
+        }
+        if let Some(pt) = self.points.iter().find(|pt| pt.len() as i64 != p.shape[0]) {
+            return bad(format!("point {pt:?} for {} sizes", p.shape[0]));
+        }
+        if let Some(w) = self.weights.iter().find(|w| !(w.is_finite() && **w > 0.0)) {
+            return bad(format!("weight {w}: weights are positive"));
+        }
+        Ok(())
+    }
+
+    /// Point `k` as the kernel's argument.
+    pub fn array(&self, k: usize) -> Result<NDArray, RuntimeError> {
+        let pt = &self.points[k];
+        NDArray::from_slice(&[pt.len()], pt)
+    }
+
+    /// The job's costs from each point's times (`times[p]`: seconds per repeat): the
+    /// weighted mean repeat by repeat, and each point's mean.
+    pub fn combine(&self, times: &[Vec<f64>]) -> (Vec<f64>, PointCosts) {
+        let total: f64 = self.weights.iter().sum();
+        let repeats = times.iter().map(Vec::len).min().unwrap_or(0);
+        let costs = (0..repeats)
+            .map(|r| {
+                times
+                    .iter()
+                    .zip(&self.weights)
+                    .map(|(t, w)| w * t[r])
+                    .sum::<f64>()
+                    / total
+            })
+            .collect();
+        let means = times
+            .iter()
+            .map(|t| t.iter().sum::<f64>() / t.len().max(1) as f64)
+            .collect();
+        let at = PointCosts {
+            points: self.points.clone(),
+            weights: self.weights.clone(),
+            means,
+        };
+        (costs, at)
+    }
 }
 
 fn cpu_target() -> String {
@@ -136,6 +233,9 @@ pub enum RunReply {
         costs: Vec<f64>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         profile: Option<JobProfile>,
+        /// A job timed at [`SizePoints`]: each point's time.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        at_points: Option<PointCosts>,
     },
     /// The kernel could not be loaded on the device (a device compiler's error, e.g.
     /// OpenCL's build log): TVM's `COMPILE_DEVICE`.
@@ -167,6 +267,21 @@ pub fn make_args(
             }
         })
         .collect()
+}
+
+/// [`make_args`] with the sizes parameter of `sizes` at its first point.
+pub fn make_args_at(
+    params: &[ParamSpec],
+    seed: u64,
+    num_outputs: usize,
+    sizes: Option<&SizePoints>,
+) -> Result<Vec<NDArray>, RuntimeError> {
+    let mut args = make_args(params, seed, num_outputs)?;
+    if let Some(s) = sizes {
+        s.validate(params)?;
+        args[s.param] = s.array(0)?;
+    }
+    Ok(args)
 }
 
 /// Runs `job` on `device` in this process (what a runner process does once it has
@@ -213,8 +328,13 @@ fn execute_inner(device: &Arc<dyn Device>, job: &RunJob) -> Result<RunReply, Job
         }
     };
     profile.load = lap();
-    let host = make_args(&job.artifact.params, job.seed, job.num_outputs)?;
-    let args = host
+    let host = make_args_at(
+        &job.artifact.params,
+        job.seed,
+        job.num_outputs,
+        job.sizes.as_ref(),
+    )?;
+    let mut args = host
         .iter()
         .map(|a| DeviceArray::from_host(device, a))
         .collect::<Result<Vec<_>, _>>()?;
@@ -244,15 +364,108 @@ fn execute_inner(device: &Arc<dyn Device>, job: &RunJob) -> Result<RunReply, Job
         return Ok(RunReply::Ok {
             costs: Vec::new(),
             profile: Some(profile),
+            at_points: None,
         });
     }
     // The evaluator's untimed call is the warm-up (TVM's runner adds one more; the
     // checked run above is one already).
     let evaluator = TimeEvaluator::from(job.timer).with_slow_cutoff(job.slow_cutoff);
-    let t = device.time(function, &buffers, dims, &evaluator)?;
+    let Some(sizes) = &job.sizes else {
+        let t = device.time(function, &buffers, dims, &evaluator)?;
+        profile.timing = lap();
+        return Ok(RunReply::Ok {
+            costs: t.results,
+            profile: Some(profile),
+            at_points: None,
+        });
+    };
+    // at each point in turn, the sizes written where the kernel reads them
+    let mut times = Vec::with_capacity(sizes.points.len());
+    for k in 0..sizes.points.len() {
+        if k > 0 {
+            args[sizes.param] = DeviceArray::from_host(device, &sizes.array(k)?)?;
+        }
+        let buffers: Vec<_> = args.iter().map(DeviceArray::buffer).collect();
+        times.push(device.time(function, &buffers, dims, &evaluator)?.results);
+    }
     profile.timing = lap();
+    let (costs, at) = sizes.combine(&times);
     Ok(RunReply::Ok {
-        costs: t.results,
+        costs,
         profile: Some(profile),
+        at_points: Some(at),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tessera_ir::DataType;
+
+    fn param(name: &str, dtype: DataType, shape: &[i64], written: bool) -> ParamSpec {
+        ParamSpec {
+            name: name.into(),
+            dtype,
+            shape: shape.to_vec(),
+            written,
+        }
+    }
+
+    #[test]
+    fn a_job_at_points_costs_the_weighted_mean_repeat_by_repeat() {
+        let s = SizePoints {
+            param: 1,
+            points: vec![vec![8], vec![2]],
+            weights: vec![1.0, 3.0],
+        };
+        let (costs, at) = s.combine(&[vec![4.0, 8.0], vec![2.0, 2.0]]);
+        assert_eq!(costs, vec![(4.0 + 6.0) / 4.0, (8.0 + 6.0) / 4.0]);
+        assert_eq!(at.means, vec![6.0, 2.0]);
+        assert_eq!(at.points, s.points);
+        assert_eq!(at.weights, s.weights);
+    }
+
+    #[test]
+    fn points_that_do_not_fit_the_kernel_are_an_error() {
+        let params = [
+            param("x", DataType::float32(), &[8, 4], false),
+            param("sizes", DataType::int32(), &[2], false),
+            param("y", DataType::float32(), &[8, 4], true),
+        ];
+        let good = SizePoints {
+            param: 1,
+            points: vec![vec![8, 4], vec![2, 1]],
+            weights: vec![1.0, 2.0],
+        };
+        good.validate(&params).unwrap();
+        let args = make_args_at(&params, 3, 1, Some(&good)).unwrap();
+        assert_eq!(args[1].as_slice::<i32>().unwrap(), &[8, 4]);
+        let bad = |s: SizePoints| s.validate(&params).unwrap_err().to_string();
+        let e = bad(SizePoints {
+            param: 0,
+            ..good.clone()
+        });
+        assert!(e.contains("not the int32 vector of sizes"), "{e}");
+        let e = bad(SizePoints {
+            param: 5,
+            ..good.clone()
+        });
+        assert!(e.contains("parameter 5 of a kernel of 3"), "{e}");
+        let e = bad(SizePoints {
+            points: vec![vec![8]],
+            weights: vec![1.0],
+            ..good.clone()
+        });
+        assert!(e.contains("point [8] for 2 sizes"), "{e}");
+        let e = bad(SizePoints {
+            weights: vec![1.0, 0.0],
+            ..good.clone()
+        });
+        assert!(e.contains("weights are positive"), "{e}");
+        let e = bad(SizePoints {
+            weights: vec![1.0],
+            ..good
+        });
+        assert!(e.contains("2 points and 1 weights"), "{e}");
+    }
 }

@@ -201,9 +201,14 @@ fn a_measurement_job_runs_and_checks_on_a_device() {
         }),
         slow_cutoff: None,
         prepare_only: false,
+        sizes: None,
     };
     match execute(&cpu(), &job(&good)) {
-        RunReply::Ok { costs, profile } => {
+        RunReply::Ok {
+            costs,
+            profile,
+            at_points: None,
+        } => {
             assert_eq!(costs.len(), 2);
             // the runner says where the job's time went, and that the CPU is the host's
             let p = profile.expect("a timed job has a profile");

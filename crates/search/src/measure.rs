@@ -21,7 +21,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 use tessera_backends::{Artifact, Backend, BackendError, CpuBackend, Target};
 use tessera_ir::PrimFunc;
-use tessera_runtime::runner::{make_args, CheckSpec, RunJob, TimerConfig};
+use tessera_runtime::runner::{make_args_at, CheckSpec, RunJob, SizePoints, TimerConfig};
 use tessera_runtime::{Module, NDArray};
 
 /// What can stop measurement as a whole (not one candidate).
@@ -235,6 +235,18 @@ impl Reference {
         num_outputs: usize,
         seed: u64,
     ) -> Result<Reference, MeasureError> {
+        Reference::compute_at(backend, func, num_outputs, seed, None)
+    }
+
+    /// [`compute`](Self::compute) for a kernel built for ranges of sizes: at the first
+    /// of `sizes`' points.
+    pub fn compute_at(
+        backend: &dyn Backend,
+        func: &PrimFunc,
+        num_outputs: usize,
+        seed: u64,
+        sizes: Option<&SizePoints>,
+    ) -> Result<Reference, MeasureError> {
         let err = |e: &dyn std::fmt::Display| MeasureError::Reference(e.to_string());
         let host;
         let backend: &dyn Backend = if backend.target().kind.is_cpu() {
@@ -246,7 +258,8 @@ impl Reference {
         let dir = ScratchDir::new("tessera-reference-").map_err(|e| err(&e))?;
         let artifact = backend.build(func, dir.path()).map_err(|e| err(&e))?;
         let module = Module::load(&artifact).map_err(|e| err(&e))?;
-        let mut args = make_args(&artifact.params, seed, num_outputs).map_err(|e| err(&e))?;
+        let mut args =
+            make_args_at(&artifact.params, seed, num_outputs, sizes).map_err(|e| err(&e))?;
         let mut refs: Vec<&mut NDArray> = args.iter_mut().collect();
         module.call(&mut refs).map_err(|e| err(&e))?;
         let first = args.len().saturating_sub(num_outputs);
@@ -263,6 +276,15 @@ impl Reference {
             atol_of_max: 0.0,
         })
     }
+}
+
+/// What a task's candidates run on: the reference outputs of the seeded inputs (when
+/// they are checked) and, for a task built for ranges of sizes, the points it is timed
+/// at (the reference is then the first point's).
+#[derive(Clone, Copy, Default)]
+pub struct TaskInputs<'a> {
+    pub reference: Option<&'a Reference>,
+    pub sizes: Option<&'a SizePoints>,
 }
 
 /// A built candidate (its artifact and build seconds) or its failure.
@@ -418,7 +440,11 @@ impl Measurer {
         num_outputs: usize,
         reference: Option<&Reference>,
     ) -> Vec<MeasureResult> {
-        self.measure_task(candidates, num_outputs, reference, None)
+        let inputs = TaskInputs {
+            reference,
+            sizes: None,
+        };
+        self.measure_task(candidates, num_outputs, inputs, None)
     }
 
     /// [`measure`](Self::measure) for a task whose best time so far is `best_known`
@@ -428,7 +454,7 @@ impl Measurer {
         &mut self,
         candidates: &[Candidate],
         num_outputs: usize,
-        reference: Option<&Reference>,
+        inputs: TaskInputs<'_>,
         best_known: Option<f64>,
     ) -> Vec<MeasureResult> {
         self.slow_cutoff = best_known
@@ -448,7 +474,7 @@ impl Measurer {
             self.profile.build_wait += started.elapsed().as_secs_f64();
             let jobs: Vec<Result<(RunJob, f64), MeasureResult>> = builds
                 .into_iter()
-                .map(|b| b.map(|(a, build_s)| (self.job(&a, num_outputs, reference), build_s)))
+                .map(|b| b.map(|(a, build_s)| (self.job(&a, num_outputs, inputs), build_s)))
                 .collect();
             let ran = Instant::now();
             let results = crate::remote::measure_batch(&rpc, jobs, self.opts.run_timeout);
@@ -463,7 +489,7 @@ impl Measurer {
             self.profile.overlapped_batches += 1;
         }
         let results = if overlap {
-            self.build_while_running(candidates, num_outputs, reference, &out_dir)
+            self.build_while_running(candidates, num_outputs, inputs, &out_dir)
         } else {
             let builds = self.build_all(candidates, &out_dir);
             self.profile.build_wait += started.elapsed().as_secs_f64();
@@ -474,7 +500,7 @@ impl Measurer {
                 "built a measurement batch"
             );
             let prepared = if self.prepare_ahead() {
-                self.prepare(&builds, num_outputs, reference, &out_dir)
+                self.prepare(&builds, num_outputs, inputs, &out_dir)
             } else {
                 vec![None; builds.len()]
             };
@@ -482,7 +508,7 @@ impl Measurer {
                 .into_iter()
                 .zip(prepared)
                 .enumerate()
-                .map(|(i, (built, p))| self.finish(i, built, p, num_outputs, reference, &out_dir))
+                .map(|(i, (built, p))| self.finish(i, built, p, num_outputs, inputs, &out_dir))
                 .collect()
         };
         tracing::debug!(
@@ -501,7 +527,7 @@ impl Measurer {
         &mut self,
         candidates: &[Candidate],
         num_outputs: usize,
-        reference: Option<&Reference>,
+        inputs: TaskInputs<'_>,
         out_dir: &Path,
     ) -> Vec<MeasureResult> {
         let slots = BuildSlots::new(candidates.len());
@@ -514,7 +540,7 @@ impl Measurer {
                     let waited = Instant::now();
                     let built = slots.take(i);
                     self.profile.build_wait += waited.elapsed().as_secs_f64();
-                    self.finish(i, built, None, num_outputs, reference, out_dir)
+                    self.finish(i, built, None, num_outputs, inputs, out_dir)
                 })
                 .collect()
         })
@@ -528,7 +554,7 @@ impl Measurer {
         built: Built,
         prepared: Option<MeasureResult>,
         num_outputs: usize,
-        reference: Option<&Reference>,
+        inputs: TaskInputs<'_>,
         out_dir: &Path,
     ) -> MeasureResult {
         let r = match (built, prepared) {
@@ -543,7 +569,7 @@ impl Measurer {
             }
             (Ok((artifact, build_s)), prepared) => {
                 self.profile.build_work += build_s;
-                let mut job = self.job(&artifact, num_outputs, reference);
+                let mut job = self.job(&artifact, num_outputs, inputs);
                 if prepared.is_some() {
                     // checked when it was prepared
                     job.check = None;
@@ -562,7 +588,7 @@ impl Measurer {
         &mut self,
         builds: &[Built],
         num_outputs: usize,
-        reference: Option<&Reference>,
+        inputs: TaskInputs<'_>,
         out_dir: &Path,
     ) -> Vec<Option<MeasureResult>> {
         let jobs: Vec<Option<PathBuf>> = builds
@@ -570,7 +596,7 @@ impl Measurer {
             .enumerate()
             .map(|(i, b)| {
                 let (artifact, _) = b.as_ref().ok()?;
-                let mut job = self.job(artifact, num_outputs, reference);
+                let mut job = self.job(artifact, num_outputs, inputs);
                 job.prepare_only = true;
                 let path = out_dir.join(format!("prepare{i}.json"));
                 let bytes = serde_json::to_vec(&job).ok()?;
@@ -635,19 +661,14 @@ impl Measurer {
     }
 
     /// The job that runs `artifact`: this measurer's target, timer and check.
-    fn job(
-        &self,
-        artifact: &Artifact,
-        num_outputs: usize,
-        reference: Option<&Reference>,
-    ) -> RunJob {
+    fn job(&self, artifact: &Artifact, num_outputs: usize, inputs: TaskInputs<'_>) -> RunJob {
         RunJob {
             target: self.backend.target().to_string(),
             artifact: artifact.clone(),
             timer: self.opts.timer,
-            seed: reference.map_or(0, |r| r.seed),
+            seed: inputs.reference.map_or(0, |r| r.seed),
             num_outputs,
-            check: reference.map(|r| CheckSpec {
+            check: inputs.reference.map(|r| CheckSpec {
                 expected: r.expected.clone(),
                 rtol: self.opts.rtol,
                 atol: self.opts.atol,
@@ -655,6 +676,7 @@ impl Measurer {
             }),
             slow_cutoff: self.slow_cutoff,
             prepare_only: false,
+            sizes: inputs.sizes.cloned(),
         }
     }
 
@@ -787,6 +809,7 @@ fn simulated_result(c: &Candidate) -> MeasureResult {
                 error_msg: None,
                 all_cost: 0.0,
                 timestamp: 0,
+                at_points: None,
             }
         }
         Err(e) => MeasureResult::failed(MeasureErrorNo::Instantiation, e.to_string(), 0.0),

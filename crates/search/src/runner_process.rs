@@ -377,13 +377,18 @@ impl Live {
 /// A runner's reply as a measurement that took `seconds`, and the job's profile.
 fn result_of(reply: &str, seconds: f64) -> (MeasureResult, Option<JobProfile>) {
     let result = match serde_json::from_str::<RunReply>(reply.trim()) {
-        Ok(RunReply::Ok { costs, profile }) => {
+        Ok(RunReply::Ok {
+            costs,
+            profile,
+            at_points,
+        }) => {
             let r = MeasureResult {
                 costs,
                 error_no: MeasureErrorNo::NoError,
                 error_msg: None,
                 all_cost: seconds,
                 timestamp: now(),
+                at_points: at_points.map(Box::new),
             };
             return (r, profile);
         }

@@ -20,7 +20,7 @@
 //! throughput (the task's best cost over the program's cost; failures 0), and, with a
 //! memory, from the programs of the target's earlier logs (from the first round on).
 
-use crate::measure::{Candidate, MeasureError, Measurer, ProgramError, Reference};
+use crate::measure::{Candidate, MeasureError, Measurer, ProgramError, Reference, TaskInputs};
 use crate::memory::{
     Dataset, MemoryError, MemoryUse, ModelMemory, Prior, PriorSource, TaskPrograms, PRIOR_CAP,
 };
@@ -53,6 +53,9 @@ pub struct TuningTask {
     /// The size of its configuration space, where its strategy has one (a template's):
     /// a sequential session gives it at most that many trials.
     pub space: Option<u64>,
+    /// A task built for ranges of sizes (a fused group of a network compiled for a
+    /// range, issue 61): the points of the ranges its candidates are timed at, weighted.
+    pub sizes: Option<tessera_runtime::runner::SizePoints>,
 }
 
 /// How a session runs.
@@ -406,12 +409,11 @@ fn task_state(
     let reference = if opts.check {
         let naive = policy.reference().map_err(policy_err)?;
         let outputs = t.task.dag.outputs.len();
-        let mut r = Reference::compute(measurer.backend(), &naive, outputs, 1).map_err(|e| {
-            SessionError::Reference {
+        let mut r = Reference::compute_at(measurer.backend(), &naive, outputs, 1, t.sizes.as_ref())
+            .map_err(|e| SessionError::Reference {
                 task: t.task.name.clone(),
                 message: e.to_string(),
-            }
-        })?;
+            })?;
         r.atol_of_max = t.task.dag.check_atol_of_max();
         Some(r)
     } else {
@@ -565,11 +567,13 @@ impl Rounds<'_, '_> {
                 continue;
             };
             let outputs = self.tasks[i].task.dag.outputs.len();
-            let r = self.measurer.measure(
-                &[Candidate { func }],
-                outputs,
-                self.states[i].reference.as_ref(),
-            );
+            let inputs = TaskInputs {
+                reference: self.states[i].reference.as_ref(),
+                sizes: self.tasks[i].sizes.as_ref(),
+            };
+            let r = self
+                .measurer
+                .measure_task(&[Candidate { func }], outputs, inputs, None);
             if let Some(r) = r.into_iter().next() {
                 out.push(self.record(i, ScheduleDesc::Default, r));
             }
@@ -799,9 +803,13 @@ impl Rounds<'_, '_> {
             (Some(b), Some(d)) => Some(b.min(d)),
             (b, d) => b.or(d),
         };
-        let results =
-            self.measurer
-                .measure_task(&cands, outputs, state.reference.as_ref(), best_known);
+        let inputs = TaskInputs {
+            reference: state.reference.as_ref(),
+            sizes: self.tasks[i].sizes.as_ref(),
+        };
+        let results = self
+            .measurer
+            .measure_task(&cands, outputs, inputs, best_known);
         let records: Vec<Record> = descs
             .iter()
             .zip(&results)

@@ -76,6 +76,7 @@ fn tuning_tasks(
         .zip(weights)
         .zip(defaults)
         .map(|((t, weight), default)| TuningTask {
+            sizes: None,
             task: SearchTask {
                 name: t.name,
                 dag: t.dag,
@@ -105,6 +106,7 @@ pub fn operator_task(
         .default_func(cpu_params(target, hw), "default_schedule")
         .map_err(ProgramError::lowering);
     Ok(TuningTask {
+        sizes: None,
         task: SearchTask {
             name: spec.name.clone(),
             workload_key: dag.workload_key(),

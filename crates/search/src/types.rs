@@ -89,6 +89,10 @@ pub struct MeasureResult {
     pub all_cost: f64,
     /// Seconds since the Unix epoch when it finished.
     pub timestamp: u64,
+    /// A task built for ranges of sizes (issue 61): the points it was timed at, their
+    /// weights and each one's mean seconds (`costs` are the weighted means).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at_points: Option<Box<tessera_runtime::runner::PointCosts>>,
 }
 
 impl MeasureResult {
@@ -110,6 +114,7 @@ impl MeasureResult {
             error_msg: Some(msg.into()),
             all_cost,
             timestamp: now(),
+            at_points: None,
         }
     }
 }

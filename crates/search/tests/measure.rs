@@ -216,7 +216,11 @@ fn overlapped_builds_and_the_slow_cutoff_keep_each_fault_its_own() {
     let mut m = Measurer::new(backend, opts).unwrap();
     // a best time of a picosecond: every candidate is over three times slower, so each
     // good one is timed by its first calls, one result
-    let rs = m.measure_task(&faulty_batch(), 1, Some(&reference), Some(1e-12));
+    let inputs = tessera_search::measure::TaskInputs {
+        reference: Some(&reference),
+        sizes: None,
+    };
+    let rs = m.measure_task(&faulty_batch(), 1, inputs, Some(1e-12));
     assert_each_fault_is_its_own(&rs, 1);
     let p = m.profile();
     assert_eq!((p.batches, p.overlapped_batches), (1, 1));

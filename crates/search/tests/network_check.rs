@@ -68,6 +68,7 @@ fn ok(cost: f64, timestamp: u64) -> MeasureResult {
         error_msg: None,
         all_cost: 0.5,
         timestamp,
+        at_points: None,
     }
 }
 

@@ -23,6 +23,7 @@ fn ok(costs: &[f64]) -> MeasureResult {
         error_msg: None,
         all_cost: 0.5,
         timestamp: 1_700_000_000,
+        at_points: None,
     }
 }
 
@@ -33,6 +34,7 @@ fn failed(kind: MeasureErrorNo) -> MeasureResult {
         error_msg: Some("boom\nsecond line".into()),
         all_cost: 1.0,
         timestamp: 1_700_000_001,
+        at_points: None,
     }
 }
 
@@ -118,6 +120,7 @@ fn a_record_is_one_json_line() {
             error_msg: None,
             all_cost: 0.41,
             timestamp: 1_700_000_000,
+            at_points: None,
         },
     );
     let line = line_of(&r);
@@ -525,6 +528,7 @@ fn arb_result() -> impl Strategy<Value = MeasureResult> {
             error_msg: None,
             all_cost,
             timestamp,
+            at_points: None,
         });
     let failure = (1u8..=8, ".{0,40}", 0.0f64..100.0, any::<u64>()).prop_map(
         |(code, msg, all_cost, timestamp)| MeasureResult {
@@ -533,6 +537,7 @@ fn arb_result() -> impl Strategy<Value = MeasureResult> {
             error_msg: Some(msg),
             all_cost,
             timestamp,
+            at_points: None,
         },
     );
     prop_oneof![success, failure]

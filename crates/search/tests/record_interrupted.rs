@@ -14,6 +14,7 @@ fn record(index: u64, error_no: MeasureErrorNo) -> Record {
         error_msg: None,
         all_cost: 0.5,
         timestamp: 1_700_000_000,
+        at_points: None,
     };
     Record::new(
         "[\"0123456789abcdef0123456789abcdef\", [1, 64], [64, 64], [1, 64]]",

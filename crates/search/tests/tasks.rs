@@ -130,6 +130,7 @@ fn a_build_takes_the_option_measured_fastest_and_the_rule_for_the_unmeasured() {
             error_msg: None,
             all_cost: 0.1,
             timestamp: 1_700_000_000,
+            at_points: None,
         };
         Record::new(key, "cpu", "task", ScheduleDesc::Default, result)
     };

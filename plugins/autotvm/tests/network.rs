@@ -61,6 +61,7 @@ fn log_of(tasks: &[NetworkTemplateTask], target: &str) -> Vec<Record> {
                 error_msg: None,
                 all_cost: 0.0,
                 timestamp: 0,
+                at_points: None,
             };
             Record::new(
                 &t.task.workload_key,

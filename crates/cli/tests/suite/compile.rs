@@ -2,7 +2,7 @@
 //! a fresh process without the C compiler and gives the output of `tessera run` on the
 //! same network; a module for another target, or a file that is not one, is one line.
 
-use crate::common::{command, one_line_error, tessera, text};
+use crate::common::{command, ok, one_line_error, tessera, text};
 
 #[test]
 fn a_compiled_module_runs_without_the_compiler_and_matches_run() {
@@ -181,8 +181,18 @@ fn one_module_runs_every_sequence_length_of_its_range() {
         err.contains("seq is 1..48 where it is given before, not 1..32"),
         "{err}"
     );
-    // tuning and listing tasks for a range are not there yet: one line each, not a
-    // tune of the largest size in disguise
+}
+
+/// A tune for a range (issue 61): the kernels whose loops run to the length are their
+/// own tasks (their DAGs read the sizes), each candidate timed at the sample's points;
+/// the log's records keep the points and each one's time, the report gives the estimate
+/// per point, and the module compiled with the log applies them and still matches
+/// onnxruntime at every length.
+#[test]
+fn a_tune_for_a_range_times_its_kernels_at_the_sample_and_its_module_applies_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let exports = seq_exports().join("bert_seq");
+    let bert = exports.join("model.onnx");
     let range = [
         "--onnx",
         bert.to_str().unwrap(),
@@ -191,24 +201,113 @@ fn one_module_runs_every_sequence_length_of_its_range() {
         "--shape",
         "attention_mask=1,1..48",
     ];
+    // the tasks: those that read the sizes say so in their DAGs
+    let listed = ok(tessera(&[&["tasks"][..], &range].concat()));
+    assert!(listed.contains("sizes"), "{listed}");
     let log = dir.path().join("range.json");
     let tune = [
         &["tune"][..],
         &range,
-        &["--trials", "4", "--log", log.to_str().unwrap()],
+        &[
+            "--trials",
+            "6",
+            "--number",
+            "1",
+            "--min-repeat-ms",
+            "1",
+            "--remeasure-top",
+            "0",
+            "--sample",
+            "48",
+            "--sample",
+            "5",
+            "--json",
+            "--log",
+            log.to_str().unwrap(),
+        ],
     ]
     .concat();
-    let err = one_line_error(&tessera(&tune));
-    assert!(
-        err.contains("tuning for a range of sizes is not there yet"),
-        "{err}"
+    let out = tessera(&tune);
+    let report: serde_json::Value = serde_json::from_str(&ok(out)).unwrap();
+    let per_point = report["per_point"]
+        .as_array()
+        .expect("an estimate per point");
+    assert_eq!(per_point.len(), 2, "{report}");
+    assert_eq!(per_point[0]["point"]["input_ids[1]"], 48, "{report}");
+    assert_eq!(per_point[1]["point"]["input_ids[1]"], 5, "{report}");
+    for p in per_point {
+        assert!(p["untuned_ms"].as_f64().unwrap() > 0.0, "{report}");
+        assert!(p["tuned_ms"].as_f64().unwrap() > 0.0, "{report}");
+    }
+    // every measurement of a kernel that reads the sizes was timed at both points
+    let text = std::fs::read_to_string(&log).unwrap();
+    let records: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let at_points: Vec<&serde_json::Value> = records
+        .iter()
+        .filter_map(|r| r["result"].get("at_points"))
+        .collect();
+    assert!(!at_points.is_empty(), "{text}");
+    for a in &at_points {
+        assert_eq!(a["points"][0][0], 48, "{a}");
+        assert_eq!(a["points"][1][0], 5, "{a}");
+        assert_eq!(a["means"].as_array().unwrap().len(), 2, "{a}");
+    }
+    // the module built with the log applies its records and matches at every length
+    let module = dir.path().join("tuned.tsm");
+    let built = tessera(
+        &[
+            &["compile"][..],
+            &range,
+            &[
+                "--log",
+                log.to_str().unwrap(),
+                "--out",
+                module.to_str().unwrap(),
+            ],
+        ]
+        .concat(),
     );
-    assert!(!log.exists(), "a refused tune wrote {}", log.display());
-    let err = one_line_error(&tessera(&[&["tasks"][..], &range].concat()));
-    assert!(
-        err.contains("tasks of a range of sizes are not listed yet"),
-        "{err}"
-    );
+    let said = text_of(&built);
+    assert!(said.contains("applied the history best"), "{said}");
+    for size in [3, 17, 48] {
+        let got = dir.path().join(format!("out{size}.npy"));
+        ok(tessera(&[
+            "run",
+            "--module",
+            module.to_str().unwrap(),
+            "--input",
+            &format!(
+                "input_ids={}",
+                exports.join(format!("input_ids_{size}.npy")).display()
+            ),
+            "--input",
+            &format!(
+                "attention_mask={}",
+                exports.join(format!("attention_mask_{size}.npy")).display()
+            ),
+            "--output",
+            got.to_str().unwrap(),
+        ]));
+        let got = tessera_runtime::NDArray::load_npy(&got).unwrap();
+        let want =
+            tessera_runtime::NDArray::load_npy(exports.join(format!("output_{size}.npy"))).unwrap();
+        got.allclose(&want, 1e-4, 1e-5)
+            .unwrap_or_else(|e| panic!("at {size}: {e}"));
+    }
+    // a sample outside the range is one line
+    let mut bad = tune.clone();
+    let at = bad.iter().position(|a| *a == "5").unwrap();
+    bad[at] = "50";
+    assert!(one_line_error(&tessera(&bad)).contains("input_ids[1] = 50 is outside"));
+}
+
+/// The text of a run that must succeed, both streams.
+fn text_of(out: &std::process::Output) -> String {
+    assert!(out.status.success(), "tessera failed:\n{}", text(out));
+    text(out)
 }
 
 /// tests/onnx/export_kv.py's fixture: a tiny GPT-2 with its past keys and values as

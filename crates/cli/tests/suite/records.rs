@@ -36,6 +36,7 @@ fn ok(ms: f64) -> MeasureResult {
         error_msg: None,
         all_cost: 0.3,
         timestamp: 1_700_000_000,
+        at_points: None,
     }
 }
 
@@ -46,6 +47,7 @@ fn failed(kind: MeasureErrorNo) -> MeasureResult {
         error_msg: Some("cc: error".into()),
         all_cost: 0.1,
         timestamp: 1_700_000_000,
+        at_points: None,
     }
 }
 

@@ -1,0 +1,259 @@
+//! `tessera tune` of a network with runtime sizes (issue 61): its tasks are the kernels
+//! of the module compiled for the ranges ([`tessera_graph::tasks::range_tasks`]). A
+//! kernel whose loops run to the sizes is its own workload (its DAG reads the sizes'
+//! vector), and each of its candidates is built once and timed at a sample of points of
+//! the ranges, as DietCode tunes for a distribution of shapes: the runner writes each
+//! point where the kernel reads the sizes ([`SizePoints`]), checks the candidate at the
+//! largest (where every element is valid), and its cost is the points' times weighted.
+//! The weight of a point is the largest point's total size over its own, so that each
+//! point counts by its time per unit of size: a schedule that is fast at 384 tokens and
+//! slow at 8 does not win by the 384 alone. Records keep the points, the weights and each
+//! point's mean time; the estimate of the network per point is the sum over its tasks.
+//! A kernel that reads no size (a detector's backbone) is a fixed workload, tuned as a
+//! fixed build's, and its records serve both.
+
+use crate::runtime_size::RuntimeSize;
+use crate::{DriverError, NetworkSpec, Toolchain};
+use tessera_graph::dynamic::SizeRange;
+use tessera_graph::executor::BuildContext;
+use tessera_runtime::runner::SizePoints;
+use tessera_search::measure::ProgramError;
+use tessera_search::policy::SearchTask;
+use tessera_search::record::Record;
+use tessera_search::session::TuningTask;
+use tessera_search::ScheduleDesc;
+
+/// The most points a default sample has.
+const DEFAULT_POINTS: usize = 4;
+
+/// The estimated network latency at each point of a tune's sample.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PointEstimates {
+    /// The sizes the points give values of (the ranges the spec names).
+    pub sizes: Vec<String>,
+    pub points: Vec<Vec<i64>>,
+    /// Seconds: every task's default schedule (`None` where one was never measured).
+    pub untuned: Vec<Option<f64>>,
+    /// Seconds: every task's best record (its default where it has no tuned one).
+    pub tuned: Vec<Option<f64>>,
+}
+
+/// The points a tune for `ranges` times its kernels at: `given` (each one value per
+/// range the spec names, in its order), or by default the largest values and each
+/// quarter of them (at least the least of each range), up to four. Sizes counted at run
+/// time (a selection's) are at their largest in every point.
+pub fn sample_points(
+    ranges: &[SizeRange],
+    given: &[Vec<i64>],
+) -> Result<Vec<Vec<i64>>, DriverError> {
+    let told: Vec<&SizeRange> = ranges.iter().filter(|r| !r.produced).collect();
+    let mut points: Vec<Vec<i64>> = Vec::new();
+    if given.is_empty() {
+        for j in 0..DEFAULT_POINTS as u32 {
+            let p: Vec<i64> = told
+                .iter()
+                .map(|r| (r.max / 4i64.pow(j)).max(r.min))
+                .collect();
+            if !points.contains(&p) {
+                points.push(p);
+            }
+        }
+    } else {
+        for p in given {
+            if p.len() != told.len() {
+                return Err(DriverError::Request(format!(
+                    "--sample {}: one value per runtime size ({}) is needed",
+                    join(p),
+                    told.iter()
+                        .map(|r| r.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            }
+            if let Some((r, v)) = told.iter().zip(p).find(|(r, v)| **v < r.min || **v > r.max) {
+                return Err(DriverError::Request(format!(
+                    "--sample {}: {} = {v} is outside {r}",
+                    join(p),
+                    r.name
+                )));
+            }
+            if !points.contains(p) {
+                points.push(p.clone());
+            }
+        }
+        // the largest first: the point the candidates are checked at
+        points.sort_by_key(|p| std::cmp::Reverse(p.iter().sum::<i64>()));
+    }
+    Ok(points)
+}
+
+fn join(p: &[i64]) -> String {
+    p.iter().map(i64::to_string).collect::<Vec<_>>().join(":")
+}
+
+/// The kernels' points: `points` (of the told sizes) with every counted size at its
+/// largest, the largest point first; each weighted by the first's total size over its
+/// own (plus one each: a cache's length may be 0).
+fn size_points(ranges: &[SizeRange], points: &[Vec<i64>], param: usize) -> SizePoints {
+    let full = |p: &[i64]| -> Vec<i32> {
+        let mut told = p.iter();
+        ranges
+            .iter()
+            .map(|r| match r.produced {
+                true => r.max as i32,
+                false => told.next().copied().unwrap_or(r.max) as i32,
+            })
+            .collect()
+    };
+    let total = |p: &[i64]| (p.iter().sum::<i64>() + 1) as f64;
+    let largest = points.first().map_or(1.0, |p| total(p));
+    SizePoints {
+        param,
+        points: points.iter().map(|p| full(p)).collect(),
+        weights: points.iter().map(|p| largest / total(p)).collect(),
+    }
+}
+
+impl Toolchain {
+    /// The tuning tasks of `spec` compiled for `rs`, its kernels that read the sizes
+    /// timed at `points` ([`sample_points`]); with the network's name.
+    pub(crate) fn range_tuning_tasks(
+        &self,
+        spec: &NetworkSpec,
+        rs: &RuntimeSize,
+        points: &[Vec<i64>],
+    ) -> Result<(String, Vec<TuningTask>), DriverError> {
+        let net = self.prepare_range(spec, rs, None)?;
+        let hardware = self.hardware(&spec.target)?;
+        let params = BuildContext {
+            target: spec.target.clone(),
+            hardware: hardware.clone(),
+        }
+        .cpu_params();
+        let tasks = tessera_graph::tasks::range_tasks(&net, &spec.target, params)?;
+        let tasks = tasks
+            .into_iter()
+            .map(|t| TuningTask {
+                sizes: t
+                    .sizes_param
+                    .map(|param| size_points(&net.ranges, points, param)),
+                task: SearchTask {
+                    name: t.task.name,
+                    dag: t.task.dag,
+                    workload_key: t.task.workload_key,
+                    target: spec.target.to_string(),
+                    hardware: hardware.clone(),
+                    op: None,
+                },
+                weight: t.weight,
+                default: Some(t.default.map_err(ProgramError::lowering)),
+                choice: None,
+                space: None,
+            })
+            .collect();
+        Ok((net.graph.name.clone(), tasks))
+    }
+}
+
+/// The estimate per point of `tasks` from `records`: per task, the default schedule's
+/// and the best record's time at each point (a task that reads no size: its mean at
+/// every point), summed with the tasks' weights.
+pub fn point_estimates(
+    ranges: &[SizeRange],
+    points: &[Vec<i64>],
+    tasks: &[(String, usize)],
+    target: &str,
+    records: &[Record],
+) -> PointEstimates {
+    let n = points.len();
+    let at_points = |r: &Record| -> Option<Vec<f64>> {
+        if !r.is_usable() {
+            return None;
+        }
+        match &r.result.at_points {
+            Some(a) if a.means.len() == n => Some(a.means.clone()),
+            Some(_) => None,
+            None => Some(vec![r.result.mean_cost(); n]),
+        }
+    };
+    let mut untuned: Vec<Option<f64>> = vec![Some(0.0); n];
+    let mut tuned: Vec<Option<f64>> = vec![Some(0.0); n];
+    for (key, weight) in tasks {
+        let mine = || {
+            records
+                .iter()
+                .filter(|r| &r.workload_key == key && r.target == target)
+        };
+        let default = mine()
+            .filter(|r| matches!(r.schedule, ScheduleDesc::Default))
+            .find_map(at_points);
+        let best = mine()
+            .filter(|r| r.is_usable())
+            .min_by(|a, b| a.result.mean_cost().total_cmp(&b.result.mean_cost()))
+            .and_then(at_points);
+        let w = *weight as f64;
+        for k in 0..n {
+            untuned[k] = untuned[k].zip(default.as_ref()).map(|(s, d)| s + w * d[k]);
+            tuned[k] = tuned[k]
+                .zip(best.as_ref().or(default.as_ref()))
+                .map(|(s, b)| s + w * b[k]);
+        }
+    }
+    PointEstimates {
+        sizes: ranges
+            .iter()
+            .filter(|r| !r.produced)
+            .map(|r| r.name.clone())
+            .collect(),
+        points: points.to_vec(),
+        untuned,
+        tuned,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_sample_is_the_largest_and_its_quarters() {
+        let r = [SizeRange::new("seq", 2, 384)];
+        assert_eq!(
+            sample_points(&r, &[]).unwrap(),
+            vec![vec![384], vec![96], vec![24], vec![6]]
+        );
+        let r = [SizeRange::new("seq", 1, 32), SizeRange::new("past", 0, 96)];
+        assert_eq!(
+            sample_points(&r, &[]).unwrap(),
+            vec![vec![32, 96], vec![8, 24], vec![2, 6], vec![1, 1]]
+        );
+        // a short range: fewer points, never below its least
+        let r = [SizeRange::new("n", 3, 8)];
+        assert_eq!(sample_points(&r, &[]).unwrap(), vec![vec![8], vec![3]]);
+    }
+
+    #[test]
+    fn a_given_sample_is_checked_and_put_largest_first() {
+        let r = [SizeRange::new("seq", 2, 384)];
+        let given = vec![vec![8], vec![384], vec![32], vec![128]];
+        assert_eq!(
+            sample_points(&r, &given).unwrap(),
+            vec![vec![384], vec![128], vec![32], vec![8]]
+        );
+        let e = sample_points(&r, &[vec![500]]).unwrap_err().to_string();
+        assert!(e.contains("outside seq in 2..384"), "{e}");
+        let e = sample_points(&r, &[vec![8, 8]]).unwrap_err().to_string();
+        assert!(e.contains("one value per runtime size (seq)"), "{e}");
+    }
+
+    #[test]
+    fn each_point_is_weighted_by_its_time_per_unit_of_size() {
+        let mut counted = SizeRange::new("nms", 0, 300);
+        counted.produced = true;
+        let r = [SizeRange::new("seq", 1, 31), counted];
+        let s = size_points(&r, &[vec![31], vec![7]], 1);
+        assert_eq!(s.points, vec![vec![31, 300], vec![7, 300]]);
+        assert_eq!(s.weights, vec![1.0, 4.0]);
+        assert_eq!(s.param, 1);
+    }
+}
