@@ -12,9 +12,13 @@ onnxruntime's first.
 Prints per length the median over rounds of each ratio, its smallest round, and the
 ratio of the minima; the CPU steal over the run (from /proc/stat).
 
+With --log LOG (a `tessera tune` of the range), a second range module is compiled with
+the log, checked the same way, and timed in the same rounds: its ratio to the untuned
+range module and to onnxruntime. --no-fixed skips the lengths' own builds.
+
 Usage: bench/dynamic_vs_ort.py MODEL.onnx --range 2..384 --sizes 8,32,128,384
        [--tessera target/release/tessera] [--threads 2] [--rounds 5] [--repeat 20]
-       [--dims NAME=N,3,224,224 …]   (another layout of the size: a batch of images; float
+       [--log TUNED.json] [--no-fixed] [--dims NAME=N,3,224,224 …]   (another layout of the size: a batch of images; float
        inputs then standard normal)
 """
 import argparse
@@ -61,8 +65,10 @@ def feeds(names, size, dims=None, sess=None):
     return out
 
 
-def compile_module(exe, model, shapes, threads, out):
+def compile_module(exe, model, shapes, threads, out, log=None):
     cmd = [exe, "compile", "--onnx", model, "--target", f"cpu -num-cores={threads}", "--out", out]
+    if log:
+        cmd += ["--log", log]
     for s in shapes:
         cmd += ["--shape", s]
     t = time.perf_counter()
@@ -91,6 +97,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--log", help="a tune of the range: also time the module built with it")
+    ap.add_argument("--no-fixed", action="store_true", help="do not build and time each length's own")
     ap.add_argument("--dims", action="append",
                     help="NAME=D0,D1,… with N the size (default: NAME=1,N for every input)")
     a = ap.parse_args()
@@ -104,11 +112,17 @@ def main():
         str(v) if x == "N" else x for x in d.split("=")[1].split(",")) for d in dims]
     secs = compile_module(a.tessera, a.model, at(a.range), a.threads, dyn)
     print(f"range module ({a.range}): compiled in {secs:.1f} s", flush=True)
+    tuned = None
+    if a.log:
+        tuned = os.path.join(tmp, "tuned.tsm")
+        secs = compile_module(a.tessera, a.model, at(a.range), a.threads, tuned, a.log)
+        print(f"range module with {a.log}: compiled in {secs:.1f} s", flush=True)
     fixed, files, fd = {}, {}, {}
     for s in sizes:
-        fixed[s] = os.path.join(tmp, f"fixed_{s}.tsm")
-        secs = compile_module(a.tessera, a.model, at(s), a.threads, fixed[s])
-        print(f"length {s} module: compiled in {secs:.1f} s", flush=True)
+        if not a.no_fixed:
+            fixed[s] = os.path.join(tmp, f"fixed_{s}.tsm")
+            secs = compile_module(a.tessera, a.model, at(s), a.threads, fixed[s])
+            print(f"length {s} module: compiled in {secs:.1f} s", flush=True)
         fd[s] = feeds(names, s, a.dims, sess)
         files[s] = {}
         for n, v in fd[s].items():
@@ -116,29 +130,45 @@ def main():
             np.save(files[s][n], v)
         out = os.path.join(tmp, f"out_{s}.npy")
         tessera_ms(a.tessera, dyn, files[s], 1, out)
-        diff = np.abs(np.load(out) - sess.run(None, fd[s])[0]).max()
+        want = sess.run(None, fd[s])[0]
+        diff = np.abs(np.load(out) - want).max()
         print(f"length {s}: range module against onnxruntime, max abs diff {diff:.2e}", flush=True)
+        if tuned:
+            tessera_ms(a.tessera, tuned, files[s], 1, out)
+            diff = np.abs(np.load(out) - want).max()
+            print(f"length {s}: tuned range module against onnxruntime, max abs diff {diff:.2e}",
+                  flush=True)
     st0 = steal()
-    times = {s: {"range": [], "fixed": [], "ort": []} for s in sizes}
+    times = {s: {"range": [], "fixed": [], "ort": [], "tuned": []} for s in sizes}
     for r in range(a.rounds):
         for s in sizes:
             t = times[s]
             t["range"].append(tessera_ms(a.tessera, dyn, files[s], a.repeat))
             t["ort"].append(ort_median_ms(sess, fd[s], a.repeat))
-            t["fixed"].append(tessera_ms(a.tessera, fixed[s], files[s], a.repeat))
-            print(f"round {r + 1} length {s}: range {t['range'][-1]:.3f} ms, length's own "
-                  f"{t['fixed'][-1]:.3f} ms, onnxruntime {t['ort'][-1]:.3f} ms", flush=True)
+            if tuned:
+                t["tuned"].append(tessera_ms(a.tessera, tuned, files[s], a.repeat))
+            if fixed:
+                t["fixed"].append(tessera_ms(a.tessera, fixed[s], files[s], a.repeat))
+            said = " ".join(f"{k} {v[-1]:.3f} ms," for k, v in t.items() if v)
+            print(f"round {r + 1} length {s}: {said}", flush=True)
     st1 = steal()
     print(f"steal {100 * (st1[0] - st0[0]) / max(1, st1[1] - st0[1]):.2f}%")
-    print("| length | range / onnxruntime (median; min; minima) | range / length's own | length's own / onnxruntime | range, onnxruntime minima (ms) |")
-    print("|---|---|---|---|---|")
+    cols = [("range", "ort")]
+    if fixed:
+        cols += [("range", "fixed"), ("fixed", "ort")]
+    if tuned:
+        cols += [("tuned", "range"), ("tuned", "ort")]
+    name = {"range": "range", "ort": "onnxruntime", "fixed": "length's own", "tuned": "tuned range"}
+    heads = " | ".join(f"{name[x]} / {name[y]} (median; min; minima)" for x, y in cols)
+    print(f"| length | {heads} | minima (ms) |")
+    print("|---" * (len(cols) + 2) + "|")
     for s in sizes:
         t = times[s]
         def ratio(x, y):
             rs = [p / q for p, q in zip(t[x], t[y])]
             return f"{statistics.median(rs):.2f}; {min(rs):.2f}; {min(t[x]) / min(t[y]):.2f}"
-        print(f"| {s} | {ratio('range', 'ort')} | {ratio('range', 'fixed')} | "
-              f"{ratio('fixed', 'ort')} | {min(t['range']):.2f}, {min(t['ort']):.2f} |")
+        minima = ", ".join(f"{name[k]} {min(v):.2f}" for k, v in t.items() if v)
+        print(f"| {s} | " + " | ".join(ratio(x, y) for x, y in cols) + f" | {minima} |")
 
 
 if __name__ == "__main__":

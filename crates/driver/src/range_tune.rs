@@ -5,21 +5,33 @@
 //! the ranges, as DietCode tunes for a distribution of shapes: the runner writes each
 //! point where the kernel reads the sizes ([`SizePoints`]), checks the candidate at the
 //! largest (where every element is valid), and its cost is the points' times weighted.
-//! The weight of a point is the largest point's total size over its own, so that each
-//! point counts by its time per unit of size: a schedule that is fast at 384 tokens and
-//! slow at 8 does not win by the 384 alone. Records keep the points, the weights and each
-//! point's mean time; the estimate of the network per point is the sum over its tasks.
+//! A point's weight is the largest point's total size over its own, over the number of
+//! points: the cost is the mean of the points' times per unit of size, scaled to the
+//! largest point (what the largest point would take were every point as fast per unit
+//! as it is), so a schedule fast at 384 tokens and slow at 8 does not win by the 384
+//! alone, and the cost reads as a time at the largest point. Records keep the points, the weights and each
+//! point's mean time. After the search, the in-network check builds the module with
+//! each candidate and times the groups inside whole runs at every point (weighted the
+//! same way), so a kernel fast alone and slow in the network keeps its default; the
+//! estimate of the network per point is the sum over its tasks of what a build with
+//! the log applies.
 //! A kernel that reads no size (a detector's backbone) is a fixed workload, tuned as a
 //! fixed build's, and its records serve both.
 
 use crate::runtime_size::RuntimeSize;
+use crate::tuning::{NetworkCheckOutcome, PhaseProgress, BUILDING};
 use crate::{DriverError, NetworkSpec, Toolchain};
-use tessera_graph::dynamic::SizeRange;
+use std::path::Path;
+use tessera_backends::Target;
+use tessera_graph::dynamic::{compile_prepared, RangeNetwork, SizeRange};
 use tessera_graph::executor::BuildContext;
 use tessera_runtime::runner::SizePoints;
 use tessera_search::measure::ProgramError;
+use tessera_search::network_check::{
+    candidate_histories, check_candidates_at_points, CheckOptions, CANDIDATES,
+};
 use tessera_search::policy::SearchTask;
-use tessera_search::record::Record;
+use tessera_search::record::{ApplyHistoryBest, LoadedLog, Record};
 use tessera_search::session::TuningTask;
 use tessera_search::ScheduleDesc;
 
@@ -93,7 +105,7 @@ fn join(p: &[i64]) -> String {
 
 /// The kernels' points: `points` (of the told sizes) with every counted size at its
 /// largest, the largest point first; each weighted by the first's total size over its
-/// own (plus one each: a cache's length may be 0).
+/// own (plus one each: a cache's length may be 0) over the number of points.
 fn size_points(ranges: &[SizeRange], points: &[Vec<i64>], param: usize) -> SizePoints {
     let full = |p: &[i64]| -> Vec<i32> {
         let mut told = p.iter();
@@ -107,22 +119,35 @@ fn size_points(ranges: &[SizeRange], points: &[Vec<i64>], param: usize) -> SizeP
     };
     let total = |p: &[i64]| (p.iter().sum::<i64>() + 1) as f64;
     let largest = points.first().map_or(1.0, |p| total(p));
+    let n = points.len().max(1) as f64;
     SizePoints {
         param,
         points: points.iter().map(|p| full(p)).collect(),
-        weights: points.iter().map(|p| largest / total(p)).collect(),
+        weights: points.iter().map(|p| largest / total(p) / n).collect(),
     }
+}
+
+/// A network tuned for ranges of sizes: its name, the ranges its spec names, the
+/// sample's points, and the network prepared for the ranges with the points as its
+/// kernels read them.
+pub(crate) struct RangeTune {
+    pub(crate) name: String,
+    pub(crate) ranges: Vec<SizeRange>,
+    pub(crate) points: Vec<Vec<i64>>,
+    net: RangeNetwork,
+    /// Every size's value at each point (counted ones at their largest), and weights.
+    at: SizePoints,
 }
 
 impl Toolchain {
     /// The tuning tasks of `spec` compiled for `rs`, its kernels that read the sizes
-    /// timed at `points` ([`sample_points`]); with the network's name.
+    /// timed at `points` ([`sample_points`]); with the network prepared for them.
     pub(crate) fn range_tuning_tasks(
         &self,
         spec: &NetworkSpec,
         rs: &RuntimeSize,
         points: &[Vec<i64>],
-    ) -> Result<(String, Vec<TuningTask>), DriverError> {
+    ) -> Result<(RangeTune, Vec<TuningTask>), DriverError> {
         let net = self.prepare_range(spec, rs, None)?;
         let hardware = self.hardware(&spec.target)?;
         let params = BuildContext {
@@ -151,20 +176,77 @@ impl Toolchain {
                 space: None,
             })
             .collect();
-        Ok((net.graph.name.clone(), tasks))
+        let range = RangeTune {
+            name: net.graph.name.clone(),
+            ranges: rs.ranges.clone(),
+            points: points.to_vec(),
+            at: size_points(&net.ranges, points, 0),
+            net,
+        };
+        Ok((range, tasks))
+    }
+
+    /// The in-network check of a tune for ranges: the module for the ranges built with
+    /// default schedules and with each of the log's [`CANDIDATES`] fastest schedules of
+    /// every tuned group, profiled in rotating rounds at each point of the sample (the
+    /// points' times weighted as the tune weighs them); the checks go to the log, and
+    /// builds with it then use each group's fastest schedule inside the network.
+    pub(crate) fn check_range_in_network(
+        &self,
+        range: &RangeTune,
+        target: &Target,
+        log: &Path,
+        progress: PhaseProgress<'_>,
+    ) -> Result<NetworkCheckOutcome, DriverError> {
+        let loaded = self.read_log(log)?;
+        let bests = candidate_histories(&loaded.records, CANDIDATES);
+        let configurations = crate::history::holds_configurations(&loaded.records);
+        let backend = self.registry().backend_for(target)?;
+        let options = CheckOptions::default();
+        let graph_error = |e| DriverError::Graph(Box::new(e));
+        let built = self.candidate_builds(&bests, progress, &mut |best| {
+            let appliers = self.appliers(best, target, configurations)?;
+            let built = compile_prepared(&range.net, backend.as_ref(), Some(&appliers))
+                .map_err(graph_error)?;
+            Ok((built, appliers.applied()))
+        })?;
+        let Some(mut tuned) = built else {
+            return Ok(NetworkCheckOutcome::nothing(options));
+        };
+        let untuned = compile_prepared(&range.net, backend.as_ref(), None).map_err(graph_error)?;
+        let mut default = self.load(untuned)?;
+        progress(BUILDING, bests.len() + 1, bests.len() + 1);
+        let points: Vec<(Vec<i64>, f64)> = (range.at.points.iter())
+            .map(|p| p.iter().map(|&v| i64::from(v)).collect())
+            .zip(range.at.weights.iter().copied())
+            .collect();
+        let checks = check_candidates_at_points(
+            &mut tuned,
+            &mut default,
+            &bests,
+            &target.to_string(),
+            &options,
+            &points,
+            &mut |done, all| progress("in-network check: timing", done, all),
+        )?;
+        Self::keep_checks(log, loaded, checks, options)
     }
 }
 
-/// The estimate per point of `tasks` from `records`: per task, the default schedule's
-/// and the best record's time at each point (a task that reads no size: its mean at
-/// every point), summed with the tasks' weights.
+/// The estimate per point of `tasks` (workload keys and weights) from `log`: per task,
+/// the default schedule's time at each point and that of the record a build with the
+/// log applies (a task that reads no size: its mean at every point), summed with the
+/// tasks' weights.
 pub fn point_estimates(
     ranges: &[SizeRange],
     points: &[Vec<i64>],
     tasks: &[(String, usize)],
     target: &str,
-    records: &[Record],
+    log: &LoadedLog,
 ) -> PointEstimates {
+    let records = &log.records;
+    // what a build with the log applies: the in-network check's choices included
+    let best = ApplyHistoryBest::from_log(log);
     let n = points.len();
     let at_points = |r: &Record| -> Option<Vec<f64>> {
         if !r.is_usable() {
@@ -187,10 +269,7 @@ pub fn point_estimates(
         let default = mine()
             .filter(|r| matches!(r.schedule, ScheduleDesc::Default))
             .find_map(at_points);
-        let best = mine()
-            .filter(|r| r.is_usable())
-            .min_by(|a, b| a.result.mean_cost().total_cmp(&b.result.mean_cost()))
-            .and_then(at_points);
+        let best = best.query(key, target).and_then(at_points);
         let w = *weight as f64;
         for k in 0..n {
             untuned[k] = untuned[k].zip(default.as_ref()).map(|(s, d)| s + w * d[k]);
@@ -246,6 +325,53 @@ mod tests {
         assert!(e.contains("one value per runtime size (seq)"), "{e}");
     }
 
+    fn record(key: &str, schedule: ScheduleDesc, costs: f64, means: Option<[f64; 2]>) -> Record {
+        let at_points = means.map(|m| {
+            Box::new(tessera_runtime::runner::PointCosts {
+                points: vec![vec![8], vec![2]],
+                weights: vec![0.5, 2.0],
+                means: m.to_vec(),
+            })
+        });
+        let result = tessera_search::MeasureResult {
+            costs: vec![costs],
+            error_no: tessera_search::MeasureErrorNo::NoError,
+            error_msg: None,
+            all_cost: 1.0,
+            timestamp: 1,
+            at_points,
+        };
+        Record::new(key, "cpu", "t", schedule, result)
+    }
+
+    #[test]
+    fn the_estimate_per_point_sums_each_tasks_time_there() {
+        let steps = |k: u64| ScheduleDesc::Steps {
+            steps: serde_json::json!([k]),
+        };
+        let log = LoadedLog {
+            records: vec![
+                // a task that reads the sizes: its default, a faster and a slower program
+                record("range", ScheduleDesc::Default, 3.0, Some([4.0, 1.0])),
+                record("range", steps(1), 2.0, Some([3.0, 0.5])),
+                record("range", steps(2), 5.0, Some([1.0, 2.0])),
+                // one that reads none: the same time at every point
+                record("fixed", ScheduleDesc::Default, 0.25, None),
+            ],
+            ..LoadedLog::default()
+        };
+        let r = [SizeRange::new("seq", 2, 8)];
+        let tasks = [("range".to_string(), 2), ("fixed".to_string(), 4)];
+        let e = point_estimates(&r, &[vec![8], vec![2]], &tasks, "cpu", &log);
+        assert_eq!(e.sizes, vec!["seq".to_string()]);
+        assert_eq!(
+            e.untuned,
+            vec![Some(2.0 * 4.0 + 1.0), Some(2.0 * 1.0 + 1.0)]
+        );
+        // the fastest by the tune's cost, not at each point
+        assert_eq!(e.tuned, vec![Some(2.0 * 3.0 + 1.0), Some(2.0 * 0.5 + 1.0)]);
+    }
+
     #[test]
     fn each_point_is_weighted_by_its_time_per_unit_of_size() {
         let mut counted = SizeRange::new("nms", 0, 300);
@@ -253,7 +379,7 @@ mod tests {
         let r = [SizeRange::new("seq", 1, 31), counted];
         let s = size_points(&r, &[vec![31], vec![7]], 1);
         assert_eq!(s.points, vec![vec![31, 300], vec![7, 300]]);
-        assert_eq!(s.weights, vec![1.0, 4.0]);
+        assert_eq!(s.weights, vec![0.5, 2.0]);
         assert_eq!(s.param, 1);
     }
 }

@@ -26,6 +26,7 @@ use tessera_rpc::TrackerClient;
 use tessera_search::session::TuningTask;
 use tessera_te::catalog::OpSpec;
 
+use crate::range_tune::RangeTune;
 pub use crate::range_tune::{point_estimates, sample_points, PointEstimates};
 
 pub use tessera_search::measure::{MeasureOptions, RemoteOptions, DEFAULT_SLOW_CUTOFF};
@@ -152,14 +153,6 @@ impl TuneRequest {
     }
 }
 
-/// A network tuned for ranges of sizes: its name, the ranges its spec names and the
-/// sample's points.
-struct RangeTune {
-    name: String,
-    ranges: Vec<tessera_graph::dynamic::SizeRange>,
-    points: Vec<Vec<i64>>,
-}
-
 /// One task of a finished session.
 #[derive(Clone, Debug)]
 pub struct TunedTask {
@@ -187,8 +180,9 @@ pub enum CompareStep {
     /// No group got a tuned schedule: the two builds are one.
     NothingApplied,
     /// The network runs at sizes known at run time (named: its ranges, or the counts of
-    /// its selections): its builds are compiled for them, which the check and the
-    /// comparison do not do yet (the estimate per point stands in).
+    /// its selections): its builds are compiled for them, which the comparison does not
+    /// do yet (a tune for ranges reports the estimate per point instead; a detector's
+    /// counts skip the in-network check too).
     Ranges(String),
     Compared(BuildComparison),
 }
@@ -323,17 +317,29 @@ impl Toolchain {
             per_point: None,
             summary,
         };
+        // the check times kernels here, in whole runs: not for a remote device (each
+        // step would carry a round trip) nor a target whose defaults run on another
+        // processor (VTA's, on its board's CPU)
+        let local = req.measure.rpc.is_none() && !req.measure.simulated;
+        let checks = local && req.network_check && !self.needs(target).no_network_check;
         if let Some(range) = range {
+            if report.summary.new_trials == 0 && report.summary.log_checked {
+                report.check = CheckStep::Stands;
+            } else if checks {
+                let outcome =
+                    self.check_range_in_network(&range, target, &req.log, &mut phase_to(events))?;
+                report.check = CheckStep::Ran(outcome);
+            }
             let keys: Vec<(String, usize)> = (report.tasks.iter())
                 .map(|t| (t.workload_key.clone(), t.weight))
                 .collect();
-            let records = self.read_log(&req.log)?.records;
+            let log = self.read_log(&req.log)?;
             report.per_point = Some(point_estimates(
                 &range.ranges,
                 &range.points,
                 &keys,
                 &target.to_string(),
-                &records,
+                &log,
             ));
             report.network = Some(range.name);
             report.comparison = CompareStep::Ranges(describe(&range.ranges));
@@ -347,14 +353,10 @@ impl Toolchain {
             report.comparison = CompareStep::Ranges(describe(&counted));
             return Ok(report);
         }
-        // the check times kernels here, in whole runs: not for a remote device (each
-        // step would carry a round trip) nor a target whose defaults run on another
-        // processor (VTA's, on its board's CPU)
-        let local = req.measure.rpc.is_none() && !req.measure.simulated;
         // a run that measured nothing new keeps the log's own check
         if report.summary.new_trials == 0 && report.summary.log_checked {
             report.check = CheckStep::Stands;
-        } else if local && req.network_check && !self.needs(target).no_network_check {
+        } else if checks {
             let outcome = self.check_in_network(&plan, target, &req.log, &mut phase_to(events))?;
             report.check = CheckStep::Ran(outcome);
         }
@@ -404,12 +406,7 @@ impl Toolchain {
             )));
         }
         let points = sample_points(&rs.ranges, &req.sample)?;
-        let (name, tasks) = self.range_tuning_tasks(spec, rs, &points)?;
-        let range = RangeTune {
-            name,
-            ranges: rs.ranges.clone(),
-            points,
-        };
+        let (range, tasks) = self.range_tuning_tasks(spec, rs, &points)?;
         Ok((None, tasks, Some(range)))
     }
 

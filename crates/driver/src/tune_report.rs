@@ -180,9 +180,10 @@ fn comparison_text(name: &str, step: &CompareStep) -> String {
         }
         CompareStep::Ranges(sizes) => {
             return format!(
-                "network `{name}`: it runs at sizes known at run time ({sizes}): no check in \
-                 the network nor comparison of the untuned and tuned builds yet; `tessera \
-                 compile --log` builds its module with the records of every group\n"
+                "network `{name}`: it runs at sizes known at run time ({sizes}): no \
+                 comparison of the untuned and tuned builds yet (the estimate per point \
+                 follows); `tessera compile --log` builds its module with the log's choice \
+                 for every group\n"
             )
         }
         CompareStep::NothingApplied => {

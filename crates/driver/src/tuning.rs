@@ -32,6 +32,27 @@ pub struct NetworkCheckOutcome {
     pub overruled: Vec<Overruled>,
 }
 
+impl NetworkCheckOutcome {
+    /// No group was built with a tuned schedule: nothing checked.
+    pub(crate) fn nothing(options: CheckOptions) -> NetworkCheckOutcome {
+        NetworkCheckOutcome {
+            options,
+            checks: Vec::new(),
+            overruled: Vec::new(),
+        }
+    }
+}
+
+/// Builds the network with one candidate history best: the network, and how many groups
+/// it built from a record.
+pub(crate) type CandidateBuild<'a> =
+    &'a mut dyn FnMut(
+        &ApplyHistoryBest,
+    ) -> Result<(tessera_graph::CompiledNetwork, usize), DriverError>;
+
+/// The in-network check's building phase.
+pub(crate) const BUILDING: &str = "in-network check: building";
+
 /// The untuned and tuned builds timed in alternating rounds.
 pub struct BuildComparison {
     /// Distinct groups built with a tuned schedule.
@@ -120,33 +141,23 @@ impl Toolchain {
         log: &Path,
         progress: PhaseProgress<'_>,
     ) -> Result<NetworkCheckOutcome, DriverError> {
-        let mut loaded = self.read_log(log)?;
+        let loaded = self.read_log(log)?;
         // the records alone: an earlier check must not hide the schedule it overruled
         let bests = candidate_histories(&loaded.records, CANDIDATES);
         let target_str = target.to_string();
         let (graph, _) = tessera_search::tasks::pick_algorithms(plan, &bests[0], &target_str)?;
         let configurations = crate::history::holds_configurations(&loaded.records);
         let options = CheckOptions::default();
-        const BUILDING: &str = "in-network check: building";
-        let steps = bests.len() + 1;
-        progress(BUILDING, 0, steps);
-        let mut tuned = Vec::with_capacity(bests.len());
-        for (j, best) in bests.iter().enumerate() {
+        let built = self.candidate_builds(&bests, progress, &mut |best| {
             let (built, applied, _) =
                 self.compile_with_best(&graph, target, best, configurations)?;
-            if j == 0 && applied == 0 {
-                progress(BUILDING, steps, steps);
-                return Ok(NetworkCheckOutcome {
-                    options,
-                    checks: Vec::new(),
-                    overruled: Vec::new(),
-                });
-            }
-            tuned.push(self.load(built)?);
-            progress(BUILDING, j + 1, steps);
-        }
+            Ok((built, applied))
+        })?;
+        let Some(mut tuned) = built else {
+            return Ok(NetworkCheckOutcome::nothing(options));
+        };
         let mut default = self.load(self.compile_graph(&graph, target, None)?)?;
-        progress(BUILDING, steps, steps);
+        progress(BUILDING, bests.len() + 1, bests.len() + 1);
         let rounds = options.rounds;
         let checks = check_candidates_in_network(
             &mut tuned,
@@ -156,8 +167,43 @@ impl Toolchain {
             &options,
             &mut |done, _| progress("in-network check: timing", done, rounds),
         )?;
+        Self::keep_checks(log, loaded, checks, options)
+    }
+
+    /// The builds of the in-network check with each of `bests` (`build` gives the
+    /// network and how many groups it built from a record), loaded; `None` where the
+    /// first applied nothing (no group to check). Leaves the default's build to the
+    /// caller (its progress is the last step).
+    pub(crate) fn candidate_builds(
+        &self,
+        bests: &[ApplyHistoryBest],
+        progress: PhaseProgress<'_>,
+        build: CandidateBuild<'_>,
+    ) -> Result<Option<Vec<tessera_graph::GraphModule>>, DriverError> {
+        let steps = bests.len() + 1;
+        progress(BUILDING, 0, steps);
+        let mut tuned = Vec::with_capacity(bests.len());
+        for (j, best) in bests.iter().enumerate() {
+            let (built, applied) = build(best)?;
+            if j == 0 && applied == 0 {
+                progress(BUILDING, steps, steps);
+                return Ok(None);
+            }
+            tuned.push(self.load(built)?);
+            progress(BUILDING, j + 1, steps);
+        }
+        Ok(Some(tuned))
+    }
+
+    /// Appends `checks` to `log` (read as `loaded` before them) and says which history
+    /// bests they overruled: what builds with the log now use.
+    pub(crate) fn keep_checks(
+        log: &Path,
+        mut loaded: tessera_search::record::LoadedLog,
+        checks: Vec<NetworkCheck>,
+        options: CheckOptions,
+    ) -> Result<NetworkCheckOutcome, DriverError> {
         RecordWriter::open(log).and_then(|mut w| w.append_checks(&checks))?;
-        // what builds with the log now use: the log as read, with the new checks
         loaded.checks.extend(checks.iter().cloned());
         let overruled = ApplyHistoryBest::from_log(&loaded)
             .overruled()

@@ -221,6 +221,32 @@ impl GraphModule {
         self.take_sizes(name, sizes)
     }
 
+    /// Sets every input to its [`GraphModule::default_input`] at the sizes `values`
+    /// (one per range of [`GraphModule::size_ranges`]): each input that follows them
+    /// the leading block of its random values at those sizes.
+    pub fn set_random_inputs_at(&mut self, values: &[i64]) -> Result<(), GraphError> {
+        let ranges = self.size_ranges();
+        if values.len() != ranges.len() {
+            return Err(GraphError::Invalid(format!(
+                "{} sizes given for a module of {} ({})",
+                values.len(),
+                ranges.len(),
+                crate::dynamic::describe(ranges)
+            )));
+        }
+        for k in 0..self.inputs.len() {
+            let whole = self.default_input(k)?;
+            let name = self.inputs[k].0.clone();
+            let mut shape = whole.shape().to_vec();
+            for d in self.input_size_dims(&name) {
+                shape[d.dim] = d.at(values).max(0) as usize;
+            }
+            let value = crate::selection::cropped(&whole, &shape)?;
+            self.set_input(&name, &value)?;
+        }
+        Ok(())
+    }
+
     /// The dimensions of input `name` that follow the sizes (none where it has a fixed
     /// shape).
     pub fn input_size_dims(&self, name: &str) -> &[crate::dynamic::SizeDim] {

@@ -13,7 +13,7 @@
 //! A kernel built for ranges of sizes (issue 61: its loops run to what an int32 parameter
 //! holds) is timed at several points of the ranges ([`SizePoints`]): the parameter holds
 //! each point in turn, the first (the largest, where every element is valid) is the one
-//! checked, and the reply's costs are the points' times weighted, repeat by repeat, with
+//! checked, and the reply's costs are the points' times weighted and summed, repeat by repeat, with
 //! each point's mean beside them ([`PointCosts`]).
 
 use crate::device::{Device, DeviceArray, DeviceError};
@@ -115,7 +115,8 @@ pub struct RunJob {
 
 /// The points of runtime sizes a kernel is timed at: its int32 parameter `param` (the
 /// sizes its loops run to, `tessera.sizes` in a module) holds each of `points` in turn;
-/// the first is the one checked. The job's cost is `Σ weights[p] · time[p] / Σ weights`.
+/// the first is the one checked. The job's cost is `Σ weights[p] · time[p]` (with
+/// weights that sum to 1, the expected time over the points).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SizePoints {
     pub param: usize,
@@ -174,18 +175,14 @@ impl SizePoints {
     }
 
     /// The job's costs from each point's times (`times[p]`: seconds per repeat): the
-    /// weighted mean repeat by repeat, and each point's mean.
+    /// weighted sum repeat by repeat, and each point's mean.
     pub fn combine(&self, times: &[Vec<f64>]) -> (Vec<f64>, PointCosts) {
-        let total: f64 = self.weights.iter().sum();
         let repeats = times.iter().map(Vec::len).min().unwrap_or(0);
         let costs = (0..repeats)
             .map(|r| {
-                times
-                    .iter()
-                    .zip(&self.weights)
+                (times.iter().zip(&self.weights))
                     .map(|(t, w)| w * t[r])
                     .sum::<f64>()
-                    / total
             })
             .collect();
         let means = times
@@ -419,7 +416,7 @@ mod tests {
             weights: vec![1.0, 3.0],
         };
         let (costs, at) = s.combine(&[vec![4.0, 8.0], vec![2.0, 2.0]]);
-        assert_eq!(costs, vec![(4.0 + 6.0) / 4.0, (8.0 + 6.0) / 4.0]);
+        assert_eq!(costs, vec![4.0 + 6.0, 8.0 + 6.0]);
         assert_eq!(at.means, vec![6.0, 2.0]);
         assert_eq!(at.points, s.points);
         assert_eq!(at.weights, s.weights);

@@ -21,6 +21,7 @@ pub mod runner_process;
 pub mod scheduler;
 pub mod session;
 pub mod session_report;
+pub mod sizes;
 pub mod state;
 pub mod tasks;
 pub mod time_profile;

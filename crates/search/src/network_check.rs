@@ -312,6 +312,65 @@ pub fn check_candidates_in_network(
     opts: &CheckOptions,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Vec<NetworkCheck>, GraphError> {
+    let mut inputs = |b: &mut GraphModule| b.set_random_inputs();
+    check_with_inputs(tuned, default, bests, target, opts, &mut inputs, progress)
+}
+
+/// [`check_candidates_in_network`] for builds of a module compiled for ranges of sizes
+/// (issue 61): the check runs at each of `points` (one value per range, and the
+/// point's weight), and each (group, build)'s time in a round is the weighted sum of
+/// its times there, as a tune for the ranges costs its candidates.
+pub fn check_candidates_at_points(
+    tuned: &mut [GraphModule],
+    default: &mut GraphModule,
+    bests: &[ApplyHistoryBest],
+    target: &str,
+    opts: &CheckOptions,
+    points: &[(Vec<i64>, f64)],
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<Vec<NetworkCheck>, GraphError> {
+    let mut merged: Vec<NetworkCheck> = Vec::new();
+    let rounds = opts.rounds.max(1);
+    for (k, (values, weight)) in points.iter().enumerate() {
+        let mut inputs = |b: &mut GraphModule| b.set_random_inputs_at(values);
+        let mut said = |done: usize, _: usize| progress(k * rounds + done, points.len() * rounds);
+        let checks =
+            check_with_inputs(tuned, default, bests, target, opts, &mut inputs, &mut said)?;
+        if k == 0 {
+            merged = checks;
+            for c in &mut merged {
+                c.tuned_ms.iter_mut().for_each(|t| *t *= weight);
+                c.default_ms.iter_mut().for_each(|t| *t *= weight);
+            }
+            continue;
+        }
+        for (m, c) in merged.iter_mut().zip(checks) {
+            if m.workload_key != c.workload_key || m.schedule != c.schedule {
+                return Err(GraphError::Invalid(
+                    "the in-network check checked other groups at another point".into(),
+                ));
+            }
+            for (t, x) in m.tuned_ms.iter_mut().zip(&c.tuned_ms) {
+                *t += weight * x;
+            }
+            for (t, x) in m.default_ms.iter_mut().zip(&c.default_ms) {
+                *t += weight * x;
+            }
+        }
+    }
+    Ok(merged)
+}
+
+/// The check, each build's inputs set by `inputs` before its warm-up run.
+fn check_with_inputs(
+    tuned: &mut [GraphModule],
+    default: &mut GraphModule,
+    bests: &[ApplyHistoryBest],
+    target: &str,
+    opts: &CheckOptions,
+    inputs: &mut dyn FnMut(&mut GraphModule) -> Result<(), GraphError>,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<Vec<NetworkCheck>, GraphError> {
     let keys: Vec<String> = default
         .step_workload_keys()
         .into_iter()
@@ -331,7 +390,7 @@ pub fn check_candidates_in_network(
     let mut builds: Vec<&mut GraphModule> =
         std::iter::once(default).chain(tuned.iter_mut()).collect();
     for b in builds.iter_mut() {
-        b.set_random_inputs()?;
+        inputs(b)?;
         b.run()?;
     }
     // timed after the warm-up runs, which may compile kernels or move weights

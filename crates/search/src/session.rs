@@ -31,6 +31,7 @@ use crate::record::{stable_cost, Record, RecordError, RecordWriter};
 use crate::scheduler::{RoundOutcome, RoundRunner, SchedTask, SchedulerOptions, TaskScheduler};
 use crate::session_report::{remeasure_table, task_list, Remeasured, RoundText};
 pub use crate::session_report::{Progress, SessionReport};
+use crate::sizes::at_largest_point;
 use crate::time_profile::SessionProfile;
 use crate::{MeasureResult, ScheduleDesc};
 use std::cell::RefCell;
@@ -38,6 +39,7 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 use tessera_costmodel::{store_features, ProgramCostModel, STORE_FEATURE_LEN};
 use tessera_ir::PrimFunc;
+use tessera_runtime::runner::SizePoints;
 
 /// One task of a session.
 pub struct TuningTask {
@@ -489,6 +491,15 @@ fn read_log(
     Ok((loaded.records, !loaded.checks.is_empty()))
 }
 
+/// `funcs` as the cost model sees them: for a task built for ranges of sizes, at the
+/// largest point of its sample ([`crate::sizes`]).
+fn modelled(funcs: &[PrimFunc], sizes: Option<&SizePoints>) -> Vec<PrimFunc> {
+    match sizes {
+        Some(s) => funcs.iter().map(|f| at_largest_point(f, s)).collect(),
+        None => funcs.to_vec(),
+    }
+}
+
 /// The feature rows of each program, computed on all cores (empty for a program whose
 /// thread panicked).
 pub fn features_of_programs(funcs: &[PrimFunc]) -> Vec<Vec<Vec<f32>>> {
@@ -677,6 +688,7 @@ impl Rounds<'_, '_> {
             .iter()
             .filter_map(|f| f.as_ref().ok().cloned())
             .collect();
+        let ok = modelled(&ok, self.tasks[i].sizes.as_ref());
         let mut feats = features_of_programs(&ok).into_iter();
         lowered
             .iter()
@@ -884,8 +896,12 @@ impl Rounds<'_, '_> {
 
     /// The core's scorer over the shared model: feature rows, then the prediction; a
     /// program without rows scores `f32::NEG_INFINITY`.
-    fn score(model: &dyn ProgramCostModel, funcs: &[PrimFunc]) -> Vec<f32> {
-        let feats = features_of_programs(funcs);
+    fn score(
+        model: &dyn ProgramCostModel,
+        funcs: &[PrimFunc],
+        sizes: Option<&SizePoints>,
+    ) -> Vec<f32> {
+        let feats = features_of_programs(&modelled(funcs, sizes));
         let scores = model
             .predict(&feats)
             .unwrap_or_else(|_| vec![f32::NEG_INFINITY; funcs.len()]);
@@ -904,7 +920,8 @@ impl RoundRunner for Rounds<'_, '_> {
         }
         let use_model = self.learn && self.model.is_trained() && self.num_programs() >= self.warmup;
         let model = &*self.model;
-        let mut scorer = |funcs: &[PrimFunc]| Rounds::score(model, funcs);
+        let sizes = self.tasks[task].sizes.clone();
+        let mut scorer = |funcs: &[PrimFunc]| Rounds::score(model, funcs, sizes.as_ref());
         let policy = &mut self.states[task].policy;
         let searching = std::time::Instant::now();
         let proposed = if use_model {
@@ -935,7 +952,9 @@ impl RoundRunner for Rounds<'_, '_> {
         let feats: Vec<Vec<Vec<f32>>> = funcs
             .iter()
             .map(|f| match f {
-                Ok(f) if self.learn => store_features(f),
+                Ok(f) if self.learn => {
+                    store_features(&modelled(std::slice::from_ref(f), sizes.as_ref())[0])
+                }
                 _ => Vec::new(),
             })
             .collect();

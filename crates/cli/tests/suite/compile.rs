@@ -228,6 +228,9 @@ fn a_tune_for_a_range_times_its_kernels_at_the_sample_and_its_module_applies_the
     ]
     .concat();
     let out = tessera(&tune);
+    // the in-network check runs the module at the sample's points
+    let said = text_of(&out);
+    assert!(said.contains("in-network check: "), "{said}");
     let report: serde_json::Value = serde_json::from_str(&ok(out)).unwrap();
     let per_point = report["per_point"]
         .as_array()
