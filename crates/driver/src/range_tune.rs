@@ -11,8 +11,9 @@
 //! as it is), so a schedule fast at 384 tokens and slow at 8 does not win by the 384
 //! alone, and the cost reads as a time at the largest point. Records keep the points, the weights and each
 //! point's mean time. After the search, the in-network check builds the module with
-//! each candidate and times the groups inside whole runs at every point (weighted the
-//! same way), so a kernel fast alone and slow in the network keeps its default; the
+//! each candidate and times the groups inside whole runs at every point, and judges a
+//! candidate by its worst point (`check_candidates_at_points`): a kernel slower in the
+//! network at any point of the sample keeps its default; the
 //! estimate of the network per point is the sum over its tasks of what a build with
 //! the log applies.
 //! A kernel that reads no size (a detector's backbone) is a fixed workload, tuned as a
@@ -188,9 +189,9 @@ impl Toolchain {
 
     /// The in-network check of a tune for ranges: the module for the ranges built with
     /// default schedules and with each of the log's [`CANDIDATES`] fastest schedules of
-    /// every tuned group, profiled in rotating rounds at each point of the sample (the
-    /// points' times weighted as the tune weighs them); the checks go to the log, and
-    /// builds with it then use each group's fastest schedule inside the network.
+    /// every tuned group, profiled in rotating rounds at each point of the sample, each
+    /// candidate judged by its worst point; the checks go to the log, and builds with
+    /// it then use each group's fastest schedule inside the network.
     pub(crate) fn check_range_in_network(
         &self,
         range: &RangeTune,

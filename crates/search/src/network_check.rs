@@ -318,8 +318,11 @@ pub fn check_candidates_in_network(
 
 /// [`check_candidates_in_network`] for builds of a module compiled for ranges of sizes
 /// (issue 61): the check runs at each of `points` (one value per range, and the
-/// point's weight), and each (group, build)'s time in a round is the weighted sum of
-/// its times there, as a tune for the ranges costs its candidates.
+/// point's weight), and a candidate is judged by its worst point: its time in a round
+/// is the default's there (the points' times weighted as a tune for the ranges weighs
+/// them) times its largest ratio to the default at any point (of the medians). So a
+/// schedule faster at 8 tokens and slower at 64 keeps the default: a module for a range
+/// is never made slower at a point of the sample by its tuned kernels.
 pub fn check_candidates_at_points(
     tuned: &mut [GraphModule],
     default: &mut GraphModule,
@@ -329,34 +332,60 @@ pub fn check_candidates_at_points(
     points: &[(Vec<i64>, f64)],
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Vec<NetworkCheck>, GraphError> {
-    let mut merged: Vec<NetworkCheck> = Vec::new();
     let rounds = opts.rounds.max(1);
-    for (k, (values, weight)) in points.iter().enumerate() {
+    let mut at_points: Vec<Vec<NetworkCheck>> = Vec::with_capacity(points.len());
+    for (k, (values, _)) in points.iter().enumerate() {
         let mut inputs = |b: &mut GraphModule| b.set_random_inputs_at(values);
         let mut said = |done: usize, _: usize| progress(k * rounds + done, points.len() * rounds);
-        let checks =
-            check_with_inputs(tuned, default, bests, target, opts, &mut inputs, &mut said)?;
-        if k == 0 {
-            merged = checks;
-            for c in &mut merged {
-                c.tuned_ms.iter_mut().for_each(|t| *t *= weight);
-                c.default_ms.iter_mut().for_each(|t| *t *= weight);
-            }
-            continue;
-        }
-        for (m, c) in merged.iter_mut().zip(checks) {
-            if m.workload_key != c.workload_key || m.schedule != c.schedule {
+        at_points.push(check_with_inputs(
+            tuned,
+            default,
+            bests,
+            target,
+            opts,
+            &mut inputs,
+            &mut said,
+        )?);
+    }
+    let weights: Vec<f64> = points.iter().map(|(_, w)| *w).collect();
+    judged_by_worst_point(&at_points, &weights)
+}
+
+/// One check per (group, candidate) from the checks of the same run at each point
+/// (`at_points[p]`, weighted `weights[p]`): the default's times the weighted sum of
+/// its times at the points, the candidate's those times its largest ratio of medians
+/// to the default at any point.
+fn judged_by_worst_point(
+    at_points: &[Vec<NetworkCheck>],
+    weights: &[f64],
+) -> Result<Vec<NetworkCheck>, GraphError> {
+    let Some(first) = at_points.first() else {
+        return Ok(Vec::new());
+    };
+    let mut merged = Vec::with_capacity(first.len());
+    for (i, c) in first.iter().enumerate() {
+        let mut worst: f64 = 0.0;
+        let mut default_ms = vec![0.0; c.default_ms.len()];
+        for (checks, weight) in at_points.iter().zip(weights) {
+            let here = checks
+                .get(i)
+                .filter(|h| h.workload_key == c.workload_key && h.schedule == c.schedule);
+            let Some(here) = here else {
                 return Err(GraphError::Invalid(
                     "the in-network check checked other groups at another point".into(),
                 ));
-            }
-            for (t, x) in m.tuned_ms.iter_mut().zip(&c.tuned_ms) {
-                *t += weight * x;
-            }
-            for (t, x) in m.default_ms.iter_mut().zip(&c.default_ms) {
-                *t += weight * x;
+            };
+            worst = worst
+                .max(stable_cost(here.tuned_ms.clone()) / stable_cost(here.default_ms.clone()));
+            for (d, x) in default_ms.iter_mut().zip(&here.default_ms) {
+                *d += weight * x;
             }
         }
+        merged.push(NetworkCheck {
+            tuned_ms: default_ms.iter().map(|d| d * worst).collect(),
+            default_ms,
+            ..c.clone()
+        });
     }
     Ok(merged)
 }
@@ -481,4 +510,54 @@ fn checked_groups<'b>(
         }
     }
     checked
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(tuned: &[f64], default: &[f64]) -> NetworkCheck {
+        NetworkCheck {
+            v: RECORD_VERSION,
+            check: NETWORK_CHECK.into(),
+            workload_key: "k".into(),
+            target: "cpu".into(),
+            task: "t".into(),
+            schedule: ScheduleDesc::Steps {
+                steps: serde_json::json!([1]),
+            },
+            tuned_ms: tuned.to_vec(),
+            default_ms: default.to_vec(),
+            timestamp: 1,
+        }
+    }
+
+    #[test]
+    fn a_candidate_at_points_is_judged_by_its_worst_point() {
+        // faster at the small point, slower at the large one: the default's times
+        // weighted, the candidate's those times its worst ratio (1.25)
+        let at_points = vec![
+            vec![check(&[5.0, 5.0, 5.0], &[4.0, 4.0, 4.0])],
+            vec![check(&[0.5, 0.5, 0.5], &[1.0, 1.0, 1.0])],
+        ];
+        let merged = judged_by_worst_point(&at_points, &[1.0, 2.0]).unwrap();
+        assert_eq!(merged.len(), 1);
+        assert_eq!(merged[0].default_ms, vec![6.0; 3]);
+        assert_eq!(merged[0].tuned_ms, vec![7.5; 3]);
+        let (choice, _) = network_choice(&[&merged[0]]);
+        assert_eq!(choice, None, "the default stays");
+        // faster everywhere: kept, at its worst ratio (0.75)
+        let at_points = vec![
+            vec![check(&[3.0; 3], &[4.0; 3])],
+            vec![check(&[0.5; 3], &[1.0; 3])],
+        ];
+        let merged = judged_by_worst_point(&at_points, &[1.0, 2.0]).unwrap();
+        assert_eq!(merged[0].tuned_ms, vec![4.5; 3]);
+        assert!(network_choice(&[&merged[0]]).0.is_some());
+        // other groups at another point: an error
+        let mut other = check(&[1.0], &[1.0]);
+        other.workload_key = "other".into();
+        let e = judged_by_worst_point(&[vec![check(&[1.0], &[1.0])], vec![other]], &[1.0, 1.0]);
+        assert!(e.is_err());
+    }
 }
