@@ -20,7 +20,7 @@
 //! fixed build's, and its records serve both.
 
 use crate::runtime_size::RuntimeSize;
-use crate::tuning::{NetworkCheckOutcome, PhaseProgress, BUILDING};
+use crate::tuning::{BuildComparison, NetworkCheckOutcome, PhaseProgress, BUILDING};
 use crate::{DriverError, NetworkSpec, Toolchain};
 use std::path::Path;
 use tessera_backends::Target;
@@ -232,6 +232,57 @@ impl Toolchain {
         )?;
         Self::keep_checks(log, loaded, checks, options)
     }
+}
+
+impl Toolchain {
+    /// The module for the ranges built untuned and with the history best of `log`, and
+    /// both timed at each point of the sample in `rounds` alternating rounds (each
+    /// point's name and comparison); `None` where no group got a tuned schedule.
+    pub(crate) fn compare_range_untuned_and_tuned(
+        &self,
+        range: &RangeTune,
+        target: &Target,
+        log: &Path,
+        rounds: usize,
+        progress: PhaseProgress<'_>,
+    ) -> Result<Option<Vec<(String, BuildComparison)>>, DriverError> {
+        let loaded = self.read_log(log)?;
+        let best = ApplyHistoryBest::from_log(&loaded);
+        let configurations = crate::history::holds_configurations(&loaded.records);
+        let appliers = self.appliers(&best, target, configurations)?;
+        let backend = self.registry().backend_for(target)?;
+        let graph_error = |e| DriverError::Graph(Box::new(e));
+        let tuned =
+            compile_prepared(&range.net, backend.as_ref(), Some(&appliers)).map_err(graph_error)?;
+        let applied = appliers.applied();
+        if applied == 0 {
+            return Ok(None);
+        }
+        let mut tuned = self.load(tuned)?;
+        let untuned = compile_prepared(&range.net, backend.as_ref(), None).map_err(graph_error)?;
+        let mut untuned = self.load(untuned)?;
+        let mut out = Vec::with_capacity(range.points.len());
+        for (k, full) in range.at.points.iter().enumerate() {
+            let values: Vec<i64> = full.iter().map(|&v| i64::from(v)).collect();
+            untuned.set_random_inputs_at(&values)?;
+            tuned.set_random_inputs_at(&values)?;
+            let name = point_name(&range.ranges, &range.points[k]);
+            let phase = format!("comparing untuned and tuned at {name}");
+            let mut said = |_: &str, done: usize, all: usize| progress(&phase, done, all);
+            let c = self.compare_loaded(&mut untuned, &mut tuned, rounds, &mut said)?;
+            out.push((name, BuildComparison { applied, ..c }));
+        }
+        Ok(Some(out))
+    }
+}
+
+/// `size=value, …` of a point of the told sizes `ranges`.
+pub fn point_name(ranges: &[SizeRange], point: &[i64]) -> String {
+    let told = ranges.iter().filter(|r| !r.produced);
+    let parts: Vec<String> = (told.zip(point))
+        .map(|(r, v)| format!("{}={v}", r.name))
+        .collect();
+    parts.join(", ")
 }
 
 /// The estimate per point of `tasks` (workload keys and weights) from `log`: per task,

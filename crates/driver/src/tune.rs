@@ -179,12 +179,13 @@ pub enum CompareStep {
     Skipped,
     /// No group got a tuned schedule: the two builds are one.
     NothingApplied,
-    /// The network runs at sizes known at run time (named: its ranges, or the counts of
-    /// its selections): its builds are compiled for them, which the comparison does not
-    /// do yet (a tune for ranges reports the estimate per point instead; a detector's
-    /// counts skip the in-network check too).
+    /// The network's selections count sizes at run time (named): its builds are
+    /// compiled for them, which the check and the comparison do not do yet.
     Ranges(String),
     Compared(BuildComparison),
+    /// A module for ranges of sizes compared at each point of the tune's sample (the
+    /// point's name and its comparison).
+    ComparedAtPoints(Vec<(String, BuildComparison)>),
 }
 
 /// What a session ends with.
@@ -341,8 +342,20 @@ impl Toolchain {
                 &target.to_string(),
                 &log,
             ));
-            report.network = Some(range.name);
-            report.comparison = CompareStep::Ranges(describe(&range.ranges));
+            if req.compare_rounds > 0 {
+                let compared = self.compare_range_untuned_and_tuned(
+                    &range,
+                    target,
+                    &req.log,
+                    req.compare_rounds,
+                    &mut phase_to(events),
+                )?;
+                report.comparison = match compared {
+                    Some(c) => CompareStep::ComparedAtPoints(c),
+                    None => CompareStep::NothingApplied,
+                };
+            }
+            report.network = Some(range.name.clone());
             return Ok(report);
         }
         let Some(plan) = plan else {

@@ -44,13 +44,16 @@ impl TuneReport {
                 serde_json::json!({ "skipped": true, "runtime_sizes": sizes })
             }
             CompareStep::NothingApplied => serde_json::json!({ "applied": 0 }),
-            CompareStep::Compared(c) => serde_json::json!({
-                "applied": c.applied,
-                "untuned_median_ms": c.untuned.median_ms(),
-                "tuned_median_ms": c.tuned.median_ms(),
-                "round_speedups": c.per_round.speedups(),
-                "verdict": verdict(c),
-            }),
+            CompareStep::Compared(c) => comparison_json(c),
+            CompareStep::ComparedAtPoints(at) => serde_json::Value::Array(
+                at.iter()
+                    .map(|(point, c)| {
+                        let mut v = comparison_json(c);
+                        v["point"] = serde_json::json!(point);
+                        v
+                    })
+                    .collect(),
+            ),
         }
     }
 
@@ -76,6 +79,17 @@ impl TuneReport {
             "per_point": self.per_point.as_ref().map(per_point_json),
         })
     }
+}
+
+/// One comparison as JSON.
+fn comparison_json(c: &BuildComparison) -> serde_json::Value {
+    serde_json::json!({
+        "applied": c.applied,
+        "untuned_median_ms": c.untuned.median_ms(),
+        "tuned_median_ms": c.tuned.median_ms(),
+        "round_speedups": c.per_round.speedups(),
+        "verdict": verdict(c),
+    })
 }
 
 /// `size=value, …` of one point.
@@ -194,7 +208,19 @@ fn comparison_text(name: &str, step: &CompareStep) -> String {
             )
         }
         CompareStep::Compared(c) => c,
+        CompareStep::ComparedAtPoints(at) => {
+            let texts = at
+                .iter()
+                .map(|(point, c)| compared_text(&format!("{name}` at `{point}"), c));
+            return texts.collect();
+        }
     };
+    compared_text(name, c)
+}
+
+/// A comparison that ran: what was built with tuned schedules, both builds' times, the
+/// verdict.
+fn compared_text(name: &str, c: &BuildComparison) -> String {
     let (rounds, runs) = (c.rounds, c.runs);
     let mut s = format!(
         "network `{name}`: {} distinct fused groups built with tuned schedules (the others: their default schedule, measured faster or untuned); {rounds} alternating rounds of {runs} run{} each\n",

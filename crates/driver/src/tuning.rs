@@ -7,7 +7,7 @@ use crate::pipeline::Toolchain;
 use crate::{DriverError, NetworkSpec};
 use std::path::Path;
 use tessera_backends::Target;
-use tessera_graph::ConvPlan;
+use tessera_graph::{ConvPlan, GraphModule};
 use tessera_runtime::timer::{alternate, runs_within, time_once_ms, Comparison, Side};
 use tessera_runtime::{TimeEvaluator, TimeResult};
 use tessera_search::network_check::{
@@ -239,6 +239,21 @@ impl Toolchain {
         let mut untuned = self.load(self.compile_plan(plan, target, None)?.network)?;
         for m in [&mut untuned, &mut tuned] {
             m.set_random_inputs()?;
+        }
+        let c = self.compare_loaded(&mut untuned, &mut tuned, rounds, progress)?;
+        Ok(Some(BuildComparison { applied, ..c }))
+    }
+
+    /// Times `untuned` and `tuned` (their inputs set) in `rounds` alternating rounds
+    /// after a warm-up run each; `applied` is left 0 for the caller.
+    pub(crate) fn compare_loaded(
+        &self,
+        untuned: &mut GraphModule,
+        tuned: &mut GraphModule,
+        rounds: usize,
+        progress: PhaseProgress<'_>,
+    ) -> Result<BuildComparison, DriverError> {
+        for m in [&mut *untuned, &mut *tuned] {
             m.run()?;
         }
         // timed after the warm-up runs, which may compile kernels or move weights
@@ -253,8 +268,8 @@ impl Toolchain {
         alternate(
             rounds,
             |side| match side {
-                Side::A => self.benchmark(&mut untuned, &ev),
-                Side::B => self.benchmark(&mut tuned, &ev),
+                Side::A => self.benchmark(untuned, &ev),
+                Side::B => self.benchmark(tuned, &ev),
             },
             |round, x, y| {
                 per_round.a.push(x.median_ms());
@@ -265,13 +280,13 @@ impl Toolchain {
             },
         )?;
         let timed = |results| TimeResult { results, number: 1 };
-        Ok(Some(BuildComparison {
-            applied,
+        Ok(BuildComparison {
+            applied: 0,
             rounds,
             runs,
             untuned: timed(a),
             tuned: timed(b),
             per_round,
-        }))
+        })
     }
 }

@@ -217,6 +217,8 @@ fn a_tune_for_a_range_times_its_kernels_at_the_sample_and_its_module_applies_the
             "1",
             "--remeasure-top",
             "0",
+            "--compare-rounds",
+            "3",
             "--sample",
             "48",
             "--sample",
@@ -241,6 +243,18 @@ fn a_tune_for_a_range_times_its_kernels_at_the_sample_and_its_module_applies_the
     for p in per_point {
         assert!(p["untuned_ms"].as_f64().unwrap() > 0.0, "{report}");
         assert!(p["tuned_ms"].as_f64().unwrap() > 0.0, "{report}");
+    }
+    // the untuned and tuned modules compared at each point (where a group is tuned)
+    match &report["network"] {
+        serde_json::Value::Array(at) => {
+            let points: Vec<&str> = at.iter().map(|c| c["point"].as_str().unwrap()).collect();
+            assert_eq!(points, ["input_ids[1]=48", "input_ids[1]=5"], "{report}");
+            assert!(
+                at.iter().all(|c| c["applied"].as_u64() > Some(0)),
+                "{report}"
+            );
+        }
+        other => assert_eq!(other["applied"], 0, "{report}"),
     }
     // every measurement of a kernel that reads the sizes was timed at both points
     let text = std::fs::read_to_string(&log).unwrap();
