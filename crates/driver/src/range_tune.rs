@@ -278,11 +278,33 @@ impl Toolchain {
 
 /// `size=value, …` of a point of the told sizes `ranges`.
 pub fn point_name(ranges: &[SizeRange], point: &[i64]) -> String {
-    let told = ranges.iter().filter(|r| !r.produced);
-    let parts: Vec<String> = (told.zip(point))
-        .map(|(r, v)| format!("{}={v}", r.name))
+    let names: Vec<String> = told_names(ranges);
+    named(&names, point)
+}
+
+/// The names of the sizes the spec names (not counted at run time).
+fn told_names(ranges: &[SizeRange]) -> Vec<String> {
+    (ranges.iter().filter(|r| !r.produced))
+        .map(|r| r.name.clone())
+        .collect()
+}
+
+/// `name=value, …` (a network whose only sizes are counted: "the counts' bounds").
+fn named(names: &[String], point: &[i64]) -> String {
+    let parts: Vec<String> = (names.iter().zip(point))
+        .map(|(n, v)| format!("{n}={v}"))
         .collect();
-    parts.join(", ")
+    match parts.is_empty() {
+        true => "the counts' bounds".into(),
+        false => parts.join(", "),
+    }
+}
+
+impl PointEstimates {
+    /// Point `k`'s name, `size=value, …`.
+    pub fn name(&self, k: usize) -> String {
+        named(&self.sizes, &self.points[k])
+    }
 }
 
 /// The estimate per point of `tasks` (workload keys and weights) from `log`: per task,
@@ -331,11 +353,7 @@ pub fn point_estimates(
         }
     }
     PointEstimates {
-        sizes: ranges
-            .iter()
-            .filter(|r| !r.produced)
-            .map(|r| r.name.clone())
-            .collect(),
+        sizes: told_names(ranges),
         points: points.to_vec(),
         untuned,
         tuned,

@@ -361,6 +361,7 @@ impl Toolchain {
         let Some(plan) = plan else {
             return Ok(report);
         };
+        // template tuning of a detector: its builds are compiled for the counts
         let counted = tessera_graph::dynamic::selection_ranges(plan.rule_graph());
         if !counted.is_empty() {
             report.comparison = CompareStep::Ranges(describe(&counted));
@@ -403,14 +404,28 @@ impl Toolchain {
             }
             TuneSubject::Network(spec) => spec,
         };
-        let Some(rs) = &spec.runtime_size else {
-            if !req.sample.is_empty() {
-                return Err(DriverError::Request(
-                    "--sample is for a network with runtime sizes (a --shape range)".into(),
-                ));
+        let counted_only;
+        let rs = match &spec.runtime_size {
+            Some(rs) => rs,
+            None => {
+                let (plan, tasks) = self.tuning_tasks(spec, req.templates)?;
+                let counted = tessera_graph::dynamic::selection_ranges(plan.rule_graph());
+                if req.templates || counted.is_empty() {
+                    if !req.sample.is_empty() {
+                        return Err(DriverError::Request(
+                            "--sample is for a network with runtime sizes (a --shape range)".into(),
+                        ));
+                    }
+                    return Ok((Some(plan), tasks, None));
+                }
+                // a detector: its selections' counts are its runtime sizes, which its
+                // module reads as a range module does (timed at their bounds)
+                counted_only = crate::runtime_size::RuntimeSize {
+                    ranges: Vec::new(),
+                    at: Vec::new(),
+                };
+                &counted_only
             }
-            let (plan, tasks) = self.tuning_tasks(spec, req.templates)?;
-            return Ok((Some(plan), tasks, None));
         };
         if req.templates {
             return Err(DriverError::Request(format!(

@@ -92,14 +92,6 @@ fn comparison_json(c: &BuildComparison) -> serde_json::Value {
     })
 }
 
-/// `size=value, …` of one point.
-fn point_name(p: &PointEstimates, k: usize) -> String {
-    let parts: Vec<String> = (p.sizes.iter().zip(&p.points[k]))
-        .map(|(n, v)| format!("{n}={v}"))
-        .collect();
-    parts.join(", ")
-}
-
 /// The estimate at each point of a tune for ranges, untuned and tuned.
 fn per_point_text(p: &PointEstimates) -> String {
     let mut s = "estimated latency at each point of the sample (the sum over the tasks of \
@@ -114,7 +106,7 @@ fn per_point_text(p: &PointEstimates) -> String {
         let _ = writeln!(
             s,
             "  {:<24} untuned {:>12}  tuned {:>12}{ratio}",
-            point_name(p, k),
+            p.name(k),
             ms(p.untuned[k]),
             ms(p.tuned[k])
         );

@@ -106,3 +106,66 @@ fn a_suppression_that_keeps_no_box_gives_empty_outputs() {
     let none = outputs(&fx.join("nms0_out1.npz"));
     assert_eq!(none[0].shape(), &[0, 4]);
 }
+
+/// A tune of a detector (issue 61): its kernels after a selection read the counts, so
+/// they are tuned as a range module's, timed with the counts at their bounds; the
+/// module built with the log keeps each image's boxes.
+#[test]
+fn a_detector_is_tuned_as_its_module_runs_and_its_tuned_module_keeps_the_boxes() {
+    let dir = tempfile::tempdir().unwrap();
+    let fx = fixtures();
+    let model = fx.join("post.onnx");
+    let log = dir.path().join("d.json");
+    let out = tessera(&[
+        "tune",
+        "--onnx",
+        model.to_str().unwrap(),
+        "--trials",
+        "6",
+        "--number",
+        "1",
+        "--min-repeat-ms",
+        "1",
+        "--remeasure-top",
+        "0",
+        "--compare-rounds",
+        "3",
+        "--json",
+        "--log",
+        log.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let per_point = report["per_point"]
+        .as_array()
+        .expect("an estimate per point");
+    assert_eq!(per_point.len(), 1, "{report}");
+    assert!(text(&out).contains("the counts' bounds"), "{}", text(&out));
+    let module = dir.path().join("tuned.tsm");
+    let built = tessera(&[
+        "compile",
+        "--onnx",
+        model.to_str().unwrap(),
+        "--log",
+        log.to_str().unwrap(),
+        "--out",
+        module.to_str().unwrap(),
+    ]);
+    assert!(built.status.success(), "{}", text(&built));
+    for i in [0, 3] {
+        let got = dir.path().join(format!("out{i}.npz"));
+        let x = fx.join(format!("post_x{i}.npy"));
+        let out = tessera(&[
+            "run",
+            "--module",
+            module.to_str().unwrap(),
+            "--input",
+            &format!("x={}", x.display()),
+            "--output",
+            got.to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "{}", text(&out));
+        let want = outputs(&fx.join(format!("post_out{i}.npz")));
+        same(&outputs(&got), &want, &format!("image {i}"));
+    }
+}
