@@ -7,9 +7,11 @@ for serving:
 - bert: tests/onnx/export_today.py's BERT (ids and a padding mask), `sizes` as given;
 - gpt2, llama, t5enc: the same makers, ids only.
 
-Usage: python bench/export_dynamic.py OUT_DIR NAME[:small|bench] ...
-`small` is the test size of export_today.py; `bench` bench/export_today_bench.py's.
-Each model lands in OUT_DIR/NAME[_SIZE]/model.onnx.
+Usage: python bench/export_dynamic.py OUT_DIR NAME[:small|bench][:batch] ...
+`small` is the test size of export_today.py; `bench` bench/export_today_bench.py's;
+`batch` makes the batch symbolic too (the example inputs repeated to a batch of 2, so
+that the exporter does not take the batch for the constant 1).
+Each model lands in OUT_DIR/NAME[_SIZE][_batch]/model.onnx.
 """
 import os
 import sys
@@ -46,13 +48,20 @@ def main():
     out = sys.argv[1]
     for arg in sys.argv[2:]:
         name, _, size = arg.partition(":")
+        size, _, batch = size.partition(":")
         size = size or "small"
         torch.manual_seed(0)
         model, args = (SMALL if size == "small" else BENCH)[name]()
         model.eval()
         seq = torch.export.Dim("seq", min=2, max=512)
         dyn = tuple({1: seq} for _ in args)
-        d = os.path.join(out, f"{name}_{size}")
+        suffix = ""
+        if batch == "batch":
+            n = torch.export.Dim("batch", min=1, max=64)
+            args = tuple(a.repeat(2, *([1] * (a.dim() - 1))) for a in args)
+            dyn = tuple({0: n, 1: seq} for _ in args)
+            suffix = "_batch"
+        d = os.path.join(out, f"{name}_{size}{suffix}")
         os.makedirs(d, exist_ok=True)
         with torch.no_grad():
             torch.onnx.export(model, args, os.path.join(d, "model.onnx"), dynamo=True,

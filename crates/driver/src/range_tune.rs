@@ -1,23 +1,26 @@
 //! `tessera tune` of a network with runtime sizes (issue 61): its tasks are the kernels
-//! of the module compiled for the ranges ([`tessera_graph::tasks::range_tasks`]). A
-//! kernel whose loops run to the sizes is its own workload (its DAG reads the sizes'
-//! vector), and each of its candidates is built once and timed at a sample of points of
-//! the ranges, as DietCode tunes for a distribution of shapes: the runner writes each
-//! point where the kernel reads the sizes ([`SizePoints`]), checks the candidate at the
-//! largest (where every element is valid), and its cost is the points' times weighted.
-//! A point's weight is the largest point's total size over its own, over the number of
-//! points: the cost is the mean of the points' times per unit of size, scaled to the
-//! largest point (what the largest point would take were every point as fast per unit
-//! as it is), so a schedule fast at 384 tokens and slow at 8 does not win by the 384
-//! alone, and the cost reads as a time at the largest point. Records keep the points, the weights and each
-//! point's mean time. After the search, the in-network check builds the module with
-//! each candidate and times the groups inside whole runs at every point, and judges a
-//! candidate by its worst point (`check_candidates_at_points`): a kernel slower in the
-//! network at any point of the sample keeps its default; the
-//! estimate of the network per point is the sum over its tasks of what a build with
-//! the log applies.
-//! A kernel that reads no size (a detector's backbone) is a fixed workload, tuned as a
-//! fixed build's, and its records serve both.
+//! of the module compiled for the ranges ([`tessera_graph::tasks::range_tasks`]).
+//!
+//! - A kernel whose loops run to the sizes is its own workload (its DAG reads the
+//!   sizes' vector). Each candidate is built once and timed at a sample of points of
+//!   the ranges, as DietCode tunes for a distribution of shapes: the runner writes each
+//!   point where the kernel reads the sizes ([`SizePoints`]) and checks the candidate
+//!   at the largest, where every element is valid.
+//! - Its cost is the points' times weighted: a point's weight is the largest point's
+//!   total size over its own, over the number of points. The cost is then the mean of
+//!   the points' times per unit of size, scaled to the largest point (what the largest
+//!   point would take were every point as fast per unit as it is): a schedule fast at
+//!   384 tokens and slow at 8 does not win by the 384 alone, and the cost reads as a
+//!   time at the largest point. Records keep the points, weights and each point's time.
+//! - After the search, the in-network check builds the module with each candidate and
+//!   times the groups inside whole runs at every point, judging a candidate by its
+//!   worst point (`check_candidates_at_points`): a kernel slower in the network at any
+//!   point keeps its default. The untuned and tuned modules are then compared at each
+//!   point, and the estimate per point is the sum over the tasks of what a build with
+//!   the log applies.
+//! - A kernel that reads no size (a detector's backbone) is a fixed workload, tuned as
+//!   a fixed build's, and its records serve both. A detector without a `--shape` range
+//!   is tuned this way too, its counts at their bounds.
 
 use crate::runtime_size::RuntimeSize;
 use crate::tuning::{BuildComparison, NetworkCheckOutcome, PhaseProgress, BUILDING};
@@ -136,8 +139,8 @@ pub(crate) struct RangeTune {
     pub(crate) ranges: Vec<SizeRange>,
     pub(crate) points: Vec<Vec<i64>>,
     net: RangeNetwork,
-    /// Every size's value at each point (counted ones at their largest), and weights.
-    at: SizePoints,
+    /// Every size's value at each point (counted ones at their largest), and its weight.
+    at: Vec<(Vec<i64>, f64)>,
 }
 
 impl Toolchain {
@@ -181,7 +184,14 @@ impl Toolchain {
             name: net.graph.name.clone(),
             ranges: rs.ranges.clone(),
             points: points.to_vec(),
-            at: size_points(&net.ranges, points, 0),
+            at: {
+                let s = size_points(&net.ranges, points, 0);
+                let full = s
+                    .points
+                    .iter()
+                    .map(|p| p.iter().map(|&v| i64::from(v)).collect());
+                full.zip(s.weights).collect()
+            },
             net,
         };
         Ok((range, tasks))
@@ -217,17 +227,13 @@ impl Toolchain {
         let untuned = compile_prepared(&range.net, backend.as_ref(), None).map_err(graph_error)?;
         let mut default = self.load(untuned)?;
         progress(BUILDING, bests.len() + 1, bests.len() + 1);
-        let points: Vec<(Vec<i64>, f64)> = (range.at.points.iter())
-            .map(|p| p.iter().map(|&v| i64::from(v)).collect())
-            .zip(range.at.weights.iter().copied())
-            .collect();
         let checks = check_candidates_at_points(
             &mut tuned,
             &mut default,
             &bests,
             &target.to_string(),
             &options,
-            &points,
+            &range.at,
             &mut |done, all| progress("in-network check: timing", done, all),
         )?;
         Self::keep_checks(log, loaded, checks, options)
@@ -262,10 +268,9 @@ impl Toolchain {
         let untuned = compile_prepared(&range.net, backend.as_ref(), None).map_err(graph_error)?;
         let mut untuned = self.load(untuned)?;
         let mut out = Vec::with_capacity(range.points.len());
-        for (k, full) in range.at.points.iter().enumerate() {
-            let values: Vec<i64> = full.iter().map(|&v| i64::from(v)).collect();
-            untuned.set_random_inputs_at(&values)?;
-            tuned.set_random_inputs_at(&values)?;
+        for (k, (values, _)) in range.at.iter().enumerate() {
+            untuned.set_random_inputs_at(values)?;
+            tuned.set_random_inputs_at(values)?;
             let name = point_name(&range.ranges, &range.points[k]);
             let phase = format!("comparing untuned and tuned at {name}");
             let mut said = |_: &str, done: usize, all: usize| progress(&phase, done, all);
