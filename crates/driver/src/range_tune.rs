@@ -128,6 +128,7 @@ fn size_points(ranges: &[SizeRange], points: &[Vec<i64>], param: usize) -> SizeP
         param,
         points: points.iter().map(|p| full(p)).collect(),
         weights: points.iter().map(|p| largest / total(p) / n).collect(),
+        ranges: ranges.iter().map(SizeRange::to_string).collect(),
     }
 }
 
@@ -403,6 +404,7 @@ mod tests {
     fn record(key: &str, schedule: ScheduleDesc, costs: f64, means: Option<[f64; 2]>) -> Record {
         let at_points = means.map(|m| {
             Box::new(tessera_runtime::runner::PointCosts {
+                ranges: Vec::new(),
                 points: vec![vec![8], vec![2]],
                 weights: vec![0.5, 2.0],
                 means: m.to_vec(),
@@ -454,6 +456,7 @@ mod tests {
         let r = [SizeRange::new("seq", 1, 31), counted];
         let s = size_points(&r, &[vec![31], vec![7]], 1);
         assert_eq!(s.points, vec![vec![31, 300], vec![7, 300]]);
+        assert_eq!(s.ranges, ["seq in 1..31", "nms counted 0..300"]);
         assert_eq!(s.weights, vec![0.5, 2.0]);
         assert_eq!(s.param, 1);
     }

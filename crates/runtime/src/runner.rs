@@ -122,12 +122,19 @@ pub struct SizePoints {
     pub param: usize,
     pub points: Vec<Vec<i32>>,
     pub weights: Vec<f64>,
+    /// The ranges the points are of, one per size (`seq in 2..384`): kept in the
+    /// records, not read by the runner.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ranges: Vec<String>,
 }
 
 /// What a job timed at [`SizePoints`] measured: each point's mean seconds beside the
 /// points and weights (what a record keeps: the estimate per point).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PointCosts {
+    /// The ranges the points are of ([`SizePoints::ranges`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ranges: Vec<String>,
     pub points: Vec<Vec<i32>>,
     pub weights: Vec<f64>,
     pub means: Vec<f64>,
@@ -190,6 +197,7 @@ impl SizePoints {
             .map(|t| t.iter().sum::<f64>() / t.len().max(1) as f64)
             .collect();
         let at = PointCosts {
+            ranges: self.ranges.clone(),
             points: self.points.clone(),
             weights: self.weights.clone(),
             means,
@@ -414,12 +422,14 @@ mod tests {
             param: 1,
             points: vec![vec![8], vec![2]],
             weights: vec![1.0, 3.0],
+            ranges: vec!["seq in 1..8".into()],
         };
         let (costs, at) = s.combine(&[vec![4.0, 8.0], vec![2.0, 2.0]]);
         assert_eq!(costs, vec![4.0 + 6.0, 8.0 + 6.0]);
         assert_eq!(at.means, vec![6.0, 2.0]);
         assert_eq!(at.points, s.points);
         assert_eq!(at.weights, s.weights);
+        assert_eq!(at.ranges, s.ranges);
     }
 
     #[test]
@@ -433,6 +443,7 @@ mod tests {
             param: 1,
             points: vec![vec![8, 4], vec![2, 1]],
             weights: vec![1.0, 2.0],
+            ranges: Vec::new(),
         };
         good.validate(&params).unwrap();
         let args = make_args_at(&params, 3, 1, Some(&good)).unwrap();

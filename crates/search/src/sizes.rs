@@ -90,6 +90,7 @@ mod tests {
             param,
             points: vec![vec![5], vec![2]],
             weights: vec![0.5, 1.0],
+            ranges: Vec::new(),
         };
         let at = at_largest_point(&f, &sizes);
         let text = at.to_string();

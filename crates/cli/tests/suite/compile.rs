@@ -256,7 +256,8 @@ fn a_tune_for_a_range_times_its_kernels_at_the_sample_and_its_module_applies_the
         }
         other => assert_eq!(other["applied"], 0, "{report}"),
     }
-    // every measurement of a kernel that reads the sizes was timed at both points
+    // every measurement of a kernel that reads the sizes was timed at both points, and
+    // its record keeps the range
     let text = std::fs::read_to_string(&log).unwrap();
     let records: Vec<serde_json::Value> = text
         .lines()
@@ -268,6 +269,7 @@ fn a_tune_for_a_range_times_its_kernels_at_the_sample_and_its_module_applies_the
         .collect();
     assert!(!at_points.is_empty(), "{text}");
     for a in &at_points {
+        assert_eq!(a["ranges"][0], "input_ids[1] in 1..48", "{a}");
         assert_eq!(a["points"][0][0], 48, "{a}");
         assert_eq!(a["points"][1][0], 5, "{a}");
         assert_eq!(a["means"].as_array().unwrap().len(), 2, "{a}");
