@@ -205,7 +205,7 @@ pub fn compile_dynamic(
 /// A network prepared for ranges of sizes: the largest build's graph (with the sizes'
 /// input), its fused groups, and each group's tensor expression with runtime extents —
 /// what [`compile_prepared`] lowers and what a tune for the ranges takes its tasks from
-/// ([`crate::range_tasks`]).
+/// ([`crate::tasks::range_tasks`]).
 pub struct RangeNetwork {
     pub graph: Graph,
     pub groups: Vec<Group>,
