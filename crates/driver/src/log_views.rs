@@ -68,12 +68,28 @@ pub fn schedule_text(s: &ScheduleDesc) -> String {
     }
 }
 
+/// The mean time (a range task's: its weighted cost, and at how many points).
 fn mean_ms(r: &Record) -> String {
-    if r.is_usable() {
-        format!("{:.4}", r.result.mean_cost() * 1e3)
-    } else {
-        "-".into()
+    match (r.is_usable(), &r.result.at_points) {
+        (false, _) => "-".into(),
+        (true, None) => format!("{:.4}", r.result.mean_cost() * 1e3),
+        (true, Some(a)) => format!(
+            "{:.4} ({} points)",
+            r.result.mean_cost() * 1e3,
+            a.points.len()
+        ),
     }
+}
+
+/// A range task's time at each point, as JSON (`null` for one shape).
+fn per_point_json(r: &Record) -> serde_json::Value {
+    let Some(a) = r.result.at_points.as_ref().filter(|_| r.is_usable()) else {
+        return serde_json::Value::Null;
+    };
+    let points: Vec<serde_json::Value> = (a.points.iter().zip(&a.means).zip(&a.weights))
+        .map(|((p, m), w)| serde_json::json!({"sizes": p, "ms": m * 1e3, "weight": w}))
+        .collect();
+    serde_json::json!({"ranges": a.ranges, "points": points})
 }
 
 /// A record as JSON: its line (where known), keys, schedule, mean time and error.
@@ -85,6 +101,7 @@ fn record_json(line: Option<usize>, r: &Record) -> serde_json::Value {
         "target": r.target,
         "schedule": schedule_text(&r.schedule),
         "mean_ms": r.is_usable().then(|| r.result.mean_cost() * 1e3),
+        "per_point": per_point_json(r),
         "error": r.result.error_no.name(),
     })
 }

@@ -274,6 +274,22 @@ fn a_tune_for_a_range_times_its_kernels_at_the_sample_and_its_module_applies_the
         assert_eq!(a["points"][1][0], 5, "{a}");
         assert_eq!(a["means"].as_array().unwrap().len(), 2, "{a}");
     }
+    // `tessera records show` gives a range record's time at each point
+    let shown: serde_json::Value = serde_json::from_str(&ok(tessera(&[
+        "records",
+        "show",
+        log.to_str().unwrap(),
+        "--json",
+    ])))
+    .unwrap();
+    let ranged: Vec<&serde_json::Value> = (shown.as_array().unwrap().iter())
+        .filter(|r| !r["per_point"].is_null())
+        .collect();
+    assert!(!ranged.is_empty(), "{shown}");
+    for r in ranged {
+        assert_eq!(r["per_point"]["ranges"][0], "input_ids[1] in 1..48", "{r}");
+        assert_eq!(r["per_point"]["points"].as_array().unwrap().len(), 2, "{r}");
+    }
     // the module built with the log applies its records and matches at every length
     let module = dir.path().join("tuned.tsm");
     let built = tessera(
