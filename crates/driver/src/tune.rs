@@ -153,6 +153,13 @@ impl TuneRequest {
     }
 }
 
+/// What a network's closing steps build and time: its plan, or its module for ranges.
+#[derive(Clone, Copy)]
+enum Closing<'a> {
+    Plan(&'a ConvPlan),
+    Range(&'a RangeTune),
+}
+
 /// One task of a finished session.
 #[derive(Clone, Debug)]
 pub struct TunedTask {
@@ -318,76 +325,73 @@ impl Toolchain {
             per_point: None,
             summary,
         };
+        let closing = match (&range, &plan) {
+            (Some(range), _) => Closing::Range(range),
+            (None, Some(plan)) => {
+                // template tuning of a detector: its builds are compiled for the counts
+                let counted = tessera_graph::dynamic::selection_ranges(plan.rule_graph());
+                if !counted.is_empty() {
+                    report.comparison = CompareStep::Ranges(describe(&counted));
+                    return Ok(report);
+                }
+                Closing::Plan(plan)
+            }
+            (None, None) => return Ok(report),
+        };
+        self.close(req, closing, &mut report, events)?;
+        Ok(report)
+    }
+
+    /// A network's closing steps after its session: the in-network check (unless the
+    /// log's own stands: nothing new was measured), for ranges the estimate per point,
+    /// and the comparison of the untuned and tuned builds.
+    fn close(
+        &self,
+        req: &TuneRequest,
+        closing: Closing<'_>,
+        report: &mut TuneReport,
+        events: &mut dyn TuneEvents,
+    ) -> Result<(), DriverError> {
+        let target = req.subject.target();
         // the check times kernels here, in whole runs: not for a remote device (each
         // step would carry a round trip) nor a target whose defaults run on another
         // processor (VTA's, on its board's CPU)
         let local = req.measure.rpc.is_none() && !req.measure.simulated;
         let checks = local && req.network_check && !self.needs(target).no_network_check;
-        if let Some(range) = range {
-            if report.summary.new_trials == 0 && report.summary.log_checked {
-                report.check = CheckStep::Stands;
-            } else if checks {
-                let outcome =
-                    self.check_range_in_network(&range, target, &req.log, &mut phase_to(events))?;
-                report.check = CheckStep::Ran(outcome);
-            }
-            let keys: Vec<(String, usize)> = (report.tasks.iter())
-                .map(|t| (t.workload_key.clone(), t.weight))
-                .collect();
-            let log = self.read_log(&req.log)?;
-            report.per_point = Some(point_estimates(
-                &range.ranges,
-                &range.points,
-                &keys,
-                &target.to_string(),
-                &log,
-            ));
-            if req.compare_rounds > 0 {
-                let compared = self.compare_range_untuned_and_tuned(
-                    &range,
-                    target,
-                    &req.log,
-                    req.compare_rounds,
-                    &mut phase_to(events),
-                )?;
-                report.comparison = match compared {
-                    Some(c) => CompareStep::ComparedAtPoints(c),
-                    None => CompareStep::NothingApplied,
-                };
-            }
-            report.network = Some(range.name.clone());
-            return Ok(report);
-        }
-        let Some(plan) = plan else {
-            return Ok(report);
-        };
-        // template tuning of a detector: its builds are compiled for the counts
-        let counted = tessera_graph::dynamic::selection_ranges(plan.rule_graph());
-        if !counted.is_empty() {
-            report.comparison = CompareStep::Ranges(describe(&counted));
-            return Ok(report);
-        }
-        // a run that measured nothing new keeps the log's own check
+        let log = &req.log;
         if report.summary.new_trials == 0 && report.summary.log_checked {
             report.check = CheckStep::Stands;
         } else if checks {
-            let outcome = self.check_in_network(&plan, target, &req.log, &mut phase_to(events))?;
+            let progress = &mut phase_to(events);
+            let outcome = match closing {
+                Closing::Plan(plan) => self.check_in_network(plan, target, log, progress)?,
+                Closing::Range(r) => self.check_range_in_network(r, target, log, progress)?,
+            };
             report.check = CheckStep::Ran(outcome);
         }
-        if req.compare_rounds > 0 {
-            let compared = self.compare_untuned_and_tuned(
-                &plan,
-                target,
-                &req.log,
-                req.compare_rounds,
-                &mut phase_to(events),
-            )?;
-            report.comparison = match compared {
-                Some(c) => CompareStep::Compared(c),
-                None => CompareStep::NothingApplied,
-            };
+        if let Closing::Range(range) = closing {
+            let keys: Vec<(String, usize)> = (report.tasks.iter())
+                .map(|t| (t.workload_key.clone(), t.weight))
+                .collect();
+            let loaded = self.read_log(log)?;
+            let target = target.to_string();
+            let estimates = point_estimates(&range.ranges, &range.points, &keys, &target, &loaded);
+            report.per_point = Some(estimates);
+            report.network = Some(range.name.clone());
         }
-        Ok(report)
+        if req.compare_rounds > 0 {
+            let (rounds, progress) = (req.compare_rounds, &mut phase_to(events));
+            let compared = match closing {
+                Closing::Plan(plan) => self
+                    .compare_untuned_and_tuned(plan, target, log, rounds, progress)?
+                    .map(CompareStep::Compared),
+                Closing::Range(r) => self
+                    .compare_range_untuned_and_tuned(r, target, log, rounds, progress)?
+                    .map(CompareStep::ComparedAtPoints),
+            };
+            report.comparison = compared.unwrap_or(CompareStep::NothingApplied);
+        }
+        Ok(())
     }
 
     /// The session's tasks: one operator's, a network's (with its plan), or those of a
