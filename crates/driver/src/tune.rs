@@ -186,8 +186,9 @@ pub enum CompareStep {
     Skipped,
     /// No group got a tuned schedule: the two builds are one.
     NothingApplied,
-    /// The network's selections count sizes at run time (named): its builds are
-    /// compiled for them, which the check and the comparison do not do yet.
+    /// A template tune of a network whose selections count sizes at run time (named):
+    /// its builds are compiled for them, which the template path's check and
+    /// comparison do not do (the auto-scheduler tunes it as a range module).
     Ranges(String),
     Compared(BuildComparison),
     /// A module for ranges of sizes compared at each point of the tune's sample (the

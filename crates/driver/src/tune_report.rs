@@ -186,10 +186,9 @@ fn comparison_text(name: &str, step: &CompareStep) -> String {
         }
         CompareStep::Ranges(sizes) => {
             return format!(
-                "network `{name}`: it runs at sizes known at run time ({sizes}): no \
-                 comparison of the untuned and tuned builds yet (the estimate per point \
-                 follows); `tessera compile --log` builds its module with the log's choice \
-                 for every group\n"
+                "network `{name}`: its selections count sizes at run time ({sizes}): a \
+                 template tune of it has no in-network check nor comparison; `tessera \
+                 compile --log` builds its module with the log's choice for every group\n"
             )
         }
         CompareStep::NothingApplied => {

@@ -417,7 +417,7 @@ mod tests {
     }
 
     #[test]
-    fn a_job_at_points_costs_the_weighted_mean_repeat_by_repeat() {
+    fn a_job_at_points_costs_the_weighted_sum_repeat_by_repeat() {
         let s = SizePoints {
             param: 1,
             points: vec![vec![8], vec![2]],
