@@ -172,25 +172,12 @@ pub struct TuneArgs {
     /// for `seq` and `past`). Each candidate's cost is the points' times, each weighted
     /// by its time per unit of size. Default: the largest values and each quarter of
     /// them, up to four points.
-    #[arg(long, value_name = "V[:V…]", value_parser = parse_sample)]
+    #[arg(long, value_name = "V[:V…]", value_parser = tessera_driver::range_tune::parse_sample)]
     pub(crate) sample: Vec<Vec<i64>>,
     /// Print a JSON summary on stdout at the end (trials, each task's best, the
     /// estimated latency, untuned and tuned network times); the tables go to stderr.
     #[arg(long)]
     pub(crate) json: bool,
-}
-
-/// One `--sample` point: integers separated by `:`.
-fn parse_sample(s: &str) -> std::result::Result<Vec<i64>, String> {
-    s.split(':')
-        .map(|v| {
-            v.trim()
-                .parse::<i64>()
-                .ok()
-                .filter(|&v| v >= 0)
-                .ok_or_else(|| format!("`{v}` is not a size (an integer ≥ 0)"))
-        })
-        .collect()
 }
 
 /// `--overlap-builds`.

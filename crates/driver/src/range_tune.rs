@@ -103,6 +103,22 @@ pub fn sample_points(
     Ok(points)
 }
 
+/// One `--sample` point: sizes (integers ≥ 0) separated by `:`, in the order the
+/// `--shape` arguments name the sizes.
+pub fn parse_sample(s: &str) -> Result<Vec<i64>, DriverError> {
+    s.split(':')
+        .map(|v| {
+            v.trim()
+                .parse::<i64>()
+                .ok()
+                .filter(|&v| v >= 0)
+                .ok_or_else(|| {
+                    DriverError::Request(format!("`{v}` is not a size (an integer ≥ 0)"))
+                })
+        })
+        .collect()
+}
+
 fn join(p: &[i64]) -> String {
     p.iter().map(i64::to_string).collect::<Vec<_>>().join(":")
 }
@@ -385,6 +401,15 @@ mod tests {
         // a short range: fewer points, never below its least
         let r = [SizeRange::new("n", 3, 8)];
         assert_eq!(sample_points(&r, &[]).unwrap(), vec![vec![8], vec![3]]);
+    }
+
+    #[test]
+    fn a_sample_point_is_sizes_separated_by_colons() {
+        assert_eq!(parse_sample("8").unwrap(), vec![8]);
+        assert_eq!(parse_sample("1:64").unwrap(), vec![1, 64]);
+        let e = parse_sample("1:-2").unwrap_err().to_string();
+        assert!(e.contains("`-2` is not a size"), "{e}");
+        assert!(parse_sample("x").is_err());
     }
 
     #[test]
