@@ -460,10 +460,12 @@ fn operations_whose_semantics_follow_the_size_are_refused() {
     let e = bound_by_difference(&[(vec![8], vec![sq(8)]), (vec![9], vec![sq(9)])], &symbol)
         .unwrap_err();
     assert!(matches!(e, RuntimeShapeError::Builds(_)), "{e}");
-    // a batch and a length merged into one axis: a product of two sizes, named so
+    // a sum over a batch and a length merged into one axis: a product of two sizes,
+    // named so (the rows of such an axis run in blocks, a sum over them is refused)
     let rows = |b: i64, l: i64| {
         let x = placeholder(&[b, l, 4], DataType::float32(), "x").unwrap();
-        ops::reshape(&x, &[b * l, 4]).unwrap()
+        let flat = ops::reshape(&x, &[b * l, 4]).unwrap();
+        ops::reduce(&flat, ops::ReduceKind::Sum, &[0], false).unwrap()
     };
     let points = [[8, 6], [7, 6], [6, 6], [8, 5], [8, 4], [7, 5]];
     let builds: Vec<(Vec<i64>, Vec<Tensor>)> = points
@@ -598,6 +600,90 @@ fn run_cache_attention(
                     (g - r).abs() <= 1e-4 * (1.0 + r.abs()),
                     "{what}: cache {p}, new {t}: out[{i}] = {g}, want {r}"
                 );
+            }
+        }
+    }
+}
+
+/// A batch and a length merged into a product's rows: `x [b, s, 16]` read as `b · s`
+/// rows of 16 (a 3-D MatMul imported as a dense) times `w [24, 16]`.
+fn merged_rows(b: i64, s: i64) -> (Vec<Tensor>, Tensor) {
+    use tessera_te::ops;
+    let x = placeholder(&[b, s, 16], DataType::float32(), "x").unwrap();
+    let w = placeholder(&[24, 16], DataType::float32(), "w").unwrap();
+    let rows = ops::reshape(&x, &[b * s, 16]).unwrap();
+    let y = ops::dense(&rows, &w, None).unwrap();
+    (vec![x, w], y)
+}
+
+#[test]
+fn a_batch_and_a_length_merged_into_rows_run_every_pair_in_tiles_of_valid_rows() {
+    use tessera_te::runtime_shape::{bound_by_difference, extent_tensor, Symbols};
+    let (bm, sm) = (4i64, 32i64);
+    let points = [
+        vec![bm, sm],
+        vec![bm - 1, sm],
+        vec![bm - 2, sm],
+        vec![bm, sm - 8],
+        vec![bm, sm - 16],
+        vec![bm - 1, sm - 8],
+    ];
+    let (ins, out) = merged_rows(bm, sm);
+    let mut builds: Vec<(Vec<i64>, Vec<Tensor>)> = points
+        .iter()
+        .map(|p| (p.clone(), vec![merged_rows(p[0], p[1]).1]))
+        .collect();
+    builds[0].1 = vec![out];
+    let extents = extent_tensor(2, "sizes").unwrap();
+    let bounded = bound_by_difference(&builds, &Symbols::new(extents.clone())).unwrap();
+    let printed = tessera_te::ComputeDag::new(&bounded).unwrap().to_string();
+    // the rows run to the batch's blocks, and hold the length's first rows of each
+    assert!(printed.contains("% 32 < sizes[1]"), "{printed}");
+    assert!(printed.contains("< (sizes[0]*32)"), "{printed}");
+    let mut args = vec![extents];
+    args.extend(ins.iter().cloned());
+    args.push(bounded[0].clone());
+    let func = lower(
+        &default_schedule(&bounded, params()).unwrap(),
+        &args,
+        "rows",
+    )
+    .unwrap();
+    let kernel = build(&func, "native", &[]);
+    let w = matrix(24, 16, |_, _| true);
+    for b in 1..=bm as usize {
+        for s in 1..=sm as usize {
+            // a padding row of the input is NaN: no valid row may read one
+            let smu = sm as usize;
+            let x = matrix(bm as usize * smu, 16, |r, _| r / smu < b && r % smu < s);
+            let sizes: Vec<u8> = [b as i32, s as i32]
+                .iter()
+                .flat_map(|v| v.to_ne_bytes())
+                .collect();
+            let mut run = vec![
+                sizes,
+                f32_bytes(&x),
+                f32_bytes(&w),
+                f32_bytes(&vec![SENTINEL; (bm * sm * 24) as usize]),
+            ];
+            kernel.run(&mut run);
+            let got = values_of(&run[3], f32::from_ne_bytes);
+            for r in 0..(bm * sm) as usize {
+                let (blk, t) = (r / sm as usize, r % sm as usize);
+                for j in 0..24 {
+                    let g = got[r * 24 + j];
+                    let at = format!("batch {b}, length {s}: y[{blk}·{sm} + {t}, {j}] = {g}");
+                    if blk >= b || t >= s.div_ceil(16) * 16 {
+                        // a block past the batch, a tile past the length: not run
+                        assert_eq!(g, SENTINEL, "{at}");
+                    } else if t < s {
+                        let want: f32 = (0..16).map(|k| x[r * 16 + k] * w[j * 16 + k]).sum();
+                        assert!(
+                            (g - want).abs() <= 1e-5 * (1.0 + want.abs()),
+                            "{at}, want {want}"
+                        );
+                    }
+                }
             }
         }
     }

@@ -140,6 +140,10 @@ impl ComputeDag {
                         if let Some(n) = a.bound() {
                             out.push_str(&format!(" {kind}{k}<{}", rename.mutate_expr(n)));
                         }
+                        if let Some(b) = a.block() {
+                            let valid = rename.mutate_expr(&b.valid);
+                            out.push_str(&format!(" {kind}{k}%{}<{valid}", b.radix));
+                        }
                     }
                     out.push('\n');
                 }
@@ -314,6 +318,9 @@ impl fmt::Display for ComputeDag {
                     for a in axis.iter().chain(t.reduce_axis()) {
                         if let Some(n) = a.bound() {
                             write!(f, " ({} < {n})", a.name())?;
+                        }
+                        if let Some(b) = a.block() {
+                            write!(f, " ({} % {} < {})", a.name(), b.radix, b.valid)?;
                         }
                     }
                     writeln!(f)?

@@ -20,6 +20,10 @@ struct SerialIterVar {
     /// serializes, and keys its workload, as before runtime extents existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     bound: Option<Expr>,
+    /// Valid indices in blocks: the radix and the valid indices of each (absent where
+    /// there are none, as `bound`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    block: Option<(i64, Expr)>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -67,6 +71,7 @@ fn iter_var_out(iv: &IterVar) -> SerialIterVar {
         extent: iv.extent(),
         reduce: iv.is_reduce(),
         bound: iv.bound().cloned(),
+        block: iv.block().map(|b| (b.radix, b.valid.clone())),
     }
 }
 
@@ -77,7 +82,13 @@ fn iter_var_in(s: SerialIterVar, relink: &mut Relink) -> IterVar {
         IterKind::DataPar
     };
     let bound = s.bound.map(|e| relink.mutate_expr(&e));
-    IterVar::from_var(s.var, s.extent, kind).with_bound(bound)
+    let block = s.block.map(|(radix, e)| crate::Block {
+        radix,
+        valid: relink.mutate_expr(&e),
+    });
+    IterVar::from_var(s.var, s.extent, kind)
+        .with_bound(bound)
+        .with_block(block)
 }
 
 fn body_out(b: &ComputeBody) -> SerialBody {

@@ -33,6 +33,6 @@ pub use lower::lower;
 pub use schedule::{Annotation, Attach, Relation, Schedule, Stage};
 pub use tensor::{
     compute, compute_bounded, compute_tagged, compute_with_attrs, max, min, placeholder, prod,
-    reduce_axis, reduce_axis_bounded, sum, ComputeBody, IterKind, IterVar, OpKind, Reduce,
+    reduce_axis, reduce_axis_bounded, sum, Block, ComputeBody, IterKind, IterVar, OpKind, Reduce,
     ReduceOp, Tensor,
 };

@@ -34,6 +34,22 @@ pub struct IterVarNode {
     /// are computed (a data-parallel axis) or reduced (a reduce axis); storage keeps the
     /// static extent. `None`: the whole static extent.
     pub bound: Option<Expr>,
+    /// Valid indices in blocks (a batch and a length merged into one axis): see
+    /// [`Block`]. `None`: the valid indices (below `bound`) are all valid.
+    pub block: Option<Block>,
+}
+
+/// An axis whose indices are blocks of `radix` (the largest length of a batch and a
+/// length merged into one axis, as a product's rows), of which only the first `valid`
+/// of each block are valid (the run's length, an int32 expression of what a kernel reads
+/// when it starts); the blocks past `bound / radix` are padding too. What a stage
+/// computes at the other indices of a block is never read, so lowering may skip them:
+/// a loop over whole tiles of such an axis runs over the tiles that hold valid indices
+/// only (`lower/runtime.rs`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Block {
+    pub radix: i64,
+    pub valid: Expr,
 }
 
 impl IterVar {
@@ -43,6 +59,7 @@ impl IterVar {
             extent,
             kind,
             bound: None,
+            block: None,
         }))
     }
     /// The iteration variable of an existing variable (a DAG read back from data keeps
@@ -53,6 +70,7 @@ impl IterVar {
             extent,
             kind,
             bound: None,
+            block: None,
         }))
     }
     /// `self` (same variable) with a runtime extent `bound` (see [`IterVarNode::bound`]).
@@ -62,11 +80,26 @@ impl IterVar {
             extent: self.0.extent,
             kind: self.0.kind,
             bound,
+            block: self.0.block.clone(),
         }))
     }
     /// The runtime extent, where the axis has one.
     pub fn bound(&self) -> Option<&Expr> {
         self.0.bound.as_ref()
+    }
+    /// `self` (same variable) whose valid indices are in blocks (see [`Block`]).
+    pub fn with_block(&self, block: Option<Block>) -> Self {
+        IterVar(Arc::new(IterVarNode {
+            var: self.0.var.clone(),
+            extent: self.0.extent,
+            kind: self.0.kind,
+            bound: self.0.bound.clone(),
+            block,
+        }))
+    }
+    /// How the valid indices lie in blocks, where they do.
+    pub fn block(&self) -> Option<&Block> {
+        self.0.block.as_ref()
     }
     pub fn var(&self) -> &Var {
         &self.0.var
@@ -89,7 +122,9 @@ impl IterVar {
     /// A new iteration variable with the same extent, kind and runtime extent and
     /// another name.
     pub fn copy_with_name(&self, name: impl Into<String>) -> IterVar {
-        IterVar::new(name, self.extent(), self.kind()).with_bound(self.0.bound.clone())
+        IterVar::new(name, self.extent(), self.kind())
+            .with_bound(self.0.bound.clone())
+            .with_block(self.0.block.clone())
     }
 }
 
@@ -482,7 +517,8 @@ pub(crate) fn collect_inputs(
         ComputeBody::Expr(_) => &[],
     };
     let bounds = axis.iter().chain(reduce_axes).filter_map(|a| a.bound());
-    for e in body.exprs().into_iter().chain(bounds) {
+    let blocks = axis.iter().filter_map(|a| a.block().map(|b| &b.valid));
+    for e in body.exprs().into_iter().chain(bounds).chain(blocks) {
         post_order_visit(e, &mut |x| {
             if let ExprNode::Load { buffer, .. } = x.node() {
                 if !bufs.contains(buffer) {

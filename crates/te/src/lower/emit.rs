@@ -92,7 +92,14 @@ impl<'a> Lowerer<'a> {
             .iter()
             .map(|l| (l.clone(), l.expr()))
             .collect();
-        let (rel, mut guards) = Self::pass_up(&st, &b.leaf_ext, &leaf_val);
+        let (mut rel, mut guards) = Self::pass_up(&st, &b.leaf_ext, &leaf_val);
+        // runtime extents: the loops recorded, tiles of blocks remapped, a reduction's
+        // source masked past them
+        let runtime = Self::runtime_extents(&st, &b);
+        for r in &runtime.remaps {
+            let shifted = rel[&r.root].clone() + r.shift(&rel[&r.tile]);
+            rel.insert(r.root.clone(), shifted);
+        }
         let roots = st.root_iter_vars();
         let mut vmap: HashMap<Var, Expr> = HashMap::new();
         for (k, rv) in roots.iter().enumerate() {
@@ -104,8 +111,7 @@ impl<'a> Lowerer<'a> {
             vmap.insert(rv.var().clone(), v);
         }
         guards.extend(self.region_guards(&st, &b, &vmap));
-        // runtime extents: the loops recorded, a reduction's source masked past them
-        let masks = self.runtime_masks(&st, &b, &vmap);
+        let masks = self.runtime_masks(runtime, &vmap);
         let masked = |source: Expr, op: &crate::tensor::ReduceOp| {
             super::runtime::mask(source, &masks, *op, st.op.dtype())
         };

@@ -22,6 +22,17 @@
 //! a consumer's loop that needs every index of it: an attention block's keys); a stage
 //! covering part of an axis (a tile) computes that part, which its consumer's bounds
 //! already limit.
+//!
+//! An axis whose valid indices lie in blocks ([`Block`](crate::tensor::Block): a batch
+//! and a length merged into a product's rows, `valid` of every `radix`) runs over the
+//! tiles that hold valid indices only, where its splits make whole tiles of `T` that
+//! divide the radix and the loop over them (`o`, the outermost part of the axis) runs
+//! to a runtime extent exactly (a plain or parallel loop, or the outer part of fused
+//! ones): `o` runs `blocks · c` times, `c = ⌈valid / T⌉` tiles a block, and its tile
+//! `o` starts at index `(o / c) · radix + (o % c) · T` — the split's `o · T` plus
+//! `(radix − T · c) · (o / c)` ([`Remap`]), wherever the axis's index is rebuilt (the
+//! stage's own indices, and the regions of the stages computed inside its loops). The
+//! rest of a tile past `valid` is computed, as past a runtime extent.
 
 use super::*;
 
@@ -33,6 +44,98 @@ pub(super) struct RuntimeExtents {
     /// Reduce axes whose loops do not stop exactly at the runtime extent: `(axis, n)`,
     /// the source masked by `index < n`.
     pub(super) masked: Vec<(IterVar, Expr)>,
+    /// Axes in blocks whose tiles of valid indices are all the loop runs over.
+    pub(super) remaps: Vec<Remap>,
+}
+
+/// A root axis in blocks whose outermost part `tile` runs over the tiles (of `size`
+/// indices) that hold valid ones: `per_block` of them in each block of `radix`.
+#[derive(Clone, Debug)]
+pub(super) struct Remap {
+    pub(super) root: IterVar,
+    pub(super) tile: IterVar,
+    pub(super) size: i64,
+    pub(super) radix: i64,
+    pub(super) per_block: Expr,
+}
+
+impl Remap {
+    /// What the root's index rebuilt by the splits (`tile · size` plus the rest) gains
+    /// where the tile loop's value is `o`.
+    pub(super) fn shift(&self, o: &Expr) -> Expr {
+        let gap = Expr::int(self.radix) - Expr::int(self.size) * self.per_block.clone();
+        gap * Expr::floordiv(o.clone(), self.per_block.clone())
+    }
+}
+
+/// The remap of stage `st`'s root `root` (covered whole, bounds `b`), where its valid
+/// indices lie in blocks and its loops allow it (see the module header): the tile
+/// loop's runtime extent, and the variables the splits from the root to it make (which
+/// the tile loop replaces).
+fn remap_of(st: &Stage, b: &StageBounds, root: &IterVar) -> Option<(Remap, Expr, Vec<IterVar>)> {
+    let block = root.block()?;
+    let ext = |iv: &IterVar| b.leaf_ext.get(iv).copied();
+    // the chain of splits from the root to its outermost part
+    let mut tile = root.clone();
+    let mut chain = Vec::new();
+    let mut size = 1i64;
+    while let Some((outer, inner)) = st.relations.iter().find_map(|r| match r {
+        Relation::Split {
+            parent,
+            outer,
+            inner,
+            ..
+        } if *parent == tile => Some((outer.clone(), inner.clone())),
+        _ => None,
+    }) {
+        size *= ext(&inner)?;
+        chain.push(tile);
+        tile = outer;
+    }
+    let whole = ext(&tile)? * size == root.extent()?;
+    if !whole || size <= 0 || block.radix % size != 0 || root.extent()? % block.radix != 0 {
+        return None;
+    }
+    // the tile loop must run to its runtime extent exactly: a leaf, or the outer part of
+    // fused loops (or the inner part under one iteration) down to one
+    let mut cur = tile.clone();
+    loop {
+        if st.leaf_iter_vars.contains(&cur) {
+            if !may_run_to_runtime_extent(st, &cur) {
+                return None;
+            }
+            break;
+        }
+        cur = st.relations.iter().find_map(|r| match r {
+            Relation::Fuse {
+                outer,
+                inner,
+                fused,
+            } if *outer == cur || (*inner == cur && ext(outer) == Some(1)) => Some(fused.clone()),
+            _ => None,
+        })?;
+    }
+    let one = Expr::int(1);
+    let per_block = Expr::max(
+        Expr::floordiv(block.valid.clone() + Expr::int(size - 1), Expr::int(size)),
+        one,
+    );
+    let blocks = match root.bound() {
+        Some(n) => Expr::floordiv(
+            n.clone() + Expr::int(block.radix - 1),
+            Expr::int(block.radix),
+        ),
+        None => Expr::int(root.extent()? / block.radix),
+    };
+    let count = blocks * per_block.clone();
+    let remap = Remap {
+        root: root.clone(),
+        tile,
+        size,
+        radix: block.radix,
+        per_block,
+    };
+    Some((remap, count, chain))
 }
 
 /// Whether a leaf loop can run to a runtime extent: a plain or parallel loop.
@@ -56,15 +159,13 @@ pub(crate) fn mask(
 }
 
 impl Lowerer<'_> {
-    /// Records stage `st`'s runtime loops ([`Lowerer::runtime_extents`]) and returns the
+    /// Records a stage's runtime loops ([`Lowerer::runtime_extents`]) and returns the
     /// masks of its reduction, in root indices `vmap`.
     pub(super) fn runtime_masks(
         &mut self,
-        st: &Stage,
-        b: &StageBounds,
+        runtime: RuntimeExtents,
         vmap: &HashMap<Var, Expr>,
     ) -> Vec<Expr> {
-        let runtime = Self::runtime_extents(st, b);
         self.runtime_loops.extend(runtime.loops);
         runtime
             .masked
@@ -78,10 +179,21 @@ impl Lowerer<'_> {
         let roots = st.root_iter_vars();
         // per variable with a runtime extent: that extent, and the root it comes from
         let mut dynamic: HashMap<IterVar, (Expr, IterVar)> = HashMap::new();
+        let mut remaps = Vec::new();
+        // the splits from a remapped root to its tile loop, which the tile loop replaces
+        let mut chain: Vec<IterVar> = Vec::new();
         for (k, r) in roots.iter().enumerate() {
-            let Some(n) = r.bound() else { continue };
             let whole = b.root_min[k].is_const_int(0) && Some(b.root_ext[k]) == r.extent();
-            if whole {
+            if !whole {
+                continue;
+            }
+            if let Some((remap, count, splits)) = remap_of(st, b, r) {
+                chain.extend(splits);
+                dynamic.insert(remap.tile.clone(), (count, r.clone()));
+                remaps.push(remap);
+                continue;
+            }
+            if let Some(n) = r.bound() {
                 dynamic.insert(r.clone(), (n.clone(), r.clone()));
             }
         }
@@ -91,6 +203,7 @@ impl Lowerer<'_> {
         let mut inexact: Vec<IterVar> = Vec::new();
         for rel in &st.relations {
             match rel {
+                Relation::Split { parent, .. } if chain.contains(parent) => {}
                 Relation::Split {
                     parent,
                     outer,
@@ -148,6 +261,10 @@ impl Lowerer<'_> {
                 masked.push((root, n));
             }
         }
-        RuntimeExtents { loops, masked }
+        RuntimeExtents {
+            loops,
+            masked,
+            remaps,
+        }
     }
 }

@@ -24,6 +24,7 @@
 //! `compare.rs` walks a body against another build's; `specialize.rs` fixes some sizes
 //! at values (a decode step's one token) for a kernel that runs when they have them.
 
+mod blocks;
 mod compare;
 mod specialize;
 
@@ -51,7 +52,7 @@ pub enum RuntimeShapeError {
         sizes: Vec<Vec<i64>>,
         extents: Vec<i64>,
     },
-    #[error("`{tensor}`: extents {extents:?} at sizes {sizes:?} are a product of sizes (two merged into one axis, as a batch and a length into a product's rows), which no kernel runs to yet: give all but one of them a fixed value")]
+    #[error("`{tensor}` reduces over an axis whose extents {extents:?} at sizes {sizes:?} are a product of sizes (two merged into one axis, as a batch and a length), which no kernel reduces yet: give all but one of them a fixed value")]
     ProductOfSizes {
         tensor: String,
         sizes: Vec<Vec<i64>>,
@@ -251,6 +252,8 @@ enum Follows {
     Size(Expr),
     /// Another affine form: valid indices not first.
     Otherwise,
+    /// A product of sizes: valid indices in blocks ([`blocks`]).
+    Product,
 }
 
 impl Symbols {
@@ -362,11 +365,7 @@ impl Symbols {
                     Expr::int(at_most),
                 )))
             }
-            _ if is_product(points, extents) => Err(RuntimeShapeError::ProductOfSizes {
-                tensor: tensor.to_string(),
-                sizes: points.to_vec(),
-                extents: extents.to_vec(),
-            }),
+            _ if is_product(points, extents) => Ok(Follows::Product),
             _ => Err(RuntimeShapeError::NotAffine {
                 tensor: tensor.to_string(),
                 sizes: points.to_vec(),
@@ -419,9 +418,35 @@ pub fn bound_by_difference(
         pairings.push(p);
     }
     let mut rebuilt: HashMap<Buffer, Tensor> = HashMap::new();
+    let mut valid = blocks::Validity::new();
     for (i, m) in big.ops.iter().enumerate() {
         let others: Vec<&Tensor> = dags[1..].iter().map(|d| &d.ops[i]).collect();
-        if let Some(t) = bound_one(m, &others, &mut pairings, &points, symbols)? {
+        if m.is_placeholder() {
+            let dims: Vec<Vec<i64>> = (0..m.ndim())
+                .map(|d| {
+                    let mut e = vec![m.shape()[d]];
+                    e.extend(
+                        others
+                            .iter()
+                            .map(|o| o.shape().get(d).copied().unwrap_or(0)),
+                    );
+                    e
+                })
+                .collect();
+            let dims = blocks::placeholder_dims(symbols, &points, &dims);
+            valid.insert(m.buffer().clone(), dims);
+        }
+        let ctx = (&points[..], symbols, &valid);
+        if let Some(t) = bound_one(m, &others, &mut pairings, ctx)? {
+            let dims = t
+                .axis()
+                .iter()
+                .map(|a| blocks::DimValid {
+                    below: a.bound().cloned(),
+                    block: a.block().cloned(),
+                })
+                .collect();
+            valid.insert(m.buffer().clone(), dims);
             rebuilt.insert(m.buffer().clone(), t);
         }
     }
@@ -442,13 +467,13 @@ fn with_rebuilt(outputs: &[Tensor], rebuilt: &HashMap<Buffer, Tensor>) -> Vec<Te
 }
 
 /// Tensor `m` of the largest build, with the same tensor `others` of the other builds:
-/// rebuilt with its runtime extents (`None`: a placeholder, kept).
+/// rebuilt with its runtime extents (`None`: a placeholder, kept), given the builds'
+/// points, the sizes and what is valid in the tensors before it.
 fn bound_one(
     m: &Tensor,
     others: &[&Tensor],
     pairings: &mut [Pairing],
-    points: &[Vec<i64>],
-    symbols: &Symbols,
+    (points, symbols, valid): (&[Vec<i64>], &Symbols, &blocks::Validity),
 ) -> Result<Option<Tensor>, RuntimeShapeError> {
     let structure = |reason: String| RuntimeShapeError::Structure {
         tensor: m.name().to_string(),
@@ -488,17 +513,27 @@ fn bound_one(
                 p.unit.insert(a.var().clone());
             }
         }
-        let bound = match (symbols.follows(m.name(), points, &extents)?, a.is_reduce()) {
-            (Follows::Not, _) | (Follows::Otherwise, false) => None,
-            (Follows::Size(n), _) => Some(n),
+        let (bound, block) = match (symbols.follows(m.name(), points, &extents)?, a.is_reduce()) {
+            (Follows::Not, _) => (None, None),
+            (Follows::Size(n), _) => (Some(n), None),
+            (Follows::Otherwise | Follows::Product, false) => {
+                blocks::blocked_axis(a, extents[0], &mine, body, valid)
+            }
             (Follows::Otherwise, true) => {
                 return Err(RuntimeShapeError::ReducesPadding {
                     tensor: m.name().to_string(),
                     what: "another form than",
                 })
             }
+            (Follows::Product, true) => {
+                return Err(RuntimeShapeError::ProductOfSizes {
+                    tensor: m.name().to_string(),
+                    sizes: points.to_vec(),
+                    extents,
+                })
+            }
         };
-        bounded.push(a.with_bound(bound));
+        bounded.push(a.with_bound(bound).with_block(block));
     }
     let (new_axis, new_reduce) = bounded.split_at(axis.len());
     let mut diffs: Vec<Vec<Diff>> = Vec::with_capacity(others.len());
