@@ -299,18 +299,15 @@ impl<'a> Lowerer<'a> {
         let mut roots = Self::pass_up_interval(&tst, &tb.leaf_ext, leaf_iv);
         // a tile of an axis in blocks starts where its remap puts it (`runtime.rs`)
         for r in Self::runtime_extents(&tst, &tb).remaps {
-            match roots.get(&r.tile).filter(|o| o.is_point()) {
-                Some(o) => {
-                    let shift = r.shift(&o.lo);
-                    let a = roots[&r.root].clone();
-                    let moved = Interval {
-                        lo: a.lo + shift.clone(),
-                        hi: a.hi + shift,
-                    };
-                    roots.insert(r.root.clone(), moved);
-                }
-                // every tile: the whole axis, as the splits give it
-                None => {}
+            // (over every tile: the whole axis, as the splits give it)
+            if let Some(o) = roots.get(&r.tile).filter(|o| o.is_point()) {
+                let shift = r.shift(&o.lo);
+                let a = roots[&r.root].clone();
+                let moved = Interval {
+                    lo: a.lo + shift.clone(),
+                    hi: a.hi + shift,
+                };
+                roots.insert(r.root.clone(), moved);
             }
         }
         // The target's region starts where its own attach point puts it, in terms of
