@@ -606,18 +606,38 @@ fn run_cache_attention(
 }
 
 /// A batch and a length merged into a product's rows: `x [b, s, 16]` read as `b · s`
-/// rows of 16 (a 3-D MatMul imported as a dense) times `w [24, 16]`.
-fn merged_rows(b: i64, s: i64) -> (Vec<Tensor>, Tensor) {
+/// rows of 16 (a 3-D MatMul imported as a dense) times `w [24, 16]`; with `back`, the
+/// product read back as `[b, s, 24]` plus one (its rows in two axes again).
+fn merged_rows(b: i64, s: i64, back: bool) -> (Vec<Tensor>, Tensor) {
     use tessera_te::ops;
     let x = placeholder(&[b, s, 16], DataType::float32(), "x").unwrap();
     let w = placeholder(&[24, 16], DataType::float32(), "w").unwrap();
     let rows = ops::reshape(&x, &[b * s, 16]).unwrap();
     let y = ops::dense(&rows, &w, None).unwrap();
-    (vec![x, w], y)
+    if !back {
+        return (vec![x, w], y);
+    }
+    let y3 = ops::reshape(&y, &[b, s, 24]).unwrap();
+    let out = tessera_te::compute(&[b, s, 24], "plus_one", &["b", "s", "j"], |ix| {
+        y3.at(ix) + 1.0
+    })
+    .unwrap();
+    (vec![x, w], out)
 }
 
 #[test]
 fn a_batch_and_a_length_merged_into_rows_run_every_pair_in_tiles_of_valid_rows() {
+    run_merged_rows(false);
+}
+
+/// The product's rows read back in two axes, a batch's and a length's: their fused loop
+/// runs the valid rows only (compacted), the product's tiles computed where it needs them.
+#[test]
+fn rows_in_blocks_read_back_in_two_axes_run_the_valid_rows_only() {
+    run_merged_rows(true);
+}
+
+fn run_merged_rows(back: bool) {
     use tessera_te::runtime_shape::{bound_by_difference, extent_tensor, Symbols};
     let (bm, sm) = (4i64, 32i64);
     let points = [
@@ -628,10 +648,10 @@ fn a_batch_and_a_length_merged_into_rows_run_every_pair_in_tiles_of_valid_rows()
         vec![bm, sm - 16],
         vec![bm - 1, sm - 8],
     ];
-    let (ins, out) = merged_rows(bm, sm);
+    let (ins, out) = merged_rows(bm, sm, back);
     let mut builds: Vec<(Vec<i64>, Vec<Tensor>)> = points
         .iter()
-        .map(|p| (p.clone(), vec![merged_rows(p[0], p[1]).1]))
+        .map(|p| (p.clone(), vec![merged_rows(p[0], p[1], back).1]))
         .collect();
     builds[0].1 = vec![out];
     let extents = extent_tensor(2, "sizes").unwrap();
@@ -673,11 +693,14 @@ fn a_batch_and_a_length_merged_into_rows_run_every_pair_in_tiles_of_valid_rows()
                 for j in 0..24 {
                     let g = got[r * 24 + j];
                     let at = format!("batch {b}, length {s}: y[{blk}·{sm} + {t}, {j}] = {g}");
-                    if blk >= b || t >= s.div_ceil(16) * 16 {
+                    // (read back in two axes, a row past the length is not written)
+                    let run = if back { s } else { s.div_ceil(16) * 16 };
+                    if blk >= b || t >= run {
                         // a block past the batch, a tile past the length: not run
                         assert_eq!(g, SENTINEL, "{at}");
                     } else if t < s {
-                        let want: f32 = (0..16).map(|k| x[r * 16 + k] * w[j * 16 + k]).sum();
+                        let dot: f32 = (0..16).map(|k| x[r * 16 + k] * w[j * 16 + k]).sum();
+                        let want = if back { dot + 1.0 } else { dot };
                         assert!(
                             (g - want).abs() <= 1e-5 * (1.0 + want.abs()),
                             "{at}, want {want}"
@@ -685,6 +708,40 @@ fn a_batch_and_a_length_merged_into_rows_run_every_pair_in_tiles_of_valid_rows()
                     }
                 }
             }
+        }
+    }
+}
+
+/// An intermediate as large as those a module for a range of sizes allocates at the
+/// largest (40 MiB here): kept between calls (the slot the C takes and gives back), and
+/// each call computes from its own inputs, not the last call's.
+#[test]
+fn a_large_intermediate_is_kept_between_calls_and_recomputed_by_each() {
+    let n = 10 * 1024 * 1024usize;
+    let x = placeholder(&[n as i64], DataType::float32(), "x").unwrap();
+    let y = tessera_te::compute(&[n as i64], "twice", &["i"], |ix| x.at(ix) * 2.0).unwrap();
+    let z = tessera_te::compute(&[n as i64], "plus", &["i"], |ix| {
+        y.at(&[Expr::int(n as i64 - 1) - ix[0].clone()]) + 1.0
+    })
+    .unwrap();
+    let func = lower(
+        &tessera_te::Schedule::create(&[z.clone()]).unwrap(),
+        &[x, z],
+        "kept",
+    )
+    .unwrap();
+    let kernel = build(&func, "native", &["__atomic_exchange_n"]);
+    for call in 0..3 {
+        let xs: Vec<f32> = (0..n).map(|i| ((i + call) % 97) as f32).collect();
+        let mut args = vec![f32_bytes(&xs), f32_bytes(&vec![0.0; n])];
+        kernel.run(&mut args);
+        let out = values_of(&args[1], f32::from_ne_bytes);
+        for i in (0..n).step_by(4099).chain([0, n - 1]) {
+            assert_eq!(
+                out[i],
+                xs[n - 1 - i] * 2.0 + 1.0,
+                "call {call}, element {i}"
+            );
         }
     }
 }

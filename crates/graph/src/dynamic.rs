@@ -47,10 +47,13 @@ use crate::host_ops::HostOp;
 use crate::ir::{Graph, TensorType};
 use petgraph::stable_graph::NodeIndex;
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 use tessera_backends::Backend;
 use tessera_ir::{DataType, Expr};
 use tessera_runtime::NDArray;
-use tessera_te::runtime_shape::{bound_by_difference, extent_tensor, specialize, Affine, Symbols};
+use tessera_te::runtime_shape::{
+    bound_by_difference, extent_tensor, specialize, valid_dims, Affine, DimValid, Symbols,
+};
 use tessera_te::{ComputeDag, Tensor};
 
 pub use crate::counted::{
@@ -295,7 +298,9 @@ pub fn prepare_dynamic(
         .map(|&(k, v)| extents.at(&[Expr::int(k as i64)]).eq(v))
         .reduce(Expr::and)
         .unwrap_or_else(|| Expr::bool(false));
-    let compute_of = |i: usize, g: &Group| -> Result<GroupCompute, GraphError> {
+    // `known`: per value a group before computes, its dimensions' valid indices (a
+    // product's rows in blocks, which the shapes cannot tell its readers)
+    let compute_of = |i: usize, g: &Group, known: &HashMap<NodeIndex, Vec<DimValid>>| {
         let gc = group_compute(&graph, g)?;
         if host(g).is_some() {
             return host_dims(gc, &graph, g, builds, &others, i, ranges).map_err(refuse);
@@ -326,6 +331,11 @@ pub fn prepare_dynamic(
             })?;
             symbols.shift(gc.placeholders[j].clone(), form);
         }
+        for (node, p) in gc.params.iter().zip(&gc.placeholders) {
+            if let Some(dims) = known.get(node) {
+                symbols.knows(p.clone(), dims.clone());
+            }
+        }
         let bounded = bound_by_difference(&outs, &symbols)
             .map_err(|e| refuse(format!("group `{name}`: {e}")))?;
         let mut general = with_runtime_extents(gc.clone(), &bounded[0], &extents, sizes_node);
@@ -347,11 +357,15 @@ pub fn prepare_dynamic(
         }
         Ok(general)
     };
-    let computes = groups
-        .iter()
-        .enumerate()
-        .map(|(i, g)| compute_of(i, g))
-        .collect::<Result<Vec<_>, _>>()?;
+    let mut known = HashMap::new();
+    let mut computes = Vec::with_capacity(groups.len());
+    for (i, g) in groups.iter().enumerate() {
+        let gc: GroupCompute = compute_of(i, g, &known)?;
+        if host(g).is_none() {
+            known.insert(g.output(), valid_dims(&gc.output));
+        }
+        computes.push(gc);
+    }
     Ok(RangeNetwork {
         graph,
         groups,

@@ -174,7 +174,12 @@ pub fn schedule_product_tiles(
     // rows, 768 × 3072 weights) runs its column tiles outermost, so each weight block is
     // read once while every row passes; with more data than weights (ConvNeXt's
     // pointwise layers on 3136 pixels) the rows stay outermost and the weights in cache
-    let columns_outer = c.tag() == "dense_pack" && conv_weights_outweigh_input(c);
+    // rows known only at run time (a batch and a length) are mostly fewer than their
+    // largest, by which the weights are weighed: their column tiles run outermost too
+    let ax = c.axis();
+    let rows = &ax[nd - 2];
+    let runtime_rows = rows.bound().is_some() || rows.block().is_some();
+    let columns_outer = c.tag() == "dense_pack" && (conv_weights_outweigh_input(c) || runtime_rows);
     register_tiled_product(s, c, mr, nr, columns_outer, p)
 }
 

@@ -53,6 +53,10 @@ use tessera_ir::{Buffer, PrimFunc, Stmt};
 /// Allocations up to this many bytes live on the stack (the C dialect).
 pub const STACK_LIMIT: usize = 32 * 1024;
 
+/// The size from which a CPU kernel's heap allocation is kept between its calls (the
+/// largest glibc serves from its heap: larger ones are mapped and unmapped each call).
+pub const KEPT_ALLOCATION: usize = 32 * 1024 * 1024;
+
 /// The passes every body takes before it is printed; returns the loops left scalar.
 /// `func` names the function (or kernel) in errors, `params` are its parameters (and a
 /// kernel's workspaces): the buffers the verifier accepts as given.

@@ -577,6 +577,48 @@ impl Gen<'_> {
         Ok(())
     }
 
+    /// A heap allocation of `bytes` (at least [`super::KEPT_ALLOCATION`]) kept between
+    /// calls: the block a call leaves in the site's slot is the next call's, taken and
+    /// given back atomically (two calls at once each have one; the one given back over
+    /// another frees it). Blocks that large come from `mmap`, whose every page a call
+    /// would fault in again (a module for a range of sizes allocates its kernels'
+    /// intermediates at the largest).
+    fn kept_allocation(
+        &mut self,
+        buffer: &Buffer,
+        (name, c, bytes): (&str, &str, usize),
+        body: &Stmt,
+    ) -> Result<(), BackendError> {
+        let rounded = bytes.div_ceil(64) * 64;
+        let block = format!("{name}_block");
+        let slot = format!("{name}_slot");
+        self.line("{");
+        self.indent += 1;
+        self.line(&format!("static char* {slot} = 0;"));
+        self.line(&format!(
+            "char* {block} = (char*)__atomic_exchange_n(&{slot}, (char*)0, __ATOMIC_ACQ_REL);"
+        ));
+        self.line(&format!(
+            "if ({block} == NULL) {block} = (char*)aligned_alloc(64, {rounded});"
+        ));
+        self.line(&format!("if ({block} == NULL) {{"));
+        self.line("  #pragma omp atomic write");
+        self.line("  tsr_status = -1;");
+        self.line("} else {");
+        self.indent += 1;
+        self.line(&format!("{c}* {name} = ({c}*){block};"));
+        self.scoped(buffer.data(), body)?;
+        self.line(&format!(
+            "{block} = (char*)__atomic_exchange_n(&{slot}, {block}, __ATOMIC_ACQ_REL);"
+        ));
+        self.line(&format!("if ({block} != NULL) free({block});"));
+        self.indent -= 1;
+        self.line("}");
+        self.indent -= 1;
+        self.line("}");
+        Ok(())
+    }
+
     /// An allocation as the dialect declares it: here, hoisted (`__local`) or on the heap.
     fn allocate(&mut self, buffer: &Buffer, body: &Stmt) -> Result<(), BackendError> {
         let name = self.name_of(buffer.data());
@@ -608,6 +650,9 @@ impl Gen<'_> {
             AllocDecl::Hoisted(d) => {
                 self.hoisted.push(d);
                 self.scoped(buffer.data(), body)?;
+            }
+            AllocDecl::Heap if bytes >= super::KEPT_ALLOCATION => {
+                self.kept_allocation(buffer, (&name, c, bytes), body)?;
             }
             AllocDecl::Heap => {
                 let rounded = bytes.div_ceil(64) * 64;

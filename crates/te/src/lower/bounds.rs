@@ -122,10 +122,13 @@ impl<'a> Lowerer<'a> {
 
     /// Root values (relative to the region's start) from leaf values, plus the guards of
     /// non-divisible splits.
+    /// A fused loop in `divisors` (run compacted, `runtime.rs`) decomposes by its
+    /// runtime divisor.
     pub(super) fn pass_up(
         st: &Stage,
         ext: &HashMap<IterVar, i64>,
         leaf_val: &HashMap<IterVar, Expr>,
+        divisors: &HashMap<IterVar, Expr>,
     ) -> (HashMap<IterVar, Expr>, Vec<Expr>) {
         let mut val = leaf_val.clone();
         let mut guards = Vec::new();
@@ -149,11 +152,12 @@ impl<'a> Lowerer<'a> {
                     fused,
                 } => {
                     let f = val[fused].clone();
-                    val.insert(
-                        outer.clone(),
-                        Expr::floordiv(f.clone(), Expr::int(ext[inner])),
-                    );
-                    val.insert(inner.clone(), Expr::floormod(f, Expr::int(ext[inner])));
+                    let by = divisors
+                        .get(fused)
+                        .cloned()
+                        .unwrap_or_else(|| Expr::int(ext[inner]));
+                    val.insert(outer.clone(), Expr::floordiv(f.clone(), by.clone()));
+                    val.insert(inner.clone(), Expr::floormod(f, by));
                 }
             }
         }
@@ -165,6 +169,7 @@ impl<'a> Lowerer<'a> {
         st: &Stage,
         ext: &HashMap<IterVar, i64>,
         leaf: HashMap<IterVar, Interval>,
+        divisors: &HashMap<IterVar, Expr>,
     ) -> HashMap<IterVar, Interval> {
         let mut val = leaf;
         for r in st.relations.iter().rev() {
@@ -193,7 +198,10 @@ impl<'a> Lowerer<'a> {
                     fused,
                 } => {
                     let f = val[fused].clone();
-                    let k = Expr::int(ext[inner]);
+                    let k = divisors
+                        .get(fused)
+                        .cloned()
+                        .unwrap_or_else(|| Expr::int(ext[inner]));
                     if f.is_point() {
                         val.insert(
                             outer.clone(),
@@ -296,9 +304,14 @@ impl<'a> Lowerer<'a> {
                 },
             );
         }
-        let mut roots = Self::pass_up_interval(&tst, &tb.leaf_ext, leaf_iv);
-        // a tile of an axis in blocks starts where its remap puts it (`runtime.rs`)
-        for r in Self::runtime_extents(&tst, &tb).remaps {
+        // (fused loops run compacted, and a tile of an axis in blocks starts where its
+        // remap puts it: `runtime.rs`)
+        let runtime = Self::runtime_extents(&tst, &tb);
+        let mut roots = Self::pass_up_interval(&tst, &tb.leaf_ext, leaf_iv, &runtime.divisors);
+        // roots whose loops run compacted or remapped lie in their extents
+        // (`runtime.rs`), which the bounds of the decomposed indices cannot show
+        let in_tiles = runtime.roots_in_extent(&tst, &tb.leaf_ext);
+        for r in runtime.remaps {
             // (over every tile: the whole axis, as the splits give it)
             if let Some(o) = roots.get(&r.tile).filter(|o| o.is_point()) {
                 let shift = r.shift(&o.lo);
@@ -350,9 +363,14 @@ impl<'a> Lowerer<'a> {
         }
         let mut region: Vec<Option<Interval>> = vec![None; ndim];
         let mut unknown = vec![false; ndim];
+        // per dimension, whether every read of it is at a remapped root of the target
+        // that lies in it
+        let mut tiled = vec![!in_tiles.is_empty(); ndim];
         for (body, env) in &readers {
             for acc in accesses(body, st.op.buffer()) {
                 for (d, idx) in acc.iter().enumerate() {
+                    tiled[d] &= matches!(idx.node(), ExprNode::Var(v)
+                        if in_tiles.iter().any(|(r, e)| r == v && *e <= shape[d]));
                     match interval(idx, env) {
                         Some(iv) => {
                             region[d] = Some(match region[d].take() {
@@ -379,8 +397,10 @@ impl<'a> Lowerer<'a> {
             if e <= 0 || e >= shape[d] {
                 continue;
             }
-            let guard = !(self.an.can_prove(&lo.ge(0))
-                && self.an.can_prove(&(lo.clone() + e).le(shape[d])));
+            let inside = tiled[d]
+                || (self.an.can_prove(&lo.ge(0))
+                    && self.an.can_prove(&(lo.clone() + e).le(shape[d])));
+            let guard = !inside;
             narrowed[d] = Some(Narrowed {
                 min: lo,
                 ext: e,
@@ -497,7 +517,7 @@ pub(crate) fn reduce_leaf_algebra(
         .iter()
         .map(|l| (l.clone(), l.expr()))
         .collect();
-    let (vals, guards) = Lowerer::pass_up(st, &ext, &leaf_val);
+    let (vals, guards) = Lowerer::pass_up(st, &ext, &leaf_val, &HashMap::new());
     let roots = st
         .op
         .reduce_axis()

@@ -92,10 +92,10 @@ impl<'a> Lowerer<'a> {
             .iter()
             .map(|l| (l.clone(), l.expr()))
             .collect();
-        let (mut rel, mut guards) = Self::pass_up(&st, &b.leaf_ext, &leaf_val);
-        // runtime extents: the loops recorded, tiles of blocks remapped, a reduction's
-        // source masked past them
+        // runtime extents: the loops recorded, fused loops compacted, tiles of blocks
+        // remapped, a reduction's source masked past them
         let runtime = Self::runtime_extents(&st, &b);
+        let (mut rel, mut guards) = Self::pass_up(&st, &b.leaf_ext, &leaf_val, &runtime.divisors);
         for r in &runtime.remaps {
             let shifted = rel[&r.root].clone() + r.shift(&rel[&r.tile]);
             rel.insert(r.root.clone(), shifted);

@@ -46,6 +46,77 @@ pub(super) struct RuntimeExtents {
     pub(super) masked: Vec<(IterVar, Expr)>,
     /// Axes in blocks whose tiles of valid indices are all the loop runs over.
     pub(super) remaps: Vec<Remap>,
+    /// Fused loops whose inner part has a runtime extent, run compacted: the fused index
+    /// decomposes by that extent (at least 1), not by the inner part's static one.
+    pub(super) divisors: HashMap<IterVar, Expr>,
+}
+
+impl RuntimeExtents {
+    /// The roots of stage `st` (leaf extents `ext`) whose loops run compacted or
+    /// remapped, each with its extent: their index stays in it (their splits divide it
+    /// and their runtime loops run exactly), which bounds on the decomposed indices
+    /// cannot show.
+    pub(super) fn roots_in_extent(
+        &self,
+        st: &Stage,
+        ext: &HashMap<IterVar, i64>,
+    ) -> Vec<(Var, i64)> {
+        let mut out = Vec::new();
+        for root in st.root_iter_vars() {
+            let mut derived = vec![root.clone()];
+            let mut exact = true;
+            for r in &st.relations {
+                match r {
+                    Relation::Split {
+                        parent,
+                        outer,
+                        inner,
+                        ..
+                    } if derived.contains(parent) => {
+                        let (o, i, p) = (ext.get(outer), ext.get(inner), ext.get(parent));
+                        exact &= matches!((o, i, p), (Some(o), Some(i), Some(p)) if o * i == *p);
+                        derived.extend([outer.clone(), inner.clone()]);
+                    }
+                    Relation::Fuse {
+                        outer,
+                        inner,
+                        fused,
+                    } if derived.contains(outer) || derived.contains(inner) => {
+                        derived.push(fused.clone())
+                    }
+                    _ => {}
+                }
+            }
+            let runtime = derived
+                .iter()
+                .any(|v| self.divisors.contains_key(v) || self.remaps.iter().any(|r| r.tile == *v));
+            if let (true, true, Some(e)) = (exact, runtime, root.extent()) {
+                out.push((root.var().clone(), e));
+            }
+        }
+        out
+    }
+}
+
+/// Whether loop variable `iv` of stage `st` runs to a runtime extent exactly: a plain
+/// or parallel leaf, or a part of fused loops that does (its iterations compacted where
+/// an inner part has one); not one split further, nor vectorized or unrolled.
+fn runs_exactly(st: &Stage, iv: &IterVar) -> bool {
+    if st.leaf_iter_vars.contains(iv) {
+        return may_run_to_runtime_extent(st, iv);
+    }
+    st.relations.iter().any(|r| match r {
+        Relation::Fuse {
+            outer,
+            inner,
+            fused,
+        } => (outer == iv || inner == iv) && runs_exactly(st, fused),
+        Relation::Split { .. } => false,
+    })
+}
+
+fn rel_is_reduce(r: &Relation) -> bool {
+    super::relation_is_reduce(r)
 }
 
 /// A root axis in blocks whose outermost part `tile` runs over the tiles (of `size`
@@ -96,24 +167,9 @@ fn remap_of(st: &Stage, b: &StageBounds, root: &IterVar) -> Option<(Remap, Expr,
     if !whole || size <= 0 || block.radix % size != 0 || root.extent()? % block.radix != 0 {
         return None;
     }
-    // the tile loop must run to its runtime extent exactly: a leaf, or the outer part of
-    // fused loops (or the inner part under one iteration) down to one
-    let mut cur = tile.clone();
-    loop {
-        if st.leaf_iter_vars.contains(&cur) {
-            if !may_run_to_runtime_extent(st, &cur) {
-                return None;
-            }
-            break;
-        }
-        cur = st.relations.iter().find_map(|r| match r {
-            Relation::Fuse {
-                outer,
-                inner,
-                fused,
-            } if *outer == cur || (*inner == cur && ext(outer) == Some(1)) => Some(fused.clone()),
-            _ => None,
-        })?;
+    // the tile loop must run to its runtime extent exactly
+    if !runs_exactly(st, &tile) {
+        return None;
     }
     let one = Expr::int(1);
     let per_block = Expr::max(
@@ -201,6 +257,7 @@ impl Lowerer<'_> {
             return RuntimeExtents::default();
         }
         let mut inexact: Vec<IterVar> = Vec::new();
+        let mut divisors = HashMap::new();
         for rel in &st.relations {
             match rel {
                 Relation::Split { parent, .. } if chain.contains(parent) => {}
@@ -223,7 +280,25 @@ impl Lowerer<'_> {
                     fused,
                 } => {
                     let outer_ext = b.leaf_ext.get(outer).copied().unwrap_or(1);
-                    match (dynamic.get(outer).cloned(), dynamic.get(inner).cloned()) {
+                    let parts = (dynamic.get(outer).cloned(), dynamic.get(inner).cloned());
+                    // a runtime inner part under more than one outer iteration, where
+                    // the fused loop runs exactly: the iterations compacted
+                    if let (outer_n, Some((n_in, r_in))) = &parts {
+                        let compact = (outer_n.is_some() || outer_ext > 1)
+                            && !rel_is_reduce(rel)
+                            && runs_exactly(st, fused);
+                        if compact {
+                            let (n_out, root) = match outer_n {
+                                Some((n, root)) => (n.clone(), root.clone()),
+                                None => (Expr::int(outer_ext), r_in.clone()),
+                            };
+                            dynamic.insert(fused.clone(), (n_out * n_in.clone(), root));
+                            let divisor = Expr::max(n_in.clone(), Expr::int(1));
+                            divisors.insert(fused.clone(), divisor);
+                            continue;
+                        }
+                    }
+                    match parts {
                         // the fused index decomposes by the inner part's static extent:
                         // a runtime outer part keeps the valid iterations first
                         (Some((n, root)), inner_n) => {
@@ -265,6 +340,7 @@ impl Lowerer<'_> {
             loops,
             masked,
             remaps,
+            divisors,
         }
     }
 }

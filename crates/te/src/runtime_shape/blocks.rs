@@ -22,10 +22,29 @@ use tessera_ir::{BinOp, Buffer, Expr, ExprNode, Intrinsic};
 
 /// What is valid along one dimension of a tensor: the indices below `below` (where
 /// given), and in blocks where `block` says so.
-#[derive(Clone, Debug, Default)]
-pub(super) struct DimValid {
-    pub(super) below: Option<Expr>,
-    pub(super) block: Option<Block>,
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DimValid {
+    pub below: Option<Expr>,
+    pub block: Option<Block>,
+}
+
+impl DimValid {
+    /// Whether it tells anything.
+    pub fn is_known(&self) -> bool {
+        self.below.is_some() || self.block.is_some()
+    }
+}
+
+/// What is valid along each dimension of `t`, as its axes' runtime extents and blocks
+/// say (a placeholder's: nothing).
+pub fn valid_dims(t: &crate::Tensor) -> Vec<DimValid> {
+    t.axis()
+        .iter()
+        .map(|a| DimValid {
+            below: a.bound().cloned(),
+            block: a.block().cloned(),
+        })
+        .collect()
 }
 
 /// Per tensor of a DAG (by its buffer): each data-parallel dimension's valid indices.

@@ -7,8 +7,11 @@
 //! cache's length read at run time as below) holds the valid indices first: it gets a
 //! runtime extent (see [`IterVarNode::bound`](crate::tensor::IterVarNode::bound)) read
 //! from an extent tensor. An axis of another form (`2 · size` where two heads of the
-//! size were merged) holds its valid indices apart: a data-parallel one keeps its static
-//! extent (what it computes past them is never read), a reduction over one is refused.
+//! size were merged, `batch · length` where a batch and a length were, a product's
+//! rows) holds its valid indices apart: a data-parallel one keeps its static extent,
+//! narrowed to what its loads show valid (`blocks.rs`: the blocks of a batch, the first
+//! rows of each block), which lowering runs in whole tiles of valid indices; what it
+//! computes past them is never read. A reduction over one is refused.
 //!
 //! The builds must be the same program but for the sizes: the same operations in the
 //! same order, the same bodies. Where a body's constant differs, it is kept as the
@@ -22,12 +25,14 @@
 //! sizes in a way this cannot follow, and the DAG is refused, naming the operation.
 //!
 //! `compare.rs` walks a body against another build's; `specialize.rs` fixes some sizes
-//! at values (a decode step's one token) for a kernel that runs when they have them.
+//! at values (a decode step's one token) for a kernel that runs when they have them;
+//! `blocks.rs` finds where an axis of another form holds its valid indices.
 
 mod blocks;
 mod compare;
 mod specialize;
 
+pub use blocks::{valid_dims, DimValid};
 pub use specialize::specialize;
 
 use crate::dag::ComputeDag;
@@ -79,6 +84,9 @@ pub enum RuntimeShapeError {
 pub struct Symbols {
     pub extents: Tensor,
     shifted: Vec<(Tensor, Affine)>,
+    /// Placeholders whose dimensions' valid indices their producer told (a product's
+    /// rows in blocks, which the shapes at the points cannot tell).
+    known: Vec<(Tensor, Vec<DimValid>)>,
 }
 
 /// `offset + Σ slopes[k] · size_k`: how a value follows the sizes.
@@ -262,7 +270,14 @@ impl Symbols {
         Symbols {
             extents,
             shifted: Vec::new(),
+            known: Vec::new(),
         }
+    }
+
+    /// The valid indices of `placeholder`'s dimensions are `dims` (its producer's, see
+    /// [`valid_dims`]) where they tell anything, else what its shapes at the points say.
+    pub fn knows(&mut self, placeholder: Tensor, dims: Vec<DimValid>) {
+        self.known.push((placeholder, dims));
     }
 
     /// Loads of `placeholder` (an integer one) read its value plus `form` (zero at the
@@ -433,20 +448,18 @@ pub fn bound_by_difference(
                     e
                 })
                 .collect();
-            let dims = blocks::placeholder_dims(symbols, &points, &dims);
+            let mut dims = blocks::placeholder_dims(symbols, &points, &dims);
+            let told = symbols.known.iter().find(|(t, _)| t.buffer() == m.buffer());
+            for (d, k) in dims.iter_mut().zip(told.map_or(&[][..], |(_, k)| &k[..])) {
+                if k.is_known() {
+                    *d = k.clone();
+                }
+            }
             valid.insert(m.buffer().clone(), dims);
         }
         let ctx = (&points[..], symbols, &valid);
         if let Some(t) = bound_one(m, &others, &mut pairings, ctx)? {
-            let dims = t
-                .axis()
-                .iter()
-                .map(|a| blocks::DimValid {
-                    below: a.bound().cloned(),
-                    block: a.block().cloned(),
-                })
-                .collect();
-            valid.insert(m.buffer().clone(), dims);
+            valid.insert(m.buffer().clone(), valid_dims(&t));
             rebuilt.insert(m.buffer().clone(), t);
         }
     }

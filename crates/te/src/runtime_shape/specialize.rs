@@ -8,7 +8,7 @@
 
 use super::RuntimeShapeError;
 use crate::dag::ComputeDag;
-use crate::tensor::{make_compute, ComputeBody, IterVar, OpKind, Reduce, Tensor};
+use crate::tensor::{make_compute, Block, ComputeBody, IterVar, OpKind, Reduce, Tensor};
 use std::collections::HashMap;
 use tessera_ir::visit::{mutate_expr_children, ExprMutator};
 use tessera_ir::{Buffer, Expr, ExprNode};
@@ -58,16 +58,21 @@ pub fn specialize(
             continue;
         };
         let mut fix_axis = |a: &IterVar| -> IterVar {
+            // blocks keep their radix, their valid indices at the values
+            let block = a.block().map(|b| Block {
+                radix: b.radix,
+                valid: tessera_ir::arith::simplify(&fix.mutate_expr(&b.valid)),
+            });
             let Some(b) = a.bound() else {
-                return a.clone();
+                return a.with_block(block);
             };
             let b = tessera_ir::arith::simplify(&fix.mutate_expr(b));
             match b.as_int() {
                 Some(n) => {
                     fixed_any = true;
-                    IterVar::from_var(a.var().clone(), Some(n), a.kind())
+                    IterVar::from_var(a.var().clone(), Some(n), a.kind()).with_block(block)
                 }
-                None => a.with_bound(Some(b)),
+                None => a.with_bound(Some(b)).with_block(block),
             }
         };
         let new_axis: Vec<IterVar> = axis.iter().map(&mut fix_axis).collect();
