@@ -74,7 +74,8 @@ fn a_network_too_large_for_the_machine_is_one_line() {
 
 /// tests/onnx/export_seq.py's models: a BERT encoder with a padding mask and a GPT-2
 /// decoder whose inputs' sequence is symbolic, with inputs and onnxruntime's outputs at
-/// sizes 3, 17 and 48.
+/// sizes 3, 17 and 48; the BERT encoder with a symbolic batch too, at (batch, length)
+/// pairs.
 fn seq_exports() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/onnx/exports")
 }
@@ -94,16 +95,26 @@ fn one_module_runs_every_sequence_length_of_its_range() {
             "--onnx".into(),
             onnx.display().to_string(),
         ];
-        for input in model["inputs"].as_array().unwrap() {
+        // a batch and a length (the first input names them), or a length alone
+        let batched = model["runs"][0].get("batch").is_some();
+        for (k, input) in model["inputs"].as_array().unwrap().iter().enumerate() {
+            let input = input.as_str().unwrap();
             args.push("--shape".into());
-            args.push(format!("{}=1,1..48", input.as_str().unwrap()));
+            args.push(match (batched, k) {
+                (false, _) => format!("{input}=1,1..48"),
+                (true, 0) => format!("{input}=b:1..4,s:1..48"),
+                (true, _) => format!("{input}=b,s"),
+            });
         }
         args.extend(["--out".into(), module.display().to_string()]);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let out = tessera(&args);
         assert!(out.status.success(), "{name}: {}", text(&out));
         for run in model["runs"].as_array().unwrap() {
-            let size = run["size"].as_i64().unwrap();
+            let size = match run.get("batch") {
+                Some(b) => format!("{b}x{}", run["size"]),
+                None => run["size"].to_string(),
+            };
             let got = dir.path().join(format!("{name}_{size}.npy"));
             let mut args: Vec<String> = vec![
                 "run".into(),
@@ -121,9 +132,12 @@ fn one_module_runs_every_sequence_length_of_its_range() {
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
             let out = tessera(&args);
             assert!(out.status.success(), "{name} at {size}: {}", text(&out));
+            let said = match batched {
+                false => "one module for input_ids[1] in 1..48",
+                true => "one module for b in 1..4, s in 1..48",
+            };
             assert!(
-                String::from_utf8_lossy(&out.stdout)
-                    .contains("one module for input_ids[1] in 1..48"),
+                String::from_utf8_lossy(&out.stdout).contains(said),
                 "{}",
                 text(&out)
             );

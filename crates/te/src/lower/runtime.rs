@@ -144,7 +144,8 @@ impl Remap {
 /// loop's runtime extent, and the variables the splits from the root to it make (which
 /// the tile loop replaces).
 fn remap_of(st: &Stage, b: &StageBounds, root: &IterVar) -> Option<(Remap, Expr, Vec<IterVar>)> {
-    let block = root.block()?;
+    // (one block holds its valid indices first: a runtime extent)
+    let block = root.block().filter(|b| Some(b.radix) != root.extent())?;
     let ext = |iv: &IterVar| b.leaf_ext.get(iv).copied();
     // the chain of splits from the root to its outermost part
     let mut tile = root.clone();
@@ -249,7 +250,9 @@ impl Lowerer<'_> {
                 remaps.push(remap);
                 continue;
             }
-            if let Some(n) = r.bound() {
+            // one block (a batch of one): its valid indices come first
+            let single = r.block().filter(|b| Some(b.radix) == r.extent());
+            if let Some(n) = single.map(|b| &b.valid).or(r.bound()) {
                 dynamic.insert(r.clone(), (n.clone(), r.clone()));
             }
         }
