@@ -80,6 +80,21 @@ fn host_f32(shape: &[usize], v: &[f32]) -> HostBuffer {
     }
 }
 
+/// The kernel of `outputs` (a DAG reading its sizes from `extents`) with the default
+/// schedule, its arguments the sizes, `inputs`, then the first output.
+fn sized_kernel(
+    extents: &Tensor,
+    inputs: &[Tensor],
+    outputs: &[Tensor],
+    name: &str,
+) -> common::Built {
+    let mut args = vec![extents.clone()];
+    args.extend(inputs.iter().cloned());
+    args.push(outputs[0].clone());
+    let func = lower(&default_schedule(outputs, params()).unwrap(), &args, name).unwrap();
+    build(&func, "native", &[])
+}
+
 fn host_i32(v: i32) -> HostBuffer {
     HostBuffer {
         dtype: DataType::int32(),
@@ -344,16 +359,7 @@ fn an_attention_built_at_two_sizes_runs_every_size_from_one_kernel() {
     let printed = dag.to_string();
     // the scores' rows and keys, the softmax's reductions, the values' sum follow the size
     assert!(printed.contains("< sizes[0]"), "{printed}");
-    let mut args = vec![extents];
-    args.extend(ins.iter().cloned());
-    args.push(bounded[0].clone());
-    let func = lower(
-        &default_schedule(&bounded, params()).unwrap(),
-        &args,
-        "attention",
-    )
-    .unwrap();
-    let kernel = build(&func, "native", &[]);
+    let kernel = sized_kernel(&extents, &ins, &bounded, "attention");
     let w: Vec<f32> = (0..256)
         .map(|i| ((i * 5 % 17) as f32 - 8.0) / 16.0)
         .collect();
@@ -542,11 +548,7 @@ fn two_sizes_a_cache_and_new_rows_run_every_pair_from_one_kernel() {
         "{printed}"
     );
     for (what, dag, rows) in [("any", &bounded, 1..=tm as usize), ("one", &one, 1..=1)] {
-        let mut args = vec![extents.clone()];
-        args.extend(ins.iter().cloned());
-        args.push(dag[0].clone());
-        let func = lower(&default_schedule(dag, params()).unwrap(), &args, "step").unwrap();
-        let kernel = build(&func, "native", &[]);
+        let kernel = sized_kernel(&extents, &ins, dag, "step");
         run_cache_attention(&kernel, what, pm, tm, rows);
     }
 }
@@ -660,16 +662,7 @@ fn run_merged_rows(back: bool) {
     // the rows run to the batch's blocks, and hold the length's first rows of each
     assert!(printed.contains("% 32 < sizes[1]"), "{printed}");
     assert!(printed.contains("< (sizes[0]*32)"), "{printed}");
-    let mut args = vec![extents];
-    args.extend(ins.iter().cloned());
-    args.push(bounded[0].clone());
-    let func = lower(
-        &default_schedule(&bounded, params()).unwrap(),
-        &args,
-        "rows",
-    )
-    .unwrap();
-    let kernel = build(&func, "native", &[]);
+    let kernel = sized_kernel(&extents, &ins, &bounded, "rows");
     let w = matrix(24, 16, |_, _| true);
     for b in 1..=bm as usize {
         for s in 1..=sm as usize {
