@@ -87,19 +87,10 @@ impl<'a> Lowerer<'a> {
             .cloned()
             .unwrap_or_else(|| (st.op.buffer().clone(), vec![Expr::int(0); st.op.ndim()]));
 
-        let leaf_val: HashMap<IterVar, Expr> = st
-            .leaf_iter_vars
-            .iter()
-            .map(|l| (l.clone(), l.expr()))
-            .collect();
         // runtime extents: the loops recorded, fused loops compacted, tiles of blocks
         // remapped, a reduction's source masked past them
         let runtime = Self::runtime_extents(&st, &b);
-        let (mut rel, mut guards) = Self::pass_up(&st, &b.leaf_ext, &leaf_val, &runtime.divisors);
-        for r in &runtime.remaps {
-            let shifted = rel[&r.root].clone() + r.shift(&rel[&r.tile]);
-            rel.insert(r.root.clone(), shifted);
-        }
+        let (rel, mut guards) = runtime.root_values(&st, &b);
         let roots = st.root_iter_vars();
         let mut vmap: HashMap<Var, Expr> = HashMap::new();
         for (k, rv) in roots.iter().enumerate() {

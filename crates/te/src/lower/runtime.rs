@@ -52,6 +52,27 @@ pub(super) struct RuntimeExtents {
 }
 
 impl RuntimeExtents {
+    /// The root (and every other) values of stage `st` (bounds `b`) from its leaf loops,
+    /// compacted and remapped as these runtime extents say, and the guards of its
+    /// splits ([`Lowerer::pass_up`]).
+    pub(super) fn root_values(
+        &self,
+        st: &Stage,
+        b: &StageBounds,
+    ) -> (HashMap<IterVar, Expr>, Vec<Expr>) {
+        let leaf_val: HashMap<IterVar, Expr> = st
+            .leaf_iter_vars
+            .iter()
+            .map(|l| (l.clone(), l.expr()))
+            .collect();
+        let (mut rel, guards) = Lowerer::pass_up(st, &b.leaf_ext, &leaf_val, &self.divisors);
+        for r in &self.remaps {
+            let shifted = rel[&r.root].clone() + r.shift(&rel[&r.tile]);
+            rel.insert(r.root.clone(), shifted);
+        }
+        (rel, guards)
+    }
+
     /// The roots of stage `st` (leaf extents `ext`) whose loops run compacted or
     /// remapped, each with its extent: their index stays in it (their splits divide it
     /// and their runtime loops run exactly), which bounds on the decomposed indices
