@@ -121,9 +121,8 @@ impl<'a> Lowerer<'a> {
     }
 
     /// Root values (relative to the region's start) from leaf values, plus the guards of
-    /// non-divisible splits.
-    /// A fused loop in `divisors` (run compacted, `runtime.rs`) decomposes by its
-    /// runtime divisor.
+    /// non-divisible splits. A fused loop in `divisors` (run compacted, `runtime.rs`)
+    /// decomposes by its runtime divisor.
     pub(super) fn pass_up(
         st: &Stage,
         ext: &HashMap<IterVar, i64>,

@@ -136,10 +136,6 @@ fn runs_exactly(st: &Stage, iv: &IterVar) -> bool {
     })
 }
 
-fn rel_is_reduce(r: &Relation) -> bool {
-    super::relation_is_reduce(r)
-}
-
 /// A root axis in blocks whose outermost part `tile` runs over the tiles (of `size`
 /// indices) that hold valid ones: `per_block` of them in each block of `radix`.
 #[derive(Clone, Debug)]
@@ -309,7 +305,7 @@ impl Lowerer<'_> {
                     // the fused loop runs exactly: the iterations compacted
                     if let (outer_n, Some((n_in, r_in))) = &parts {
                         let compact = (outer_n.is_some() || outer_ext > 1)
-                            && !rel_is_reduce(rel)
+                            && !super::relation_is_reduce(rel)
                             && runs_exactly(st, fused);
                         if compact {
                             let (n_out, root) = match outer_n {
