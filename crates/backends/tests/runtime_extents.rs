@@ -663,6 +663,14 @@ fn run_merged_rows(back: bool) {
     assert!(printed.contains("% 32 < sizes[1]"), "{printed}");
     assert!(printed.contains("< (sizes[0]*32)"), "{printed}");
     let kernel = sized_kernel(&extents, &ins, &bounded, "rows");
+    // a tile's rows start where the sizes put them, computed once per tile: the loops
+    // inside the tile (columns, terms, the register tile) read no size, divide nothing
+    let inner = loop_body(&kernel.source, "for (int32_t j_outer = 0");
+    assert!(!inner.is_empty(), "{}", kernel.source);
+    assert!(
+        !inner.contains("sizes[") && !inner.contains(" / ") && !inner.contains("floordiv"),
+        "{inner}"
+    );
     let w = matrix(24, 16, |_, _| true);
     for b in 1..=bm as usize {
         for s in 1..=sm as usize {
@@ -703,6 +711,24 @@ fn run_merged_rows(back: bool) {
             }
         }
     }
+}
+
+/// The lines of the first C loop of `source` whose header starts with `header`, to its
+/// closing brace (empty where there is none).
+fn loop_body(source: &str, header: &str) -> String {
+    let mut out = Vec::new();
+    let mut depth = 0i64;
+    for line in source
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with(header))
+    {
+        depth += line.matches('{').count() as i64 - line.matches('}').count() as i64;
+        out.push(line);
+        if depth <= 0 {
+            break;
+        }
+    }
+    out.join("\n")
 }
 
 /// An intermediate as large as those a module for a range of sizes allocates at the

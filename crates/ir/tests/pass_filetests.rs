@@ -13,8 +13,8 @@ mod common;
 use std::path::Path;
 use tessera_ir::parser::parse_func;
 use tessera_ir::transform::{
-    auto_unroll, lower_floor_div, split_wide_vectors, unroll_loops, unswitch_guards,
-    vectorize_loops,
+    auto_unroll, hoist_size_arith, lower_floor_div, split_wide_vectors, unroll_loops,
+    unswitch_guards, vectorize_loops,
 };
 use tessera_ir::verify::verify;
 use tessera_ir::Stmt;
@@ -35,6 +35,7 @@ fn run_pass(name: &str, arg: Option<&str>, body: &Stmt) -> Result<Stmt, String> 
             s
         }
         "lower_floor_div" => lower_floor_div(body),
+        "hoist_size_arith" => hoist_size_arith(body),
         "split_wide_vectors" => {
             let bytes = arg
                 .and_then(|a| a.parse().ok())

@@ -9,7 +9,9 @@
 //!   [`host_passes_for`]), `unroll_loops`, `unswitch_guards` (a loop copied without
 //!   the guards it does not change, taken when they all hold), `vectorize_loops`,
 //!   `lower_floor_div`
-//!   (floor division of non-negative integers as C's `/` and `%`);
+//!   (floor division of non-negative integers as C's `/` and `%`), `hoist_size_arith`
+//!   (index arithmetic over a range kernel's runtime sizes bound once per iteration of
+//!   the loop it depends on, not recomputed in the loops inside);
 //! - a GPU function first: [`device_passes`] — `split_host_device` (kernels, their
 //!   launch extents, workspaces), then per kernel `storage_sync` (barriers for shared
 //!   memory, refused inside a condition) and the host passes, vectorizing what the
@@ -44,8 +46,9 @@ pub use printer::{print_function, vector_typedefs, PrintedFunction, VectorTypes}
 use crate::backend::BackendError;
 use serde::{Deserialize, Serialize};
 use tessera_ir::transform::{
-    auto_unroll, lower_floor_div, split_host_device, split_wide_vectors, storage_sync,
-    unroll_loops, unswitch_guards, vectorize_loops, DeviceKernel, NotVectorized, TransformError,
+    auto_unroll, hoist_size_arith, lower_floor_div, split_host_device, split_wide_vectors,
+    storage_sync, unroll_loops, unswitch_guards, vectorize_loops, DeviceKernel, NotVectorized,
+    TransformError,
 };
 use tessera_ir::verify::verify_body;
 use tessera_ir::{Buffer, PrimFunc, Stmt};
@@ -129,8 +132,9 @@ fn passes(
         VectorCode::None => (body, Vec::new()),
     };
     let body = check.after("vectorize_loops", body)?;
+    let body = check.after("lower_floor_div", lower_floor_div(&body))?;
     Ok((
-        check.after("lower_floor_div", lower_floor_div(&body))?,
+        check.after("hoist_size_arith", hoist_size_arith(&body))?,
         skipped,
     ))
 }

@@ -13,6 +13,8 @@ pub struct Built {
     path: std::path::PathBuf,
     entry: String,
     mcpu: String,
+    /// The C source the backend generated.
+    pub source: String,
     /// The kernel's library, open until the process ends: a kernel with parallel loops
     /// leaves OpenMP's threads behind, which closing the library (and the OpenMP
     /// runtime it loaded) would pull the code from under.
@@ -37,6 +39,7 @@ pub fn build(func: &tessera_ir::PrimFunc, mcpu: &str, helpers: &[&str]) -> Built
         path: art.path,
         entry: art.entry,
         mcpu: mcpu.to_string(),
+        source,
         lib: std::mem::ManuallyDrop::new(lib),
     }
 }
