@@ -84,9 +84,19 @@ pub fn find_compiler() -> Result<String, BackendError> {
 /// explicitly (vector types in the C), so turning GCC's loop if-conversion off costs
 /// nothing measurable there (ResNet's 56×56 conv2d: 1.07 ms min either way). Applied to
 /// GCC before 14, the first major version we have not seen it in; clang is unaffected.
+///
+/// GCC 12.2 with AVX512-FP16 (`-march=native` on Intel Sapphire Rapids and later)
+/// emits a scalar half-precision store with zero-masking (`vmovsh %xmm0,
+/// 14(%rsp){%k1}{z}`) for a `_Float16` select, which the assembler rightly refuses
+/// ("unsupported masking for `vmovsh'"): every float16 kernel with a min or max failed
+/// to build there (ONNX's `test_celu_float16`). `-mno-avx512fp16` computes `_Float16`
+/// through F16C conversions instead, as on CPUs without the extension (AMD Zen 4).
+/// Applied where the target's `-march` has AVX512-FP16 (asked of the compiler only when
+/// it is such a GCC: one that answered `--version`), with GCC before 14.
 /// `limit` bounds the `--version` call.
-fn workaround_cflags(compiler: &str, limit: std::time::Duration) -> Vec<String> {
-    flags_for_version(&compiler_version(compiler, limit))
+fn workaround_cflags(compiler: &str, mcpu: &str, limit: std::time::Duration) -> Vec<String> {
+    let fp16 = || features::march_features(mcpu).is_ok_and(|f| f.contains(&"avx512fp16"));
+    flags_for_version(&compiler_version(compiler, limit), fp16)
 }
 
 /// What `compiler --version` prints (empty when it fails or does not answer within
@@ -142,8 +152,9 @@ fn cpu_model_name() -> &'static str {
     })
 }
 
-/// The workaround flags for a compiler whose `--version` printed `version`.
-fn flags_for_version(version: &str) -> Vec<String> {
+/// The workaround flags for a compiler whose `--version` printed `version`, for a
+/// `-march` with AVX512-FP16 or without (`fp16` says, asked only where it matters).
+fn flags_for_version(version: &str, fp16: impl FnOnce() -> bool) -> Vec<String> {
     let first = version.lines().next().unwrap_or("");
     // GCC names itself after the command it was called by (`cc (Debian 12.2.0-14) …`),
     // so it is recognised by its copyright line.
@@ -157,7 +168,13 @@ fn flags_for_version(version: &str) -> Vec<String> {
         .and_then(|v| v.split('.').next())
         .and_then(|m| m.parse::<u32>().ok());
     match major {
-        Some(m) if m < 14 => vec!["-fno-tree-loop-if-convert".to_string()],
+        Some(m) if m < 14 => {
+            let mut flags = vec!["-fno-tree-loop-if-convert".to_string()];
+            if fp16() {
+                flags.push("-mno-avx512fp16".to_string());
+            }
+            flags
+        }
         _ => Vec::new(),
     }
 }
@@ -255,7 +272,7 @@ impl Backend for CpuBackend {
         ]
         .map(String::from)
         .to_vec();
-        flags.extend(workaround_cflags(&compiler, version_limit));
+        flags.extend(workaround_cflags(&compiler, self.march(), version_limit));
         flags.extend(self.extra_cflags.iter().cloned());
         let cache = kernel_cache::KernelCache::user();
         let key = cache.as_ref().map(|_| {
@@ -367,15 +384,31 @@ mod tests {
     #[test]
     fn gcc_before_14_gets_the_if_conversion_workaround() {
         let debian = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0\nCopyright (C) 2022 Free Software Foundation, Inc.";
-        assert_eq!(flags_for_version(debian), vec!["-fno-tree-loop-if-convert"]);
-        let as_cc = "cc (Debian 12.2.0-14+deb12u1) 12.2.0\nCopyright (C) 2022 Free Software Foundation, Inc.";
-        assert_eq!(flags_for_version(as_cc), vec!["-fno-tree-loop-if-convert"]);
-        let gcc14 = "gcc (GCC) 14.1.1 20240522\nCopyright (C) 2024 Free Software Foundation, Inc.";
-        assert!(flags_for_version(gcc14).is_empty());
-        assert!(
-            flags_for_version("Debian clang version 14.0.6\nTarget: x86_64-pc-linux-gnu")
-                .is_empty()
+        assert_eq!(
+            flags_for_version(debian, || false),
+            vec!["-fno-tree-loop-if-convert"]
         );
-        assert!(flags_for_version("").is_empty());
+        let as_cc = "cc (Debian 12.2.0-14+deb12u1) 12.2.0\nCopyright (C) 2022 Free Software Foundation, Inc.";
+        assert_eq!(
+            flags_for_version(as_cc, || false),
+            vec!["-fno-tree-loop-if-convert"]
+        );
+        let gcc14 = "gcc (GCC) 14.1.1 20240522\nCopyright (C) 2024 Free Software Foundation, Inc.";
+        assert!(flags_for_version(gcc14, || true).is_empty());
+        assert!(flags_for_version(
+            "Debian clang version 14.0.6\nTarget: x86_64-pc-linux-gnu",
+            || true
+        )
+        .is_empty());
+        assert!(flags_for_version("", || true).is_empty());
+    }
+
+    #[test]
+    fn gcc_before_14_computes_half_precision_without_avx512_fp16() {
+        let debian = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0\nCopyright (C) 2022 Free Software Foundation, Inc.";
+        assert_eq!(
+            flags_for_version(debian, || true),
+            vec!["-fno-tree-loop-if-convert", "-mno-avx512fp16"]
+        );
     }
 }
