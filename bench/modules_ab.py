@@ -9,10 +9,15 @@ after/before (median, min), the ratio of the minima, and the CPU steal over the 
         [--rounds 5] [--repeat 3]
 
 Each `--inputs` is one shape (comma-separated NAME=FILE.npy pairs).
+
+With `--onnx MODEL.onnx`, an onnxruntime session of the model (`--threads`, default 2)
+is timed in the same rounds as a third side, the median of `--repeat` runs a round, and
+each module's ratio to it is reported too.
 """
 import argparse
 import statistics
 import subprocess
+import time
 
 
 def steal():
@@ -31,6 +36,35 @@ def median_ms(exe, module, inputs, repeat):
     return float(lines[i + 1].split()[1])
 
 
+def ort_session(model, threads):
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+
+
+def ort_median_ms(session, inputs, repeat):
+    import numpy as np
+
+    feed = {}
+    for pair in inputs.split(","):
+        name, path = pair.split("=", 1)
+        feed[name] = np.load(path)
+    session.run(None, feed)
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        session.run(None, feed)
+        times.append((time.perf_counter() - t) * 1e3)
+    return statistics.median(times)
+
+
+def ratio_cell(num, den):
+    ratios = [y / z for y, z in zip(num, den)]
+    return f"{statistics.median(ratios):.2f}; {min(ratios):.2f}; {min(num) / min(den):.2f}"
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--before", required=True)
@@ -39,25 +73,36 @@ def main():
     ap.add_argument("--tessera", default="target/release/tessera")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--onnx", help="also time an onnxruntime session of this model")
+    ap.add_argument("--threads", type=int, default=2)
     a = ap.parse_args()
+    session = ort_session(a.onnx, a.threads) if a.onnx else None
     s0, t0 = steal()
-    times = {x: ([], []) for x in a.inputs}
+    times = {x: ([], [], []) for x in a.inputs}
     for r in range(a.rounds):
         for x in a.inputs:
             # alternate which side goes first
             sides = [(0, a.before), (1, a.after)]
             for k, m in sides if r % 2 == 0 else sides[::-1]:
                 times[x][k].append(median_ms(a.tessera, m, x, a.repeat))
-            print(f"round {r + 1} {x}: before {times[x][0][-1]:.2f} ms, after {times[x][1][-1]:.2f} ms",
-                  flush=True)
+            peer = ""
+            if session is not None:
+                times[x][2].append(ort_median_ms(session, x, a.repeat))
+                peer = f", onnxruntime {times[x][2][-1]:.2f} ms"
+            print(f"round {r + 1} {x}: before {times[x][0][-1]:.2f} ms, "
+                  f"after {times[x][1][-1]:.2f} ms{peer}", flush=True)
     s1, t1 = steal()
     print(f"steal {100.0 * (s1 - s0) / max(t1 - t0, 1):.2f}%")
-    print("| inputs | after / before (median; min; minima) | minima (ms): before, after |")
-    print("|---|---|---|")
-    for x, (b, f) in times.items():
-        ratios = [y / z for y, z in zip(f, b)]
-        print(f"| {x} | {statistics.median(ratios):.2f}; {min(ratios):.2f}; {min(f) / min(b):.2f} "
-              f"| {min(b):.2f}, {min(f):.2f} |")
+    peer = session is not None
+    head = "| inputs | after / before (median; min; minima) |"
+    head += " after / onnxruntime | before / onnxruntime |" if peer else ""
+    print(head + " minima (ms): before, after" + (", onnxruntime |" if peer else " |"))
+    print("|---" * (5 if peer else 3) + "|")
+    for x, (b, f, o) in times.items():
+        row = f"| {x} | {ratio_cell(f, b)} |"
+        row += f" {ratio_cell(f, o)} | {ratio_cell(b, o)} |" if peer else ""
+        minima = f"{min(b):.2f}, {min(f):.2f}" + (f", {min(o):.2f}" if peer else "")
+        print(f"{row} {minima} |")
 
 
 if __name__ == "__main__":

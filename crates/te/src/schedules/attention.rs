@@ -20,7 +20,7 @@
 
 use super::{
     col_tile, fuse_run, guarded_rows, pick_vector, register_tiled_product, schedule_row_reduction,
-    CpuParams,
+    CpuParams, TileOrder,
 };
 use crate::error::ScheduleError;
 use crate::schedule::Schedule;
@@ -168,7 +168,7 @@ pub fn schedule_attention(
     } else {
         pick_vector(n, p.vector_lanes)
     };
-    register_tiled_product(s, score, plan.score_tile, keys, false, one)?;
+    register_tiled_product(s, score, plan.score_tile, keys, TileOrder::Rows, one)?;
     for t in [row_max, row_sum] {
         schedule_row_reduction(s, t, one)?;
     }
@@ -177,6 +177,6 @@ pub fn schedule_attention(
     if p.vectorize {
         s.vectorize(exp, &ji)?;
     }
-    register_tiled_product(s, pv, plan.pv_tile, nr, false, one)?;
+    register_tiled_product(s, pv, plan.pv_tile, nr, TileOrder::Rows, one)?;
     Ok(stages)
 }

@@ -199,7 +199,7 @@ fn carries_last_axis(t: &Tensor) -> bool {
 /// The extent of `t`'s one reduction axis when it is a row reduction: every load that
 /// uses the axis indexes its last dimension with it and no other dimension (softmax's
 /// maximum and sum, layer norm's mean and variance over the last axis, reading rows).
-fn row_reduction_extent(t: &Tensor) -> Option<i64> {
+pub(super) fn row_reduction_extent(t: &Tensor) -> Option<i64> {
     match t.reduce_axis() {
         [_] => innermost_reduction_extent(t),
         _ => None,

@@ -3,7 +3,9 @@
 //! stages, since each transform only pays off with its rows unrolled (its matrices'
 //! entries then fold to constants) and kept in registers next to its consumer.
 
-use super::{col_tile, fuse_run, pick_factor, pick_vector, register_tiled_product, CpuParams};
+use super::{
+    col_tile, fuse_run, pick_factor, pick_vector, register_tiled_product, CpuParams, TileOrder,
+};
 use crate::error::ScheduleError;
 use crate::schedule::Schedule;
 use crate::tensor::{IterVar, Tensor};
@@ -111,7 +113,7 @@ fn batched_gemm(s: &mut Schedule, bgemm: &Tensor, p: CpuParams) -> Result<(), Sc
     let nr = col_tile(cols, p);
     let vectors = nr / pick_vector(cols, p.vector_lanes).max(1);
     let mr = pick_factor(tiles, p.register_rows(vectors));
-    register_tiled_product(s, bgemm, mr, nr, false, p)
+    register_tiled_product(s, bgemm, mr, nr, TileOrder::Rows, p)
 }
 
 /// The output `[N, H, W, CO]` (or the epilogue that reads it, with the output inlined
