@@ -11,7 +11,10 @@
 //!
 //! The rewrite keeps the arithmetic: the scale becomes the operator's, the biases one
 //! additive bias in the scores' `[B, M, N]` view (constant biases are added together at
-//! build time; a computed one must broadcast over the leading axes). Where `N` is not a
+//! build time; a computed one must broadcast over the leading axes, or else be the one
+//! bias, added in a view of more axes whose leading ones make `B`, to which it
+//! broadcasts: BERT's padding mask `[batch, 1, 1, N]` over `[batch, heads, M, N]`, the
+//! attention then computed in that view). Where `N` is not a
 //! multiple of the vector lanes, the keys get zero columns and the values zero rows up
 //! to one (`Pad`s that fuse into their producers), and the bias the lowest float in the
 //! added columns, so that their exponentials are 0 (ViT's 197 tokens: 200).
@@ -43,6 +46,11 @@ enum Bias {
     Constant(Vec<f32>),
     /// A computed bias, broadcasting to `[M, N]` (its shape's trailing two axes).
     Computed(NodeIndex, Vec<i64>),
+    /// A computed bias that varies along the leading axes of the scores' view `lead +
+    /// [M, N]` (whose leading axes multiply to `B`) and broadcasts to it: BERT's padding
+    /// mask `[batch, 1, 1, N]` over scores `[batch, heads, M, N]`. The attention is then
+    /// computed in that view.
+    Batched(NodeIndex, Vec<i64>),
 }
 
 /// Rewrites every attention chain of `graph` (see the module's header) into one
@@ -177,12 +185,17 @@ fn find_chain(graph: &Graph, out: NodeIndex) -> Result<Option<Chain>, GraphError
                 match &mut bias {
                     Bias::None => {}
                     Bias::Constant(values) => values.iter_mut().for_each(|v| *v *= c as f32),
-                    Bias::Computed(..) => return Ok(None),
+                    Bias::Computed(..) | Bias::Batched(..) => return Ok(None),
                 }
             }
             _ => {
-                let Some(add) = scores_view_bias(graph, other, &shape(node), &scores)? else {
-                    return Ok(None);
+                let view = shape(node);
+                let add = match scores_view_bias(graph, other, &view, &scores)? {
+                    Some(add) => add,
+                    None => match batched_bias(graph, other, &view, &scores) {
+                        Some(add) => add,
+                        None => return Ok(None),
+                    },
                 };
                 bias = match (bias, add) {
                     (Bias::None, b) => b,
@@ -237,6 +250,22 @@ fn scores_view_bias(
     Ok(Some(Bias::Computed(b, tail)))
 }
 
+/// The bias `b` (computed) added to the scores in their view `view` when it varies
+/// along the view's leading axes ([`Bias::Batched`]): of the view's rank, broadcasting
+/// to it, the view's leading axes making the scores' `B` and its last two their `[M, N]`.
+fn batched_bias(graph: &Graph, b: NodeIndex, view: &[i64], scores: &[i64]) -> Option<Bias> {
+    let ty = &graph.node(b).ty;
+    let r = view.len();
+    let fits = ty.dtype == DataType::float32()
+        && graph.constant_value(b).is_none()
+        && ty.shape.len() == r
+        && r > 3
+        && view[..r - 2].iter().product::<i64>() == scores[0]
+        && view[r - 2..] == scores[1..]
+        && ty.shape.iter().zip(view).all(|(&d, &v)| d == 1 || d == v);
+    fits.then(|| Bias::Batched(b, view[..r - 2].to_vec()))
+}
+
 /// The attention operator computing `chain`, its keys padded to a multiple of `lanes`
 /// where that gives whole vectors (not under a computed bias per query row, which
 /// would need a mask of its own).
@@ -245,7 +274,11 @@ fn rewrite(graph: &mut Graph, chain: Chain, lanes: i64) -> Result<NodeIndex, Gra
     let ks = graph.node(chain.kt).ty.shape.clone();
     let (batch, n) = (ks[0], ks[2]);
     let m = graph.node(chain.q).ty.shape[1];
-    let row_bias = matches!(&chain.bias, Bias::Computed(_, tail) if tail.last() == Some(&1));
+    let row_bias = match &chain.bias {
+        Bias::Computed(_, tail) => tail.last() == Some(&1),
+        Bias::Batched(b, _) => graph.node(*b).ty.shape.last() == Some(&1),
+        _ => false,
+    };
     let to = if lanes >= 2 && n % lanes != 0 && n >= 2 * lanes && !row_bias {
         round_up(n, lanes)
     } else {
@@ -281,9 +314,14 @@ fn rewrite(graph: &mut Graph, chain: Chain, lanes: i64) -> Result<NodeIndex, Gra
         }
         other => other,
     };
+    // a bias per batch: the attention computed in the view it was added in
+    let lead = match &bias {
+        Bias::Batched(_, lead) => Some(lead.clone()),
+        _ => None,
+    };
     let bias = match bias {
-        Bias::Computed(b, _) if to == n => b,
-        Bias::Computed(b, _) => {
+        Bias::Computed(b, _) | Bias::Batched(b, _) if to == n => b,
+        Bias::Computed(b, _) | Bias::Batched(b, _) => {
             let rank = graph.node(b).ty.shape.len();
             let mut after = vec![0; rank];
             after[rank - 1] = to - n;
@@ -306,10 +344,29 @@ fn rewrite(graph: &mut Graph, chain: Chain, lanes: i64) -> Result<NodeIndex, Gra
         }
         Bias::None => graph.constant(&format!("{name}_mask{to}"), column_mask(n, to)?),
     };
-    graph.op(
+    let Some(lead) = lead else {
+        return graph.op(
+            &format!("{name}_attention"),
+            Op::Attention { scale: chain.scale },
+            &[chain.q, kt, v, bias],
+        );
+    };
+    let mut view = |x: NodeIndex, what: &str| {
+        let mut shape = lead.clone();
+        shape.extend_from_slice(&graph.node(x).ty.shape[1..]);
+        graph.op(&format!("{name}_{what}_view"), Op::Reshape { shape }, &[x])
+    };
+    let (q, kt, v) = (view(chain.q, "q")?, view(kt, "keys")?, view(v, "values")?);
+    let att = graph.op(
         &format!("{name}_attention"),
         Op::Attention { scale: chain.scale },
-        &[chain.q, kt, v, bias],
+        &[q, kt, v, bias],
+    )?;
+    let shape = graph.node(chain.out).ty.shape.clone();
+    graph.op(
+        &format!("{name}_attention_rows"),
+        Op::Reshape { shape },
+        &[att],
     )
 }
 

@@ -1,6 +1,6 @@
 //! Attention chains made one operator (`attention::fuse_attention`): the forms exports
 //! write (ViT's key mask on a 4-D view, Swin's position bias and window mask, a computed
-//! mask, the scale before or after the biases), what is left alone, and the rewritten
+//! mask, one per batch, the scale before or after the biases), what is left alone, and the rewritten
 //! network against the original in the interpreter and built for the CPU.
 
 mod common;
@@ -153,6 +153,34 @@ fn a_computed_mask_is_padded_with_the_lowest_float() {
         "{fused}"
     );
     assert_eq!(fused.node(bias).ty.shape, [1, 1, 24]);
+}
+
+#[test]
+fn a_mask_per_batch_is_added_in_the_view_of_batch_and_heads() {
+    // BERT at a batch of 2: its padding mask `[2, 1, 1, 20]` varies along the batch, so
+    // it is no bias of the `[6, 5, 20]` scores; the attention is computed in the
+    // `[2, 3, 5, 20]` view it was added in, the keys padded to 24 and the mask with
+    // the lowest float, and its output read back as `[6, 5, 4]`
+    let mut g = Graph::new("bert_batch");
+    let s = scores(&mut g, 6, 5, 20, Some(0.125));
+    let s4 = reshape(&mut g, "scores4", s, &[2, 3, 5, 20]);
+    let m = g.input("mask", TensorType::f32(&[2, 1, 1, 20]));
+    let x = g.op("masked", Op::Binary(Binary::Add), &[s4, m]).unwrap();
+    finish(&mut g, x, 6, 5, 20);
+    let mask = values(&[2, 1, 1, 20], 8, 4.0);
+    let fused = fused_computes_the_same(&g, 6, 5, 20, &[("mask", &mask)]);
+    let (att, softmaxes, products) = counts(&fused);
+    assert_eq!((att.len(), softmaxes, products), (1, 0, 0), "{fused}");
+    let args = fused.args(att[0]);
+    assert_eq!(fused.node(args[0]).ty.shape, [2, 3, 5, 8]);
+    assert_eq!(fused.node(args[1]).ty.shape, [2, 3, 8, 24]);
+    assert_eq!(fused.node(args[2]).ty.shape, [2, 3, 24, 4]);
+    assert!(
+        matches!(fused.node(args[3]).op, Op::Pad { value, .. } if value == f32::MIN as f64),
+        "{fused}"
+    );
+    assert_eq!(fused.node(args[3]).ty.shape, [2, 1, 1, 24]);
+    assert_eq!(fused.node(att[0]).ty.shape, [2, 3, 5, 4]);
 }
 
 #[test]

@@ -1340,9 +1340,9 @@ fn packed_dense_runs_its_column_tiles_outermost() {
 }
 
 /// A packed dense layer's register tile of two vectors of columns holds one row fewer
-/// than the registers allow with AVX2's 16 (6 rows: 64 rows in 11 tiles, which no chunk
-/// divides), every row with AVX-512's 32 (8: in 8 tiles, two chunks of 4); both compute
-/// the unscheduled result.
+/// than the registers allow with AVX2's 16 (6 rows: 64 rows in 11 tiles), every row
+/// with AVX-512's 32 (8: in 8 tiles); weights this small are read from cache by every
+/// row tile, outermost (no chunks). Both compute the unscheduled result.
 #[test]
 fn packed_dense_tiles_take_the_rows_the_register_file_holds() {
     use tessera_te::schedules::{default_schedule, CpuParams};
@@ -1350,103 +1350,20 @@ fn packed_dense_tiles_take_the_rows_the_register_file_holds() {
         vector_lanes: 16,
         ..common::AVX2_TWO_CORES
     };
-    let cases: [(CpuParams, i64, &[&str]); 2] = [
-        (common::AVX2_TWO_CORES, 8, &["for (i.outer, 0, 11)"]),
-        (
-            avx512,
-            16,
-            &["for (i.outer.outer, 0, 2)", "for (i.outer.inner, 0, 4)"],
-        ),
-    ];
-    for (p, block, loops) in cases {
+    for (p, block, row_tiles) in [(common::AVX2_TWO_CORES, 8, 11), (avx512, 16, 8)] {
         let data = ph(&[64, 24], "data");
         let weight = ph(&[64 / block, 24, block], "weight");
         let out = ops::dense(&data, &weight, None).unwrap();
         let s = default_schedule(&[out.clone()], p).unwrap();
         let args = [data, weight, out.clone()];
         let text = tessera_te::lower(&s, &args, "f").unwrap().to_string();
-        for l in loops {
-            assert!(text.contains(l), "{} lanes: {text}", p.vector_lanes);
-        }
+        assert!(
+            text.contains(&format!("for (i.outer, 0, {row_tiles}) parallel")),
+            "{} lanes: {text}",
+            p.vector_lanes
+        );
         common::assert_same_as_unscheduled(&s, &[out], &args, 2);
     }
-}
-
-/// A packed dense layer with more data than weights runs its row tiles in chunks: the
-/// chunks outermost and in parallel, then the column tiles, then the chunk's row tiles
-/// (each column tile's weights read once per chunk); a chunk holds at most 16 tiles and
-/// leaves one a core (256 rows in 32 tiles of 8: 2 chunks of 16; 4 × 64 bytes of
-/// columns). Its result is the unscheduled one.
-#[test]
-fn packed_dense_with_more_data_than_weights_runs_its_rows_in_chunks() {
-    use tessera_te::schedules::{default_schedule, CpuParams};
-    let p = CpuParams {
-        vector_lanes: 16,
-        ..common::AVX2_TWO_CORES
-    };
-    let data = ph(&[256, 64], "data");
-    let weight = ph(&[4, 64, 16], "weight");
-    let out = ops::dense(&data, &weight, None).unwrap();
-    let s = default_schedule(&[out.clone()], p).unwrap();
-    let args = [data, weight, out.clone()];
-    let text = tessera_te::lower(&s, &args, "f").unwrap().to_string();
-    let order: Vec<usize> = [
-        "for (i.outer.outer, 0, 2) parallel",
-        "for (j.outer, 0, 2)",
-        "for (i.outer.inner, 0, 16)",
-    ]
-    .iter()
-    .map(|l| text.find(l).unwrap_or_else(|| panic!("{l}: {text}")))
-    .collect();
-    assert!(order.windows(2).all(|w| w[0] < w[1]), "{text}");
-    common::assert_same_as_unscheduled(&s, &[out], &args, 2);
-}
-
-/// Reductions along rows (softmax's maximum and sum, layer norm's mean and variance over
-/// the last axis) accumulate a vector of partial results per row and run their rows in
-/// parallel, all the output's axes fused (a `[1, 7]` mean is not one core's work); a
-/// short row that is not a whole number of vectors keeps the scalar loop, a long one
-/// guards its last step.
-#[test]
-fn row_reductions_accumulate_vectors_and_run_rows_in_parallel() {
-    use tessera_te::schedules::default_schedule;
-    let p = common::AVX2_TWO_CORES;
-    let x = ph(&[1, 7, 32], "x");
-    let gamma = ph(&[32], "gamma");
-    let ln = ops::layer_norm(&x, &gamma, None, &[], 1e-5).unwrap();
-    let s = default_schedule(&[ln.clone()], p).unwrap();
-    let args = [x.clone(), gamma, ln.clone()];
-    let text = tessera_te::lower(&s, &args, "ln").unwrap().to_string();
-    assert!(text.contains("T_layer_norm_mean.rf"), "{text}");
-    assert!(
-        text.contains("for (ax0.ax1.fused, 0, 7) parallel"),
-        "{text}"
-    );
-    common::assert_same_as_unscheduled(&s, &[ln], &args, 2);
-    let sm = ops::softmax_axis(&x, -1).unwrap();
-    let s = default_schedule(&[sm.clone()], p).unwrap();
-    let args = [x, sm.clone()];
-    let text = tessera_te::lower(&s, &args, "sm").unwrap().to_string();
-    assert!(text.contains("T_softmax_maxelem.rf"), "{text}");
-    common::assert_same_as_unscheduled(&s, &[sm], &args, 1);
-    // 13 columns: no whole vectors, the rows as before
-    let x = ph(&[2, 13], "x");
-    let sm = ops::softmax(&x).unwrap();
-    let s = default_schedule(&[sm.clone()], p).unwrap();
-    let args = [x, sm.clone()];
-    let text = tessera_te::lower(&s, &args, "sm").unwrap().to_string();
-    assert!(!text.contains(".rf"), "{text}");
-    common::assert_same_as_unscheduled(&s, &[sm], &args, 1);
-    // 197 columns (ViT's tokens), no vector divides: a register's worth of partial
-    // results all the same, the last step guarded
-    let x = ph(&[3, 197], "x");
-    let sm = ops::softmax(&x).unwrap();
-    let s = default_schedule(&[sm.clone()], p).unwrap();
-    let args = [x, sm.clone()];
-    let text = tessera_te::lower(&s, &args, "sm").unwrap().to_string();
-    assert!(text.contains("T_softmax_maxelem.rf"), "{text}");
-    assert!(text.contains("< 197)"), "{text}");
-    common::assert_same_as_unscheduled(&s, &[sm], &args, 1);
 }
 
 /// A softmax over the last axis computes its four stages per row of its output: the
