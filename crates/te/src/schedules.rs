@@ -206,14 +206,15 @@ const WEIGHTS_IN_CACHE: i64 = 1 << 20;
 /// chunks of as many tiles as hold [`ROW_CHUNK_BYTES`] of its data, at most 16, leaving
 /// a chunk per core at least; row tiles outermost ([`TileOrder::Rows`]) where no chunk
 /// of two or more divides them, or the weights fit (ConvNeXt-T, whose 147–590 KiB
-/// pointwise layers would be chunked, ran 6 % slower with them chunked).
+/// pointwise layers would be chunked, ran 6–8 % slower with them chunked).
 ///
 /// Measured on an Intel Xeon (AVX-512, 2 MiB L2 a core) at 2 threads, BERT's FFN
-/// products at 8 × 384 rows (3072 × 768 · 768 × 3072 and 3072 × 3072 · 3072 × 768), the
-/// kernel alone in 8 alternating rounds: row tiles outermost 69.6 / 83.9 ms (minima),
-/// chunks of 16 tiles 49.9 ms and of 4 tiles 53.9 ms; every chunk from 8 to 32 tiles
-/// within 2 % of another. Row tiles outermost read every weight panel from L3 once per
-/// row tile; column tiles outermost (tried: 55.6 ms) read all the data once per panel.
+/// products at 8 × 384 rows, the kernel alone in 6–8 alternating rounds (minima):
+/// 3072 × 768 · 768 × 3072 69.6 ms with row tiles outermost, 49.9–50.4 with chunks of
+/// 8 to 32 tiles, 55.6 with column tiles outermost (all the data read once per weight
+/// panel); 3072 × 3072 · 3072 × 768 83.9 ms, 53.9 with chunks of 4 (512 KiB of rows at
+/// 3,072 terms), 48–51 with 8 or 16. Row tiles outermost read every weight panel from
+/// L3 once per row tile.
 fn row_chunks(c: &Tensor, m: i64, mr: i64, p: CpuParams) -> TileOrder {
     let terms: i64 = c.reduce_axis().iter().filter_map(|k| k.extent()).product();
     let columns = c.shape().last().copied().unwrap_or(1);

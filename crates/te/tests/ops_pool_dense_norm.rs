@@ -1366,6 +1366,53 @@ fn packed_dense_tiles_take_the_rows_the_register_file_holds() {
     }
 }
 
+/// Reductions along rows (softmax's maximum and sum, layer norm's mean and variance over
+/// the last axis) accumulate a vector of partial results per row and run their rows in
+/// parallel, all the output's axes fused (a `[1, 7]` mean is not one core's work); a
+/// short row that is not a whole number of vectors keeps the scalar loop, a long one
+/// guards its last step.
+#[test]
+fn row_reductions_accumulate_vectors_and_run_rows_in_parallel() {
+    use tessera_te::schedules::default_schedule;
+    let p = common::AVX2_TWO_CORES;
+    let x = ph(&[1, 7, 32], "x");
+    let gamma = ph(&[32], "gamma");
+    let ln = ops::layer_norm(&x, &gamma, None, &[], 1e-5).unwrap();
+    let s = default_schedule(&[ln.clone()], p).unwrap();
+    let args = [x.clone(), gamma, ln.clone()];
+    let text = tessera_te::lower(&s, &args, "ln").unwrap().to_string();
+    assert!(text.contains("T_layer_norm_mean.rf"), "{text}");
+    assert!(
+        text.contains("for (ax0.ax1.fused, 0, 7) parallel"),
+        "{text}"
+    );
+    common::assert_same_as_unscheduled(&s, &[ln], &args, 2);
+    let sm = ops::softmax_axis(&x, -1).unwrap();
+    let s = default_schedule(&[sm.clone()], p).unwrap();
+    let args = [x, sm.clone()];
+    let text = tessera_te::lower(&s, &args, "sm").unwrap().to_string();
+    assert!(text.contains("T_softmax_maxelem.rf"), "{text}");
+    common::assert_same_as_unscheduled(&s, &[sm], &args, 1);
+    // 13 columns: no whole vectors, the rows as before
+    let x = ph(&[2, 13], "x");
+    let sm = ops::softmax(&x).unwrap();
+    let s = default_schedule(&[sm.clone()], p).unwrap();
+    let args = [x, sm.clone()];
+    let text = tessera_te::lower(&s, &args, "sm").unwrap().to_string();
+    assert!(!text.contains(".rf"), "{text}");
+    common::assert_same_as_unscheduled(&s, &[sm], &args, 1);
+    // 197 columns (ViT's tokens), no vector divides: a register's worth of partial
+    // results all the same, the last step guarded
+    let x = ph(&[3, 197], "x");
+    let sm = ops::softmax(&x).unwrap();
+    let s = default_schedule(&[sm.clone()], p).unwrap();
+    let args = [x, sm.clone()];
+    let text = tessera_te::lower(&s, &args, "sm").unwrap().to_string();
+    assert!(text.contains("T_softmax_maxelem.rf"), "{text}");
+    assert!(text.contains("< 197)"), "{text}");
+    common::assert_same_as_unscheduled(&s, &[sm], &args, 1);
+}
+
 /// A softmax over the last axis computes its four stages per row of its output: the
 /// rows (leading axes fused) in parallel, the exponentials of one row only (48 floats),
 /// the maximum and the sum from vectors of partial results inside the row; the result
