@@ -15,9 +15,10 @@ is timed in the same rounds as a third side, the median of `--repeat` runs a rou
 each module's ratio to it is reported too.
 """
 import argparse
+import os
 import statistics
 import subprocess
-import time
+import sys
 
 
 def steal():
@@ -36,28 +37,23 @@ def median_ms(exe, module, inputs, repeat):
     return float(lines[i + 1].split()[1])
 
 
-def ort_session(model, threads):
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = threads
-    return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
-
-
-def ort_median_ms(session, inputs, repeat):
+def ort_peer(model, threads):
+    """onnxruntime's session of `model` as `network_vs_ort.py` makes it, and a function
+    timing it on one `--inputs` set (its arrays loaded once)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import numpy as np
+    from network_vs_ort import ort_median_ms, ort_session
 
-    feed = {}
-    for pair in inputs.split(","):
-        name, path = pair.split("=", 1)
-        feed[name] = np.load(path)
-    session.run(None, feed)
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        session.run(None, feed)
-        times.append((time.perf_counter() - t) * 1e3)
-    return statistics.median(times)
+    session = ort_session(model, threads)
+    feeds = {}
+
+    def timed(inputs, repeat):
+        if inputs not in feeds:
+            pairs = (pair.split("=", 1) for pair in inputs.split(","))
+            feeds[inputs] = {name: np.load(path) for name, path in pairs}
+        return ort_median_ms(session, feeds[inputs], repeat)
+
+    return timed
 
 
 def ratio_cell(num, den):
@@ -76,7 +72,7 @@ def main():
     ap.add_argument("--onnx", help="also time an onnxruntime session of this model")
     ap.add_argument("--threads", type=int, default=2)
     a = ap.parse_args()
-    session = ort_session(a.onnx, a.threads) if a.onnx else None
+    peer = ort_peer(a.onnx, a.threads) if a.onnx else None
     s0, t0 = steal()
     times = {x: ([], [], []) for x in a.inputs}
     for r in range(a.rounds):
@@ -85,23 +81,23 @@ def main():
             sides = [(0, a.before), (1, a.after)]
             for k, m in sides if r % 2 == 0 else sides[::-1]:
                 times[x][k].append(median_ms(a.tessera, m, x, a.repeat))
-            peer = ""
-            if session is not None:
-                times[x][2].append(ort_median_ms(session, x, a.repeat))
-                peer = f", onnxruntime {times[x][2][-1]:.2f} ms"
+            third = ""
+            if peer is not None:
+                times[x][2].append(peer(x, a.repeat))
+                third = f", onnxruntime {times[x][2][-1]:.2f} ms"
             print(f"round {r + 1} {x}: before {times[x][0][-1]:.2f} ms, "
-                  f"after {times[x][1][-1]:.2f} ms{peer}", flush=True)
+                  f"after {times[x][1][-1]:.2f} ms{third}", flush=True)
     s1, t1 = steal()
     print(f"steal {100.0 * (s1 - s0) / max(t1 - t0, 1):.2f}%")
-    peer = session is not None
+    with_peer = peer is not None
     head = "| inputs | after / before (median; min; minima) |"
-    head += " after / onnxruntime | before / onnxruntime |" if peer else ""
-    print(head + " minima (ms): before, after" + (", onnxruntime |" if peer else " |"))
-    print("|---" * (5 if peer else 3) + "|")
+    head += " after / onnxruntime | before / onnxruntime |" if with_peer else ""
+    print(head + " minima (ms): before, after" + (", onnxruntime |" if with_peer else " |"))
+    print("|---" * (5 if with_peer else 3) + "|")
     for x, (b, f, o) in times.items():
         row = f"| {x} | {ratio_cell(f, b)} |"
-        row += f" {ratio_cell(f, o)} | {ratio_cell(b, o)} |" if peer else ""
-        minima = f"{min(b):.2f}, {min(f):.2f}" + (f", {min(o):.2f}" if peer else "")
+        row += f" {ratio_cell(f, o)} | {ratio_cell(b, o)} |" if with_peer else ""
+        minima = f"{min(b):.2f}, {min(f):.2f}" + (f", {min(o):.2f}" if with_peer else "")
         print(f"{row} {minima} |")
 
 
